@@ -1,0 +1,165 @@
+/*
+ * hearsay/kernels.h — numeric kernels behind one ops table per device.
+ *
+ * Letters used in shape comments: B batch, C channels (or classes), H/W height/width,
+ * K output channels, R/S filter height/width, M/N/K gemm sizes, n vector length.
+ * All tensors are float32, row-major, NCHW for images. Pointers marked "device" live in the
+ * backend's memory (host memory for CPU, GPU memory for CUDA) and come from ops->alloc.
+ *
+ * Callers hold an hs_kernels_t (opened with hs_kernels_open) and call through k->ops:
+ *     k->ops->axpy(k, n, 0.5f, x, y);
+ * Every slot returns 0 or a negative errno-style code with a message (hs_last_error()).
+ * Kernels are asynchronous on CUDA (one stream per hs_kernels_t): results written to host
+ * pointers (float *out_host etc.) are available when the call returns; device results are
+ * ordered on the stream and visible to later calls. sync() waits for all of them.
+ * Without CUDA in the build, hs_kernels_open(HS_DEV_CUDA) fails with -ENOSYS and a message;
+ * callers never #ifdef.
+ */
+#ifndef HEARSAY_KERNELS_H
+#define HEARSAY_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum hs_device { HS_DEV_CPU = 0, HS_DEV_CUDA = 1 } hs_device_t;
+
+typedef struct hs_kernels hs_kernels_t;
+
+/* 2-D convolution geometry (cross-correlation, as in cuDNN and PyTorch). */
+typedef struct hs_conv2d_desc {
+    int B, C, H, W;   /* input (B, C, H, W) */
+    int K, R, S;      /* filters (K, C, R, S); bias (K) */
+    int pad, stride;  /* same for both spatial axes */
+    int P, Q;         /* output (B, K, P, Q): P = (H + 2 pad - R) / stride + 1, likewise Q */
+} hs_conv2d_desc_t;
+
+/* 2-D max-pool geometry: window `size`, step `stride`, no padding. */
+typedef struct hs_pool2d_desc {
+    int B, C, H, W; /* input (B, C, H, W) */
+    int size, stride;
+    int P, Q; /* output (B, C, P, Q): P = (H - size) / stride + 1 */
+} hs_pool2d_desc_t;
+
+typedef struct hs_kernel_ops {
+    size_t size;      /* sizeof(hs_kernel_ops_t), for versioning */
+    const char *name; /* "cpu", "cuda" */
+    hs_device_t device;
+
+    /* ---- memory ---- */
+    /* Allocate `bytes` of device memory (64-byte aligned on CPU); *out = NULL when bytes = 0. */
+    int (*alloc)(hs_kernels_t *k, size_t bytes, void **out);
+    /* Free device memory from alloc (NULL is fine). */
+    void (*free)(hs_kernels_t *k, void *p);
+    /* Copies. Host pointers are ordinary memory; to_host/from_host are synchronous. */
+    int (*to_device)(hs_kernels_t *k, void *dst_dev, const void *src_host, size_t bytes);
+    int (*to_host)(hs_kernels_t *k, void *dst_host, const void *src_dev, size_t bytes);
+    int (*copy)(hs_kernels_t *k, void *dst_dev, const void *src_dev, size_t bytes);
+    int (*zero)(hs_kernels_t *k, void *dst_dev, size_t bytes);
+    /* Wait until every queued kernel has finished. */
+    int (*sync)(hs_kernels_t *k);
+
+    /* ---- BLAS-like ---- */
+    /* C (M, N) = alpha * op(A) op(B) + beta * C, row-major; op(A) is (M, K), op(B) is (K, N).
+     * A is (M, K) or, with trans_a, (K, M); lda/ldb/ldc are row strides. */
+    int (*gemm)(hs_kernels_t *k, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+    /* y (n) += a * x (n) */
+    int (*axpy)(hs_kernels_t *k, size_t n, float a, const float *x, float *y);
+    /* x (n) *= a */
+    int (*scale)(hs_kernels_t *k, size_t n, float a, float *x);
+    /* y (n) = a * x + b * y   (fused gossip mix; x and y may not overlap) */
+    int (*mix)(hs_kernels_t *k, size_t n, float a, const float *x, float b, float *y);
+    /* y (B, N) += bias (N) broadcast over rows */
+    int (*add_bias)(hs_kernels_t *k, int B, int N, const float *bias, float *y);
+    /* db (N) (+)= sum over rows of dy (B, N); accumulate when `accumulate`, else overwrite */
+    int (*bias_grad)(hs_kernels_t *k, int B, int N, const float *dy, float *db, int accumulate);
+
+    /* ---- activations (n elements; may run in place: y == x, dx == dy) ---- */
+    int (*relu_fwd)(hs_kernels_t *k, size_t n, const float *x, float *y);
+    /* dx = dy * (y > 0), y the forward output */
+    int (*relu_bwd)(hs_kernels_t *k, size_t n, const float *y, const float *dy, float *dx);
+    int (*tanh_fwd)(hs_kernels_t *k, size_t n, const float *x, float *y);
+    /* dx = dy * (1 - y^2), y the forward output */
+    int (*tanh_bwd)(hs_kernels_t *k, size_t n, const float *y, const float *dy, float *dx);
+
+    /* ---- loss ---- */
+    /* Softmax + cross-entropy over logits (B, C) with labels (B) in [0, C).
+     * Writes probs (B, C) (may be NULL), dlogits (B, C) = (probs - onehot) / B (may be NULL),
+     * *loss_host = mean loss over the batch, *correct_host = number of rows whose argmax equals
+     * the label (may be NULL). labels are host or device int32 as the backend needs: device. */
+    int (*softmax_xent)(hs_kernels_t *k, int B, int C, const float *logits, const int32_t *labels,
+                        float *probs, float *dlogits, double *loss_host, int *correct_host);
+
+    /* ---- convolution and pooling ---- */
+    /* Bytes of scratch the conv calls need for this geometry (im2col buffer on CPU, cuDNN
+     * workspace on CUDA); the caller allocates it with alloc and passes it in. */
+    size_t (*conv2d_workspace)(hs_kernels_t *k, const hs_conv2d_desc_t *d);
+    /* y (B, K, P, Q) = conv(x (B, C, H, W), w (K, C, R, S)) + bias (K) (bias may be NULL) */
+    int (*conv2d_fwd)(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *x, const float *w,
+                      const float *bias, float *y, void *ws, size_t ws_bytes);
+    /* From dy (B, K, P, Q): dx (B, C, H, W) (overwritten; may be NULL to skip),
+     * dw (K, C, R, S) and dbias (K) (accumulated, so several batches can add up; dbias may be
+     * NULL). */
+    int (*conv2d_bwd)(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *x, const float *w,
+                      const float *dy, float *dx, float *dw, float *dbias, void *ws,
+                      size_t ws_bytes);
+    /* y (B, C, P, Q) = max over windows of x; argmax (B, C, P, Q) stores the flat input index
+     * of each maximum (int32, device) for the backward pass (CUDA may ignore it: may be NULL). */
+    int (*maxpool_fwd)(hs_kernels_t *k, const hs_pool2d_desc_t *d, const float *x, float *y,
+                       int32_t *argmax);
+    /* dx (B, C, H, W) = scatter of dy to the maxima (overwritten). x, y are the forward input
+     * and output (cuDNN needs them). */
+    int (*maxpool_bwd)(hs_kernels_t *k, const hs_pool2d_desc_t *d, const float *x, const float *y,
+                       const int32_t *argmax, const float *dy, float *dx);
+
+    /* Global average pooling: y (B, C) = mean over the HW positions of x (B, C, HW). */
+    int (*avgpool_global_fwd)(hs_kernels_t *k, int B, int C, int HW, const float *x, float *y);
+    /* dx (B, C, HW) = dy (B, C) / HW broadcast (overwritten). */
+    int (*avgpool_global_bwd)(hs_kernels_t *k, int B, int C, int HW, const float *dy, float *dx);
+
+    /* ---- optimizer ---- */
+    /* One SGD step over n parameters, PyTorch's convention:
+     *   g = grad + wd * param;  vel = momentum * vel + g;
+     *   step = nesterov ? g + momentum * vel : vel;  param -= lr * step.
+     * With momentum == 0, vel may be NULL and step = g. */
+    int (*sgd_step)(hs_kernels_t *k, size_t n, float lr, float momentum, float wd, int nesterov,
+                    float *param, const float *grad, float *vel);
+
+    /* ---- reductions (results to host, accumulated in double) ---- */
+    int (*sum)(hs_kernels_t *k, size_t n, const float *x, double *out_host);
+    int (*dot)(hs_kernels_t *k, size_t n, const float *x, const float *y, double *out_host);
+    int (*nrm2)(hs_kernels_t *k, size_t n, const float *x, double *out_host);
+} hs_kernel_ops_t;
+
+struct hs_kernels {
+    const hs_kernel_ops_t *ops;
+    hs_device_t device;
+    int device_index; /* GPU ordinal for CUDA; 0 on CPU */
+    int threads;      /* CPU threads used by BLAS and loops (1 = single-threaded) */
+    void *impl;       /* backend state (cuBLAS/cuDNN handles, stream, ...) */
+};
+
+/* Open a kernel backend. `threads` (CPU) sets the BLAS thread count (0 = library default).
+ * CUDA: -ENOSYS when built without CUDA, -ENODEV when no GPU is visible, with a message. */
+int hs_kernels_open(hs_kernels_t **out, hs_device_t dev, int device_index, int threads);
+void hs_kernels_close(hs_kernels_t **k);
+/* Parse "cpu" / "cuda" / "cuda:N". */
+int hs_device_parse(const char *s, hs_device_t *dev, int *index);
+/* 1 when a CUDA device can be used by this build (built with CUDA and a GPU present). */
+int hs_cuda_available(void);
+
+/* Backend constructors (used by hs_kernels_open; the CUDA one returns -ENOSYS without CUDA). */
+int hs_kernels_cpu_open(hs_kernels_t *k, int threads);
+void hs_kernels_cpu_close(hs_kernels_t *k);
+int hs_kernels_cuda_open(hs_kernels_t *k, int device_index);
+void hs_kernels_cuda_close(hs_kernels_t *k);
+int hs_kernels_cuda_device_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
