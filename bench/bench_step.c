@@ -1,10 +1,249 @@
-/* bench/bench_step.c — PLACEHOLDER while under construction; replaced by the real benchmark. */
+/* bench/bench_step.c — `hearsay bench step`: median time of one training step (forward +
+ * backward + SGD-momentum update) of a model, optionally beside PyTorch doing the same step
+ * with the same thread count and OpenBLAS environment (bench/torch_step.py). */
+#include "bench/bench_util.h"
+#include "hearsay/common.h"
+#include "hearsay/config.h"
+#include "hearsay/nn.h"
+#include "hearsay/optim.h"
+#include "hearsay/rng.h"
 #include "tools/commands.h"
+
+#include <cblas.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const hs_option_t step_options[] = {
+    {.name = "model",
+     .type = HS_OPT_STRING,
+     .def = "mlp:784-1024-1024-10",
+     .metavar = "SPEC",
+     .group = "Benchmark",
+     .help = "model spec (inputs are C*H*W = --input values, flat)"},
+    {.name = "input",
+     .type = HS_OPT_STRING,
+     .def = "auto",
+     .metavar = "CxHxW",
+     .help = "input shape (auto: 1x28x28 for lenet5, 3x32x32 for resnet20, else the spec's IN)"},
+    {.name = "classes",
+     .type = HS_OPT_INT,
+     .def = "10",
+     .range = "[2, 100000]",
+     .help = "number of classes"},
+    {.name = "batch",
+     .type = HS_OPT_INT,
+     .def = "128",
+     .range = "[1, 65536]",
+     .help = "batch size"},
+    {.name = "threads",
+     .type = HS_OPT_INT,
+     .def = "1",
+     .range = "[1, 1024]",
+     .help = "CPU threads for BLAS (and for the reference)"},
+    {.name = "device",
+     .type = HS_OPT_STRING,
+     .def = "cpu",
+     .metavar = "DEV",
+     .help = "cpu, cuda, cuda:N"},
+    {.name = "reps",
+     .type = HS_OPT_INT,
+     .def = "50",
+     .range = "[1, 100000]",
+     .help = "timed steps (the median is reported)"},
+    {.name = "warmup",
+     .type = HS_OPT_INT,
+     .def = "10",
+     .range = "[0, 100000]",
+     .help = "untimed steps first"},
+    {.name = "reference",
+     .type = HS_OPT_ENUM,
+     .def = "none",
+     .choices = "none|torch",
+     .help = "also run PyTorch's same step (/usr/bin/python3, python3-torch) and print the ratio"},
+    {.name = "json",
+     .type = HS_OPT_BOOL,
+     .def = "false",
+     .help = "one JSON object per measurement"},
+};
+
+static const hs_cfg_spec_t step_spec = {
+    .usage = "hearsay bench step [OPTIONS]",
+    .summary = "Median time of one training step: forward, softmax cross-entropy, backward and\n"
+               "an SGD step with momentum 0.9, on random inputs. The report names the thread\n"
+               "count, OPENBLAS_CORETYPE and the core OpenBLAS selected. Compare like with like:\n"
+               "--reference torch runs PyTorch in the same environment, in the same run.",
+    .options = step_options,
+    .n_options = HS_ARRAY_LEN(step_options),
+};
+
+static int input_shape(const char *text, const char *model, int *c, int *h, int *w)
+{
+    if (strcmp(text, "auto") != 0) {
+        if (sscanf(text, "%dx%dx%d", c, h, w) != 3 || *c < 1 || *h < 1 || *w < 1)
+            return HS_ERR(-EINVAL, "--input: '%s' is not CxHxW (e.g. 3x32x32)", text);
+        return 0;
+    }
+    *c = 1, *h = 1, *w = 1;
+    if (!strcmp(model, "lenet5"))
+        *h = *w = 28;
+    else if (!strcmp(model, "resnet20"))
+        *c = 3, *h = *w = 32;
+    else {
+        const char *colon = strchr(model, ':');
+        long in = colon ? strtol(colon + 1, NULL, 10) : 0;
+        if (in < 1)
+            return HS_ERR(
+                -EINVAL, "--input: cannot infer the input size of '%s'; give --input CxHxW", model);
+        *w = (int)in;
+    }
+    return 0;
+}
+
+/* Locate bench/torch_step.py: the source tree (build-time), then the installed copy. */
+static const char *torch_script(void)
+{
+    static const char *candidates[] = {HS_SRCDIR "/bench/torch_step.py",
+                                       HS_PKGDATADIR "/torch_step.py"};
+    for (size_t i = 0; i < HS_ARRAY_LEN(candidates); i++)
+        if (access(candidates[i], R_OK) == 0) return candidates[i];
+    return NULL;
+}
+
+static int run_reference(const char *model, int batch, int threads, int reps, int warmup,
+                         double *median_ms, int json)
+{
+    const char *script = torch_script();
+    if (!script) return HS_ERR(-ENOENT, "bench/torch_step.py not found (source tree or install)");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "OMP_NUM_THREADS=%d /usr/bin/python3 '%s' --model '%s' --batch %d --threads %d "
+             "--reps %d --warmup %d",
+             threads, script, model, batch, threads, reps, warmup);
+    FILE *p = popen(cmd, "r");
+    if (!p) return HS_ERR(-errno, "cannot start the PyTorch reference: %s", strerror(errno));
+    char line[4096] = "";
+    char *got = fgets(line, sizeof line, p);
+    int st = pclose(p);
+    if (!got || st != 0)
+        return HS_ERR(-EIO,
+                      "the PyTorch reference failed (exit status %d); is python3-torch "
+                      "installed? (apt-get install python3-torch)",
+                      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    line[strcspn(line, "\n")] = '\0';
+    const char *m = strstr(line, "\"median_ms\": ");
+    if (!m) return HS_ERR(-EIO, "unexpected output from the PyTorch reference: %s", line);
+    *median_ms = strtod(m + strlen("\"median_ms\": "), NULL);
+    if (json)
+        printf("%s\n", line);
+    else
+        printf("pytorch  %-24s batch %4d  threads %d  median %8.3f ms\n", model, batch, threads,
+               *median_ms);
+    return 0;
+}
+
 int hs_bench_step(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "hearsay bench step: not built yet\n");
-    return 1;
+    hs_cfg_t *cfg = NULL;
+    hs_kernels_t *k = NULL;
+    hs_model_t *m = NULL;
+    hs_sgd_t *opt = NULL;
+    float *x = NULL, *xd = NULL;
+    int32_t *y = NULL, *yd = NULL;
+    double *times = NULL;
+    int status = 1;
+    if (hs_cfg_create(&cfg, &step_spec) < 0) goto fail;
+    int rc = hs_cfg_parse_args(cfg, argc, argv);
+    if (rc == HS_CFG_HELP) {
+        hs_cfg_print_help(cfg, stdout);
+        hs_cfg_free(&cfg);
+        return 0;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "hearsay bench step: %s\n", hs_last_error());
+        hs_cfg_free(&cfg);
+        return 2;
+    }
+    const char *model = hs_cfg_str(cfg, "model");
+    int batch = (int)hs_cfg_int(cfg, "batch"), threads = (int)hs_cfg_int(cfg, "threads");
+    int reps = (int)hs_cfg_int(cfg, "reps"), warmup = (int)hs_cfg_int(cfg, "warmup");
+    int classes = (int)hs_cfg_int(cfg, "classes"), json = hs_cfg_bool(cfg, "json");
+    int c, h, w;
+    if (input_shape(hs_cfg_str(cfg, "input"), model, &c, &h, &w) < 0) goto fail;
+    hs_device_t dev;
+    int dev_index;
+    if (hs_device_parse(hs_cfg_str(cfg, "device"), &dev, &dev_index) < 0) goto fail;
+    if (hs_kernels_open(&k, dev, dev_index, threads) < 0) goto fail;
+    if (hs_model_create(&m, k, model, c, h, w, classes, batch, 1) < 0) goto fail;
+    hs_sgd_config_t sc = {.momentum = 0.9f};
+    size_t np = hs_model_num_params(m), d = (size_t)c * h * w;
+    if (hs_sgd_open(&opt, k, np, &sc) < 0) goto fail;
+    x = hs_malloc((size_t)batch * d * sizeof *x, "inputs");
+    y = hs_malloc((size_t)batch * sizeof *y, "labels");
+    times = hs_malloc((size_t)reps * sizeof *times, "timings");
+    if (!x || !y || !times) goto fail;
+    hs_rng_t r;
+    hs_rng_seed(&r, 1, 0);
+    for (size_t i = 0; i < (size_t)batch * d; i++) x[i] = (float)hs_rng_normal(&r);
+    for (int i = 0; i < batch; i++) y[i] = (int32_t)hs_rng_below(&r, (uint64_t)classes);
+    if (k->ops->alloc(k, (size_t)batch * d * sizeof *x, (void **)&xd) < 0 ||
+        k->ops->alloc(k, (size_t)batch * sizeof *y, (void **)&yd) < 0 ||
+        k->ops->to_device(k, xd, x, (size_t)batch * d * sizeof *x) < 0 ||
+        k->ops->to_device(k, yd, y, (size_t)batch * sizeof *y) < 0)
+        goto fail;
+    for (int i = 0; i < warmup + reps; i++) {
+        double loss, t0 = hs_now();
+        if (hs_model_train_step(m, xd, yd, batch, &loss, NULL) < 0 ||
+            hs_sgd_step(opt, hs_model_params(m), hs_model_grads(m), 0.01f) < 0 ||
+            k->ops->sync(k) < 0)
+            goto fail;
+        if (i >= warmup) times[i - warmup] = (hs_now() - t0) * 1e3;
+    }
+    double min = times[0];
+    for (int i = 1; i < reps; i++) min = HS_MIN(min, times[i]);
+    double med = hs_bench_median(times, (size_t)reps);
+    if (json)
+        printf(
+            "{\"bench\": \"step\", \"impl\": \"hearsay\", \"device\": \"%s\", \"model\": \"%s\", "
+            "\"batch\": %d, \"threads\": %d, \"openblas_coretype\": \"%s\", "
+            "\"openblas_core\": \"%s\", \"params\": %zu, \"reps\": %d, \"median_ms\": %.4f, "
+            "\"min_ms\": %.4f}\n",
+            k->ops->name, model, batch, threads, hs_bench_coretype_env(), hs_bench_blas_core(), np,
+            reps, med, min);
+    else
+        printf("hearsay  %-24s batch %4d  threads %d  median %8.3f ms  (min %.3f; %s; "
+               "OPENBLAS_CORETYPE=%s, core %s)\n",
+               model, batch, threads, med, min, k->ops->name, hs_bench_coretype_env(),
+               hs_bench_blas_core());
+    fflush(stdout);
+    if (hs_cfg_enum(cfg, "reference") == 1) {
+        double ref;
+        if (run_reference(model, batch, threads, reps, warmup, &ref, json) < 0) goto fail;
+        if (json)
+            printf(
+                "{\"bench\": \"step\", \"compare\": \"pytorch_over_hearsay\", \"ratio\": %.3f}\n",
+                ref / med);
+        else
+            printf("ratio    pytorch / hearsay = %.2f (> 1: hearsay is faster)\n", ref / med);
+    }
+    status = 0;
+    goto out;
+fail:
+    fprintf(stderr, "hearsay bench step: %s\n", hs_last_error());
+out:
+    if (k) {
+        k->ops->free(k, xd);
+        k->ops->free(k, yd);
+    }
+    free(x);
+    free(y);
+    free(times);
+    hs_sgd_close(&opt);
+    hs_model_free(&m);
+    hs_kernels_close(&k);
+    hs_cfg_free(&cfg);
+    return status;
 }

@@ -123,8 +123,7 @@ int hs_parse_long(const char *s, long lo, long hi, const char *what, long *out)
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || *end != '\0')
-        return HS_ERR(-EINVAL, "%s: '%s' is not an integer", what, s);
+    if (errno || *end != '\0') return HS_ERR(-EINVAL, "%s: '%s' is not an integer", what, s);
     if (v < lo || v > hi)
         return HS_ERR(-EINVAL, "%s: %ld is out of range [%ld, %ld]", what, v, lo, hi);
     *out = v;
@@ -139,7 +138,8 @@ int hs_parse_double(const char *s, double lo, double hi, const char *what, doubl
     double v = strtod(s, &end);
     if (errno || *end != '\0' || !isfinite(v))
         return HS_ERR(-EINVAL, "%s: '%s' is not a finite number", what, s);
-    if (v < lo || v > hi) return HS_ERR(-EINVAL, "%s: %g is out of range [%g, %g]", what, v, lo, hi);
+    if (v < lo || v > hi)
+        return HS_ERR(-EINVAL, "%s: %g is out of range [%g, %g]", what, v, lo, hi);
     *out = v;
     return 0;
 }

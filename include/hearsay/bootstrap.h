@@ -21,7 +21,7 @@ typedef struct hs_boot hs_boot_t;
 
 typedef struct hs_boot_opts {
     double timeout_s; /* bound on every start-up wait (default 60 s when 0) */
-    int use_mpi;      /* -1 auto (MPI when launched by mpirun and built with MPI), 0 never, 1 must */
+    int use_mpi; /* -1 auto (MPI when launched by mpirun and built with MPI), 0 never, 1 must */
 } hs_boot_opts_t;
 
 /* Join the job. Fails with a clear message (e.g. a bad HS_JOB_KEY, an unreachable
@@ -36,6 +36,11 @@ int hs_boot_local_size(const hs_boot_t *b);
 int hs_boot_all_local(const hs_boot_t *b);
 /* Host index of a rank (ranks sharing a hostname share an index, numbered by first rank). */
 int hs_boot_host_of(const hs_boot_t *b, int rank);
+/* Number of distinct hosts in the job. */
+int hs_boot_num_hosts(const hs_boot_t *b);
+/* Hostname of a rank as it reported it (HS_HOSTNAME overrides gethostname()); NULL when
+ * rank is out of range. Valid until hs_boot_finalize. */
+const char *hs_boot_hostname(const hs_boot_t *b, int rank);
 /* Every rank contributes `len` bytes; `all` receives size * len bytes in rank order. */
 int hs_boot_allgather(hs_boot_t *b, const void *mine, size_t len, void *all);
 /* Wait for every rank (start-up and shutdown only). */

@@ -71,8 +71,8 @@ void *hs_calloc(size_t count, size_t size, const char *what);
 int hs_parse_long(const char *s, long lo, long hi, const char *what, long *out);
 int hs_parse_double(const char *s, double lo, double hi, const char *what, double *out);
 
-#define HS_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define HS_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define HS_MIN(a, b)    ((a) < (b) ? (a) : (b))
+#define HS_MAX(a, b)    ((a) > (b) ? (a) : (b))
 #define HS_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 #ifdef __cplusplus

@@ -31,10 +31,10 @@ typedef struct hs_kernels hs_kernels_t;
 
 /* 2-D convolution geometry (cross-correlation, as in cuDNN and PyTorch). */
 typedef struct hs_conv2d_desc {
-    int B, C, H, W;   /* input (B, C, H, W) */
-    int K, R, S;      /* filters (K, C, R, S); bias (K) */
-    int pad, stride;  /* same for both spatial axes */
-    int P, Q;         /* output (B, K, P, Q): P = (H + 2 pad - R) / stride + 1, likewise Q */
+    int B, C, H, W;  /* input (B, C, H, W) */
+    int K, R, S;     /* filters (K, C, R, S); bias (K) */
+    int pad, stride; /* same for both spatial axes */
+    int P, Q;        /* output (B, K, P, Q): P = (H + 2 pad - R) / stride + 1, likewise Q */
 } hs_conv2d_desc_t;
 
 /* 2-D max-pool geometry: window `size`, step `stride`, no padding. */

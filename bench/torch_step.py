@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+"""Reference for `hearsay bench step`: the same training step in PyTorch (CPU).
+
+One step = forward + softmax cross-entropy + backward + SGD-momentum update of an MLP,
+timed like hearsay's benchmark (warm-up, then the median of --reps steps). Prints one JSON
+object. Run with Debian's python3 (python3-torch); `hearsay bench step --reference torch`
+calls it with the same thread count and OpenBLAS environment.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", default="mlp:784-1024-1024-10", help="mlp:IN-H1-...-OUT")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=10)
+    args = ap.parse_args()
+    try:
+        import torch
+    except ImportError as e:
+        print(f"torch_step.py: PyTorch not available ({e}); install python3-torch", file=sys.stderr)
+        return 2
+    kind, _, sizes = args.model.partition(":")
+    if kind not in ("mlp", "logreg") or not sizes:
+        print(f"torch_step.py: only mlp:/logreg: specs are supported, got '{args.model}'", file=sys.stderr)
+        return 2
+    dims = [int(s) for s in sizes.split("-")]
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    layers = []
+    for i in range(len(dims) - 1):
+        layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
+        if i < len(dims) - 2:
+            layers.append(torch.nn.ReLU(inplace=True))
+    model = torch.nn.Sequential(*layers)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x = torch.randn(args.batch, dims[0])
+    y = torch.randint(0, dims[-1], (args.batch,))
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+    for _ in range(args.warmup):
+        step()
+    times = []
+    for _ in range(args.reps):
+        t0 = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - t0) * 1e3)
+    print(json.dumps({
+        "bench": "step", "impl": "pytorch", "version": torch.__version__, "model": args.model,
+        "batch": args.batch, "threads": torch.get_num_threads(),
+        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "auto"),
+        "reps": args.reps, "median_ms": round(statistics.median(times), 4),
+        "min_ms": round(min(times), 4),
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

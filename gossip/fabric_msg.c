@@ -1,0 +1,759 @@
+/*
+ * gossip/fabric_msg.c — tagged messages over libfabric: chunking and pipelining, the pending
+ * queue (shaped sends and -FI_EAGAIN retries), completion handling, waits that block on the
+ * CQ's wait object, peer liveness, probe, barrier and the optional progress thread.
+ */
+#include "gossip/fabric.h"
+#include "hearsay/common.h"
+
+#include <poll.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define LIVENESS_PERIOD_S 0.2 /* how often a waiter checks that its peers are alive */
+#define BLOCK_MAX_S       0.25 /* longest single block before re-checking everything */
+
+/* --- requests ------------------------------------------------------------------------- */
+
+hs_treq_t *hs_fab_req_new(fab_t *f, enum fab_req_kind kind, int peer, uint32_t tag)
+{
+    hs_treq_t *r = hs_calloc(1, sizeof *r, "transport request");
+    if (!r) return NULL;
+    r->kind = kind;
+    r->peer = peer;
+    r->tag = tag;
+    r->op0.req = r;
+    r->start = hs_now();
+    r->next_live = &f->live;
+    r->prev_live = f->live.prev_live;
+    f->live.prev_live->next_live = r;
+    f->live.prev_live = r;
+    return r;
+}
+
+void hs_fab_req_release_locked(fab_t *f, hs_treq_t *r)
+{
+    (void)f;
+    r->prev_live->next_live = r->next_live;
+    r->next_live->prev_live = r->prev_live;
+    free(r->ops);
+    free(r->errmsg);
+    free(r);
+}
+
+static fab_op_t *req_op(hs_treq_t *r, unsigned k)
+{
+    return k == 0 ? &r->op0 : &r->ops[k - 1];
+}
+
+static void unqueue(fab_op_t *op)
+{
+    if (!op->queued) return;
+    op->prev->next = op->next;
+    op->next->prev = op->prev;
+    op->queued = 0;
+}
+
+void hs_fab_req_fail_locked(fab_t *f, hs_treq_t *r, int code, const char *fmt, ...)
+{
+    if (r->complete) return;
+    char buf[HS_ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    r->errmsg = strdup(buf);
+    r->err = code < 0 ? code : -EIO;
+    r->complete = 1;
+    unsigned n = r->ops ? r->nchunks : 1;
+    for (unsigned k = 0; k < n; k++) unqueue(req_op(r, k));
+    pthread_cond_broadcast(&f->cond);
+}
+
+/* The user no longer wants r: free it now, or cancel its posted ops and free it when the
+ * provider hands the last one back. */
+static void req_drop_locked(fab_t *f, hs_treq_t *r)
+{
+    unsigned n = r->ops ? r->nchunks : 1;
+    for (unsigned k = 0; k < n; k++) unqueue(req_op(r, k));
+    if (r->outstanding == 0) {
+        hs_fab_req_release_locked(f, r);
+        return;
+    }
+    r->orphan = 1;
+    for (unsigned k = 0; k < n; k++) {
+        fab_op_t *op = req_op(r, k);
+        if (op->posted) fi_cancel(&f->ep->fid, &op->fctx);
+    }
+}
+
+static const char *op_call(const fab_op_t *op)
+{
+    switch (op->kind) {
+    case OP_SEND: return op->data ? "fi_tsenddata" : "fi_tsend";
+    case OP_RECV: return "fi_trecv";
+    case OP_WRITE: return "fi_write";
+    case OP_READ: return "fi_read";
+    case OP_ATOMIC: return "fi_atomic";
+    case OP_PEEK: return "fi_trecvmsg(FI_PEEK)";
+    }
+    return "?";
+}
+
+static void describe(const fab_t *f, const hs_treq_t *r, char *buf, size_t len)
+{
+    const char *what = r->kind == REQ_SEND ? "send to" : r->kind == REQ_RECV ? "receive from" : "RMA on";
+    if (r->peer < 0)
+        snprintf(buf, len, "%s any rank (tag %u)", what, r->tag);
+    else
+        snprintf(buf, len, "%s rank %d on %s (tag %u, %u of %u chunks done, %zu bytes)", what,
+                 r->peer, hs_fab_host_of(f, r->peer), r->tag, r->chunks_done,
+                 r->nchunks ? r->nchunks : 1, r->len);
+}
+
+/* --- posting --------------------------------------------------------------------------- */
+
+static int post_op_locked(fab_t *f, fab_op_t *op)
+{
+    ssize_t ret;
+    switch (op->kind) {
+    case OP_SEND:
+        if (op->data)
+            ret = fi_tsenddata(f->ep, op->buf, op->len, NULL, op->data, f->addrs[op->peer], op->tag,
+                               &op->fctx);
+        else
+            ret = fi_tsend(f->ep, op->buf, op->len, NULL, f->addrs[op->peer], op->tag, &op->fctx);
+        break;
+    case OP_RECV:
+        ret = fi_trecv(f->ep, op->buf, op->len, NULL, FI_ADDR_UNSPEC, op->tag, op->ignore,
+                       &op->fctx);
+        break;
+    default: ret = hs_fab_post_rma_locked(f, op); break;
+    }
+    if (ret == 0) {
+        op->posted = 1;
+        op->req->outstanding++;
+    }
+    return (int)ret;
+}
+
+void hs_fab_enqueue_locked(fab_t *f, fab_op_t *op)
+{
+    fab_op_t *p = f->pend.prev;
+    while (p != &f->pend && p->release > op->release) p = p->prev;
+    op->prev = p;
+    op->next = p->next;
+    p->next->prev = op;
+    p->next = op;
+    op->queued = 1;
+}
+
+/* Post every queued op whose release time has come, in order, until the provider pushes
+ * back (-FI_EAGAIN: retried after the next CQ drain). */
+static void post_due_locked(fab_t *f)
+{
+    if (f->pend.next == &f->pend) return;
+    double now = hs_now();
+    while (f->pend.next != &f->pend) {
+        fab_op_t *op = f->pend.next;
+        if (op->release > now) break;
+        int ret = post_op_locked(f, op);
+        if (ret == -FI_EAGAIN) break;
+        unqueue(op);
+        if (ret) {
+            char d[256];
+            describe(f, op->req, d, sizeof d);
+            hs_fab_req_fail_locked(f, op->req, ret > -256 ? ret : -EIO,
+                                   "rank %d: %s (%s) failed: %s (libfabric provider %s)",
+                                   f->t->rank, op_call(op), d, fi_strerror(-ret), f->prov);
+        }
+    }
+}
+
+/* --- completions ----------------------------------------------------------------------- */
+
+typedef struct peek {
+    fab_op_t op; /* first */
+    int done, found, abandoned;
+    uint64_t tag, data, flags;
+    size_t len;
+} peek_t;
+
+static void first_chunk_arrived(fab_t *f, hs_treq_t *r, const struct fi_cq_tagged_entry *e)
+{
+    unsigned n = hs_fab_tag_chunk(e->tag), seq = hs_fab_tag_seq(e->tag);
+    int src = hs_fab_tag_src(e->tag);
+    r->peer = src;
+    r->tag = (uint32_t)(e->tag & HS_FAB_TAG_USER_MASK);
+    r->len = e->len;
+    r->chunks_done = 1;
+    r->nchunks = n ? n : 1;
+    if (r->nchunks == 1) return;
+    size_t l0 = e->len;
+    size_t total_hint = (e->flags & FI_REMOTE_CQ_DATA) ? (size_t)e->data : 0;
+    if (l0 == 0 || (size_t)(n - 1) * l0 >= r->cap || total_hint > r->cap) {
+        hs_fab_req_fail_locked(f, r, -EMSGSIZE,
+                               "rank %d: message from rank %d (tag %u) has %u chunks of %zu "
+                               "bytes%s, more than the %zu-byte receive buffer",
+                               f->t->rank, src, r->tag, n, l0, total_hint ? "" : " (or more)",
+                               r->cap);
+        return;
+    }
+    r->ops = hs_calloc(n - 1, sizeof *r->ops, "receive chunks");
+    if (!r->ops) {
+        hs_fab_req_fail_locked(f, r, -ENOMEM, "rank %d: no memory for %u receive chunks",
+                               f->t->rank, n);
+        return;
+    }
+    int ctrl = !!(e->tag & HS_FAB_TAG_CTRL);
+    for (unsigned k = 1; k < n; k++) {
+        fab_op_t *op = &r->ops[k - 1];
+        size_t off = (size_t)k * l0;
+        op->req = r;
+        op->kind = OP_RECV;
+        op->peer = src;
+        op->chunk = k;
+        op->tag = hs_fab_tag(ctrl, 0, src, k, seq, r->tag);
+        op->buf = r->buf + off;
+        op->len = HS_MIN(l0, r->cap - off);
+        hs_fab_enqueue_locked(f, op);
+    }
+}
+
+/* One completion; returns 1 when it completed a request. */
+static int on_completion(fab_t *f, const struct fi_cq_tagged_entry *e)
+{
+    fab_op_t *op = e->op_context;
+    if (!op) return 0;
+    if (op->kind == OP_PEEK) {
+        peek_t *pk = (peek_t *)op;
+        if (pk->abandoned) {
+            free(pk);
+            return 0;
+        }
+        pk->done = pk->found = 1;
+        pk->tag = e->tag;
+        pk->len = e->len;
+        pk->data = e->data;
+        pk->flags = e->flags;
+        return 0;
+    }
+    hs_treq_t *r = op->req;
+    op->posted = 0;
+    r->outstanding--;
+    if (r->orphan) {
+        if (!r->outstanding) hs_fab_req_release_locked(f, r);
+        return 0;
+    }
+    if (r->complete) return 0;
+    if (op->kind == OP_RECV && op->chunk == 0) {
+        first_chunk_arrived(f, r, e);
+    } else {
+        r->len += op->kind == OP_RECV ? e->len : op->len;
+        r->chunks_done++;
+    }
+    if (!r->complete && r->chunks_done >= r->nchunks) r->complete = 1;
+    return r->complete;
+}
+
+static int on_error(fab_t *f, const struct fi_cq_err_entry *ee)
+{
+    fab_op_t *op = ee->op_context;
+    if (!op) return 0;
+    if (op->kind == OP_PEEK) {
+        peek_t *pk = (peek_t *)op;
+        if (pk->abandoned) free(pk);
+        else pk->done = 1; /* FI_ENOMSG: nothing there */
+        return 0;
+    }
+    hs_treq_t *r = op->req;
+    op->posted = 0;
+    r->outstanding--;
+    if (r->orphan) {
+        if (!r->outstanding) hs_fab_req_release_locked(f, r);
+        return 0;
+    }
+    if (r->complete || ee->err == FI_ECANCELED) return 0;
+    char perr[256] = "";
+    fi_cq_strerror(f->cq, ee->prov_errno, ee->err_data, perr, sizeof perr);
+    char d[256];
+    describe(f, r, d, sizeof d);
+    int code = ee->err == FI_ETRUNC ? -EMSGSIZE : (ee->err > 0 && ee->err < 256 ? -ee->err : -EIO);
+    hs_fab_req_fail_locked(f, r, code, "rank %d: %s (%s) failed: %s%s (libfabric provider %s: %s)",
+                           f->t->rank, op_call(op), d, fi_strerror(ee->err),
+                           ee->err == FI_ETRUNC ? " — message larger than the receive buffer" : "",
+                           f->prov, perr);
+    return 1;
+}
+
+int hs_fab_progress_locked(fab_t *f)
+{
+    int completed = 0;
+    post_due_locked(f);
+    for (;;) {
+        struct fi_cq_tagged_entry e[16];
+        ssize_t n = fi_cq_read(f->cq, e, HS_ARRAY_LEN(e));
+        if (n > 0) {
+            for (ssize_t i = 0; i < n; i++) completed += on_completion(f, &e[i]);
+            continue;
+        }
+        if (n == -FI_EAGAIN) break;
+        if (n == -FI_EAVAIL) {
+            struct fi_cq_err_entry ee;
+            memset(&ee, 0, sizeof ee);
+            if (fi_cq_readerr(f->cq, &ee, 0) > 0) completed += on_error(f, &ee);
+            continue;
+        }
+        return hs_fab_err(f, (int)n, "fi_cq_read", -1, NULL);
+    }
+    post_due_locked(f);
+    if (completed) pthread_cond_broadcast(&f->cond);
+    return completed;
+}
+
+/* --- blocking without spinning ----------------------------------------------------------- */
+
+/* Block (lock released) until the CQ may have something, the wake fd fires, or `until`.
+ * Without a CQ wait fd, sleep with a doubling backoff (50 us .. 2 ms). */
+static void block_locked(fab_t *f, double until, double *backoff)
+{
+    double now = hs_now();
+    if (until <= now) return;
+    if (f->wait_fd >= 0) {
+        struct fid *fids[1] = {&f->cq->fid};
+        int ret = fi_trywait(f->fabric, fids, 1);
+        if (ret == -FI_EAGAIN) return; /* completions pending: progress again */
+        if (ret == 0) {
+            struct pollfd p[2] = {{.fd = f->wait_fd, .events = POLLIN},
+                                  {.fd = f->wake_fd, .events = POLLIN}};
+            double dt = until - now;
+            struct timespec ts = {.tv_sec = (time_t)dt,
+                                  .tv_nsec = (long)((dt - (double)(time_t)dt) * 1e9)};
+            pthread_mutex_unlock(&f->lock);
+            ppoll(p, f->wake_fd >= 0 ? 2 : 1, &ts, NULL);
+            pthread_mutex_lock(&f->lock);
+            if (f->wake_fd >= 0 && (p[1].revents & POLLIN)) {
+                uint64_t v;
+                if (read(f->wake_fd, &v, sizeof v) < 0) { /* nothing to do */
+                }
+            }
+            return;
+        }
+    }
+    double dt = HS_MIN(*backoff, until - now);
+    pthread_mutex_unlock(&f->lock);
+    hs_sleep(dt);
+    pthread_mutex_lock(&f->lock);
+    *backoff = HS_MIN(*backoff * 2, 2e-3);
+}
+
+static void wake_thread(fab_t *f)
+{
+    if (f->wake_fd < 0) return;
+    uint64_t one = 1;
+    if (write(f->wake_fd, &one, sizeof one) < 0) { /* counter full: already awake */
+    }
+}
+
+/* Next time a queued op becomes due (or `until` when sooner). */
+static double next_timer(const fab_t *f, double until)
+{
+    if (f->pend.next != &f->pend && f->pend.next->release < until) return f->pend.next->release;
+    return until;
+}
+
+static void *progress_thread(void *arg)
+{
+    fab_t *f = arg;
+    double backoff = 50e-6;
+    pthread_mutex_lock(&f->lock);
+    while (!f->stop) {
+        int n = hs_fab_progress_locked(f);
+        if (n < 0) HS_WARN("progress thread: %s", hs_last_error());
+        if (n > 0) backoff = 50e-6;
+        if (f->stop) break;
+        block_locked(f, next_timer(f, hs_now() + BLOCK_MAX_S), &backoff);
+    }
+    pthread_mutex_unlock(&f->lock);
+    return NULL;
+}
+
+int hs_fab_start_thread(fab_t *f)
+{
+    f->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (f->wake_fd < 0) return HS_ERR(-errno, "progress thread: eventfd failed: %s", strerror(errno));
+    f->stop = 0;
+    int rc = pthread_create(&f->thread, NULL, progress_thread, f);
+    if (rc) return HS_ERR(-rc, "progress thread: pthread_create failed: %s", strerror(rc));
+    f->thread_on = 1;
+    return 0;
+}
+
+void hs_fab_stop_thread(fab_t *f)
+{
+    if (f->thread_on) {
+        pthread_mutex_lock(&f->lock);
+        f->stop = 1;
+        pthread_mutex_unlock(&f->lock);
+        wake_thread(f);
+        pthread_join(f->thread, NULL);
+        f->thread_on = 0;
+    }
+    if (f->wake_fd >= 0) close(f->wake_fd);
+    f->wake_fd = -1;
+}
+
+/* --- liveness -------------------------------------------------------------------------- */
+
+/* 1 when peer is known to have exited: same host and pid namespace, and its pid is gone or a
+ * zombie. Remote peers are judged by their connections (CQ errors) and by timeouts. */
+static int peer_dead(fab_t *f, int peer)
+{
+    const hs_fab_addr_v1_t *me = &f->peers[f->t->rank], *p = &f->peers[peer];
+    if (peer == f->t->rank || strcmp(me->host, p->host) || !me->pidns || me->pidns != p->pidns ||
+        p->pid == me->pid)
+        return 0;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%u/stat", p->pid);
+    FILE *fp = fopen(path, "r");
+    if (!fp) return errno == ENOENT;
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+static void check_liveness_locked(fab_t *f, hs_treq_t **reqs, int n, double now)
+{
+    for (int i = 0; i < n; i++) {
+        hs_treq_t *r = reqs[i];
+        if (!r || r->complete) continue;
+        int lo = r->peer, hi = r->peer, dead = 0;
+        if (r->peer < 0) lo = 0, hi = f->t->size - 1;
+        for (int p = lo; p <= hi; p++) {
+            if (p == f->t->rank) continue;
+            if (now - f->last_alive[p] < LIVENESS_PERIOD_S) continue;
+            if (peer_dead(f, p)) {
+                dead++;
+                if (r->peer >= 0) {
+                    char d[256];
+                    describe(f, r, d, sizeof d);
+                    hs_fab_req_fail_locked(f, r, -ECONNRESET,
+                                           "rank %d: peer rank %d (pid %u on %s) has exited "
+                                           "during %s",
+                                           f->t->rank, p, f->peers[p].pid, f->peers[p].host, d);
+                }
+            } else {
+                f->last_alive[p] = now;
+            }
+        }
+        if (r->peer < 0 && dead > 0 && dead >= f->t->size - 1)
+            hs_fab_req_fail_locked(f, r, -ECONNRESET,
+                                   "rank %d: every other rank has exited while receiving from "
+                                   "any rank (tag %u)",
+                                   f->t->rank, r->tag);
+    }
+}
+
+/* --- entry points ---------------------------------------------------------------------- */
+
+static int finish_locked(fab_t *f, hs_treq_t **req, hs_tstatus_t *st)
+{
+    hs_treq_t *r = *req;
+    if (st) {
+        st->source = r->peer;
+        st->tag = r->tag;
+        st->len = r->len;
+    }
+    int rc = 0;
+    if (r->err) rc = HS_ERR(r->err, "%s", r->errmsg ? r->errmsg : "transport request failed");
+    req_drop_locked(f, r);
+    *req = NULL;
+    return rc;
+}
+
+int hs_fab_isend_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, const void *buf,
+                     size_t len, hs_treq_t **req)
+{
+    fab_t *f = t->impl;
+    pthread_mutex_lock(&f->lock);
+    hs_treq_t *r = hs_fab_req_new(f, REQ_SEND, peer, tag);
+    if (!r) {
+        pthread_mutex_unlock(&f->lock);
+        return -ENOMEM;
+    }
+    r->ctrl = ctrl;
+    r->buf = (char *)buf;
+    r->cap = len;
+    int shaped = hs_shaper_active(f->shaper, peer);
+    size_t c = shaped ? hs_shaper_chunk(f->shaper, peer, f->chunk) : f->chunk;
+    size_t n = len ? (len + c - 1) / c : 1;
+    if (n > HS_FAB_MAX_CHUNKS) {
+        c = (len + HS_FAB_MAX_CHUNKS - 1) / HS_FAB_MAX_CHUNKS;
+        n = (len + c - 1) / c;
+    }
+    if (n > 1) {
+        r->ops = hs_calloc(n - 1, sizeof *r->ops, "send chunks");
+        if (!r->ops) {
+            hs_fab_req_release_locked(f, r);
+            pthread_mutex_unlock(&f->lock);
+            return -ENOMEM;
+        }
+    }
+    r->nchunks = (unsigned)n;
+    unsigned seq = f->seq_to[peer]++;
+    double now = hs_now(), first_release = 0;
+    for (unsigned k = 0; k < n; k++) {
+        fab_op_t *op = req_op(r, k);
+        size_t off = (size_t)k * c;
+        op->req = r;
+        op->kind = OP_SEND;
+        op->peer = peer;
+        op->chunk = k;
+        op->buf = (char *)buf + off;
+        op->len = HS_MIN(c, len - off);
+        op->tag = hs_fab_tag(ctrl, k == 0, t->rank, k == 0 ? (unsigned)n : k, seq, tag);
+        op->data = (k == 0 && n > 1 && f->use_cq_data) ? (uint64_t)len : 0;
+        op->release = shaped ? hs_shaper_release(f->shaper, peer, op->len, now) : 0;
+        if (k == 0) first_release = op->release;
+        hs_fab_enqueue_locked(f, op);
+    }
+    post_due_locked(f);
+    *req = r;
+    pthread_mutex_unlock(&f->lock);
+    if (shaped && first_release > now) wake_thread(f);
+    return 0;
+}
+
+int hs_fab_irecv_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, int any_tag, void *buf,
+                     size_t cap, hs_treq_t **req)
+{
+    fab_t *f = t->impl;
+    pthread_mutex_lock(&f->lock);
+    hs_treq_t *r = hs_fab_req_new(f, REQ_RECV, peer, tag);
+    if (!r) {
+        pthread_mutex_unlock(&f->lock);
+        return -ENOMEM;
+    }
+    r->ctrl = ctrl;
+    r->buf = buf;
+    r->cap = cap;
+    r->nchunks = 1;
+    fab_op_t *op = &r->op0;
+    op->kind = OP_RECV;
+    op->peer = peer;
+    op->tag = hs_fab_tag(ctrl, 1, peer >= 0 ? peer : 0, 0, 0, tag);
+    op->ignore = HS_FAB_TAG_CHUNK_MASK | HS_FAB_TAG_SEQ_MASK | (peer < 0 ? HS_FAB_TAG_SRC_MASK : 0) |
+                 (any_tag ? HS_FAB_TAG_USER_MASK : 0);
+    op->buf = buf;
+    op->len = cap;
+    hs_fab_enqueue_locked(f, op);
+    post_due_locked(f);
+    *req = r;
+    pthread_mutex_unlock(&f->lock);
+    return 0;
+}
+
+int hs_fab_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
+                 hs_treq_t **req)
+{
+    return hs_fab_isend_any(t, 0, peer, tag, buf, len, req);
+}
+
+int hs_fab_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
+                 hs_treq_t **req)
+{
+    return hs_fab_irecv_any(t, 0, peer, tag, 0, buf, cap, req);
+}
+
+int hs_fab_test(hs_transport_t *t, hs_treq_t **req, int *done, hs_tstatus_t *st)
+{
+    fab_t *f = t->impl;
+    pthread_mutex_lock(&f->lock);
+    int rc = hs_fab_progress_locked(f);
+    *done = 0;
+    if (rc >= 0) {
+        rc = 0;
+        if ((*req)->complete) {
+            *done = 1;
+            rc = finish_locked(f, req, st);
+        }
+    }
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+int hs_fab_progress(hs_transport_t *t)
+{
+    fab_t *f = t->impl;
+    pthread_mutex_lock(&f->lock);
+    int rc = hs_fab_progress_locked(f);
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+static int timeout_error(fab_t *f, hs_treq_t **reqs, int n, double waited)
+{
+    char msg[HS_ERRMSG_MAX] = "";
+    size_t used = 0;
+    int shown = 0;
+    for (int i = 0; i < n && shown < 3; i++) {
+        if (!reqs[i]) continue;
+        char d[256];
+        describe(f, reqs[i], d, sizeof d);
+        used += (size_t)snprintf(msg + used, sizeof msg - HS_MIN(used, sizeof msg - 1), "%s%s",
+                                 shown ? "; " : "", d);
+        shown++;
+    }
+    return HS_ERR(-ETIMEDOUT,
+                  "rank %d: %s not complete after %.1f s (peer slow, hung or dead; raise "
+                  "HS_TIMEOUT if it is just slow)",
+                  f->t->rank, msg, waited);
+}
+
+int hs_fab_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
+                   hs_tstatus_t *st)
+{
+    fab_t *f = t->impl;
+    double start = hs_now(), deadline = start + timeout_s, backoff = 50e-6;
+    *index = -1;
+    pthread_mutex_lock(&f->lock);
+    for (;;) {
+        int rc = hs_fab_progress_locked(f);
+        if (rc < 0) {
+            pthread_mutex_unlock(&f->lock);
+            return rc;
+        }
+        if (rc > 0) backoff = 50e-6;
+        int active = 0;
+        for (int i = 0; i < n; i++) {
+            if (!reqs[i]) continue;
+            active++;
+            if (reqs[i]->complete) {
+                *index = i;
+                rc = finish_locked(f, &reqs[i], st);
+                pthread_mutex_unlock(&f->lock);
+                return rc;
+            }
+        }
+        double now = hs_now();
+        if (!active || timeout_s <= 0) break;
+        check_liveness_locked(f, reqs, n, now);
+        int failed = 0;
+        for (int i = 0; i < n; i++) failed |= reqs[i] && reqs[i]->complete;
+        if (failed) continue;
+        if (now >= deadline) {
+            rc = timeout_error(f, reqs, n, now - start);
+            pthread_mutex_unlock(&f->lock);
+            return rc;
+        }
+        double until = next_timer(f, HS_MIN(deadline, now + BLOCK_MAX_S));
+        if (f->thread_on) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            double dt = until - now, sec = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec + dt;
+            ts.tv_sec = (time_t)sec;
+            ts.tv_nsec = (long)((sec - (double)ts.tv_sec) * 1e9);
+            pthread_cond_timedwait(&f->cond, &f->lock, &ts);
+        } else {
+            block_locked(f, until, &backoff);
+        }
+    }
+    pthread_mutex_unlock(&f->lock);
+    return 0;
+}
+
+int hs_fab_probe(hs_transport_t *t, int peer, uint32_t tag, int any_tag, int *found,
+                 hs_tstatus_t *st)
+{
+    fab_t *f = t->impl;
+    *found = 0;
+    peek_t *pk = hs_calloc(1, sizeof *pk, "probe");
+    if (!pk) return -ENOMEM;
+    pk->op.kind = OP_PEEK;
+    struct fi_msg_tagged m;
+    memset(&m, 0, sizeof m);
+    m.addr = FI_ADDR_UNSPEC;
+    m.tag = hs_fab_tag(0, 1, peer >= 0 ? peer : 0, 0, 0, tag);
+    m.ignore = HS_FAB_TAG_CHUNK_MASK | HS_FAB_TAG_SEQ_MASK | (peer < 0 ? HS_FAB_TAG_SRC_MASK : 0) |
+               (any_tag ? HS_FAB_TAG_USER_MASK : 0);
+    m.context = &pk->op.fctx;
+    pthread_mutex_lock(&f->lock);
+    int rc = hs_fab_progress_locked(f);
+    if (rc < 0) goto out_free;
+    ssize_t ret = fi_trecvmsg(f->ep, &m, FI_PEEK | FI_COMPLETION);
+    if (ret == -FI_ENOSYS || ret == -FI_EOPNOTSUPP) {
+        rc = HS_ERR(-ENOSYS, "rank %d: libfabric provider %s cannot probe (FI_PEEK)", t->rank,
+                    f->prov);
+        goto out_free;
+    }
+    if (ret) {
+        rc = hs_fab_err(f, (int)ret, "fi_trecvmsg(FI_PEEK)", peer, NULL);
+        goto out_free;
+    }
+    /* Providers answer a peek at once (from their unexpected queue); allow a few drains. */
+    for (int i = 0; i < 64 && !pk->done; i++) {
+        rc = hs_fab_progress_locked(f);
+        if (rc < 0) break;
+    }
+    rc = rc < 0 ? rc : 0;
+    if (!pk->done) {
+        pk->abandoned = 1; /* freed when the provider finally answers */
+        pthread_mutex_unlock(&f->lock);
+        return rc;
+    }
+    if (pk->found) {
+        *found = 1;
+        if (st) {
+            st->source = hs_fab_tag_src(pk->tag);
+            st->tag = (uint32_t)(pk->tag & HS_FAB_TAG_USER_MASK);
+            st->len = (pk->flags & FI_REMOTE_CQ_DATA) ? (size_t)pk->data : pk->len;
+        }
+    }
+out_free:
+    free(pk);
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+void hs_fab_req_free(hs_transport_t *t, hs_treq_t **req)
+{
+    fab_t *f = t->impl;
+    pthread_mutex_lock(&f->lock);
+    req_drop_locked(f, *req);
+    *req = NULL;
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* Dissemination barrier over CTRL messages: ceil(log2 n) rounds. */
+int hs_fab_barrier(hs_transport_t *t)
+{
+    int n = t->size, me = t->rank;
+    char out = 1, in[1];
+    int round = 0;
+    for (int k = 1; k < n; k <<= 1, round++) {
+        hs_treq_t *rq[2] = {NULL, NULL};
+        uint32_t tag = HS_FAB_CTRL_BARRIER | ((uint32_t)round << 8);
+        HS_TRY(hs_fab_irecv_any(t, 1, (me - k + n) % n, tag, 0, in, sizeof in, &rq[0]));
+        int rc = hs_fab_isend_any(t, 1, (me + k) % n, tag, &out, 1, &rq[1]);
+        for (int done = 0; rc == 0 && done < 2; done++) {
+            int idx;
+            rc = hs_fab_waitany(t, rq, 2, t->opts.timeout_s, &idx, NULL);
+        }
+        if (rc < 0) {
+            for (int i = 0; i < 2; i++)
+                if (rq[i]) hs_fab_req_free(t, &rq[i]);
+            hs_error_prefix("barrier round %d", round);
+            return rc;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,295 @@
+/*
+ * gossip/transport.c — the transport's generic layer: options and environment knobs,
+ * opening (by hand or through the bootstrap), argument checks, dispatch through the ops
+ * table, blocking helpers. Backends (gossip/fabric*.c) never see an unchecked argument.
+ */
+#include "hearsay/transport.h"
+#include "hearsay/bootstrap.h"
+#include "hearsay/common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_TIMEOUT_S 60.0
+
+/* A slot is usable when the table is large enough to hold it and it is filled. */
+#define HAS_OP(t, slot)                                                                            \
+    ((t)->ops->size >= offsetof(hs_transport_ops_t, slot) + sizeof((t)->ops->slot) &&           \
+     (t)->ops->slot != NULL)
+#define NEED_OP(t, slot)                                                                           \
+    do {                                                                                           \
+        if (!HAS_OP(t, slot))                                                                      \
+            return HS_ERR(-ENOSYS, "transport backend %s has no '%s' operation",                 \
+                          (t)->ops->name, #slot);                                                  \
+    } while (0)
+
+int hs_transport_opts_default(hs_transport_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->provider = "auto";
+    o->timeout_s = DEFAULT_TIMEOUT_S;
+    const char *v;
+    if ((v = getenv("HS_PROVIDER")) && *v) o->provider = v;
+    if ((v = getenv("HS_SHAPING")) && *v) o->shaping = v;
+    if ((v = getenv("HS_CHUNK_BYTES")) && *v) {
+        long c;
+        HS_TRY(hs_parse_long(v, 4096, 1L << 30, "HS_CHUNK_BYTES", &c));
+        o->chunk_bytes = (size_t)c;
+    }
+    if ((v = getenv("HS_PROGRESS_THREAD")) && *v) {
+        long p;
+        HS_TRY(hs_parse_long(v, 0, 1, "HS_PROGRESS_THREAD", &p));
+        o->progress_thread = (int)p;
+    }
+    if ((v = getenv("HS_TIMEOUT")) && *v)
+        HS_TRY(hs_parse_double(v, 0.001, 1e6, "HS_TIMEOUT (seconds)", &o->timeout_s));
+    return 0;
+}
+
+int hs_transport_create(hs_transport_t **out, int rank, int size, int all_local,
+                        const hs_transport_opts_t *opts)
+{
+    *out = NULL;
+    if (size < 1 || rank < 0 || rank >= size)
+        return HS_ERR(-EINVAL, "transport: rank %d is out of range for %d ranks", rank, size);
+    hs_transport_opts_t o;
+    if (opts)
+        o = *opts;
+    else
+        HS_TRY(hs_transport_opts_default(&o));
+    if (!o.provider) o.provider = "auto";
+    if (!(o.timeout_s > 0)) o.timeout_s = DEFAULT_TIMEOUT_S;
+    if (o.chunk_bytes && o.chunk_bytes < 4096)
+        return HS_ERR(-EINVAL, "transport: chunk size %zu bytes is below the 4096-byte minimum",
+                      o.chunk_bytes);
+    hs_transport_t *t = hs_calloc(1, sizeof *t, "transport");
+    if (!t) return -ENOMEM;
+    t->ops = &hs_fabric_ops;
+    t->rank = rank;
+    t->size = size;
+    t->opts = o;
+    /* The option strings belong to the caller; the backend copies what it keeps. */
+    t->opts.provider = NULL;
+    t->opts.shaping = NULL;
+    int rc = t->ops->create(t, &o, all_local);
+    if (rc < 0) {
+        hs_transport_close(&t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+int hs_transport_address(hs_transport_t *t, void *buf, size_t *len)
+{
+    NEED_OP(t, address);
+    return t->ops->address(t, buf, len);
+}
+
+int hs_transport_connect(hs_transport_t *t, const void *all, size_t stride)
+{
+    NEED_OP(t, connect);
+    return t->ops->connect(t, all, stride);
+}
+
+int hs_transport_open(hs_transport_t **out, struct hs_boot *boot,
+                      const hs_transport_opts_t *opts)
+{
+    *out = NULL;
+    hs_transport_t *t = NULL;
+    int rank = hs_boot_rank(boot), size = hs_boot_size(boot);
+    HS_TRY(hs_transport_create(&t, rank, size, hs_boot_all_local(boot), opts));
+    char *all = hs_calloc((size_t)size, HS_TRANSPORT_ADDR_MAX, "address exchange");
+    char mine[HS_TRANSPORT_ADDR_MAX];
+    memset(mine, 0, sizeof mine);
+    size_t len = 0;
+    int rc = all ? hs_transport_address(t, mine, &len) : -ENOMEM;
+    if (rc == 0) rc = hs_boot_allgather(boot, mine, HS_TRANSPORT_ADDR_MAX, all);
+    if (rc == 0) rc = hs_transport_connect(t, all, HS_TRANSPORT_ADDR_MAX);
+    free(all);
+    if (rc == 0) {
+        /* Every rank has inserted every address before anyone sends. */
+        rc = hs_boot_barrier(boot);
+    }
+    if (rc < 0) {
+        hs_error_prefix("opening the transport (rank %d of %d)", rank, size);
+        hs_transport_close(&t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+void hs_transport_close(hs_transport_t **t)
+{
+    if (!t || !*t) return;
+    if ((*t)->impl && (*t)->ops->close) (*t)->ops->close(*t);
+    HS_FREE(*t);
+}
+
+int hs_transport_rank(const hs_transport_t *t)
+{
+    return t->rank;
+}
+
+int hs_transport_size(const hs_transport_t *t)
+{
+    return t->size;
+}
+
+const char *hs_transport_provider(const hs_transport_t *t)
+{
+    return HAS_OP(t, provider) ? t->ops->provider(t) : t->ops->name;
+}
+
+static int check_peer(const hs_transport_t *t, int peer, int any_ok, const char *what)
+{
+    if ((any_ok && peer == HS_ANY_SOURCE) || (peer >= 0 && peer < t->size)) return 0;
+    return HS_ERR(-EINVAL, "rank %d: %s: peer %d is not a rank of this %d-rank job", t->rank,
+                  what, peer, t->size);
+}
+
+static int check_tag(const hs_transport_t *t, uint32_t tag, const char *what)
+{
+    if (tag <= HS_TAG_MAX) return 0;
+    return HS_ERR(-EINVAL, "rank %d: %s: tag %u is above HS_TAG_MAX (%u)", t->rank, what, tag,
+                  HS_TAG_MAX);
+}
+
+int hs_transport_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
+                       hs_treq_t **req)
+{
+    HS_TRY(check_peer(t, peer, 0, "isend"));
+    HS_TRY(check_tag(t, tag, "isend"));
+    if (!buf && len) return HS_ERR(-EINVAL, "isend: NULL buffer of %zu bytes", len);
+    NEED_OP(t, isend);
+    return t->ops->isend(t, peer, tag, buf, len, req);
+}
+
+int hs_transport_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
+                       hs_treq_t **req)
+{
+    HS_TRY(check_peer(t, peer, 1, "irecv"));
+    HS_TRY(check_tag(t, tag, "irecv"));
+    if (!buf && cap) return HS_ERR(-EINVAL, "irecv: NULL buffer of %zu bytes", cap);
+    NEED_OP(t, irecv);
+    return t->ops->irecv(t, peer, tag, buf, cap, req);
+}
+
+int hs_transport_test(hs_transport_t *t, hs_treq_t **req, int *done, hs_tstatus_t *st)
+{
+    if (!req || !*req) return HS_ERR(-EINVAL, "transport test: no request");
+    NEED_OP(t, test);
+    return t->ops->test(t, req, done, st);
+}
+
+int hs_transport_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s,
+                         int *index, hs_tstatus_t *st)
+{
+    NEED_OP(t, waitany);
+    if (timeout_s < 0) timeout_s = t->opts.timeout_s;
+    return t->ops->waitany(t, reqs, n, timeout_s, index, st);
+}
+
+int hs_transport_wait(hs_transport_t *t, hs_treq_t **req, double timeout_s, hs_tstatus_t *st)
+{
+    if (!req || !*req) return HS_ERR(-EINVAL, "transport wait: no request");
+    int idx;
+    if (timeout_s <= 0) timeout_s = t->opts.timeout_s;
+    return hs_transport_waitany(t, req, 1, timeout_s, &idx, st);
+}
+
+int hs_transport_progress(hs_transport_t *t)
+{
+    NEED_OP(t, progress);
+    return t->ops->progress(t);
+}
+
+int hs_transport_probe(hs_transport_t *t, int peer, uint32_t tag, int any_tag, int *found,
+                       hs_tstatus_t *st)
+{
+    HS_TRY(check_peer(t, peer, 1, "probe"));
+    if (!any_tag) HS_TRY(check_tag(t, tag, "probe"));
+    NEED_OP(t, probe);
+    return t->ops->probe(t, peer, tag, any_tag, found, st);
+}
+
+void hs_transport_req_free(hs_transport_t *t, hs_treq_t **req)
+{
+    if (!req || !*req) return;
+    if (HAS_OP(t, req_free)) t->ops->req_free(t, req);
+    *req = NULL;
+}
+
+int hs_transport_send(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len)
+{
+    hs_treq_t *r = NULL;
+    HS_TRY(hs_transport_isend(t, peer, tag, buf, len, &r));
+    int rc = hs_transport_wait(t, &r, -1, NULL);
+    if (r) hs_transport_req_free(t, &r);
+    return rc;
+}
+
+int hs_transport_recv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
+                      hs_tstatus_t *st)
+{
+    hs_treq_t *r = NULL;
+    HS_TRY(hs_transport_irecv(t, peer, tag, buf, cap, &r));
+    int rc = hs_transport_wait(t, &r, -1, st);
+    if (r) hs_transport_req_free(t, &r);
+    return rc;
+}
+
+int hs_transport_barrier(hs_transport_t *t)
+{
+    NEED_OP(t, barrier);
+    return t->ops->barrier(t);
+}
+
+int hs_transport_win_create(hs_transport_t *t, void *buf, size_t len, hs_twin_t **win)
+{
+    if (!buf && len) return HS_ERR(-EINVAL, "window: NULL buffer of %zu bytes", len);
+    NEED_OP(t, win_create);
+    return t->ops->win_create(t, buf, len, win);
+}
+
+void hs_transport_win_free(hs_transport_t *t, hs_twin_t **win)
+{
+    if (!win || !*win) return;
+    if (HAS_OP(t, win_free)) t->ops->win_free(t, win);
+    *win = NULL;
+}
+
+int hs_transport_put(hs_transport_t *t, hs_twin_t *w, int target, size_t offset,
+                     const void *buf, size_t len, hs_treq_t **req)
+{
+    HS_TRY(check_peer(t, target, 0, "put"));
+    NEED_OP(t, put);
+    return t->ops->put(t, w, target, offset, buf, len, req);
+}
+
+int hs_transport_get(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, void *buf,
+                     size_t len, hs_treq_t **req)
+{
+    HS_TRY(check_peer(t, target, 0, "get"));
+    NEED_OP(t, get);
+    return t->ops->get(t, w, target, offset, buf, len, req);
+}
+
+int hs_transport_atomic_add_float(hs_transport_t *t, hs_twin_t *w, int target, size_t offset,
+                                  const float *buf, size_t n, hs_treq_t **req)
+{
+    HS_TRY(check_peer(t, target, 0, "atomic add"));
+    NEED_OP(t, atomic_add);
+    return t->ops->atomic_add(t, w, target, offset, buf, n, 4, req);
+}
+
+int hs_transport_atomic_add_double(hs_transport_t *t, hs_twin_t *w, int target,
+                                   size_t offset, const double *buf, size_t n,
+                                   hs_treq_t **req)
+{
+    HS_TRY(check_peer(t, target, 0, "atomic add"));
+    NEED_OP(t, atomic_add);
+    return t->ops->atomic_add(t, w, target, offset, buf, n, 8, req);
+}

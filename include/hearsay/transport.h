@@ -1,0 +1,218 @@
+/*
+ * hearsay/transport.h — point-to-point messages and one-sided memory windows between ranks.
+ *
+ * A transport is an ops table (hs_transport_ops_t, one per backend) plus a context
+ * (hs_transport_t). Today there is one backend, libfabric ("fabric": FI_EP_RDM endpoints,
+ * tagged messages, RMA and atomics), with the provider chosen at run time.
+ *
+ * Model:
+ *  - Tagged, non-blocking sends and receives. A receive names a source rank or
+ *    HS_ANY_SOURCE and a user tag (0 .. HS_TAG_MAX). Messages from one sender to one
+ *    receiver with the same tag are matched in the order they were sent.
+ *  - Large messages are split into chunks (opts.chunk_bytes) that are pipelined.
+ *  - No barrier on the data path: a worker tests or waits on its own requests, and
+ *    hs_transport_progress() drains whatever completed without blocking.
+ *  - Waiting never spins: it blocks on the completion queue's wait object (or sleeps with
+ *    a short backoff where a provider has none), bounded by a timeout, and checks that the
+ *    peers it waits for are still alive.
+ *  - Memory windows: every rank registers a buffer (collectively); any rank can then write,
+ *    read or (where the provider can) atomically add into any rank's window.
+ *  - Link shaping (added latency, jitter, bandwidth cap) can be applied to the links of this
+ *    rank on the sending side: see hearsay/shaping.h and docs/transport.md.
+ *
+ * Requests (hs_treq_t) are owned by the transport: a completed request is released by the
+ * hs_transport_test/wait/waitany call that reports it (which sets the caller's pointer to
+ * NULL); hs_transport_req_free releases one that is no longer wanted. A send's buffer must
+ * stay untouched, and a receive's buffer must stay valid, until the request completes.
+ *
+ * Thread safety: all calls on one transport may come from several threads (one lock).
+ */
+#ifndef HEARSAY_TRANSPORT_H
+#define HEARSAY_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct hs_boot;
+
+/* Receive from whichever rank sends first. */
+#define HS_ANY_SOURCE (-1)
+/* User tags are 0 .. HS_TAG_MAX (24 bits); the high bits of the wire tag are reserved. */
+#define HS_TAG_MAX 0xFFFFFFu
+/* The most bytes of a local address blob (hs_transport_address). */
+#define HS_TRANSPORT_ADDR_MAX 512
+
+typedef struct hs_transport hs_transport_t;
+typedef struct hs_treq hs_treq_t;
+typedef struct hs_twin hs_twin_t;
+
+typedef struct hs_transport_opts {
+    const char *provider; /* "auto" (NULL): shm when all ranks share a host, else tcp;
+                             or shm, tcp, sockets, udp, verbs, efa, any fi_info name */
+    const char *shaping;  /* link shaping spec (NULL or "" = none), see hearsay/shaping.h */
+    size_t chunk_bytes;   /* messages larger than this are split (0 = default 1 MiB) */
+    int progress_thread;  /* 1: a thread drives progress (blocking on the CQ's wait object) */
+    double timeout_s;     /* bound on every wait (0 = 60 s); a timed-out wait names the peer */
+    uint64_t seed;        /* seeds the shaping jitter */
+} hs_transport_opts_t;
+
+/* What a completed request reports. */
+typedef struct hs_tstatus {
+    int source;  /* sending rank (receives), destination (sends), target (RMA) */
+    uint32_t tag; /* user tag */
+    size_t len;  /* bytes received (receives) or sent */
+} hs_tstatus_t;
+
+/* Fill `o` with the defaults, then apply the environment knobs HS_PROVIDER, HS_SHAPING,
+ * HS_CHUNK_BYTES, HS_PROGRESS_THREAD and HS_TIMEOUT where set. Returns 0 or -EINVAL naming
+ * the bad variable. */
+int hs_transport_opts_default(hs_transport_opts_t *o);
+
+/*
+ * The backend contract. Every slot receives the transport context; the generic layer has
+ * already checked arguments (peer ranks in range, tags <= HS_TAG_MAX, non-NULL pointers).
+ * Slots return 0 or a negative errno code after HS_ERR. Unimplemented slots return -ENOSYS.
+ */
+typedef struct hs_transport_ops {
+    size_t size;      /* sizeof(hs_transport_ops_t) of the build that filled it */
+    const char *name; /* backend name, "fabric" */
+    /* Open a local endpoint for (rank, size); must not contact peers. all_local picks the
+     * provider under "auto". Sets t->impl. */
+    int (*create)(hs_transport_t *t, const hs_transport_opts_t *o, int all_local);
+    /* Copy this endpoint's address blob (<= HS_TRANSPORT_ADDR_MAX bytes) into buf; *len gets
+     * its size. Never blocks. */
+    int (*address)(hs_transport_t *t, void *buf, size_t *len);
+    /* Insert every rank's blob (size blobs of `stride` bytes, in rank order). After this the
+     * transport can talk to every rank. Never blocks on peers. */
+    int (*connect)(hs_transport_t *t, const void *all, size_t stride);
+    /* Free everything; pending requests are dropped. Must not block on peers. */
+    void (*close)(hs_transport_t *t);
+    /* Start sending len bytes to peer; never blocks (shaped or queued sends are posted
+     * later by progress). */
+    int (*isend)(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
+                 hs_treq_t **req);
+    /* Post a receive of up to cap bytes from peer (or HS_ANY_SOURCE); never blocks. */
+    int (*irecv)(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
+                 hs_treq_t **req);
+    /* Make progress without blocking, then report whether req completed (*done). On
+     * completion fills *st (may be NULL), frees the request and NULLs *req. A request that
+     * failed returns its error (and is freed). */
+    int (*test)(hs_transport_t *t, hs_treq_t **req, int *done, hs_tstatus_t *st);
+    /* Like test over n requests (NULL entries ignored): *index is the first completed one or
+     * -1. With timeout_s > 0 it blocks (on the wait object, never spinning) until one
+     * completes or returns -ETIMEDOUT naming the peers waited for; timeout_s == 0 polls. */
+    int (*waitany)(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
+                   hs_tstatus_t *st);
+    /* Drain completions and post due shaped sends; never blocks. Returns the number of
+     * requests that completed (>= 0) or an error. */
+    int (*progress)(hs_transport_t *t);
+    /* Without blocking, report whether a message from peer (or HS_ANY_SOURCE) with tag
+     * (or any tag when any_tag) has arrived and is not yet received: *found, and *st with its
+     * source, tag and length. */
+    int (*probe)(hs_transport_t *t, int peer, uint32_t tag, int any_tag, int *found,
+                 hs_tstatus_t *st);
+    /* Cancel and free an incomplete request (completed ones are just freed). */
+    void (*req_free)(hs_transport_t *t, hs_treq_t **req);
+    /* Collective: returns once every rank has entered (bounded by opts.timeout_s). */
+    int (*barrier)(hs_transport_t *t);
+    /* Collective: register buf (len bytes) as window on every rank; exchanges keys. */
+    int (*win_create)(hs_transport_t *t, void *buf, size_t len, hs_twin_t **win);
+    /* Collective-free release of a window (call after every rank stopped using it). */
+    void (*win_free)(hs_transport_t *t, hs_twin_t **win);
+    /* One-sided write (put) or read (get) of len bytes between local buf and target's
+     * window at byte offset; non-blocking, completes through the request. */
+    int (*put)(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, const void *buf,
+               size_t len, hs_treq_t **req);
+    int (*get)(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, void *buf,
+               size_t len, hs_treq_t **req);
+    /* Atomic element-wise add of n floats (dtype 4) or doubles (dtype 8) into the target's
+     * window at offset. -ENOSYS when the provider has no such atomic (callers then fall
+     * back to messages and a service thread). */
+    int (*atomic_add)(hs_transport_t *t, hs_twin_t *w, int target, size_t offset,
+                      const void *buf, size_t n, int dtype, hs_treq_t **req);
+    /* Name of the libfabric provider in use ("shm", "tcp;ofi_rxm", ...). */
+    const char *(*provider)(const hs_transport_t *t);
+} hs_transport_ops_t;
+
+/* The context every backend shares; backends keep their own state in impl. */
+struct hs_transport {
+    const hs_transport_ops_t *ops;
+    int rank, size;
+    hs_transport_opts_t opts; /* copies of the strings live in the backend */
+    void *impl;
+};
+
+/* The libfabric backend. */
+extern const hs_transport_ops_t hs_fabric_ops;
+
+/* Phase 1 of opening by hand: a local endpoint for (rank, size). all_local: 1 when every
+ * rank runs on this host (decides "auto"). opts NULL = hs_transport_opts_default. */
+int hs_transport_create(hs_transport_t **out, int rank, int size, int all_local,
+                        const hs_transport_opts_t *opts);
+/* This endpoint's address blob: buf must hold HS_TRANSPORT_ADDR_MAX bytes; *len its size. */
+int hs_transport_address(hs_transport_t *t, void *buf, size_t *len);
+/* Phase 2: every rank's blob, `stride` bytes apart, in rank order (stride >= each blob). */
+int hs_transport_connect(hs_transport_t *t, const void *all, size_t stride);
+/* Both phases with the address exchange through the bootstrap (hs_boot_allgather). */
+int hs_transport_open(hs_transport_t **out, struct hs_boot *boot,
+                      const hs_transport_opts_t *opts);
+/* Close and free; *t = NULL. Safe on NULL. */
+void hs_transport_close(hs_transport_t **t);
+
+int hs_transport_rank(const hs_transport_t *t);
+int hs_transport_size(const hs_transport_t *t);
+/* libfabric provider name in use. */
+const char *hs_transport_provider(const hs_transport_t *t);
+
+/* Non-blocking tagged send / receive (see the ops contract). */
+int hs_transport_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
+                       hs_treq_t **req);
+int hs_transport_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
+                       hs_treq_t **req);
+/* Non-blocking completion check; on completion frees *req and sets it to NULL. */
+int hs_transport_test(hs_transport_t *t, hs_treq_t **req, int *done, hs_tstatus_t *st);
+/* Block (without spinning) until *req completes; timeout_s <= 0 uses opts.timeout_s.
+ * -ETIMEDOUT (request kept) names the peer; a dead peer is reported as -ECONNRESET. */
+int hs_transport_wait(hs_transport_t *t, hs_treq_t **req, double timeout_s, hs_tstatus_t *st);
+/* Block until one of n requests completes (*index), freeing it; timeout as above;
+ * timeout_s == 0 polls once (*index = -1 when none). */
+int hs_transport_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s,
+                         int *index, hs_tstatus_t *st);
+/* Drive progress without blocking; returns completions seen (>= 0) or an error. */
+int hs_transport_progress(hs_transport_t *t);
+/* Has a message from peer (or HS_ANY_SOURCE) with tag (any tag when any_tag) arrived?
+ * Non-blocking; *st gets its source, tag and length. */
+int hs_transport_probe(hs_transport_t *t, int peer, uint32_t tag, int any_tag, int *found,
+                       hs_tstatus_t *st);
+/* Cancel (if incomplete) and free a request; *req = NULL. */
+void hs_transport_req_free(hs_transport_t *t, hs_treq_t **req);
+/* Blocking send / receive helpers (isend/irecv + wait with opts.timeout_s). */
+int hs_transport_send(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len);
+int hs_transport_recv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
+                      hs_tstatus_t *st);
+/* Barrier over the transport (start-up, shutdown, tests; never on the training path). */
+int hs_transport_barrier(hs_transport_t *t);
+
+/* Collective: expose buf[0..len) on every rank as a window. */
+int hs_transport_win_create(hs_transport_t *t, void *buf, size_t len, hs_twin_t **win);
+void hs_transport_win_free(hs_transport_t *t, hs_twin_t **win);
+int hs_transport_put(hs_transport_t *t, hs_twin_t *w, int target, size_t offset,
+                     const void *buf, size_t len, hs_treq_t **req);
+int hs_transport_get(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, void *buf,
+                     size_t len, hs_treq_t **req);
+/* Atomic add of n floats into target's window (offset in bytes, 4-aligned); -ENOSYS when
+ * the provider has no float atomics. The _double variant adds doubles. */
+int hs_transport_atomic_add_float(hs_transport_t *t, hs_twin_t *w, int target, size_t offset,
+                                  const float *buf, size_t n, hs_treq_t **req);
+int hs_transport_atomic_add_double(hs_transport_t *t, hs_twin_t *w, int target,
+                                   size_t offset, const double *buf, size_t n,
+                                   hs_treq_t **req);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,351 @@
+/*
+ * kernels/cpu/cpu_conv.c — convolution and pooling on the CPU.
+ *
+ * conv2d is im2col + OpenBLAS sgemm, one image at a time, so the workspace is one image's
+ * column matrix (C R S, P Q); a 1x1 convolution with stride 1 and no padding uses the image
+ * itself as the column matrix and needs no workspace. The backward pass reuses the same
+ * buffer: first the columns of x for dw, then the column gradient that col2im scatters to dx.
+ */
+#include "kernels/cpu/cpu_internal.h"
+
+#include "hearsay/common.h"
+#include "hearsay/kernels.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- convolution ---- */
+
+static int conv_check(const char *what, const hs_conv2d_desc_t *d)
+{
+    if (!d) return HS_ERR(-EINVAL, "%s: descriptor is NULL", what);
+    if (d->B < 0 || d->C <= 0 || d->H <= 0 || d->W <= 0 || d->K <= 0 || d->R <= 0 || d->S <= 0)
+        return HS_ERR(-EINVAL, "%s: bad shape B=%d C=%d H=%d W=%d K=%d R=%d S=%d", what, d->B, d->C,
+                      d->H, d->W, d->K, d->R, d->S);
+    if (d->pad < 0 || d->stride <= 0)
+        return HS_ERR(-EINVAL, "%s: bad pad=%d or stride=%d", what, d->pad, d->stride);
+    if (d->H + 2 * d->pad < d->R || d->W + 2 * d->pad < d->S)
+        return HS_ERR(-EINVAL, "%s: filter %dx%d is larger than the padded input %dx%d", what, d->R,
+                      d->S, d->H + 2 * d->pad, d->W + 2 * d->pad);
+    int P = (d->H + 2 * d->pad - d->R) / d->stride + 1;
+    int Q = (d->W + 2 * d->pad - d->S) / d->stride + 1;
+    if (d->P != P || d->Q != Q)
+        return HS_ERR(-EINVAL, "%s: output size %dx%d does not match the geometry (expected %dx%d)",
+                      what, d->P, d->Q, P, Q);
+    /* gemm takes int sizes: the column matrix's dimensions must fit. */
+    if ((int64_t)d->C * d->R * d->S > INT_MAX || (int64_t)P * Q > INT_MAX)
+        return HS_ERR(-EINVAL, "%s: geometry too large for int gemm sizes", what);
+    return 0;
+}
+
+static int conv_is_pointwise(const hs_conv2d_desc_t *d)
+{
+    return d->R == 1 && d->S == 1 && d->pad == 0 && d->stride == 1;
+}
+
+size_t hs_kcpu_conv2d_workspace(hs_kernels_t *k, const hs_conv2d_desc_t *d)
+{
+    if (conv_check("conv2d_workspace", d) < 0 || conv_is_pointwise(d)) return 0;
+    return (size_t)d->C * d->R * d->S * (size_t)d->P * d->Q * sizeof(float);
+}
+
+static int ceil_div(int a, int b) /* a >= 0, b > 0 */
+{
+    return (a + b - 1) / b;
+}
+
+/* For filter column s, the output columns q in [*lo, *hi) read an input column inside [0, W). */
+static void valid_q(const hs_conv2d_desc_t *d, int s, int *lo, int *hi)
+{
+    int off = d->pad - s; /* iw = q stride - off */
+    int l = off > 0 ? ceil_div(off, d->stride) : 0;
+    int h = ceil_div(d->W + off, d->stride); /* W + off >= W - S + 1 > 0 */
+    if (h > d->Q) h = d->Q;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* col (C R S, P Q) = the receptive fields of one image x (C, H, W), zeros for padding. */
+static void im2col(const hs_conv2d_desc_t *d, const float *restrict x, float *restrict col)
+{
+    const int H = d->H, W = d->W, P = d->P, Q = d->Q, st = d->stride;
+    const size_t PQ = (size_t)P * Q;
+    for (int c = 0; c < d->C; c++)
+        for (int r = 0; r < d->R; r++)
+            for (int s = 0; s < d->S; s++) {
+                float *dst = col + ((size_t)(c * d->R + r) * d->S + s) * PQ; // (P, Q)
+                int lo, hi;
+                valid_q(d, s, &lo, &hi);
+                for (int p = 0; p < P; p++) {
+                    float *drow = dst + (size_t)p * Q;
+                    int ih = p * st - d->pad + r;
+                    if (ih < 0 || ih >= H || lo == hi) {
+                        memset(drow, 0, (size_t)Q * sizeof(float));
+                        continue;
+                    }
+                    /* input column of output q is q st - pad + s, >= 0 from q = lo on */
+                    const float *src = x + ((size_t)c * H + ih) * W + (lo * st - d->pad + s);
+                    if (lo > 0) memset(drow, 0, (size_t)lo * sizeof(float));
+                    if (st == 1)
+                        memcpy(drow + lo, src, (size_t)(hi - lo) * sizeof(float));
+                    else
+                        for (int q = lo; q < hi; q++) drow[q] = src[(q - lo) * st];
+                    if (hi < Q) memset(drow + hi, 0, (size_t)(Q - hi) * sizeof(float));
+                }
+            }
+}
+
+/* y (n) += x (n) for short rows (Q floats): inlined, no dispatch through a clone. */
+static inline void add_row(int n, const float *restrict x, float *restrict y)
+{
+    for (int i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* dx (C, H, W) += scatter of the column gradient dcol (C R S, P Q); the inverse of im2col. */
+static void col2im(const hs_conv2d_desc_t *d, const float *restrict dcol, float *restrict dx)
+{
+    const int H = d->H, W = d->W, P = d->P, Q = d->Q, st = d->stride;
+    const size_t PQ = (size_t)P * Q;
+    for (int c = 0; c < d->C; c++)
+        for (int r = 0; r < d->R; r++)
+            for (int s = 0; s < d->S; s++) {
+                const float *src = dcol + ((size_t)(c * d->R + r) * d->S + s) * PQ; // (P, Q)
+                int lo, hi;
+                valid_q(d, s, &lo, &hi);
+                for (int p = 0; p < P; p++) {
+                    int ih = p * st - d->pad + r;
+                    if (ih < 0 || ih >= H || lo == hi) continue;
+                    const float *srow = src + (size_t)p * Q;
+                    float *dst = dx + ((size_t)c * H + ih) * W + (lo * st - d->pad + s);
+                    if (st == 1) {
+                        add_row(hi - lo, srow + lo, dst);
+                    } else {
+                        for (int q = lo; q < hi; q++) dst[(q - lo) * st] += srow[q];
+                    }
+                }
+            }
+}
+
+static int conv_ws_check(const char *what, hs_kernels_t *k, const hs_conv2d_desc_t *d, void *ws,
+                         size_t ws_bytes)
+{
+    size_t need = hs_kcpu_conv2d_workspace(k, d);
+    if (need && (!ws || ws_bytes < need))
+        return HS_ERR(-EINVAL, "%s: workspace of %zu bytes is too small (need %zu)", what,
+                      ws ? ws_bytes : 0, need);
+    return 0;
+}
+
+int hs_kcpu_conv2d_fwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *x, const float *w,
+                       const float *bias, float *y, void *ws, size_t ws_bytes)
+{
+    HS_TRY(conv_check("conv2d_fwd", d));
+    HS_TRY(conv_ws_check("conv2d_fwd", k, d, ws, ws_bytes));
+    if (d->B && (!x || !w || !y)) return HS_ERR(-EINVAL, "conv2d_fwd: NULL x, w or y");
+    const int K = d->K, CRS = d->C * d->R * d->S, PQ = d->P * d->Q;
+    const size_t x_img = (size_t)d->C * d->H * d->W, y_img = (size_t)K * PQ;
+    const int pointwise = conv_is_pointwise(d);
+    for (int b = 0; b < d->B; b++) {
+        const float *xb = x + b * x_img; // (C, H, W)
+        float *yb = y + b * y_img;       // (K, P, Q)
+        const float *col = xb;           // (C R S, P Q)
+        if (!pointwise) {
+            im2col(d, xb, ws);
+            col = ws;
+        }
+        /* y_b (K, PQ) = w (K, CRS) col (CRS, PQ) */
+        hs_kcpu_sgemm(0, 0, K, PQ, CRS, 1.0f, w, CRS, col, PQ, 0.0f, yb, PQ);
+        if (bias)
+            for (int kk = 0; kk < K; kk++) {
+                float *restrict plane = yb + (size_t)kk * PQ;
+                const float bk = bias[kk];
+                HS_KCPU_FOR(i, (size_t)PQ, plane[i] += bk);
+            }
+    }
+    return 0;
+}
+
+int hs_kcpu_conv2d_bwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *x, const float *w,
+                       const float *dy, float *dx, float *dw, float *dbias, void *ws,
+                       size_t ws_bytes)
+{
+    HS_TRY(conv_check("conv2d_bwd", d));
+    HS_TRY(conv_ws_check("conv2d_bwd", k, d, ws, ws_bytes));
+    if (d->B && (!dy || (dw && !x) || (dx && !w)))
+        return HS_ERR(-EINVAL, "conv2d_bwd: NULL input (dy, x for dw, or w for dx)");
+    const int K = d->K, CRS = d->C * d->R * d->S, PQ = d->P * d->Q;
+    const size_t x_img = (size_t)d->C * d->H * d->W, y_img = (size_t)K * PQ;
+    const int pointwise = conv_is_pointwise(d);
+    for (int b = 0; b < d->B; b++) {
+        const float *dyb = dy + b * y_img; // (K, P, Q)
+        if (dw) {
+            const float *xb = x + b * x_img; // (C, H, W)
+            const float *col = xb;           // (C R S, P Q)
+            if (!pointwise) {
+                im2col(d, xb, ws);
+                col = ws;
+            }
+            /* dw (K, CRS) += dy_b (K, PQ) col^T (PQ, CRS) */
+            hs_kcpu_sgemm(0, 1, K, CRS, PQ, 1.0f, dyb, PQ, col, PQ, 1.0f, dw, CRS);
+        }
+        if (dbias)
+            for (int kk = 0; kk < K; kk++) {
+                const float *restrict plane = dyb + (size_t)kk * PQ;
+                float acc[16] = {0};
+                size_t i = 0;
+                for (; i + 16 <= (size_t)PQ; i += 16)
+                    for (size_t j = 0; j < 16; j++) acc[j] += plane[i + j];
+                float t = 0.0f;
+                for (; i < (size_t)PQ; i++) t += plane[i];
+                for (int j = 0; j < 16; j++) t += acc[j];
+                dbias[kk] += t;
+            }
+        if (dx) {
+            float *dxb = dx + b * x_img; // (C, H, W)
+            /* dcol (CRS, PQ) = w^T (CRS, K) dy_b (K, PQ); for 1x1 it is dx_b itself. */
+            if (pointwise) {
+                hs_kcpu_sgemm(1, 0, CRS, PQ, K, 1.0f, w, CRS, dyb, PQ, 0.0f, dxb, PQ);
+            } else {
+                hs_kcpu_sgemm(1, 0, CRS, PQ, K, 1.0f, w, CRS, dyb, PQ, 0.0f, ws, PQ);
+                memset(dxb, 0, x_img * sizeof(float));
+                col2im(d, ws, dxb);
+            }
+        }
+    }
+    return 0;
+}
+
+/* ---- max pooling ---- */
+
+static int pool_check(const char *what, const hs_pool2d_desc_t *d)
+{
+    if (!d) return HS_ERR(-EINVAL, "%s: descriptor is NULL", what);
+    if (d->B < 0 || d->C <= 0 || d->H <= 0 || d->W <= 0 || d->size <= 0 || d->stride <= 0)
+        return HS_ERR(-EINVAL, "%s: bad shape B=%d C=%d H=%d W=%d size=%d stride=%d", what, d->B,
+                      d->C, d->H, d->W, d->size, d->stride);
+    if (d->size > d->H || d->size > d->W)
+        return HS_ERR(-EINVAL, "%s: window %d is larger than the input %dx%d", what, d->size, d->H,
+                      d->W);
+    int P = (d->H - d->size) / d->stride + 1, Q = (d->W - d->size) / d->stride + 1;
+    if (d->P != P || d->Q != Q)
+        return HS_ERR(-EINVAL, "%s: output size %dx%d does not match the geometry (expected %dx%d)",
+                      what, d->P, d->Q, P, Q);
+    if ((int64_t)d->B * d->C * d->H * d->W > INT32_MAX)
+        return HS_ERR(-EINVAL, "%s: input of %lld elements is too large for int32 indices", what,
+                      (long long)d->B * d->C * d->H * d->W);
+    return 0;
+}
+
+/* Index within the plane (H, W) of the first maximum of the window at output (p, q). */
+static int window_argmax(const hs_pool2d_desc_t *d, const float *plane, int p, int q)
+{
+    const int h0 = p * d->stride, w0 = q * d->stride;
+    int best = h0 * d->W + w0;
+    float bv = plane[best];
+    for (int i = 0; i < d->size; i++) {
+        const float *row = plane + (size_t)(h0 + i) * d->W + w0;
+        for (int j = 0; j < d->size; j++)
+            if (row[j] > bv) {
+                bv = row[j];
+                best = (h0 + i) * d->W + w0 + j;
+            }
+    }
+    return best;
+}
+
+int hs_kcpu_maxpool_fwd(hs_kernels_t *k, const hs_pool2d_desc_t *d, const float *x, float *y,
+                        int32_t *argmax)
+{
+    HS_TRY(pool_check("maxpool_fwd", d));
+    const int HW = d->H * d->W, PQ = d->P * d->Q, planes = d->B * d->C;
+    if (planes && (!x || !y)) return HS_ERR(-EINVAL, "maxpool_fwd: NULL x or y");
+    for (int pl = 0; pl < planes; pl++) {
+        const float *xp = x + (size_t)pl * HW; // (H, W)
+        float *yp = y + (size_t)pl * PQ;       // (P, Q)
+        for (int p = 0; p < d->P; p++)
+            for (int q = 0; q < d->Q; q++) {
+                int idx = window_argmax(d, xp, p, q);
+                yp[p * d->Q + q] = xp[idx];
+                if (argmax) argmax[(size_t)pl * PQ + p * d->Q + q] = pl * HW + idx;
+            }
+    }
+    return 0;
+}
+
+int hs_kcpu_maxpool_bwd(hs_kernels_t *k, const hs_pool2d_desc_t *d, const float *x, const float *y,
+                        const int32_t *argmax, const float *dy, float *dx)
+{
+    HS_TRY(pool_check("maxpool_bwd", d));
+    const int HW = d->H * d->W, PQ = d->P * d->Q, planes = d->B * d->C;
+    if (planes && (!dy || !dx || (!argmax && !x)))
+        return HS_ERR(-EINVAL, "maxpool_bwd: NULL dy or dx, or neither argmax nor x");
+    const int total = planes * HW;
+    memset(dx, 0, (size_t)total * sizeof(float));
+    if (argmax) {
+        const size_t n = (size_t)planes * PQ;
+        for (size_t i = 0; i < n; i++) {
+            int32_t a = argmax[i];
+            if (a < 0 || a >= total)
+                return HS_ERR(-EINVAL, "maxpool_bwd: argmax[%zu] = %d is outside [0, %d)", i,
+                              (int)a, total);
+            dx[a] += dy[i];
+        }
+        return 0;
+    }
+    /* No saved indices: find the maxima again from x. */
+    for (int pl = 0; pl < planes; pl++) {
+        const float *xp = x + (size_t)pl * HW;
+        const float *dyp = dy + (size_t)pl * PQ;
+        float *dxp = dx + (size_t)pl * HW;
+        for (int p = 0; p < d->P; p++)
+            for (int q = 0; q < d->Q; q++) dxp[window_argmax(d, xp, p, q)] += dyp[p * d->Q + q];
+    }
+    return 0;
+}
+
+/* ---- global average pooling ---- */
+
+static int gap_check(const char *what, int B, int C, int HW, const void *a, const void *b)
+{
+    if (B < 0 || C < 0 || HW <= 0)
+        return HS_ERR(-EINVAL, "%s: bad shape B=%d C=%d HW=%d", what, B, C, HW);
+    if (B && C && (!a || !b)) return HS_ERR(-EINVAL, "%s: NULL tensor", what);
+    return 0;
+}
+
+int hs_kcpu_avgpool_global_fwd(hs_kernels_t *k, int B, int C, int HW, const float *x, float *y)
+{
+    HS_TRY(gap_check("avgpool_global_fwd", B, C, HW, x, y));
+    const size_t planes = (size_t)B * C;
+    const float inv = 1.0f / (float)HW;
+    for (size_t pl = 0; pl < planes; pl++) {
+        const float *restrict xp = x + pl * HW; // (HW)
+        float acc[16] = {0};
+        size_t i = 0;
+        for (; i + 16 <= (size_t)HW; i += 16)
+            for (size_t j = 0; j < 16; j++) acc[j] += xp[i + j];
+        float t = 0.0f;
+        for (; i < (size_t)HW; i++) t += xp[i];
+        for (int j = 0; j < 16; j++) t += acc[j];
+        y[pl] = t * inv;
+    }
+    return 0;
+}
+
+static void fill_loop(size_t n, float v, float *restrict x)
+{
+    HS_KCPU_FOR(i, n, x[i] = v);
+}
+
+int hs_kcpu_avgpool_global_bwd(hs_kernels_t *k, int B, int C, int HW, const float *dy, float *dx)
+{
+    HS_TRY(gap_check("avgpool_global_bwd", B, C, HW, dy, dx));
+    const size_t planes = (size_t)B * C;
+    const float inv = 1.0f / (float)HW;
+    for (size_t pl = 0; pl < planes; pl++) {
+        fill_loop((size_t)HW, dy[pl] * inv, dx + pl * HW); // (HW) plane pl of dx
+    }
+    return 0;
+}

@@ -1,0 +1,117 @@
+/*
+ * kernels/kernels.c — backend selection: opens the CPU or CUDA kernel table behind
+ * hs_kernels_t, parses device names, and reports whether CUDA can be used.
+ *
+ * Letters used in shape comments throughout kernels/:
+ *   B  batch size
+ *   C  input channels (images) or classes (logits)
+ *   H  input height            W  input width
+ *   K  output channels (filters); in gemm, the inner (reduction) dimension
+ *   R  filter height           S  filter width
+ *   P  output height           Q  output width
+ *   M  gemm rows of op(A) and C
+ *   N  gemm columns of op(B) and C; in add_bias/bias_grad, the row length
+ *   n  vector length (elementwise kernels, reductions, optimizer)
+ * Tensors are float32, row-major, NCHW for images.
+ */
+#include "config.h"
+
+#include "hearsay/common.h"
+#include "hearsay/kernels.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HS_HAVE_CUDA
+#define HS_HAVE_CUDA 0
+#endif
+
+#define HS_NO_CUDA_MSG "this hearsay was built without CUDA (reconfigure with --with-cuda)"
+
+int hs_kernels_open(hs_kernels_t **out, hs_device_t dev, int device_index, int threads)
+{
+    if (!out) return HS_ERR(-EINVAL, "hs_kernels_open: out is NULL");
+    *out = NULL;
+    if (threads < 0)
+        return HS_ERR(-EINVAL, "hs_kernels_open: thread count %d is negative", threads);
+    if (device_index < 0)
+        return HS_ERR(-EINVAL, "hs_kernels_open: device index %d is negative", device_index);
+    if (dev != HS_DEV_CPU && dev != HS_DEV_CUDA)
+        return HS_ERR(-EINVAL, "hs_kernels_open: unknown device kind %d", (int)dev);
+    if (dev == HS_DEV_CPU && device_index != 0)
+        return HS_ERR(-EINVAL, "hs_kernels_open: the CPU has no device index (got %d)",
+                      device_index);
+#if !HS_HAVE_CUDA
+    if (dev == HS_DEV_CUDA) return HS_ERR(-ENOSYS, HS_NO_CUDA_MSG);
+#endif
+
+    hs_kernels_t *k = hs_calloc(1, sizeof(*k), "kernel backend handle");
+    if (!k) return -ENOMEM;
+    k->device = dev;
+    k->device_index = device_index;
+    k->threads = threads;
+    int rc;
+    if (dev == HS_DEV_CPU) {
+        rc = hs_kernels_cpu_open(k, threads);
+    } else {
+#if HS_HAVE_CUDA
+        rc = hs_kernels_cuda_open(k, device_index);
+#else
+        rc = HS_ERR(-ENOSYS, HS_NO_CUDA_MSG);
+#endif
+    }
+    if (rc < 0) {
+        free(k);
+        return rc;
+    }
+    *out = k;
+    return 0;
+}
+
+void hs_kernels_close(hs_kernels_t **kp)
+{
+    if (!kp || !*kp) return;
+    hs_kernels_t *k = *kp;
+    if (k->device == HS_DEV_CPU) {
+        hs_kernels_cpu_close(k);
+    } else {
+#if HS_HAVE_CUDA
+        hs_kernels_cuda_close(k);
+#endif
+    }
+    free(k);
+    *kp = NULL;
+}
+
+int hs_device_parse(const char *s, hs_device_t *dev, int *index)
+{
+    if (!s) return HS_ERR(-EINVAL, "device name is missing (expected cpu, cuda or cuda:N)");
+    hs_device_t d;
+    long idx = 0;
+    if (strcmp(s, "cpu") == 0) {
+        d = HS_DEV_CPU;
+    } else if (strcmp(s, "cuda") == 0) {
+        d = HS_DEV_CUDA;
+    } else if (strncmp(s, "cuda:", 5) == 0) {
+        d = HS_DEV_CUDA;
+        /* Digits only: no sign, no spaces (hs_parse_long would accept "+1" or " 1"). */
+        const char *num = s + 5;
+        if (*num == '\0' || strspn(num, "0123456789") != strlen(num) || strlen(num) > 6)
+            return HS_ERR(-EINVAL, "bad device '%s': expected cpu, cuda or cuda:N with N >= 0", s);
+        idx = strtol(num, NULL, 10);
+    } else {
+        return HS_ERR(-EINVAL, "bad device '%s': expected cpu, cuda or cuda:N", s);
+    }
+    if (dev) *dev = d;
+    if (index) *index = (int)idx;
+    return 0;
+}
+
+int hs_cuda_available(void)
+{
+#if HS_HAVE_CUDA
+    return hs_kernels_cuda_device_count() > 0;
+#else
+    return 0;
+#endif
+}

@@ -1,0 +1,500 @@
+/*
+ * nn/spec.c — model spec strings to layer lists: parsing, shape inference, parameter layout,
+ * parameter views and seeded initialisation (host side; nothing here touches a device).
+ */
+#include "nn/nn_internal.h"
+
+#include "hearsay/common.h"
+#include "hearsay/rng.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VALID_FORMS                                                                                \
+    "valid forms: logreg:IN-OUT, mlp:IN-H1-...-OUT, lenet5, resnet20, seq:LAYER-LAYER-... "        \
+    "(layers: fcN, convK[kR][sS][pP], maxpoolN[sS], relu, tanh, flatten, gap, blockK[sS])"
+
+/* Largest size accepted anywhere in a spec, and per-sample tensor size. */
+#define MAX_SIZE (1 << 24)
+
+typedef struct plan {
+    const char *spec;
+    int data_c, data_h, data_w, classes;
+    hs_layer_t *L;
+    int n, cap;
+    int c, h, w, flat; /* current per-sample shape; flat after fc / flatten / gap */
+    size_t np;
+    int count[HS_LAYER_BLOCK + 1];
+    const char *token; /* the spec token being added, for messages */
+    int token_len;
+} plan_t;
+
+static const char *const type_names[] = {
+    [HS_LAYER_FC] = "fc",     [HS_LAYER_CONV] = "conv",   [HS_LAYER_MAXPOOL] = "maxpool",
+    [HS_LAYER_RELU] = "relu", [HS_LAYER_TANH] = "tanh",   [HS_LAYER_FLATTEN] = "flatten",
+    [HS_LAYER_GAP] = "gap",   [HS_LAYER_BLOCK] = "block",
+};
+
+static int shape_err(plan_t *p, const char *fmt, const char *what)
+{
+    return HS_ERR(-EINVAL,
+                  "spec '%s' does not fit the data (%dx%dx%d, %d classes): layer %d '%.*s' %s %s",
+                  p->spec, p->data_c, p->data_h, p->data_w, p->classes, p->n + 1, p->token_len,
+                  p->token, fmt, what);
+}
+
+static hs_layer_t *push(plan_t *p, hs_layer_type_t type)
+{
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 16;
+        hs_layer_t *L = realloc(p->L, (size_t)cap * sizeof(*L));
+        if (!L) {
+            HS_ERR(-ENOMEM, "out of memory planning spec '%s'", p->spec);
+            return NULL;
+        }
+        p->L = L;
+        p->cap = cap;
+    }
+    hs_layer_t *L = &p->L[p->n];
+    memset(L, 0, sizeof(*L));
+    L->type = type;
+    snprintf(L->name, sizeof(L->name), "%s%d", type_names[type], ++p->count[type]);
+    L->in_c = p->c;
+    L->in_h = p->h;
+    L->in_w = p->w;
+    L->in_n = p->c * p->h * p->w;
+    L->p_off = p->np;
+    return L;
+}
+
+/* Finish layer: set its output shape, check sizes, advance the plan. */
+static int commit(plan_t *p, hs_layer_t *L, int c, int h, int w, size_t params)
+{
+    if (c < 1 || h < 1 || w < 1) return shape_err(p, "leaves an empty output", "");
+    if ((size_t)c * h * w > MAX_SIZE)
+        return shape_err(p, "output is too large", "(over 2^24 values per sample)");
+    L->out_c = c;
+    L->out_h = h;
+    L->out_w = w;
+    L->out_n = c * h * w;
+    L->p_len = params;
+    p->np += params;
+    p->c = c;
+    p->h = h;
+    p->w = w;
+    p->n++;
+    return 0;
+}
+
+static int need_image(plan_t *p)
+{
+    if (p->flat) return shape_err(p, "needs an image input (C, H, W) but gets a flat vector", "");
+    return 0;
+}
+
+static int add_fc(plan_t *p, int out, int init)
+{
+    hs_layer_t *L = push(p, HS_LAYER_FC);
+    if (!L) return -ENOMEM;
+    L->has_bias = 1;
+    L->init = init;
+    L->w_off = p->np;
+    L->b_off = p->np + (size_t)out * L->in_n;
+    p->flat = 1;
+    return commit(p, L, out, 1, 1, (size_t)out * L->in_n + (size_t)out);
+}
+
+static int add_conv(plan_t *p, int K, int R, int stride, int pad)
+{
+    HS_TRY(need_image(p));
+    hs_layer_t *L = push(p, HS_LAYER_CONV);
+    if (!L) return -ENOMEM;
+    char what[96];
+    if (p->h + 2 * pad < R || p->w + 2 * pad < R) {
+        snprintf(what, sizeof(what), "(%dx%d with pad %d)", p->h, p->w, pad);
+        return shape_err(p, "has a kernel larger than its input", what);
+    }
+    L->ksize = R;
+    L->stride = stride;
+    L->pad = pad;
+    L->has_bias = 1;
+    L->init = HS_INIT_XAVIER;
+    L->w_off = p->np;
+    L->b_off = p->np + (size_t)K * p->c * R * R;
+    int P = (p->h + 2 * pad - R) / stride + 1, Q = (p->w + 2 * pad - R) / stride + 1;
+    return commit(p, L, K, P, Q, (size_t)K * p->c * R * R + (size_t)K);
+}
+
+static int add_pool(plan_t *p, int size, int stride)
+{
+    HS_TRY(need_image(p));
+    hs_layer_t *L = push(p, HS_LAYER_MAXPOOL);
+    if (!L) return -ENOMEM;
+    if (p->h < size || p->w < size) {
+        char what[64];
+        snprintf(what, sizeof(what), "(%dx%d)", p->h, p->w);
+        return shape_err(p, "has a window larger than its input", what);
+    }
+    L->ksize = size;
+    L->stride = stride;
+    return commit(p, L, p->c, (p->h - size) / stride + 1, (p->w - size) / stride + 1, 0);
+}
+
+static int add_simple(plan_t *p, hs_layer_type_t type)
+{
+    if (type == HS_LAYER_GAP) HS_TRY(need_image(p));
+    hs_layer_t *L = push(p, type);
+    if (!L) return -ENOMEM;
+    if (type == HS_LAYER_FLATTEN || type == HS_LAYER_GAP) {
+        p->flat = 1;
+        if (type == HS_LAYER_GAP) return commit(p, L, p->c, 1, 1, 0);
+        return commit(p, L, p->c * p->h * p->w, 1, 1, 0);
+    }
+    return commit(p, L, p->c, p->h, p->w, 0);
+}
+
+static int add_block(plan_t *p, int K, int stride)
+{
+    HS_TRY(need_image(p));
+    hs_layer_t *L = push(p, HS_LAYER_BLOCK);
+    if (!L) return -ENOMEM;
+    int C = p->c;
+    L->ksize = 3;
+    L->stride = stride;
+    L->pad = 1;
+    L->has_proj = stride != 1 || C != K;
+    L->w_off = p->np;
+    L->w2_off = L->w_off + (size_t)K * C * 9;
+    L->wp_off = L->w2_off + (size_t)K * K * 9;
+    L->s_off = L->wp_off + (L->has_proj ? (size_t)K * C : 0);
+    size_t params = L->s_off + HS_FIX_NSCALARS - p->np;
+    int P = (p->h - 1) / stride + 1, Q = (p->w - 1) / stride + 1;
+    return commit(p, L, K, P, Q, params);
+}
+
+/* Parse a positive integer of `len` characters at s; -1 when malformed or too large. */
+static int parse_size(const char *s, int len)
+{
+    if (len <= 0 || len > 8) return -1;
+    long v = 0;
+    for (int i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v >= 1 && v <= MAX_SIZE ? (int)v : -1;
+}
+
+static int size_err(plan_t *p, const char *tok, int len, const char *form)
+{
+    return HS_ERR(-EINVAL,
+                  "bad size '%.*s' in spec '%s': expected a positive integer (at most %d); "
+                  "form %s",
+                  len, tok, p->spec, MAX_SIZE, form);
+}
+
+/* Add the layer of one seq token (`len` characters at tok): a bare name (relu, tanh, flatten,
+ * gap) or a head with a size and optional letter-size suffixes (conv6k5p2, maxpool2s1). */
+static int seq_layer(plan_t *p, const char *tok, int len)
+{
+    p->token = tok;
+    p->token_len = len;
+    static const struct {
+        const char *name;
+        hs_layer_type_t type;
+    } simple[] = {{"relu", HS_LAYER_RELU},
+                  {"tanh", HS_LAYER_TANH},
+                  {"flatten", HS_LAYER_FLATTEN},
+                  {"gap", HS_LAYER_GAP}};
+    for (size_t i = 0; i < HS_ARRAY_LEN(simple); i++)
+        if ((int)strlen(simple[i].name) == len && !strncmp(tok, simple[i].name, len))
+            return add_simple(p, simple[i].type);
+
+    static const char *const heads[] = {"fc", "conv", "maxpool", "block"};
+    static const char *const forms[] = {"fcN", "convK[kR][sS][pP]", "maxpoolN[sS]", "blockK[sS]"};
+    static const char *const suffixes[] = {"", "ksp", "s", "s"};
+    for (int h = 0; h < 4; h++) {
+        int hl = (int)strlen(heads[h]);
+        if (len <= hl || strncmp(tok, heads[h], hl) || tok[hl] < '0' || tok[hl] > '9') continue;
+        /* the main number, then letter-number pairs from the allowed suffix letters */
+        int vals[4] = {0, 0, 0, 0}; /* main, k, s, p */
+        int seen[4] = {1, 0, 0, 0};
+        int i = hl, slot = 0;
+        for (;;) {
+            int j = i;
+            while (j < len && tok[j] >= '0' && tok[j] <= '9') j++;
+            int v = parse_size(tok + i, j - i);
+            if (slot == 3 && j - i == 1 && tok[i] == '0') v = 0; /* p0 is fine */
+            if (v < 0) goto bad;
+            vals[slot] = v;
+            i = j;
+            if (i >= len) break;
+            const char *letter = strchr("ksp", tok[i]);
+            if (!letter || !strchr(suffixes[h], tok[i])) goto bad;
+            slot = 1 + (int)(letter - "ksp");
+            if (seen[slot]) goto bad;
+            seen[slot] = 1;
+            i++;
+        }
+        switch (h) {
+        case 0:
+            return add_fc(p, vals[0], HS_INIT_XAVIER);
+        case 1:
+            return add_conv(p, vals[0], seen[1] ? vals[1] : 3, seen[2] ? vals[2] : 1,
+                            seen[3] ? vals[3] : 0);
+        case 2:
+            return add_pool(p, vals[0], seen[2] ? vals[2] : vals[0]);
+        default:
+            return add_block(p, vals[0], seen[2] ? vals[2] : 1);
+        }
+    bad:
+        return HS_ERR(-EINVAL, "bad layer '%.*s' in spec '%s': expected %s with positive sizes; %s",
+                      len, tok, p->spec, forms[h], VALID_FORMS);
+    }
+    return HS_ERR(-EINVAL, "unknown layer '%.*s' in spec '%s'; %s", len, tok, p->spec, VALID_FORMS);
+}
+
+/* logreg:IN-OUT and mlp:IN-H1-...-OUT */
+static int plan_dense(plan_t *p, const char *args, int mlp)
+{
+    const char *form = mlp ? "mlp:IN-H1-...-OUT" : "logreg:IN-OUT";
+    int sizes[64], n = 0;
+    const char *s = args;
+    for (;;) {
+        const char *e = strchr(s, '-');
+        int len = e ? (int)(e - s) : (int)strlen(s);
+        if (n == (int)HS_ARRAY_LEN(sizes))
+            return HS_ERR(-EINVAL, "spec '%s' has too many sizes (at most %d)", p->spec, n);
+        sizes[n] = parse_size(s, len);
+        if (sizes[n] < 0) return size_err(p, s, len, form);
+        n++;
+        if (!e) break;
+        s = e + 1;
+    }
+    if (mlp ? n < 3 : n != 2)
+        return HS_ERR(-EINVAL, "spec '%s' has %d size%s: expected %s", p->spec, n,
+                      n == 1 ? "" : "s",
+                      mlp ? "IN, at least one hidden size, and OUT (mlp:IN-H1-...-OUT)"
+                          : "exactly IN and OUT (logreg:IN-OUT)");
+    long in = (long)p->data_c * p->data_h * p->data_w;
+    if (sizes[0] != in || sizes[n - 1] != p->classes)
+        return HS_ERR(-EINVAL,
+                      "spec '%s' does not fit the data: it takes %d inputs and %d classes, the "
+                      "data has %dx%dx%d = %ld inputs and %d classes",
+                      p->spec, sizes[0], sizes[n - 1], p->data_c, p->data_h, p->data_w, in,
+                      p->classes);
+    for (int i = 1; i < n; i++) {
+        p->token = p->spec;
+        p->token_len = (int)strlen(p->spec);
+        HS_TRY(add_fc(p, sizes[i], i < n - 1 ? HS_INIT_HE : HS_INIT_XAVIER));
+        if (i < n - 1) HS_TRY(add_simple(p, HS_LAYER_RELU));
+    }
+    return 0;
+}
+
+static int plan_lenet5(plan_t *p)
+{
+    p->token = "lenet5";
+    p->token_len = 6;
+    int pad = (p->h < 32 || p->w < 32) ? 2 : 0;
+    HS_TRY(add_conv(p, 6, 5, 1, pad));
+    HS_TRY(add_simple(p, HS_LAYER_RELU));
+    HS_TRY(add_pool(p, 2, 2));
+    HS_TRY(add_conv(p, 16, 5, 1, 0));
+    HS_TRY(add_simple(p, HS_LAYER_RELU));
+    HS_TRY(add_pool(p, 2, 2));
+    HS_TRY(add_simple(p, HS_LAYER_FLATTEN));
+    HS_TRY(add_fc(p, 120, HS_INIT_HE));
+    HS_TRY(add_simple(p, HS_LAYER_RELU));
+    HS_TRY(add_fc(p, 84, HS_INIT_HE));
+    HS_TRY(add_simple(p, HS_LAYER_RELU));
+    return add_fc(p, p->classes, HS_INIT_XAVIER);
+}
+
+static int plan_resnet20(plan_t *p)
+{
+    p->token = "resnet20";
+    p->token_len = 8;
+    HS_TRY(add_conv(p, 16, 3, 1, 1));
+    HS_TRY(add_simple(p, HS_LAYER_RELU));
+    static const int widths[3] = {16, 32, 64};
+    for (int s = 0; s < 3; s++)
+        for (int b = 0; b < 3; b++) HS_TRY(add_block(p, widths[s], s > 0 && b == 0 ? 2 : 1));
+    HS_TRY(add_simple(p, HS_LAYER_GAP));
+    return add_fc(p, p->classes, HS_INIT_ZERO);
+}
+
+int hs_nn_plan(const char *spec, int in_c, int in_h, int in_w, int classes, hs_layer_t **layers,
+               int *n_layers, size_t *n_params)
+{
+    if (!spec || !*spec) return HS_ERR(-EINVAL, "empty model spec; " VALID_FORMS);
+    if (in_c < 1 || in_h < 1 || in_w < 1 || classes < 2 || (long)in_c * in_h * in_w > MAX_SIZE)
+        return HS_ERR(-EINVAL,
+                      "model spec '%s': bad data shape %dx%dx%d with %d classes (need positive "
+                      "sizes, at most 2^24 inputs, at least 2 classes)",
+                      spec, in_c, in_h, in_w, classes);
+    plan_t p = {.spec = spec,
+                .data_c = in_c,
+                .data_h = in_h,
+                .data_w = in_w,
+                .classes = classes,
+                .c = in_c,
+                .h = in_h,
+                .w = in_w};
+    int rc;
+    const char *colon = strchr(spec, ':');
+    size_t nlen = colon ? (size_t)(colon - spec) : strlen(spec);
+    const char *args = colon ? colon + 1 : NULL;
+    if (nlen == 6 && !strncmp(spec, "logreg", 6) && args) {
+        rc = plan_dense(&p, args, 0);
+    } else if (nlen == 3 && !strncmp(spec, "mlp", 3) && args) {
+        rc = plan_dense(&p, args, 1);
+    } else if (!strcmp(spec, "lenet5")) {
+        rc = plan_lenet5(&p);
+    } else if (!strcmp(spec, "resnet20")) {
+        rc = plan_resnet20(&p);
+    } else if (nlen == 3 && !strncmp(spec, "seq", 3) && args) {
+        rc = 0;
+        const char *s = args;
+        for (;;) {
+            const char *e = strchr(s, '-');
+            int len = e ? (int)(e - s) : (int)strlen(s);
+            rc = seq_layer(&p, s, len);
+            if (rc < 0 || !e) break;
+            s = e + 1;
+        }
+    } else if (args && ((nlen == 6 && !strncmp(spec, "lenet5", 6)) ||
+                        (nlen == 8 && !strncmp(spec, "resnet20", 8)))) {
+        rc = HS_ERR(-EINVAL,
+                    "spec '%s': %.*s takes no sizes (the data shape and class count set them); "
+                    "write just '%.*s'",
+                    spec, (int)nlen, spec, (int)nlen, spec);
+    } else {
+        rc = HS_ERR(-EINVAL, "unknown model '%.*s' in spec '%s'; " VALID_FORMS, (int)nlen, spec,
+                    spec);
+    }
+    if (rc == 0 && p.n == 0) rc = HS_ERR(-EINVAL, "spec '%s' has no layers", spec);
+    if (rc == 0 && (p.L[p.n - 1].out_n != classes))
+        rc = HS_ERR(-EINVAL,
+                    "spec '%s' does not fit the data (%dx%dx%d, %d classes): the model ends with "
+                    "%d outputs, not %d",
+                    spec, in_c, in_h, in_w, classes, p.L[p.n - 1].out_n, classes);
+    if (rc < 0) {
+        free(p.L);
+        return rc;
+    }
+    /* He init for fc / conv feeding a relu; Xavier otherwise (ZERO stays). */
+    for (int i = 0; i < p.n; i++) {
+        hs_layer_t *L = &p.L[i];
+        if ((L->type == HS_LAYER_FC || L->type == HS_LAYER_CONV) && L->init != HS_INIT_ZERO)
+            L->init =
+                (i + 1 < p.n && p.L[i + 1].type == HS_LAYER_RELU) ? HS_INIT_HE : HS_INIT_XAVIER;
+    }
+    *layers = p.L;
+    *n_layers = p.n;
+    *n_params = p.np;
+    return 0;
+}
+
+static void view(hs_param_view_t *v, const hs_layer_t *L, int layer, const char *what, size_t off,
+                 int ndim, int d0, int d1, int d2, int d3)
+{
+    snprintf(v->name, sizeof(v->name), "%s.%s", L->name, what);
+    v->offset = off;
+    v->ndim = ndim;
+    v->shape[0] = d0;
+    v->shape[1] = d1;
+    v->shape[2] = d2;
+    v->shape[3] = d3;
+    v->count = 1;
+    for (int i = 0; i < ndim; i++) v->count *= (size_t)v->shape[i];
+    v->layer = layer;
+}
+
+int hs_nn_views(const hs_layer_t *layers, int n_layers, hs_param_view_t **views, int *n_views)
+{
+    int n = 0;
+    for (int i = 0; i < n_layers; i++) n += 8;
+    hs_param_view_t *v = hs_calloc((size_t)n + 1, sizeof(*v), "parameter views");
+    if (!v) return -ENOMEM;
+    n = 0;
+    static const char *const scal[HS_FIX_NSCALARS] = {"b1a", "b1b", "b2a", "b2b", "scale"};
+    for (int i = 0; i < n_layers; i++) {
+        const hs_layer_t *L = &layers[i];
+        int C = L->in_c, K = L->out_c, R = L->ksize;
+        switch (L->type) {
+        case HS_LAYER_FC:
+            view(&v[n++], L, i, "w", L->w_off, 2, L->out_n, L->in_n, 1, 1);
+            view(&v[n++], L, i, "b", L->b_off, 1, L->out_n, 1, 1, 1);
+            break;
+        case HS_LAYER_CONV:
+            view(&v[n++], L, i, "w", L->w_off, 4, K, C, R, R);
+            view(&v[n++], L, i, "b", L->b_off, 1, K, 1, 1, 1);
+            break;
+        case HS_LAYER_BLOCK:
+            view(&v[n++], L, i, "conv1.w", L->w_off, 4, K, C, 3, 3);
+            view(&v[n++], L, i, "conv2.w", L->w2_off, 4, K, K, 3, 3);
+            if (L->has_proj) view(&v[n++], L, i, "proj.w", L->wp_off, 4, K, C, 1, 1);
+            for (int j = 0; j < HS_FIX_NSCALARS; j++)
+                view(&v[n++], L, i, scal[j], L->s_off + j, 1, 1, 1, 1, 1);
+            break;
+        default:
+            break;
+        }
+    }
+    *views = v;
+    *n_views = n;
+    return 0;
+}
+
+static void fill_normal(hs_rng_t *r, float *p, size_t n, double std)
+{
+    for (size_t i = 0; i < n; i++) p[i] = (float)(std * hs_rng_normal(r));
+}
+
+static void fill_weights(hs_rng_t *r, float *p, size_t n, int init, int fan_in, int fan_out)
+{
+    if (init == HS_INIT_ZERO) {
+        memset(p, 0, n * sizeof(float));
+    } else if (init == HS_INIT_HE) {
+        fill_normal(r, p, n, sqrt(2.0 / fan_in));
+    } else {
+        double a = sqrt(6.0 / (fan_in + fan_out));
+        for (size_t i = 0; i < n; i++) p[i] = (float)(a * (2.0 * hs_rng_uniform(r) - 1.0));
+    }
+}
+
+void hs_nn_init_host(const hs_layer_t *layers, int n_layers, uint64_t seed, float *p)
+{
+    int n_blocks = 0;
+    for (int i = 0; i < n_layers; i++) n_blocks += layers[i].type == HS_LAYER_BLOCK;
+    /* Fixup: branch scale L^(-1/(2m-2)) with m = 2 layers per branch */
+    double fixup = n_blocks > 0 ? 1.0 / sqrt((double)n_blocks) : 1.0;
+    for (int i = 0; i < n_layers; i++) {
+        const hs_layer_t *L = &layers[i];
+        hs_rng_t r;
+        hs_rng_seed(&r, seed, (uint64_t)i + 1);
+        int C = L->in_c, K = L->out_c, R = L->ksize;
+        switch (L->type) {
+        case HS_LAYER_FC:
+            fill_weights(&r, p + L->w_off, (size_t)L->out_n * L->in_n, L->init, L->in_n, L->out_n);
+            memset(p + L->b_off, 0, (size_t)L->out_n * sizeof(float));
+            break;
+        case HS_LAYER_CONV:
+            fill_weights(&r, p + L->w_off, (size_t)K * C * R * R, L->init, C * R * R, K * R * R);
+            memset(p + L->b_off, 0, (size_t)K * sizeof(float));
+            break;
+        case HS_LAYER_BLOCK:
+            fill_normal(&r, p + L->w_off, (size_t)K * C * 9, sqrt(2.0 / (C * 9)) * fixup);
+            memset(p + L->w2_off, 0, (size_t)K * K * 9 * sizeof(float));
+            if (L->has_proj) fill_normal(&r, p + L->wp_off, (size_t)K * C, sqrt(2.0 / C));
+            for (int j = 0; j < HS_FIX_NSCALARS; j++)
+                p[L->s_off + j] = j == HS_FIX_SCALE ? 1.0f : 0.0f;
+            break;
+        default:
+            break;
+        }
+    }
+}

@@ -1,0 +1,267 @@
+/* runtime/worker.c — one replica's training state: data shard, model, optimizer, schedule. */
+#include "hearsay/train.h"
+
+#include "hearsay/common.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct hs_worker {
+    hs_kernels_t *k;
+    hs_dataset_t train, test;
+    hs_shard_t shard;
+    hs_batcher_t batches;
+    hs_model_t *model;
+    hs_sgd_t *opt;
+    hs_lr_schedule_t sched;
+    double base_lr;
+    int batch;
+    long iter;
+    long iters_per_epoch;
+    int64_t epoch; /* epoch of the batch iterator */
+    int dim;
+    float *x_host;    /* (B, D) staging */
+    int32_t *y_host;  /* (B) */
+    float *x_dev;     /* (B, D) device */
+    int32_t *y_dev;   /* (B) device */
+    float *saved_dev; /* (num_params) device scratch for evaluating other parameters */
+};
+
+void hs_train_opts_defaults(hs_train_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model = "mlp:784-1024-1024-10";
+    o->data = "gauss";
+    o->shard = "iid";
+    o->device = "cpu";
+    o->threads = 0;
+    o->epochs = 3;
+    o->batch = 128;
+    o->lr = 0.05;
+    o->momentum = 0.9;
+    o->weight_decay = 5e-4;
+    o->lr_schedule = "constant";
+    o->warmup = "0";
+    o->seed = 1;
+    o->eval_every = 1.0;
+    o->progress_s = 2.0;
+}
+
+int hs_mkdir_p(const char *path)
+{
+    char buf[4096];
+    if (!path || !*path) return HS_ERR(-EINVAL, "empty directory name");
+    if (strlen(path) >= sizeof buf) return HS_ERR(-ENAMETOOLONG, "path too long: %s", path);
+    strcpy(buf, path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return HS_ERR(-errno, "cannot create directory %s: %s", buf, strerror(errno));
+            struct stat st;
+            if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+                return HS_ERR(-ENOTDIR, "%s exists and is not a directory", buf);
+            *p = c;
+            if (c == '\0') break;
+        }
+    }
+    return 0;
+}
+
+void hs_worker_close(hs_worker_t **wp)
+{
+    hs_worker_t *w = wp ? *wp : NULL;
+    if (!w) return;
+    if (w->k) {
+        w->k->ops->free(w->k, w->x_dev);
+        w->k->ops->free(w->k, w->y_dev);
+        w->k->ops->free(w->k, w->saved_dev);
+    }
+    free(w->x_host);
+    free(w->y_host);
+    hs_sgd_close(&w->opt);
+    hs_model_free(&w->model);
+    hs_batcher_free(&w->batches);
+    hs_shard_free(&w->shard);
+    hs_dataset_free(&w->train);
+    hs_dataset_free(&w->test);
+    hs_kernels_close(&w->k);
+    free(w);
+    *wp = NULL;
+}
+
+int hs_worker_open(hs_worker_t **out, const hs_train_opts_t *o, int rank, int ranks)
+{
+    int rc;
+    *out = NULL;
+    if (o->batch < 1) return HS_ERR(-EINVAL, "--batch must be at least 1 (got %d)", o->batch);
+    if (o->epochs < 1) return HS_ERR(-EINVAL, "--epochs must be at least 1 (got %d)", o->epochs);
+    if (!(o->lr >= 0) || !isfinite(o->lr))
+        return HS_ERR(-EINVAL, "--lr must be a finite number >= 0 (got %g)", o->lr);
+    hs_worker_t *w = hs_calloc(1, sizeof *w, "worker");
+    if (!w) return -ENOMEM;
+
+    hs_device_t dev;
+    int dev_index;
+    if ((rc = hs_device_parse(o->device, &dev, &dev_index)) < 0) goto fail;
+    if ((rc = hs_kernels_open(&w->k, dev, dev_index, o->threads)) < 0) goto fail;
+
+    if ((rc = hs_data_load(o->data, o->seed, &w->train, &w->test)) < 0) {
+        hs_error_prefix("--data %s", o->data);
+        goto fail;
+    }
+    if ((rc = hs_shard_for_rank(&w->train, o->shard, ranks, rank, o->seed, &w->shard)) < 0) {
+        hs_error_prefix("--shard %s", o->shard);
+        goto fail;
+    }
+    if (w->shard.n < 1) {
+        rc = HS_ERR(-EINVAL, "rank %d's shard of %s is empty (%d ranks for %lld samples)", rank,
+                    w->train.name, ranks, (long long)w->train.n);
+        goto fail;
+    }
+    int batch = o->batch;
+    if (batch > w->shard.n) batch = (int)w->shard.n;
+    w->batch = batch;
+    if ((rc = hs_batcher_init(&w->batches, &w->train, &w->shard, batch,
+                              HS_BATCH_SHUFFLE | HS_BATCH_DROP_LAST, o->seed, rank)) < 0)
+        goto fail;
+    hs_batcher_start_epoch(&w->batches, 0);
+    w->iters_per_epoch = (long)hs_batcher_batches_per_epoch(&w->batches);
+
+    if ((rc = hs_model_create(&w->model, w->k, o->model, w->train.c, w->train.h, w->train.w,
+                              w->train.classes, batch, o->seed)) < 0) {
+        hs_error_prefix("--model %s", o->model);
+        goto fail;
+    }
+    hs_sgd_config_t sc = {.momentum = (float)o->momentum,
+                          .weight_decay = (float)o->weight_decay,
+                          .nesterov = o->nesterov};
+    if ((rc = hs_sgd_open(&w->opt, w->k, hs_model_num_params(w->model), &sc)) < 0) goto fail;
+    if ((rc = hs_lr_parse(o->lr_schedule, o->epochs, &w->sched)) < 0) goto fail;
+    if ((rc = hs_lr_set_warmup(&w->sched, o->warmup ? o->warmup : "0")) < 0) goto fail;
+    w->base_lr = o->lr;
+
+    w->dim = (int)w->train.dim;
+    size_t xb = (size_t)batch * (size_t)w->dim * sizeof(float);
+    w->x_host = hs_malloc(xb, "batch features");
+    w->y_host = hs_malloc((size_t)batch * sizeof(int32_t), "batch labels");
+    if (!w->x_host || !w->y_host) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    if ((rc = w->k->ops->alloc(w->k, xb, (void **)&w->x_dev)) < 0) goto fail;
+    if ((rc = w->k->ops->alloc(w->k, (size_t)batch * sizeof(int32_t), (void **)&w->y_dev)) < 0)
+        goto fail;
+    *out = w;
+    return 0;
+fail:
+    hs_worker_close(&w);
+    return rc;
+}
+
+int hs_worker_grad(hs_worker_t *w, double *loss, int *correct, int *n)
+{
+    int got = hs_batcher_next(&w->batches, w->x_host, w->y_host, NULL);
+    if (got == 0) {
+        w->epoch++;
+        hs_batcher_start_epoch(&w->batches, w->epoch);
+        got = hs_batcher_next(&w->batches, w->x_host, w->y_host, NULL);
+        if (got <= 0) return HS_ERR(-EIO, "batch iterator returned no batch at epoch start");
+    }
+    if (got < 0) return got;
+    hs_kernels_t *k = w->k;
+    HS_TRY(k->ops->to_device(k, w->x_dev, w->x_host, (size_t)got * (size_t)w->dim * sizeof(float)));
+    HS_TRY(k->ops->to_device(k, w->y_dev, w->y_host, (size_t)got * sizeof(int32_t)));
+    HS_TRY(hs_model_train_step(w->model, w->x_dev, w->y_dev, got, loss, correct));
+    if (n) *n = got;
+    return 0;
+}
+
+double hs_worker_lr(const hs_worker_t *w)
+{
+    return hs_lr_at(&w->sched, w->iter, w->iters_per_epoch, w->base_lr);
+}
+
+int hs_worker_apply(hs_worker_t *w)
+{
+    float lr = (float)hs_worker_lr(w);
+    HS_TRY(hs_sgd_step(w->opt, hs_model_params(w->model), hs_model_grads(w->model), lr));
+    w->iter++;
+    return 0;
+}
+
+int hs_worker_evaluate(hs_worker_t *w, const float *params, double *loss, double *acc)
+{
+    hs_kernels_t *k = w->k;
+    size_t np = hs_model_num_params(w->model);
+    float *own = hs_model_params(w->model);
+    int swapped = 0, rc = 0;
+    if (params && params != own) {
+        if (!w->saved_dev) HS_TRY(k->ops->alloc(k, np * sizeof(float), (void **)&w->saved_dev));
+        HS_TRY(k->ops->copy(k, w->saved_dev, own, np * sizeof(float)));
+        HS_TRY(k->ops->copy(k, own, params, np * sizeof(float)));
+        swapped = 1;
+    }
+    hs_batcher_t eb;
+    if ((rc = hs_batcher_init_eval(&eb, &w->test, w->batch)) < 0) goto out;
+    double total_loss = 0;
+    long total_correct = 0, total = 0;
+    int got;
+    while ((got = hs_batcher_next(&eb, w->x_host, w->y_host, NULL)) > 0) {
+        double l;
+        int c;
+        if ((rc = k->ops->to_device(k, w->x_dev, w->x_host,
+                                    (size_t)got * (size_t)w->dim * sizeof(float))) < 0 ||
+            (rc = k->ops->to_device(k, w->y_dev, w->y_host, (size_t)got * sizeof(int32_t))) < 0 ||
+            (rc = hs_model_evaluate(w->model, w->x_dev, w->y_dev, got, &l, &c)) < 0)
+            break;
+        total_loss += l * got;
+        total_correct += c;
+        total += got;
+    }
+    hs_batcher_free(&eb);
+    if (rc == 0 && got < 0) rc = got;
+    if (rc == 0 && total == 0) rc = HS_ERR(-EINVAL, "the test set is empty");
+    if (rc == 0) {
+        if (loss) *loss = total_loss / (double)total;
+        if (acc) *acc = (double)total_correct / (double)total;
+    }
+out:
+    if (swapped) {
+        int rc2 = k->ops->copy(k, own, w->saved_dev, np * sizeof(float));
+        if (rc == 0) rc = rc2;
+    }
+    return rc;
+}
+
+hs_model_t *hs_worker_model(hs_worker_t *w)
+{
+    return w->model;
+}
+hs_kernels_t *hs_worker_kernels(hs_worker_t *w)
+{
+    return w->k;
+}
+long hs_worker_iteration(const hs_worker_t *w)
+{
+    return w->iter;
+}
+double hs_worker_epoch(const hs_worker_t *w)
+{
+    return (double)w->iter / (double)(w->iters_per_epoch > 0 ? w->iters_per_epoch : 1);
+}
+long hs_worker_iters_per_epoch(const hs_worker_t *w)
+{
+    return w->iters_per_epoch;
+}
+const hs_dataset_t *hs_worker_train_set(const hs_worker_t *w)
+{
+    return &w->train;
+}
+const hs_dataset_t *hs_worker_test_set(const hs_worker_t *w)
+{
+    return &w->test;
+}

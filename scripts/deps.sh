@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages Hearsay needs to build, test and run its studies.
+# Skips the install when everything is already there; needs root (or sudo) otherwise.
+set -euo pipefail
+pkgs=(build-essential autoconf automake libtool pkg-config
+      libfabric-dev libfabric-bin libopenblas-dev liblapacke-dev check
+      libopenmpi-dev openmpi-bin iproute2
+      python3-numpy python3-matplotlib)
+# PyTorch is only the reference in `hearsay bench step`; install it with HS_WITH_TORCH=1.
+if [ "${HS_WITH_TORCH:-0}" = 1 ]; then pkgs+=(python3-torch); fi
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "deps: all ${#pkgs[@]} packages present"
+    exit 0
+fi
+echo "deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,232 @@
+/*
+ * tests/launch_worker.c — a worker program for tests/test_launch, started by `hearsay run`.
+ *
+ *   launch_worker gather          init, allgather (rank, hostname, pid), check every entry
+ *                                 against independent facts, barrier, finalize, exit 0
+ *   launch_worker fail R CODE     init; rank R exits CODE, the others sleep 60 s
+ *   launch_worker sigwait         print "ready", wait for SIGTERM, print "got SIGTERM", exit 0
+ *   launch_worker rawkey          rank 0 first connects to HS_RDV itself with a wrong key and
+ *                                 prints the launcher's answer; then everyone does `gather`
+ *   launch_worker garbage         like rawkey, with bytes that are not a rendezvous message
+ *   launch_worker tamper R        rank R joins with a wrong HS_JOB_KEY; init must fail
+ *   launch_worker absent R        rank R never joins (sleeps 60 s); the others must fail
+ *   launch_worker vanish R        rank R joins, then exits 0 without finalize; the others'
+ *                                 allgather must fail naming rank R
+ * Every failure prints "rank R: ERROR: message" on stderr and exits 1.
+ */
+#include "gossip/rdv_wire.h"
+#include "hearsay/bootstrap.h"
+#include "hearsay/common.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netdb.h>
+#include <unistd.h>
+
+typedef struct entry {
+    int32_t rank;
+    int32_t pid;
+    char host[64];
+} entry_t;
+
+/* The rank and size the launcher meant, read independently of hs_boot. */
+static int env_int(const char *a, const char *b, const char *c)
+{
+    const char *v = getenv(a);
+    if (!v) v = getenv(b);
+    if (!v) v = getenv(c);
+    return v ? atoi(v) : -1;
+}
+
+static int env_rank(void)
+{
+    return env_int("HS_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK");
+}
+
+static int env_size(void)
+{
+    return env_int("HS_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE");
+}
+
+static int fail(int rank, const char *what)
+{
+    fprintf(stderr, "rank %d: ERROR: %s: %s\n", rank, what, hs_last_error());
+    return 1;
+}
+
+static int do_gather(void)
+{
+    hs_boot_t *b;
+    int me = env_rank();
+    if (hs_boot_init(&b, NULL) < 0) return fail(me, "hs_boot_init");
+    int rank = hs_boot_rank(b), size = hs_boot_size(b);
+    if (rank != me || size != env_size()) {
+        fprintf(stderr, "rank %d: ERROR: rank/size %d/%d disagree with HS_RANK/HS_SIZE\n", me, rank,
+                size);
+        return 1;
+    }
+    entry_t mine = {.rank = rank, .pid = (int32_t)getpid()};
+    gethostname(mine.host, sizeof mine.host - 1);
+    entry_t *all = calloc((size_t)size, sizeof *all);
+    if (hs_boot_allgather(b, &mine, sizeof mine, all) < 0) return fail(rank, "allgather");
+    for (int r = 0; r < size; r++) {
+        if (all[r].rank != r || strcmp(all[r].host, mine.host) != 0 ||
+            (r == rank && all[r].pid != mine.pid) || (r != rank && all[r].pid == mine.pid)) {
+            fprintf(stderr, "rank %d: ERROR: bad allgather entry %d (rank %d host %s)\n", rank, r,
+                    all[r].rank, all[r].host);
+            return 1;
+        }
+        if (hs_boot_host_of(b, r) != 0 || strcmp(hs_boot_hostname(b, r), mine.host) != 0) {
+            fprintf(stderr, "rank %d: ERROR: host_of(%d) = %d\n", rank, r, hs_boot_host_of(b, r));
+            return 1;
+        }
+    }
+    if (!hs_boot_all_local(b) || hs_boot_local_rank(b) != rank || hs_boot_local_size(b) != size) {
+        fprintf(stderr, "rank %d: ERROR: local numbering wrong\n", rank);
+        return 1;
+    }
+    /* A second round of a different length, then a barrier. */
+    int32_t sq = rank * rank, *sqs = calloc((size_t)size, sizeof *sqs);
+    if (hs_boot_allgather(b, &sq, sizeof sq, sqs) < 0) return fail(rank, "allgather 2");
+    for (int r = 0; r < size; r++)
+        if (sqs[r] != r * r) {
+            fprintf(stderr, "rank %d: ERROR: round 2 entry %d is %d\n", rank, r, sqs[r]);
+            return 1;
+        }
+    if (hs_boot_barrier(b) < 0) return fail(rank, "barrier");
+    printf("rank %d of %d ok via %s\n", rank, size, hs_boot_method(b));
+    fprintf(stderr, "stderr line from %d\n", rank);
+    printf("partial %d", rank); /* no newline: the launcher flushes it at exit */
+    fflush(stdout);
+    free(all);
+    free(sqs);
+    hs_boot_finalize(&b);
+    return 0;
+}
+
+/* Connect to HS_RDV and send `bytes`; print what comes back. */
+static int raw_probe(const void *bytes, size_t len)
+{
+    char host[256];
+    int port;
+    if (hs_rdv_parse_addr(getenv("HS_RDV"), "HS_RDV", host, sizeof host, &port) < 0)
+        return fail(0, "HS_RDV");
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    if (getaddrinfo(host, ps, &hints, &res) != 0) return fail(0, "getaddrinfo");
+    int fd = socket(res->ai_family, SOCK_STREAM, 0);
+    double deadline = hs_now() + 10;
+    while (connect(fd, res->ai_addr, res->ai_addrlen) < 0 && hs_now() < deadline) hs_sleep(0.02);
+    freeaddrinfo(res);
+    if (hs_rdv_write_all(fd, bytes, len, hs_now() + 5) < 0) return fail(0, "probe write");
+    uint8_t hb[HS_RDV_HDR_BYTES];
+    hs_rdv_hdr_t h;
+    char text[HS_RDV_ERR_MAX + 1] = "";
+    if (hs_rdv_read_all(fd, hb, sizeof hb, hs_now() + 10) == 0) {
+        hs_rdv_hdr_decode(hb, &h);
+        if (h.type == HS_RDV_ERROR && h.len <= HS_RDV_ERR_MAX &&
+            hs_rdv_read_all(fd, text, (size_t)h.len, hs_now() + 5) == 0)
+            text[h.len] = '\0';
+    }
+    char c;
+    ssize_t n = recv(fd, &c, 1, 0); /* the launcher must close after the error */
+    printf("probe answer: '%s' then %s\n", text, n == 0 ? "closed" : "still open");
+    fflush(stdout);
+    close(fd);
+    return 0;
+}
+
+static int do_rawkey(int garbage)
+{
+    if (env_rank() == 0) {
+        uint8_t msg[HS_RDV_HDR_BYTES + HS_RDV_HELLO_BYTES];
+        if (garbage) {
+            memset(msg, 'G', sizeof msg);
+        } else {
+            hs_rdv_hdr_t h = hs_rdv_hdr_make(HS_RDV_HELLO, 0, 0, HS_RDV_HELLO_BYTES);
+            hs_rdv_hdr_encode(&h, msg);
+            hs_rdv_hello_t hello = {.size = (uint32_t)env_size(), .pid = 1};
+            memset(hello.key, 'f', sizeof hello.key);
+            if (!strncmp(getenv("HS_JOB_KEY"), "ffff", 4)) hello.key[0] = 'e';
+            snprintf(hello.host, sizeof hello.host, "intruder");
+            hs_rdv_hello_encode(&hello, msg + HS_RDV_HDR_BYTES);
+        }
+        int rc = raw_probe(msg, sizeof msg);
+        if (rc) return rc;
+    }
+    return do_gather();
+}
+
+static int do_fail(int who, int code)
+{
+    hs_boot_t *b;
+    int me = env_rank();
+    if (hs_boot_init(&b, NULL) < 0) return fail(me, "hs_boot_init");
+    if (me == who) {
+        printf("rank %d failing with %d\n", me, code);
+        fflush(stdout);
+        return code;
+    }
+    printf("rank %d sleeping pid %d\n", me, (int)getpid());
+    fflush(stdout);
+    hs_sleep(60);
+    printf("rank %d woke up: it was not ended\n", me);
+    return 0;
+}
+
+static void on_term(int sig)
+{
+    static const char msg[] = "got SIGTERM\n";
+    ssize_t w = write(1, msg, sizeof msg - 1);
+    (void)w;
+    (void)sig;
+    _exit(0);
+}
+
+static int do_sigwait(void)
+{
+    struct sigaction sa = {.sa_handler = on_term};
+    sigaction(SIGTERM, &sa, NULL);
+    printf("ready\n");
+    fflush(stdout);
+    for (int i = 0; i < 600; i++) pause();
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "gather";
+    int arg = argc > 2 ? atoi(argv[2]) : 0, me = env_rank();
+    if (!strcmp(mode, "gather")) return do_gather();
+    if (!strcmp(mode, "rawkey")) return do_rawkey(0);
+    if (!strcmp(mode, "garbage")) return do_rawkey(1);
+    if (!strcmp(mode, "fail")) return do_fail(arg, argc > 3 ? atoi(argv[3]) : 3);
+    if (!strcmp(mode, "sigwait")) return do_sigwait();
+    if (!strcmp(mode, "tamper")) {
+        if (me == arg) setenv("HS_JOB_KEY", "0123456789abcdef0123456789abcdef", 1);
+        return do_gather();
+    }
+    if (!strcmp(mode, "absent")) {
+        if (me == arg) {
+            hs_sleep(60);
+            return 0;
+        }
+        return do_gather();
+    }
+    if (!strcmp(mode, "vanish")) {
+        if (me == arg) {
+            hs_boot_t *b;
+            if (hs_boot_init(&b, NULL) < 0) return fail(me, "hs_boot_init");
+            printf("rank %d vanishing\n", me);
+            fflush(stdout);
+            _exit(0); /* no finalize, no goodbye */
+        }
+        return do_gather();
+    }
+    fprintf(stderr, "launch_worker: unknown mode '%s'\n", mode);
+    return 2;
+}

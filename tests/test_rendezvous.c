@@ -1,0 +1,407 @@
+/*
+ * tests/test_rendezvous.c — hs_boot and the rendezvous server, in one process.
+ *
+ * The server runs in its thread; clients are threads using the worker side (boot_rdv.h) or
+ * raw sockets that send wrong keys, malformed headers and seeded random bytes. Asserts on
+ * the answers, the log lines, the states and the time every bounded wait takes.
+ */
+#include "gossip/boot_rdv.h"
+#include "gossip/rdv_wire.h"
+#include "hearsay/bootstrap.h"
+#include "hearsay/common.h"
+#include "hearsay/rendezvous.h"
+#include "hearsay/rng.h"
+
+#include <check.h>
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- hs_boot in-process */
+
+static void clear_launch_env(void)
+{
+    const char *vars[] = {"HS_RANK",
+                          "HS_SIZE",
+                          "HS_RDV",
+                          "HS_JOB_KEY",
+                          "SLURM_PROCID",
+                          "SLURM_NTASKS",
+                          "OMPI_COMM_WORLD_RANK",
+                          "PMIX_RANK",
+                          "PMI_RANK",
+                          "HS_HOSTNAME"};
+    for (size_t i = 0; i < HS_ARRAY_LEN(vars); i++) unsetenv(vars[i]);
+}
+
+START_TEST(test_boot_single_world)
+{
+    clear_launch_env();
+    setenv("HS_HOSTNAME", "nodeA", 1);
+    hs_boot_t *b = NULL;
+    ck_assert_int_eq(hs_boot_init(&b, NULL), 0);
+    ck_assert_str_eq(hs_boot_method(b), "single");
+    ck_assert_int_eq(hs_boot_rank(b), 0);
+    ck_assert_int_eq(hs_boot_size(b), 1);
+    ck_assert_int_eq(hs_boot_local_rank(b), 0);
+    ck_assert_int_eq(hs_boot_local_size(b), 1);
+    ck_assert_int_eq(hs_boot_all_local(b), 1);
+    ck_assert_int_eq(hs_boot_host_of(b, 0), 0);
+    ck_assert_int_eq(hs_boot_host_of(b, 1), -1);
+    ck_assert_str_eq(hs_boot_hostname(b, 0), "nodeA");
+    int x = 42, y = 0;
+    ck_assert_int_eq(hs_boot_allgather(b, &x, sizeof x, &y), 0);
+    ck_assert_int_eq(y, 42);
+    ck_assert_int_eq(hs_boot_barrier(b), 0);
+    hs_boot_finalize(&b);
+    ck_assert_ptr_null(b);
+}
+END_TEST
+
+START_TEST(test_boot_env_errors)
+{
+    clear_launch_env();
+    hs_boot_t *b = NULL;
+    setenv("HS_RANK", "0", 1);
+    ck_assert_int_eq(hs_boot_init(&b, NULL), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "HS_SIZE"));
+    setenv("HS_SIZE", "2", 1);
+    ck_assert_int_eq(hs_boot_init(&b, NULL), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "HS_RDV"));
+    setenv("HS_RDV", "127.0.0.1", 1);
+    setenv("HS_JOB_KEY", "00112233445566778899aabbccddeeff", 1);
+    ck_assert_int_eq(hs_boot_init(&b, NULL), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "HOST:PORT"));
+    setenv("HS_JOB_KEY", "short", 1);
+    setenv("HS_RDV", "127.0.0.1:1", 1);
+    ck_assert_int_eq(hs_boot_init(&b, NULL), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "HS_JOB_KEY"));
+    setenv("HS_RANK", "2", 1);
+    ck_assert_int_eq(hs_boot_init(&b, NULL), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "HS_RANK=2"));
+    /* Nobody listens on port 1: a bounded wait and a message naming the address. */
+    setenv("HS_RANK", "0", 1);
+    setenv("HS_JOB_KEY", "00112233445566778899aabbccddeeff", 1);
+    hs_boot_opts_t o = {.timeout_s = 0.5, .use_mpi = 0};
+    double t = hs_now();
+    ck_assert_int_eq(hs_boot_init(&b, &o), -ETIMEDOUT);
+    ck_assert_double_lt(hs_now() - t, 3);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "HS_RDV=127.0.0.1:1"));
+    ck_assert_ptr_null(b);
+    /* Slurm without a rendezvous. */
+    clear_launch_env();
+    setenv("SLURM_PROCID", "1", 1);
+    setenv("SLURM_NTASKS", "4", 1);
+    ck_assert_int_eq(hs_boot_init(&b, NULL), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "--rendezvous-only"));
+}
+END_TEST
+
+/* ---------------------------------------------------------------- server in-process */
+
+typedef struct srv_fixture {
+    hs_rdv_server_t *s;
+    char key[HS_JOB_KEY_CHARS + 1];
+    FILE *log;
+    char *logbuf;
+    size_t loglen;
+    char host[64];
+    int port;
+} srv_fixture_t;
+
+static void srv_open(srv_fixture_t *f, int size, double timeout_s, double hello_s)
+{
+    memset(f, 0, sizeof *f);
+    ck_assert_int_eq(hs_rdv_key_generate(f->key), 0);
+    ck_assert_int_eq((int)strlen(f->key), 32);
+    f->log = open_memstream(&f->logbuf, &f->loglen);
+    hs_rdv_server_opts_t o = {.size = size,
+                              .key = f->key,
+                              .timeout_s = timeout_s,
+                              .hello_timeout_s = hello_s,
+                              .log = f->log,
+                              .log_prefix = "rdv: "};
+    ck_assert_int_eq(hs_rdv_server_start(&f->s, &o), 0);
+    ck_assert_int_eq(
+        hs_rdv_parse_addr(hs_rdv_server_addr(f->s), "addr", f->host, sizeof f->host, &f->port), 0);
+    ck_assert_int_eq(f->port, hs_rdv_server_port(f->s));
+}
+
+/* The log so far (the server thread writes it; stopping the server makes it complete). */
+static const char *srv_close(srv_fixture_t *f)
+{
+    hs_rdv_server_stop(&f->s);
+    fflush(f->log);
+    return f->logbuf;
+}
+
+static int raw_connect(const srv_fixture_t *f)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", f->port);
+    ck_assert_int_eq(getaddrinfo(f->host, ps, &hints, &res), 0);
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_eq(connect(fd, res->ai_addr, res->ai_addrlen), 0);
+    freeaddrinfo(res);
+    return fd;
+}
+
+/* Read the server's answer: its ERROR text (or "" for none), then whether it closed. */
+static int read_answer(int fd, char *text, size_t cap, double limit_s)
+{
+    uint8_t hb[HS_RDV_HDR_BYTES];
+    text[0] = '\0';
+    double end = hs_now() + limit_s;
+    if (hs_rdv_read_all(fd, hb, sizeof hb, end) < 0) return 0;
+    hs_rdv_hdr_t h;
+    hs_rdv_hdr_decode(hb, &h);
+    if (h.type != HS_RDV_ERROR || h.len >= cap) return 0;
+    if (hs_rdv_read_all(fd, text, (size_t)h.len, end) < 0) return 0;
+    text[h.len] = '\0';
+    char c;
+    return hs_rdv_read_all(fd, &c, 1, end) == -ECONNRESET; /* closed after the error */
+}
+
+typedef struct client_arg {
+    const srv_fixture_t *f;
+    int rank, size;
+    int rc;
+    int vanish; /* leave after joining, without BYE */
+    char err[HS_ERRMSG_MAX];
+    uint64_t sum;
+} client_arg_t;
+
+static void *client_main(void *p)
+{
+    client_arg_t *a = p;
+    hs_rdv_client_t c;
+    char addr[128], host[32];
+    char(*hosts)[HS_RDV_HOST_MAX] = calloc((size_t)a->size, HS_RDV_HOST_MAX);
+    snprintf(addr, sizeof addr, "%s:%d", a->f->host, a->f->port);
+    snprintf(host, sizeof host, "host%d", a->rank % 2);
+    a->rc = hs_rdv_client_join(&c, addr, a->f->key, a->rank, a->size, host, 10, (char *)hosts);
+    if (a->rc == 0) {
+        for (int r = 0; r < a->size; r++)
+            if (strncmp(hosts[r], r % 2 ? "host1" : "host0", HS_RDV_HOST_MAX) != 0) a->rc = -100;
+    }
+    if (a->rc == 0 && a->vanish) {
+        close(c.fd);
+        free(hosts);
+        return NULL;
+    }
+    for (int round = 0; a->rc == 0 && round < 3; round++) {
+        /* Round k: rank r contributes (k + 1) * (r + 1) in a k+1-word vector. */
+        uint64_t mine[3] = {0}, all[64 * 3];
+        for (int i = 0; i <= round; i++) mine[i] = (uint64_t)((round + 1) * (a->rank + 1));
+        a->rc = hs_rdv_client_allgather(&c, mine, (size_t)(round + 1) * 8, all);
+        for (int r = 0; a->rc == 0 && r < a->size; r++)
+            for (int i = 0; i <= round; i++) {
+                uint64_t v = all[r * (round + 1) + i];
+                if (v != (uint64_t)((round + 1) * (r + 1))) a->rc = -101;
+                a->sum += v;
+            }
+    }
+    if (a->rc < 0)
+        snprintf(a->err, sizeof a->err, "%s", hs_last_error());
+    else
+        hs_rdv_client_leave(&c);
+    free(hosts);
+    return NULL;
+}
+
+static void run_clients(const srv_fixture_t *f, int size, int vanish_rank, client_arg_t *args)
+{
+    pthread_t th[64];
+    for (int r = 0; r < size; r++) {
+        args[r] = (client_arg_t){.f = f, .rank = r, .size = size, .vanish = r == vanish_rank};
+        pthread_create(&th[r], NULL, client_main, &args[r]);
+    }
+    for (int r = 0; r < size; r++) pthread_join(th[r], NULL);
+}
+
+START_TEST(test_server_rounds_and_state)
+{
+    srv_fixture_t f;
+    srv_open(&f, 5, 10, 5);
+    ck_assert_int_eq(hs_rdv_server_state(f.s), 0);
+    client_arg_t a[5];
+    run_clients(&f, 5, -1, a);
+    for (int r = 0; r < 5; r++) {
+        ck_assert_msg(a[r].rc == 0, "rank %d: %d %s", r, a[r].rc, a[r].err);
+        /* Independent closed form: sum over rounds k of (k+1) * (k+1) * sum_r (r+1). */
+        ck_assert_uint_eq(a[r].sum, (1 * 1 + 2 * 2 + 3 * 3) * 15);
+    }
+    struct pollfd pf = {.fd = hs_rdv_server_event_fd(f.s), .events = POLLIN};
+    ck_assert_int_eq(poll(&pf, 1, 5000), 1);
+    ck_assert_int_eq(hs_rdv_server_state(f.s), 1);
+    const char *log = srv_close(&f);
+    ck_assert_msg(strstr(log, "rejected") == NULL, "log: %s", log);
+    fclose(f.log);
+    free(f.logbuf);
+}
+END_TEST
+
+START_TEST(test_server_rejects_bad_input)
+{
+    srv_fixture_t f;
+    srv_open(&f, 2, 10, 0.5);
+    char text[HS_RDV_ERR_MAX + 1];
+    uint8_t msg[HS_RDV_HDR_BYTES + HS_RDV_HELLO_BYTES];
+    hs_rdv_hello_t hello = {.size = 2, .pid = 7};
+    snprintf(hello.host, sizeof hello.host, "h");
+
+    /* Wrong key. */
+    int fd = raw_connect(&f);
+    hs_rdv_hdr_t h = hs_rdv_hdr_make(HS_RDV_HELLO, 0, 0, HS_RDV_HELLO_BYTES);
+    hs_rdv_hdr_encode(&h, msg);
+    memcpy(hello.key, f.key, 32);
+    hello.key[5] = hello.key[5] == 'a' ? 'b' : 'a';
+    hs_rdv_hello_encode(&hello, msg + HS_RDV_HDR_BYTES);
+    ck_assert_int_eq(hs_rdv_write_all(fd, msg, sizeof msg, hs_now() + 5), 0);
+    ck_assert(read_answer(fd, text, sizeof text, 5));
+    ck_assert_str_eq(text, "bad job key");
+    close(fd);
+
+    /* Right key, rank out of range / size mismatch. */
+    memcpy(hello.key, f.key, 32);
+    const struct {
+        uint32_t rank, size;
+        const char *why;
+    } bad[] = {{2, 2, "rank 2 out of range"}, {1, 3, "believes the job has 3 ranks"}};
+    for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
+        fd = raw_connect(&f);
+        h = hs_rdv_hdr_make(HS_RDV_HELLO, bad[i].rank, 0, HS_RDV_HELLO_BYTES);
+        hs_rdv_hdr_encode(&h, msg);
+        hello.size = bad[i].size;
+        hs_rdv_hello_encode(&hello, msg + HS_RDV_HDR_BYTES);
+        ck_assert_int_eq(hs_rdv_write_all(fd, msg, sizeof msg, hs_now() + 5), 0);
+        ck_assert(read_answer(fd, text, sizeof text, 5));
+        ck_assert_msg(strstr(text, bad[i].why), "answer '%s'", text);
+        close(fd);
+    }
+
+    /* Malformed headers: wrong version, huge length, GATHER before HELLO. */
+    const struct {
+        hs_rdv_hdr_t h;
+        const char *why;
+    } mal[] = {
+        {{HS_RDV_MAGIC, 9, HS_RDV_HELLO, 0, 0, HS_RDV_HELLO_BYTES}, "version"},
+        {{HS_RDV_MAGIC, HS_RDV_VERSION, HS_RDV_GATHER, 0, 1, 1ull << 40}, "length"},
+        {{HS_RDV_MAGIC, HS_RDV_VERSION, HS_RDV_GATHER, 0, 1, 4}, "not HELLO"},
+        {{HS_RDV_MAGIC, HS_RDV_VERSION, 77, 0, 0, 0}, "type"},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(mal); i++) {
+        fd = raw_connect(&f);
+        hs_rdv_hdr_encode(&mal[i].h, msg);
+        ck_assert_int_eq(hs_rdv_write_all(fd, msg, HS_RDV_HDR_BYTES, hs_now() + 5), 0);
+        ck_assert(read_answer(fd, text, sizeof text, 5));
+        ck_assert_msg(strstr(text, mal[i].why), "case %zu answer '%s'", i, text);
+        close(fd);
+    }
+
+    /* Silent connection, and half a header: dropped after the hello timeout. */
+    int silent = raw_connect(&f), half = raw_connect(&f);
+    ck_assert_int_eq(hs_rdv_write_all(half, msg, 10, hs_now() + 5), 0);
+    double t = hs_now();
+    ck_assert(read_answer(silent, text, sizeof text, 5));
+    ck_assert_ptr_nonnull(strstr(text, "did not present the job key within 0.5 s"));
+    ck_assert(read_answer(half, text, sizeof text, 5));
+    ck_assert_double_lt(hs_now() - t, 3);
+    close(silent);
+    close(half);
+
+    /* Random bytes from many connections (seeded): never a crash; a real job still works. */
+    hs_rng_t rng;
+    hs_rng_seed(&rng, 7, 0);
+    for (int c = 0; c < 40; c++) {
+        fd = raw_connect(&f);
+        uint8_t junk[300];
+        size_t n = 1 + hs_rng_below(&rng, sizeof junk);
+        for (size_t i = 0; i < n; i++) junk[i] = (uint8_t)hs_rng_below(&rng, 256);
+        if (c % 2) memcpy(junk, msg, HS_RDV_HDR_BYTES < n ? 8 : 0); /* sometimes a valid magic */
+        hs_rdv_write_all(fd, junk, n, hs_now() + 5);
+        close(fd);
+    }
+    client_arg_t a[2];
+    run_clients(&f, 2, -1, a);
+    ck_assert_msg(a[0].rc == 0 && a[1].rc == 0, "%s / %s", a[0].err, a[1].err);
+    const char *log = srv_close(&f);
+    ck_assert_ptr_nonnull(strstr(log, "rdv: rejected connection from 127.0.0.1:"));
+    ck_assert_ptr_nonnull(strstr(log, ": bad job key\n"));
+    fclose(f.log);
+    free(f.logbuf);
+}
+END_TEST
+
+START_TEST(test_server_timeouts_and_departures)
+{
+    /* 4 ranks, 2 never come: both named, within the bound. */
+    srv_fixture_t f;
+    srv_open(&f, 4, 1.0, 1.0);
+    client_arg_t a[2];
+    double t = hs_now();
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+        a[r] = (client_arg_t){.f = &f, .rank = r * 2, .size = 4};
+        pthread_create(&th[r], NULL, client_main, &a[r]);
+    }
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    ck_assert_double_lt(hs_now() - t, 4);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_int_eq(a[r].rc, -ETIMEDOUT);
+        ck_assert_msg(strstr(a[r].err, "rendezvous timeout after 1 s: ranks 1, 3 never connected"),
+                      "%s", a[r].err);
+    }
+    ck_assert_int_lt(hs_rdv_server_state(f.s), 0);
+    const char *log = srv_close(&f);
+    ck_assert_ptr_nonnull(strstr(log, "ranks 1, 3 never connected"));
+    fclose(f.log);
+    free(f.logbuf);
+
+    /* A rank that joins and vanishes: the others' first allgather fails naming it. */
+    srv_open(&f, 3, 10, 5);
+    client_arg_t b[3];
+    t = hs_now();
+    run_clients(&f, 3, 1, b);
+    ck_assert_double_lt(hs_now() - t, 5);
+    for (int r = 0; r < 3; r += 2) {
+        ck_assert_int_eq(b[r].rc, -ECONNABORTED);
+        ck_assert_msg(strstr(b[r].err, "rank 1 left the job"), "%s", b[r].err);
+    }
+    srv_close(&f);
+    fclose(f.log);
+    free(f.logbuf);
+}
+END_TEST
+
+static Suite *rendezvous_suite(void)
+{
+    Suite *s = suite_create("rendezvous");
+    TCase *tb = tcase_create("boot_and_server");
+    tcase_set_timeout(tb, 30);
+    tcase_add_test(tb, test_boot_single_world);
+    tcase_add_test(tb, test_boot_env_errors);
+    tcase_add_test(tb, test_server_rounds_and_state);
+    tcase_add_test(tb, test_server_rejects_bad_input);
+    tcase_add_test(tb, test_server_timeouts_and_departures);
+    suite_add_tcase(s, tb);
+    return s;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    SRunner *sr = srunner_create(rendezvous_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,245 @@
+/*
+ * tests/test_transport.c — the transport: shaping spec and model, two endpoints in one
+ * process, and multi-process worlds (forked ranks exchanging addresses through the parent,
+ * or `hearsay run` with the bootstrap) over shm and tcp: all-to-all with random sizes and
+ * delays, receive-from-any under load, RMA and atomics, a peer dying mid-exchange, link
+ * shaping measured, and ranks in separate network namespaces joined by veth.
+ */
+#include "hearsay/common.h"
+#include "hearsay/rng.h"
+#include "hearsay/shaping.h"
+#include "hearsay/transport.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/transport_testlib.h"
+
+/* --- shaping spec and model ------------------------------------------------------------ */
+
+START_TEST(test_shape_parse)
+{
+    hs_shape_t *s = NULL;
+    ck_assert_int_eq(
+        hs_shape_parse("latency=2ms,jitter=1ms,bw=1Gbit; 0-3:latency=5ms; host1:bw=100Mbit/s; "
+                       "2>1:jitter=0.5ms",
+                       &s),
+        0);
+    ck_assert_int_eq(hs_shape_nrules(s), 4);
+    hs_link_shape_t l;
+    hs_shape_link(s, 0, 1, "h0", "h0", &l);
+    ck_assert(fabs(l.latency_s - 2e-3) < 1e-12 && fabs(l.jitter_s - 1e-3) < 1e-12);
+    ck_assert(fabs(l.bw_Bps - 1.25e8) < 1e-3);
+    hs_shape_link(s, 3, 0, "h0", "h0", &l); /* pair rule works both ways */
+    ck_assert(fabs(l.latency_s - 5e-3) < 1e-12 && fabs(l.bw_Bps - 1.25e8) < 1e-3);
+    hs_shape_link(s, 0, 2, "h0", "host1", &l); /* host rule: either end */
+    ck_assert(fabs(l.bw_Bps - 1.25e7) < 1e-3 && fabs(l.latency_s - 2e-3) < 1e-12);
+    hs_shape_link(s, 2, 1, "h0", "h0", &l); /* directed */
+    ck_assert(fabs(l.jitter_s - 0.5e-3) < 1e-12);
+    hs_shape_link(s, 1, 2, "h0", "h0", &l);
+    ck_assert(fabs(l.jitter_s - 1e-3) < 1e-12);
+    hs_shape_free(&s);
+    ck_assert_int_eq(hs_shape_parse("", &s), 0);
+    ck_assert_int_eq(hs_shape_nrules(s), 0);
+    hs_shape_free(&s);
+    ck_assert_int_eq(hs_shape_parse(" bw = 12.5MB , latency=1s ", &s), 0);
+    hs_shape_link(s, 0, 1, NULL, NULL, &l);
+    ck_assert(fabs(l.bw_Bps - 12.5e6) < 1e-3 && l.latency_s == 1.0);
+    hs_shape_free(&s);
+}
+END_TEST
+
+START_TEST(test_shape_parse_errors)
+{
+    static const struct {
+        const char *spec, *needle;
+    } bad[] = {
+        {"latency=2ms,jiter=1ms", "'jiter'"},   {"latency=2", "unknown time unit"},
+        {"bw=10furlongs", "'furlongs'"},          {"latency=-1ms", "non-negative"},
+        {"0-0:latency=1ms", "two different"},     {"3:latency=1ms", "single rank"},
+        {"latency=1ms;;bw=1Gbit", "empty rule"},  {"0-1:", "no parameters"},
+        {"bw=0Mbit", "must be > 0"},              {"latency", "NAME=VALUE"},
+        {"ho$t:bw=1Gbit", "bad host name"},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
+        hs_shape_t *s = NULL;
+        ck_assert_int_eq(hs_shape_parse(bad[i].spec, &s), -EINVAL);
+        ck_assert_ptr_null(s);
+        ck_assert_msg(strstr(hs_last_error(), bad[i].needle) != NULL, "spec '%s': got '%s'",
+                      bad[i].spec, hs_last_error());
+        ck_assert_msg(strstr(hs_last_error(), "character") != NULL, "no position: %s",
+                      hs_last_error());
+    }
+    /* The transport refuses a bad spec at creation, naming it. */
+    hs_transport_opts_t o;
+    tt_opts(&o, "shm");
+    o.shaping = "latency=fast";
+    hs_transport_t *t = NULL;
+    ck_assert_int_eq(hs_transport_create(&t, 0, 2, 1, &o), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "latency=fast"));
+    /* Ranks out of range are caught once the job size is known. */
+    hs_shape_t *s = NULL;
+    hs_shaper_t *sh = NULL;
+    ck_assert_int_eq(hs_shape_parse("0-5:latency=1ms", &s), 0);
+    ck_assert_int_eq(hs_shaper_create(s, 0, 4, NULL, 1, &sh), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "4 ranks"));
+    hs_shape_free(&s);
+}
+END_TEST
+
+START_TEST(test_shaper_model)
+{
+    hs_shape_t *s = NULL;
+    hs_shaper_t *sh = NULL;
+    ck_assert_int_eq(hs_shape_parse("0>1:latency=10ms,bw=1MB; 0>2:latency=1ms,jitter=4ms", &s), 0);
+    ck_assert_int_eq(hs_shaper_create(s, 0, 3, NULL, 7, &sh), 0);
+    ck_assert(hs_shaper_active(sh, 1) && hs_shaper_active(sh, 2));
+    /* Store and forward: n bytes leave after n / bw, arrive latency later; back-to-back
+     * messages queue behind each other. */
+    double r1 = hs_shaper_release(sh, 1, 500000, 100.0);
+    ck_assert(fabs(r1 - (100.0 + 0.5 + 0.01)) < 1e-9);
+    double r2 = hs_shaper_release(sh, 1, 250000, 100.1);
+    ck_assert(fabs(r2 - (100.5 + 0.25 + 0.01)) < 1e-9);
+    double r3 = hs_shaper_release(sh, 1, 1000, 200.0); /* idle link: no queue */
+    ck_assert(fabs(r3 - (200.001 + 0.01)) < 1e-9);
+    ck_assert_uint_eq(hs_shaper_chunk(sh, 1, 1 << 20), 16384); /* 2 ms of 1 MB/s < 16 KiB */
+    /* Jitter adds within [0, 4 ms], never reorders, and is repeatable from the seed. */
+    double prev = 0, sum = 0, now = 300.0, first[50];
+    for (int i = 0; i < 50; i++, now += 1e-4) {
+        double r = hs_shaper_release(sh, 2, 10, now);
+        ck_assert(r >= now + 1e-3 - 1e-12 && r <= now + 5e-3 + 1e-12);
+        ck_assert(r >= prev);
+        prev = r;
+        first[i] = r;
+        sum += r - now;
+    }
+    ck_assert(sum / 50 > 1.3e-3); /* jitter did add something */
+    hs_shaper_free(&sh);
+    ck_assert_int_eq(hs_shaper_create(s, 0, 3, NULL, 7, &sh), 0);
+    now = 300.0;
+    for (int i = 0; i < 50; i++, now += 1e-4) ck_assert(hs_shaper_release(sh, 2, 10, now) == first[i]);
+    ck_assert(!hs_shaper_active(sh, 0));
+    hs_shaper_free(&sh);
+    hs_shape_free(&s);
+}
+END_TEST
+
+/* --- two endpoints in one process -------------------------------------------------------- */
+
+static void pair_open(const char *prov, hs_transport_t *t[2])
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, prov);
+    o.progress_thread = 1; /* both live in this thread: let threads drive them */
+    char blobs[2][HS_TRANSPORT_ADDR_MAX];
+    memset(blobs, 0, sizeof blobs);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_msg(hs_transport_create(&t[r], r, 2, 1, &o) == 0, "%s", hs_last_error());
+        size_t len;
+        ck_assert_int_eq(hs_transport_address(t[r], blobs[r], &len), 0);
+    }
+    for (int r = 0; r < 2; r++)
+        ck_assert_msg(hs_transport_connect(t[r], blobs, HS_TRANSPORT_ADDR_MAX) == 0, "%s",
+                      hs_last_error());
+}
+
+static void inproc(const char *prov)
+{
+    hs_transport_t *t[2];
+    pair_open(prov, t);
+    const size_t sizes[] = {0, 1, 4096, 65536, 65537, 300000};
+    for (size_t i = 0; i < HS_ARRAY_LEN(sizes); i++) {
+        size_t n = sizes[i];
+        unsigned char *a = malloc(n + 1), *b = calloc(1, n + 100);
+        tt_fill(a, n, 0, 1, (int)i);
+        hs_treq_t *rs = NULL, *rr = NULL;
+        hs_tstatus_t st;
+        ck_assert_int_eq(hs_transport_irecv(t[1], i % 2 ? HS_ANY_SOURCE : 0, 77, b, n + 100, &rr), 0);
+        ck_assert_int_eq(hs_transport_isend(t[0], 1, 77, a, n, &rs), 0);
+        ck_assert_msg(hs_transport_wait(t[1], &rr, 10, &st) == 0, "%s", hs_last_error());
+        ck_assert_msg(hs_transport_wait(t[0], &rs, 10, NULL) == 0, "%s", hs_last_error());
+        ck_assert_ptr_null(rr);
+        ck_assert_int_eq(st.source, 0);
+        ck_assert_uint_eq(st.tag, 77);
+        ck_assert_uint_eq(st.len, n);
+        ck_assert(tt_check_payload(b, n, 0, 1, (int)i));
+        free(a);
+        free(b);
+    }
+    /* Probe sees an arrived message with its source, tag and full length. */
+    unsigned char big[200000], got[200000];
+    tt_fill(big, sizeof big, 1, 0, 9);
+    hs_treq_t *rs = NULL;
+    ck_assert_int_eq(hs_transport_isend(t[1], 0, 5, big, sizeof big, &rs), 0);
+    int found = 0;
+    hs_tstatus_t st;
+    for (int i = 0; i < 400 && !found; i++) {
+        int rc = hs_transport_probe(t[0], HS_ANY_SOURCE, 0, 1, &found, &st);
+        if (rc == -ENOSYS) break;
+        ck_assert_int_eq(rc, 0);
+        if (!found) hs_sleep(0.005);
+    }
+    if (found) {
+        ck_assert_int_eq(st.source, 1);
+        ck_assert_uint_eq(st.tag, 5);
+        ck_assert_uint_eq(st.len, sizeof big);
+    }
+    ck_assert_int_eq(hs_transport_recv(t[0], 1, 5, got, sizeof got, &st), 0);
+    ck_assert(memcmp(big, got, sizeof big) == 0);
+    ck_assert_int_eq(hs_transport_wait(t[1], &rs, 10, NULL), 0);
+    /* Too small a receive buffer is an error that says so. */
+    ck_assert_int_eq(hs_transport_isend(t[1], 0, 6, big, 1000, &rs), 0);
+    hs_treq_t *rr = NULL;
+    ck_assert_int_eq(hs_transport_irecv(t[0], 1, 6, got, 10, &rr), 0);
+    ck_assert_int_eq(hs_transport_wait(t[0], &rr, 10, NULL), -EMSGSIZE);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "rank 1"));
+    hs_transport_req_free(t[1], &rs);
+    /* Bad arguments are refused with a message. */
+    ck_assert_int_eq(hs_transport_isend(t[0], 2, 1, big, 1, &rs), -EINVAL);
+    ck_assert_int_eq(hs_transport_isend(t[0], 1, HS_TAG_MAX + 1, big, 1, &rs), -EINVAL);
+    /* A wait with nobody sending times out, naming the peer. */
+    ck_assert_int_eq(hs_transport_irecv(t[0], 1, 99, got, 10, &rr), 0);
+    double t0 = hs_now();
+    ck_assert_int_eq(hs_transport_wait(t[0], &rr, 0.3, NULL), -ETIMEDOUT);
+    ck_assert(hs_now() - t0 >= 0.29 && hs_now() - t0 < 2.0);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "rank 1"));
+    ck_assert_ptr_nonnull(rr);
+    hs_transport_req_free(t[0], &rr);
+    hs_transport_close(&t[0]);
+    hs_transport_close(&t[1]);
+}
+
+START_TEST(test_inproc_shm)
+{
+    inproc("shm");
+}
+END_TEST
+
+START_TEST(test_inproc_tcp)
+{
+    inproc("tcp");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("transport");
+    TCase *c = tcase_create("spec");
+    tcase_add_test(c, test_shape_parse);
+    tcase_add_test(c, test_shape_parse_errors);
+    tcase_add_test(c, test_shaper_model);
+    suite_add_tcase(s, c);
+    c = tcase_create("inproc");
+    tcase_set_timeout(c, 30);
+    tcase_add_test(c, test_inproc_shm);
+    tcase_add_test(c, test_inproc_tcp);
+    suite_add_tcase(s, c);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? 1 : 0;
+}
