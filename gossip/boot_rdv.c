@@ -133,7 +133,7 @@ static int recv_msg(hs_rdv_client_t *c, hs_rdv_hdr_t *h, uint8_t **body, const c
         text[n] = '\0';
         HS_FREE(*body);
         int code = strstr(text, "timeout") ? -ETIMEDOUT : -ECONNABORTED;
-        return HS_ERR(code, "rank %d: the rendezvous at %s refused: %s", c->rank, c->addr, text);
+        return HS_ERR(code, "rank %d: rendezvous at %s: %s", c->rank, c->addr, text);
     }
     return 0;
 }

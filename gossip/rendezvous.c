@@ -615,6 +615,12 @@ static void *server_main(void *arg)
             if (c->closing == 2) {
                 *pp = c->next;
                 s->nconns--;
+                if (c->rank >= 0) { /* an admitted rank's connection broke (e.g. on write) */
+                    s->rank_state[c->rank] = RANK_GONE;
+                    s->rank_conn[c->rank] = NULL;
+                    c->rank = -1;
+                    check_departures(s);
+                }
                 conn_free(c);
             } else {
                 pp = &c->next;

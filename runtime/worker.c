@@ -2,6 +2,7 @@
 #include "hearsay/train.h"
 
 #include "hearsay/common.h"
+#include "hearsay/rng.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -19,8 +20,9 @@ struct hs_worker {
     double base_lr;
     int batch;
     long iter;
-    long iters_per_epoch;
-    int64_t epoch; /* epoch of the batch iterator */
+    long iters_per_epoch; /* global: floor(train samples / ranks / batch), at least 1 */
+    int64_t epoch;        /* schedule epoch the batch iterator is in (iter / iters_per_epoch) */
+    int64_t pass;         /* passes started over the shard (seeds the shuffle) */
     int dim;
     float *x_host;    /* (B, D) staging */
     int32_t *y_host;  /* (B) */
@@ -129,7 +131,10 @@ int hs_worker_open(hs_worker_t **out, const hs_train_opts_t *o, int rank, int ra
                               HS_BATCH_SHUFFLE | HS_BATCH_DROP_LAST, o->seed, rank)) < 0)
         goto fail;
     hs_batcher_start_epoch(&w->batches, 0);
-    w->iters_per_epoch = (long)hs_batcher_batches_per_epoch(&w->batches);
+    /* Every rank derives the same count from global quantities (shards may differ by a
+     * sample, or much more under non-IID sharding): all ranks run the same iterations. */
+    w->iters_per_epoch = (long)(w->train.n / ranks / batch);
+    if (w->iters_per_epoch < 1) w->iters_per_epoch = 1;
 
     if ((rc = hs_model_create(&w->model, w->k, o->model, w->train.c, w->train.h, w->train.w,
                               w->train.classes, batch, o->seed)) < 0) {
@@ -164,10 +169,14 @@ fail:
 
 int hs_worker_grad(hs_worker_t *w, double *loss, int *correct, int *n)
 {
+    int64_t want = w->iter / w->iters_per_epoch;
+    if (want != w->epoch) { /* a schedule epoch starts: a fresh shuffled pass */
+        w->epoch = want;
+        hs_batcher_start_epoch(&w->batches, ++w->pass);
+    }
     int got = hs_batcher_next(&w->batches, w->x_host, w->y_host, NULL);
-    if (got == 0) {
-        w->epoch++;
-        hs_batcher_start_epoch(&w->batches, w->epoch);
+    if (got == 0) { /* the shard ran out inside a schedule epoch (a small shard) */
+        hs_batcher_start_epoch(&w->batches, ++w->pass);
         got = hs_batcher_next(&w->batches, w->x_host, w->y_host, NULL);
         if (got <= 0) return HS_ERR(-EIO, "batch iterator returned no batch at epoch start");
     }
@@ -191,6 +200,34 @@ int hs_worker_apply(hs_worker_t *w)
     HS_TRY(hs_sgd_step(w->opt, hs_model_params(w->model), hs_model_grads(w->model), lr));
     w->iter++;
     return 0;
+}
+
+int hs_worker_apply_to(hs_worker_t *w, float *params)
+{
+    float lr = (float)hs_worker_lr(w);
+    HS_TRY(hs_sgd_step(w->opt, params, hs_model_grads(w->model), lr));
+    w->iter++;
+    return 0;
+}
+
+int hs_worker_perturb(hs_worker_t *w, double sigma, uint64_t seed, int rank)
+{
+    if (!(sigma >= 0) || !isfinite(sigma))
+        return HS_ERR(-EINVAL, "initial spread must be a finite number >= 0 (got %g)", sigma);
+    if (sigma == 0) return 0;
+    size_t np = hs_model_num_params(w->model);
+    float *h = hs_malloc(np * sizeof(float), "parameter perturbation");
+    if (!h) return -ENOMEM;
+    hs_kernels_t *k = w->k;
+    int rc = k->ops->to_host(k, h, hs_model_params(w->model), np * sizeof(float));
+    if (rc == 0) {
+        hs_rng_t r;
+        hs_rng_seed(&r, seed ^ 0x5eed5eedULL, 1000003ULL + (uint64_t)rank);
+        for (size_t i = 0; i < np; i++) h[i] += (float)(sigma * hs_rng_normal(&r));
+        rc = k->ops->to_device(k, hs_model_params(w->model), h, np * sizeof(float));
+    }
+    free(h);
+    return rc;
 }
 
 int hs_worker_evaluate(hs_worker_t *w, const float *params, double *loss, double *acc)

@@ -561,9 +561,10 @@ static int serve_only(const run_opts_t *o, hs_rdv_server_t *srv, const char *key
     char text[512];
     snprintf(text, sizeof text, "HS_RDV=%s\nHS_JOB_KEY=%s\nHS_BOOT_TIMEOUT=%g\n",
              hs_rdv_server_addr(srv), key, o->timeout_s);
+    /* The file first: whoever sees the printed lines may read the file at once. */
+    if (o->env_file && write_env_file(o->env_file, text) < 0) return 1;
     fputs(text, stdout);
     fflush(stdout);
-    if (o->env_file && write_env_file(o->env_file, text) < 0) return 1;
     for (;;) {
         struct pollfd pf[2] = {{.fd = sfd, .events = POLLIN},
                                {.fd = hs_rdv_server_event_fd(srv), .events = POLLIN}};

@@ -10,6 +10,12 @@
  * hs_train_local() is `hearsay train` on one worker: epochs of steps, periodic evaluation on
  * the test set, a progress line, and (with out_dir) a per-iteration CSV, an evaluation CSV and
  * summary.json.
+ *
+ * hs_train_dist() is `hearsay train --algo A` on one rank of a job (hearsay run, mpirun,
+ * Slurm): the same loop around a distributed algorithm (hearsay/algo.h), per-rank metrics
+ * (DIR/rank-R.csv), evaluation of every worker and of the averaged model, straggler and fault
+ * injection, and on rank 0 the progress line, DIR/eval.csv and DIR/summary.json.
+ * See docs/algorithms.md.
  */
 #ifndef HEARSAY_TRAIN_H
 #define HEARSAY_TRAIN_H
@@ -49,6 +55,21 @@ typedef struct hs_train_opts {
     double progress_s;       /* seconds between progress lines (0: every epoch only) */
     int quiet;               /* no progress lines */
     const char *config_json; /* resolved configuration embedded in summary.json (may be NULL) */
+
+    /* Distributed runs (hs_train_dist). */
+    const char *algo;                /* "local", "sgp", "osgp", "dpsgd", "allreduce" */
+    const char *graph;               /* topology spec for the gossip algorithms */
+    int tau;                         /* OSGP: send rounds that may be outstanding (>= 1) */
+    const char *const *stragglers;   /* --straggler specs (n_stragglers of them) */
+    size_t n_stragglers;
+    const char *link;                /* link shaping spec (NULL: none), hearsay/shaping.h */
+    const char *provider;            /* libfabric provider ("auto" or NULL: automatic) */
+    int progress_thread;             /* transport progress thread (forced on for SGP/OSGP) */
+    double comm_timeout_s;           /* bound on every wait for a peer (> 0) */
+    double drain_timeout_s;          /* bound on the end-of-run drain (> 0) */
+    double init_spread;              /* add N(0, init_spread) noise per rank to the initial
+                                        parameters (gossip-averaging studies and tests) */
+    int dump_params;                 /* write DIR/rank-R.init.f32 and DIR/rank-R.final.f32 */
 } hs_train_opts_t;
 
 /* The defaults of `hearsay train` (the synthetic Gaussian-mixture task and the MLP). */
@@ -65,6 +86,11 @@ typedef struct hs_train_result {
     double bayes_acc;        /* of the data set, NAN when unknown */
     double time_to_target_s; /* first evaluation meeting the target; NAN when not reached */
     size_t num_params;
+    /* Distributed runs (rank 0 has the job-wide figures; other ranks their own). */
+    int ranks;
+    double ps_weight_sum;      /* sum of the push-sum weights of the ranks that finished */
+    double consensus_distance; /* RMS over ranks of ||z_i - mean z|| at the end */
+    int n_failed;              /* ranks reported failed */
 } hs_train_result_t;
 
 typedef struct hs_worker hs_worker_t;
@@ -83,6 +109,12 @@ double hs_worker_lr(const hs_worker_t *w);
 /* The local optimizer step on the worker's parameters with the current lr; advances the
  * iteration counter. */
 int hs_worker_apply(hs_worker_t *w);
+/* The same step applied to another parameter buffer (device, num_params floats) with the
+ * model's gradient: SGP steps on its numerator x while the model holds z = x / w. Advances
+ * the iteration counter. */
+int hs_worker_apply_to(hs_worker_t *w, float *params);
+/* Add N(0, sigma^2) noise, seeded by (seed, rank), to the model's parameters. */
+int hs_worker_perturb(hs_worker_t *w, double sigma, uint64_t seed, int rank);
 /* Evaluate parameters `params` (device, num_params floats; NULL = the worker's own) on the
  * whole test set: mean loss and accuracy. */
 int hs_worker_evaluate(hs_worker_t *w, const float *params, double *loss, double *acc);
@@ -90,7 +122,9 @@ int hs_worker_evaluate(hs_worker_t *w, const float *params, double *loss, double
 hs_model_t *hs_worker_model(hs_worker_t *w);
 hs_kernels_t *hs_worker_kernels(hs_worker_t *w);
 long hs_worker_iteration(const hs_worker_t *w);
-/* Epochs done so far, fractional (iteration / iterations per epoch). */
+/* Epochs done so far, fractional (iteration / iterations per epoch). Iterations per epoch
+ * come from a global quantity, floor(train samples / ranks / batch) (at least 1), so every
+ * rank runs the same number of iterations even when shards differ in size. */
 double hs_worker_epoch(const hs_worker_t *w);
 long hs_worker_iters_per_epoch(const hs_worker_t *w);
 const hs_dataset_t *hs_worker_train_set(const hs_worker_t *w);
@@ -101,6 +135,18 @@ int hs_mkdir_p(const char *path);
 
 /* Train one worker as `hearsay train` does; fills *res (may be NULL). */
 int hs_train_local(const hs_train_opts_t *o, hs_train_result_t *res);
+
+struct hs_boot;
+/* Run this rank of a distributed training job joined through `boot` (hearsay/bootstrap.h)
+ * with algorithm o->algo. Returns 0 when this rank finished (peers that failed are reported
+ * in summary.json, not as an error, under the gossip algorithms), or a negative code with a
+ * message (a failed peer under all-reduce SGD or D-PSGD, a timeout, a bad option). */
+int hs_train_dist(const hs_train_opts_t *o, struct hs_boot *boot, hs_train_result_t *res);
+
+/* Check the distributed options that need no job (algo name, tau, straggler specs against
+ * `ranks` when > 0, link shaping spec, graph spec and direction for the algorithm).
+ * -EINVAL naming the flag. */
+int hs_train_dist_check(const hs_train_opts_t *o, int ranks);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,401 @@
+/*
+ * gossip/allreduce.c — pipelined ring all-reduce (reduce-scatter + all-gather) of floats.
+ *
+ * Notation: P ranks, buffer of n floats cut into P segments (the first n % P one float
+ * longer), each segment cut into K chunks of nearly equal length. The 2(P-1) steps are
+ * numbered s = 0 .. S-1 (S = 2(P-1)); at step s rank r sends segment (r - s) mod P to its
+ * right neighbour and receives segment (r - s - 1) mod P from its left one. Steps
+ * 0 .. P-2 reduce (the received chunk is added into the buffer; after step P-2 rank r owns
+ * the complete segment (r + 1) mod P), steps P-1 .. S-1 gather (the received chunk is
+ * final and lands in place). Item (s, k) is chunk k of step s, numbered idx = s * K + k.
+ *
+ * Pipelining: send (s + 1, k) leaves as soon as receive (s, k) has been processed, so a
+ * chunk travels round the ring without waiting for the rest of its segment. Receives are
+ * posted in idx order, at most `depth` at a time; reduce-scatter receives each hold one
+ * scratch slot. Sends are posted from the user's buffer. Each item has its own tag
+ * (tag_base + (op * S * K + idx) mod tag_span), so neither items nor operations mix.
+ *
+ * Safety of sending from and receiving into the user's buffer: a segment's chunk is read by
+ * at most one outstanding send at a time before it is written again, because the data that
+ * overwrites it (the reduced value from the left) can only exist after our own send of
+ * that chunk has been received downstream (the ring's causality); all-gather receives are
+ * posted into the buffer for the same reason.
+ */
+#include "hearsay/allreduce.h"
+
+#include "hearsay/common.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_CHUNK_BYTES ((size_t)256 << 10)
+#define DEFAULT_DEPTH       16
+#define MAX_DEPTH           4096
+
+struct hs_allreduce {
+    hs_transport_t *t;
+    hs_allreduce_opts_t o;
+    size_t n;            /* floats per buffer */
+    int P, rank, left, right;
+    size_t K;            /* chunks per segment */
+    size_t S;            /* steps: 2 (P - 1) */
+    size_t slot_floats;  /* longest chunk */
+    int depth;           /* receives posted ahead (= scratch slots) */
+    size_t seg_q, seg_r; /* segment j: q + (j < r) floats */
+    float *scratch;      /* (depth, slot_floats) reduce-scatter landing slots */
+    int *free_slots;     /* (depth) stack of free slot indices */
+    int nfree;
+    /* Active requests, kept compact: reqs[i] with its item (idx >= 0 receive, -1 - idx send)
+     * and the scratch slot a receive holds (-1: none). */
+    hs_treq_t **reqs; /* (cap) */
+    long *item;       /* (cap) */
+    int *slot;        /* (cap) */
+    size_t cap, nact;
+    uint64_t ops; /* operations started */
+};
+
+int hs_allreduce_opts_default(hs_allreduce_opts_t *o)
+{
+    if (!o) return HS_ERR(-EINVAL, "hs_allreduce_opts_default: NULL options");
+    memset(o, 0, sizeof *o);
+    o->chunk_bytes = DEFAULT_CHUNK_BYTES;
+    o->depth = DEFAULT_DEPTH;
+    o->tag_base = HS_ALLREDUCE_TAG_BASE;
+    o->tag_span = HS_ALLREDUCE_TAG_SPAN;
+    const char *e = getenv("HS_AR_CHUNK_BYTES");
+    if (e && *e) {
+        long v;
+        if (hs_parse_long(e, 4, 1L << 30, "HS_AR_CHUNK_BYTES", &v) < 0) return -EINVAL;
+        o->chunk_bytes = (size_t)v;
+    }
+    e = getenv("HS_AR_DEPTH");
+    if (e && *e) {
+        long v;
+        if (hs_parse_long(e, 1, MAX_DEPTH, "HS_AR_DEPTH", &v) < 0) return -EINVAL;
+        o->depth = (int)v;
+    }
+    return 0;
+}
+
+/* Element-wise y += x (scale: y = (y + x) * a), vectorized through GCC/Clang vector types
+ * (whatever the -O level), unaligned loads through memcpy. */
+typedef float v8f_t __attribute__((vector_size(32)));
+
+static void add_into(float *restrict y, const float *restrict x, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        v8f_t a0, a1, b0, b1;
+        memcpy(&a0, y + i, sizeof a0);
+        memcpy(&a1, y + i + 8, sizeof a1);
+        memcpy(&b0, x + i, sizeof b0);
+        memcpy(&b1, x + i + 8, sizeof b1);
+        a0 += b0;
+        a1 += b1;
+        memcpy(y + i, &a0, sizeof a0);
+        memcpy(y + i + 8, &a1, sizeof a1);
+    }
+    for (; i < n; i++) y[i] += x[i];
+}
+
+static void add_scale_into(float *restrict y, const float *restrict x, size_t n, float a)
+{
+    size_t i = 0;
+    v8f_t va = {a, a, a, a, a, a, a, a};
+    for (; i + 16 <= n; i += 16) {
+        v8f_t a0, a1, b0, b1;
+        memcpy(&a0, y + i, sizeof a0);
+        memcpy(&a1, y + i + 8, sizeof a1);
+        memcpy(&b0, x + i, sizeof b0);
+        memcpy(&b1, x + i + 8, sizeof b1);
+        a0 = (a0 + b0) * va;
+        a1 = (a1 + b1) * va;
+        memcpy(y + i, &a0, sizeof a0);
+        memcpy(y + i + 8, &a1, sizeof a1);
+    }
+    for (; i < n; i++) y[i] = (y[i] + x[i]) * a;
+}
+
+/* Floats in segment j and its offset in the buffer. */
+static size_t seg_len(const hs_allreduce_t *ar, int j)
+{
+    return ar->seg_q + ((size_t)j < ar->seg_r);
+}
+
+static size_t seg_off(const hs_allreduce_t *ar, int j)
+{
+    return (size_t)j * ar->seg_q + HS_MIN((size_t)j, ar->seg_r);
+}
+
+/* Chunk k of segment j: [*off, *off + *len) in the buffer (len may be 0 for tiny buffers). */
+static void chunk_range(const hs_allreduce_t *ar, int j, size_t k, size_t *off, size_t *len)
+{
+    size_t c = seg_len(ar, j), lo = c * k / ar->K, hi = c * (k + 1) / ar->K;
+    *off = seg_off(ar, j) + lo;
+    *len = hi - lo;
+}
+
+static int mod(long a, int p)
+{
+    long m = a % p;
+    return (int)(m < 0 ? m + p : m);
+}
+
+static uint32_t item_tag(const hs_allreduce_t *ar, uint64_t op, size_t idx)
+{
+    uint64_t per_op = (uint64_t)ar->S * ar->K;
+    return ar->o.tag_base + (uint32_t)((op * per_op + idx) % ar->o.tag_span);
+}
+
+int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
+                        const hs_allreduce_opts_t *opts)
+{
+    if (!out || !t) return HS_ERR(-EINVAL, "hs_allreduce_create: NULL argument");
+    *out = NULL;
+    hs_allreduce_opts_t o;
+    if (opts) o = *opts;
+    else HS_TRY(hs_allreduce_opts_default(&o));
+    if (!o.chunk_bytes) o.chunk_bytes = DEFAULT_CHUNK_BYTES;
+    if (!o.depth) o.depth = DEFAULT_DEPTH;
+    if (!o.tag_base) o.tag_base = HS_ALLREDUCE_TAG_BASE;
+    if (!o.tag_span) o.tag_span = HS_ALLREDUCE_TAG_SPAN;
+    if (o.chunk_bytes < sizeof(float))
+        return HS_ERR(-EINVAL, "all-reduce: chunk of %zu bytes is below one float", o.chunk_bytes);
+    if (o.depth < 1 || o.depth > MAX_DEPTH)
+        return HS_ERR(-EINVAL, "all-reduce: depth %d outside 1..%d", o.depth, MAX_DEPTH);
+    if (o.timeout_s < 0) return HS_ERR(-EINVAL, "all-reduce: negative timeout %g", o.timeout_s);
+    if ((uint64_t)o.tag_base + o.tag_span - 1 > HS_TAG_MAX)
+        return HS_ERR(-EINVAL, "all-reduce: tag range %u + %u passes HS_TAG_MAX (%u)", o.tag_base,
+                      o.tag_span, HS_TAG_MAX);
+
+    int P = hs_transport_size(t);
+    hs_allreduce_t *ar = hs_calloc(1, sizeof *ar, "all-reduce plan");
+    if (!ar) return -ENOMEM;
+    ar->t = t;
+    ar->o = o;
+    ar->n = n;
+    ar->P = P;
+    ar->rank = hs_transport_rank(t);
+    ar->left = mod(ar->rank - 1, P);
+    ar->right = (ar->rank + 1) % P;
+    ar->S = 2 * (size_t)(P - 1);
+    ar->seg_q = n / (size_t)P;
+    ar->seg_r = n % (size_t)P;
+    size_t maxseg = ar->seg_q + (ar->seg_r > 0), cf = o.chunk_bytes / sizeof(float);
+    ar->K = maxseg ? (maxseg + cf - 1) / cf : 1;
+    /* Every item of a few operations must have its own tag. */
+    if (ar->S && ar->S * ar->K > o.tag_span / 4) {
+        ar->K = HS_MAX((size_t)1, o.tag_span / 4 / ar->S);
+        if (ar->K > HS_MAX(maxseg, (size_t)1)) ar->K = HS_MAX(maxseg, (size_t)1);
+    }
+    ar->slot_floats = (maxseg + ar->K - 1) / ar->K;
+    ar->depth = o.depth;
+    if (P > 1 && n > 0) {
+        size_t items = ar->S * ar->K;
+        ar->cap = (size_t)ar->depth + items;
+        ar->scratch = hs_malloc((size_t)ar->depth * HS_MAX(ar->slot_floats, (size_t)1) *
+                                    sizeof(float),
+                                "all-reduce scratch slots");
+        ar->free_slots = hs_calloc((size_t)ar->depth, sizeof *ar->free_slots, "all-reduce slots");
+        ar->reqs = hs_calloc(ar->cap, sizeof *ar->reqs, "all-reduce requests");
+        ar->item = hs_calloc(ar->cap, sizeof *ar->item, "all-reduce requests");
+        ar->slot = hs_calloc(ar->cap, sizeof *ar->slot, "all-reduce requests");
+        if (!ar->scratch || !ar->free_slots || !ar->reqs || !ar->item || !ar->slot) {
+            hs_allreduce_destroy(&ar);
+            return -ENOMEM;
+        }
+    }
+    *out = ar;
+    return 0;
+}
+
+void hs_allreduce_destroy(hs_allreduce_t **ar)
+{
+    if (!ar || !*ar) return;
+    hs_allreduce_t *a = *ar;
+    for (size_t i = 0; i < a->nact; i++)
+        if (a->reqs[i]) hs_transport_req_free(a->t, &a->reqs[i]);
+    free(a->scratch);
+    free(a->free_slots);
+    free(a->reqs);
+    free(a->item);
+    free(a->slot);
+    HS_FREE(*ar);
+}
+
+size_t hs_allreduce_len(const hs_allreduce_t *ar)
+{
+    return ar ? ar->n : 0;
+}
+
+uint64_t hs_allreduce_count(const hs_allreduce_t *ar)
+{
+    return ar ? ar->ops : 0;
+}
+
+/* Per-call state. */
+typedef struct run {
+    hs_allreduce_t *ar;
+    float *buf;
+    float inv; /* 1/P when averaging, else 0 */
+    uint64_t op;
+    size_t next_post, total, recv_done, recv_active, send_active;
+} run_t;
+
+static void act_push(hs_allreduce_t *ar, hs_treq_t *r, long item, int slot)
+{
+    ar->reqs[ar->nact] = r;
+    ar->item[ar->nact] = item;
+    ar->slot[ar->nact] = slot;
+    ar->nact++;
+}
+
+/* Post send item (s, k) from the buffer. Empty chunks send nothing. */
+static int post_send(run_t *ru, size_t s, size_t k)
+{
+    hs_allreduce_t *ar = ru->ar;
+    size_t off, len, idx = s * ar->K + k;
+    chunk_range(ar, mod(ar->rank - (long)s, ar->P), k, &off, &len);
+    if (!len) return 0;
+    hs_treq_t *r = NULL;
+    int rc = hs_transport_isend(ar->t, ar->right, item_tag(ar, ru->op, idx), ru->buf + off,
+                                len * sizeof(float), &r);
+    if (rc < 0) {
+        hs_error_prefix("all-reduce #%llu: sending step %zu chunk %zu to rank %d",
+                        (unsigned long long)ru->op, s, k, ar->right);
+        return rc;
+    }
+    act_push(ar, r, -1 - (long)idx, -1);
+    ru->send_active++;
+    return 0;
+}
+
+/* Post receives in item order while fewer than depth are outstanding. */
+static int post_recvs(run_t *ru)
+{
+    hs_allreduce_t *ar = ru->ar;
+    size_t rs_items = (size_t)(ar->P - 1) * ar->K;
+    while (ru->next_post < ru->total && ru->recv_active < (size_t)ar->depth) {
+        size_t idx = ru->next_post, s = idx / ar->K, k = idx % ar->K, off, len;
+        chunk_range(ar, mod(ar->rank - (long)s - 1, ar->P), k, &off, &len);
+        if (!len) { /* nothing travels: done at once, and its forward send is empty too */
+            ru->next_post++;
+            ru->recv_done++;
+            continue;
+        }
+        int slot = -1;
+        float *dst = ru->buf + off;
+        if (idx < rs_items) {
+            slot = ar->free_slots[--ar->nfree];
+            dst = ar->scratch + (size_t)slot * ar->slot_floats;
+        }
+        hs_treq_t *r = NULL;
+        int rc = hs_transport_irecv(ar->t, ar->left, item_tag(ar, ru->op, idx), dst,
+                                    len * sizeof(float), &r);
+        if (rc < 0) {
+            if (slot >= 0) ar->free_slots[ar->nfree++] = slot;
+            hs_error_prefix("all-reduce #%llu: receiving step %zu chunk %zu from rank %d",
+                            (unsigned long long)ru->op, s, k, ar->left);
+            return rc;
+        }
+        act_push(ar, r, (long)idx, slot);
+        ru->next_post++;
+        ru->recv_active++;
+    }
+    return 0;
+}
+
+/* A receive completed: reduce it (reduce-scatter) and forward the chunk one step on. */
+static int on_recv(run_t *ru, size_t idx, int slot, size_t got)
+{
+    hs_allreduce_t *ar = ru->ar;
+    size_t s = idx / ar->K, k = idx % ar->K, off, len;
+    chunk_range(ar, mod(ar->rank - (long)s - 1, ar->P), k, &off, &len);
+    if (got != len * sizeof(float))
+        return HS_ERR(-EPROTO,
+                      "all-reduce #%llu: step %zu chunk %zu from rank %d has %zu bytes, expected "
+                      "%zu (do all ranks reduce the same length?)",
+                      (unsigned long long)ru->op, s, k, ar->left, got, len * sizeof(float));
+    if (slot >= 0) {
+        const float *x = ar->scratch + (size_t)slot * ar->slot_floats;
+        if (ru->inv != 0.0f && s == (size_t)ar->P - 2) add_scale_into(ru->buf + off, x, len, ru->inv);
+        else add_into(ru->buf + off, x, len);
+        ar->free_slots[ar->nfree++] = slot;
+    }
+    ru->recv_done++;
+    if (s + 1 < ar->S) HS_TRY(post_send(ru, s + 1, k));
+    return 0;
+}
+
+static void cancel_all(hs_allreduce_t *ar)
+{
+    for (size_t i = 0; i < ar->nact; i++)
+        if (ar->reqs[i]) hs_transport_req_free(ar->t, &ar->reqs[i]);
+    ar->nact = 0;
+}
+
+int hs_allreduce_run_avg(hs_allreduce_t *ar, float *buf, int average)
+{
+    if (!ar) return HS_ERR(-EINVAL, "hs_allreduce_run: NULL plan");
+    if (!buf && ar->n) return HS_ERR(-EINVAL, "hs_allreduce_run: NULL buffer");
+    uint64_t op = ar->ops++;
+    if (ar->P == 1 || ar->n == 0) return 0;
+    run_t ru = {.ar = ar, .buf = buf, .inv = average ? 1.0f / (float)ar->P : 0.0f, .op = op};
+    ru.total = ar->S * ar->K;
+    ar->nact = 0;
+    ar->nfree = ar->depth;
+    for (int i = 0; i < ar->depth; i++) ar->free_slots[i] = ar->depth - 1 - i;
+    double timeout = ar->o.timeout_s > 0 ? ar->o.timeout_s : ar->t->opts.timeout_s;
+    if (timeout <= 0) timeout = 60;
+
+    int rc = post_recvs(&ru);
+    for (size_t k = 0; rc == 0 && k < ar->K; k++) rc = post_send(&ru, 0, k);
+    while (rc == 0 && (ru.recv_done < ru.total || ru.send_active > 0)) {
+        int i = -1;
+        hs_tstatus_t st = {0};
+        rc = hs_transport_waitany(ar->t, ar->reqs, (int)ar->nact, timeout, &i, &st);
+        if (rc < 0 || i < 0) {
+            long it = i >= 0 ? ar->item[i] : (ar->nact ? ar->item[0] : 0);
+            size_t idx = (size_t)(it >= 0 ? it : -1 - it);
+            if (rc == 0) rc = HS_ERR(-EIO, "all-reduce: wait returned no request");
+            hs_error_prefix("all-reduce #%llu (rank %d of %d, %zu floats), %s step %zu chunk "
+                            "%zu %s rank %d",
+                            (unsigned long long)op, ar->rank, ar->P, ar->n,
+                            it >= 0 ? "receiving" : "sending", idx / ar->K, idx % ar->K,
+                            it >= 0 ? "from" : "to", it >= 0 ? ar->left : ar->right);
+            break;
+        }
+        long it = ar->item[i];
+        int slot = ar->slot[i];
+        ar->nact--; /* keep the table compact: the last entry fills the hole */
+        ar->reqs[i] = ar->reqs[ar->nact];
+        ar->item[i] = ar->item[ar->nact];
+        ar->slot[i] = ar->slot[ar->nact];
+        ar->reqs[ar->nact] = NULL;
+        if (it < 0) {
+            ru.send_active--;
+            continue;
+        }
+        ru.recv_active--;
+        rc = on_recv(&ru, (size_t)it, slot, st.len);
+        if (rc == 0) rc = post_recvs(&ru);
+    }
+    if (rc < 0) cancel_all(ar);
+    return rc;
+}
+
+int hs_allreduce_run(hs_allreduce_t *ar, float *buf)
+{
+    if (!ar) return HS_ERR(-EINVAL, "hs_allreduce_run: NULL plan");
+    return hs_allreduce_run_avg(ar, buf, ar->o.average);
+}
+
+int hs_allreduce_sum(hs_transport_t *t, float *buf, size_t n, const hs_allreduce_opts_t *o)
+{
+    hs_allreduce_t *ar = NULL;
+    HS_TRY(hs_allreduce_create(&ar, t, n, o));
+    int rc = hs_allreduce_run(ar, buf);
+    hs_allreduce_destroy(&ar);
+    return rc;
+}

@@ -1,0 +1,87 @@
+/*
+ * hearsay/allreduce.h — ring all-reduce of a flat float buffer over the transport.
+ *
+ * The synchronous baseline (all-reduce SGD) averages its flat gradient every step with a
+ * ring all-reduce: a reduce-scatter followed by an all-gather, 2(n-1) steps that each move
+ * one segment (N/n elements) to the right neighbour. Every segment is cut into chunks that
+ * are pipelined across steps: chunk k of step s+1 leaves as soon as chunk k of step s has
+ * arrived and been added, receives are posted ahead, and sends go straight from the user's
+ * buffer (no copy). Reduce-scatter receives land in scratch slots and are added in place;
+ * all-gather receives land directly in the user's buffer.
+ *
+ * A plan (hs_allreduce_t) is made once per buffer length and reused on the hot path: it
+ * holds the scratch slots and the request tables, so a call allocates nothing in this
+ * module. Tags are taken from a reserved range (opts.tag_base .. tag_base + tag_span) and
+ * advance with an operation counter, so back-to-back calls never mix; other traffic on the
+ * same transport must stay out of that range. Every rank must call with the same length
+ * and in the same order (it is a collective).
+ *
+ * Waiting blocks in the transport (hs_transport_waitany: the CQ's wait object, never a
+ * spin), bounded by opts.timeout_s: a dead or hung neighbour gives an error naming the
+ * peer, the step and the chunk within that bound, and the call cancels its requests.
+ */
+#ifndef HEARSAY_ALLREDUCE_H
+#define HEARSAY_ALLREDUCE_H
+
+#include "hearsay/transport.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The default tag range: the top 1/16 of the user tag space. */
+#define HS_ALLREDUCE_TAG_BASE 0xF00000u
+#define HS_ALLREDUCE_TAG_SPAN 0x100000u
+
+typedef struct hs_allreduce hs_allreduce_t;
+
+typedef struct hs_allreduce_opts {
+    size_t chunk_bytes; /* pipeline chunk (0 = default 256 KiB; HS_AR_CHUNK_BYTES overrides) */
+    int depth;          /* receives posted ahead, i.e. scratch slots (0 = default 16) */
+    double timeout_s;   /* bound on every wait (0 = the transport's opts.timeout_s) */
+    uint32_t tag_base;  /* first tag of the reserved range (0 = HS_ALLREDUCE_TAG_BASE) */
+    uint32_t tag_span;  /* tags in the range (0 = HS_ALLREDUCE_TAG_SPAN) */
+    int average;        /* 1: divide the sum by the number of ranks */
+} hs_allreduce_opts_t;
+
+/* Fill `o` with the defaults (sum, default chunk, depth and timeout, default tag range),
+ * then apply HS_AR_CHUNK_BYTES and HS_AR_DEPTH from the environment where set. Returns 0 or
+ * -EINVAL naming the bad variable. */
+int hs_allreduce_opts_default(hs_allreduce_opts_t *o);
+
+/* Make a plan for all-reducing buffers of n floats over transport t (which must outlive the
+ * plan). opts NULL = hs_allreduce_opts_default. Checks the options (tag range inside
+ * 0..HS_TAG_MAX) and allocates the scratch slots. Not collective: talks to nobody. */
+int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
+                        const hs_allreduce_opts_t *opts);
+/* Free a plan and null the handle (NULL is fine). */
+void hs_allreduce_destroy(hs_allreduce_t **ar);
+
+/* Collective: replace buf[0..n) on every rank by the element-wise sum over ranks (divided
+ * by the number of ranks when the plan's opts.average is set). One rank: no-op (or nothing
+ * to divide). Returns 0, or a negative code with a message naming the peer, the step and
+ * the chunk (-ETIMEDOUT after opts.timeout_s without progress, -ECONNRESET when a
+ * neighbour has exited); after an error buf holds partial sums. */
+// (n) buf
+int hs_allreduce_run(hs_allreduce_t *ar, float *buf);
+/* Like hs_allreduce_run, overriding the plan's average flag for this call. */
+// (n) buf
+int hs_allreduce_run_avg(hs_allreduce_t *ar, float *buf, int average);
+
+/* Length (floats) the plan was made for, and operations run so far (also failed ones). */
+size_t hs_allreduce_len(const hs_allreduce_t *ar);
+uint64_t hs_allreduce_count(const hs_allreduce_t *ar);
+
+/* One-shot convenience: make a plan, run it once, free it. Back-to-back calls are safe
+ * (each call consumes exactly its own messages: same-tag messages match in order), but
+ * the hot path should keep a plan. */
+// (n) buf
+int hs_allreduce_sum(hs_transport_t *t, float *buf, size_t n, const hs_allreduce_opts_t *o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,92 @@
+/*
+ * optim/ps_wire.h — the wire format of every training message (SGP shares, D-PSGD neighbour
+ * exchanges, evaluation snapshots, end-of-run results): one fixed header, then the payload.
+ *
+ * Version 1 (the only one): 128 bytes, native byte order (the ranks of a job run one build
+ * on one architecture), then `length` floats of parameters, then kind-specific trailing
+ * bytes (hs_ps_hdr_v1_t.extra). The push-sum weight always travels in the same message as
+ * the numerator it belongs to (ALGORITHMS.md): never assumed from the graph.
+ */
+#ifndef HEARSAY_OPTIM_PS_WIRE_H
+#define HEARSAY_OPTIM_PS_WIRE_H
+
+#include "hearsay/common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HS_PS_MAGIC   0x53505348u /* "HSPS" */
+#define HS_PS_VERSION 1u
+
+typedef enum hs_ps_kind {
+    HS_PS_GOSSIP = 1,   /* SGP share: payload p * x, weight p * w */
+    HS_PS_NEIGHBOR = 2, /* D-PSGD: payload x (weight 1) */
+    HS_PS_EVAL = 3,     /* z snapshot to rank 0; aux: see hs_ps_eval_aux */
+    HS_PS_FINAL = 4,    /* end-of-run z + results; aux: see hs_ps_final_aux */
+} hs_ps_kind_t;
+
+/* aux[] slots of EVAL and FINAL messages. */
+enum hs_ps_aux {
+    HS_AUX_NORM2 = 0,  /* ||z||^2 (double accumulation) */
+    HS_AUX_LOSS = 1,   /* the sender's own test loss at this point */
+    HS_AUX_ACC = 2,    /* its test accuracy */
+    HS_AUX_CLOCK = 3,  /* its training clock (s) */
+    HS_AUX_TTT = 4,    /* FINAL: its time to target (NaN: not reached) */
+    HS_AUX_TRAIN = 5,  /* FINAL: its mean training loss over the last epoch */
+    HS_AUX_COMP = 6,   /* FINAL: total compute seconds */
+    HS_AUX_COMM = 7,   /* FINAL: total communication seconds */
+    HS_AUX_WAIT = 8,   /* FINAL: total waiting seconds */
+    HS_AUX_STRAG = 9,  /* FINAL: total injected straggler seconds */
+    HS_AUX_MSGS = 10,  /* FINAL: messages applied */
+};
+
+typedef struct hs_ps_hdr_v1 {
+    uint32_t magic;    /* HS_PS_MAGIC */
+    uint16_t version;  /* HS_PS_VERSION */
+    uint16_t kind;     /* hs_ps_kind_t */
+    int32_t sender;    /* rank */
+    uint32_t extra;    /* bytes after the floats (FINAL: size int64 failure reports) */
+    int64_t iteration; /* sender's iteration (rounds are numbered from 0) */
+    double weight;     /* push-sum weight (share) travelling with the payload */
+    uint64_t length;   /* floats of payload */
+    double aux[11];    /* kind-specific values (hs_ps_aux) */
+} hs_ps_hdr_v1_t;
+
+_Static_assert(sizeof(hs_ps_hdr_v1_t) == 128, "wire header must stay 128 bytes");
+
+/* Fill a header. */
+static inline void hs_ps_hdr_init(hs_ps_hdr_v1_t *h, hs_ps_kind_t kind, int sender, long iter,
+                                  double weight, size_t length)
+{
+    *h = (hs_ps_hdr_v1_t){.magic = HS_PS_MAGIC,
+                          .version = HS_PS_VERSION,
+                          .kind = (uint16_t)kind,
+                          .sender = sender,
+                          .iteration = iter,
+                          .weight = weight,
+                          .length = length};
+}
+
+/* Check a received message of `bytes` bytes from `source`: magic, version, kind, sender,
+ * length == n floats and the byte count. -EPROTO with a message naming what is wrong. */
+static inline int hs_ps_hdr_check(const hs_ps_hdr_v1_t *h, size_t bytes, hs_ps_kind_t kind,
+                                  int source, size_t n)
+{
+    if (bytes < sizeof *h)
+        return HS_ERR(-EPROTO, "message from rank %d: %zu bytes, shorter than a header", source,
+                      bytes);
+    if (h->magic != HS_PS_MAGIC || h->version != HS_PS_VERSION)
+        return HS_ERR(-EPROTO, "message from rank %d: bad magic 0x%08x or version %u", source,
+                      h->magic, h->version);
+    if (h->kind != kind || h->sender != source)
+        return HS_ERR(-EPROTO, "message from rank %d: kind %u sender %d, expected kind %d",
+                      source, h->kind, h->sender, (int)kind);
+    if (h->length != n || bytes != sizeof *h + n * sizeof(float) + h->extra)
+        return HS_ERR(-EPROTO,
+                      "message from rank %d: %llu floats in %zu bytes, expected %zu floats "
+                      "(do all ranks run the same --model?)",
+                      source, (unsigned long long)h->length, bytes, n);
+    return 0;
+}
+
+#endif

@@ -1,0 +1,169 @@
+/*
+ * tests/allreduce_worker.c — one rank of the all-reduce tests, started by `hearsay run`.
+ *
+ *   allreduce_worker check N1 N2 ...   all-reduce buffers of N1, N2, ... floats (sum, average,
+ *                                      back-to-back calls, one-shot, small chunks) and compare
+ *                                      each result with the sum computed directly here;
+ *                                      prints "AR_OK rank R" and exits 0 when all match
+ *   allreduce_worker crash D T         one good all-reduce, then rank D exits (status 0, so
+ *                                      the launcher keeps the others); the others run another
+ *                                      with a T-second timeout and print
+ *                                      "AR_DETECTED rank R after S s: MESSAGE" (exit 0), or
+ *                                      "AR_MISSED" (exit 1) if it succeeded
+ *
+ * Values are small integers, so sums are exact in float and compared with ==.
+ */
+#include "hearsay/allreduce.h"
+#include "hearsay/bootstrap.h"
+#include "hearsay/common.h"
+#include "hearsay/transport.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Rank r's value at i in round `round`: an integer in [-60, 60]. */
+static float value(int r, size_t i, int round)
+{
+    return (float)((long)((i * 7 + (size_t)r * 13 + (size_t)round * 29) % 101) - 50 + r % 10);
+}
+
+static void fill(float *x, size_t n, int r, int round)
+{
+    for (size_t i = 0; i < n; i++) x[i] = value(r, i, round);
+}
+
+/* Compare x with the direct sum over P ranks (divided by P when avg). Returns 0 or 1. */
+static int check(const float *x, size_t n, int P, int round, int avg, int rank, const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        double s = 0;
+        for (int r = 0; r < P; r++) s += value(r, i, round);
+        int ok;
+        if (avg) {
+            double e = s / P;
+            ok = fabs(x[i] - e) <= 1e-6 * HS_MAX(1.0, fabs(e));
+        } else {
+            ok = x[i] == (float)s;
+        }
+        if (!ok) {
+            printf("AR_FAIL rank %d %s n=%zu: element %zu is %.9g, expected %.9g\n", rank, what, n,
+                   i, x[i], avg ? s / P : s);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int fail(int rank, const char *what, int rc)
+{
+    printf("AR_FAIL rank %d %s: rc %d: %s\n", rank, what, rc, hs_last_error());
+    return 1;
+}
+
+static int run_checks(hs_transport_t *t, int argc, char **argv)
+{
+    int rank = hs_transport_rank(t), P = hs_transport_size(t);
+    for (int a = 0; a < argc; a++) {
+        size_t n = (size_t)strtoul(argv[a], NULL, 10);
+        float *x = malloc((n ? n : 1) * sizeof *x);
+        if (!x) return fail(rank, "malloc", -ENOMEM);
+        hs_allreduce_opts_t o;
+        hs_allreduce_opts_default(&o);
+        o.timeout_s = 20;
+        hs_allreduce_t *ar = NULL;
+        int rc = hs_allreduce_create(&ar, t, n, &o);
+        if (rc < 0) return fail(rank, "create", rc);
+        /* Back-to-back sums on one plan, then an average. */
+        for (int round = 0; round < 3; round++) {
+            fill(x, n, rank, round);
+            if ((rc = hs_allreduce_run(ar, x)) < 0) return fail(rank, "sum", rc);
+            if (check(x, n, P, round, 0, rank, "sum")) return 1;
+        }
+        fill(x, n, rank, 3);
+        if ((rc = hs_allreduce_run_avg(ar, x, 1)) < 0) return fail(rank, "average", rc);
+        if (check(x, n, P, 3, 1, rank, "average")) return 1;
+        hs_allreduce_destroy(&ar);
+        /* One-shot calls, twice in a row, with tiny chunks and a shallow window (many items,
+         * receives posted a few at a time) where the buffer is not huge. */
+        if (n <= 100000) {
+            o.chunk_bytes = 40;
+            o.depth = 3;
+        }
+        for (int round = 4; round < 6; round++) {
+            fill(x, n, rank, round);
+            o.average = round == 5;
+            if ((rc = hs_allreduce_sum(t, x, n, &o)) < 0) return fail(rank, "one-shot", rc);
+            if (check(x, n, P, round, o.average, rank, "one-shot")) return 1;
+        }
+        free(x);
+    }
+    printf("AR_OK rank %d\n", rank);
+    return 0;
+}
+
+static int run_crash(hs_transport_t *t, int die, double timeout_s)
+{
+    int rank = hs_transport_rank(t), P = hs_transport_size(t);
+    size_t n = 100000;
+    float *x = malloc(n * sizeof *x);
+    if (!x) return fail(rank, "malloc", -ENOMEM);
+    hs_allreduce_opts_t o;
+    hs_allreduce_opts_default(&o);
+    o.timeout_s = timeout_s;
+    hs_allreduce_t *ar = NULL;
+    int rc = hs_allreduce_create(&ar, t, n, &o);
+    if (rc < 0) return fail(rank, "create", rc);
+    fill(x, n, rank, 0);
+    if ((rc = hs_allreduce_run(ar, x)) < 0) return fail(rank, "first all-reduce", rc);
+    if (check(x, n, P, 0, 0, rank, "first all-reduce")) return 1;
+    fflush(stdout);
+    if (rank == die) _exit(0);
+    fill(x, n, rank, 1);
+    double t0 = hs_now();
+    rc = hs_allreduce_run(ar, x);
+    double dt = hs_now() - t0;
+    if (rc == 0) {
+        printf("AR_MISSED rank %d: the all-reduce succeeded without rank %d\n", rank, die);
+        return 1;
+    }
+    printf("AR_DETECTED rank %d after %.2f s: %s\n", rank, dt, hs_last_error());
+    fflush(stdout);
+    /* Leave at once, without a barrier: the job is broken. */
+    _exit(0);
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc < 2) {
+        fprintf(stderr, "usage: allreduce_worker check N... | crash RANK TIMEOUT\n");
+        return 2;
+    }
+    hs_boot_t *b = NULL;
+    hs_transport_t *t = NULL;
+    int rc = hs_boot_init(&b, NULL);
+    if (rc == 0) rc = hs_transport_open(&t, b, NULL);
+    if (rc < 0) {
+        printf("AR_FAIL start-up: %s\n", hs_last_error());
+        return 1;
+    }
+    int st;
+    if (!strcmp(argv[1], "check")) {
+        st = run_checks(t, argc - 2, argv + 2);
+    } else if (!strcmp(argv[1], "crash") && argc == 4) {
+        st = run_crash(t, atoi(argv[2]), atof(argv[3]));
+    } else {
+        fprintf(stderr, "allreduce_worker: unknown mode '%s'\n", argv[1]);
+        st = 2;
+    }
+    if (st == 0 && hs_transport_barrier(t) < 0) {
+        printf("AR_FAIL final barrier: %s\n", hs_last_error());
+        st = 1;
+    }
+    hs_transport_close(&t);
+    hs_boot_finalize(&b);
+    return st;
+}
