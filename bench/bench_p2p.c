@@ -1,10 +1,247 @@
-/* bench/bench_p2p.c — PLACEHOLDER while under construction; replaced by the real benchmark. */
+/*
+ * bench/bench_p2p.c — `hearsay bench p2p`: latency (ping-pong) and bandwidth (streaming) of
+ * tagged sends between 2 ranks over the transport, for message sizes --min .. --max
+ * (powers of two). Started alone it forks its own second rank and exchanges the addresses
+ * over a socketpair; under `hearsay run -n 2` (or mpirun) it joins through the bootstrap.
+ * Reports medians over repetitions; --json prints one object per size.
+ */
+#include "hearsay/bootstrap.h"
+#include "hearsay/common.h"
+#include "hearsay/transport.h"
 #include "tools/commands.h"
+
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct p2p_args {
+    int json, reps, iters;
+    size_t min, max;
+    hs_transport_opts_t o;
+} p2p_args_t;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: hearsay bench p2p [--json] [--provider auto|shm|tcp|...] [--min 64K]\n"
+               "                         [--max 64M] [--iters N] [--reps R] [--chunk BYTES]\n"
+               "                         [--progress-thread] [--shaping SPEC]\n"
+               "Ping-pong latency and streaming bandwidth of tagged sends between 2 ranks.\n"
+               "Run alone it forks its second rank; under `hearsay run -n 2` it uses both.\n");
+}
+
+static int parse_size(const char *s, const char *what, size_t *out)
+{
+    char buf[64];
+    size_t n = strlen(s);
+    if (n == 0 || n >= sizeof buf) return HS_ERR(-EINVAL, "%s: bad size '%s'", what, s);
+    memcpy(buf, s, n + 1);
+    long mult = 1;
+    char u = buf[n - 1];
+    if (u == 'K' || u == 'k') mult = 1L << 10;
+    if (u == 'M' || u == 'm') mult = 1L << 20;
+    if (u == 'G' || u == 'g') mult = 1L << 30;
+    if (mult > 1) buf[n - 1] = '\0';
+    long v;
+    HS_TRY(hs_parse_long(buf, 1, (1L << 32) / mult, what, &v));
+    *out = (size_t)(v * mult);
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Both ranks run this; rank 0 prints. */
+static int run(hs_transport_t *t, const p2p_args_t *a)
+{
+    int me = hs_transport_rank(t), peer = 1 - me;
+    char *buf = hs_malloc(a->max, "p2p buffer"), *ack = hs_malloc(64, "ack");
+    int nsamp = HS_MAX(a->iters, a->reps) + 1;
+    double *samp = hs_malloc((size_t)nsamp * sizeof *samp, "samples");
+    hs_treq_t **reqs = hs_calloc(64, sizeof *reqs, "requests");
+    int rc = (!buf || !ack || !samp || !reqs) ? -ENOMEM : 0;
+    if (rc == 0) memset(buf, me + 1, a->max);
+    for (size_t sz = a->min; rc == 0 && sz <= a->max; sz *= 2) {
+        /* ping-pong: one-way latency = round trip / 2, one sample per iteration */
+        int iters = a->iters ? a->iters : (int)HS_MAX(5, HS_MIN(100, (64u << 20) / sz));
+        for (int i = -1; rc == 0 && i < iters; i++) { /* i == -1: warm-up */
+            double t0 = hs_now();
+            if (me == 0) {
+                rc = hs_transport_send(t, peer, 1, buf, sz);
+                if (rc == 0) rc = hs_transport_recv(t, peer, 2, buf, sz, NULL);
+            } else {
+                rc = hs_transport_recv(t, peer, 1, buf, sz, NULL);
+                if (rc == 0) rc = hs_transport_send(t, peer, 2, buf, sz);
+            }
+            if (i >= 0) samp[i] = (hs_now() - t0) / 2;
+        }
+        if (rc) break;
+        double lat = median(samp, iters);
+        /* streaming: w back-to-back messages, then a 1-byte ack; bytes / time */
+        int w = (int)HS_MAX(4, HS_MIN(64, (256u << 20) / sz));
+        for (int r = -1; rc == 0 && r < a->reps; r++) {
+            rc = hs_transport_barrier(t);
+            double t0 = hs_now();
+            for (int k = 0; rc == 0 && k < w; k++)
+                rc = me == 0 ? hs_transport_isend(t, peer, 3, buf, sz, &reqs[k])
+                             : hs_transport_irecv(t, peer, 3, buf, sz, &reqs[k]);
+            for (int k = 0; rc == 0 && k < w; k++) rc = hs_transport_wait(t, &reqs[k], -1, NULL);
+            if (rc == 0)
+                rc = me == 0 ? hs_transport_recv(t, peer, 4, ack, 1, NULL)
+                             : hs_transport_send(t, peer, 4, ack, 1);
+            if (r >= 0) samp[r] = (double)sz * w / (hs_now() - t0);
+        }
+        if (rc) break;
+        double bw = median(samp, a->reps);
+        if (me != 0) continue;
+        if (a->json)
+            printf("{\"bench\":\"p2p\",\"provider\":\"%s\",\"bytes\":%zu,\"median_us\":%.2f,"
+                   "\"pingpong_GBps\":%.3f,\"GBps\":%.3f,\"iters\":%d,\"reps\":%d,\"window\":%d,"
+                   "\"chunk\":%zu}\n",
+                   hs_transport_provider(t), sz, lat * 1e6, (double)sz / lat / 1e9, bw / 1e9,
+                   iters, a->reps, w, a->o.chunk_bytes);
+        else
+            printf("%-12s %10zu B  latency %10.1f us  ping-pong %7.2f GB/s  stream %7.2f GB/s\n",
+                   hs_transport_provider(t), sz, lat * 1e6, (double)sz / lat / 1e9, bw / 1e9);
+        fflush(stdout);
+    }
+    for (int k = 0; k < 64; k++)
+        if (reqs && reqs[k]) hs_transport_req_free(t, &reqs[k]);
+    free(buf);
+    free(ack);
+    free(samp);
+    free(reqs);
+    return rc;
+}
+
+static int io_all(int fd, void *p, size_t n, int wr)
+{
+    char *c = p;
+    while (n) {
+        ssize_t k = wr ? write(fd, c, n) : read(fd, c, n);
+        if (k <= 0) return -1;
+        c += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Fork rank 1; exchange the two address blobs over a socketpair. */
+static int run_forked(const p2p_args_t *a)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+        return HS_ERR(-errno, "bench p2p: socketpair: %s", strerror(errno));
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) return HS_ERR(-errno, "bench p2p: fork: %s", strerror(errno));
+    int me = pid == 0 ? 1 : 0, fd = sv[me];
+    close(sv[1 - me]);
+    hs_transport_t *t = NULL;
+    char all[2][HS_TRANSPORT_ADDR_MAX];
+    memset(all, 0, sizeof all);
+    size_t len;
+    int rc = hs_transport_create(&t, me, 2, 1, &a->o);
+    if (rc == 0) rc = hs_transport_address(t, all[me], &len);
+    char ok = rc == 0, peer_ok = 0;
+    if (io_all(fd, &ok, 1, 1) || io_all(fd, all[me], HS_TRANSPORT_ADDR_MAX, 1) ||
+        io_all(fd, &peer_ok, 1, 0) || io_all(fd, all[1 - me], HS_TRANSPORT_ADDR_MAX, 0))
+        rc = rc ? rc : HS_ERR(-EPIPE, "bench p2p: the other rank went away during set-up");
+    if (rc == 0 && !peer_ok) rc = HS_ERR(-EIO, "bench p2p: the other rank failed to start");
+    if (rc == 0) rc = hs_transport_connect(t, all, HS_TRANSPORT_ADDR_MAX);
+    if (rc == 0) rc = hs_transport_barrier(t);
+    if (rc == 0) rc = run(t, a);
+    if (rc && me == 1) fprintf(stderr, "hearsay bench p2p (rank 1): %s\n", hs_last_error());
+    hs_transport_close(&t);
+    close(fd);
+    if (me == 1) _exit(rc ? 1 : 0);
+    int st = 0;
+    if (rc) kill(pid, SIGTERM);
+    waitpid(pid, &st, 0);
+    if (rc == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+        rc = HS_ERR(-EIO, "bench p2p: rank 1 failed");
+    return rc;
+}
+
+static int run_booted(const p2p_args_t *a)
+{
+    hs_boot_t *b = NULL;
+    HS_TRY(hs_boot_init(&b, NULL));
+    int rc = 0;
+    if (hs_boot_size(b) != 2)
+        rc = HS_ERR(-EINVAL, "bench p2p needs exactly 2 ranks, the job has %d", hs_boot_size(b));
+    hs_transport_t *t = NULL;
+    if (rc == 0) rc = hs_transport_open(&t, b, &a->o);
+    if (rc == 0) rc = run(t, a);
+    hs_transport_close(&t);
+    hs_boot_finalize(&b);
+    return rc;
+}
+
 int hs_bench_p2p(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "hearsay bench p2p: not built yet\n");
-    return 1;
+    p2p_args_t a = {.reps = 5, .min = 64u << 10, .max = 64u << 20};
+    if (hs_transport_opts_default(&a.o) < 0) {
+        fprintf(stderr, "hearsay bench p2p: %s\n", hs_last_error());
+        return 2;
+    }
+    a.o.timeout_s = 60;
+    int rc = 0;
+    for (int i = 1; i < argc && rc == 0; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n;
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(f, "--json")) {
+            a.json = 1;
+        } else if (!strcmp(f, "--progress-thread")) {
+            a.o.progress_thread = 1;
+        } else if (!v) {
+            rc = HS_ERR(-EINVAL, "%s needs a value", f);
+        } else if (!strcmp(f, "--provider")) {
+            a.o.provider = argv[++i];
+        } else if (!strcmp(f, "--shaping")) {
+            a.o.shaping = argv[++i];
+        } else if (!strcmp(f, "--min")) {
+            rc = parse_size(argv[++i], "--min", &a.min);
+        } else if (!strcmp(f, "--max")) {
+            rc = parse_size(argv[++i], "--max", &a.max);
+        } else if (!strcmp(f, "--chunk")) {
+            rc = parse_size(argv[++i], "--chunk", &a.o.chunk_bytes);
+        } else if (!strcmp(f, "--iters")) {
+            rc = hs_parse_long(argv[++i], 1, 100000, "--iters", &n);
+            a.iters = (int)n;
+        } else if (!strcmp(f, "--reps")) {
+            rc = hs_parse_long(argv[++i], 1, 1000, "--reps", &n);
+            a.reps = (int)n;
+        } else {
+            rc = HS_ERR(-EINVAL, "unknown option '%s'", f);
+        }
+    }
+    if (rc == 0 && a.min > a.max) rc = HS_ERR(-EINVAL, "--min %zu > --max %zu", a.min, a.max);
+    if (rc < 0) {
+        fprintf(stderr, "hearsay bench p2p: %s\n", hs_last_error());
+        usage(stderr);
+        return 2;
+    }
+    if (!a.o.chunk_bytes) a.o.chunk_bytes = 1u << 20;
+    rc = getenv("HS_RANK") || getenv("OMPI_COMM_WORLD_RANK") ? run_booted(&a) : run_forked(&a);
+    if (rc < 0) {
+        fprintf(stderr, "hearsay bench p2p: %s\n", hs_last_error());
+        return 1;
+    }
+    return 0;
 }

@@ -11,9 +11,13 @@
  *
  * Pipelining: send (s + 1, k) leaves as soon as receive (s, k) has been processed, so a
  * chunk travels round the ring without waiting for the rest of its segment. Receives are
- * posted in idx order, at most `depth` at a time; reduce-scatter receives each hold one
- * scratch slot. Sends are posted from the user's buffer. Each item has its own tag
- * (tag_base + (op * S * K + idx) mod tag_span), so neither items nor operations mix.
+ * posted in idx order, by default all of them when the call starts (opts.depth limits how
+ * many are outstanding); reduce-scatter receives each hold one scratch slot. Posting them all
+ * matters with libfabric 1.17's shm provider: many messages arriving before their receives
+ * (unexpected) were seen to stall it, so the only unexpected ones left are the first step's,
+ * from a left neighbour that entered the call earlier. Sends are posted from the user's buffer.
+ * Each item has its own tag (tag_base + (op * S * K + idx) mod tag_span), so neither items nor
+ * operations mix.
  *
  * Safety of sending from and receiving into the user's buffer: a segment's chunk is read by
  * at most one outstanding send at a time before it is written again, because the data that
@@ -29,22 +33,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_CHUNK_BYTES ((size_t)256 << 10)
-#define DEFAULT_DEPTH       16
-#define MAX_DEPTH           4096
+#define DEFAULT_CHUNK_BYTES ((size_t)1 << 20)
+#define MAX_DEPTH           (1 << 20)
+/* Chunks below this many bytes travel padded to it. Seen with libfabric 1.17's shm provider:
+ * a message of at most 4096 bytes (its inject path) that arrives before its receive is
+ * posted is never matched; larger ones are. Padding costs a copy of a few KiB per tiny
+ * chunk, which only tiny buffers have. */
+#define MIN_WIRE_BYTES 4104
 
 struct hs_allreduce {
     hs_transport_t *t;
     hs_allreduce_opts_t o;
-    size_t n;            /* floats per buffer */
+    size_t n; /* floats per buffer */
     int P, rank, left, right;
     size_t K;            /* chunks per segment */
     size_t S;            /* steps: 2 (P - 1) */
-    size_t slot_floats;  /* longest chunk */
-    int depth;           /* receives posted ahead (= scratch slots) */
+    size_t slot_floats;  /* floats a scratch slot holds: longest chunk, or the padded size */
+    int depth;           /* receives outstanding at most */
+    int nslots;          /* scratch slots */
     size_t seg_q, seg_r; /* segment j: q + (j < r) floats */
-    float *scratch;      /* (depth, slot_floats) reduce-scatter landing slots */
-    int *free_slots;     /* (depth) stack of free slot indices */
+    float *scratch;      /* (nslots, slot_floats) landing slots: reduce-scatter receives, and
+                            padded (tiny) receives of either phase */
+    char *bounce;        /* (S * K, MIN_WIRE_BYTES) padded copies of tiny sends, or NULL */
+    int *free_slots;     /* (nslots) stack of free slot indices */
     int nfree;
     /* Active requests, kept compact: reqs[i] with its item (idx >= 0 receive, -1 - idx send)
      * and the scratch slot a receive holds (-1: none). */
@@ -60,7 +71,6 @@ int hs_allreduce_opts_default(hs_allreduce_opts_t *o)
     if (!o) return HS_ERR(-EINVAL, "hs_allreduce_opts_default: NULL options");
     memset(o, 0, sizeof *o);
     o->chunk_bytes = DEFAULT_CHUNK_BYTES;
-    o->depth = DEFAULT_DEPTH;
     o->tag_base = HS_ALLREDUCE_TAG_BASE;
     o->tag_span = HS_ALLREDUCE_TAG_SPAN;
     const char *e = getenv("HS_AR_CHUNK_BYTES");
@@ -72,7 +82,7 @@ int hs_allreduce_opts_default(hs_allreduce_opts_t *o)
     e = getenv("HS_AR_DEPTH");
     if (e && *e) {
         long v;
-        if (hs_parse_long(e, 1, MAX_DEPTH, "HS_AR_DEPTH", &v) < 0) return -EINVAL;
+        if (hs_parse_long(e, 0, MAX_DEPTH, "HS_AR_DEPTH", &v) < 0) return -EINVAL;
         o->depth = (int)v;
     }
     return 0;
@@ -154,16 +164,17 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
     if (!out || !t) return HS_ERR(-EINVAL, "hs_allreduce_create: NULL argument");
     *out = NULL;
     hs_allreduce_opts_t o;
-    if (opts) o = *opts;
-    else HS_TRY(hs_allreduce_opts_default(&o));
+    if (opts)
+        o = *opts;
+    else
+        HS_TRY(hs_allreduce_opts_default(&o));
     if (!o.chunk_bytes) o.chunk_bytes = DEFAULT_CHUNK_BYTES;
-    if (!o.depth) o.depth = DEFAULT_DEPTH;
     if (!o.tag_base) o.tag_base = HS_ALLREDUCE_TAG_BASE;
     if (!o.tag_span) o.tag_span = HS_ALLREDUCE_TAG_SPAN;
     if (o.chunk_bytes < sizeof(float))
         return HS_ERR(-EINVAL, "all-reduce: chunk of %zu bytes is below one float", o.chunk_bytes);
-    if (o.depth < 1 || o.depth > MAX_DEPTH)
-        return HS_ERR(-EINVAL, "all-reduce: depth %d outside 1..%d", o.depth, MAX_DEPTH);
+    if (o.depth < 0 || o.depth > MAX_DEPTH)
+        return HS_ERR(-EINVAL, "all-reduce: depth %d outside 0..%d", o.depth, MAX_DEPTH);
     if (o.timeout_s < 0) return HS_ERR(-EINVAL, "all-reduce: negative timeout %g", o.timeout_s);
     if ((uint64_t)o.tag_base + o.tag_span - 1 > HS_TAG_MAX)
         return HS_ERR(-EINVAL, "all-reduce: tag range %u + %u passes HS_TAG_MAX (%u)", o.tag_base,
@@ -189,19 +200,24 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
         ar->K = HS_MAX((size_t)1, o.tag_span / 4 / ar->S);
         if (ar->K > HS_MAX(maxseg, (size_t)1)) ar->K = HS_MAX(maxseg, (size_t)1);
     }
-    ar->slot_floats = (maxseg + ar->K - 1) / ar->K;
-    ar->depth = o.depth;
+    ar->slot_floats = HS_MAX((maxseg + ar->K - 1) / ar->K, MIN_WIRE_BYTES / sizeof(float));
+    int tiny = (ar->seg_q / ar->K) * sizeof(float) < MIN_WIRE_BYTES; /* some chunk is padded */
     if (P > 1 && n > 0) {
-        size_t items = ar->S * ar->K;
+        size_t items = ar->S * ar->K, rs_items = items / 2;
+        ar->depth = o.depth > 0 ? (int)HS_MIN((size_t)o.depth, items) : (int)items;
+        /* Slots: one per receive that can be outstanding and needs one (every reduce-scatter
+         * receive; gather receives only when padded). */
+        ar->nslots = (int)HS_MIN((size_t)ar->depth, tiny ? items : rs_items);
         ar->cap = (size_t)ar->depth + items;
-        ar->scratch = hs_malloc((size_t)ar->depth * HS_MAX(ar->slot_floats, (size_t)1) *
-                                    sizeof(float),
+        ar->scratch = hs_malloc((size_t)ar->nslots * ar->slot_floats * sizeof(float),
                                 "all-reduce scratch slots");
-        ar->free_slots = hs_calloc((size_t)ar->depth, sizeof *ar->free_slots, "all-reduce slots");
+        ar->free_slots = hs_calloc((size_t)ar->nslots, sizeof *ar->free_slots, "all-reduce slots");
         ar->reqs = hs_calloc(ar->cap, sizeof *ar->reqs, "all-reduce requests");
         ar->item = hs_calloc(ar->cap, sizeof *ar->item, "all-reduce requests");
         ar->slot = hs_calloc(ar->cap, sizeof *ar->slot, "all-reduce requests");
-        if (!ar->scratch || !ar->free_slots || !ar->reqs || !ar->item || !ar->slot) {
+        if (tiny) ar->bounce = hs_malloc(items * MIN_WIRE_BYTES, "all-reduce padded sends");
+        if (!ar->scratch || !ar->free_slots || !ar->reqs || !ar->item || !ar->slot ||
+            (tiny && !ar->bounce)) {
             hs_allreduce_destroy(&ar);
             return -ENOMEM;
         }
@@ -217,6 +233,7 @@ void hs_allreduce_destroy(hs_allreduce_t **ar)
     for (size_t i = 0; i < a->nact; i++)
         if (a->reqs[i]) hs_transport_req_free(a->t, &a->reqs[i]);
     free(a->scratch);
+    free(a->bounce);
     free(a->free_slots);
     free(a->reqs);
     free(a->item);
@@ -258,9 +275,17 @@ static int post_send(run_t *ru, size_t s, size_t k)
     size_t off, len, idx = s * ar->K + k;
     chunk_range(ar, mod(ar->rank - (long)s, ar->P), k, &off, &len);
     if (!len) return 0;
+    const void *src = ru->buf + off;
+    size_t bytes = len * sizeof(float);
+    if (bytes < MIN_WIRE_BYTES) { /* padded: see MIN_WIRE_BYTES */
+        char *b = ar->bounce + idx * MIN_WIRE_BYTES;
+        memcpy(b, src, bytes);
+        memset(b + bytes, 0, MIN_WIRE_BYTES - bytes);
+        src = b;
+        bytes = MIN_WIRE_BYTES;
+    }
     hs_treq_t *r = NULL;
-    int rc = hs_transport_isend(ar->t, ar->right, item_tag(ar, ru->op, idx), ru->buf + off,
-                                len * sizeof(float), &r);
+    int rc = hs_transport_isend(ar->t, ar->right, item_tag(ar, ru->op, idx), src, bytes, &r);
     if (rc < 0) {
         hs_error_prefix("all-reduce #%llu: sending step %zu chunk %zu to rank %d",
                         (unsigned long long)ru->op, s, k, ar->right);
@@ -286,13 +311,14 @@ static int post_recvs(run_t *ru)
         }
         int slot = -1;
         float *dst = ru->buf + off;
-        if (idx < rs_items) {
+        size_t bytes = HS_MAX(len * sizeof(float), (size_t)MIN_WIRE_BYTES);
+        if (idx < rs_items || len * sizeof(float) < MIN_WIRE_BYTES) {
+            if (ar->nfree == 0) break; /* tiny gather receives wait for a slot */
             slot = ar->free_slots[--ar->nfree];
             dst = ar->scratch + (size_t)slot * ar->slot_floats;
         }
         hs_treq_t *r = NULL;
-        int rc = hs_transport_irecv(ar->t, ar->left, item_tag(ar, ru->op, idx), dst,
-                                    len * sizeof(float), &r);
+        int rc = hs_transport_irecv(ar->t, ar->left, item_tag(ar, ru->op, idx), dst, bytes, &r);
         if (rc < 0) {
             if (slot >= 0) ar->free_slots[ar->nfree++] = slot;
             hs_error_prefix("all-reduce #%llu: receiving step %zu chunk %zu from rank %d",
@@ -312,15 +338,20 @@ static int on_recv(run_t *ru, size_t idx, int slot, size_t got)
     hs_allreduce_t *ar = ru->ar;
     size_t s = idx / ar->K, k = idx % ar->K, off, len;
     chunk_range(ar, mod(ar->rank - (long)s - 1, ar->P), k, &off, &len);
-    if (got != len * sizeof(float))
+    size_t want = HS_MAX(len * sizeof(float), (size_t)MIN_WIRE_BYTES);
+    if (got != want)
         return HS_ERR(-EPROTO,
                       "all-reduce #%llu: step %zu chunk %zu from rank %d has %zu bytes, expected "
                       "%zu (do all ranks reduce the same length?)",
-                      (unsigned long long)ru->op, s, k, ar->left, got, len * sizeof(float));
+                      (unsigned long long)ru->op, s, k, ar->left, got, want);
     if (slot >= 0) {
         const float *x = ar->scratch + (size_t)slot * ar->slot_floats;
-        if (ru->inv != 0.0f && s == (size_t)ar->P - 2) add_scale_into(ru->buf + off, x, len, ru->inv);
-        else add_into(ru->buf + off, x, len);
+        if (s >= (size_t)ar->P - 1)
+            memcpy(ru->buf + off, x, len * sizeof(float));
+        else if (ru->inv != 0.0f && s == (size_t)ar->P - 2)
+            add_scale_into(ru->buf + off, x, len, ru->inv);
+        else
+            add_into(ru->buf + off, x, len);
         ar->free_slots[ar->nfree++] = slot;
     }
     ru->recv_done++;
@@ -344,8 +375,8 @@ int hs_allreduce_run_avg(hs_allreduce_t *ar, float *buf, int average)
     run_t ru = {.ar = ar, .buf = buf, .inv = average ? 1.0f / (float)ar->P : 0.0f, .op = op};
     ru.total = ar->S * ar->K;
     ar->nact = 0;
-    ar->nfree = ar->depth;
-    for (int i = 0; i < ar->depth; i++) ar->free_slots[i] = ar->depth - 1 - i;
+    ar->nfree = ar->nslots;
+    for (int i = 0; i < ar->nslots; i++) ar->free_slots[i] = ar->nslots - 1 - i;
     double timeout = ar->o.timeout_s > 0 ? ar->o.timeout_s : ar->t->opts.timeout_s;
     if (timeout <= 0) timeout = 60;
 

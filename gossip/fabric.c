@@ -86,6 +86,10 @@ static int fab_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     f->live.next_live = f->live.prev_live = &f->live;
     f->chunk = o->chunk_bytes ? o->chunk_bytes : (size_t)1 << 20;
     f->next_key = 1;
+    {
+        const char *v = getenv("HS_FAB_TX_INFLIGHT");
+        f->tx_max = v && *v ? atoi(v) : 0;
+    }
     pthread_mutex_init(&f->lock, NULL);
     pthread_cond_init(&f->cond, NULL);
     int ret = hs_shape_parse(o->shaping, &f->shape);

@@ -88,6 +88,7 @@ typedef struct fab {
     int mr_virt, mr_prov_key;
     int atomic_ok[2]; /* [0] float sum, [1] double sum */
     unsigned win_seq;
+    int tx_posted, tx_max; /* sends/RMA the provider owns, and the cap (HS_FAB_TX_INFLIGHT) */
 } fab_t;
 
 /* fabric.c */

@@ -27,17 +27,17 @@ typedef enum hs_ps_kind {
 
 /* aux[] slots of EVAL and FINAL messages. */
 enum hs_ps_aux {
-    HS_AUX_NORM2 = 0,  /* ||z||^2 (double accumulation) */
-    HS_AUX_LOSS = 1,   /* the sender's own test loss at this point */
-    HS_AUX_ACC = 2,    /* its test accuracy */
-    HS_AUX_CLOCK = 3,  /* its training clock (s) */
-    HS_AUX_TTT = 4,    /* FINAL: its time to target (NaN: not reached) */
-    HS_AUX_TRAIN = 5,  /* FINAL: its mean training loss over the last epoch */
-    HS_AUX_COMP = 6,   /* FINAL: total compute seconds */
-    HS_AUX_COMM = 7,   /* FINAL: total communication seconds */
-    HS_AUX_WAIT = 8,   /* FINAL: total waiting seconds */
-    HS_AUX_STRAG = 9,  /* FINAL: total injected straggler seconds */
-    HS_AUX_MSGS = 10,  /* FINAL: messages applied */
+    HS_AUX_NORM2 = 0, /* ||z||^2 (double accumulation) */
+    HS_AUX_LOSS = 1,  /* the sender's own test loss at this point */
+    HS_AUX_ACC = 2,   /* its test accuracy */
+    HS_AUX_CLOCK = 3, /* its training clock (s) */
+    HS_AUX_TTT = 4,   /* FINAL: its time to target (NaN: not reached) */
+    HS_AUX_TRAIN = 5, /* FINAL: its mean training loss over the last epoch */
+    HS_AUX_COMP = 6,  /* FINAL: total compute seconds */
+    HS_AUX_COMM = 7,  /* FINAL: total communication seconds */
+    HS_AUX_WAIT = 8,  /* FINAL: total waiting seconds */
+    HS_AUX_STRAG = 9, /* FINAL: total injected straggler seconds */
+    HS_AUX_MSGS = 10, /* FINAL: messages applied */
 };
 
 typedef struct hs_ps_hdr_v1 {
@@ -79,8 +79,8 @@ static inline int hs_ps_hdr_check(const hs_ps_hdr_v1_t *h, size_t bytes, hs_ps_k
         return HS_ERR(-EPROTO, "message from rank %d: bad magic 0x%08x or version %u", source,
                       h->magic, h->version);
     if (h->kind != kind || h->sender != source)
-        return HS_ERR(-EPROTO, "message from rank %d: kind %u sender %d, expected kind %d",
-                      source, h->kind, h->sender, (int)kind);
+        return HS_ERR(-EPROTO, "message from rank %d: kind %u sender %d, expected kind %d", source,
+                      h->kind, h->sender, (int)kind);
     if (h->length != n || bytes != sizeof *h + n * sizeof(float) + h->extra)
         return HS_ERR(-EPROTO,
                       "message from rank %d: %llu floats in %zu bytes, expected %zu floats "

@@ -34,6 +34,26 @@ typedef struct job {
     double t0, elapsed;
 } job_t;
 
+/* Process groups started by this test, killed at exit even when an assertion fails first. */
+static pid_t g_groups[32];
+
+static void kill_groups(void)
+{
+    for (size_t i = 0; i < HS_ARRAY_LEN(g_groups); i++)
+        if (g_groups[i] > 0) kill(-g_groups[i], SIGKILL);
+}
+
+static void track_group(pid_t pid, int add)
+{
+    static int registered;
+    if (!registered) registered = atexit(kill_groups) == 0;
+    for (size_t i = 0; i < HS_ARRAY_LEN(g_groups); i++)
+        if (add ? g_groups[i] == 0 : g_groups[i] == pid) {
+            g_groups[i] = add ? pid : 0;
+            return;
+        }
+}
+
 static void job_start(job_t *j, const char *const *args)
 {
     int p[2];
@@ -52,6 +72,7 @@ static void job_start(job_t *j, const char *const *args)
         _exit(126);
     }
     setpgid(j->pid, j->pid);
+    track_group(j->pid, 1);
     close(p[1]);
     j->fd = p[0];
     j->cap = 1 << 16;
@@ -104,6 +125,7 @@ static void job_finish(job_t *j, double limit_s)
     }
     j->elapsed = hs_now() - j->t0;
     kill(-j->pid, SIGKILL);
+    track_group(j->pid, 0);
     if (j->status == -1) waitpid(j->pid, &st, 0);
     if (j->fd >= 0) close(j->fd);
     j->fd = -1;
@@ -426,6 +448,7 @@ START_TEST(test_slurm_with_rendezvous_only)
         ck_assert_int_eq(pipe(p), 0);
         kids[r] = fork();
         if (kids[r] == 0) {
+            setpgid(0, 0);
             char pr[8];
             snprintf(pr, sizeof pr, "%d", r);
             unsetenv("HS_RANK");
@@ -440,6 +463,8 @@ START_TEST(test_slurm_with_rendezvous_only)
             execl(g_worker, g_worker, "gather", (char *)NULL);
             _exit(126);
         }
+        setpgid(kids[r], kids[r]);
+        track_group(kids[r], 1);
         close(p[1]);
         fds[r] = p[0];
     }

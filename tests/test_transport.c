@@ -182,10 +182,15 @@ static void inproc(const char *prov)
         ck_assert_int_eq(rc, 0);
         if (!found) hs_sleep(0.005);
     }
-    if (found) {
+    if (strcmp(hs_transport_provider(t[0]), "shm")) {
+        ck_assert_msg(found, "probe never saw the message");
         ck_assert_int_eq(st.source, 1);
         ck_assert_uint_eq(st.tag, 5);
-        ck_assert_uint_eq(st.len, sizeof big);
+        /* exact, or the bound (chunks x chunk size) where the provider hides CQ data */
+        ck_assert_uint_ge(st.len, sizeof big);
+        ck_assert_uint_le(st.len, (sizeof big + 65535) / 65536 * 65536);
+    } else {
+        ck_assert(!found);
     }
     ck_assert_int_eq(hs_transport_recv(t[0], 1, 5, got, sizeof got, &st), 0);
     ck_assert(memcmp(big, got, sizeof big) == 0);

@@ -11,6 +11,8 @@ static const struct {
 } benches[] = {
     {"step", hs_bench_step, "one training step (forward + backward + SGD) of a model"},
     {"p2p", hs_bench_p2p, "bandwidth and latency of tagged sends between 2 ranks"},
+    {"allreduce", hs_bench_allreduce, "ring all-reduce vs MPI_Allreduce on 2/4/8 local ranks"},
+    {"gossip", hs_bench_gossip, "one SGP exchange (exp1peer) vs PyTorch+gloo"},
 };
 
 static void usage(FILE *f)

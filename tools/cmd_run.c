@@ -3,11 +3,11 @@
  *
  * The launcher generates a random job key, starts the rendezvous server (a thread, see
  * hearsay/rendezvous.h), forks N workers with HS_RANK / HS_SIZE / HS_RDV / HS_JOB_KEY in
- * their environment, and then runs one poll() loop over: a signalfd (SIGCHLD and the signals
- * it forwards), and the pipes carrying each worker's stdout and stderr, which it copies to its
- * own with a "[rank] " prefix on every line. When a worker fails it reports it and ends the
- * others (SIGTERM, then SIGKILL after a grace period). `--rendezvous-only` serves the
- * rendezvous for workers started elsewhere (Slurm's srun), see docs/launch.md.
+ * their environment, and then runs one poll() loop over: a self-pipe fed by the signal
+ * handlers (SIGCHLD and the signals it forwards), and the pipes carrying each worker's stdout and
+ * stderr, which it copies to its own with a "[rank] " prefix on every line. When a worker fails it
+ * reports it and ends the others (SIGTERM, then SIGKILL after a grace period). `--rendezvous-only`
+ * serves the rendezvous for workers started elsewhere (Slurm's srun), see docs/launch.md.
  */
 #include "config.h"
 #include "hearsay/common.h"
@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -41,6 +40,7 @@ typedef struct run_opts {
     double timeout_s;
     double grace_s;
     int prefix;
+    int keep_going; /* a failed worker does not end the others */
     int rdv_only;
     const char *env_file;
     char **cmd; /* NULL-terminated */
@@ -68,7 +68,7 @@ typedef struct launcher {
     int failed;     /* a failure was reported and the others are being ended */
     double kill_at; /* SIGKILL the survivors at this time (0: not scheduled) */
     int forwarded;  /* last user signal forwarded (0: none) */
-    int sfd;        /* signalfd */
+    int sig_rd;     /* read end of the signal self-pipe */
     hs_rdv_server_t *srv;
 } launcher_t;
 
@@ -97,6 +97,9 @@ static void usage(FILE *f)
             "                     allgather/barrier round (default 60)\n"
             "  --grace S          after a failure, seconds between SIGTERM and SIGKILL for the\n"
             "                     other workers (default 3)\n"
+            "  --keep-going       when a worker fails, report it but let the others run on\n"
+            "                     (fault-injection studies: a crashed rank must not end the\n"
+            "                     job); the exit status still reports the failure\n"
             "  --no-prefix        do not prefix output lines with \"[rank] \" (workers then\n"
             "                     write straight to this terminal)\n"
             "  --rendezvous-only  start no workers: serve the rendezvous for N workers started\n"
@@ -112,7 +115,7 @@ static void usage(FILE *f)
             "group); the same signal a second time kills them all with SIGKILL.\n"
             "Failure: when a worker exits non-zero or is killed by a signal, the launcher\n"
             "prints \"rank R exited with status S\" or \"rank R killed by signal SIGX\", sends\n"
-            "SIGTERM to the others, then SIGKILL after the grace period.\n"
+            "SIGTERM to the others, then SIGKILL after the grace period (unless --keep-going).\n"
             "Exit status: 0 when every worker exited 0; otherwise the status of the first\n"
             "worker that did not (128+SIG for a signal); 2 for usage errors; 127 when COMMAND\n"
             "cannot be executed.\n"
@@ -156,6 +159,10 @@ static int parse_args(int argc, char **argv, run_opts_t *o)
         }
         if (!strcmp(a, "--no-prefix")) {
             o->prefix = 0;
+            continue;
+        }
+        if (!strcmp(a, "--keep-going")) {
+            o->keep_going = 1;
             continue;
         }
         if (!strcmp(a, "--rendezvous-only")) {
@@ -388,15 +395,46 @@ static void reap(launcher_t *L)
                         sig_name(WTERMSIG(st), sb, sizeof sb));
         }
         if (code && !L->first_code) L->first_code = code;
-        if (code && !w->signalled) end_others(L);
+        if (code && !w->signalled && !L->o.keep_going) end_others(L);
     }
+}
+
+/* The write end of the self-pipe that the signal handlers feed: the one piece of process-wide
+ * state here, since a handler can reach nothing else. Handlers, not a signalfd: libraries
+ * (OpenBLAS) start threads before main() that do not block signals, and a signal delivered
+ * to such a thread would never reach a signalfd. */
+static int g_sig_wr = -1;
+
+static void on_any_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    ssize_t w = write(g_sig_wr, &b, 1);
+    (void)w;
+    errno = saved;
+}
+
+static const int handled_signals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+
+static int install_signals(int *rd)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) return -errno;
+    g_sig_wr = p[1];
+    *rd = p[0];
+    struct sigaction sa = {.sa_handler = on_any_signal, .sa_flags = SA_RESTART | SA_NOCLDSTOP};
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < HS_ARRAY_LEN(handled_signals); i++)
+        sigaction(handled_signals[i], &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
 }
 
 static void on_signal(launcher_t *L)
 {
-    struct signalfd_siginfo si;
-    while (read(L->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-        int sig = (int)si.ssi_signo;
+    unsigned char b;
+    while (read(L->sig_rd, &b, 1) == 1) {
+        int sig = b;
         if (sig == SIGCHLD) {
             reap(L);
             continue;
@@ -418,7 +456,7 @@ static void on_signal(launcher_t *L)
 }
 
 /* fork + exec worker `rank`. Returns 0, or -errno when the command cannot be executed. */
-static int spawn(launcher_t *L, int rank, const char *path, char **env, const sigset_t *oldmask)
+static int spawn(launcher_t *L, int rank, const char *path, char **env)
 {
     worker_t *w = &L->w[rank];
     int outp[2] = {-1, -1}, errp[2] = {-1, -1}, exe[2];
@@ -429,17 +467,27 @@ static int spawn(launcher_t *L, int rank, const char *path, char **env, const si
         close(exe[1]);
         return -e;
     }
+    /* No handler may run in the child before it has reset them: block across fork. */
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
     pid_t parent = getpid();
     pid_t pid = fork();
-    if (pid < 0) return -errno;
+    if (pid < 0) {
+        int e = errno;
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return -e;
+    }
     if (pid == 0) {
         /* Child: only async-signal-safe calls until execve. */
+        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        for (size_t i = 0; i < HS_ARRAY_LEN(handled_signals); i++)
+            sigaction(handled_signals[i], &dfl, NULL);
+        sigaction(SIGPIPE, &dfl, NULL);
+        sigprocmask(SIG_SETMASK, &old, NULL);
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(127);
-        struct sigaction dfl = {.sa_handler = SIG_DFL};
-        sigaction(SIGPIPE, &dfl, NULL);
-        sigprocmask(SIG_SETMASK, oldmask, NULL);
         int null = open("/dev/null", O_RDONLY);
         if (null >= 0) dup2(null, 0);
         if (L->o.prefix) {
@@ -452,6 +500,7 @@ static int spawn(launcher_t *L, int rank, const char *path, char **env, const si
         (void)wr;
         _exit(127);
     }
+    sigprocmask(SIG_SETMASK, &old, NULL);
     setpgid(pid, pid);
     close(exe[1]);
     if (L->o.prefix) {
@@ -489,7 +538,7 @@ static int main_loop(launcher_t *L)
     for (;;) {
         reap(L);
         int k = 0;
-        if (pf) pf[k++] = (struct pollfd){.fd = L->sfd, .events = POLLIN};
+        if (pf) pf[k++] = (struct pollfd){.fd = L->sig_rd, .events = POLLIN};
         for (long r = 0; pf && r < n; r++) {
             stream_t *s2[2] = {&L->w[r].out, &L->w[r].err};
             for (int j = 0; j < 2; j++) {
@@ -513,7 +562,8 @@ static int main_loop(launcher_t *L)
         double until = 1e300;
         if (L->kill_at > 0) until = L->kill_at;
         if (drain_until > 0) until = HS_MIN(until, drain_until);
-        int ms = until > now + 3600 ? -1 : (int)((until - now) * 1000.0) + 1;
+        /* At most 1 s: reap() runs every iteration, a safety net for a lost SIGCHLD. */
+        int ms = until > now + 1.0 ? 1000 : (int)((until - now) * 1000.0) + 1;
         if (!pf) {
             hs_sleep(0.05);
             continue;
@@ -556,7 +606,7 @@ static int write_env_file(const char *path, const char *text)
 }
 
 /* --rendezvous-only: serve until every rank has left, the job failed, or a signal. */
-static int serve_only(const run_opts_t *o, hs_rdv_server_t *srv, const char *key, int sfd)
+static int serve_only(const run_opts_t *o, hs_rdv_server_t *srv, const char *key, int sig_rd)
 {
     char text[512];
     snprintf(text, sizeof text, "HS_RDV=%s\nHS_JOB_KEY=%s\nHS_BOOT_TIMEOUT=%g\n",
@@ -566,18 +616,19 @@ static int serve_only(const run_opts_t *o, hs_rdv_server_t *srv, const char *key
     fputs(text, stdout);
     fflush(stdout);
     for (;;) {
-        struct pollfd pf[2] = {{.fd = sfd, .events = POLLIN},
+        struct pollfd pf[2] = {{.fd = sig_rd, .events = POLLIN},
                                {.fd = hs_rdv_server_event_fd(srv), .events = POLLIN}};
         int k = poll(pf, 2, -1);
         if (k < 0 && errno != EINTR) return 1;
         if (pf[0].revents & POLLIN) {
-            struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si && si.ssi_signo != SIGCHLD) {
-                char sb[32];
-                fprintf(stderr, "hearsay run: %s: stopping the rendezvous\n",
-                        sig_name((int)si.ssi_signo, sb, sizeof sb));
-                return 128 + (int)si.ssi_signo;
-            }
+            unsigned char b;
+            while (read(sig_rd, &b, 1) == 1)
+                if (b != SIGCHLD) {
+                    char sb[32];
+                    fprintf(stderr, "hearsay run: %s: stopping the rendezvous\n",
+                            sig_name(b, sb, sizeof sb));
+                    return 128 + b;
+                }
         }
         int st = hs_rdv_server_state(srv);
         if (st != 0) return st > 0 ? 0 : 1;
@@ -600,19 +651,9 @@ int hs_cmd_run(int argc, char **argv)
         fprintf(stderr, "hearsay run: %s\n", hs_last_error());
         return 1;
     }
-    /* Signals go to a signalfd; block them before the server thread starts so that it
-     * inherits the mask. Workers get the original mask back before exec. */
-    sigset_t mask, oldmask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGCHLD);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGHUP);
-    sigprocmask(SIG_BLOCK, &mask, &oldmask);
-    signal(SIGPIPE, SIG_IGN);
-    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (sfd < 0) {
-        fprintf(stderr, "hearsay run: signalfd: %s\n", strerror(errno));
+    int sfd = -1;
+    if (install_signals(&sfd) < 0) {
+        fprintf(stderr, "hearsay run: cannot set up signal handling: %s\n", strerror(errno));
         return 1;
     }
     hs_rdv_server_opts_t so = {.bind_addr = o.bind_addr,
@@ -635,7 +676,7 @@ int hs_cmd_run(int argc, char **argv)
         return rc;
     }
 
-    launcher_t L = {.o = o, .sfd = sfd, .srv = srv};
+    launcher_t L = {.o = o, .sig_rd = sfd, .srv = srv};
     L.w = calloc((size_t)o.n, sizeof *L.w);
     char **env = NULL;
     rc = 1;
@@ -651,7 +692,7 @@ int hs_cmd_run(int argc, char **argv)
             fprintf(stderr, "hearsay run: out of memory building the environment\n");
             goto stop;
         }
-        int e = spawn(&L, (int)r, path, env, &oldmask);
+        int e = spawn(&L, (int)r, path, env);
         free_env(env);
         env = NULL;
         if (e < 0) {

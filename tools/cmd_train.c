@@ -1,6 +1,9 @@
 /* tools/cmd_train.c — `hearsay train`: options, config file, and the training run. */
+#include "hearsay/algo.h"
+#include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
 #include "hearsay/config.h"
+#include "hearsay/straggler.h"
 #include "hearsay/data.h"
 #include "hearsay/train.h"
 #include "tools/commands.h"
@@ -101,6 +104,63 @@ static const hs_option_t train_options[] = {
      .def = "0",
      .range = "[0, 1]",
      .help = "test accuracy (0..1) whose first crossing is timed (0: none)"},
+    {.name = "algo",
+     .type = HS_OPT_ENUM,
+     .def = "local",
+     .choices = "local|sgp|osgp|dpsgd|allreduce",
+     .group = "Distributed",
+     .help = "local (one worker, or independent ones), sgp, osgp, dpsgd, allreduce"},
+    {.name = "graph",
+     .type = HS_OPT_STRING,
+     .def = "exp1peer",
+     .metavar = "SPEC",
+     .help = "peer graph of sgp/osgp/dpsgd (see hearsay topo --help); dpsgd needs an undirected "
+             "one and defaults to biring"},
+    {.name = "tau",
+     .type = HS_OPT_INT,
+     .def = "2",
+     .range = "[1, 64]",
+     .metavar = "K",
+     .help = "osgp: send rounds that may be in flight while computing (sgp is tau 1)"},
+    {.name = "straggler",
+     .type = HS_OPT_LIST,
+     .metavar = "SPEC",
+     .help = "straggler or fault injection, repeatable (grammar below)"},
+    {.name = "link",
+     .type = HS_OPT_STRING,
+     .metavar = "SHAPING",
+     .help = "link shaping: latency=5ms,jitter=1ms,bw=1Gbit; 0-3:latency=20ms; host:bw=.."},
+    {.name = "provider",
+     .type = HS_OPT_STRING,
+     .def = "auto",
+     .metavar = "NAME",
+     .help = "libfabric provider: auto (shm on one host, else tcp), shm, tcp, verbs, efa, .."},
+    {.name = "progress-thread",
+     .type = HS_OPT_BOOL,
+     .def = "false",
+     .help = "transport progress thread (always on for the algorithms that communicate)"},
+    {.name = "comm-timeout",
+     .type = HS_OPT_DOUBLE,
+     .def = "30",
+     .range = "(0, 86400]",
+     .metavar = "SECONDS",
+     .help = "bound on every wait for a peer (all-reduce, neighbours, send completions)"},
+    {.name = "drain-timeout",
+     .type = HS_OPT_DOUBLE,
+     .def = "30",
+     .range = "(0, 86400]",
+     .metavar = "SECONDS",
+     .help = "end-of-run drain: give up on a silent peer after this long without progress"},
+    {.name = "init-spread",
+     .type = HS_OPT_DOUBLE,
+     .def = "0",
+     .range = "[0, 100]",
+     .metavar = "SIGMA",
+     .help = "add N(0, SIGMA^2) noise per rank to the initial parameters (averaging studies)"},
+    {.name = "dump-params",
+     .type = HS_OPT_BOOL,
+     .def = "false",
+     .help = "write DIR/rank-R.init.f32 and DIR/rank-R.final.f32 (raw float32 z)"},
     {.name = "out",
      .type = HS_OPT_STRING,
      .group = "Output",
@@ -120,12 +180,17 @@ static const hs_option_t train_options[] = {
 };
 
 static const hs_cfg_spec_t train_spec = {
-    .usage = "hearsay train [--config FILE] [OPTIONS]",
-    .summary = "Train a model on one worker. Every option can also be set in an INI file\n"
-               "(--config FILE, `key = value` lines); flags override the file.\n"
-               "Output: a progress line (epoch, iteration, loss, samples/s, ETA), and with\n"
-               "--out DIR: DIR/config.ini (the resolved options), DIR/train.csv (one row per\n"
-               "iteration), DIR/eval.csv (one row per evaluation) and DIR/summary.json.",
+    .usage = "hearsay train [--config FILE] [OPTIONS]\n"
+             "       hearsay run -n N -- hearsay train --algo sgp|osgp|dpsgd|allreduce [OPTIONS]",
+    .summary = "Train a model on one worker, or on every rank of a job with a distributed\n"
+               "algorithm. Every option can also be set in an INI file (--config FILE,\n"
+               "`key = value` lines); flags override the file.\n"
+               "One worker (--algo local, one rank): a progress line, and with --out DIR:\n"
+               "DIR/config.ini, DIR/train.csv, DIR/eval.csv and DIR/summary.json.\n"
+               "Distributed: rank 0 prints the progress line; with --out DIR every rank writes\n"
+               "DIR/rank-R.csv (per iteration: time split, bytes, push-sum weight, staleness)\n"
+               "and DIR/rank-R-eval.csv; rank 0 writes DIR/config.ini, DIR/eval.csv (averaged\n"
+               "model, consensus distance) and DIR/summary.json. See docs/algorithms.md.",
     .options = train_options,
     .n_options = HS_ARRAY_LEN(train_options),
 };
@@ -148,6 +213,8 @@ int hs_cmd_train(int argc, char **argv)
         hs_cfg_print_help(cfg, stdout);
         printf("\nData specs (--data):\n%s\n\nShard specs (--shard):\n%s\n", hs_data_spec_help(),
                hs_shard_spec_help());
+        printf("\nStraggler and fault injection (--straggler, repeatable, seeded by --seed):\n%s",
+               hs_straggler_help());
         hs_cfg_free(&cfg);
         return 0;
     }
@@ -180,11 +247,58 @@ int hs_cmd_train(int argc, char **argv)
     o.out_dir = hs_cfg_str(cfg, "out");
     o.progress_s = hs_cfg_double(cfg, "progress");
     o.quiet = hs_cfg_bool(cfg, "quiet");
+    size_t n_strag = 0;
+    o.algo = hs_cfg_str(cfg, "algo");
+    o.graph = hs_cfg_str(cfg, "graph");
+    if (!strcmp(o.algo, "dpsgd") && hs_cfg_source(cfg, "graph") == HS_CFG_DEFAULT)
+        o.graph = "biring"; /* D-PSGD needs an undirected graph */
+    o.tau = (int)hs_cfg_int(cfg, "tau");
+    o.stragglers = hs_cfg_list(cfg, "straggler", &n_strag);
+    o.n_stragglers = n_strag;
+    o.link = hs_cfg_str(cfg, "link");
+    o.provider = hs_cfg_str(cfg, "provider");
+    o.progress_thread = hs_cfg_bool(cfg, "progress-thread");
+    o.comm_timeout_s = hs_cfg_double(cfg, "comm-timeout");
+    o.drain_timeout_s = hs_cfg_double(cfg, "drain-timeout");
+    o.init_spread = hs_cfg_double(cfg, "init-spread");
+    o.dump_params = hs_cfg_bool(cfg, "dump-params");
     if (o.nesterov && o.momentum == 0) {
         fprintf(stderr, "hearsay train: --nesterov needs --momentum > 0\n");
         hs_cfg_free(&cfg);
         return 2;
     }
+    if (strcmp(o.algo, "osgp") && hs_cfg_source(cfg, "tau") != HS_CFG_DEFAULT &&
+        hs_cfg_int(cfg, "tau") != 1) {
+        fprintf(stderr, "hearsay train: --tau applies to --algo osgp (sgp is tau 1)\n");
+        hs_cfg_free(&cfg);
+        return 2;
+    }
+    /* Flag-level checks that need no job (the straggler grammar, shaping, graph) */
+    if (hs_train_dist_check(&o, 0) < 0) {
+        fprintf(stderr, "hearsay train: %s\n(see hearsay train --help)\n", hs_last_error());
+        hs_cfg_free(&cfg);
+        return 2;
+    }
+    hs_boot_t *boot = NULL;
+    int distributed = strcmp(o.algo, "local") != 0 || getenv("HS_SIZE") ||
+                      getenv("OMPI_COMM_WORLD_SIZE") || getenv("SLURM_NTASKS");
+    if (distributed) {
+        hs_boot_opts_t bo = {.timeout_s = 0, .use_mpi = -1};
+        if (hs_boot_init(&boot, &bo) < 0) {
+            status = fail("joining the job");
+            goto done;
+        }
+        if (hs_boot_size(boot) == 1 && !strcmp(o.algo, "local")) {
+            hs_boot_finalize(&boot); /* one worker: the single-worker run and its files */
+            distributed = 0;
+        } else if (hs_train_dist_check(&o, hs_boot_size(boot)) < 0) {
+            fprintf(stderr, "hearsay train: %s\n", hs_last_error());
+            hs_boot_finalize(&boot);
+            hs_cfg_free(&cfg);
+            return 2;
+        }
+    }
+    int rank0 = !boot || hs_boot_rank(boot) == 0;
 
     if (o.out_dir) {
         char path[4096];
@@ -193,7 +307,7 @@ int hs_cmd_train(int argc, char **argv)
             goto done;
         }
         snprintf(path, sizeof path, "%s/config.ini", o.out_dir);
-        if (hs_cfg_save_ini(cfg, path) < 0) {
+        if (rank0 && hs_cfg_save_ini(cfg, path) < 0) {
             status = fail(NULL);
             goto done;
         }
@@ -207,8 +321,16 @@ int hs_cmd_train(int argc, char **argv)
         o.config_json = json;
     }
     hs_train_result_t res;
-    if (hs_train_local(&o, &res) < 0) status = fail(NULL);
+    if (distributed) {
+        if (hs_train_dist(&o, boot, &res) < 0) {
+            fprintf(stderr, "hearsay train: rank %d: %s\n", hs_boot_rank(boot), hs_last_error());
+            status = 1;
+        }
+    } else if (hs_train_local(&o, &res) < 0) {
+        status = fail(NULL);
+    }
 done:
+    hs_boot_finalize(&boot);
     free(json);
     hs_cfg_free(&cfg);
     return status;

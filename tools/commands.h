@@ -11,5 +11,7 @@ int hs_cmd_bench(int argc, char **argv);
 /* Benchmarks (bench/), dispatched by `hearsay bench NAME`. */
 int hs_bench_step(int argc, char **argv);
 int hs_bench_p2p(int argc, char **argv);
+int hs_bench_allreduce(int argc, char **argv);
+int hs_bench_gossip(int argc, char **argv);
 
 #endif

@@ -42,16 +42,17 @@ extern "C" {
 #define HS_TAG_EVAL     0x47002u /* z snapshots for the averaged model (to rank 0) */
 #define HS_TAG_FINAL    0x47003u /* end-of-run results and final z (to rank 0) */
 #define HS_TAG_PING     0x47004u /* never sent: a receive on it probes a peer's liveness */
+#define HS_TAG_ACK      0x47005u /* rank 0 -> r: your end-of-run results are in, you may exit */
 
 /* Per-iteration counters an algorithm adds to (the loop writes them to rank-R.csv and zeroes
  * them before each iteration). */
 typedef struct hs_dist_stats {
-    double comm_s;         /* packing, posting, applying messages, collectives */
-    double wait_s;         /* blocked on peers (send completions, neighbours, drains) */
-    uint64_t bytes_sent;   /* payload + headers posted */
-    uint64_t bytes_recv;   /* payload + headers applied */
-    long msgs_applied;     /* messages added into the local state */
-    double staleness_sum;  /* sum over applied messages of (my iteration - sender's) */
+    double comm_s;        /* packing, posting, applying messages, collectives */
+    double wait_s;        /* blocked on peers (send completions, neighbours, drains) */
+    uint64_t bytes_sent;  /* payload + headers posted */
+    uint64_t bytes_recv;  /* payload + headers applied */
+    long msgs_applied;    /* messages added into the local state */
+    double staleness_sum; /* sum over applied messages of (my iteration - sender's) */
 } hs_dist_stats_t;
 
 /* What the loop gives an algorithm. */
@@ -120,6 +121,10 @@ const char *hs_algo_names(void);
 void hs_dist_peer_failed(hs_dist_t *d, int peer, long iter, const char *why);
 /* 1 when `peer` is known to have failed. */
 int hs_dist_peer_dead(const hs_dist_t *d, int peer);
+/* Ask the transport whether `peer` still runs (a receive on HS_TAG_PING, which nobody sends,
+ * waited on for ~0.3 s: the transport's liveness check fails it when the peer has exited).
+ * 1: alive or unknown (remote peers), 0: gone. */
+int hs_dist_probe_alive(hs_dist_t *d, int peer);
 
 #ifdef __cplusplus
 }

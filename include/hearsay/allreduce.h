@@ -39,8 +39,9 @@ extern "C" {
 typedef struct hs_allreduce hs_allreduce_t;
 
 typedef struct hs_allreduce_opts {
-    size_t chunk_bytes; /* pipeline chunk (0 = default 256 KiB; HS_AR_CHUNK_BYTES overrides) */
-    int depth;          /* receives posted ahead, i.e. scratch slots (0 = default 16) */
+    size_t chunk_bytes; /* pipeline chunk (0 = default 1 MiB; HS_AR_CHUNK_BYTES overrides) */
+    int depth;          /* receives outstanding at most (0 = default: all of a call's, posted
+                           when it starts; scratch then holds (n-1)/n of the buffer) */
     double timeout_s;   /* bound on every wait (0 = the transport's opts.timeout_s) */
     uint32_t tag_base;  /* first tag of the reserved range (0 = HS_ALLREDUCE_TAG_BASE) */
     uint32_t tag_span;  /* tags in the range (0 = HS_ALLREDUCE_TAG_SPAN) */

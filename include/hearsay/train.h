@@ -57,19 +57,19 @@ typedef struct hs_train_opts {
     const char *config_json; /* resolved configuration embedded in summary.json (may be NULL) */
 
     /* Distributed runs (hs_train_dist). */
-    const char *algo;                /* "local", "sgp", "osgp", "dpsgd", "allreduce" */
-    const char *graph;               /* topology spec for the gossip algorithms */
-    int tau;                         /* OSGP: send rounds that may be outstanding (>= 1) */
-    const char *const *stragglers;   /* --straggler specs (n_stragglers of them) */
+    const char *algo;              /* "local", "sgp", "osgp", "dpsgd", "allreduce" */
+    const char *graph;             /* topology spec for the gossip algorithms */
+    int tau;                       /* OSGP: send rounds that may be outstanding (>= 1) */
+    const char *const *stragglers; /* --straggler specs (n_stragglers of them) */
     size_t n_stragglers;
-    const char *link;                /* link shaping spec (NULL: none), hearsay/shaping.h */
-    const char *provider;            /* libfabric provider ("auto" or NULL: automatic) */
-    int progress_thread;             /* transport progress thread (forced on for SGP/OSGP) */
-    double comm_timeout_s;           /* bound on every wait for a peer (> 0) */
-    double drain_timeout_s;          /* bound on the end-of-run drain (> 0) */
-    double init_spread;              /* add N(0, init_spread) noise per rank to the initial
-                                        parameters (gossip-averaging studies and tests) */
-    int dump_params;                 /* write DIR/rank-R.init.f32 and DIR/rank-R.final.f32 */
+    const char *link;       /* link shaping spec (NULL: none), hearsay/shaping.h */
+    const char *provider;   /* libfabric provider ("auto" or NULL: automatic) */
+    int progress_thread;    /* transport progress thread (forced on for SGP/OSGP) */
+    double comm_timeout_s;  /* bound on every wait for a peer (> 0) */
+    double drain_timeout_s; /* bound on the end-of-run drain (> 0) */
+    double init_spread;     /* add N(0, init_spread) noise per rank to the initial
+                               parameters (gossip-averaging studies and tests) */
+    int dump_params;        /* write DIR/rank-R.init.f32 and DIR/rank-R.final.f32 */
 } hs_train_opts_t;
 
 /* The defaults of `hearsay train` (the synthetic Gaussian-mixture task and the MLP). */

@@ -112,7 +112,9 @@ typedef struct hs_transport_ops {
     int (*progress)(hs_transport_t *t);
     /* Without blocking, report whether a message from peer (or HS_ANY_SOURCE) with tag
      * (or any tag when any_tag) has arrived and is not yet received: *found, and *st with its
-     * source, tag and length. */
+     * source, tag and length (exact where the provider returns CQ data on a peek, else an
+     * upper bound: chunks x chunk size). -ENOSYS where the provider cannot peek safely
+     * (shm in libfabric 1.17): pre-post HS_ANY_SOURCE receives and waitany(timeout 0). */
     int (*probe)(hs_transport_t *t, int peer, uint32_t tag, int any_tag, int *found,
                  hs_tstatus_t *st);
     /* Cancel and free an incomplete request (completed ones are just freed). */

@@ -1,0 +1,469 @@
+/*
+ * bench/bench_gossip.c — `hearsay bench gossip`: median time of one SGP (push-sum) exchange
+ * over the 1-peer exponential graph, beside PyTorch + gloo doing the same (torch_gossip.py).
+ *
+ * One exchange at iteration t on rank i (uniform mixing, exp1peer: one out-peer
+ * i + 2^(t mod log2 n), one in-peer): snapshot the share to send, s = p·(x, w) (the weight
+ * travels in the same message, after x); send s to the out-peer; receive the in-peer's
+ * share r; x = p_self·x + r_x, w = p_self·w + r_w. The time runs from a barrier to the end of
+ * the add (and of the send). The receive of the next exchange is posted before this one
+ * ends, so a faster peer's message finds it waiting (see gossip/allreduce.c on unexpected
+ * messages with libfabric 1.17's shm provider).
+ */
+#include "config.h"
+
+#include "bench/bench_launch.h"
+#include "bench/bench_util.h"
+#include "hearsay/allreduce.h"
+#include "hearsay/bootstrap.h"
+#include "hearsay/common.h"
+#include "hearsay/config.h"
+#include "hearsay/topology.h"
+#include "hearsay/transport.h"
+#include "tools/commands.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define GOSSIP_TAG 0x7200u /* + iteration % 1024 */
+#define TIMES_TAG  0x7180u
+
+static const hs_option_t g_options[] = {
+    {.name = "ranks",
+     .type = HS_OPT_STRING,
+     .def = "4",
+     .metavar = "LIST",
+     .group = "Benchmark",
+     .help = "rank counts to run (powers of two for exp1peer), comma-separated"},
+    {.name = "sizes",
+     .type = HS_OPT_STRING,
+     .def = "4M,64M",
+     .metavar = "LIST",
+     .help = "model sizes in bytes (K/M/G = KiB/MiB/GiB), comma-separated"},
+    {.name = "reps",
+     .type = HS_OPT_INT,
+     .def = "20",
+     .range = "[1, 100000]",
+     .help = "timed exchanges per size (the median is reported)"},
+    {.name = "warmup",
+     .type = HS_OPT_INT,
+     .def = "3",
+     .range = "[0, 100000]",
+     .help = "untimed exchanges first"},
+    {.name = "graph",
+     .type = HS_OPT_STRING,
+     .def = "exp1peer",
+     .metavar = "SPEC",
+     .help = "topology (see hearsay topo); the reference only knows exp1peer"},
+    {.name = "provider",
+     .type = HS_OPT_STRING,
+     .def = "auto",
+     .metavar = "NAME",
+     .help = "libfabric provider of hearsay's transport (auto: shm on one host)"},
+    {.name = "reference",
+     .type = HS_OPT_ENUM,
+     .def = "none",
+     .choices = "none|torch",
+     .help = "also run PyTorch + gloo (bench/torch_gossip.py, /usr/bin/python3) and print the "
+             "ratio"},
+    {.name = "timeout",
+     .type = HS_OPT_DOUBLE,
+     .def = "600",
+     .range = "(0, 86400]",
+     .help = "seconds each launched job may take"},
+    {.name = "json",
+     .type = HS_OPT_BOOL,
+     .def = "false",
+     .help = "one JSON object per (ranks, size)"},
+    {.name = "worker",
+     .type = HS_OPT_BOOL,
+     .def = "false",
+     .group = "Internal",
+     .help = "run as one rank under hearsay run (used by the benchmark itself)"},
+};
+
+static const hs_cfg_spec_t g_spec = {
+    .usage = "hearsay bench gossip [OPTIONS]",
+    .summary = "Median time of one SGP exchange (scale, send, receive, add; the push-sum weight\n"
+               "travels with the model) on N local ranks over the 1-peer exponential graph.\n"
+               "--reference torch runs the same exchange with PyTorch + gloo isend/irecv in the\n"
+               "same run and prints torch_time / hearsay_time (> 1: hearsay is faster).",
+    .options = g_options,
+    .n_options = HS_ARRAY_LEN(g_options),
+};
+
+typedef float v8f_t __attribute__((vector_size(32)));
+
+/* dst = a * src (n floats). */
+static void scale_to(float *restrict dst, const float *restrict src, size_t n, float a)
+{
+    v8f_t va = {a, a, a, a, a, a, a, a};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v8f_t v;
+        memcpy(&v, src + i, sizeof v);
+        v *= va;
+        memcpy(dst + i, &v, sizeof v);
+    }
+    for (; i < n; i++) dst[i] = a * src[i];
+}
+
+/* x = a * x + r (n floats). */
+static void mix_into(float *restrict x, const float *restrict r, size_t n, float a)
+{
+    v8f_t va = {a, a, a, a, a, a, a, a};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v8f_t v, u;
+        memcpy(&v, x + i, sizeof v);
+        memcpy(&u, r + i, sizeof u);
+        v = v * va + u;
+        memcpy(x + i, &v, sizeof v);
+    }
+    for (; i < n; i++) x[i] = a * x[i] + r[i];
+}
+
+typedef struct gossip {
+    hs_transport_t *t;
+    hs_topo_t *topo;
+    size_t n;      /* floats */
+    size_t bytes;  /* message: n floats + one double */
+    char *x;       /* (bytes) model, then w */
+    char *sbuf;    /* (bytes) the share sent */
+    char *rbuf[2]; /* (bytes) receive buffers, alternating by iteration */
+    hs_treq_t *rreq[2];
+    hs_allreduce_t *bar; /* a 1-float all-reduce used as the barrier (padded messages) */
+} gossip_t;
+
+/* Barrier: an all-reduce of one float (every output depends on every rank). The transport's
+ * own barrier sends 1-byte messages, which libfabric 1.17's shm provider can lose when they
+ * arrive before their receive (see gossip/allreduce.c). */
+static int barrier(gossip_t *g)
+{
+    float one = 1;
+    return hs_allreduce_run(g->bar, &one);
+}
+
+static uint32_t gtag(long it)
+{
+    return GOSSIP_TAG + (uint32_t)(it % 1024);
+}
+
+static int post_recv(gossip_t *g, long it)
+{
+    int peers[4], cnt = 0, rank = hs_transport_rank(g->t);
+    HS_TRY(hs_topo_in_peers(g->topo, it, rank, peers, NULL, 4, &cnt));
+    if (cnt != 1)
+        return HS_ERR(-EINVAL, "bench gossip: rank %d has %d in-peers at step %ld (need 1)", rank,
+                      cnt, it);
+    return hs_transport_irecv(g->t, peers[0], gtag(it), g->rbuf[it & 1], g->bytes,
+                              &g->rreq[it & 1]);
+}
+
+/* One exchange at iteration it; its receive is already posted. */
+static int exchange(gossip_t *g, long it)
+{
+    int rank = hs_transport_rank(g->t), out[4], cnt = 0;
+    double wout[4], self_w = 0;
+    HS_TRY(hs_topo_out_peers(g->topo, it, rank, out, wout, 4, &cnt, &self_w));
+    if (cnt != 1)
+        return HS_ERR(-EINVAL, "bench gossip: rank %d has %d out-peers at step %ld (need 1)", rank,
+                      cnt, it);
+    float *x = (float *)g->x;
+    double w;
+    memcpy(&w, g->x + g->n * sizeof(float), sizeof w);
+    /* Snapshot the share: s = p (x, w). */
+    scale_to((float *)g->sbuf, x, g->n, (float)wout[0]);
+    double sw = wout[0] * w;
+    memcpy(g->sbuf + g->n * sizeof(float), &sw, sizeof sw);
+    hs_treq_t *sreq = NULL;
+    HS_TRY(hs_transport_isend(g->t, out[0], gtag(it), g->sbuf, g->bytes, &sreq));
+    /* The next exchange's receive, before this one ends. */
+    int rc = post_recv(g, it + 1);
+    hs_tstatus_t st;
+    if (rc == 0) rc = hs_transport_wait(g->t, &g->rreq[it & 1], 0, &st);
+    if (rc == 0 && st.len != g->bytes)
+        rc = HS_ERR(-EPROTO, "bench gossip: message of %zu bytes, expected %zu", st.len, g->bytes);
+    if (rc == 0) {
+        const char *r = g->rbuf[it & 1];
+        mix_into(x, (const float *)r, g->n, (float)self_w);
+        double rw;
+        memcpy(&rw, r + g->n * sizeof(float), sizeof rw);
+        w = self_w * w + rw;
+        memcpy(g->x + g->n * sizeof(float), &w, sizeof w);
+    }
+    if (rc == 0) rc = hs_transport_wait(g->t, &sreq, 0, NULL);
+    if (sreq) hs_transport_req_free(g->t, &sreq);
+    return rc;
+}
+
+static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
+{
+    int reps = (int)hs_cfg_int(cfg, "reps"), warmup = (int)hs_cfg_int(cfg, "warmup");
+    hs_boot_t *b = NULL;
+    gossip_t g;
+    memset(&g, 0, sizeof g);
+    double *times = hs_malloc((size_t)reps * sizeof *times, "timings");
+    if (!times) return 1;
+    hs_transport_opts_t to;
+    int rc = hs_transport_opts_default(&to);
+    const char *prov = hs_cfg_str(cfg, "provider");
+    if (strcmp(prov, "auto") != 0) to.provider = prov;
+    if (rc == 0) rc = hs_boot_init(&b, NULL);
+    if (rc == 0) rc = hs_transport_open(&g.t, b, &to);
+    if (rc == 0) rc = hs_allreduce_create(&g.bar, g.t, 1, NULL);
+    if (rc == 0)
+        rc = hs_topo_create(&g.topo, hs_cfg_str(cfg, "graph"), hs_transport_size(g.t), 1, NULL);
+    long it = 0;
+    for (int si = 0; rc == 0 && si < nsizes; si++) {
+        g.n = sizes[si] / sizeof(float);
+        g.bytes = g.n * sizeof(float) + sizeof(double);
+        g.x = hs_malloc(g.bytes, "model");
+        g.sbuf = hs_malloc(g.bytes, "send share");
+        g.rbuf[0] = hs_malloc(g.bytes, "receive buffer");
+        g.rbuf[1] = hs_malloc(g.bytes, "receive buffer");
+        if (!g.x || !g.sbuf || !g.rbuf[0] || !g.rbuf[1]) {
+            rc = -ENOMEM;
+            break;
+        }
+        float *x = (float *)g.x;
+        int rank = hs_transport_rank(g.t), P = hs_transport_size(g.t);
+        for (size_t i = 0; i < g.n; i++) x[i] = (float)rank;
+        double w = 1;
+        memcpy(g.x + g.n * sizeof(float), &w, sizeof w);
+        memset(g.sbuf, 0, g.bytes);
+        memset(g.rbuf[0], 0, g.bytes);
+        memset(g.rbuf[1], 0, g.bytes);
+        rc = post_recv(&g, it);
+        if (rc == 0) rc = barrier(&g);
+        for (int i = 0; rc == 0 && i < warmup + reps; i++, it++) {
+            if ((rc = barrier(&g)) < 0) break;
+            double t0 = hs_now();
+            rc = exchange(&g, it);
+            if (i >= warmup) times[i - warmup] = hs_now() - t0;
+        }
+        /* Push-sum keeps sum(x) / sum(w): z = x / w must stay the mean rank (P-1)/2. */
+        memcpy(&w, g.x + g.n * sizeof(float), sizeof w);
+        if (rc == 0 && fabs(x[g.n / 2] / w - (P - 1) / 2.0) > 0.5 * (P - 1) + 1e-6)
+            rc = HS_ERR(-EIO, "bench gossip: z = %g left the range of the initial values",
+                        x[g.n / 2] / w);
+        /* Drop the receive posted for the next iteration: the barrier below proves nobody
+         * sends it. */
+        if (rc == 0) rc = barrier(&g);
+        if (g.rreq[it & 1]) hs_transport_req_free(g.t, &g.rreq[it & 1]);
+        if (rc == 0) rc = hs_bl_gather_max(g.t, times, reps, TIMES_TAG);
+        if (rc == 0 && rank == 0) {
+            double min = times[0];
+            for (int i = 1; i < reps; i++) min = HS_MIN(min, times[i]);
+            double med = hs_bench_median(times, (size_t)reps);
+            printf("HSB impl=hearsay ranks=%d bytes=%zu median_s=%.6e min_s=%.6e reps=%d "
+                   "provider=%s graph=%s\n",
+                   P, g.n * sizeof(float), med, min, reps, hs_transport_provider(g.t),
+                   hs_topo_spec(g.topo));
+            fflush(stdout);
+        }
+        HS_FREE(g.x);
+        HS_FREE(g.sbuf);
+        HS_FREE(g.rbuf[0]);
+        HS_FREE(g.rbuf[1]);
+    }
+    if (rc == 0) rc = barrier(&g);
+    if (rc < 0) fprintf(stderr, "hearsay bench gossip (worker): %s\n", hs_last_error());
+    for (int i = 0; i < 2; i++)
+        if (g.rreq[i]) hs_transport_req_free(g.t, &g.rreq[i]);
+    free(g.x);
+    free(g.sbuf);
+    free(g.rbuf[0]);
+    free(g.rbuf[1]);
+    free(times);
+    hs_topo_destroy(&g.topo);
+    hs_allreduce_destroy(&g.bar);
+    hs_transport_close(&g.t);
+    hs_boot_finalize(&b);
+    return rc < 0 ? 1 : 0;
+}
+
+/* bench/torch_gossip.py: the source tree (build time), then the installed copy. */
+static const char *torch_script(void)
+{
+    static const char *candidates[] = {HS_SRCDIR "/bench/torch_gossip.py",
+                                       HS_PKGDATADIR "/torch_gossip.py"};
+    for (size_t i = 0; i < HS_ARRAY_LEN(candidates); i++)
+        if (access(candidates[i], R_OK) == 0) return candidates[i];
+    return NULL;
+}
+
+typedef struct gres {
+    int have;
+    double med, min;
+    char provider[64];
+} gres_t;
+
+static int collect(char *const argv[], double limit, const size_t *sizes, int nsizes, gres_t *res,
+                   const char *what)
+{
+    char *out = NULL;
+    int status;
+    HS_TRY(hs_bl_capture(argv, limit, &out, &status));
+    size_t pos = 0;
+    char line[1024], v[256];
+    while (hs_bl_next_result(out, &pos, line, sizeof line)) {
+        size_t bytes = (size_t)strtoull(hs_bl_field(line, "bytes", v, sizeof v) ?: "0", NULL, 10);
+        for (int i = 0; i < nsizes; i++) {
+            if (sizes[i] / 4 * 4 != bytes) continue;
+            res[i].have = 1;
+            res[i].med = atof(hs_bl_field(line, "median_s", v, sizeof v) ?: "nan");
+            res[i].min = atof(hs_bl_field(line, "min_s", v, sizeof v) ?: "nan");
+            snprintf(res[i].provider, sizeof res[i].provider, "%s",
+                     hs_bl_field(line, "provider", v, sizeof v) ?: "");
+        }
+    }
+    free(out);
+    if (status != 0)
+        return HS_ERR(-EIO, "%s exited with status %d%s (its errors are above)", what, status,
+                      status < 0 ? " (killed: over --timeout)" : "");
+    return 0;
+}
+
+int hs_bench_gossip(int argc, char **argv)
+{
+    hs_cfg_t *cfg = NULL;
+    if (hs_cfg_create(&cfg, &g_spec) < 0) {
+        fprintf(stderr, "hearsay bench gossip: %s\n", hs_last_error());
+        return 1;
+    }
+    int rc = hs_cfg_parse_args(cfg, argc, argv);
+    if (rc == HS_CFG_HELP) {
+        hs_cfg_print_help(cfg, stdout);
+        hs_cfg_free(&cfg);
+        return 0;
+    }
+    size_t sizes[HS_BL_MAX_LIST];
+    int ranks[HS_BL_MAX_LIST], nsizes = 0, nranks = 0;
+    if (rc == 0) rc = hs_bl_parse_sizes(hs_cfg_str(cfg, "sizes"), "--sizes", sizes, &nsizes);
+    if (rc == 0) rc = hs_bl_parse_ints(hs_cfg_str(cfg, "ranks"), "--ranks", 2, 256, ranks, &nranks);
+    if (rc < 0) {
+        fprintf(stderr, "hearsay bench gossip: %s\n", hs_last_error());
+        hs_cfg_free(&cfg);
+        return 2;
+    }
+    if (hs_cfg_bool(cfg, "worker")) {
+        int st = gossip_worker(cfg, sizes, nsizes);
+        hs_cfg_free(&cfg);
+        return st;
+    }
+    char self[PATH_MAX], reps[32], warmup[32];
+    if (hs_bl_self(self, sizeof self) < 0) {
+        fprintf(stderr, "hearsay bench gossip: %s\n", hs_last_error());
+        hs_cfg_free(&cfg);
+        return 1;
+    }
+    snprintf(reps, sizeof reps, "%ld", hs_cfg_int(cfg, "reps"));
+    snprintf(warmup, sizeof warmup, "%ld", hs_cfg_int(cfg, "warmup"));
+    int json = hs_cfg_bool(cfg, "json"), torch = hs_cfg_enum(cfg, "reference") == 1, status = 0;
+    double limit = hs_cfg_double(cfg, "timeout");
+    const char *script = torch ? torch_script() : NULL;
+    if (torch && !script) {
+        fprintf(stderr, "hearsay bench gossip: bench/torch_gossip.py not found (source tree or "
+                        "install)\n");
+        hs_cfg_free(&cfg);
+        return 1;
+    }
+    if (!json)
+        printf("one SGP exchange (%s): median of %s, slowest rank; %d cores\n",
+               hs_cfg_str(cfg, "graph"), reps, hs_bl_cores());
+    for (int ri = 0; ri < nranks; ri++) {
+        char np[16];
+        snprintf(np, sizeof np, "%d", ranks[ri]);
+        gres_t h[HS_BL_MAX_LIST], t[HS_BL_MAX_LIST];
+        memset(h, 0, sizeof h);
+        memset(t, 0, sizeof t);
+        char *hargv[] = {self,
+                         "run",
+                         "-n",
+                         np,
+                         "--",
+                         self,
+                         "bench",
+                         "gossip",
+                         "--worker",
+                         "--sizes",
+                         (char *)hs_cfg_str(cfg, "sizes"),
+                         "--reps",
+                         reps,
+                         "--warmup",
+                         warmup,
+                         "--graph",
+                         (char *)hs_cfg_str(cfg, "graph"),
+                         "--provider",
+                         (char *)hs_cfg_str(cfg, "provider"),
+                         NULL};
+        if (collect(hargv, limit, sizes, nsizes, h, "the hearsay ranks") < 0) {
+            fprintf(stderr, "hearsay bench gossip (%d ranks): %s\n", ranks[ri], hs_last_error());
+            status = 1;
+            continue;
+        }
+        const char *tnote = NULL;
+        if (torch) {
+            char *targv[] = {"/usr/bin/python3",
+                             (char *)script,
+                             "--ranks",
+                             np,
+                             "--sizes",
+                             (char *)hs_cfg_str(cfg, "sizes"),
+                             "--reps",
+                             reps,
+                             "--warmup",
+                             warmup,
+                             NULL};
+            if (collect(targv, limit, sizes, nsizes, t, "the PyTorch reference") < 0) {
+                fprintf(stderr,
+                        "hearsay bench gossip: %s; is python3-torch installed? (apt-get install "
+                        "python3-torch)\n",
+                        hs_last_error());
+                tnote = "the PyTorch reference failed (see stderr)";
+            }
+        }
+        for (int si = 0; si < nsizes; si++) {
+            size_t bytes = sizes[si] / 4 * 4;
+            char sz[32];
+            hs_bl_size_text(bytes, sz, sizeof sz);
+            if (!h[si].have) {
+                fprintf(stderr, "hearsay bench gossip: no result for %d ranks, %s\n", ranks[ri],
+                        sz);
+                status = 1;
+                continue;
+            }
+            if (json) {
+                printf("{\"bench\": \"gossip\", \"graph\": \"%s\", \"ranks\": %d, \"bytes\": %zu, "
+                       "\"size\": \"%s\", \"cores\": %d, \"provider\": \"%s\", \"reps\": %s, "
+                       "\"median_s\": %.6g, \"min_s\": %.6g",
+                       hs_cfg_str(cfg, "graph"), ranks[ri], bytes, sz, hs_bl_cores(),
+                       h[si].provider, reps, h[si].med, h[si].min);
+                if (t[si].have)
+                    printf(", \"torch_median_s\": %.6g, \"torch_min_s\": %.6g, "
+                           "\"torch_over_hearsay\": %.4g}\n",
+                           t[si].med, t[si].min, t[si].med / h[si].med);
+                else if (torch)
+                    printf(", \"torch_median_s\": null, \"torch_note\": \"%s\"}\n",
+                           tnote ? tnote : "no result");
+                else
+                    printf("}\n");
+            } else {
+                printf("ranks %d  %6s  hearsay %9.3f ms", ranks[ri], sz, h[si].med * 1e3);
+                if (t[si].have)
+                    printf("  |  torch+gloo %9.3f ms  |  torch/hearsay %.2f\n", t[si].med * 1e3,
+                           t[si].med / h[si].med);
+                else
+                    printf("%s\n", torch ? "  |  torch: no result" : "");
+            }
+            fflush(stdout);
+        }
+    }
+    hs_cfg_free(&cfg);
+    return status;
+}

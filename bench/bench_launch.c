@@ -1,0 +1,220 @@
+/* bench/bench_launch.c — helpers of the multi-rank benchmarks (see bench_launch.h). */
+#include "bench/bench_launch.h"
+
+#include "hearsay/common.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int hs_bl_parse_sizes(const char *s, const char *what, size_t *out, int *n)
+{
+    *n = 0;
+    if (!s || !*s) return HS_ERR(-EINVAL, "%s: empty list", what);
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno || v <= 0)
+            return HS_ERR(-EINVAL, "%s: bad size at '%s' (want e.g. 1M,16M,64M)", what, p);
+        double mul = 1;
+        switch (toupper((unsigned char)*end)) {
+        case 'K':
+            mul = 1024.0, end++;
+            break;
+        case 'M':
+            mul = 1024.0 * 1024, end++;
+            break;
+        case 'G':
+            mul = 1024.0 * 1024 * 1024, end++;
+            break;
+        default:
+            break;
+        }
+        if (toupper((unsigned char)*end) == 'I') end++; /* 16MiB */
+        if (toupper((unsigned char)*end) == 'B') end++;
+        if (*end && *end != ',')
+            return HS_ERR(-EINVAL, "%s: bad size at '%s' (want e.g. 1M,16M,64M)", what, p);
+        double bytes = v * mul;
+        if (bytes < 4 || bytes > 64.0 * 1024 * 1024 * 1024)
+            return HS_ERR(-EINVAL, "%s: size '%.*s' outside 4 bytes .. 64 GiB", what,
+                          (int)(end - p), p);
+        if (*n >= HS_BL_MAX_LIST)
+            return HS_ERR(-EINVAL, "%s: more than %d sizes", what, HS_BL_MAX_LIST);
+        out[(*n)++] = (size_t)bytes;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+int hs_bl_parse_ints(const char *s, const char *what, long lo, long hi, int *out, int *n)
+{
+    *n = 0;
+    if (!s || !*s) return HS_ERR(-EINVAL, "%s: empty list", what);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        long v;
+        HS_TRY(hs_parse_long(tok, lo, hi, what, &v));
+        if (*n >= HS_BL_MAX_LIST)
+            return HS_ERR(-EINVAL, "%s: more than %d values", what, HS_BL_MAX_LIST);
+        out[(*n)++] = (int)v;
+    }
+    return *n ? 0 : HS_ERR(-EINVAL, "%s: empty list '%s'", what, s);
+}
+
+const char *hs_bl_size_text(size_t bytes, char *buf, size_t cap)
+{
+    if (bytes >= (1u << 30) && bytes % (1u << 30) == 0)
+        snprintf(buf, cap, "%zuG", bytes >> 30);
+    else if (bytes >= (1u << 20) && bytes % (1u << 20) == 0)
+        snprintf(buf, cap, "%zuM", bytes >> 20);
+    else if (bytes >= 1024 && bytes % 1024 == 0)
+        snprintf(buf, cap, "%zuK", bytes >> 10);
+    else
+        snprintf(buf, cap, "%zu", bytes);
+    return buf;
+}
+
+int hs_bl_self(char *buf, size_t cap)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+    if (n <= 0) return HS_ERR(-errno, "readlink /proc/self/exe: %s", strerror(errno));
+    buf[n] = '\0';
+    return 0;
+}
+
+int hs_bl_in_path(const char *prog)
+{
+    const char *path = getenv("PATH");
+    if (!path) return 0;
+    char dirs[4096], full[PATH_MAX];
+    snprintf(dirs, sizeof dirs, "%s", path);
+    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(full, sizeof full, "%s/%s", *d ? d : ".", prog);
+        if (access(full, X_OK) == 0) return 1;
+    }
+    return 0;
+}
+
+int hs_bl_capture(char *const argv[], double limit_s, char **out, int *status)
+{
+    *out = NULL;
+    *status = -1;
+    int p[2];
+    if (pipe(p) < 0) return HS_ERR(-errno, "pipe: %s", strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        return HS_ERR(-e, "fork: %s", strerror(e));
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        dup2(p[1], 1);
+        close(p[0]);
+        close(p[1]);
+        execvp(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(p[1]);
+    size_t cap = 1 << 14, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        kill(-pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        close(p[0]);
+        return HS_ERR(-ENOMEM, "out of memory capturing %s", argv[0]);
+    }
+    double end = hs_now() + limit_s;
+    int killed = 0;
+    for (;;) {
+        double left = end - hs_now();
+        if (left <= 0) {
+            killed = 1;
+            break;
+        }
+        struct pollfd pf = {.fd = p[0], .events = POLLIN};
+        int r = poll(&pf, 1, (int)HS_MIN(left * 1000 + 1, 1000.0));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) continue;
+        if (len + 4096 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) break;
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t n = read(p[0], buf + len, cap - len - 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    close(p[0]);
+    if (killed) kill(-pid, SIGKILL);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    *status = killed ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    *out = buf;
+    return 0;
+}
+
+int hs_bl_next_result(const char *text, size_t *pos, char *line, size_t cap)
+{
+    const char *q = strstr(text + *pos, "HSB ");
+    if (!q) return 0;
+    q += 4;
+    const char *eol = strchr(q, '\n');
+    size_t n = eol ? (size_t)(eol - q) : strlen(q);
+    snprintf(line, cap, "%.*s", (int)HS_MIN(n, cap - 1), q);
+    *pos = (size_t)(q - text) + n;
+    return 1;
+}
+
+const char *hs_bl_field(const char *line, const char *key, char *buf, size_t cap)
+{
+    size_t kl = strlen(key);
+    for (const char *q = line; (q = strstr(q, key)) != NULL; q += kl) {
+        if ((q == line || q[-1] == ' ') && q[kl] == '=') {
+            const char *v = q + kl + 1, *e = strchr(v, ' ');
+            size_t n = e ? (size_t)(e - v) : strlen(v);
+            snprintf(buf, cap, "%.*s", (int)HS_MIN(n, cap - 1), v);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+int hs_bl_gather_max(hs_transport_t *t, double *times, int n, unsigned tag)
+{
+    int rank = hs_transport_rank(t), P = hs_transport_size(t);
+    if (rank != 0) return hs_transport_send(t, 0, tag, times, (size_t)n * sizeof *times);
+    double *tmp = hs_malloc((size_t)n * sizeof *tmp, "timing gather");
+    if (!tmp) return -ENOMEM;
+    int rc = 0;
+    for (int r = 1; r < P && rc == 0; r++) {
+        rc = hs_transport_recv(t, r, tag, tmp, (size_t)n * sizeof *tmp, NULL);
+        for (int i = 0; rc == 0 && i < n; i++) times[i] = HS_MAX(times[i], tmp[i]);
+    }
+    free(tmp);
+    return rc;
+}
+
+int hs_bl_cores(void)
+{
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c > 0 ? (int)c : 1;
+}

@@ -1,0 +1,46 @@
+/* bench/bench_launch.h — helpers of the multi-rank benchmarks (bench allreduce, bench gossip):
+ * list parsing, starting this program as N ranks and collecting rank 0's result lines, the
+ * per-rank timing gather, and environment notes for the JSON output. */
+#ifndef HEARSAY_BENCH_LAUNCH_H
+#define HEARSAY_BENCH_LAUNCH_H
+
+#include "hearsay/transport.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define HS_BL_MAX_LIST 16
+
+/* Parse "1M,16M,64M" (bytes; K/M/G are KiB/MiB/GiB) into out[0..*n). Returns 0 or -EINVAL
+ * naming `what` and the bad item. */
+int hs_bl_parse_sizes(const char *s, const char *what, size_t *out, int *n);
+/* Parse "2,4,8" (each in lo..hi) into out[0..*n). */
+int hs_bl_parse_ints(const char *s, const char *what, long lo, long hi, int *out, int *n);
+/* "16M" style text of a byte count (exact multiples of K/M/G, else bytes). */
+const char *hs_bl_size_text(size_t bytes, char *buf, size_t cap);
+
+/* Absolute path of this program (the real binary behind a libtool wrapper works too, the
+ * wrapper's environment being inherited). */
+int hs_bl_self(char *buf, size_t cap);
+/* Run argv (NULL-terminated), its stdout captured into *out (malloc'd, NUL-terminated) and
+ * its stderr passed through, for at most limit_s (then its process group is killed).
+ * *status: exit status, 128+signal, or -1 when killed for the limit. Returns 0 or an error
+ * when it could not be started. */
+int hs_bl_capture(char *const argv[], double limit_s, char **out, int *status);
+/* 1 when `prog` is an executable in $PATH. */
+int hs_bl_in_path(const char *prog);
+
+/* Find the next result line in `text` (from *pos): a line containing "HSB " ; copies the
+ * part after it to line (cap bytes) and advances *pos. Returns 1, or 0 when none is left. */
+int hs_bl_next_result(const char *text, size_t *pos, char *line, size_t cap);
+/* Value of key=VALUE in a result line (VALUE up to the next space), or NULL. */
+const char *hs_bl_field(const char *line, const char *key, char *buf, size_t cap);
+
+/* Every rank contributes times[0..n); rank 0 gets the element-wise maximum over ranks in
+ * times (others' arrays are unchanged). Uses tag `tag` (outside the all-reduce range). */
+int hs_bl_gather_max(hs_transport_t *t, double *times, int n, unsigned tag);
+
+/* Number of online CPUs. */
+int hs_bl_cores(void);
+
+#endif

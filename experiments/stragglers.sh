@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Straggler study: all-reduce SGD, SGP, OSGP and D-PSGD on W workers, one straggler slowed
+# down 1x, 2x, 4x, 8x (its compute time x k, emulated by sleeping). Measures the time each
+# algorithm needs to reach a target test loss, and plots loss versus time.
+#
+# Writes OUT/results.csv, OUT/table.md, OUT/loss_vs_time_x*.png, OUT/time_to_target.png and
+# one run directory per (algorithm, slowdown). Runs on one 2-core machine in a few minutes.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=experiments/lib.sh
+. "$here/lib.sh"
+
+usage() {
+    cat <<EOF2
+usage: experiments/stragglers.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
+
+  --out DIR          results directory (default experiments/out/stragglers)
+  --workers N        workers (default 8)
+  --algos LIST       space-separated (default "allreduce sgp osgp dpsgd")
+  --slowdowns LIST   straggler factors (default "1 2 4 8")
+  --straggler-rank R the slowed rank (default 1)
+  --quick            fewer epochs and slowdowns "1 4" (the README's main job)
+  --model SPEC       (default mlp:64-64-10)
+  --data SPEC        (default gauss:dim=64,classes=10,train=16000,test=2000,sep=5)
+  --epochs N         (default 4; --quick: 2)
+  --target-loss X    test loss to time (default 0.35)
+  --seed N           (default 1)
+  -h, --help
+EOF2
+}
+
+out=experiments/out/stragglers
+workers=8
+algos="allreduce sgp osgp dpsgd"
+slowdowns="1 2 4 8"
+srank=1
+model=mlp:64-64-10
+data=gauss:dim=64,classes=10,train=16000,test=2000,sep=5
+epochs=4
+target=0.35
+seed=1
+quick=0
+extra=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --out) out=$2; shift 2 ;;
+    --workers) workers=$2; shift 2 ;;
+    --algos) algos=$2; shift 2 ;;
+    --slowdowns) slowdowns=$2; shift 2 ;;
+    --straggler-rank) srank=$2; shift 2 ;;
+    --quick) quick=1; shift ;;
+    --model) model=$2; shift 2 ;;
+    --data) data=$2; shift 2 ;;
+    --epochs) epochs=$2; shift 2 ;;
+    --target-loss) target=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    -h | --help) usage; exit 0 ;;
+    --) shift; extra=("$@"); break ;;
+    *) usage >&2; hs_die "unknown option '$1'" ;;
+    esac
+done
+if [ "$quick" = 1 ]; then
+    epochs=2
+    [ "$slowdowns" = "1 2 4 8" ] && slowdowns="1 4"
+fi
+bin=$(hs_find_bin)
+mkdir -p "$out"
+echo "stragglers: $workers workers, algos [$algos], slowdowns [$slowdowns] of rank $srank," \
+    "model $model, data $data, $epochs epochs, target loss $target -> $out"
+for k in $slowdowns; do
+    for a in $algos; do
+        dir="$out/$a-x$k"
+        rm -rf "$dir"
+        strag=()
+        [ "$k" != 1 ] && strag=(--straggler "slow:$srank:x$k")
+        echo "== $a, straggler x$k"
+        t0=$(date +%s%N)
+        if ! "$bin" run -n "$workers" -- hearsay train --algo "$a" --model "$model" --data "$data" \
+            --epochs "$epochs" --seed "$seed" --threads 1 --target-loss "$target" \
+            --eval-every 0.25 --progress 5 --out "$dir" "${strag[@]}" "${extra[@]}" \
+            >"$dir.log" 2>&1; then
+            echo "   FAILED (log: $dir.log)"
+            tail -n 5 "$dir.log" | sed 's/^/   /'
+            continue
+        fi
+        t1=$(date +%s%N)
+        echo "   done in $(((t1 - t0) / 1000000)) ms"
+    done
+done
+"$HS_PY" "$here/report.py" stragglers "$out" --target-loss "$target"

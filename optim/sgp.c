@@ -1,0 +1,581 @@
+/*
+ * optim/sgp.c — Stochastic Gradient Push (PushSum, Assran et al. 2019) and overlap SGP.
+ *
+ * Push-sum state: the weight w (double, starts at 1) and the numerator x = w z. This file
+ * keeps (z, w) rather than (x, w): the model's parameter buffer holds z, the point where the
+ * gradient is computed, and x is implicit. Round t:
+ *   1. the local optimizer steps z (momentum local, never gossiped, never scaled by w), and
+ *      x moves by w times that step (see docs/algorithms.md, "de-biased step");
+ *   2. wait until the sends of round t - tau have completed (their snapshot buffers are
+ *      reused): SGP has tau = 1, OSGP --tau K lets K rounds travel behind the computation;
+ *   3. for each out-peer j of iteration t: a snapshot of its own (never a buffer that is
+ *      accumulated into) holding the weight share s_j = p_j w and z (the x share is s_j z),
+ *      posted; keep p_self w (plus the shares of peers known dead);
+ *   4. add what has arrived: x += sum_m s_m z_m, w += sum_m s_m, i.e.
+ *      z <- (w_kept z + sum_m s_m z_m) / (w_kept + sum_m s_m);
+ *   5. the model's parameters are z.
+ * Keeping z and only ever forming weighted means is the same push-sum, but immune to the
+ * scale of w: a rank whose out-peer is silent (paused) loses weight geometrically, and an
+ * explicit float x = w z would underflow to zero within a few hundred rounds (and an unscaled
+ * step on x would move z by lr / w). A receiver thread keeps receives posted (HS_ANY_SOURCE,
+ * HS_TAG_GOSSIP) and folds every message into a running weighted mean as soon as it arrives,
+ * so a sleeping or paused worker still receives and its senders never stall on it; step 4
+ * swaps that accumulator out under a lock. Nothing here waits for a peer's computation.
+ */
+#include "hearsay/algo.h"
+#include "hearsay/common.h"
+#include "optim/ps_wire.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define RX_POLL_S 0.1 /* the receiver thread re-checks its stop flag this often */
+#define RX_SLOTS  8   /* receives kept posted per in-peer */
+
+typedef struct sgp_round {
+    long iter; /* -1: free */
+    int n;
+    int *peer;           /* (maxdeg) */
+    hs_treq_t **req;     /* (maxdeg) */
+    unsigned char **buf; /* (maxdeg) header + z (n floats) per message */
+    double *share;       /* (maxdeg) weight share sent to each peer */
+} sgp_round_t;
+
+struct hs_algo {
+    hs_dist_t *d;
+    int tau;
+    size_t n, msg_bytes;
+    double w;       /* push-sum weight */
+    float *scratch; /* (n) device staging for host vectors (non-CPU backends) */
+    int on_host;    /* the backend's memory is host memory */
+    int maxdeg;
+    int *peers;          /* (maxdeg) */
+    double *wts;         /* (maxdeg) */
+    sgp_round_t *rounds; /* (tau) */
+
+    /* receiver thread and what it shares with the main thread (under mu) */
+    pthread_t thr;
+    int thr_on;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    int nslots;
+    hs_treq_t **rreq;     /* (nslots) */
+    int *rsrc;            /* (nslots) the in-peer each slot receives from */
+    unsigned char **rbuf; /* (nslots) */
+    float *acc[2];        /* (n) host: weighted mean of the z received since the last fold */
+    double acc_w[2];      /* their total weight share */
+    int cur;              /* the thread folds into acc[cur] */
+    double acc_iter_sum;
+    long acc_msgs;
+    uint64_t acc_bytes;
+    long *recv_from; /* (size) messages received per source */
+    long *last_iter; /* (size) last iteration received from each source (-1) */
+    int rx_rc;       /* first error the thread met (0: none) */
+    char rx_msg[HS_ERRMSG_MAX];
+};
+
+static double elapsed(double t0)
+{
+    return hs_now() - t0;
+}
+
+static float *model_z(hs_algo_t *a)
+{
+    return hs_model_params(hs_worker_model(a->d->worker));
+}
+
+/* z <- (w z + s v) / (w + s) and w <- w + s, v a host vector of n floats (the mean of the
+ * received z's, or a returned snapshot). */
+static int absorb(hs_algo_t *a, const float *v, double s)
+{
+    if (!(s > 0)) return 0;
+    hs_kernels_t *k = a->d->k;
+    double c = s / (a->w + s);
+    a->w += s;
+    if (!a->on_host) {
+        HS_TRY(k->ops->to_device(k, a->scratch, v, a->n * sizeof(float)));
+        v = a->scratch;
+    }
+    return k->ops->mix(k, a->n, (float)c, v, (float)(1.0 - c), model_z(a));
+}
+
+/* --- receiver thread ------------------------------------------------------------------- */
+
+static void rx_fail(hs_algo_t *a, int rc)
+{
+    pthread_mutex_lock(&a->mu);
+    if (!a->rx_rc) {
+        a->rx_rc = rc;
+        snprintf(a->rx_msg, sizeof a->rx_msg, "%s", hs_last_error());
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void rx_apply(hs_algo_t *a, const unsigned char *buf, const hs_tstatus_t *st)
+{
+    const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)buf;
+    int rc = hs_ps_hdr_check(h, st->len, HS_PS_GOSSIP, st->source, a->n);
+    if (rc == 0 && !(h->weight >= 0 && isfinite(h->weight)))
+        rc = HS_ERR(-EPROTO, "message from rank %d carries weight %g", st->source, h->weight);
+    if (rc < 0) {
+        rx_fail(a, rc);
+        return;
+    }
+    const float *zm = (const float *)(buf + sizeof *h);
+    pthread_mutex_lock(&a->mu);
+    float *acc = a->acc[a->cur];
+    double total = a->acc_w[a->cur] + h->weight;
+    if (total > 0) { /* running weighted mean: acc += (s / total) (z_m - acc) */
+        float c = (float)(h->weight / total);
+        for (size_t i = 0; i < a->n; i++) acc[i] += c * (zm[i] - acc[i]);
+    }
+    a->acc_w[a->cur] = total;
+    a->acc_msgs++;
+    a->acc_iter_sum += (double)h->iteration;
+    a->acc_bytes += st->len;
+    a->recv_from[st->source]++;
+    if (h->iteration > a->last_iter[st->source]) a->last_iter[st->source] = h->iteration;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void *rx_main(void *arg)
+{
+    hs_algo_t *a = arg;
+    hs_transport_t *t = a->d->t;
+    for (;;) {
+        pthread_mutex_lock(&a->mu);
+        int stop = a->stop;
+        pthread_mutex_unlock(&a->mu);
+        if (stop) break;
+        int active = 0;
+        for (int i = 0; i < a->nslots; i++) active += a->rreq[i] != NULL;
+        if (!active) { /* every other rank has gone: nothing more can come */
+            hs_sleep(RX_POLL_S);
+            continue;
+        }
+        int idx = -1;
+        hs_tstatus_t st;
+        int rc = hs_transport_waitany(t, a->rreq, a->nslots, RX_POLL_S, &idx, &st);
+        if (rc == -ETIMEDOUT) continue;
+        if (rc < 0) {
+            if (idx < 0) { /* the transport itself failed */
+                rx_fail(a, rc);
+                hs_sleep(RX_POLL_S);
+            }
+            /* a failed slot (every other rank exited) is not reposted */
+            continue;
+        }
+        if (idx < 0) continue;
+        rx_apply(a, a->rbuf[idx], &st);
+        rc = hs_transport_irecv(t, a->rsrc[idx], HS_TAG_GOSSIP, a->rbuf[idx], a->msg_bytes,
+                                &a->rreq[idx]);
+        if (rc < 0) rx_fail(a, rc);
+    }
+    return NULL;
+}
+
+/* --- main-thread pieces ---------------------------------------------------------------- */
+
+/* Add everything the receiver accumulated into (z, w); count it in the stats. */
+static int fold(hs_algo_t *a)
+{
+    hs_dist_t *d = a->d;
+    double t0 = hs_now();
+    pthread_mutex_lock(&a->mu);
+    if (a->rx_rc) {
+        int rc = a->rx_rc;
+        char msg[HS_ERRMSG_MAX];
+        snprintf(msg, sizeof msg, "%s", a->rx_msg);
+        pthread_mutex_unlock(&a->mu);
+        return HS_ERR(rc, "rank %d: gossip receiver: %s", d->rank, msg);
+    }
+    int mine = a->cur;
+    long msgs = a->acc_msgs;
+    double wsum = a->acc_w[mine], isum = a->acc_iter_sum;
+    uint64_t bytes = a->acc_bytes;
+    if (msgs) {
+        a->cur ^= 1;
+        a->acc_iter_sum = 0;
+        a->acc_msgs = 0;
+        a->acc_bytes = 0;
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (!msgs) {
+        d->st.comm_s += elapsed(t0);
+        return 0;
+    }
+    int rc = absorb(a, a->acc[mine], wsum);
+    memset(a->acc[mine], 0, a->n * sizeof(float));
+    a->acc_w[mine] = 0;
+    long now_it = hs_worker_iteration(d->worker) - 1; /* the round just taken */
+    d->st.msgs_applied += msgs;
+    d->st.staleness_sum += (double)msgs * (double)now_it - isum;
+    d->st.bytes_recv += bytes;
+    d->st.comm_s += elapsed(t0);
+    return rc;
+}
+
+/* A send of round r to r->peer[i] failed or timed out: its share stays here, so no mass is
+ * lost on this side, and the peer is reported. */
+static int keep_failed_share(hs_algo_t *a, sgp_round_t *r, int i, const char *why)
+{
+    HS_TRY(absorb(a, (const float *)(r->buf[i] + sizeof(hs_ps_hdr_v1_t)), r->share[i]));
+    int p = r->peer[i];
+    long last;
+    pthread_mutex_lock(&a->mu);
+    last = a->last_iter[p];
+    pthread_mutex_unlock(&a->mu);
+    hs_dist_peer_failed(a->d, p, last + 1, why);
+    return 0;
+}
+
+/* Wait until every send of round r has completed (bounded by the comm timeout). */
+static int wait_round(hs_algo_t *a, sgp_round_t *r)
+{
+    hs_dist_t *d = a->d;
+    if (r->iter < 0) return 0;
+    double t0 = hs_now(), limit = d->o->comm_timeout_s;
+    for (;;) {
+        int left = 0;
+        for (int i = 0; i < r->n; i++) left += r->req[i] != NULL;
+        if (!left) break;
+        int idx = -1;
+        hs_tstatus_t st;
+        double remain = limit - elapsed(t0);
+        int rc =
+            remain > 0 ? hs_transport_waitany(d->t, r->req, r->n, remain, &idx, &st) : -ETIMEDOUT;
+        if (rc == -ETIMEDOUT) {
+            for (int i = 0; i < r->n; i++) {
+                if (!r->req[i]) continue;
+                hs_transport_req_free(d->t, &r->req[i]);
+                char why[160];
+                snprintf(why, sizeof why, "send of round %ld not complete after %.1f s", r->iter,
+                         limit);
+                HS_TRY(keep_failed_share(a, r, i, why));
+            }
+            break;
+        }
+        if (rc < 0 && idx >= 0) {
+            HS_TRY(keep_failed_share(a, r, idx, hs_last_error()));
+            continue;
+        }
+        if (rc < 0) return rc;
+    }
+    r->iter = -1;
+    d->st.wait_s += elapsed(t0);
+    return 0;
+}
+
+static int sgp_step(hs_algo_t *a, long t)
+{
+    hs_dist_t *d = a->d;
+    hs_kernels_t *k = d->k;
+    /* 1. the local step, taken on z (x moves by w times it) */
+    HS_TRY(hs_worker_apply(d->worker));
+
+    /* 2. the snapshot buffers of this slot must be free */
+    sgp_round_t *r = &a->rounds[t % a->tau];
+    HS_TRY(wait_round(a, r));
+
+    /* 3. shares to the out-peers of iteration t */
+    double t0 = hs_now();
+    int cnt = 0;
+    double self = 0;
+    HS_TRY(hs_topo_out_peers(d->topo, t, d->rank, a->peers, a->wts, a->maxdeg, &cnt, &self));
+    r->n = 0;
+    r->iter = t;
+    for (int i = 0; i < cnt; i++) {
+        int p = a->peers[i];
+        double s = a->wts[i];
+        if (hs_dist_peer_dead(d, p)) { /* keep the dead peer's share */
+            self += s;
+            continue;
+        }
+        int m = r->n;
+        hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)r->buf[m];
+        float *pz = (float *)(r->buf[m] + sizeof *h);
+        if (m == 0)
+            HS_TRY(k->ops->to_host(k, pz, model_z(a), a->n * sizeof(float)));
+        else
+            memcpy(pz, r->buf[0] + sizeof *h, a->n * sizeof(float));
+        hs_ps_hdr_init(h, HS_PS_GOSSIP, d->rank, t, s * a->w, a->n);
+        r->peer[m] = p;
+        r->share[m] = s * a->w;
+        r->n++;
+        int rc = hs_transport_isend(d->t, p, HS_TAG_GOSSIP, r->buf[m], a->msg_bytes, &r->req[m]);
+        if (rc < 0) { /* could not even post: keep the share */
+            r->req[m] = NULL;
+            HS_TRY(keep_failed_share(a, r, m, hs_last_error()));
+            continue;
+        }
+        d->st.bytes_sent += a->msg_bytes;
+    }
+    /* 4. keep p_self (z is unchanged by keeping a share: only w scales) */
+    a->w *= self;
+    d->st.comm_s += elapsed(t0);
+    /* 5. what has arrived */
+    return fold(a);
+}
+
+static int sgp_drain(hs_algo_t *a, int final)
+{
+    hs_dist_t *d = a->d;
+    for (int i = 0; i < a->tau; i++) HS_TRY(wait_round(a, &a->rounds[i]));
+    if (!final) return fold(a);
+    double t0 = hs_now();
+    /* how many messages the schedule says each in-peer sends here over the run */
+    int cap = HS_MAX(1, hs_topo_max_in_degree(d->topo)), rc = 0;
+    long *want = hs_calloc((size_t)d->size, sizeof *want, "expected messages");
+    int *in = hs_malloc((size_t)cap * sizeof *in, "in-peers");
+    if (!want || !in) {
+        free(want);
+        free(in);
+        return -ENOMEM;
+    }
+    for (long t = 0; t < d->total_iters && rc == 0; t++) {
+        int c = 0;
+        rc = hs_topo_in_peers(d->topo, t, d->rank, in, NULL, cap, &c);
+        for (int i = 0; i < c && rc == 0; i++) want[in[i]]++;
+    }
+    free(in);
+    /* wait while the missing peers live and make progress (bounded by drain_timeout_s of
+     * silence; same-host peers that exited are noticed by a liveness probe) */
+    long total_prev = -1;
+    double last_progress = t0, next_probe = t0 + 0.5;
+    while (rc == 0) {
+        int missing = 0;
+        long total = 0;
+        pthread_mutex_lock(&a->mu);
+        for (int j = 0; j < d->size; j++) {
+            total += a->recv_from[j];
+            if (j != d->rank && !hs_dist_peer_dead(d, j) && a->recv_from[j] < want[j]) missing++;
+        }
+        if (missing) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100 * 1000 * 1000;
+            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&a->cv, &a->mu, &ts);
+        }
+        pthread_mutex_unlock(&a->mu);
+        if (!missing) break;
+        double now = hs_now();
+        if (total != total_prev) last_progress = now, total_prev = total;
+        int silent = now - last_progress >= d->o->drain_timeout_s, probe = now >= next_probe;
+        if (!silent && !probe) continue;
+        if (probe) next_probe = now + 0.5;
+        for (int j = 0; j < d->size; j++) {
+            if (j == d->rank || hs_dist_peer_dead(d, j)) continue;
+            pthread_mutex_lock(&a->mu);
+            long got = a->recv_from[j], last = a->last_iter[j];
+            pthread_mutex_unlock(&a->mu);
+            if (got >= want[j]) continue;
+            char why[200];
+            if (silent) {
+                snprintf(
+                    why, sizeof why,
+                    "%ld of %ld messages arrived, then %.1f s of silence at the end of the run",
+                    got, want[j], d->o->drain_timeout_s);
+                hs_dist_peer_failed(d, j, last + 1, why);
+            } else if (!hs_dist_probe_alive(d, j)) {
+                snprintf(why, sizeof why, "exited after sending %ld of %ld messages", got, want[j]);
+                hs_dist_peer_failed(d, j, last + 1, why);
+            }
+        }
+    }
+    free(want);
+    d->st.wait_s += elapsed(t0);
+    if (rc < 0) return rc;
+    return fold(a);
+}
+
+static void sgp_finalize(hs_algo_t **ap)
+{
+    hs_algo_t *a = ap ? *ap : NULL;
+    if (!a) return;
+    hs_dist_t *d = a->d;
+    if (a->thr_on) {
+        pthread_mutex_lock(&a->mu);
+        a->stop = 1;
+        pthread_mutex_unlock(&a->mu);
+        pthread_join(a->thr, NULL);
+    }
+    for (int i = 0; i < a->nslots && a->rreq; i++)
+        if (a->rreq[i]) hs_transport_req_free(d->t, &a->rreq[i]);
+    for (int i = 0; i < a->nslots && a->rbuf; i++) free(a->rbuf[i]);
+    free(a->rreq);
+    free(a->rbuf);
+    free(a->rsrc);
+    for (int r = 0; r < a->tau && a->rounds; r++) {
+        sgp_round_t *rd = &a->rounds[r];
+        for (int i = 0; i < a->maxdeg; i++) {
+            if (rd->req && rd->req[i]) hs_transport_req_free(d->t, &rd->req[i]);
+            if (rd->buf) free(rd->buf[i]);
+        }
+        free(rd->peer);
+        free(rd->req);
+        free(rd->buf);
+        free(rd->share);
+    }
+    free(a->rounds);
+    free(a->acc[0]);
+    free(a->acc[1]);
+    free(a->recv_from);
+    free(a->last_iter);
+    free(a->peers);
+    free(a->wts);
+    if (a->scratch) d->k->ops->free(d->k, a->scratch);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    free(a);
+    *ap = NULL;
+}
+
+static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau)
+{
+    *out = NULL;
+    if (!d->topo) return HS_ERR(-EINVAL, "SGP needs a graph (--graph)");
+    if (tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", tau);
+    hs_algo_t *a = hs_calloc(1, sizeof *a, "SGP state");
+    if (!a) return -ENOMEM;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    a->d = d;
+    a->tau = tau;
+    a->n = d->n;
+    a->w = 1.0;
+    a->msg_bytes = sizeof(hs_ps_hdr_v1_t) + a->n * sizeof(float);
+    a->on_host = d->k->device == HS_DEV_CPU;
+    a->maxdeg = HS_MAX(1, hs_topo_max_out_degree(d->topo));
+    int rc = -ENOMEM;
+    if (!a->on_host &&
+        (rc = d->k->ops->alloc(d->k, a->n * sizeof(float), (void **)&a->scratch)) < 0)
+        goto fail;
+    rc = -ENOMEM;
+    a->peers = hs_calloc((size_t)a->maxdeg, sizeof *a->peers, "peers");
+    a->wts = hs_calloc((size_t)a->maxdeg, sizeof *a->wts, "weights");
+    a->rounds = hs_calloc((size_t)tau, sizeof *a->rounds, "send rounds");
+    a->acc[0] = hs_calloc(a->n, sizeof(float), "receive accumulator");
+    a->acc[1] = hs_calloc(a->n, sizeof(float), "receive accumulator");
+    a->recv_from = hs_calloc((size_t)d->size, sizeof *a->recv_from, "receive counts");
+    a->last_iter = hs_calloc((size_t)d->size, sizeof *a->last_iter, "last iterations");
+    if (!a->peers || !a->wts || !a->rounds || !a->acc[0] || !a->acc[1] || !a->recv_from ||
+        !a->last_iter)
+        goto fail;
+    for (int j = 0; j < d->size; j++) a->last_iter[j] = -1;
+    for (int r = 0; r < tau; r++) {
+        sgp_round_t *rd = &a->rounds[r];
+        rd->iter = -1;
+        rd->peer = hs_calloc((size_t)a->maxdeg, sizeof *rd->peer, "round peers");
+        rd->req = hs_calloc((size_t)a->maxdeg, sizeof *rd->req, "round requests");
+        rd->buf = hs_calloc((size_t)a->maxdeg, sizeof *rd->buf, "round buffers");
+        rd->share = hs_calloc((size_t)a->maxdeg, sizeof *rd->share, "round shares");
+        if (!rd->peer || !rd->req || !rd->buf || !rd->share) goto fail;
+        for (int i = 0; i < a->maxdeg; i++)
+            if (!(rd->buf[i] = hs_malloc(a->msg_bytes, "send snapshot"))) goto fail;
+    }
+    /* Receives are posted per in-peer (every rank that sends here in some iteration of a
+     * period; all ranks for an aperiodic schedule), RX_SLOTS each, and reposted at once. */
+    int period = hs_topo_period(d->topo), cap = HS_MAX(1, hs_topo_max_in_degree(d->topo));
+    char *from = hs_calloc((size_t)d->size, 1, "in-peer set");
+    int *in = hs_malloc((size_t)cap * sizeof *in, "in-peers");
+    if (!from || !in) {
+        free(from);
+        free(in);
+        goto fail;
+    }
+    int nsrc = 0;
+    for (long t = 0; t < (period > 0 ? period : 1); t++) {
+        int c = 0;
+        if (period == 0) {
+            for (int j = 0; j < d->size; j++) from[j] = j != d->rank;
+            break;
+        }
+        if ((rc = hs_topo_in_peers(d->topo, t, d->rank, in, NULL, cap, &c)) < 0) break;
+        for (int i = 0; i < c; i++) from[in[i]] = 1;
+    }
+    free(in);
+    for (int j = 0; j < d->size; j++) nsrc += from[j];
+    a->nslots = nsrc * RX_SLOTS;
+    a->rreq = hs_calloc((size_t)HS_MAX(1, a->nslots), sizeof *a->rreq, "receive requests");
+    a->rbuf = hs_calloc((size_t)HS_MAX(1, a->nslots), sizeof *a->rbuf, "receive buffers");
+    a->rsrc = hs_calloc((size_t)HS_MAX(1, a->nslots), sizeof *a->rsrc, "receive sources");
+    if (rc < 0 || !a->rreq || !a->rbuf || !a->rsrc) {
+        free(from);
+        rc = rc < 0 ? rc : -ENOMEM;
+        goto fail;
+    }
+    for (int j = 0, i = 0; j < d->size; j++)
+        for (int k = 0; from[j] && k < RX_SLOTS; k++, i++) a->rsrc[i] = j;
+    free(from);
+    for (int i = 0; i < a->nslots; i++) {
+        rc = -ENOMEM;
+        if (!(a->rbuf[i] = hs_malloc(a->msg_bytes, "receive buffer"))) goto fail;
+        if ((rc = hs_transport_irecv(d->t, a->rsrc[i], HS_TAG_GOSSIP, a->rbuf[i], a->msg_bytes,
+                                     &a->rreq[i])) < 0)
+            goto fail;
+    }
+    if ((rc = pthread_create(&a->thr, NULL, rx_main, a)) != 0) {
+        rc = HS_ERR(-rc, "cannot start the gossip receiver thread: %s", strerror(rc));
+        goto fail;
+    }
+    a->thr_on = 1;
+    *out = a;
+    return 0;
+fail:
+    sgp_finalize(&a);
+    return rc;
+}
+
+static int sgp_init(hs_algo_t **out, hs_dist_t *d)
+{
+    return sgp_open(out, d, 1);
+}
+
+static int osgp_init(hs_algo_t **out, hs_dist_t *d)
+{
+    return sgp_open(out, d, d->o->tau);
+}
+
+static double sgp_weight(const hs_algo_t *a)
+{
+    return a->w;
+}
+
+/* Checkpoint state beyond the worker's (which saves z and the velocity): the weight. */
+static size_t sgp_state_bytes(const hs_algo_t *a)
+{
+    (void)a;
+    return sizeof(double);
+}
+
+static int sgp_state_save(hs_algo_t *a, void *buf)
+{
+    memcpy(buf, &a->w, sizeof a->w);
+    return 0;
+}
+
+static int sgp_state_load(hs_algo_t *a, const void *buf)
+{
+    memcpy(&a->w, buf, sizeof a->w);
+    if (!(a->w > 0) || !isfinite(a->w))
+        return HS_ERR(-EINVAL, "checkpoint: push-sum weight %g is not positive", a->w);
+    return 0;
+}
+
+#define SGP_OPS(NAME, INIT)                                                                        \
+    {                                                                                              \
+        .size = sizeof(hs_algo_ops_t), .name = NAME,                                               \
+        .flags = HS_ALGO_GRAPH | HS_ALGO_PUSHSUM | HS_ALGO_COMM, .init = INIT, .step = sgp_step,   \
+        .drain = sgp_drain, .finalize = sgp_finalize, .weight = sgp_weight,                        \
+        .state_bytes = sgp_state_bytes, .state_save = sgp_state_save,                              \
+        .state_load = sgp_state_load,                                                              \
+    }
+
+const hs_algo_ops_t hs_algo_sgp_ops = SGP_OPS("sgp", sgp_init);
+const hs_algo_ops_t hs_algo_osgp_ops = SGP_OPS("osgp", osgp_init);

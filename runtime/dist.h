@@ -1,0 +1,63 @@
+/*
+ * runtime/dist.h — internals shared by the distributed training loop (train_dist.c) and its
+ * evaluation side (dist_eval.c): the averaged model and consensus distance are computed on
+ * rank 0 from z snapshots the ranks push to it, without any barrier.
+ */
+#ifndef HEARSAY_RUNTIME_DIST_H
+#define HEARSAY_RUNTIME_DIST_H
+
+#include "hearsay/algo.h"
+
+#include <stdio.h>
+
+typedef struct hs_evalc hs_evalc_t;
+
+/* One rank's end-of-run figures (rank 0 gathers everyone's). */
+typedef struct hs_rank_final {
+    int present;   /* 1: this rank's results arrived */
+    double weight; /* push-sum weight */
+    double test_loss, test_acc, ttt_s, train_loss, clock_s;
+    double compute_s, comm_s, wait_s, straggle_s, msgs;
+    double dist; /* ||z_i - mean z|| (rank 0 computes it when z_i arrives) */
+} hs_rank_final_t;
+
+/* The averaged model and consensus distance at one evaluation point. */
+typedef struct hs_avg_eval {
+    long iteration;
+    int ranks;                  /* snapshots averaged */
+    double clock_s;             /* the latest training clock among them */
+    double test_loss, test_acc; /* of mean z */
+    double consensus;           /* sqrt(mean_i ||z_i - mean z||^2) */
+    double consensus_rel;       /* consensus / ||mean z|| */
+    double rank_loss_mean, rank_loss_min, rank_loss_max, rank_acc_mean;
+} hs_avg_eval_t;
+
+/* Rank 0: collect EVAL snapshots. `csv` (may be NULL) gets one row per completed round. */
+int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv);
+void hs_evalc_close(hs_evalc_t **ec);
+/* Add a snapshot: z (n floats, host) with the sender's figures (iteration, own test loss and
+ * accuracy, training clock). Rank 0 adds its own this way. */
+int hs_evalc_add(hs_evalc_t *ec, int sender, long iter, const float *z, double loss, double acc,
+                 double clock_s);
+/* Non-blocking: take what arrived, repost, evaluate the rounds every live rank completed. */
+int hs_evalc_poll(hs_evalc_t *ec);
+/* End of the run: wait (bounded) for the snapshots still due from live ranks (`rounds`
+ * evaluation points each), then evaluate the incomplete rounds with what arrived. */
+int hs_evalc_finish(hs_evalc_t *ec, long rounds, double timeout_s);
+
+/* Every rank but 0: send z (host, n floats) to rank 0 as an EVAL snapshot. `buf` is a
+ * msg-sized buffer reused across calls; *req the previous send (completed here first). */
+int hs_eval_send(hs_dist_t *d, unsigned char *buf, hs_treq_t **req, long iter, const float *z,
+                 double loss, double acc, double clock_s);
+
+/* End-of-run collective (after the final drain). Ranks != 0 send their results and z to rank
+ * 0 and wait for the send; rank 0 receives from every rank not known dead (bounded; a rank
+ * that does not answer is marked failed), merges the failure reports, fills all[size] and
+ * *avg (the averaged model evaluated on the test set, consensus distance). */
+int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, hs_rank_final_t *all,
+                    hs_avg_eval_t *avg);
+
+/* Evaluate parameters given in host memory (n floats) with the worker. */
+int hs_dist_eval_host(hs_dist_t *d, const float *zh, double *loss, double *acc);
+
+#endif

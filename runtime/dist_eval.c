@@ -1,0 +1,412 @@
+/*
+ * runtime/dist_eval.c — the averaged model and the consensus distance without a barrier, and
+ * the end-of-run collective.
+ *
+ * At each evaluation point every rank evaluates its own z on the test set (locally) and pushes
+ * a snapshot of z (with its own loss, accuracy and training clock) to rank 0 on HS_TAG_EVAL,
+ * then goes on training. Rank 0 keeps two receives posted for them, and between its own
+ * iterations takes what arrived and sums it per evaluation point: sum_i z_i in double, and
+ * sum_i ||z_i||^2. When every live rank's snapshot of a point is in, it evaluates
+ * mean z = sum / n on the test set and the consensus distance
+ *     sqrt(mean_i ||z_i - mean z||^2) = sqrt(mean_i ||z_i||^2 - ||mean z||^2),
+ * writes a row of eval.csv and frees the point. Nobody waits for anybody during training;
+ * a slow rank only delays when a row is written. At the end (after every rank's final drain)
+ * a final gather to rank 0 is allowed: results, z and failure reports.
+ */
+#include "runtime/dist.h"
+
+#include "hearsay/common.h"
+#include "optim/ps_wire.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EV_SLOTS    2
+#define FINAL_CAP_S 3600.0 /* bound on waiting for a live rank's end-of-run message */
+
+typedef struct ev_round {
+    long iter;
+    int count;
+    double *sum; /* (n) */
+    double norm2, loss_sum, loss_min, loss_max, acc_sum, clock_max;
+} ev_round_t;
+
+struct hs_evalc {
+    hs_dist_t *d;
+    FILE *csv;
+    size_t msg_bytes;
+    hs_treq_t *req[EV_SLOTS];
+    unsigned char *buf[EV_SLOTS];
+    ev_round_t *r;
+    int nr, cap;
+    long *got;   /* (size) snapshots received per rank */
+    float *zbar; /* (n) */
+};
+
+int hs_dist_eval_host(hs_dist_t *d, const float *zh, double *loss, double *acc)
+{
+    hs_kernels_t *k = d->k;
+    if (k->device == HS_DEV_CPU) return hs_worker_evaluate(d->worker, zh, loss, acc);
+    float *dev = NULL;
+    HS_TRY(k->ops->alloc(k, d->n * sizeof(float), (void **)&dev));
+    int rc = k->ops->to_device(k, dev, zh, d->n * sizeof(float));
+    if (rc == 0) rc = hs_worker_evaluate(d->worker, dev, loss, acc);
+    k->ops->free(k, dev);
+    return rc;
+}
+
+static double dot_d(const float *z, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)z[i] * (double)z[i];
+    return s;
+}
+
+/* mean z of `count` snapshots summed in `sum` into zbar; returns ||mean||^2. */
+static double mean_of(const double *sum, int count, float *zbar, size_t n)
+{
+    double m2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        double m = sum[i] / count;
+        zbar[i] = (float)m;
+        m2 += m * m;
+    }
+    return m2;
+}
+
+static int live_ranks(const hs_dist_t *d)
+{
+    int c = 0;
+    for (int r = 0; r < d->size; r++) c += !hs_dist_peer_dead(d, r);
+    return c;
+}
+
+static int round_done(hs_evalc_t *ec, int i)
+{
+    hs_dist_t *d = ec->d;
+    ev_round_t *r = &ec->r[i];
+    hs_avg_eval_t a = {.iteration = r->iter, .ranks = r->count, .clock_s = r->clock_max};
+    double m2 = mean_of(r->sum, r->count, ec->zbar, d->n);
+    HS_TRY(hs_dist_eval_host(d, ec->zbar, &a.test_loss, &a.test_acc));
+    double c2 = r->norm2 / r->count - m2;
+    a.consensus = sqrt(c2 > 0 ? c2 : 0);
+    a.consensus_rel = m2 > 0 ? a.consensus / sqrt(m2) : NAN;
+    a.rank_loss_mean = r->loss_sum / r->count;
+    a.rank_loss_min = r->loss_min;
+    a.rank_loss_max = r->loss_max;
+    a.rank_acc_mean = r->acc_sum / r->count;
+    if (ec->csv) {
+        long ipe = hs_worker_iters_per_epoch(d->worker);
+        fprintf(ec->csv, "%ld,%.6f,%.6f,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", a.iteration,
+                (double)a.iteration / (double)ipe, a.clock_s, a.ranks, a.test_loss, a.test_acc,
+                a.consensus, a.consensus_rel, a.rank_loss_mean, a.rank_loss_min, a.rank_loss_max,
+                a.rank_acc_mean);
+        fflush(ec->csv);
+    }
+    free(r->sum);
+    ec->r[i] = ec->r[--ec->nr];
+    return 0;
+}
+
+int hs_evalc_add(hs_evalc_t *ec, int sender, long iter, const float *z, double loss, double acc,
+                 double clock_s)
+{
+    hs_dist_t *d = ec->d;
+    int i;
+    for (i = 0; i < ec->nr; i++)
+        if (ec->r[i].iter == iter) break;
+    if (i == ec->nr) {
+        if (ec->nr == ec->cap) {
+            int nc = ec->cap ? 2 * ec->cap : 4;
+            ev_round_t *nrd = realloc(ec->r, (size_t)nc * sizeof *nrd);
+            if (!nrd) return HS_ERR(-ENOMEM, "out of memory for evaluation rounds");
+            ec->r = nrd;
+            ec->cap = nc;
+        }
+        ev_round_t *r = &ec->r[ec->nr];
+        *r = (ev_round_t){.iter = iter, .loss_min = INFINITY, .loss_max = -INFINITY};
+        if (!(r->sum = hs_calloc(d->n, sizeof(double), "evaluation sum"))) return -ENOMEM;
+        ec->nr++;
+    }
+    ev_round_t *r = &ec->r[i];
+    for (size_t e = 0; e < d->n; e++) r->sum[e] += z[e];
+    r->norm2 += dot_d(z, d->n);
+    r->count++;
+    r->loss_sum += loss;
+    r->acc_sum += acc;
+    if (loss < r->loss_min) r->loss_min = loss;
+    if (loss > r->loss_max) r->loss_max = loss;
+    if (clock_s > r->clock_max) r->clock_max = clock_s;
+    if (sender >= 0 && sender < d->size) ec->got[sender]++;
+    if (r->count >= live_ranks(d)) return round_done(ec, i);
+    return 0;
+}
+
+static int take(hs_evalc_t *ec, int slot, const hs_tstatus_t *st)
+{
+    hs_dist_t *d = ec->d;
+    const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)ec->buf[slot];
+    HS_TRY(hs_ps_hdr_check(h, st->len, HS_PS_EVAL, st->source, d->n));
+    HS_TRY(hs_evalc_add(ec, st->source, (long)h->iteration,
+                        (const float *)(ec->buf[slot] + sizeof *h), h->aux[HS_AUX_LOSS],
+                        h->aux[HS_AUX_ACC], h->aux[HS_AUX_CLOCK]));
+    return hs_transport_irecv(d->t, HS_ANY_SOURCE, HS_TAG_EVAL, ec->buf[slot], ec->msg_bytes,
+                              &ec->req[slot]);
+}
+
+int hs_evalc_poll(hs_evalc_t *ec)
+{
+    for (int s = 0; s < EV_SLOTS; s++) {
+        if (!ec->req[s]) continue;
+        int done = 0;
+        hs_tstatus_t st;
+        int rc = hs_transport_test(ec->d->t, &ec->req[s], &done, &st);
+        if (rc < 0) continue; /* every other rank gone: the slot is not reposted */
+        if (done) HS_TRY(take(ec, s, &st));
+    }
+    return 0;
+}
+
+int hs_evalc_finish(hs_evalc_t *ec, long rounds, double timeout_s)
+{
+    hs_dist_t *d = ec->d;
+    double last_progress = hs_now(), next_probe = hs_now() + 0.5;
+    for (;;) {
+        int missing = 0;
+        for (int r = 1; r < d->size; r++)
+            if (!hs_dist_peer_dead(d, r) && ec->got[r] < rounds) missing++;
+        if (!missing) break;
+        int idx = -1;
+        hs_tstatus_t st;
+        int rc = hs_transport_waitany(d->t, ec->req, EV_SLOTS, 0.25, &idx, &st);
+        if (rc == 0 && idx >= 0) {
+            HS_TRY(take(ec, idx, &st));
+            last_progress = hs_now();
+            continue;
+        }
+        if (rc < 0 && rc != -ETIMEDOUT) break; /* nobody left to send */
+        double now = hs_now();
+        if (now >= next_probe) {
+            next_probe = now + 0.5;
+            for (int r = 1; r < d->size; r++)
+                if (!hs_dist_peer_dead(d, r) && ec->got[r] < rounds && !hs_dist_probe_alive(d, r))
+                    hs_dist_peer_failed(d, r, 0, "exited before sending its evaluations");
+        }
+        if (now - last_progress > timeout_s) break;
+    }
+    /* what is left is incomplete: evaluate it with the snapshots that arrived, in order */
+    while (ec->nr > 0) {
+        int first = 0;
+        for (int i = 1; i < ec->nr; i++)
+            if (ec->r[i].iter < ec->r[first].iter) first = i;
+        HS_TRY(round_done(ec, first));
+    }
+    return 0;
+}
+
+void hs_evalc_close(hs_evalc_t **ecp)
+{
+    hs_evalc_t *ec = ecp ? *ecp : NULL;
+    if (!ec) return;
+    for (int s = 0; s < EV_SLOTS; s++) {
+        if (ec->req[s]) hs_transport_req_free(ec->d->t, &ec->req[s]);
+        free(ec->buf[s]);
+    }
+    for (int i = 0; i < ec->nr; i++) free(ec->r[i].sum);
+    free(ec->r);
+    free(ec->got);
+    free(ec->zbar);
+    free(ec);
+    *ecp = NULL;
+}
+
+int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv)
+{
+    hs_evalc_t *ec = hs_calloc(1, sizeof *ec, "evaluation collector");
+    if (!ec) return -ENOMEM;
+    ec->d = d;
+    ec->csv = csv;
+    ec->msg_bytes = sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float);
+    ec->got = hs_calloc((size_t)d->size, sizeof *ec->got, "evaluation counts");
+    ec->zbar = hs_malloc(d->n * sizeof(float), "mean model");
+    int rc = -ENOMEM;
+    if (!ec->got || !ec->zbar) goto fail;
+    for (int s = 0; s < EV_SLOTS && d->size > 1; s++) {
+        if (!(ec->buf[s] = hs_malloc(ec->msg_bytes, "evaluation buffer"))) goto fail;
+        if ((rc = hs_transport_irecv(d->t, HS_ANY_SOURCE, HS_TAG_EVAL, ec->buf[s], ec->msg_bytes,
+                                     &ec->req[s])) < 0)
+            goto fail;
+    }
+    if (csv)
+        fprintf(csv, "iteration,epoch,clock_s,ranks,avg_test_loss,avg_test_acc,consensus,"
+                     "consensus_rel,rank_loss_mean,rank_loss_min,rank_loss_max,rank_acc_mean\n");
+    *out = ec;
+    return 0;
+fail:
+    hs_evalc_close(&ec);
+    return rc;
+}
+
+/* Wait for one request, bounded, while its peer lives (same-host liveness). */
+static int wait_peer(hs_dist_t *d, hs_treq_t **req, int peer, hs_tstatus_t *st)
+{
+    double start = hs_now();
+    for (;;) {
+        int rc = hs_transport_wait(d->t, req, 1.0, st);
+        if (rc != -ETIMEDOUT) return rc;
+        if (!hs_dist_probe_alive(d, peer)) return HS_ERR(-ECONNRESET, "rank %d has exited", peer);
+        if (hs_now() - start > FINAL_CAP_S)
+            return HS_ERR(-ETIMEDOUT, "no end-of-run message from rank %d after %.0f s", peer,
+                          FINAL_CAP_S);
+    }
+}
+
+int hs_eval_send(hs_dist_t *d, unsigned char *buf, hs_treq_t **req, long iter, const float *z,
+                 double loss, double acc, double clock_s)
+{
+    if (*req) {
+        int rc = wait_peer(d, req, 0, NULL);
+        if (*req) hs_transport_req_free(d->t, req);
+        if (rc < 0) return rc;
+    }
+    hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)buf;
+    hs_ps_hdr_init(h, HS_PS_EVAL, d->rank, iter, 1.0, d->n);
+    h->aux[HS_AUX_LOSS] = loss;
+    h->aux[HS_AUX_ACC] = acc;
+    h->aux[HS_AUX_CLOCK] = clock_s;
+    memcpy(buf + sizeof *h, z, d->n * sizeof(float));
+    return hs_transport_isend(d->t, 0, HS_TAG_EVAL, buf, sizeof *h + d->n * sizeof(float), req);
+}
+
+int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, hs_rank_final_t *all,
+                    hs_avg_eval_t *avg)
+{
+    size_t extra = (size_t)d->size * sizeof(int64_t);
+    size_t bytes = sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float) + extra;
+    unsigned char *buf = hs_malloc(bytes, "end-of-run message");
+    if (!buf) return -ENOMEM;
+    hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)buf;
+    int64_t *fa = (int64_t *)(buf + sizeof *h + d->n * sizeof(float));
+    int rc = 0;
+    if (d->rank != 0) {
+        hs_ps_hdr_init(h, HS_PS_FINAL, d->rank, d->total_iters, mine->weight, d->n);
+        h->extra = (uint32_t)extra;
+        h->aux[HS_AUX_NORM2] = dot_d(z, d->n);
+        h->aux[HS_AUX_LOSS] = mine->test_loss;
+        h->aux[HS_AUX_ACC] = mine->test_acc;
+        h->aux[HS_AUX_CLOCK] = mine->clock_s;
+        h->aux[HS_AUX_TTT] = mine->ttt_s;
+        h->aux[HS_AUX_TRAIN] = mine->train_loss;
+        h->aux[HS_AUX_COMP] = mine->compute_s;
+        h->aux[HS_AUX_COMM] = mine->comm_s;
+        h->aux[HS_AUX_WAIT] = mine->wait_s;
+        h->aux[HS_AUX_STRAG] = mine->straggle_s;
+        h->aux[HS_AUX_MSGS] = mine->msgs;
+        memcpy(buf + sizeof *h, z, d->n * sizeof(float));
+        for (int r = 0; r < d->size; r++) fa[r] = d->failed_at[r];
+        /* The ack from rank 0 says it has our results: exiting earlier could fail its
+         * receive (a peer that exits is declared dead), so every rank stays until then. */
+        hs_treq_t *req = NULL, *ack = NULL;
+        char one[8];
+        rc = hs_transport_irecv(d->t, 0, HS_TAG_ACK, one, sizeof one, &ack);
+        if (rc == 0) rc = hs_transport_isend(d->t, 0, HS_TAG_FINAL, buf, bytes, &req);
+        if (rc == 0) rc = wait_peer(d, &req, 0, NULL);
+        if (rc == 0) rc = wait_peer(d, &ack, 0, NULL);
+        if (req) hs_transport_req_free(d->t, &req);
+        if (ack) hs_transport_req_free(d->t, &ack);
+        if (rc < 0) hs_error_prefix("sending the end-of-run results to rank 0");
+        free(buf);
+        return rc;
+    }
+    hs_treq_t **acks = NULL;
+    double *sum = hs_calloc(d->n, sizeof(double), "final sum");
+    float *zbar = hs_malloc(d->n * sizeof(float), "final mean");
+    if (!sum || !zbar) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    double norm2 = dot_d(z, d->n);
+    int count = 1;
+    for (size_t e = 0; e < d->n; e++) sum[e] = z[e];
+    all[0] = *mine;
+    all[0].present = 1;
+    acks = hs_calloc((size_t)d->size, sizeof *acks, "acks");
+    static const char ackmsg[8] = "done";
+    if (!acks) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (int r = 1; r < d->size; r++) {
+        all[r] = (hs_rank_final_t){.test_loss = NAN, .test_acc = NAN, .ttt_s = NAN, .dist = NAN};
+        if (hs_dist_peer_dead(d, r)) continue;
+        hs_treq_t *req = NULL;
+        hs_tstatus_t st;
+        if ((rc = hs_transport_irecv(d->t, r, HS_TAG_FINAL, buf, bytes, &req)) < 0) goto out;
+        rc = wait_peer(d, &req, r, &st);
+        if (req) hs_transport_req_free(d->t, &req);
+        if (rc < 0) {
+            hs_dist_peer_failed(d, r, 0, hs_last_error());
+            rc = 0;
+            continue;
+        }
+        if ((rc = hs_ps_hdr_check(h, st.len, HS_PS_FINAL, r, d->n)) < 0) goto out;
+        if (hs_transport_isend(d->t, r, HS_TAG_ACK, ackmsg, sizeof ackmsg, &acks[r]) < 0)
+            acks[r] = NULL;
+        hs_rank_final_t *f = &all[r];
+        f->present = 1;
+        f->weight = h->weight;
+        f->test_loss = h->aux[HS_AUX_LOSS];
+        f->test_acc = h->aux[HS_AUX_ACC];
+        f->clock_s = h->aux[HS_AUX_CLOCK];
+        f->ttt_s = h->aux[HS_AUX_TTT];
+        f->train_loss = h->aux[HS_AUX_TRAIN];
+        f->compute_s = h->aux[HS_AUX_COMP];
+        f->comm_s = h->aux[HS_AUX_COMM];
+        f->wait_s = h->aux[HS_AUX_WAIT];
+        f->straggle_s = h->aux[HS_AUX_STRAG];
+        f->msgs = h->aux[HS_AUX_MSGS];
+        const float *zr = (const float *)(buf + sizeof *h);
+        for (size_t e = 0; e < d->n; e++) sum[e] += zr[e];
+        norm2 += h->aux[HS_AUX_NORM2];
+        count++;
+        for (int q = 0; q < d->size; q++)
+            if (fa[q] >= 0) hs_dist_peer_failed(d, q, (long)fa[q], "reported by another rank");
+    }
+    double m2 = mean_of(sum, count, zbar, d->n);
+    *avg = (hs_avg_eval_t){.iteration = d->total_iters, .ranks = count};
+    if ((rc = hs_dist_eval_host(d, zbar, &avg->test_loss, &avg->test_acc)) < 0) goto out;
+    double c2 = norm2 / count - m2;
+    avg->consensus = sqrt(c2 > 0 ? c2 : 0);
+    avg->consensus_rel = m2 > 0 ? avg->consensus / sqrt(m2) : NAN;
+    double ls = 0, lmin = INFINITY, lmax = -INFINITY, as = 0;
+    for (int r = 0; r < d->size; r++) {
+        if (!all[r].present) continue;
+        ls += all[r].test_loss;
+        as += all[r].test_acc;
+        if (all[r].test_loss < lmin) lmin = all[r].test_loss;
+        if (all[r].test_loss > lmax) lmax = all[r].test_loss;
+        if (all[r].clock_s > avg->clock_s) avg->clock_s = all[r].clock_s;
+    }
+    avg->rank_loss_mean = ls / count;
+    avg->rank_loss_min = lmin;
+    avg->rank_loss_max = lmax;
+    avg->rank_acc_mean = as / count;
+    /* rank 0's own distance to the mean (the others' need their z, which was not kept) */
+    double d0 = 0;
+    for (size_t e = 0; e < d->n; e++) {
+        double v = (double)z[e] - sum[e] / count;
+        d0 += v * v;
+    }
+    all[0].dist = sqrt(d0);
+out:
+    for (int r = 1; acks && r < d->size; r++) { /* acks delivered before rank 0 leaves */
+        if (acks[r] && wait_peer(d, &acks[r], r, NULL) < 0) hs_error_clear();
+        if (acks[r]) hs_transport_req_free(d->t, &acks[r]);
+    }
+    free(acks);
+    free(sum);
+    free(zbar);
+    free(buf);
+    return rc;
+}
