@@ -68,7 +68,7 @@ static int run(hs_transport_t *t, const p2p_args_t *a)
 {
     int me = hs_transport_rank(t), peer = 1 - me;
     char *buf = hs_malloc(a->max, "p2p buffer"), *ack = hs_malloc(64, "ack");
-    int nsamp = HS_MAX(a->iters, a->reps) + 1;
+    int nsamp = HS_MAX(a->iters ? a->iters : 100, a->reps) + 1; /* see iters below */
     double *samp = hs_malloc((size_t)nsamp * sizeof *samp, "samples");
     hs_treq_t **reqs = hs_calloc(64, sizeof *reqs, "requests");
     int rc = (!buf || !ack || !samp || !reqs) ? -ENOMEM : 0;
@@ -110,8 +110,8 @@ static int run(hs_transport_t *t, const p2p_args_t *a)
             printf("{\"bench\":\"p2p\",\"provider\":\"%s\",\"bytes\":%zu,\"median_us\":%.2f,"
                    "\"pingpong_GBps\":%.3f,\"GBps\":%.3f,\"iters\":%d,\"reps\":%d,\"window\":%d,"
                    "\"chunk\":%zu}\n",
-                   hs_transport_provider(t), sz, lat * 1e6, (double)sz / lat / 1e9, bw / 1e9,
-                   iters, a->reps, w, a->o.chunk_bytes);
+                   hs_transport_provider(t), sz, lat * 1e6, (double)sz / lat / 1e9, bw / 1e9, iters,
+                   a->reps, w, a->o.chunk_bytes);
         else
             printf("%-12s %10zu B  latency %10.1f us  ping-pong %7.2f GB/s  stream %7.2f GB/s\n",
                    hs_transport_provider(t), sz, lat * 1e6, (double)sz / lat / 1e9, bw / 1e9);

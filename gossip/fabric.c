@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,9 +33,19 @@ const char *hs_fab_host_of(const fab_t *f, int rank)
 }
 
 /* Map a user-facing provider name to the fi_info provider string. */
+/* shm before libfabric 1.19 loses or stalls messages that arrive before their receive is
+ * posted (inject-buffer exhaustion and unexpected SAR messages: libfabric issues #8976 and
+ * #9143, fixed in 1.19). Gossip sends whenever it likes, so such messages are the normal case:
+ * `auto` uses shm on one host only from 1.19 on, and tcp (over loopback) before. */
+static int shm_trusted(void)
+{
+    return fi_version() >= FI_VERSION(1, 19);
+}
+
 static const char *map_provider(const char *name, int all_local)
 {
-    if (!name || !*name || !strcmp(name, "auto")) return all_local ? "shm" : "tcp;ofi_rxm";
+    if (!name || !*name || !strcmp(name, "auto"))
+        return all_local && shm_trusted() ? "shm" : "tcp;ofi_rxm";
     if (!strcmp(name, "tcp")) return "tcp;ofi_rxm";
     if (!strcmp(name, "verbs")) return "verbs;ofi_rxm";
     if (!strcmp(name, "udp")) return "udp;ofi_rxd";
@@ -51,8 +62,7 @@ static int get_info(fab_t *f, const char *prov, struct fi_info **out)
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
     hints->fabric_attr->prov_name = strdup(prov);
     /* Most wanted first: atomics and send-after-send order, then less. */
-    static const uint64_t caps[] = {FI_TAGGED | FI_RMA | FI_ATOMIC, FI_TAGGED | FI_RMA,
-                                    FI_TAGGED};
+    static const uint64_t caps[] = {FI_TAGGED | FI_RMA | FI_ATOMIC, FI_TAGGED | FI_RMA, FI_TAGGED};
     int ret = -FI_ENODATA;
     for (size_t i = 0; i < HS_ARRAY_LEN(caps) * 2 && ret; i++) {
         hints->caps = caps[i / 2];
@@ -92,10 +102,17 @@ static int fab_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     }
     pthread_mutex_init(&f->lock, NULL);
     pthread_cond_init(&f->cond, NULL);
+    f->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (f->wake_fd < 0)
+        return HS_ERR(-errno, "libfabric transport: eventfd failed: %s", strerror(errno));
     int ret = hs_shape_parse(o->shaping, &f->shape);
     if (ret < 0) return ret;
 
     const char *prov = map_provider(o->provider, all_local);
+    if (!strcmp(prov, "shm") && !shm_trusted() && !getenv("HS_SHM_QUIET"))
+        HS_WARN("rank %d: the shm provider of libfabric %u.%u loses messages that arrive before "
+                "their receive is posted (fixed in 1.19); prefer --provider tcp",
+                t->rank, FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
     snprintf(f->prov, sizeof f->prov, "%s", prov);
     /* Measured here: shm without CMA is 2-3x faster for large messages. The tcp provider
      * ignores the domain hint, so a single-host job is pinned to loopback. Never override
@@ -107,8 +124,7 @@ static int fab_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     snprintf(f->prov, sizeof f->prov, "%s", f->info->fabric_attr->prov_name);
     f->mr_virt = !!(f->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR);
     f->mr_prov_key = !!(f->info->domain_attr->mr_mode & FI_MR_PROV_KEY);
-    f->use_cq_data = f->info->domain_attr->cq_data_size >= 8 &&
-                     !(f->info->mode & FI_RX_CQ_DATA);
+    f->use_cq_data = f->info->domain_attr->cq_data_size >= 8 && !(f->info->mode & FI_RX_CQ_DATA);
 
     ret = fi_fabric(f->info->fabric_attr, &f->fabric, NULL);
     if (ret) return hs_fab_err(f, ret, "fi_fabric", -1, NULL);
@@ -123,7 +139,6 @@ static int fab_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
         if (ret) return hs_fab_err(f, ret, "fi_cq_open", -1, NULL);
     } else if (fi_control(&f->cq->fid, FI_GETWAIT, &f->wait_fd) != 0) {
         f->wait_fd = -1;
-    f->wake_fd = -1;
     }
     struct fi_av_attr ava = {.type = FI_AV_TABLE, .count = (size_t)t->size};
     ret = fi_av_open(f->domain, &ava, &f->av, NULL);
@@ -186,8 +201,8 @@ static int fab_connect(hs_transport_t *t, const void *all, size_t stride)
                           "(magic %08x version %u): mixed builds or a corrupt exchange",
                           t->rank, r, HS_FAB_WIRE_VERSION, a->magic, a->version);
         if ((int)a->rank != r)
-            return HS_ERR(-EPROTO, "rank %d: address slot %d holds rank %u's address", t->rank,
-                          r, a->rank);
+            return HS_ERR(-EPROTO, "rank %d: address slot %d holds rank %u's address", t->rank, r,
+                          a->rank);
         a->host[sizeof a->host - 1] = '\0';
         a->prov[sizeof a->prov - 1] = '\0';
         if (strcmp(a->prov, f->prov))
@@ -220,6 +235,8 @@ static void fab_close(hs_transport_t *t)
     fab_t *f = t->impl;
     if (!f) return;
     hs_fab_stop_thread(f);
+    if (f->wake_fd >= 0) close(f->wake_fd);
+    f->wake_fd = -1;
     CLOSE_FID(f->ep);
     CLOSE_FID(f->av);
     CLOSE_FID(f->cq);

@@ -21,8 +21,8 @@ enum fab_op_kind { OP_SEND, OP_RECV, OP_WRITE, OP_READ, OP_ATOMIC, OP_PEEK };
 enum fab_req_kind { REQ_SEND, REQ_RECV, REQ_RMA };
 
 typedef struct fab_op {
-    struct fi_context2 fctx; /* first: libfabric hands it back as op_context */
-    struct hs_treq *req;     /* NULL for a peek */
+    struct fi_context2 fctx;    /* first: libfabric hands it back as op_context */
+    struct hs_treq *req;        /* NULL for a peek */
     struct fab_op *prev, *next; /* pending queue links while not yet posted */
     enum fab_op_kind kind;
     int peer;
@@ -41,18 +41,18 @@ typedef struct fab_op {
 
 struct hs_treq {
     enum fab_req_kind kind;
-    int ctrl;      /* transport-internal message */
-    int peer;      /* destination / source (-1: any, until chunk 0 arrives) / target */
-    uint32_t tag;  /* user tag (receives of any tag: learned from chunk 0) */
+    int ctrl;     /* transport-internal message */
+    int peer;     /* destination / source (-1: any, until chunk 0 arrives) / target */
+    uint32_t tag; /* user tag (receives of any tag: learned from chunk 0) */
     char *buf;
-    size_t cap;    /* receive capacity / send length */
-    size_t len;    /* bytes transferred so far */
+    size_t cap;                                 /* receive capacity / send length */
+    size_t len;                                 /* bytes transferred so far */
     unsigned nchunks, chunks_done, outstanding; /* outstanding: ops the provider owns */
-    int complete;  /* 1 once every chunk is done (or failed) */
-    int err;       /* negative code when failed */
-    int orphan;    /* freed by the user while ops were outstanding */
-    char *errmsg;  /* message of a failure (owned) */
-    fab_op_t op0;  /* chunk 0 */
+    int complete;                               /* 1 once every chunk is done (or failed) */
+    int err;                                    /* negative code when failed */
+    int orphan;                                 /* freed by the user while ops were outstanding */
+    char *errmsg;                               /* message of a failure (owned) */
+    fab_op_t op0;                               /* chunk 0 */
     fab_op_t *ops; /* chunks 1..nchunks-1 (index k-1), NULL for single-chunk */
     double start;
     struct hs_treq *prev_live, *next_live;
@@ -67,7 +67,9 @@ typedef struct fab {
     struct fid_cq *cq;
     struct fid_ep *ep;
     int wait_fd; /* CQ wait fd, -1 when the provider has none (then: sleep with backoff) */
-    int wake_fd; /* eventfd that wakes the progress thread (new timer, stop) */
+    int wake_fd; /* eventfd that wakes the thread blocked in poll (completion elsewhere, new
+                  * timer, stop); always open */
+    int poller;  /* a thread is blocked polling wait_fd / wake_fd; others wait on `cond` */
     char prov[HS_FAB_PROV_MAX];
     size_t chunk;
     int use_cq_data;
@@ -82,7 +84,7 @@ typedef struct fab {
     pthread_cond_t cond; /* broadcast on every completion (progress thread mode) */
     pthread_t thread;
     int thread_on, stop;
-    fab_op_t pend; /* pending queue head (sentinel), sorted by release time */
+    fab_op_t pend;       /* pending queue head (sentinel), sorted by release time */
     struct hs_treq live; /* sentinel of the list of live requests */
     uint64_t next_key;
     int mr_virt, mr_prov_key;
@@ -108,8 +110,7 @@ int hs_fab_irecv_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, int an
                      size_t cap, hs_treq_t **req);
 int hs_fab_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
                  hs_treq_t **req);
-int hs_fab_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
-                 hs_treq_t **req);
+int hs_fab_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap, hs_treq_t **req);
 int hs_fab_test(hs_transport_t *t, hs_treq_t **req, int *done, hs_tstatus_t *st);
 int hs_fab_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
                    hs_tstatus_t *st);
@@ -127,10 +128,10 @@ int hs_fab_win_create(hs_transport_t *t, void *buf, size_t len, hs_twin_t **win)
 void hs_fab_win_free(hs_transport_t *t, hs_twin_t **win);
 int hs_fab_put(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, const void *buf,
                size_t len, hs_treq_t **req);
-int hs_fab_get(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, void *buf,
-               size_t len, hs_treq_t **req);
-int hs_fab_atomic_add(hs_transport_t *t, hs_twin_t *w, int target, size_t offset,
-                      const void *buf, size_t n, int dtype, hs_treq_t **req);
+int hs_fab_get(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, void *buf, size_t len,
+               hs_treq_t **req);
+int hs_fab_atomic_add(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, const void *buf,
+                      size_t n, int dtype, hs_treq_t **req);
 void hs_fab_query_atomics(fab_t *f);
 int hs_fab_post_rma_locked(fab_t *f, fab_op_t *op);
 

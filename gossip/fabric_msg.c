@@ -17,7 +17,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#define LIVENESS_PERIOD_S 0.2 /* how often a waiter checks that its peers are alive */
+#define LIVENESS_PERIOD_S 0.2  /* how often a waiter checks that its peers are alive */
 #define BLOCK_MAX_S       0.25 /* longest single block before re-checking everything */
 
 /* --- requests ------------------------------------------------------------------------- */
@@ -97,19 +97,27 @@ static void req_drop_locked(fab_t *f, hs_treq_t *r)
 static const char *op_call(const fab_op_t *op)
 {
     switch (op->kind) {
-    case OP_SEND: return op->data ? "fi_tsenddata" : "fi_tsend";
-    case OP_RECV: return "fi_trecv";
-    case OP_WRITE: return "fi_write";
-    case OP_READ: return "fi_read";
-    case OP_ATOMIC: return "fi_atomic";
-    case OP_PEEK: return "fi_trecvmsg(FI_PEEK)";
+    case OP_SEND:
+        return op->data ? "fi_tsenddata" : "fi_tsend";
+    case OP_RECV:
+        return "fi_trecv";
+    case OP_WRITE:
+        return "fi_write";
+    case OP_READ:
+        return "fi_read";
+    case OP_ATOMIC:
+        return "fi_atomic";
+    case OP_PEEK:
+        return "fi_trecvmsg(FI_PEEK)";
     }
     return "?";
 }
 
 static void describe(const fab_t *f, const hs_treq_t *r, char *buf, size_t len)
 {
-    const char *what = r->kind == REQ_SEND ? "send to" : r->kind == REQ_RECV ? "receive from" : "RMA on";
+    const char *what = r->kind == REQ_SEND   ? "send to"
+                       : r->kind == REQ_RECV ? "receive from"
+                                             : "RMA on";
     if (r->peer < 0)
         snprintf(buf, len, "%s any rank (tag %u)", what, r->tag);
     else
@@ -134,10 +142,12 @@ static int post_op_locked(fab_t *f, fab_op_t *op)
             ret = fi_tsend(f->ep, op->buf, op->len, NULL, f->addrs[op->peer], op->tag, &op->fctx);
         break;
     case OP_RECV:
-        ret = fi_trecv(f->ep, op->buf, op->len, NULL, FI_ADDR_UNSPEC, op->tag, op->ignore,
-                       &op->fctx);
+        ret =
+            fi_trecv(f->ep, op->buf, op->len, NULL, FI_ADDR_UNSPEC, op->tag, op->ignore, &op->fctx);
         break;
-    default: ret = hs_fab_post_rma_locked(f, op); break;
+    default:
+        ret = hs_fab_post_rma_locked(f, op);
+        break;
     }
     if (ret == 0) {
         op->posted = 1;
@@ -278,8 +288,10 @@ static int on_error(fab_t *f, const struct fi_cq_err_entry *ee)
     if (!op) return 0;
     if (op->kind == OP_PEEK) {
         peek_t *pk = (peek_t *)op;
-        if (pk->abandoned) free(pk);
-        else pk->done = 1; /* FI_ENOMSG: nothing there */
+        if (pk->abandoned)
+            free(pk);
+        else
+            pk->done = 1; /* FI_ENOMSG: nothing there */
         return 0;
     }
     hs_treq_t *r = op->req;
@@ -304,6 +316,8 @@ static int on_error(fab_t *f, const struct fi_cq_err_entry *ee)
     return 1;
 }
 
+static void wake_thread(fab_t *f);
+
 int hs_fab_progress_locked(fab_t *f)
 {
     int completed = 0;
@@ -325,44 +339,61 @@ int hs_fab_progress_locked(fab_t *f)
         return hs_fab_err(f, (int)n, "fi_cq_read", -1, NULL);
     }
     post_due_locked(f);
-    if (completed) pthread_cond_broadcast(&f->cond);
+    if (completed) {
+        pthread_cond_broadcast(&f->cond);
+        if (f->poller) wake_thread(f);
+    }
     return completed;
 }
 
 /* --- blocking without spinning ----------------------------------------------------------- */
 
-/* Block (lock released) until the CQ may have something, the wake fd fires, or `until`.
- * Without a CQ wait fd, sleep with a doubling backoff (50 us .. 2 ms). */
+/* Block (lock released) until the CQ may have something, a completion made by another thread,
+ * the wake fd, or `until`. One thread at a time polls the CQ's wait fd and the wake fd (the
+ * "poller"); any other waiter sleeps on `cond`, which every completion broadcasts, and takes
+ * over polling when the poller leaves. A thread that completes requests while a poller is
+ * blocked writes the wake fd, so no waiter sleeps past a completion it is waiting for.
+ * Without a CQ wait fd (shm), the poller sleeps with a doubling backoff (50 us .. 2 ms). */
 static void block_locked(fab_t *f, double until, double *backoff)
 {
     double now = hs_now();
     if (until <= now) return;
+    if (f->poller) {
+        double sec;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        sec = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec + (until - now);
+        ts.tv_sec = (time_t)sec;
+        ts.tv_nsec = (long)((sec - (double)ts.tv_sec) * 1e9);
+        pthread_cond_timedwait(&f->cond, &f->lock, &ts);
+        return;
+    }
+    double dt = until - now;
+    int have_cq_fd = 0;
     if (f->wait_fd >= 0) {
         struct fid *fids[1] = {&f->cq->fid};
         int ret = fi_trywait(f->fabric, fids, 1);
         if (ret == -FI_EAGAIN) return; /* completions pending: progress again */
-        if (ret == 0) {
-            struct pollfd p[2] = {{.fd = f->wait_fd, .events = POLLIN},
-                                  {.fd = f->wake_fd, .events = POLLIN}};
-            double dt = until - now;
-            struct timespec ts = {.tv_sec = (time_t)dt,
-                                  .tv_nsec = (long)((dt - (double)(time_t)dt) * 1e9)};
-            pthread_mutex_unlock(&f->lock);
-            ppoll(p, f->wake_fd >= 0 ? 2 : 1, &ts, NULL);
-            pthread_mutex_lock(&f->lock);
-            if (f->wake_fd >= 0 && (p[1].revents & POLLIN)) {
-                uint64_t v;
-                if (read(f->wake_fd, &v, sizeof v) < 0) { /* nothing to do */
-                }
-            }
-            return;
+        have_cq_fd = ret == 0;
+    }
+    if (!have_cq_fd) {
+        dt = HS_MIN(*backoff, dt);
+        *backoff = HS_MIN(*backoff * 2, 2e-3);
+    }
+    struct pollfd p[2] = {{.fd = f->wake_fd, .events = POLLIN},
+                          {.fd = f->wait_fd, .events = POLLIN}};
+    struct timespec ts = {.tv_sec = (time_t)dt, .tv_nsec = (long)((dt - (double)(time_t)dt) * 1e9)};
+    f->poller = 1;
+    pthread_mutex_unlock(&f->lock);
+    ppoll(p, have_cq_fd ? 2 : 1, &ts, NULL);
+    pthread_mutex_lock(&f->lock);
+    f->poller = 0;
+    if (p[0].revents & POLLIN) {
+        uint64_t v;
+        if (read(f->wake_fd, &v, sizeof v) < 0) { /* already drained */
         }
     }
-    double dt = HS_MIN(*backoff, until - now);
-    pthread_mutex_unlock(&f->lock);
-    hs_sleep(dt);
-    pthread_mutex_lock(&f->lock);
-    *backoff = HS_MIN(*backoff * 2, 2e-3);
+    pthread_cond_broadcast(&f->cond); /* a waiter may take over polling */
 }
 
 static void wake_thread(fab_t *f)
@@ -398,8 +429,6 @@ static void *progress_thread(void *arg)
 
 int hs_fab_start_thread(fab_t *f)
 {
-    f->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (f->wake_fd < 0) return HS_ERR(-errno, "progress thread: eventfd failed: %s", strerror(errno));
     f->stop = 0;
     int rc = pthread_create(&f->thread, NULL, progress_thread, f);
     if (rc) return HS_ERR(-rc, "progress thread: pthread_create failed: %s", strerror(rc));
@@ -412,13 +441,12 @@ void hs_fab_stop_thread(fab_t *f)
     if (f->thread_on) {
         pthread_mutex_lock(&f->lock);
         f->stop = 1;
+        pthread_cond_broadcast(&f->cond);
         pthread_mutex_unlock(&f->lock);
         wake_thread(f);
         pthread_join(f->thread, NULL);
         f->thread_on = 0;
     }
-    if (f->wake_fd >= 0) close(f->wake_fd);
-    f->wake_fd = -1;
 }
 
 /* --- liveness -------------------------------------------------------------------------- */
@@ -562,8 +590,8 @@ int hs_fab_irecv_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, int an
     op->kind = OP_RECV;
     op->peer = peer;
     op->tag = hs_fab_tag(ctrl, 1, peer >= 0 ? peer : 0, 0, 0, tag);
-    op->ignore = HS_FAB_TAG_CHUNK_MASK | HS_FAB_TAG_SEQ_MASK | (peer < 0 ? HS_FAB_TAG_SRC_MASK : 0) |
-                 (any_tag ? HS_FAB_TAG_USER_MASK : 0);
+    op->ignore = HS_FAB_TAG_CHUNK_MASK | HS_FAB_TAG_SEQ_MASK |
+                 (peer < 0 ? HS_FAB_TAG_SRC_MASK : 0) | (any_tag ? HS_FAB_TAG_USER_MASK : 0);
     op->buf = buf;
     op->len = cap;
     hs_fab_enqueue_locked(f, op);
@@ -579,8 +607,7 @@ int hs_fab_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, siz
     return hs_fab_isend_any(t, 0, peer, tag, buf, len, req);
 }
 
-int hs_fab_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
-                 hs_treq_t **req)
+int hs_fab_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap, hs_treq_t **req)
 {
     return hs_fab_irecv_any(t, 0, peer, tag, 0, buf, cap, req);
 }

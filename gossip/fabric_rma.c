@@ -43,7 +43,8 @@ int hs_fab_post_rma_locked(fab_t *f, fab_op_t *op)
     case OP_ATOMIC:
         return (int)fi_atomic(f->ep, op->buf, op->len / (size_t)op->dtype, NULL, a, op->raddr,
                               op->rkey, op->dtype == 4 ? FI_FLOAT : FI_DOUBLE, FI_SUM, &op->fctx);
-    default: return -FI_EINVAL;
+    default:
+        return -FI_EINVAL;
     }
 }
 
@@ -71,9 +72,9 @@ int hs_fab_win_create(hs_transport_t *t, void *buf, size_t len, hs_twin_t **win)
     pthread_mutex_unlock(&f->lock);
     hs_fab_win_v1_t mine = {.magic = HS_FAB_WIN_MAGIC, .version = HS_FAB_WIRE_VERSION};
     if (len > 0) {
-        int ret = fi_mr_reg(f->domain, buf, len,
-                            FI_REMOTE_WRITE | FI_REMOTE_READ | FI_WRITE | FI_READ, 0, want_key, 0,
-                            &w->mr, NULL);
+        int ret =
+            fi_mr_reg(f->domain, buf, len, FI_REMOTE_WRITE | FI_REMOTE_READ | FI_WRITE | FI_READ, 0,
+                      want_key, 0, &w->mr, NULL);
         if (ret) {
             char what[64];
             snprintf(what, sizeof what, "(window of %zu bytes)", len);
@@ -104,8 +105,8 @@ int hs_fab_win_create(hs_transport_t *t, void *buf, size_t len, hs_twin_t **win)
     }
     for (int p = 0; p < t->size; p++) {
         if (w->remote[p].magic != HS_FAB_WIN_MAGIC || w->remote[p].version != HS_FAB_WIRE_VERSION) {
-            rc = HS_ERR(-EPROTO, "rank %d: window %u descriptor from rank %d is malformed",
-                        t->rank, w->id, p);
+            rc = HS_ERR(-EPROTO, "rank %d: window %u descriptor from rank %d is malformed", t->rank,
+                        w->id, p);
             goto fail;
         }
     }
@@ -137,7 +138,10 @@ static int rma(hs_transport_t *t, hs_twin_t *w, enum fab_op_kind kind, int targe
         return HS_ERR(-EINVAL,
                       "rank %d: %s of %zu bytes at offset %zu is past the end of rank %d's "
                       "window %u (%llu bytes)",
-                      t->rank, kind == OP_WRITE ? "put" : kind == OP_READ ? "get" : "atomic add",
+                      t->rank,
+                      kind == OP_WRITE  ? "put"
+                      : kind == OP_READ ? "get"
+                                        : "atomic add",
                       len, offset, target, w->id, (unsigned long long)d->len);
     size_t c = f->chunk;
     if (kind == OP_ATOMIC) {

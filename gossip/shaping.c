@@ -94,11 +94,10 @@ static int parse_quantity(const parser_t *ps, const char *b, const char *e, cons
 
 static const unit_t dur_units[] = {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
 static const unit_t rate_units[] = {
-    {"bit", 1.0 / 8},      {"Kbit", 1e3 / 8},           {"Mbit", 1e6 / 8},
-    {"Gbit", 1e9 / 8},     {"B", 1.0},                  {"KB", 1e3},
-    {"MB", 1e6},           {"GB", 1e9},                 {"KiB", 1024.0},
-    {"MiB", 1048576.0},    {"GiB", 1073741824.0},       {"bps", 1.0 / 8},
-    {"Kbps", 1e3 / 8},     {"Mbps", 1e6 / 8},           {"Gbps", 1e9 / 8},
+    {"bit", 1.0 / 8},  {"Kbit", 1e3 / 8},  {"Mbit", 1e6 / 8},     {"Gbit", 1e9 / 8},
+    {"B", 1.0},        {"KB", 1e3},        {"MB", 1e6},           {"GB", 1e9},
+    {"KiB", 1024.0},   {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"bps", 1.0 / 8},
+    {"Kbps", 1e3 / 8}, {"Mbps", 1e6 / 8},  {"Gbps", 1e9 / 8},
 };
 
 static int parse_rank(const char *b, const char *e, int *out)
@@ -136,7 +135,8 @@ static int parse_scope(const parser_t *ps, const char *b, const char *e, rule_t 
     }
     int dummy;
     if (!parse_rank(b, e, &dummy))
-        return perr(ps, b, (size_t)(e - b), "a single rank is not a scope (use A-B, A>B or a host)");
+        return perr(ps, b, (size_t)(e - b),
+                    "a single rank is not a scope (use A-B, A>B or a host)");
     for (const char *p = b; p < e; p++)
         if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' && *p != '_')
             return perr(ps, b, (size_t)(e - b), "bad host name in scope");
@@ -162,12 +162,12 @@ static int parse_param(const parser_t *ps, const char *b, const char *e, rule_t 
                               &r->p.latency_s));
         r->has_lat = 1;
     } else if (klen == 6 && !strncmp(kb, "jitter", 6)) {
-        HS_TRY(parse_quantity(ps, vb, ve, dur_units, HS_ARRAY_LEN(dur_units), "time",
-                              &r->p.jitter_s));
+        HS_TRY(
+            parse_quantity(ps, vb, ve, dur_units, HS_ARRAY_LEN(dur_units), "time", &r->p.jitter_s));
         r->has_jit = 1;
     } else if (klen == 2 && !strncmp(kb, "bw", 2)) {
-        HS_TRY(parse_quantity(ps, vb, ve, rate_units, HS_ARRAY_LEN(rate_units), "rate",
-                              &r->p.bw_Bps));
+        HS_TRY(
+            parse_quantity(ps, vb, ve, rate_units, HS_ARRAY_LEN(rate_units), "rate", &r->p.bw_Bps));
         if (!(r->p.bw_Bps > 0)) return perr(ps, vb, (size_t)(ve - vb), "bandwidth must be > 0");
         r->has_bw = 1;
     } else {
@@ -259,10 +259,14 @@ int hs_shape_nrules(const hs_shape_t *s)
 static int rule_matches(const rule_t *r, int src, int dst, const char *sh, const char *dh)
 {
     switch (r->kind) {
-    case SCOPE_ALL: return 1;
-    case SCOPE_PAIR: return (src == r->a && dst == r->b) || (src == r->b && dst == r->a);
-    case SCOPE_DIRECTED: return src == r->a && dst == r->b;
-    case SCOPE_HOST: return (sh && !strcmp(sh, r->host)) || (dh && !strcmp(dh, r->host));
+    case SCOPE_ALL:
+        return 1;
+    case SCOPE_PAIR:
+        return (src == r->a && dst == r->b) || (src == r->b && dst == r->a);
+    case SCOPE_DIRECTED:
+        return src == r->a && dst == r->b;
+    case SCOPE_HOST:
+        return (sh && !strcmp(sh, r->host)) || (dh && !strcmp(dh, r->host));
     }
     return 0;
 }

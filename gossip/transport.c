@@ -15,13 +15,13 @@
 
 /* A slot is usable when the table is large enough to hold it and it is filled. */
 #define HAS_OP(t, slot)                                                                            \
-    ((t)->ops->size >= offsetof(hs_transport_ops_t, slot) + sizeof((t)->ops->slot) &&           \
+    ((t)->ops->size >= offsetof(hs_transport_ops_t, slot) + sizeof((t)->ops->slot) &&              \
      (t)->ops->slot != NULL)
 #define NEED_OP(t, slot)                                                                           \
     do {                                                                                           \
         if (!HAS_OP(t, slot))                                                                      \
-            return HS_ERR(-ENOSYS, "transport backend %s has no '%s' operation",                 \
-                          (t)->ops->name, #slot);                                                  \
+            return HS_ERR(-ENOSYS, "transport backend %s has no '%s' operation", (t)->ops->name,   \
+                          #slot);                                                                  \
     } while (0)
 
 int hs_transport_opts_default(hs_transport_opts_t *o)
@@ -93,8 +93,7 @@ int hs_transport_connect(hs_transport_t *t, const void *all, size_t stride)
     return t->ops->connect(t, all, stride);
 }
 
-int hs_transport_open(hs_transport_t **out, struct hs_boot *boot,
-                      const hs_transport_opts_t *opts)
+int hs_transport_open(hs_transport_t **out, struct hs_boot *boot, const hs_transport_opts_t *opts)
 {
     *out = NULL;
     hs_transport_t *t = NULL;
@@ -146,8 +145,8 @@ const char *hs_transport_provider(const hs_transport_t *t)
 static int check_peer(const hs_transport_t *t, int peer, int any_ok, const char *what)
 {
     if ((any_ok && peer == HS_ANY_SOURCE) || (peer >= 0 && peer < t->size)) return 0;
-    return HS_ERR(-EINVAL, "rank %d: %s: peer %d is not a rank of this %d-rank job", t->rank,
-                  what, peer, t->size);
+    return HS_ERR(-EINVAL, "rank %d: %s: peer %d is not a rank of this %d-rank job", t->rank, what,
+                  peer, t->size);
 }
 
 static int check_tag(const hs_transport_t *t, uint32_t tag, const char *what)
@@ -184,8 +183,8 @@ int hs_transport_test(hs_transport_t *t, hs_treq_t **req, int *done, hs_tstatus_
     return t->ops->test(t, req, done, st);
 }
 
-int hs_transport_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s,
-                         int *index, hs_tstatus_t *st)
+int hs_transport_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
+                         hs_tstatus_t *st)
 {
     NEED_OP(t, waitany);
     if (timeout_s < 0) timeout_s = t->opts.timeout_s;
@@ -261,8 +260,8 @@ void hs_transport_win_free(hs_transport_t *t, hs_twin_t **win)
     *win = NULL;
 }
 
-int hs_transport_put(hs_transport_t *t, hs_twin_t *w, int target, size_t offset,
-                     const void *buf, size_t len, hs_treq_t **req)
+int hs_transport_put(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, const void *buf,
+                     size_t len, hs_treq_t **req)
 {
     HS_TRY(check_peer(t, target, 0, "put"));
     NEED_OP(t, put);
@@ -285,9 +284,8 @@ int hs_transport_atomic_add_float(hs_transport_t *t, hs_twin_t *w, int target, s
     return t->ops->atomic_add(t, w, target, offset, buf, n, 4, req);
 }
 
-int hs_transport_atomic_add_double(hs_transport_t *t, hs_twin_t *w, int target,
-                                   size_t offset, const double *buf, size_t n,
-                                   hs_treq_t **req)
+int hs_transport_atomic_add_double(hs_transport_t *t, hs_twin_t *w, int target, size_t offset,
+                                   const double *buf, size_t n, hs_treq_t **req)
 {
     HS_TRY(check_peer(t, target, 0, "atomic add"));
     NEED_OP(t, atomic_add);

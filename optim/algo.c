@@ -59,6 +59,7 @@ const hs_algo_ops_t hs_algo_local_ops = {
 static const hs_algo_ops_t *const all_algos[] = {
     &hs_algo_local_ops, &hs_algo_sgp_ops,       &hs_algo_osgp_ops,
     &hs_algo_dpsgd_ops, &hs_algo_allreduce_ops,
+    &hs_algo_easgd_ops, &hs_algo_eamsgd_ops,    &hs_algo_lsgd_ops,
 };
 
 const hs_algo_ops_t *hs_algo_find(const char *name)
@@ -71,7 +72,7 @@ const hs_algo_ops_t *hs_algo_find(const char *name)
 
 const char *hs_algo_names(void)
 {
-    return "local|sgp|osgp|dpsgd|allreduce";
+    return "local|sgp|osgp|dpsgd|allreduce|easgd|eamsgd|lsgd";
 }
 
 void hs_dist_peer_failed(hs_dist_t *d, int peer, long iter, const char *why)

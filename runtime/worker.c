@@ -29,6 +29,7 @@ struct hs_worker {
     float *x_dev;     /* (B, D) device */
     int32_t *y_dev;   /* (B) device */
     float *saved_dev; /* (num_params) device scratch for evaluating other parameters */
+    double last_loss; /* mean loss of the last hs_worker_grad batch (NAN before) */
 };
 
 void hs_train_opts_defaults(hs_train_opts_t *o)
@@ -49,6 +50,9 @@ void hs_train_opts_defaults(hs_train_opts_t *o)
     o->seed = 1;
     o->eval_every = 1.0;
     o->progress_s = 2.0;
+    o->pull_local = 0.1;
+    o->pull_global = 0.1;
+    o->leader_window = 10;
 }
 
 int hs_mkdir_p(const char *path)
@@ -105,6 +109,7 @@ int hs_worker_open(hs_worker_t **out, const hs_train_opts_t *o, int rank, int ra
         return HS_ERR(-EINVAL, "--lr must be a finite number >= 0 (got %g)", o->lr);
     hs_worker_t *w = hs_calloc(1, sizeof *w, "worker");
     if (!w) return -ENOMEM;
+    w->last_loss = NAN;
 
     hs_device_t dev;
     int dev_index;
@@ -184,7 +189,10 @@ int hs_worker_grad(hs_worker_t *w, double *loss, int *correct, int *n)
     hs_kernels_t *k = w->k;
     HS_TRY(k->ops->to_device(k, w->x_dev, w->x_host, (size_t)got * (size_t)w->dim * sizeof(float)));
     HS_TRY(k->ops->to_device(k, w->y_dev, w->y_host, (size_t)got * sizeof(int32_t)));
-    HS_TRY(hs_model_train_step(w->model, w->x_dev, w->y_dev, got, loss, correct));
+    double l = NAN;
+    HS_TRY(hs_model_train_step(w->model, w->x_dev, w->y_dev, got, &l, correct));
+    w->last_loss = l;
+    if (loss) *loss = l;
     if (n) *n = got;
     return 0;
 }
@@ -301,4 +309,9 @@ const hs_dataset_t *hs_worker_train_set(const hs_worker_t *w)
 const hs_dataset_t *hs_worker_test_set(const hs_worker_t *w)
 {
     return &w->test;
+}
+
+double hs_worker_last_loss(const hs_worker_t *w)
+{
+    return w->last_loss;
 }

@@ -54,7 +54,7 @@ static int full_io(int fd, void *buf, size_t len, int wr)
  * Returns the number of ranks that failed; kills everything after timeout_s. `expect` (may be
  * NULL) gives each rank's expected exit code. */
 int tt_run_world(int n, const hs_transport_opts_t *o, int all_local, tt_rank_fn fn, void *arg,
-                     double timeout_s, const int *expect, void (*child_setup)(int rank))
+                 double timeout_s, const int *expect, void (*child_setup)(int rank))
 {
     int fds[16][2];
     pid_t pids[16];

@@ -22,9 +22,9 @@ int tt_run_world(int n, const hs_transport_opts_t *o, int all_local, tt_rank_fn 
 
 #define RFAIL(...)                                                                                 \
     do {                                                                                           \
-        fprintf(stderr, "rank %d: ", hs_transport_rank(t));                                      \
+        fprintf(stderr, "rank %d: ", hs_transport_rank(t));                                        \
         fprintf(stderr, __VA_ARGS__);                                                              \
-        fprintf(stderr, " (%s)\n", hs_last_error());                                              \
+        fprintf(stderr, " (%s)\n", hs_last_error());                                               \
         return 1;                                                                                  \
     } while (0)
 

@@ -107,9 +107,10 @@ static const hs_option_t train_options[] = {
     {.name = "algo",
      .type = HS_OPT_ENUM,
      .def = "local",
-     .choices = "local|sgp|osgp|dpsgd|allreduce",
+     .choices = "local|sgp|osgp|dpsgd|allreduce|easgd|eamsgd|lsgd",
      .group = "Distributed",
-     .help = "local (one worker, or independent ones), sgp, osgp, dpsgd, allreduce"},
+     .help = "local (one worker, or independent ones), sgp, osgp, dpsgd, allreduce, easgd, "
+             "eamsgd, lsgd"},
     {.name = "graph",
      .type = HS_OPT_STRING,
      .def = "exp1peer",
@@ -121,7 +122,39 @@ static const hs_option_t train_options[] = {
      .def = "2",
      .range = "[1, 64]",
      .metavar = "K",
-     .help = "osgp: send rounds that may be in flight while computing (sgp is tau 1)"},
+     .help = "osgp: send rounds that may be in flight while computing (sgp is tau 1); "
+             "easgd/eamsgd/lsgd: communication period in local steps (default 1 for them)"},
+    {.name = "alpha",
+     .type = HS_OPT_DOUBLE,
+     .def = "0",
+     .range = "[0, 1)",
+     .help = "easgd/eamsgd: elastic moving rate (0: 0.9 / ranks)"},
+    {.name = "centers",
+     .type = HS_OPT_STRING,
+     .def = "all",
+     .metavar = "RANKS",
+     .help = "easgd/eamsgd: ranks holding the center shards (all, R, R1,R2, A-B)"},
+    {.name = "pull-local",
+     .type = HS_OPT_DOUBLE,
+     .def = "0.1",
+     .range = "[0, 100]",
+     .help = "lsgd: pull toward the leader of the worker's group (with --groups > 1)"},
+    {.name = "pull-global",
+     .type = HS_OPT_DOUBLE,
+     .def = "0.1",
+     .range = "[0, 100]",
+     .help = "lsgd: pull toward the global leader"},
+    {.name = "groups",
+     .type = HS_OPT_INT,
+     .def = "0",
+     .range = "[0, 4096]",
+     .help = "lsgd: contiguous groups of ranks with a local leader each (0: one group)"},
+    {.name = "leader-window",
+     .type = HS_OPT_INT,
+     .def = "10",
+     .range = "[1, 100000]",
+     .metavar = "K",
+     .help = "lsgd: the leader has the lowest mean loss over its last K batches"},
     {.name = "straggler",
      .type = HS_OPT_LIST,
      .metavar = "SPEC",
@@ -181,7 +214,8 @@ static const hs_option_t train_options[] = {
 
 static const hs_cfg_spec_t train_spec = {
     .usage = "hearsay train [--config FILE] [OPTIONS]\n"
-             "       hearsay run -n N -- hearsay train --algo sgp|osgp|dpsgd|allreduce [OPTIONS]",
+             "       hearsay run -n N -- hearsay train --algo sgp|osgp|dpsgd|allreduce|easgd|eamsgd|lsgd "
+             "[OPTIONS]",
     .summary = "Train a model on one worker, or on every rank of a job with a distributed\n"
                "algorithm. Every option can also be set in an INI file (--config FILE,\n"
                "`key = value` lines); flags override the file.\n"
@@ -253,6 +287,18 @@ int hs_cmd_train(int argc, char **argv)
     if (!strcmp(o.algo, "dpsgd") && hs_cfg_source(cfg, "graph") == HS_CFG_DEFAULT)
         o.graph = "biring"; /* D-PSGD needs an undirected graph */
     o.tau = (int)hs_cfg_int(cfg, "tau");
+    int elastic = !strcmp(o.algo, "easgd") || !strcmp(o.algo, "eamsgd") || !strcmp(o.algo, "lsgd");
+    if (elastic && hs_cfg_source(cfg, "tau") == HS_CFG_DEFAULT) o.tau = 1;
+    if (!strcmp(o.algo, "eamsgd")) o.nesterov = 1; /* EAMSGD: Nesterov momentum locally */
+    /* Their service threads answer while the main thread waits: without a progress thread a
+     * completion reaped by one thread does not wake the other (20x slower, measured). */
+    if (elastic) o.progress_thread = 1;
+    o.alpha = hs_cfg_double(cfg, "alpha");
+    o.centers = hs_cfg_str(cfg, "centers");
+    o.pull_local = hs_cfg_double(cfg, "pull-local");
+    o.pull_global = hs_cfg_double(cfg, "pull-global");
+    o.groups = (int)hs_cfg_int(cfg, "groups");
+    o.leader_window = (int)hs_cfg_int(cfg, "leader-window");
     o.stragglers = hs_cfg_list(cfg, "straggler", &n_strag);
     o.n_stragglers = n_strag;
     o.link = hs_cfg_str(cfg, "link");
@@ -267,9 +313,10 @@ int hs_cmd_train(int argc, char **argv)
         hs_cfg_free(&cfg);
         return 2;
     }
-    if (strcmp(o.algo, "osgp") && hs_cfg_source(cfg, "tau") != HS_CFG_DEFAULT &&
+    if (strcmp(o.algo, "osgp") && !elastic && hs_cfg_source(cfg, "tau") != HS_CFG_DEFAULT &&
         hs_cfg_int(cfg, "tau") != 1) {
-        fprintf(stderr, "hearsay train: --tau applies to --algo osgp (sgp is tau 1)\n");
+        fprintf(stderr, "hearsay train: --tau applies to --algo osgp, easgd, eamsgd and lsgd "
+                        "(sgp is tau 1)\n");
         hs_cfg_free(&cfg);
         return 2;
     }

@@ -43,6 +43,12 @@ extern "C" {
 #define HS_TAG_FINAL    0x47003u /* end-of-run results and final z (to rank 0) */
 #define HS_TAG_PING     0x47004u /* never sent: a receive on it probes a peer's liveness */
 #define HS_TAG_ACK      0x47005u /* rank 0 -> r: your end-of-run results are in, you may exit */
+/* EASGD center service and leader-SGD (optim/center.c, optim/lsgd.c) */
+#define HS_TAG_CENTER_REQ 0x47010u /* worker -> center owner: read / add / finish a shard */
+#define HS_TAG_CENTER_REP 0x47011u /* center owner -> worker: shard contents */
+#define HS_TAG_LSGD_LOSS  0x47012u /* leader-SGD: (recent loss, rank, version) gossip */
+#define HS_TAG_LSGD_REQ   0x47013u /* leader-SGD: request of a leader's published snapshot */
+#define HS_TAG_LSGD_SNAP  0x47014u /* leader-SGD: a versioned, checksummed snapshot */
 
 /* Per-iteration counters an algorithm adds to (the loop writes them to rank-R.csv and zeroes
  * them before each iteration). */
@@ -110,6 +116,9 @@ extern const hs_algo_ops_t hs_algo_sgp_ops;       /* Stochastic Gradient Push, t
 extern const hs_algo_ops_t hs_algo_osgp_ops;      /* overlap SGP, tau = o->tau */
 extern const hs_algo_ops_t hs_algo_dpsgd_ops;     /* D-PSGD, Metropolis neighbour averaging */
 extern const hs_algo_ops_t hs_algo_allreduce_ops; /* synchronous SGD, ring all-reduce */
+extern const hs_algo_ops_t hs_algo_easgd_ops;     /* elastic averaging SGD (asynchronous) */
+extern const hs_algo_ops_t hs_algo_eamsgd_ops;    /* EASGD with Nesterov momentum locally */
+extern const hs_algo_ops_t hs_algo_lsgd_ops;      /* leader-SGD (local and global leaders) */
 
 /* The ops table of `name`, or NULL. */
 const hs_algo_ops_t *hs_algo_find(const char *name);

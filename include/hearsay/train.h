@@ -70,6 +70,13 @@ typedef struct hs_train_opts {
     double init_spread;     /* add N(0, init_spread) noise per rank to the initial
                                parameters (gossip-averaging studies and tests) */
     int dump_params;        /* write DIR/rank-R.init.f32 and DIR/rank-R.final.f32 */
+    /* EASGD / EAMSGD and leader-SGD (o->tau is their communication period, default 1). */
+    double alpha;         /* EASGD moving rate (<= 0: 0.9 / ranks) */
+    const char *centers;  /* ranks holding the center shards ("0,2-3"; NULL/"" = all) */
+    double pull_local;    /* LSGD pull toward the group's leader */
+    double pull_global;   /* LSGD pull toward the global leader */
+    int groups;           /* LSGD groups of contiguous ranks (<= 0: one per host) */
+    int leader_window;    /* LSGD: batches in the recent-loss average (>= 1) */
 } hs_train_opts_t;
 
 /* The defaults of `hearsay train` (the synthetic Gaussian-mixture task and the MLP). */
@@ -122,6 +129,9 @@ int hs_worker_evaluate(hs_worker_t *w, const float *params, double *loss, double
 hs_model_t *hs_worker_model(hs_worker_t *w);
 hs_kernels_t *hs_worker_kernels(hs_worker_t *w);
 long hs_worker_iteration(const hs_worker_t *w);
+/* Mean loss of the batch of the last hs_worker_grad (NAN before the first): leader-SGD's
+ * recent-loss average. */
+double hs_worker_last_loss(const hs_worker_t *w);
 /* Epochs done so far, fractional (iteration / iterations per epoch). Iterations per epoch
  * come from a global quantity, floor(train samples / ranks / batch) (at least 1), so every
  * rank runs the same number of iterations even when shards differ in size. */

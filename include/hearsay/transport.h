@@ -62,9 +62,9 @@ typedef struct hs_transport_opts {
 
 /* What a completed request reports. */
 typedef struct hs_tstatus {
-    int source;  /* sending rank (receives), destination (sends), target (RMA) */
+    int source;   /* sending rank (receives), destination (sends), target (RMA) */
     uint32_t tag; /* user tag */
-    size_t len;  /* bytes received (receives) or sent */
+    size_t len;   /* bytes received (receives) or sent */
 } hs_tstatus_t;
 
 /* Fill `o` with the defaults, then apply the environment knobs HS_PROVIDER, HS_SHAPING,
@@ -96,8 +96,7 @@ typedef struct hs_transport_ops {
     int (*isend)(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
                  hs_treq_t **req);
     /* Post a receive of up to cap bytes from peer (or HS_ANY_SOURCE); never blocks. */
-    int (*irecv)(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
-                 hs_treq_t **req);
+    int (*irecv)(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap, hs_treq_t **req);
     /* Make progress without blocking, then report whether req completed (*done). On
      * completion fills *st (may be NULL), frees the request and NULLs *req. A request that
      * failed returns its error (and is freed). */
@@ -129,13 +128,13 @@ typedef struct hs_transport_ops {
      * window at byte offset; non-blocking, completes through the request. */
     int (*put)(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, const void *buf,
                size_t len, hs_treq_t **req);
-    int (*get)(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, void *buf,
-               size_t len, hs_treq_t **req);
+    int (*get)(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, void *buf, size_t len,
+               hs_treq_t **req);
     /* Atomic element-wise add of n floats (dtype 4) or doubles (dtype 8) into the target's
      * window at offset. -ENOSYS when the provider has no such atomic (callers then fall
      * back to messages and a service thread). */
-    int (*atomic_add)(hs_transport_t *t, hs_twin_t *w, int target, size_t offset,
-                      const void *buf, size_t n, int dtype, hs_treq_t **req);
+    int (*atomic_add)(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, const void *buf,
+                      size_t n, int dtype, hs_treq_t **req);
     /* Name of the libfabric provider in use ("shm", "tcp;ofi_rxm", ...). */
     const char *(*provider)(const hs_transport_t *t);
 } hs_transport_ops_t;
@@ -160,8 +159,7 @@ int hs_transport_address(hs_transport_t *t, void *buf, size_t *len);
 /* Phase 2: every rank's blob, `stride` bytes apart, in rank order (stride >= each blob). */
 int hs_transport_connect(hs_transport_t *t, const void *all, size_t stride);
 /* Both phases with the address exchange through the bootstrap (hs_boot_allgather). */
-int hs_transport_open(hs_transport_t **out, struct hs_boot *boot,
-                      const hs_transport_opts_t *opts);
+int hs_transport_open(hs_transport_t **out, struct hs_boot *boot, const hs_transport_opts_t *opts);
 /* Close and free; *t = NULL. Safe on NULL. */
 void hs_transport_close(hs_transport_t **t);
 
@@ -182,8 +180,8 @@ int hs_transport_test(hs_transport_t *t, hs_treq_t **req, int *done, hs_tstatus_
 int hs_transport_wait(hs_transport_t *t, hs_treq_t **req, double timeout_s, hs_tstatus_t *st);
 /* Block until one of n requests completes (*index), freeing it; timeout as above;
  * timeout_s == 0 polls once (*index = -1 when none). */
-int hs_transport_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s,
-                         int *index, hs_tstatus_t *st);
+int hs_transport_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
+                         hs_tstatus_t *st);
 /* Drive progress without blocking; returns completions seen (>= 0) or an error. */
 int hs_transport_progress(hs_transport_t *t);
 /* Has a message from peer (or HS_ANY_SOURCE) with tag (any tag when any_tag) arrived?
@@ -202,17 +200,16 @@ int hs_transport_barrier(hs_transport_t *t);
 /* Collective: expose buf[0..len) on every rank as a window. */
 int hs_transport_win_create(hs_transport_t *t, void *buf, size_t len, hs_twin_t **win);
 void hs_transport_win_free(hs_transport_t *t, hs_twin_t **win);
-int hs_transport_put(hs_transport_t *t, hs_twin_t *w, int target, size_t offset,
-                     const void *buf, size_t len, hs_treq_t **req);
+int hs_transport_put(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, const void *buf,
+                     size_t len, hs_treq_t **req);
 int hs_transport_get(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, void *buf,
                      size_t len, hs_treq_t **req);
 /* Atomic add of n floats into target's window (offset in bytes, 4-aligned); -ENOSYS when
  * the provider has no float atomics. The _double variant adds doubles. */
 int hs_transport_atomic_add_float(hs_transport_t *t, hs_twin_t *w, int target, size_t offset,
                                   const float *buf, size_t n, hs_treq_t **req);
-int hs_transport_atomic_add_double(hs_transport_t *t, hs_twin_t *w, int target,
-                                   size_t offset, const double *buf, size_t n,
-                                   hs_treq_t **req);
+int hs_transport_atomic_add_double(hs_transport_t *t, hs_twin_t *w, int target, size_t offset,
+                                   const double *buf, size_t n, hs_treq_t **req);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,222 @@
+#!/usr/bin/python3
+"""Summarise a study's runs: results.csv, table.md and PNG plots.
+
+    report.py stragglers OUT [--target-loss X]   runs OUT/ALGO-xK/ (one straggler slowed K times)
+    report.py topologies OUT [--target-loss X]   runs OUT/GRAPH/
+
+Each run directory is a `hearsay train --out` directory: summary.json, eval.csv (the averaged
+model and the consensus distance at evaluation points) and rank-R.csv / rank-R-eval.csv.
+Needs Debian's python3-matplotlib (run with /usr/bin/python3); without it, no plots.
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import re
+import sys
+
+
+def read_csv(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return [{k: _num(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def _num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return v
+
+
+def load_runs(out, pattern):
+    runs = []
+    for name in sorted(os.listdir(out)):
+        d = os.path.join(out, name)
+        m = re.fullmatch(pattern, name)
+        if not m or not os.path.isdir(d):
+            continue
+        summ_path = os.path.join(d, "summary.json")
+        summ = None
+        if os.path.exists(summ_path):
+            with open(summ_path) as f:
+                summ = json.load(f)
+        runs.append({"name": name, "dir": d, "match": m, "summary": summ,
+                     "eval": read_csv(os.path.join(d, "eval.csv"))})
+    return runs
+
+
+def fmt(v, nd=2):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return f"{v:.{nd}f}"
+
+
+def get(summ, key):
+    if not summ:
+        return None
+    v = summ.get(key)
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def plots_available():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: F401
+        return True
+    except ImportError:
+        print("report: matplotlib not found (apt-get install python3-matplotlib): no plots",
+              file=sys.stderr)
+        return False
+
+
+def write_csv(path, rows, fields):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in fields})
+
+
+FIELDS = ["time_to_target_s", "final_test_loss", "final_test_acc", "wall_s", "iterations",
+          "ps_weight_sum", "consensus_distance"]
+
+
+def stragglers(out, target):
+    runs = load_runs(out, r"([a-z0-9]+)-x([0-9.]+)")
+    if not runs:
+        sys.exit(f"report: no runs found in {out}")
+    rows = []
+    for r in runs:
+        algo, k = r["match"].group(1), float(r["match"].group(2))
+        row = {"algo": algo, "slowdown": k, "status": "ok" if r["summary"] else "failed"}
+        for f in FIELDS:
+            row[f] = get(r["summary"], f)
+        rows.append(row)
+    write_csv(os.path.join(out, "results.csv"), rows, ["algo", "slowdown", "status"] + FIELDS)
+    algos = sorted({r["algo"] for r in rows}, key=lambda a: ["allreduce", "sgp", "osgp", "dpsgd",
+                                                             "easgd", "eamsgd", "lsgd"].index(a)
+                   if a in ["allreduce", "sgp", "osgp", "dpsgd", "easgd", "eamsgd", "lsgd"] else 99)
+    ks = sorted({r["slowdown"] for r in rows})
+    by = {(r["algo"], r["slowdown"]): r for r in rows}
+    lines = [f"Time to test loss {target} (seconds; median over ranks of each rank's model), "
+             f"one straggler slowed down k×:", "",
+             "| algorithm | " + " | ".join(f"×{k:g}" for k in ks) + " | final test acc (×1) |",
+             "|---|" + "---|" * (len(ks) + 1)]
+    for a in algos:
+        cells = [fmt(by.get((a, k), {}).get("time_to_target_s")) for k in ks]
+        acc = by.get((a, ks[0]), {}).get("final_test_acc")
+        lines.append(f"| {a} | " + " | ".join(cells) + f" | {fmt(100 * acc if acc else None, 1)} % |")
+    # The issue's two ratios, where the runs exist.
+    sgp1, sgp4 = (by.get(("sgp", k), {}).get("time_to_target_s") for k in (1.0, 4.0))
+    ar4 = by.get(("allreduce", 4.0), {}).get("time_to_target_s")
+    lines.append("")
+    if sgp1 and sgp4:
+        lines.append(f"SGP with a 4× straggler / without: {sgp4 / sgp1:.2f} (target ≤ 1.3)")
+    if sgp4 and ar4:
+        lines.append(f"SGP / all-reduce SGD, both with a 4× straggler: {sgp4 / ar4:.2f} (target ≤ 0.4)")
+    table = "\n".join(lines) + "\n"
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write(table)
+    print(table)
+    if plots_available():
+        import matplotlib.pyplot as plt
+        for k in ks:
+            fig, ax = plt.subplots(figsize=(7, 4.5))
+            for r in runs:
+                if float(r["match"].group(2)) != k or not r["eval"]:
+                    continue
+                ev = r["eval"]
+                ax.plot([e["clock_s"] for e in ev], [e["avg_test_loss"] for e in ev],
+                        marker="o", ms=3, label=r["match"].group(1))
+            ax.axhline(target, color="gray", ls="--", lw=1, label=f"target {target}")
+            ax.set_yscale("log")
+            ax.set_xlabel("training time (s)")
+            ax.set_ylabel("test loss of the averaged model")
+            ax.set_title(f"one straggler ×{k:g}")
+            ax.legend()
+            fig.tight_layout()
+            fig.savefig(os.path.join(out, f"loss_vs_time_x{k:g}.png"), dpi=110)
+            plt.close(fig)
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for a in algos:
+            pts = [(k, by[(a, k)]["time_to_target_s"]) for k in ks
+                   if by.get((a, k), {}).get("time_to_target_s") is not None]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=a)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("straggler slowdown k")
+        ax.set_ylabel(f"time to test loss {target} (s)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "time_to_target.png"), dpi=110)
+        plt.close(fig)
+
+
+def topologies(out, target):
+    runs = load_runs(out, r"([a-z0-9]+)")
+    if not runs:
+        sys.exit(f"report: no runs found in {out}")
+    rows = []
+    for r in runs:
+        row = {"graph": r["name"], "status": "ok" if r["summary"] else "failed"}
+        for f in FIELDS:
+            row[f] = get(r["summary"], f)
+        it = None
+        for e in r["eval"]:
+            if e.get("avg_test_loss") is not None and e["avg_test_loss"] <= target:
+                it = e["iteration"]
+                break
+        row["iterations_to_target"] = it
+        rows.append(row)
+    write_csv(os.path.join(out, "results.csv"), rows,
+              ["graph", "status", "iterations_to_target"] + FIELDS)
+    lines = [f"Graphs compared (target test loss {target}):", "",
+             "| graph | iterations to target (averaged model) | time to target (s) | "
+             "final test loss | final consensus distance | wall (s) |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['graph']} | {fmt(r['iterations_to_target'], 0)} | "
+                     f"{fmt(r['time_to_target_s'])} | {fmt(r['final_test_loss'], 4)} | "
+                     f"{fmt(r['consensus_distance'], 4)} | {fmt(r['wall_s'], 1)} |")
+    table = "\n".join(lines) + "\n"
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write(table)
+    print(table)
+    if plots_available():
+        import matplotlib.pyplot as plt
+        for key, ylabel, fname in (("consensus", "consensus distance ‖z_i − z̄‖", "consensus.png"),
+                                   ("avg_test_loss", "test loss of the averaged model",
+                                    "loss_vs_time.png")):
+            fig, ax = plt.subplots(figsize=(7, 4.5))
+            for r in runs:
+                ev = [e for e in r["eval"] if isinstance(e.get(key), float) and e[key] > 0]
+                if ev:
+                    ax.plot([e["clock_s"] for e in ev], [e[key] for e in ev], marker="o", ms=3,
+                            label=r["name"])
+            ax.set_yscale("log")
+            ax.set_xlabel("training time (s)")
+            ax.set_ylabel(ylabel)
+            ax.legend()
+            fig.tight_layout()
+            fig.savefig(os.path.join(out, fname), dpi=110)
+            plt.close(fig)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("study", choices=["stragglers", "topologies"])
+    ap.add_argument("out")
+    ap.add_argument("--target-loss", type=float, required=True)
+    a = ap.parse_args()
+    if not os.path.isdir(a.out):
+        sys.exit(f"report: {a.out} is not a directory")
+    (stragglers if a.study == "stragglers" else topologies)(a.out, a.target_loss)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Topology study: SGP on W workers over several peer graphs (ring, static exponential,
+# 1-peer time-varying exponential, torus, complete): iterations and time to a target test
+# loss, and the consensus distance over time.
+#
+# Writes OUT/results.csv, OUT/table.md, OUT/consensus.png, OUT/loss_vs_time.png and one run
+# directory per graph. Runs on one 2-core machine in a few minutes.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=experiments/lib.sh
+. "$here/lib.sh"
+
+usage() {
+    cat <<EOF2
+usage: experiments/topologies.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
+
+  --out DIR        results directory (default experiments/out/topologies)
+  --workers N      workers (default 8)
+  --graphs LIST    space-separated graph specs (default "ring exp exp1peer torus complete")
+  --algo A         sgp, osgp, dpsgd (undirected graphs only), ... (default sgp)
+  --quick          fewer epochs
+  --model SPEC     (default mlp:64-64-10)
+  --data SPEC      (default gauss:dim=64,classes=10,train=16000,test=2000,sep=5)
+  --epochs N       (default 3; --quick: 2)
+  --target-loss X  test loss to time (default 0.35)
+  --seed N         (default 1)
+  -h, --help
+EOF2
+}
+
+out=experiments/out/topologies
+workers=8
+graphs="ring exp exp1peer torus complete"
+algo=sgp
+model=mlp:64-64-10
+data=gauss:dim=64,classes=10,train=16000,test=2000,sep=5
+epochs=3
+target=0.35
+seed=1
+quick=0
+extra=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --out) out=$2; shift 2 ;;
+    --workers) workers=$2; shift 2 ;;
+    --graphs) graphs=$2; shift 2 ;;
+    --algo) algo=$2; shift 2 ;;
+    --quick) quick=1; shift ;;
+    --model) model=$2; shift 2 ;;
+    --data) data=$2; shift 2 ;;
+    --epochs) epochs=$2; shift 2 ;;
+    --target-loss) target=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    -h | --help) usage; exit 0 ;;
+    --) shift; extra=("$@"); break ;;
+    *) usage >&2; hs_die "unknown option '$1'" ;;
+    esac
+done
+[ "$quick" = 1 ] && epochs=2
+bin=$(hs_find_bin)
+mkdir -p "$out"
+echo "topologies: $workers workers, $algo over [$graphs], model $model, data $data," \
+    "$epochs epochs, target loss $target -> $out"
+for g in $graphs; do
+    name=${g%%:*}
+    dir="$out/$name"
+    rm -rf "$dir"
+    echo "== $g"
+    t0=$(date +%s%N)
+    if ! "$bin" run -n "$workers" -- hearsay train --algo "$algo" --graph "$g" --model "$model" \
+        --data "$data" --epochs "$epochs" --seed "$seed" --threads 1 --target-loss "$target" \
+        --eval-every 0.25 --progress 5 --out "$dir" "${extra[@]}" >"$dir.log" 2>&1; then
+        echo "   FAILED (log: $dir.log)"
+        tail -n 5 "$dir.log" | sed 's/^/   /'
+        continue
+    fi
+    t1=$(date +%s%N)
+    echo "   done in $(((t1 - t0) / 1000000)) ms"
+done
+"$HS_PY" "$here/report.py" topologies "$out" --target-loss "$target"

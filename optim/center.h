@@ -1,0 +1,86 @@
+/*
+ * optim/center.h — the sharded center variable of EASGD, served by message-passing owners.
+ *
+ * The center x~ (n floats) is split into m contiguous shards, shard s = [n s / m, n (s+1) / m),
+ * owned by rank owners[s] (by default every rank owns one shard). Each owner runs a service
+ * thread that keeps receives posted (HS_ANY_SOURCE, HS_TAG_CENTER_REQ) and answers:
+ *   READ   -> a copy of its shard (HS_TAG_CENTER_REP);
+ *   ADD    -> shard += the elastic difference, under the shard's lock: one owner applies every
+ *             add, so concurrent adds are never lost or torn;
+ *   FIN    -> "I have finished and sent you k adds": once every live rank has finished and
+ *             all its adds are applied, the final shard goes back to each of them.
+ * It answers while the owner's main thread computes, sleeps (a straggler) or waits, so no
+ * worker ever waits for another worker's computation. The owner's own client reads and adds
+ * under the same lock without messages. A shard whose owner died (its liveness check fails)
+ * is marked unavailable: reads leave the caller's slice untouched and adds skip it.
+ *
+ * One client per hs_center_t (the rank's main thread); the service thread is internal.
+ * RMA windows and atomics are not used: Debian's libfabric 1.17 shm and tcp providers have no
+ * float atomics, and the owner's service thread is the portable path (docs/algorithms.md).
+ */
+#ifndef HEARSAY_OPTIM_CENTER_H
+#define HEARSAY_OPTIM_CENTER_H
+
+#include "hearsay/transport.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hs_center hs_center_t;
+
+/* Traffic and waiting the client accumulated (the caller reads and zeroes it). */
+typedef struct hs_center_stats {
+    uint64_t bytes_sent, bytes_recv;
+    double wait_s;
+    long msgs; /* shards received */
+} hs_center_stats_t;
+
+/* Parse a rank list ("0", "0,2-3", "all"; NULL or "" = all) of a job of `size` ranks into a
+ * sorted list without duplicates: *out (caller frees) with *n entries. -EINVAL names the bad
+ * part. */
+int hs_center_parse_owners(const char *spec, int size, int **out, int *n);
+
+/* Open the center service of this rank over t (not collective, no barrier). owners: n_owners
+ * ranks (NULL = every rank, in order); init: (n) host floats, the initial center (only the
+ * own shard is read); timeout_s bounds every wait for an owner. Starts the service thread
+ * when this rank owns a shard. */
+int hs_center_open(hs_center_t **out, hs_transport_t *t, size_t n, const float *init,
+                   const int *owners, int n_owners, double timeout_s);
+/* Stop the service thread and free everything; *c = NULL. Call after hs_center_finish (or
+ * when the run failed). Never blocks on peers. */
+void hs_center_close(hs_center_t **c);
+
+/* Read every available shard into dst (n host floats); slices of unavailable shards are left
+ * as they are. Blocks (bounded) for the owners' replies only. Returns the number of shards
+ * that became unavailable during this call (>= 0), or a negative error. */
+int hs_center_read(hs_center_t *c, float *dst);
+/* Send diff (n host floats) to be added to every available shard; returns once the adds are
+ * posted (own shard: applied). The previous adds' sends are completed first. Returns the
+ * number of shards found unavailable (>= 0), or a negative error. */
+int hs_center_add(hs_center_t *c, const float *diff);
+/* End of the run: tell every owner this rank is done, receive the final shards into dst
+ * (n floats; unavailable shards untouched), and keep serving until every live rank has its
+ * final copy of this rank's shard. Ranks that exit without finishing are detected by the
+ * transport's liveness check; a rank silent for timeout_s is given up. Returns the number of
+ * unavailable shards (>= 0) or a negative error. */
+int hs_center_finish(hs_center_t *c, float *dst, double timeout_s);
+
+int hs_center_num_shards(const hs_center_t *c);
+/* Shard s: owner rank, offset and length in floats. */
+void hs_center_shard(const hs_center_t *c, int s, int *owner, size_t *off, size_t *len);
+/* 1 when shard s can no longer be reached (its owner died). */
+int hs_center_shard_lost(const hs_center_t *c, int s);
+/* 1 when rank r is known to have died (seen by this client or the service). */
+int hs_center_rank_dead(const hs_center_t *c, int r);
+/* The shard this rank owns (-1: none). */
+int hs_center_own_shard(const hs_center_t *c);
+/* Adds applied to the own shard so far (local and remote). */
+long hs_center_adds_applied(hs_center_t *c);
+hs_center_stats_t *hs_center_stats(hs_center_t *c);
+
+/* Checkpoint the own shard: size in bytes, copy out / in (under the lock). */
+size_t hs_center_state_bytes(const hs_center_t *c);
+int hs_center_state_save(hs_center_t *c, void *buf);
+int hs_center_state_load(hs_center_t *c, const void *buf);
+
+#endif

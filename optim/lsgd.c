@@ -1,0 +1,670 @@
+/*
+ * optim/lsgd.c — leader-SGD (Teng et al., NeurIPS 2019), with local (group) and global
+ * leaders, without a barrier.
+ *
+ * Each worker keeps the mean of its last k batch losses (--leader-window). Every tau steps
+ * (--tau, default 1) it
+ *   1. publishes a snapshot of its parameters (a sequence lock: hs_snapshot_t) that its
+ *      service thread serves to whoever asks;
+ *   2. sends (recent loss, rank, version = iteration) to every other live rank (fire and
+ *      forget; a send still in flight from the previous round is skipped, never waited for);
+ *   3. elects, from what it has heard (hs_lsgd_elect: lowest loss, stale entries aged out),
+ *      the global leader and the leader of its group (--groups G: contiguous groups);
+ *   4. fetches each leader's snapshot (a request answered by the leader's service thread,
+ *      even while the leader computes or sleeps) and checks it: an even version that did not
+ *      move during the copy, and the checksum in the message;
+ *   5. adds the pulls to its gradient before the local step:
+ *          x <- x - lr (g + lambda_g (x - x_global) + lambda_l (x - x_local)),
+ *      lambda_l = --pull-local (only with more than one group), lambda_g = --pull-global.
+ *      A worker that is its own leader pulls nothing toward itself.
+ * A leader whose fetch fails (it exited) is reported failed and the next best is elected; a
+ * silent one ages out of the table. At the end every worker announces that it is done and
+ * keeps serving its snapshot until every live rank is done, so no fetch finds it gone.
+ * With --out DIR: DIR/rank-R-leader.csv, one row per communication round.
+ */
+#include "optim/lsgd.h"
+
+#include "hearsay/algo.h"
+#include "hearsay/common.h"
+#include "optim/elastic_wire.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HDR        sizeof(hs_el_hdr_v1_t)
+#define SVC_POLL_S 0.1
+#define AGE_S      1.0 /* an entry not refreshed for this long (and 10 tau iterations) is stale */
+
+/* --- the transport-free pieces (optim/lsgd.h) ------------------------------------------ */
+
+void hs_lsgd_note(hs_lsgd_entry_t *tab, int r, double loss, long version, double now, long my_iter)
+{
+    hs_lsgd_entry_t *e = &tab[r];
+    if (e->valid && version < e->version) return;
+    e->loss = loss;
+    e->version = version;
+    e->seen_s = now;
+    e->seen_iter = my_iter;
+    e->valid = 1;
+}
+
+int hs_lsgd_elect(const hs_lsgd_entry_t *tab, const char *dead, int lo, int hi, int self,
+                  double now, double age_s, long my_iter, long age_iters)
+{
+    int best = -1;
+    for (int r = lo; r < hi; r++) {
+        const hs_lsgd_entry_t *e = &tab[r];
+        if (!e->valid || !isfinite(e->loss)) continue;
+        if (r != self && dead && dead[r]) continue;
+        if (r != self && now - e->seen_s > age_s && my_iter - e->seen_iter > age_iters) continue;
+        if (best < 0 || e->loss < tab[best].loss) best = r;
+    }
+    return best;
+}
+
+void hs_lsgd_group(int rank, int size, int groups, int *lo, int *hi)
+{
+    if (groups < 1) groups = 1;
+    if (groups > size) groups = size;
+    long g = (long)rank * groups / size;
+    int a = 0;
+    while ((long)a * groups / size < g) a++;
+    int b = a;
+    while (b < size && (long)b * groups / size == g) b++;
+    *lo = a;
+    *hi = b;
+}
+
+int hs_snapshot_init(hs_snapshot_t *s, size_t n)
+{
+    memset(s, 0, sizeof *s);
+    atomic_init(&s->version, 0);
+    s->n = n;
+    if (!(s->data = hs_calloc(n ? n : 1, sizeof(float), "snapshot"))) return -ENOMEM;
+    return 0;
+}
+
+void hs_snapshot_free(hs_snapshot_t *s)
+{
+    HS_FREE(s->data);
+}
+
+void hs_snapshot_publish(hs_snapshot_t *s, const float *src, long iter, double loss)
+{
+    uint64_t v = atomic_load_explicit(&s->version, memory_order_relaxed);
+    atomic_store_explicit(&s->version, v + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release); /* the odd version is seen before any write */
+    memcpy(s->data, src, s->n * sizeof(float));
+    s->iter = iter;
+    s->loss = loss;
+    s->check = hs_el_checksum(src, s->n);
+    atomic_store_explicit(&s->version, v + 2, memory_order_release);
+}
+
+int hs_snapshot_read(hs_snapshot_t *s, float *dst, int tries, uint64_t *version, long *iter,
+                     double *loss, uint64_t *check)
+{
+    for (int i = 0; i < tries; i++) {
+        uint64_t v1 = atomic_load_explicit(&s->version, memory_order_acquire);
+        if (v1 == 0) return -EAGAIN;
+        if (v1 & 1) { /* being written: let the publisher finish */
+            hs_sleep(i < 4 ? 0 : 1e-4);
+            continue;
+        }
+        memcpy(dst, s->data, s->n * sizeof(float));
+        long it = s->iter;
+        double l = s->loss;
+        uint64_t c = s->check;
+        atomic_thread_fence(memory_order_acquire);
+        uint64_t v2 = atomic_load_explicit(&s->version, memory_order_relaxed);
+        if (v1 != v2) continue;
+        if (hs_el_checksum(dst, s->n) != c) continue; /* cannot happen when v1 == v2 */
+        *version = v1;
+        *iter = it;
+        *loss = l;
+        *check = c;
+        return 0;
+    }
+    return -EBUSY;
+}
+
+/* --- the algorithm --------------------------------------------------------------------- */
+
+struct hs_algo {
+    hs_dist_t *d;
+    int tau, k;
+    double lam_local, lam_global;
+    int groups, glo, ghi;
+    double *win; /* (k) last batch losses */
+    int win_n, win_pos;
+    float *xh; /* (n) host staging of x for publishing */
+    float *xl; /* (n) device copy of a leader's snapshot (non-CPU backends) */
+    int on_host;
+    hs_snapshot_t snap;
+    FILE *log;
+    long fetched;
+
+    pthread_mutex_t mu;   /* guards tab, dead, my_iter, svc_rc */
+    hs_lsgd_entry_t *tab; /* (size) */
+    char *dead;           /* (size) */
+    long my_iter;
+    int stop, svc_rc;
+    char svc_msg[HS_ERRMSG_MAX];
+
+    pthread_t thr;
+    int thr_on;
+    int nl, nr;           /* loss slots, snapshot-request slots */
+    hs_treq_t **sreq;     /* (nl + nr) */
+    unsigned char **sbuf; /* (nl + nr) headers */
+    unsigned char **obuf; /* (size) snapshot replies, allocated on first request */
+    hs_treq_t **oreq;     /* (size) */
+    unsigned char **lbuf; /* (size) loss messages */
+    hs_treq_t **lreq;     /* (size) */
+    unsigned char *fbuf;  /* header + n floats: a fetched snapshot */
+    unsigned char *qbuf;  /* a snapshot request */
+    hs_treq_t *freq, *qreq;
+};
+
+static void svc_fail(hs_algo_t *a, int rc)
+{
+    pthread_mutex_lock(&a->mu);
+    if (!a->svc_rc) {
+        a->svc_rc = rc;
+        snprintf(a->svc_msg, sizeof a->svc_msg, "%s", hs_last_error());
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+static int serve_snapshot(hs_algo_t *a, int dst)
+{
+    hs_dist_t *d = a->d;
+    size_t bytes = HDR + d->n * sizeof(float);
+    if (a->oreq[dst]) {
+        int rc = hs_transport_wait(d->t, &a->oreq[dst], d->o->comm_timeout_s, NULL);
+        if (a->oreq[dst]) hs_transport_req_free(d->t, &a->oreq[dst]);
+        if (rc < 0) return 0; /* that reader is gone; not this service's failure */
+    }
+    if (!a->obuf[dst] && !(a->obuf[dst] = hs_malloc(bytes, "snapshot reply"))) return -ENOMEM;
+    hs_el_hdr_v1_t *h = (hs_el_hdr_v1_t *)a->obuf[dst];
+    uint64_t ver = 0, check = 0;
+    long it = -1;
+    double loss = NAN;
+    int rc =
+        hs_snapshot_read(&a->snap, (float *)(a->obuf[dst] + HDR), 1000, &ver, &it, &loss, &check);
+    if (rc == -EBUSY)
+        return HS_ERR(rc, "rank %d: snapshot kept changing under 1000 reads", d->rank);
+    size_t count = rc == 0 ? d->n : 0; /* -EAGAIN: nothing published yet */
+    hs_el_hdr_init(h, HS_EL_SNAP, d->rank, 0, count, ver);
+    h->iteration = it;
+    h->value = loss;
+    h->check = check;
+    rc = hs_transport_isend(d->t, dst, HS_TAG_LSGD_SNAP, a->obuf[dst], HDR + count * sizeof(float),
+                            &a->oreq[dst]);
+    if (rc < 0) a->oreq[dst] = NULL;
+    return 0;
+}
+
+static int svc_handle(hs_algo_t *a, int idx, const hs_tstatus_t *st)
+{
+    const hs_el_hdr_v1_t *h = (const hs_el_hdr_v1_t *)a->sbuf[idx];
+    HS_TRY(hs_el_hdr_check(h, st->len, st->source));
+    if (idx < a->nl) {
+        if (h->kind != HS_EL_LOSS)
+            return HS_ERR(-EPROTO, "leader-SGD: kind %u on the loss tag from rank %d", h->kind,
+                          st->source);
+        pthread_mutex_lock(&a->mu);
+        hs_lsgd_note(a->tab, st->source, h->value, (long)h->seq, hs_now(), a->my_iter);
+        if (h->shard == 1) a->tab[st->source].done = 1;
+        pthread_mutex_unlock(&a->mu);
+        return 0;
+    }
+    if (h->kind != HS_EL_SNAPREQ)
+        return HS_ERR(-EPROTO, "leader-SGD: kind %u on the request tag from rank %d", h->kind,
+                      st->source);
+    return serve_snapshot(a, st->source);
+}
+
+static void *svc_main(void *arg)
+{
+    hs_algo_t *a = arg;
+    hs_transport_t *t = a->d->t;
+    int ns = a->nl + a->nr;
+    for (;;) {
+        pthread_mutex_lock(&a->mu);
+        int stop = a->stop;
+        pthread_mutex_unlock(&a->mu);
+        if (stop) break;
+        int active = 0;
+        for (int i = 0; i < ns; i++) active += a->sreq[i] != NULL;
+        if (!active) {
+            hs_sleep(SVC_POLL_S);
+            continue;
+        }
+        int idx = -1;
+        hs_tstatus_t st;
+        int rc = hs_transport_waitany(t, a->sreq, ns, SVC_POLL_S, &idx, &st);
+        if (rc == -ETIMEDOUT || (rc == 0 && idx < 0)) continue;
+        if (rc < 0) {
+            if (idx < 0) {
+                svc_fail(a, rc);
+                hs_sleep(SVC_POLL_S);
+            }
+            continue; /* a slot failed: every other rank has exited */
+        }
+        int hr = svc_handle(a, idx, &st);
+        if (hr < 0) svc_fail(a, hr);
+        hr = hs_transport_irecv(t, HS_ANY_SOURCE, idx < a->nl ? HS_TAG_LSGD_LOSS : HS_TAG_LSGD_REQ,
+                                a->sbuf[idx], HDR, &a->sreq[idx]);
+        if (hr < 0) svc_fail(a, hr);
+    }
+    return NULL;
+}
+
+static int check_service(hs_algo_t *a)
+{
+    pthread_mutex_lock(&a->mu);
+    int rc = a->svc_rc;
+    char msg[HS_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", a->svc_msg);
+    pthread_mutex_unlock(&a->mu);
+    if (rc) return HS_ERR(rc, "rank %d: leader-SGD service: %s", a->d->rank, msg);
+    return 0;
+}
+
+/* Send (loss, version, done) to every live rank whose previous message has left. */
+static void send_loss(hs_algo_t *a, double loss, long version, int done)
+{
+    hs_dist_t *d = a->d;
+    for (int r = 0; r < d->size; r++) {
+        if (r == d->rank || hs_dist_peer_dead(d, r)) continue;
+        if (a->lreq[r]) {
+            int fin = 0;
+            int rc = done ? hs_transport_wait(d->t, &a->lreq[r], d->o->comm_timeout_s, NULL)
+                          : hs_transport_test(d->t, &a->lreq[r], &fin, NULL);
+            if (rc < 0) {
+                if (a->lreq[r]) hs_transport_req_free(d->t, &a->lreq[r]);
+                continue;
+            }
+            if (a->lreq[r]) continue; /* still in flight: skip this round */
+        }
+        hs_el_hdr_v1_t *h = (hs_el_hdr_v1_t *)a->lbuf[r];
+        hs_el_hdr_init(h, HS_EL_LOSS, d->rank, done, 0, (uint64_t)(version < 0 ? 0 : version));
+        h->value = loss;
+        h->iteration = version;
+        if (hs_transport_isend(d->t, r, HS_TAG_LSGD_LOSS, h, HDR, &a->lreq[r]) < 0)
+            a->lreq[r] = NULL;
+        else
+            d->st.bytes_sent += HDR;
+    }
+}
+
+/* Fetch leader L's snapshot into a->fbuf: 1 fetched, 0 nothing published yet, -1 the leader
+ * failed (reported), < -1 an error. */
+static int fetch(hs_algo_t *a, int L, long t)
+{
+    hs_dist_t *d = a->d;
+    size_t cap = HDR + d->n * sizeof(float);
+    double t0 = hs_now();
+    if (a->qreq) { /* the previous request has been answered, so its send is done */
+        hs_transport_wait(d->t, &a->qreq, d->o->comm_timeout_s, NULL);
+        if (a->qreq) hs_transport_req_free(d->t, &a->qreq);
+    }
+    HS_TRY(hs_transport_irecv(d->t, L, HS_TAG_LSGD_SNAP, a->fbuf, cap, &a->freq));
+    hs_el_hdr_init((hs_el_hdr_v1_t *)a->qbuf, HS_EL_SNAPREQ, d->rank, 0, 0, 0);
+    int rc = hs_transport_isend(d->t, L, HS_TAG_LSGD_REQ, a->qbuf, HDR, &a->qreq);
+    if (rc < 0) a->qreq = NULL;
+    hs_tstatus_t st;
+    if (rc == 0) rc = hs_transport_wait(d->t, &a->freq, d->o->comm_timeout_s, &st);
+    d->st.wait_s += hs_now() - t0;
+    if (rc < 0) {
+        if (a->freq) hs_transport_req_free(d->t, &a->freq);
+        if (a->qreq) hs_transport_req_free(d->t, &a->qreq);
+        char why[HS_ERRMSG_MAX + 64];
+        snprintf(why, sizeof why, "fetching its leader snapshot: %s", hs_last_error());
+        pthread_mutex_lock(&a->mu);
+        long last = a->tab[L].valid ? a->tab[L].version : t;
+        a->dead[L] = 1;
+        pthread_mutex_unlock(&a->mu);
+        hs_dist_peer_failed(d, L, last + 1, why);
+        return -1;
+    }
+    const hs_el_hdr_v1_t *h = (const hs_el_hdr_v1_t *)a->fbuf;
+    HS_TRY(hs_el_hdr_check(h, st.len, L));
+    if (h->kind != HS_EL_SNAP)
+        return HS_ERR(-EPROTO, "leader-SGD: rank %d answered kind %u, not a snapshot", L, h->kind);
+    d->st.bytes_recv += st.len;
+    if (h->count == 0) return 0;
+    if (h->count != d->n || (h->seq & 1) || h->seq == 0)
+        return HS_ERR(-EPROTO, "leader-SGD: snapshot of rank %d: %llu floats, version %llu", L,
+                      (unsigned long long)h->count, (unsigned long long)h->seq);
+    if (hs_el_checksum((const float *)(a->fbuf + HDR), d->n) != h->check)
+        return HS_ERR(-EPROTO,
+                      "leader-SGD: snapshot of rank %d (version %llu) fails its "
+                      "checksum: torn or corrupted",
+                      L, (unsigned long long)h->seq);
+    d->st.msgs_applied++;
+    d->st.staleness_sum += (double)(t - h->iteration);
+    a->fetched++;
+    return 1;
+}
+
+/* g += lam (x - x_L) with x_L the fetched snapshot. */
+static int add_pull(hs_algo_t *a, double lam)
+{
+    hs_dist_t *d = a->d;
+    hs_kernels_t *k = d->k;
+    hs_model_t *m = hs_worker_model(d->worker);
+    const float *xl = (const float *)(a->fbuf + HDR);
+    if (!a->on_host) {
+        HS_TRY(k->ops->to_device(k, a->xl, xl, d->n * sizeof(float)));
+        xl = a->xl;
+    }
+    HS_TRY(k->ops->axpy(k, d->n, (float)lam, hs_model_params(m), hs_model_grads(m)));
+    return k->ops->axpy(k, d->n, (float)-lam, xl, hs_model_grads(m));
+}
+
+static int elect(hs_algo_t *a, int lo, int hi, long t)
+{
+    pthread_mutex_lock(&a->mu);
+    int L = hs_lsgd_elect(a->tab, a->dead, lo, hi, a->d->rank, hs_now(), AGE_S, t, 10L * a->tau);
+    pthread_mutex_unlock(&a->mu);
+    return L;
+}
+
+static int comm_round(hs_algo_t *a, long t, double recent)
+{
+    hs_dist_t *d = a->d;
+    hs_kernels_t *k = d->k;
+    double t0 = hs_now(), w0 = d->st.wait_s;
+    HS_TRY(check_service(a));
+    HS_TRY(k->ops->to_host(k, a->xh, hs_model_params(hs_worker_model(d->worker)),
+                           d->n * sizeof(float)));
+    hs_snapshot_publish(&a->snap, a->xh, t, recent);
+    pthread_mutex_lock(&a->mu);
+    a->my_iter = t;
+    hs_lsgd_note(a->tab, d->rank, recent, t, hs_now(), t);
+    for (int r = 0; r < d->size; r++) a->dead[r] |= hs_dist_peer_dead(d, r);
+    pthread_mutex_unlock(&a->mu);
+    send_loss(a, recent, t, 0);
+
+    int lead[2] = {-1, -1};
+    double lam[2] = {a->lam_global, a->groups > 1 ? a->lam_local : 0};
+    int tries = 0, got0 = 0;
+    for (int which = 0; which < 2; which++) {
+        if (lam[which] <= 0) continue;
+        int lo = which == 0 ? 0 : a->glo, hi = which == 0 ? d->size : a->ghi;
+        for (;;) {
+            int L = elect(a, lo, hi, t);
+            lead[which] = L;
+            if (L < 0 || L == d->rank) break;
+            if (which == 1 && L == lead[0]) { /* same rank: one fetch, both pulls */
+                if (got0 == 1) HS_TRY(add_pull(a, lam[1]));
+                break;
+            }
+            int got = fetch(a, L, t);
+            if (got < -1) return got;
+            if (which == 0) got0 = got;
+            if (got == 1) HS_TRY(add_pull(a, lam[which]));
+            if (got >= 0 || ++tries > 3) break; /* -1: that leader failed, elect again */
+        }
+    }
+    if (a->log) {
+        pthread_mutex_lock(&a->mu);
+        double gl = lead[0] >= 0 ? a->tab[lead[0]].loss : NAN;
+        double ll = lead[1] >= 0 ? a->tab[lead[1]].loss : NAN;
+        pthread_mutex_unlock(&a->mu);
+        fprintf(a->log, "%ld,%.9g,%d,%.9g,%d,%.9g,%ld\n", t + 1, recent, lead[0], gl, lead[1], ll,
+                a->fetched);
+    }
+    double comm = hs_now() - t0 - (d->st.wait_s - w0);
+    d->st.comm_s += comm > 0 ? comm : 0;
+    return 0;
+}
+
+static int lsgd_step(hs_algo_t *a, long t)
+{
+    double l = hs_worker_last_loss(a->d->worker);
+    if (isfinite(l)) {
+        a->win[a->win_pos] = l;
+        a->win_pos = (a->win_pos + 1) % a->k;
+        if (a->win_n < a->k) a->win_n++;
+    }
+    if ((t + 1) % a->tau == 0 && a->win_n > 0) {
+        double s = 0;
+        for (int i = 0; i < a->win_n; i++) s += a->win[i];
+        HS_TRY(comm_round(a, t, s / a->win_n));
+    }
+    return hs_worker_apply(a->d->worker);
+}
+
+/* End of the run: say "done" to every rank, then keep serving until every live rank is
+ * done (bounded by --drain-timeout of silence; exited ranks are noticed by a probe). */
+static int lsgd_drain(hs_algo_t *a, int final)
+{
+    if (!final) return 0;
+    hs_dist_t *d = a->d;
+    double t0 = hs_now();
+    double s = 0;
+    for (int i = 0; i < a->win_n; i++) s += a->win[i];
+    send_loss(a, a->win_n ? s / a->win_n : NAN, d->total_iters, 1);
+    double last = t0, next_probe = t0 + 0.5;
+    int prev = -1;
+    for (;;) {
+        HS_TRY(check_service(a));
+        int waiting = 0, doneN = 0;
+        pthread_mutex_lock(&a->mu);
+        for (int r = 0; r < d->size; r++) {
+            if (r == d->rank) continue;
+            if (a->tab[r].done)
+                doneN++;
+            else if (!a->dead[r] && !hs_dist_peer_dead(d, r))
+                waiting++;
+        }
+        pthread_mutex_unlock(&a->mu);
+        if (!waiting) break;
+        double now = hs_now();
+        if (doneN != prev) prev = doneN, last = now;
+        int silent = now - last >= d->o->drain_timeout_s;
+        if (now >= next_probe || silent) {
+            next_probe = now + 0.5;
+            for (int r = 0; r < d->size; r++) {
+                pthread_mutex_lock(&a->mu);
+                /* probe only ranks not heard from for a second: a probe costs 0.3 s */
+                int w = r != d->rank && !a->tab[r].done && !a->dead[r] &&
+                        (!a->tab[r].valid || now - a->tab[r].seen_s > 1.0);
+                pthread_mutex_unlock(&a->mu);
+                if (!w || hs_dist_peer_dead(d, r)) continue;
+                if (silent || !hs_dist_probe_alive(d, r)) {
+                    pthread_mutex_lock(&a->mu);
+                    long last_v = a->tab[r].valid ? a->tab[r].version : -1;
+                    a->dead[r] = 1;
+                    pthread_mutex_unlock(&a->mu);
+                    hs_dist_peer_failed(d, r, last_v + 1,
+                                        silent ? "silent at the end of the run"
+                                               : "exited before the end of the run");
+                }
+            }
+        }
+        hs_sleep(0.02);
+    }
+    /* our own snapshot replies and loss messages leave before the endpoint closes */
+    for (int r = 0; r < d->size; r++) {
+        if (a->lreq[r]) hs_transport_wait(d->t, &a->lreq[r], 1.0, NULL);
+        if (a->lreq[r]) hs_transport_req_free(d->t, &a->lreq[r]);
+    }
+    d->st.wait_s += hs_now() - t0;
+    if (a->log) fflush(a->log);
+    return 0;
+}
+
+static void lsgd_finalize(hs_algo_t **ap)
+{
+    hs_algo_t *a = ap ? *ap : NULL;
+    if (!a) return;
+    hs_dist_t *d = a->d;
+    if (a->thr_on) {
+        pthread_mutex_lock(&a->mu);
+        a->stop = 1;
+        pthread_mutex_unlock(&a->mu);
+        pthread_join(a->thr, NULL);
+    }
+    int ns = a->nl + a->nr;
+    for (int i = 0; i < ns && a->sreq; i++) {
+        if (a->sreq[i]) hs_transport_req_free(d->t, &a->sreq[i]);
+        free(a->sbuf[i]);
+    }
+    for (int r = 0; r < d->size; r++) {
+        if (a->oreq && a->oreq[r]) hs_transport_req_free(d->t, &a->oreq[r]);
+        if (a->lreq && a->lreq[r]) hs_transport_req_free(d->t, &a->lreq[r]);
+        if (a->obuf) free(a->obuf[r]);
+        if (a->lbuf) free(a->lbuf[r]);
+    }
+    if (a->freq) hs_transport_req_free(d->t, &a->freq);
+    if (a->qreq) hs_transport_req_free(d->t, &a->qreq);
+    free(a->sreq);
+    free(a->sbuf);
+    free(a->oreq);
+    free(a->obuf);
+    free(a->lreq);
+    free(a->lbuf);
+    free(a->fbuf);
+    free(a->qbuf);
+    free(a->win);
+    free(a->xh);
+    free(a->tab);
+    free(a->dead);
+    if (a->xl) d->k->ops->free(d->k, a->xl);
+    hs_snapshot_free(&a->snap);
+    if (a->log) fclose(a->log);
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+    *ap = NULL;
+}
+
+static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
+{
+    *out = NULL;
+    const hs_train_opts_t *o = d->o;
+    if (o->tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", o->tau);
+    if (o->leader_window < 1)
+        return HS_ERR(-EINVAL, "--leader-window must be at least 1 (got %d)", o->leader_window);
+    if (!(o->pull_local >= 0) || !(o->pull_global >= 0))
+        return HS_ERR(-EINVAL, "--pull-local %g / --pull-global %g must be >= 0", o->pull_local,
+                      o->pull_global);
+    if (o->groups > d->size)
+        return HS_ERR(-EINVAL, "--groups %d: more groups than the %d ranks", o->groups, d->size);
+    hs_algo_t *a = hs_calloc(1, sizeof *a, "leader-SGD state");
+    if (!a) return -ENOMEM;
+    pthread_mutex_init(&a->mu, NULL);
+    a->d = d;
+    a->tau = o->tau;
+    a->k = o->leader_window;
+    a->lam_local = o->pull_local;
+    a->lam_global = o->pull_global;
+    a->groups = o->groups > 0 ? o->groups : 1;
+    a->on_host = d->k->device == HS_DEV_CPU;
+    hs_lsgd_group(d->rank, d->size, a->groups, &a->glo, &a->ghi);
+    size_t us = (size_t)d->size;
+    int rc = -ENOMEM;
+    a->nl = HS_MIN(64, HS_MAX(4, 2 * d->size));
+    a->nr = HS_MIN(32, HS_MAX(2, d->size));
+    size_t ns = (size_t)(a->nl + a->nr);
+    a->win = hs_calloc((size_t)a->k, sizeof *a->win, "loss window");
+    a->xh = hs_malloc(d->n * sizeof(float), "snapshot staging");
+    a->tab = hs_calloc(us, sizeof *a->tab, "loss table");
+    a->dead = hs_calloc(us, 1, "dead ranks");
+    a->sreq = hs_calloc(ns, sizeof *a->sreq, "service receives");
+    a->sbuf = hs_calloc(ns, sizeof *a->sbuf, "service buffers");
+    a->oreq = hs_calloc(us, sizeof *a->oreq, "snapshot replies");
+    a->obuf = hs_calloc(us, sizeof *a->obuf, "snapshot reply buffers");
+    a->lreq = hs_calloc(us, sizeof *a->lreq, "loss sends");
+    a->lbuf = hs_calloc(us, sizeof *a->lbuf, "loss buffers");
+    a->fbuf = hs_malloc(HDR + d->n * sizeof(float), "fetched snapshot");
+    a->qbuf = hs_malloc(HDR, "snapshot request");
+    if (!a->win || !a->xh || !a->tab || !a->dead || !a->sreq || !a->sbuf || !a->oreq || !a->obuf ||
+        !a->lreq || !a->lbuf || !a->fbuf || !a->qbuf)
+        goto fail;
+    for (int r = 0; r < d->size; r++)
+        if (!(a->lbuf[r] = hs_malloc(HDR, "loss message"))) goto fail;
+    if ((rc = hs_snapshot_init(&a->snap, d->n)) < 0) goto fail;
+    if (!a->on_host && (rc = d->k->ops->alloc(d->k, d->n * sizeof(float), (void **)&a->xl)) < 0)
+        goto fail;
+    if (o->out_dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/rank-%d-leader.csv", o->out_dir, d->rank);
+        if (!(a->log = fopen(path, "w"))) {
+            rc = HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
+            goto fail;
+        }
+        fprintf(a->log, "iteration,recent_loss,global_leader,global_leader_loss,local_leader,"
+                        "local_leader_loss,snapshots_fetched\n");
+    }
+    for (size_t i = 0; i < ns; i++) {
+        rc = -ENOMEM;
+        if (!(a->sbuf[i] = hs_malloc(HDR, "service buffer"))) goto fail;
+        if ((rc = hs_transport_irecv(d->t, HS_ANY_SOURCE,
+                                     (int)i < a->nl ? HS_TAG_LSGD_LOSS : HS_TAG_LSGD_REQ,
+                                     a->sbuf[i], HDR, &a->sreq[i])) < 0)
+            goto fail;
+    }
+    if ((rc = pthread_create(&a->thr, NULL, svc_main, a)) != 0) {
+        rc = HS_ERR(-rc, "cannot start the leader-SGD service thread: %s", strerror(rc));
+        goto fail;
+    }
+    a->thr_on = 1;
+    *out = a;
+    return 0;
+fail:
+    lsgd_finalize(&a);
+    return rc;
+}
+
+static double lsgd_weight(const hs_algo_t *a)
+{
+    (void)a;
+    return 1.0;
+}
+
+/* Checkpoint state beyond the worker's: the loss window (count, position, k losses). */
+static size_t lsgd_state_bytes(const hs_algo_t *a)
+{
+    return (size_t)(a->k + 2) * sizeof(double);
+}
+
+static int lsgd_state_save(hs_algo_t *a, void *buf)
+{
+    double *v = buf;
+    v[0] = a->win_n;
+    v[1] = a->win_pos;
+    memcpy(v + 2, a->win, (size_t)a->k * sizeof(double));
+    return 0;
+}
+
+static int lsgd_state_load(hs_algo_t *a, const void *buf)
+{
+    const double *v = buf;
+    if (!(v[0] >= 0 && v[0] <= a->k && v[1] >= 0 && v[1] < a->k))
+        return HS_ERR(-EINVAL, "checkpoint: leader-SGD loss window (%g, %g) does not fit k = %d",
+                      v[0], v[1], a->k);
+    a->win_n = (int)v[0];
+    a->win_pos = (int)v[1];
+    memcpy(a->win, v + 2, (size_t)a->k * sizeof(double));
+    return 0;
+}
+
+const hs_algo_ops_t hs_algo_lsgd_ops = {
+    .size = sizeof(hs_algo_ops_t),
+    .name = "lsgd",
+    .flags = HS_ALGO_COMM,
+    .init = lsgd_init,
+    .step = lsgd_step,
+    .drain = lsgd_drain,
+    .finalize = lsgd_finalize,
+    .weight = lsgd_weight,
+    .state_bytes = lsgd_state_bytes,
+    .state_save = lsgd_state_save,
+    .state_load = lsgd_state_load,
+};

@@ -1,0 +1,62 @@
+/*
+ * optim/lsgd.h — the pieces of leader-SGD that need no transport: the recent-loss table and
+ * the leader election over it, the group layout, and the versioned (seqlock) snapshot a
+ * worker publishes for the workers that follow it. Used by optim/lsgd.c; tested directly by
+ * tests/test_easgd.c.
+ */
+#ifndef HEARSAY_OPTIM_LSGD_H
+#define HEARSAY_OPTIM_LSGD_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a worker knows about one rank's recent training loss. */
+typedef struct hs_lsgd_entry {
+    double loss;    /* the rank's mean loss over its last k batches */
+    long version;   /* the rank's iteration when it sent it (newer replaces older) */
+    double seen_s;  /* hs_now() when it arrived here */
+    long seen_iter; /* this worker's iteration when it arrived */
+    int valid;      /* 0: nothing heard yet */
+    int done;       /* the rank has finished its run */
+} hs_lsgd_entry_t;
+
+/* Record (loss, version) from rank r into tab (ignored when older than what is there). */
+void hs_lsgd_note(hs_lsgd_entry_t *tab, int r, double loss, long version, double now, long my_iter);
+
+/* The leader among ranks lo..hi-1: the valid, live (dead[r] == 0; dead may be NULL), fresh
+ * entry with the lowest loss, ties to the lowest rank. An entry is stale, and skipped, when
+ * it is older than age_s seconds AND age_iters of this worker's iterations (a silent or
+ * paused rank ages out; a merely slow one does not). `self` (in range or not) is always
+ * fresh. Returns the rank, or -1 when no entry qualifies. */
+int hs_lsgd_elect(const hs_lsgd_entry_t *tab, const char *dead, int lo, int hi, int self,
+                  double now, double age_s, long my_iter, long age_iters);
+
+/* The group of `rank` when `size` ranks are split into `groups` contiguous groups (sizes
+ * differ by at most one): ranks [*lo, *hi). */
+void hs_lsgd_group(int rank, int size, int groups, int *lo, int *hi);
+
+/* A published parameter snapshot under a sequence lock: the version is odd while the
+ * publisher writes, even otherwise; a reader copies, then checks that the version did not
+ * move (and is even), and retries otherwise. The publisher also stores the checksum of what
+ * it wrote, which the reader checks against its copy: a torn copy cannot pass both. */
+typedef struct hs_snapshot {
+    _Atomic uint64_t version; /* 0: never published */
+    size_t n;
+    float *data;    /* (n) */
+    long iter;      /* publisher's iteration */
+    double loss;    /* publisher's recent loss */
+    uint64_t check; /* hs_el_checksum of data */
+} hs_snapshot_t;
+
+int hs_snapshot_init(hs_snapshot_t *s, size_t n);
+void hs_snapshot_free(hs_snapshot_t *s);
+/* Publish src (n floats); one publisher thread only. */
+void hs_snapshot_publish(hs_snapshot_t *s, const float *src, long iter, double loss);
+/* Copy a consistent snapshot into dst (n floats): 0, with its version, iter, loss, check; or
+ * -EAGAIN when nothing was published yet, or -EBUSY after `tries` torn attempts (the
+ * publisher kept writing). Any number of reader threads. */
+int hs_snapshot_read(hs_snapshot_t *s, float *dst, int tries, uint64_t *version, long *iter,
+                     double *loss, uint64_t *check);
+
+#endif

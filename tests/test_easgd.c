@@ -1,0 +1,480 @@
+/*
+ * tests/test_easgd.c — EASGD / EAMSGD and leader-SGD.
+ *
+ * Unit: leader election and groups (optim/lsgd.h), the seqlock snapshot under a concurrent
+ * publisher (no torn copy ever passes). Multi-process (`hearsay run`, $HS_BIN; every job under
+ * `timeout`, --provider tcp because libfabric 1.17's shm loses early small messages):
+ * center conservation with concurrent adds (tests/center_worker), a dead center owner,
+ * convergence to the single-worker optimum of a convex task (logistic regression with weight
+ * decay), a crashed worker, and a paused worker that does not stall the others.
+ */
+#include "hearsay/common.h"
+#include "optim/elastic_wire.h"
+#include "optim/lsgd.h"
+
+#include <check.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char g_bin[PATH_MAX], g_worker[PATH_MAX];
+
+#define TASK                                                                                       \
+    "--model logreg:16-4 --data gauss:dim=16,classes=4,train=2000,test=500 --batch 32 "            \
+    "--threads 1 --quiet --comm-timeout 10 --drain-timeout 5 --provider tcp"
+
+/* --- unit ------------------------------------------------------------------------------ */
+
+START_TEST(test_elect)
+{
+    hs_lsgd_entry_t tab[6] = {0};
+    double now = 100;
+    ck_assert_int_eq(hs_lsgd_elect(tab, NULL, 0, 6, 0, now, 1, 50, 10), -1);
+    double loss[6] = {0.9, 0.4, 0.7, 0.4, 1.5, 0.2};
+    for (int r = 0; r < 6; r++) hs_lsgd_note(tab, r, loss[r], 10, now, 50);
+    /* the minimum; independent reference: a naive scan */
+    int ref = 0;
+    for (int r = 1; r < 6; r++)
+        if (loss[r] < loss[ref]) ref = r;
+    ck_assert_int_eq(hs_lsgd_elect(tab, NULL, 0, 6, 0, now, 1, 50, 10), ref);
+    ck_assert_int_eq(ref, 5);
+    /* ties go to the lowest rank; groups restrict the range */
+    ck_assert_int_eq(hs_lsgd_elect(tab, NULL, 0, 5, 0, now, 1, 50, 10), 1);
+    ck_assert_int_eq(hs_lsgd_elect(tab, NULL, 2, 5, 2, now, 1, 50, 10), 3);
+    /* a dead rank is skipped, the next best wins */
+    char dead[6] = {0, 0, 0, 0, 0, 1};
+    ck_assert_int_eq(hs_lsgd_elect(tab, dead, 0, 6, 0, now, 1, 50, 10), 1);
+    /* an older version never replaces a newer one */
+    hs_lsgd_note(tab, 4, 0.01, 5, now, 50);
+    ck_assert(tab[4].loss == 1.5);
+    /* stale: rank 5 not heard for 2 s and 20 iterations ages out; self never does */
+    hs_lsgd_note(tab, 5, 0.2, 11, now - 2, 30);
+    ck_assert_int_eq(hs_lsgd_elect(tab, NULL, 0, 6, 0, now, 1, 50, 10), 1);
+    ck_assert_int_eq(hs_lsgd_elect(tab, NULL, 0, 6, 5, now, 1, 50, 10), 5);
+    /* old in seconds but recent in iterations (a slow machine): still eligible */
+    ck_assert_int_eq(hs_lsgd_elect(tab, NULL, 0, 6, 0, now, 1, 35, 10), 5);
+    /* an update brings it back */
+    hs_lsgd_note(tab, 5, 0.3, 12, now, 50);
+    ck_assert_int_eq(hs_lsgd_elect(tab, NULL, 0, 6, 0, now, 1, 50, 10), 5);
+}
+END_TEST
+
+START_TEST(test_groups)
+{
+    for (int size = 1; size <= 9; size++)
+        for (int g = 1; g <= size; g++) {
+            int cover[16] = {0}, prev_hi = 0;
+            for (int r = 0; r < size; r++) {
+                int lo, hi;
+                hs_lsgd_group(r, size, g, &lo, &hi);
+                ck_assert(lo <= r && r < hi);
+                ck_assert(hi - lo >= size / g && hi - lo <= (size + g - 1) / g);
+                if (lo == prev_hi) prev_hi = hi, cover[lo] = 1;
+            }
+            ck_assert_int_eq(prev_hi, size);
+            int ng = 0;
+            for (int r = 0; r < size; r++) ng += cover[r];
+            ck_assert_int_eq(ng, g);
+        }
+}
+END_TEST
+
+typedef struct {
+    hs_snapshot_t *s;
+    int rounds;
+} pub_arg_t;
+
+static void *publisher(void *p)
+{
+    pub_arg_t *a = p;
+    float *v = malloc(a->s->n * sizeof *v);
+    for (int k = 1; k <= a->rounds; k++) {
+        for (size_t i = 0; i < a->s->n; i++) v[i] = (float)k;
+        hs_snapshot_publish(a->s, v, k, (double)k);
+    }
+    free(v);
+    return NULL;
+}
+
+/* A reader racing a publisher never returns a mixed copy: all elements equal the iteration
+ * stored with them, and versions never go back. */
+START_TEST(test_snapshot_no_tear)
+{
+    hs_snapshot_t s;
+    ck_assert_int_eq(hs_snapshot_init(&s, 20000), 0);
+    float *dst = malloc(s.n * sizeof *dst);
+    uint64_t ver, chk;
+    long it;
+    double loss;
+    ck_assert_int_eq(hs_snapshot_read(&s, dst, 10, &ver, &it, &loss, &chk), -EAGAIN);
+    pub_arg_t pa = {&s, 3000};
+    pthread_t th;
+    pthread_create(&th, NULL, publisher, &pa);
+    uint64_t last = 0;
+    int ok = 0, busy = 0;
+    while (ok < 2000) {
+        int rc = hs_snapshot_read(&s, dst, 100, &ver, &it, &loss, &chk);
+        if (rc == -EAGAIN) continue;
+        if (rc == -EBUSY) {
+            busy++;
+            continue;
+        }
+        ck_assert_int_eq(rc, 0);
+        ck_assert(ver % 2 == 0 && ver >= last);
+        last = ver;
+        for (size_t i = 0; i < s.n; i++)
+            ck_assert_msg(dst[i] == (float)it, "torn copy: element %zu is %g in version %ld", i,
+                          dst[i], it);
+        ck_assert(chk == hs_el_checksum(dst, s.n));
+        ok++;
+        if (it == pa.rounds) break;
+    }
+    pthread_join(th, NULL);
+    ck_assert_int_eq(hs_snapshot_read(&s, dst, 10, &ver, &it, &loss, &chk), 0);
+    ck_assert_int_eq(it, pa.rounds);
+    ck_assert(ver == 2 * (uint64_t)pa.rounds);
+    free(dst);
+    hs_snapshot_free(&s);
+}
+END_TEST
+
+/* --- multi-process --------------------------------------------------------------------- */
+
+static void tmpdir(char *out, size_t n, const char *name)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(out, n, "%s/hs_test_easgd_%d_%s", t ? t : "/tmp", (int)getpid(), name);
+}
+
+static int sh(const char *cmd, double *el)
+{
+    double t0 = hs_now();
+    int st = system(cmd);
+    if (el) *el = hs_now() - t0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int run_job(int n, const char *dir, const char *args, double limit_s)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' && timeout -k 2 %.0f '%s' run -n %d -- '%s' train %s --out '%s' "
+             ">'%s.log' 2>&1",
+             dir, limit_s, g_bin, n, g_bin, args, dir, dir);
+    return sh(cmd, NULL);
+}
+
+static void show_log(const char *dir)
+{
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "tail -n 20 '%s.log' >&2", dir);
+    if (system(cmd)) { /* nothing to show */
+    }
+}
+
+static double summary_num(const char *dir, const char *key)
+{
+    char path[PATH_MAX], pat[128], buf[65536];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return NAN;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(buf, pat);
+    if (!p) return NAN;
+    p += strlen(pat);
+    if (!strncmp(p, "null", 4)) return NAN;
+    return strtod(p, NULL);
+}
+
+static int file_has(const char *path, const char *text)
+{
+    char cmd[PATH_MAX + 256];
+    snprintf(cmd, sizeof cmd, "grep -q '%s' '%s'", text, path);
+    return system(cmd) == 0;
+}
+
+/* Count "CENTER_OK" lines of a center_worker job. */
+static int center_job(int n, const char *args, const char *name)
+{
+    char dir[PATH_MAX], cmd[4096];
+    tmpdir(dir, sizeof dir, name);
+    snprintf(cmd, sizeof cmd,
+             "HS_PROVIDER=tcp timeout -k 2 60 '%s' run -n %d -- '%s' conserve %s >'%s.log' 2>&1",
+             g_bin, n, g_worker, args, dir);
+    int st = sh(cmd, NULL);
+    snprintf(cmd, sizeof cmd, "%s.log", dir);
+    FILE *f = fopen(cmd, "r");
+    int ok = 0;
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) {
+        if (strstr(line, "CENTER_OK")) ok++;
+        if (strstr(line, "CENTER_FAIL")) fprintf(stderr, "%s", line);
+    }
+    if (f) fclose(f);
+    if (st != 0 || ok < 1) show_log(dir);
+    return st == 0 ? ok : -1;
+}
+
+/* N workers add known integer differences concurrently: the center ends exactly at init + sum,
+ * sharded over every rank and held by one or two server ranks. */
+START_TEST(test_center_conservation)
+{
+    ck_assert_int_eq(center_job(4, "150 1001 all", "cons_all"), 4);
+    ck_assert_int_eq(center_job(4, "150 333 0", "cons_one"), 4);
+    ck_assert_int_eq(center_job(3, "100 50 1-2", "cons_two"), 3);
+}
+END_TEST
+
+/* A center owner that dies: the others finish, its shard is reported lost, the rest exact. */
+START_TEST(test_center_dead_owner)
+{
+    ck_assert_int_eq(center_job(4, "60 400 all 2", "cons_dead"), 3);
+}
+END_TEST
+
+/* Convex task: both reach the single-worker optimum's test loss within tolerance. */
+static double reference_loss(void)
+{
+    static double ref = NAN;
+    if (isfinite(ref)) return ref;
+    char dir[PATH_MAX], cmd[4096];
+    tmpdir(dir, sizeof dir, "ref");
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' && timeout 60 '%s' train " TASK " --algo local --epochs 60 --lr 0.1 "
+             "--out '%s' >'%s.log' 2>&1",
+             dir, g_bin, dir, dir);
+    ck_assert_int_eq(sh(cmd, NULL), 0);
+    ref = summary_num(dir, "final_test_loss");
+    ck_assert(isfinite(ref) && ref < 0.05);
+    return ref;
+}
+
+static void converges(const char *algo, const char *extra)
+{
+    double ref = reference_loss();
+    char dir[PATH_MAX], args[1024];
+    char name[64];
+    snprintf(name, sizeof name, "conv_%s", algo);
+    tmpdir(dir, sizeof dir, name);
+    snprintf(args, sizeof args, "%s --algo %s --epochs 20 --lr 0.1 %s", TASK, algo, extra);
+    int st = run_job(4, dir, args, 90);
+    if (st) show_log(dir);
+    ck_assert_int_eq(st, 0);
+    double loss = summary_num(dir, "final_test_loss");
+    ck_assert_msg(fabs(loss - ref) < 0.01 + 0.5 * ref, "%s: final test loss %g, optimum %g", algo,
+                  loss, ref);
+}
+
+START_TEST(test_easgd_converges)
+{
+    converges("easgd", "");
+}
+END_TEST
+
+START_TEST(test_eamsgd_converges)
+{
+    converges("eamsgd", "--tau 2");
+}
+END_TEST
+
+START_TEST(test_lsgd_converges)
+{
+    converges("lsgd", "--groups 2 --tau 2");
+}
+END_TEST
+
+/* A crashed worker stops neither algorithm: the others finish and report it. */
+static void survives_crash(const char *algo)
+{
+    char dir[PATH_MAX], args[1024], path[PATH_MAX + 32], name[64];
+    snprintf(name, sizeof name, "crash_%s", algo);
+    tmpdir(dir, sizeof dir, name);
+    snprintf(args, sizeof args, "%s --algo %s --epochs 4 --straggler crash:2:iter=20", TASK, algo);
+    int st = run_job(4, dir, args, 90);
+    if (st) show_log(dir);
+    ck_assert_int_eq(st, 0);
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    ck_assert_msg(file_has(path, "rank 2 failed at/after iteration"), "%s: crash not reported",
+                  algo);
+    ck_assert(summary_num(dir, "final_test_loss") < 0.2);
+}
+
+START_TEST(test_easgd_crash)
+{
+    survives_crash("easgd");
+}
+END_TEST
+
+START_TEST(test_lsgd_crash)
+{
+    survives_crash("lsgd");
+}
+END_TEST
+
+/* Rows (iteration, wall_s) of DIR/rank-R.csv. */
+static int read_clock(const char *dir, int r, double *wall, int cap)
+{
+    char path[PATH_MAX + 32], line[1024];
+    snprintf(path, sizeof path, "%s/rank-%d.csv", dir, r);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int n = 0;
+    if (!fgets(line, sizeof line, f)) n = 0;
+    while (n < cap && fgets(line, sizeof line, f)) {
+        char *p = strchr(line, ',');
+        wall[n++] = p ? strtod(p + 1, NULL) : NAN;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Rank 1 pauses 2 s at iteration 10: the others keep iterating during the pause. */
+static void pause_no_stall(const char *algo)
+{
+    char dir[PATH_MAX], args[1024], name[64];
+    snprintf(name, sizeof name, "pause_%s", algo);
+    tmpdir(dir, sizeof dir, name);
+    /* ranks 0 and 2 take >= 5 ms an iteration, so that they are still running during the
+     * pause even when they do not communicate (a leader) */
+    snprintf(args, sizeof args,
+             "%s --algo %s --epochs 100 --max-iters 500 --straggler once:1:iter=10:2s "
+             "--straggler pause:0,2:p=1:fixed=5ms",
+             TASK, algo);
+    int st = run_job(3, dir, args, 90);
+    if (st) show_log(dir);
+    ck_assert_int_eq(st, 0);
+    static double w1[1000], w[1000];
+    int n1 = read_clock(dir, 1, w1, 1000);
+    ck_assert_int_ge(n1, 20);
+    double p0 = w1[9], p1 = w1[10]; /* iteration 11's row ends after the pause */
+    ck_assert_msg(p1 - p0 >= 1.9, "%s: rank 1's pause %.2f s", algo, p1 - p0);
+    for (int r = 0; r < 3; r += 2) {
+        int n = read_clock(dir, r, w, 1000), during = 0, after = 0;
+        for (int i = 0; i < n; i++) {
+            during += w[i] > p0 + 0.1 && w[i] < p1 - 0.1;
+            after += w[i] >= p1 - 0.1;
+        }
+        ck_assert_msg(during >= 20 || (during >= 5 && after == 0),
+                      "%s: rank %d did %d iterations during rank 1's pause (%.2f-%.2f s), %d "
+                      "after",
+                      algo, r, during, p0, p1, after);
+    }
+}
+
+START_TEST(test_easgd_pause)
+{
+    pause_no_stall("easgd");
+}
+END_TEST
+
+START_TEST(test_lsgd_pause)
+{
+    pause_no_stall("lsgd");
+}
+END_TEST
+
+/* Once losses are exchanged, every worker's global leader is the minimum-loss worker: lr 0
+ * keeps each rank's model fixed, --init-spread makes their losses differ widely, and 5 ms per
+ * iteration lets the losses travel while every rank still runs. */
+START_TEST(test_lsgd_leader_is_min)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 32], line[512];
+    tmpdir(dir, sizeof dir, "leader");
+    int st = run_job(4, dir,
+                     TASK " --algo lsgd --lr 0 --init-spread 2 --epochs 4 --leader-window 5 "
+                          "--straggler pause:all:p=1:fixed=5ms",
+                     60);
+    if (st) show_log(dir);
+    ck_assert_int_eq(st, 0);
+    double mean[4] = {0};
+    int last_leader[4] = {-1, -1, -1, -1};
+    for (int r = 0; r < 4; r++) {
+        snprintf(path, sizeof path, "%s/rank-%d-leader.csv", dir, r);
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        int n = 0;
+        ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+        while (fgets(line, sizeof line, f)) {
+            long it;
+            double rl, gl;
+            int lead;
+            if (sscanf(line, "%ld,%lf,%d,%lf", &it, &rl, &lead, &gl) != 4) continue;
+            mean[r] += rl;
+            n++;
+            last_leader[r] = lead;
+        }
+        fclose(f);
+        ck_assert_int_gt(n, 5);
+        mean[r] /= n;
+    }
+    int best = 0, followed = 0;
+    for (int r = 1; r < 4; r++)
+        if (mean[r] < mean[best]) best = r;
+    /* each rank follows a minimum-loss worker: the best, or one within the noise of the
+     * k-batch window (5 %) of it; and losses were exchanged (someone follows another rank) */
+    for (int r = 0; r < 4; r++) {
+        int L = last_leader[r];
+        ck_assert_msg(L >= 0 && L < 4, "rank %d has no leader", r);
+        ck_assert_msg(mean[L] <= 1.05 * mean[best],
+                      "rank %d follows rank %d (mean loss %g), the minimum-loss rank is %d (%g)", r,
+                      L, mean[L], best, mean[best]);
+        followed += L != r;
+    }
+    ck_assert_int_ge(followed, 2);
+}
+END_TEST
+
+static Suite *suite(int multi)
+{
+    Suite *s = suite_create("easgd");
+    TCase *tu = tcase_create("unit");
+    tcase_add_test(tu, test_elect);
+    tcase_add_test(tu, test_groups);
+    tcase_add_test(tu, test_snapshot_no_tear);
+    suite_add_tcase(s, tu);
+    if (!multi) return s;
+    TCase *tc = tcase_create("multiprocess");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_center_conservation);
+    tcase_add_test(tc, test_center_dead_owner);
+    tcase_add_test(tc, test_easgd_converges);
+    tcase_add_test(tc, test_eamsgd_converges);
+    tcase_add_test(tc, test_lsgd_converges);
+    tcase_add_test(tc, test_lsgd_leader_is_min);
+    tcase_add_test(tc, test_easgd_crash);
+    tcase_add_test(tc, test_lsgd_crash);
+    tcase_add_test(tc, test_easgd_pause);
+    tcase_add_test(tc, test_lsgd_pause);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    const char *b = getenv("HS_BIN");
+    int multi = b && access(b, X_OK) == 0;
+    if (multi) {
+        snprintf(g_bin, sizeof g_bin, "%s", b);
+        /* the helper is built beside the tests: BUILDDIR/tests, HS_BIN = BUILDDIR/hearsay */
+        snprintf(g_worker, sizeof g_worker, "%s", b);
+        char *slash = strrchr(g_worker, '/');
+        size_t at = slash ? (size_t)(slash + 1 - g_worker) : 0;
+        snprintf(g_worker + at, sizeof g_worker - at, "tests/center_worker");
+        if (access(g_worker, X_OK) != 0) multi = 0;
+    }
+    if (!multi)
+        printf("test_easgd: multi-process tests skipped (HS_BIN or center_worker missing)\n");
+    SRunner *sr = srunner_create(suite(multi));
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
