@@ -32,7 +32,8 @@
 #include <mpi.h>
 #endif
 
-#define TIMES_TAG 0x7100u
+#define BARRIER_TAG 0x7000u /* .. + HS_BL_TAG_SPAN: the 1-float all-reduce barrier */
+#define TIMES_TAG   0x7100u
 
 static const hs_option_t ar_options[] = {
     {.name = "ranks",
@@ -146,7 +147,12 @@ static int hearsay_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
     if (rc == 0) rc = hs_allreduce_opts_default(&ao);
     /* The transport's barrier sends 1-byte messages, which libfabric 1.17's shm provider can
      * lose when they arrive before their receive (see gossip/allreduce.c): use our own. */
-    if (rc == 0) rc = hs_allreduce_create(&bar, t, 1, NULL);
+    if (rc == 0) {
+        hs_allreduce_opts_t bo = ao; /* its own tags, apart from the measured all-reduce's */
+        bo.tag_base = BARRIER_TAG;
+        bo.tag_span = HS_BL_TAG_SPAN;
+        rc = hs_allreduce_create(&bar, t, 1, &bo);
+    }
     size_t chunk = 0;
     int nchunk = 0;
     if (rc == 0 && strcmp(hs_cfg_str(cfg, "chunk"), "0") != 0)

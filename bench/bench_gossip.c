@@ -29,8 +29,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define GOSSIP_TAG 0x7200u /* + iteration % 1024 */
-#define TIMES_TAG  0x7180u
+#define GOSSIP_TAG  0x7200u /* + iteration % 1024 */
+#define TIMES_TAG   0x7180u
+#define BARRIER_TAG 0x7000u /* .. + HS_BL_TAG_SPAN */
 
 static const hs_option_t g_options[] = {
     {.name = "ranks",
@@ -215,7 +216,13 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
     if (strcmp(prov, "auto") != 0) to.provider = prov;
     if (rc == 0) rc = hs_boot_init(&b, NULL);
     if (rc == 0) rc = hs_transport_open(&g.t, b, &to);
-    if (rc == 0) rc = hs_allreduce_create(&g.bar, g.t, 1, NULL);
+    hs_allreduce_opts_t bo;
+    if (rc == 0) rc = hs_allreduce_opts_default(&bo);
+    if (rc == 0) {
+        bo.tag_base = BARRIER_TAG;
+        bo.tag_span = HS_BL_TAG_SPAN;
+        rc = hs_allreduce_create(&g.bar, g.t, 1, &bo);
+    }
     if (rc == 0)
         rc = hs_topo_create(&g.topo, hs_cfg_str(cfg, "graph"), hs_transport_size(g.t), 1, NULL);
     long it = 0;

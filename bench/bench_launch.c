@@ -1,6 +1,7 @@
 /* bench/bench_launch.c — helpers of the multi-rank benchmarks (see bench_launch.h). */
 #include "bench/bench_launch.h"
 
+#include "hearsay/allreduce.h"
 #include "hearsay/common.h"
 
 #include <ctype.h>
@@ -200,16 +201,26 @@ const char *hs_bl_field(const char *line, const char *key, char *buf, size_t cap
 
 int hs_bl_gather_max(hs_transport_t *t, double *times, int n, unsigned tag)
 {
+    /* Through the ring all-reduce (every receive posted before anything can arrive, and
+     * messages padded past shm's inject size), not plain send/recv: libfabric 1.17's shm
+     * loses small messages that arrive before their receive. Row r of the (P, n) buffer is
+     * rank r's times, zero elsewhere; the sum holds every rank's row. */
     int rank = hs_transport_rank(t), P = hs_transport_size(t);
-    if (rank != 0) return hs_transport_send(t, 0, tag, times, (size_t)n * sizeof *times);
-    double *tmp = hs_malloc((size_t)n * sizeof *tmp, "timing gather");
-    if (!tmp) return -ENOMEM;
-    int rc = 0;
-    for (int r = 1; r < P && rc == 0; r++) {
-        rc = hs_transport_recv(t, r, tag, tmp, (size_t)n * sizeof *tmp, NULL);
-        for (int i = 0; rc == 0 && i < n; i++) times[i] = HS_MAX(times[i], tmp[i]);
+    if (P == 1 || n <= 0) return 0;
+    float *all = hs_calloc((size_t)P * (size_t)n, sizeof *all, "timing gather");
+    if (!all) return -ENOMEM;
+    for (int i = 0; i < n; i++) all[(size_t)rank * (size_t)n + (size_t)i] = (float)times[i];
+    hs_allreduce_opts_t o;
+    int rc = hs_allreduce_opts_default(&o);
+    if (rc == 0) {
+        o.tag_base = tag;
+        o.tag_span = HS_BL_TAG_SPAN;
+        rc = hs_allreduce_sum(t, all, (size_t)P * (size_t)n, &o);
     }
-    free(tmp);
+    for (int r = 0; rc == 0 && r < P; r++)
+        for (int i = 0; i < n; i++)
+            times[i] = HS_MAX(times[i], (double)all[(size_t)r * (size_t)n + (size_t)i]);
+    free(all);
     return rc;
 }
 

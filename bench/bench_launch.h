@@ -36,8 +36,13 @@ int hs_bl_next_result(const char *text, size_t *pos, char *line, size_t cap);
 /* Value of key=VALUE in a result line (VALUE up to the next space), or NULL. */
 const char *hs_bl_field(const char *line, const char *key, char *buf, size_t cap);
 
-/* Every rank contributes times[0..n); rank 0 gets the element-wise maximum over ranks in
- * times (others' arrays are unchanged). Uses tag `tag` (outside the all-reduce range). */
+/* Tags each of the benchmarks' private collectives (barrier, timing gather) may use from its
+ * base: keep bases this far apart and outside other traffic. */
+#define HS_BL_TAG_SPAN 0x80u
+
+/* Collective: every rank contributes times[0..n); every rank gets the element-wise maximum
+ * over ranks in times (as floats: ~1e-7 relative). Runs a ring all-reduce on tags
+ * tag .. tag + HS_BL_TAG_SPAN - 1 (keep them free of other traffic). */
 int hs_bl_gather_max(hs_transport_t *t, double *times, int n, unsigned tag);
 
 /* Number of online CPUs. */

@@ -102,6 +102,9 @@ static int fab_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     }
     pthread_mutex_init(&f->lock, NULL);
     pthread_cond_init(&f->cond, NULL);
+    f->retry_backoff = 100e-6;
+    if (!(f->blocked_pass = hs_calloc((size_t)t->size, sizeof *f->blocked_pass, "send queue")))
+        return -ENOMEM;
     f->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (f->wake_fd < 0)
         return HS_ERR(-errno, "libfabric transport: eventfd failed: %s", strerror(errno));
@@ -237,6 +240,7 @@ static void fab_close(hs_transport_t *t)
     hs_fab_stop_thread(f);
     if (f->wake_fd >= 0) close(f->wake_fd);
     f->wake_fd = -1;
+    HS_FREE(f->blocked_pass);
     CLOSE_FID(f->ep);
     CLOSE_FID(f->av);
     CLOSE_FID(f->cq);

@@ -177,11 +177,25 @@ static void post_due_locked(fab_t *f)
 {
     if (f->pend.next == &f->pend) return;
     double now = hs_now();
-    while (f->pend.next != &f->pend) {
-        fab_op_t *op = f->pend.next;
+    if (now < f->retry_at) return; /* held back after -FI_EAGAIN */
+    unsigned pass = ++f->post_pass;
+    int again = 0;
+    /* A send the provider pushes back (-FI_EAGAIN: a connection still being set up, a full
+     * queue) holds back only the later sends to the same peer, which keep their order; the
+     * others go. Then the whole queue waits retry_backoff before the next try, so a waiter
+     * sleeps instead of spinning on -FI_EAGAIN (which starved the very peers whose progress
+     * would clear it). */
+    for (fab_op_t *op = f->pend.next, *next; op != &f->pend; op = next) {
+        next = op->next;
         if (op->release > now) break;
+        if (op->peer >= 0 && f->blocked_pass[op->peer] == pass) continue;
         int ret = post_op_locked(f, op);
-        if (ret == -FI_EAGAIN) break;
+        if (ret == -FI_EAGAIN) {
+            again = 1;
+            if (op->peer < 0) break;
+            f->blocked_pass[op->peer] = pass;
+            continue;
+        }
         unqueue(op);
         if (ret) {
             char d[256];
@@ -190,6 +204,12 @@ static void post_due_locked(fab_t *f)
                                    "rank %d: %s (%s) failed: %s (libfabric provider %s)",
                                    f->t->rank, op_call(op), d, fi_strerror(-ret), f->prov);
         }
+    }
+    if (again) {
+        f->retry_at = now + f->retry_backoff;
+        f->retry_backoff = HS_MIN(2 * f->retry_backoff, 5e-3);
+    } else {
+        f->retry_backoff = 100e-6;
     }
 }
 
@@ -407,8 +427,9 @@ static void wake_thread(fab_t *f)
 /* Next time a queued op becomes due (or `until` when sooner). */
 static double next_timer(const fab_t *f, double until)
 {
-    if (f->pend.next != &f->pend && f->pend.next->release < until) return f->pend.next->release;
-    return until;
+    if (f->pend.next == &f->pend) return until;
+    double r = HS_MAX(f->pend.next->release, f->retry_at); /* held-back ops wait for retry_at */
+    return r < until ? r : until;
 }
 
 static void *progress_thread(void *arg)

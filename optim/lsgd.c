@@ -37,6 +37,8 @@
 #define HDR        sizeof(hs_el_hdr_v1_t)
 #define SVC_POLL_S 0.1
 #define AGE_S      1.0 /* an entry not refreshed for this long (and 10 tau iterations) is stale */
+#define LOSS_RING  4   /* loss messages in flight per peer */
+#define STUCK_S    0.5 /* a loss send in flight this long gets a liveness check of its peer */
 
 /* --- the transport-free pieces (optim/lsgd.h) ------------------------------------------ */
 
@@ -161,8 +163,9 @@ struct hs_algo {
     unsigned char **sbuf; /* (nl + nr) headers */
     unsigned char **obuf; /* (size) snapshot replies, allocated on first request */
     hs_treq_t **oreq;     /* (size) */
-    unsigned char **lbuf; /* (size) loss messages */
-    hs_treq_t **lreq;     /* (size) */
+    unsigned char *lbuf;  /* (size * LOSS_RING) loss message headers */
+    hs_treq_t **lreq;     /* (size * LOSS_RING) */
+    double *lsent;        /* (size * LOSS_RING) when each was posted */
     unsigned char *fbuf;  /* header + n floats: a fetched snapshot */
     unsigned char *qbuf;  /* a snapshot request */
     hs_treq_t *freq, *qreq;
@@ -274,30 +277,100 @@ static int check_service(hs_algo_t *a)
     return 0;
 }
 
-/* Send (loss, version, done) to every live rank whose previous message has left. */
+/* Mark rank r failed (seen by a send or fetch to it) and drop what is still queued for it, so
+ * that the transport does not keep retrying a connection to a rank that has exited. */
+static void peer_gone(hs_algo_t *a, int r, const char *why)
+{
+    hs_dist_t *d = a->d;
+    pthread_mutex_lock(&a->mu);
+    long last = a->tab[r].valid ? a->tab[r].version : -1;
+    a->dead[r] = 1;
+    pthread_mutex_unlock(&a->mu);
+    for (int j = 0; j < LOSS_RING; j++) {
+        hs_treq_t **q = &a->lreq[(size_t)r * LOSS_RING + (size_t)j];
+        if (*q) hs_transport_req_free(d->t, q);
+    }
+    if (!hs_dist_peer_dead(d, r)) hs_dist_peer_failed(d, r, last + 1, why);
+}
+
+/* Reap the completed loss sends to r; returns a free slot, -1 when all LOSS_RING are in
+ * flight, -2 when r turned out to be dead (reported, its sends dropped). A send in flight for
+ * longer than STUCK_S is waited on briefly, which runs the transport's liveness check of r. */
+static int loss_slot(hs_algo_t *a, int r, int must)
+{
+    hs_dist_t *d = a->d;
+    int free_slot = -1, oldest = -1;
+    double now = hs_now();
+    for (int j = 0; j < LOSS_RING; j++) {
+        size_t i = (size_t)r * LOSS_RING + (size_t)j;
+        if (a->lreq[i]) {
+            int fin = 0;
+            int rc = hs_transport_test(d->t, &a->lreq[i], &fin, NULL);
+            if (rc == -ECONNRESET) {
+                char why[HS_ERRMSG_MAX + 32];
+                snprintf(why, sizeof why, "sending its loss: %s", hs_last_error());
+                peer_gone(a, r, why);
+                return -2;
+            }
+            if (rc < 0 && a->lreq[i]) hs_transport_req_free(d->t, &a->lreq[i]);
+        }
+        if (!a->lreq[i]) {
+            if (free_slot < 0) free_slot = j;
+        } else if (oldest < 0 || a->lsent[i] < a->lsent[(size_t)r * LOSS_RING + (size_t)oldest]) {
+            oldest = j;
+        }
+    }
+    if (oldest < 0 || (free_slot >= 0 && now - a->lsent[(size_t)r * LOSS_RING + (size_t)oldest] <
+                                             STUCK_S))
+        return free_slot;
+    /* the oldest send is slow (or the ring is full and this message must go): wait on it,
+     * bounded, with the transport's liveness check of r */
+    size_t i = (size_t)r * LOSS_RING + (size_t)oldest;
+    double t0 = hs_now();
+    int rc = hs_transport_wait(d->t, &a->lreq[i], must ? d->o->comm_timeout_s : 0.01, NULL);
+    d->st.wait_s += hs_now() - t0;
+    if (rc == -ECONNRESET) {
+        char why[HS_ERRMSG_MAX + 32];
+        snprintf(why, sizeof why, "sending its loss: %s", hs_last_error());
+        peer_gone(a, r, why);
+        return -2;
+    }
+    if (rc < 0 && rc != -ETIMEDOUT && a->lreq[i]) hs_transport_req_free(d->t, &a->lreq[i]);
+    if (!a->lreq[i]) return oldest;
+    return free_slot;
+}
+
+/* Send (loss, version, done) to every live rank, from a ring of LOSS_RING buffers per peer:
+ * fire and forget, a message is skipped only when LOSS_RING earlier ones to that peer are
+ * still in flight (never for done = 1, which waits, bounded, for a slot). */
 static void send_loss(hs_algo_t *a, double loss, long version, int done)
 {
     hs_dist_t *d = a->d;
     for (int r = 0; r < d->size; r++) {
-        if (r == d->rank || hs_dist_peer_dead(d, r)) continue;
-        if (a->lreq[r]) {
-            int fin = 0;
-            int rc = done ? hs_transport_wait(d->t, &a->lreq[r], d->o->comm_timeout_s, NULL)
-                          : hs_transport_test(d->t, &a->lreq[r], &fin, NULL);
-            if (rc < 0) {
-                if (a->lreq[r]) hs_transport_req_free(d->t, &a->lreq[r]);
-                continue;
+        if (r == d->rank) continue;
+        pthread_mutex_lock(&a->mu);
+        int dead = a->dead[r];
+        pthread_mutex_unlock(&a->mu);
+        if (dead || hs_dist_peer_dead(d, r)) {
+            for (int j = 0; j < LOSS_RING; j++) {
+                hs_treq_t **q = &a->lreq[(size_t)r * LOSS_RING + (size_t)j];
+                if (*q) hs_transport_req_free(d->t, q);
             }
-            if (a->lreq[r]) continue; /* still in flight: skip this round */
+            continue;
         }
-        hs_el_hdr_v1_t *h = (hs_el_hdr_v1_t *)a->lbuf[r];
+        int j = loss_slot(a, r, done);
+        if (j < 0) continue;
+        size_t i = (size_t)r * LOSS_RING + (size_t)j;
+        hs_el_hdr_v1_t *h = (hs_el_hdr_v1_t *)(a->lbuf + i * HDR);
         hs_el_hdr_init(h, HS_EL_LOSS, d->rank, done, 0, (uint64_t)(version < 0 ? 0 : version));
         h->value = loss;
         h->iteration = version;
-        if (hs_transport_isend(d->t, r, HS_TAG_LSGD_LOSS, h, HDR, &a->lreq[r]) < 0)
-            a->lreq[r] = NULL;
-        else
-            d->st.bytes_sent += HDR;
+        if (hs_transport_isend(d->t, r, HS_TAG_LSGD_LOSS, h, HDR, &a->lreq[i]) < 0) {
+            a->lreq[i] = NULL;
+            continue;
+        }
+        a->lsent[i] = hs_now();
+        d->st.bytes_sent += HDR;
     }
 }
 
@@ -324,11 +397,7 @@ static int fetch(hs_algo_t *a, int L, long t)
         if (a->qreq) hs_transport_req_free(d->t, &a->qreq);
         char why[HS_ERRMSG_MAX + 64];
         snprintf(why, sizeof why, "fetching its leader snapshot: %s", hs_last_error());
-        pthread_mutex_lock(&a->mu);
-        long last = a->tab[L].valid ? a->tab[L].version : t;
-        a->dead[L] = 1;
-        pthread_mutex_unlock(&a->mu);
-        hs_dist_peer_failed(d, L, last + 1, why);
+        peer_gone(a, L, why);
         return -1;
     }
     const hs_el_hdr_v1_t *h = (const hs_el_hdr_v1_t *)a->fbuf;
@@ -477,23 +546,23 @@ static int lsgd_drain(hs_algo_t *a, int final)
                         (!a->tab[r].valid || now - a->tab[r].seen_s > 1.0);
                 pthread_mutex_unlock(&a->mu);
                 if (!w || hs_dist_peer_dead(d, r)) continue;
-                if (silent || !hs_dist_probe_alive(d, r)) {
-                    pthread_mutex_lock(&a->mu);
-                    long last_v = a->tab[r].valid ? a->tab[r].version : -1;
-                    a->dead[r] = 1;
-                    pthread_mutex_unlock(&a->mu);
-                    hs_dist_peer_failed(d, r, last_v + 1,
-                                        silent ? "silent at the end of the run"
-                                               : "exited before the end of the run");
-                }
+                if (silent || !hs_dist_probe_alive(d, r))
+                    peer_gone(a, r,
+                              silent ? "silent at the end of the run"
+                                     : "exited before the end of the run");
             }
         }
         hs_sleep(0.02);
     }
     /* our own snapshot replies and loss messages leave before the endpoint closes */
-    for (int r = 0; r < d->size; r++) {
-        if (a->lreq[r]) hs_transport_wait(d->t, &a->lreq[r], 1.0, NULL);
-        if (a->lreq[r]) hs_transport_req_free(d->t, &a->lreq[r]);
+    for (size_t i = 0; i < (size_t)d->size * LOSS_RING; i++) {
+        int r = (int)(i / LOSS_RING);
+        pthread_mutex_lock(&a->mu);
+        int dead = a->dead[r];
+        pthread_mutex_unlock(&a->mu);
+        if (a->lreq[i] && !dead && !hs_dist_peer_dead(d, r))
+            hs_transport_wait(d->t, &a->lreq[i], 1.0, NULL);
+        if (a->lreq[i]) hs_transport_req_free(d->t, &a->lreq[i]);
     }
     d->st.wait_s += hs_now() - t0;
     if (a->log) fflush(a->log);
@@ -518,10 +587,10 @@ static void lsgd_finalize(hs_algo_t **ap)
     }
     for (int r = 0; r < d->size; r++) {
         if (a->oreq && a->oreq[r]) hs_transport_req_free(d->t, &a->oreq[r]);
-        if (a->lreq && a->lreq[r]) hs_transport_req_free(d->t, &a->lreq[r]);
         if (a->obuf) free(a->obuf[r]);
-        if (a->lbuf) free(a->lbuf[r]);
     }
+    for (size_t i = 0; a->lreq && i < (size_t)d->size * LOSS_RING; i++)
+        if (a->lreq[i]) hs_transport_req_free(d->t, &a->lreq[i]);
     if (a->freq) hs_transport_req_free(d->t, &a->freq);
     if (a->qreq) hs_transport_req_free(d->t, &a->qreq);
     free(a->sreq);
@@ -530,6 +599,7 @@ static void lsgd_finalize(hs_algo_t **ap)
     free(a->obuf);
     free(a->lreq);
     free(a->lbuf);
+    free(a->lsent);
     free(a->fbuf);
     free(a->qbuf);
     free(a->win);
@@ -580,15 +650,14 @@ static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
     a->sbuf = hs_calloc(ns, sizeof *a->sbuf, "service buffers");
     a->oreq = hs_calloc(us, sizeof *a->oreq, "snapshot replies");
     a->obuf = hs_calloc(us, sizeof *a->obuf, "snapshot reply buffers");
-    a->lreq = hs_calloc(us, sizeof *a->lreq, "loss sends");
-    a->lbuf = hs_calloc(us, sizeof *a->lbuf, "loss buffers");
+    a->lreq = hs_calloc(us * LOSS_RING, sizeof *a->lreq, "loss sends");
+    a->lbuf = hs_calloc(us * LOSS_RING, HDR, "loss messages");
+    a->lsent = hs_calloc(us * LOSS_RING, sizeof *a->lsent, "loss send times");
     a->fbuf = hs_malloc(HDR + d->n * sizeof(float), "fetched snapshot");
     a->qbuf = hs_malloc(HDR, "snapshot request");
     if (!a->win || !a->xh || !a->tab || !a->dead || !a->sreq || !a->sbuf || !a->oreq || !a->obuf ||
-        !a->lreq || !a->lbuf || !a->fbuf || !a->qbuf)
+        !a->lreq || !a->lbuf || !a->lsent || !a->fbuf || !a->qbuf)
         goto fail;
-    for (int r = 0; r < d->size; r++)
-        if (!(a->lbuf[r] = hs_malloc(HDR, "loss message"))) goto fail;
     if ((rc = hs_snapshot_init(&a->snap, d->n)) < 0) goto fail;
     if (!a->on_host && (rc = d->k->ops->alloc(d->k, d->n * sizeof(float), (void **)&a->xl)) < 0)
         goto fail;

@@ -247,8 +247,13 @@ static int wait_round(hs_algo_t *a, sgp_round_t *r)
         int idx = -1;
         hs_tstatus_t st;
         double remain = limit - elapsed(t0);
-        int rc =
-            remain > 0 ? hs_transport_waitany(d->t, r->req, r->n, remain, &idx, &st) : -ETIMEDOUT;
+        int rc = remain > 0 ? hs_transport_waitany(d->t, r->req, r->n, HS_MIN(remain, 0.1),
+                                                   &idx, &st)
+                            : -ETIMEDOUT;
+        if (rc == -ETIMEDOUT && remain > 0.1) { /* a slice: serve the loop, wait on */
+            HS_TRY(hs_dist_idle(d));
+            continue;
+        }
         if (rc == -ETIMEDOUT) {
             for (int i = 0; i < r->n; i++) {
                 if (!r->req[i]) continue;
@@ -364,6 +369,7 @@ static int sgp_drain(hs_algo_t *a, int final)
         }
         pthread_mutex_unlock(&a->mu);
         if (!missing) break;
+        if ((rc = hs_dist_idle(d)) < 0) break;
         double now = hs_now();
         if (total != total_prev) last_progress = now, total_prev = total;
         int silent = now - last_progress >= d->o->drain_timeout_s, probe = now >= next_probe;

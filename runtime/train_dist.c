@@ -299,6 +299,47 @@ static void fmt_eta(double s, char *buf, size_t n)
         snprintf(buf, n, "%.0fm%02.0fs", floor(s / 60), fmod(s, 60));
 }
 
+/* hs_dist_t.idle on rank 0: take the evaluation snapshots that have arrived. */
+static int evalc_idle(void *ec)
+{
+    return hs_evalc_poll(ec);
+}
+
+/* Start-up only: one byte each way between every pair of ranks, so that every connection
+ * exists before training. tcp;ofi_rxm connects lazily and serves a connection request only
+ * while its target makes progress: without this, the first message to each peer waited
+ * behind its handshake for up to seconds (seen: thousands of -FI_EAGAIN retries, and a
+ * drain that took a live sender for dead). Bounded by the communication timeout. */
+#define WIREUP_MAX_RANKS 256
+static int wireup(hs_transport_t *t, int rank, int size, double timeout_s)
+{
+    if (size < 2 || size > WIREUP_MAX_RANKS) return 0;
+    int n = 2 * (size - 1), rc = 0, done = 0;
+    hs_treq_t **rq = hs_calloc((size_t)n, sizeof *rq, "wire-up requests");
+    char *in = hs_calloc((size_t)size, 1, "wire-up buffers"), out = 1;
+    if (!rq || !in) {
+        free(rq);
+        free(in);
+        return -ENOMEM;
+    }
+    for (int j = 0, k = 0; j < size && rc == 0; j++)
+        if (j != rank) rc = hs_transport_irecv(t, j, HS_TAG_WIREUP, &in[j], 1, &rq[k++]);
+    for (int j = 0, k = size - 1; j < size && rc == 0; j++)
+        if (j != rank) rc = hs_transport_isend(t, j, HS_TAG_WIREUP, &out, 1, &rq[k++]);
+    double deadline = hs_now() + timeout_s;
+    while (rc == 0 && done < n) {
+        int idx = -1;
+        rc = hs_transport_waitany(t, rq, n, HS_MAX(0.001, deadline - hs_now()), &idx, NULL);
+        if (rc == 0 && idx >= 0) done++;
+    }
+    if (rc < 0) hs_error_prefix("rank %d: connecting to every rank at start-up", rank);
+    for (int i = 0; i < n; i++)
+        if (rq[i]) hs_transport_req_free(t, &rq[i]);
+    free(rq);
+    free(in);
+    return rc;
+}
+
 static int open_files(run_t *R)
 {
     const hs_train_opts_t *o = R->o;
@@ -366,6 +407,8 @@ static int setup(run_t *R, hs_boot_t *boot)
     to.seed = o->seed;
     HS_TRY(hs_transport_open(&R->t, boot, &to));
     d->t = R->t;
+    if ((R->ops->flags & HS_ALGO_COMM) && size > 1)
+        HS_TRY(wireup(R->t, rank, size, o->comm_timeout_s));
     /* Start-up only (before any receive is posted): every rank's clock starts together. */
     HS_TRY(hs_boot_barrier(boot));
     if ((R->ops->flags & HS_ALGO_GRAPH) && size > 1) {
@@ -381,7 +424,11 @@ static int setup(run_t *R, hs_boot_t *boot)
     if (size > 1) {
         if (!(R->esbuf = hs_malloc(sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float), "eval buffer")))
             return -ENOMEM;
-        if (rank == 0) HS_TRY(hs_evalc_open(&R->ec, d, R->evcsv));
+        if (rank == 0) {
+            HS_TRY(hs_evalc_open(&R->ec, d, R->evcsv));
+            d->idle = evalc_idle;
+            d->idle_ctx = R->ec;
+        }
     }
     if (o->dump_params && o->out_dir) {
         HS_TRY(pull_z(R));

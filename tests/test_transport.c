@@ -3,7 +3,9 @@
  * process, and multi-process worlds (forked ranks exchanging addresses through the parent,
  * or `hearsay run` with the bootstrap) over shm and tcp: all-to-all with random sizes and
  * delays, receive-from-any under load, RMA and atomics, a peer dying mid-exchange, link
- * shaping measured, and ranks in separate network namespaces joined by veth.
+ * shaping measured; through `hearsay run` ($HS_BIN, tests/transport_worker): receive-from-any
+ * under load and RMA/atomics, and ranks in separate network namespaces joined by veth
+ * (tests/transport_netns.sh).
  */
 #include "hearsay/common.h"
 #include "hearsay/rng.h"
@@ -387,6 +389,84 @@ START_TEST(test_world_shaping_tcp)
 }
 END_TEST
 
+/* --- through `hearsay run` ($HS_BIN) around tests/transport_worker ---------------------- */
+
+static const char *const g_tcp_env[] = {"HS_PROVIDER=tcp", "HS_CHUNK_BYTES=65536",
+                                        "HS_TIMEOUT=20", NULL};
+
+/* 4 ranks: ranks 1..3 send 25 messages each (random sizes up to 200 KiB, random pauses) to
+ * rank 0, which receives them all through HS_ANY_SOURCE; the worker checks source, length,
+ * checksum and bytes of each, and the count per source. */
+START_TEST(test_run_anysrc_tcp)
+{
+    char worker[4096];
+    if (tt_helper_path("transport_worker", worker, sizeof worker)) return;
+    const char *argv[] = {getenv("HS_BIN"), "run", "-n", "4", "--timeout", "20", "--",
+                          worker, "anysrc", "25", NULL};
+    char *out = NULL;
+    int st = tt_job(argv, g_tcp_env, 35, &out);
+    ck_assert_msg(st == 0, "hearsay run exited %d", st);
+    ck_assert_ptr_nonnull(strstr(out, "rank 0: OK received 75 messages from 3 ranks"));
+    for (int r = 1; r < 4; r++) {
+        char line[64];
+        snprintf(line, sizeof line, "rank %d: OK sent 25 messages", r);
+        ck_assert_msg(strstr(out, line) != NULL, "missing '%s'", line);
+    }
+    free(out);
+}
+END_TEST
+
+/* 2 ranks: put/get between windows (checked against the reference bytes), then atomics:
+ * summed and checked on rank 0 where the provider has them, else -ENOSYS with a reason. */
+START_TEST(test_run_rma_tcp)
+{
+    char worker[4096];
+    if (tt_helper_path("transport_worker", worker, sizeof worker)) return;
+    const char *argv[] = {getenv("HS_BIN"), "run", "-n", "2", "--timeout", "20", "--",
+                          worker, "rma", NULL};
+    char *out = NULL;
+    int st = tt_job(argv, g_tcp_env, 35, &out);
+    ck_assert_msg(st == 0, "hearsay run exited %d", st);
+    ck_assert_ptr_nonnull(strstr(out, "rank 0: OK put/get 300000 bytes with rank 1"));
+    ck_assert_ptr_nonnull(strstr(out, "rank 1: OK put/get 300000 bytes with rank 0"));
+    const char *skip = strstr(out, "OK atomics unsupported (-ENOSYS)");
+    if (skip) {
+        const char *eol = strchr(skip, '\n');
+        printf("test_run_rma_tcp: atomics skipped: %.*s\n", eol ? (int)(eol - skip) : 200, skip);
+    } else {
+        ck_assert_ptr_nonnull(strstr(out, "rank 0: OK atomics summed from 2 ranks"));
+    }
+    free(out);
+}
+END_TEST
+
+/* Two ranks in two network namespaces joined by a veth pair, over tcp (as root where
+ * `ip netns` works; otherwise the reason is printed and the test returns). */
+START_TEST(test_netns_veth_tcp)
+{
+    char worker[4096], script[4096];
+    if (tt_helper_path("transport_worker", worker, sizeof worker)) return;
+    const char *src = getenv("HS_SRCDIR");
+    snprintf(script, sizeof script, "%s/tests/transport_netns.sh", src ? src : ".");
+    if (access(script, R_OK) != 0) {
+        printf("test_netns_veth_tcp: skipped (%s not found; set HS_SRCDIR)\n", script);
+        return;
+    }
+    const char *argv[] = {"sh", script, getenv("HS_BIN"), worker, NULL};
+    char *out = NULL;
+    int st = tt_job(argv, NULL, 40, &out);
+    if (st == 77) {
+        printf("test_netns_veth_tcp: skipped (reason above)\n");
+        free(out);
+        return;
+    }
+    ck_assert_msg(st == 0, "netns test exited %d", st);
+    ck_assert_ptr_nonnull(strstr(out, "netns test: OK"));
+    ck_assert_ptr_nonnull(strstr(out, "rank 0: OK received 10 messages from 1 ranks"));
+    free(out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("transport");
@@ -405,6 +485,12 @@ int main(void)
     tcase_add_test(c, test_world_alltoall_tcp);
     tcase_add_test(c, test_world_peer_death_tcp);
     tcase_add_test(c, test_world_shaping_tcp);
+    suite_add_tcase(s, c);
+    c = tcase_create("hearsay-run");
+    tcase_set_timeout(c, 60);
+    tcase_add_test(c, test_run_anysrc_tcp);
+    tcase_add_test(c, test_run_rma_tcp);
+    tcase_add_test(c, test_netns_veth_tcp);
     suite_add_tcase(s, c);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -5,6 +5,9 @@
 #include "hearsay/rng.h"
 
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,4 +132,80 @@ int tt_run_world(int n, const hs_transport_opts_t *o, int all_local, tt_rank_fn 
     }
     ck_assert_msg(!bad_start, "a rank failed to create its endpoint");
     return failed;
+}
+
+int tt_job(const char *const *argv, const char *const *env, double limit_s, char **out)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        close(p[0]);
+        close(p[1]);
+        for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
+        execvp(argv[0], (char *const *)argv);
+        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(p[1]);
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    double end = hs_now() + limit_s;
+    int status = -2, open_pipe = 1;
+    while (status == -2 || open_pipe) {
+        struct pollfd pf = {.fd = p[0], .events = POLLIN};
+        int wait_ms = open_pipe ? 100 : 20;
+        if (open_pipe && poll(&pf, 1, wait_ms) > 0) {
+            if (len + 4096 > cap) buf = realloc(buf, cap *= 2);
+            ssize_t n = read(p[0], buf + len, cap - len - 1);
+            if (n > 0) len += (size_t)n;
+            else if (n == 0 || errno != EAGAIN) open_pipe = 0;
+        } else if (!open_pipe) {
+            hs_sleep(wait_ms * 1e-3);
+        }
+        int st;
+        if (status == -2 && waitpid(pid, &st, WNOHANG) == pid)
+            status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (hs_now() > end) {
+            kill(-pid, SIGKILL);
+            if (status == -2) {
+                waitpid(pid, &st, 0);
+                status = -1;
+                fprintf(stderr, "job %s killed after %.0f s\n", argv[0], limit_s);
+            }
+            break;
+        }
+    }
+    close(p[0]);
+    buf[len] = '\0';
+    fwrite(buf, 1, len, stdout);
+    fflush(stdout);
+    *out = buf;
+    return status;
+}
+
+int tt_helper_path(const char *name, char *buf, size_t cap)
+{
+    const char *b = getenv("HS_BIN");
+    if (!b || access(b, X_OK) != 0) {
+        printf("HS_BIN does not name the built hearsay: multi-process test skipped\n");
+        return -1;
+    }
+    snprintf(buf, cap, "%s", b);
+    char *slash = strrchr(buf, '/');
+    size_t at = slash ? (size_t)(slash + 1 - buf) : 0;
+    snprintf(buf + at, cap - at, "tests/%s", name);
+    if (access(buf, X_OK) != 0) {
+        printf("%s not found: multi-process test skipped\n", buf);
+        return -1;
+    }
+    return 0;
 }

@@ -43,6 +43,7 @@ extern "C" {
 #define HS_TAG_FINAL    0x47003u /* end-of-run results and final z (to rank 0) */
 #define HS_TAG_PING     0x47004u /* never sent: a receive on it probes a peer's liveness */
 #define HS_TAG_ACK      0x47005u /* rank 0 -> r: your end-of-run results are in, you may exit */
+#define HS_TAG_WIREUP   0x47006u /* start-up: one byte each way between every pair of ranks */
 /* EASGD center service and leader-SGD (optim/center.c, optim/lsgd.c) */
 #define HS_TAG_CENTER_REQ 0x47010u /* worker -> center owner: read / add / finish a shard */
 #define HS_TAG_CENTER_REP 0x47011u /* center owner -> worker: shard contents */
@@ -73,7 +74,18 @@ typedef struct hs_dist {
     size_t n;         /* parameters */
     long *failed_at;  /* (size) -1 alive, else the iteration at/after which the rank failed */
     hs_dist_stats_t st;
+    /* While an algorithm waits for peers it calls hs_dist_idle() at least every ~0.1 s, so
+     * the loop's own receivers keep flowing: rank 0 collects the other ranks' evaluation
+     * snapshots there, and a rank whose snapshot send waits on rank 0 would otherwise hold
+     * back its gossip (a cycle only a timeout broke). NULL: nothing to do. */
+    int (*idle)(void *ctx);
+    void *idle_ctx;
 } hs_dist_t;
+
+static inline int hs_dist_idle(hs_dist_t *d)
+{
+    return d->idle ? d->idle(d->idle_ctx) : 0;
+}
 
 typedef struct hs_algo hs_algo_t;
 
