@@ -20,10 +20,10 @@ usage: experiments/stragglers.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
   --slowdowns LIST   straggler factors (default "1 2 4 8")
   --straggler-rank R the slowed rank (default 1)
   --quick            fewer epochs and slowdowns "1 4" (the README's main job)
-  --model SPEC       (default mlp:64-64-10)
-  --data SPEC        (default gauss:dim=64,classes=10,train=16000,test=2000,sep=5)
-  --epochs N         (default 4; --quick: 2)
-  --target-loss X    test loss to time (default 0.35)
+  --model SPEC       (default mlp:64-256-256-10)
+  --data SPEC        (default gauss:dim=64,classes=10,train=32000,test=2000,sep=5)
+  --epochs N         (default 2; --quick: 1)
+  --target-loss X    test loss to time (default 0.3)
   --seed N           (default 1)
   -h, --help
 EOF2
@@ -34,10 +34,10 @@ workers=8
 algos="allreduce sgp osgp dpsgd"
 slowdowns="1 2 4 8"
 srank=1
-model=mlp:64-64-10
-data=gauss:dim=64,classes=10,train=16000,test=2000,sep=5
-epochs=4
-target=0.35
+model=mlp:64-256-256-10
+data=gauss:dim=64,classes=10,train=32000,test=2000,sep=5
+epochs=2
+target=0.3
 seed=1
 quick=0
 extra=()
@@ -60,7 +60,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 if [ "$quick" = 1 ]; then
-    epochs=2
+    epochs=1
     [ "$slowdowns" = "1 2 4 8" ] && slowdowns="1 4"
 fi
 bin=$(hs_find_bin)
@@ -75,8 +75,8 @@ for k in $slowdowns; do
         [ "$k" != 1 ] && strag=(--straggler "slow:$srank:x$k")
         echo "== $a, straggler x$k"
         t0=$(date +%s%N)
-        if ! "$bin" run -n "$workers" -- hearsay train --algo "$a" --model "$model" --data "$data" \
-            --epochs "$epochs" --seed "$seed" --threads 1 --target-loss "$target" \
+        if ! "$bin" run --keep-going -n "$workers" -- hearsay train --algo "$a" --model "$model" --data "$data" \
+            --epochs "$epochs" --seed "$seed" --batch 64 --threads 1 --target-loss "$target" \
             --eval-every 0.25 --progress 5 --out "$dir" "${strag[@]}" "${extra[@]}" \
             >"$dir.log" 2>&1; then
             echo "   FAILED (log: $dir.log)"

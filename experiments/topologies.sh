@@ -19,10 +19,10 @@ usage: experiments/topologies.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
   --graphs LIST    space-separated graph specs (default "ring exp exp1peer torus complete")
   --algo A         sgp, osgp, dpsgd (undirected graphs only), ... (default sgp)
   --quick          fewer epochs
-  --model SPEC     (default mlp:64-64-10)
-  --data SPEC      (default gauss:dim=64,classes=10,train=16000,test=2000,sep=5)
-  --epochs N       (default 3; --quick: 2)
-  --target-loss X  test loss to time (default 0.35)
+  --model SPEC     (default mlp:64-256-256-10)
+  --data SPEC      (default gauss:dim=64,classes=10,train=32000,test=2000,sep=5)
+  --epochs N       (default 2; --quick: 1)
+  --target-loss X  test loss to time (default 0.3)
   --seed N         (default 1)
   -h, --help
 EOF2
@@ -32,10 +32,10 @@ out=experiments/out/topologies
 workers=8
 graphs="ring exp exp1peer torus complete"
 algo=sgp
-model=mlp:64-64-10
-data=gauss:dim=64,classes=10,train=16000,test=2000,sep=5
-epochs=3
-target=0.35
+model=mlp:64-256-256-10
+data=gauss:dim=64,classes=10,train=32000,test=2000,sep=5
+epochs=2
+target=0.3
 seed=1
 quick=0
 extra=()
@@ -56,7 +56,7 @@ while [ $# -gt 0 ]; do
     *) usage >&2; hs_die "unknown option '$1'" ;;
     esac
 done
-[ "$quick" = 1 ] && epochs=2
+[ "$quick" = 1 ] && epochs=1
 bin=$(hs_find_bin)
 mkdir -p "$out"
 echo "topologies: $workers workers, $algo over [$graphs], model $model, data $data," \
@@ -67,8 +67,8 @@ for g in $graphs; do
     rm -rf "$dir"
     echo "== $g"
     t0=$(date +%s%N)
-    if ! "$bin" run -n "$workers" -- hearsay train --algo "$algo" --graph "$g" --model "$model" \
-        --data "$data" --epochs "$epochs" --seed "$seed" --threads 1 --target-loss "$target" \
+    if ! "$bin" run --keep-going -n "$workers" -- hearsay train --algo "$algo" --graph "$g" --model "$model" \
+        --data "$data" --epochs "$epochs" --seed "$seed" --batch 64 --threads 1 --target-loss "$target" \
         --eval-every 0.25 --progress 5 --out "$dir" "${extra[@]}" >"$dir.log" 2>&1; then
         echo "   FAILED (log: $dir.log)"
         tail -n 5 "$dir.log" | sed 's/^/   /'

@@ -391,8 +391,8 @@ END_TEST
 
 /* --- through `hearsay run` ($HS_BIN) around tests/transport_worker ---------------------- */
 
-static const char *const g_tcp_env[] = {"HS_PROVIDER=tcp", "HS_CHUNK_BYTES=65536",
-                                        "HS_TIMEOUT=20", NULL};
+static const char *const g_tcp_env[] = {"HS_PROVIDER=tcp", "HS_CHUNK_BYTES=65536", "HS_TIMEOUT=20",
+                                        NULL};
 
 /* 4 ranks: ranks 1..3 send 25 messages each (random sizes up to 200 KiB, random pauses) to
  * rank 0, which receives them all through HS_ANY_SOURCE; the worker checks source, length,
@@ -401,8 +401,8 @@ START_TEST(test_run_anysrc_tcp)
 {
     char worker[4096];
     if (tt_helper_path("transport_worker", worker, sizeof worker)) return;
-    const char *argv[] = {getenv("HS_BIN"), "run", "-n", "4", "--timeout", "20", "--",
-                          worker, "anysrc", "25", NULL};
+    const char *argv[] = {getenv("HS_BIN"), "run",    "-n", "4", "--timeout", "20", "--",
+                          worker,           "anysrc", "25", NULL};
     char *out = NULL;
     int st = tt_job(argv, g_tcp_env, 35, &out);
     ck_assert_msg(st == 0, "hearsay run exited %d", st);
@@ -423,7 +423,7 @@ START_TEST(test_run_rma_tcp)
     char worker[4096];
     if (tt_helper_path("transport_worker", worker, sizeof worker)) return;
     const char *argv[] = {getenv("HS_BIN"), "run", "-n", "2", "--timeout", "20", "--",
-                          worker, "rma", NULL};
+                          worker,           "rma", NULL};
     char *out = NULL;
     int st = tt_job(argv, g_tcp_env, 35, &out);
     ck_assert_msg(st == 0, "hearsay run exited %d", st);

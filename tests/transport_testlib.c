@@ -166,8 +166,10 @@ int tt_job(const char *const *argv, const char *const *env, double limit_s, char
         if (open_pipe && poll(&pf, 1, wait_ms) > 0) {
             if (len + 4096 > cap) buf = realloc(buf, cap *= 2);
             ssize_t n = read(p[0], buf + len, cap - len - 1);
-            if (n > 0) len += (size_t)n;
-            else if (n == 0 || errno != EAGAIN) open_pipe = 0;
+            if (n > 0)
+                len += (size_t)n;
+            else if (n == 0 || errno != EAGAIN)
+                open_pipe = 0;
         } else if (!open_pipe) {
             hs_sleep(wait_ms * 1e-3);
         }

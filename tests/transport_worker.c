@@ -27,7 +27,7 @@
 #define TAG_DATA 7u
 #define TAG_DONE 8u
 #define MAX_BODY (200u << 10)
-#define POOL 8
+#define POOL     8
 
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
@@ -128,8 +128,8 @@ static int anysrc_recv(hs_transport_t *t, int K)
         if (h.src != st.source || h.src < 1 || h.src >= n || h.k < 0 || h.k >= K)
             FAIL("header says rank %d message %d, status says source %d", h.src, h.k, st.source);
         if (st.tag != TAG_DATA || st.len != h.len || h.len != msg_len(h.src, h.k))
-            FAIL("message %d from %d: tag %u, %zu bytes, header %llu, want %zu", h.k, h.src,
-                 st.tag, st.len, (unsigned long long)h.len, msg_len(h.src, h.k));
+            FAIL("message %d from %d: tag %u, %zu bytes, header %llu, want %zu", h.k, h.src, st.tag,
+                 st.len, (unsigned long long)h.len, msg_len(h.src, h.k));
         size_t blen = st.len - sizeof h;
         if (fnv1a(pool[idx] + sizeof h, blen) != h.sum)
             FAIL("message %d from %d: checksum mismatch", h.k, h.src);
@@ -164,7 +164,7 @@ static int anysrc_recv(hs_transport_t *t, int K)
 
 /* Window layout (bytes): [0, S) this rank's pattern, [S, 2S) written by the previous rank,
  * then NA floats and NA doubles that every rank adds into on rank 0. */
-#define S ((size_t)300000)
+#define S  ((size_t)300000)
 #define NA 1000
 
 static void pattern(unsigned char *p, size_t n, int rank, int what)
