@@ -41,6 +41,8 @@ struct hs_center {
     long *adds_sent;                      /* (m) */
     char *lost;                           /* (m) */
     hs_center_stats_t st;
+    int (*idle)(void *ctx); /* called while finish waits (hs_center_set_idle) */
+    void *idle_ctx;
 
     /* shared with the service thread, under mu */
     pthread_mutex_t mu;
@@ -419,7 +421,8 @@ static int probe_alive(hs_center_t *c, int peer)
     char dummy[8];
     hs_treq_t *req = NULL;
     if (hs_transport_irecv(c->t, peer, HS_TAG_PING, dummy, sizeof dummy, &req) < 0) return 1;
-    int rc = hs_transport_wait(c->t, &req, 0.3, NULL);
+    /* a short wait is enough: the transport's liveness check runs on its first pass */
+    int rc = hs_transport_wait(c->t, &req, 0.02, NULL);
     if (req) hs_transport_req_free(c->t, &req);
     return rc != -ECONNRESET;
 }
@@ -479,6 +482,7 @@ int hs_center_finish(hs_center_t *c, float *dst, double timeout_s)
             else if (rc == 0 && idx >= 0)
                 HS_TRY(take_reply(c, idx, &st, HS_EL_FINAL, dst));
         }
+        if (c->idle) HS_TRY(c->idle(c->idle_ctx));
         for (int s = 0; s < c->m; s++) progress += 2 * (c->rreq[s] == NULL);
         int served = 1;
         if (c->own >= 0) {
@@ -694,6 +698,12 @@ int hs_center_open(hs_center_t **out, hs_transport_t *t, size_t n, const float *
 fail:
     hs_center_close(&c);
     return rc;
+}
+
+void hs_center_set_idle(hs_center_t *c, int (*idle)(void *ctx), void *ctx)
+{
+    c->idle = idle;
+    c->idle_ctx = ctx;
 }
 
 int hs_center_num_shards(const hs_center_t *c)

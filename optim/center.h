@@ -50,6 +50,11 @@ int hs_center_open(hs_center_t **out, hs_transport_t *t, size_t n, const float *
  * when the run failed). Never blocks on peers. */
 void hs_center_close(hs_center_t **c);
 
+/* While hs_center_finish waits for the other ranks it calls idle(ctx) at least every ~0.1 s
+ * (the training loop's hs_dist_idle: rank 0 keeps collecting evaluation snapshots, which the
+ * other ranks may wait on before they can finish). NULL: nothing. */
+void hs_center_set_idle(hs_center_t *c, int (*idle)(void *ctx), void *ctx);
+
 /* Read every available shard into dst (n host floats); slices of unavailable shards are left
  * as they are. Blocks (bounded) for the owners' replies only. Returns the number of shards
  * that became unavailable during this call (>= 0), or a negative error. */

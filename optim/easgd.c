@@ -157,6 +157,12 @@ static void easgd_finalize(hs_algo_t **ap)
     *ap = NULL;
 }
 
+/* hs_center_finish's idle hook: the training loop's hs_dist_idle. */
+static int easgd_idle(void *dist)
+{
+    return hs_dist_idle(dist);
+}
+
 static int easgd_open(hs_algo_t **out, hs_dist_t *d, int momentum)
 {
     *out = NULL;
@@ -184,6 +190,7 @@ static int easgd_open(hs_algo_t **out, hs_dist_t *d, int momentum)
     if ((rc = hs_center_open(&a->c, d->t, d->n, a->x, owners, nown, o->comm_timeout_s)) < 0)
         goto fail;
     free(owners);
+    hs_center_set_idle(a->c, easgd_idle, d);
     *out = a;
     return 0;
 fail:

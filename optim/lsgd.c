@@ -320,8 +320,8 @@ static int loss_slot(hs_algo_t *a, int r, int must)
             oldest = j;
         }
     }
-    if (oldest < 0 || (free_slot >= 0 && now - a->lsent[(size_t)r * LOSS_RING + (size_t)oldest] <
-                                             STUCK_S))
+    if (oldest < 0 ||
+        (free_slot >= 0 && now - a->lsent[(size_t)r * LOSS_RING + (size_t)oldest] < STUCK_S))
         return free_slot;
     /* the oldest send is slow (or the ring is full and this message must go): wait on it,
      * bounded, with the transport's liveness check of r */
@@ -509,6 +509,19 @@ static int lsgd_step(hs_algo_t *a, long t)
     return hs_worker_apply(a->d->worker);
 }
 
+/* 0 when `peer` has exited: the transport's liveness check, on its first pass of a short
+ * wait for a receive nobody satisfies (hs_dist_probe_alive waits 0.3 s; this keeps the drain
+ * loop, and its hs_dist_idle calls, going). */
+static int probe_alive(hs_dist_t *d, int peer)
+{
+    char dummy[8];
+    hs_treq_t *req = NULL;
+    if (hs_transport_irecv(d->t, peer, HS_TAG_PING, dummy, sizeof dummy, &req) < 0) return 1;
+    int rc = hs_transport_wait(d->t, &req, 0.02, NULL);
+    if (req) hs_transport_req_free(d->t, &req);
+    return rc != -ECONNRESET;
+}
+
 /* End of the run: say "done" to every rank, then keep serving until every live rank is
  * done (bounded by --drain-timeout of silence; exited ranks are noticed by a probe). */
 static int lsgd_drain(hs_algo_t *a, int final)
@@ -523,6 +536,7 @@ static int lsgd_drain(hs_algo_t *a, int final)
     int prev = -1;
     for (;;) {
         HS_TRY(check_service(a));
+        HS_TRY(hs_dist_idle(d)); /* rank 0: evaluation snapshots others may wait on */
         int waiting = 0, doneN = 0;
         pthread_mutex_lock(&a->mu);
         for (int r = 0; r < d->size; r++) {
@@ -541,12 +555,12 @@ static int lsgd_drain(hs_algo_t *a, int final)
             next_probe = now + 0.5;
             for (int r = 0; r < d->size; r++) {
                 pthread_mutex_lock(&a->mu);
-                /* probe only ranks not heard from for a second: a probe costs 0.3 s */
+                /* probe only ranks not heard from for a second */
                 int w = r != d->rank && !a->tab[r].done && !a->dead[r] &&
                         (!a->tab[r].valid || now - a->tab[r].seen_s > 1.0);
                 pthread_mutex_unlock(&a->mu);
                 if (!w || hs_dist_peer_dead(d, r)) continue;
-                if (silent || !hs_dist_probe_alive(d, r))
+                if (silent || !probe_alive(d, r))
                     peer_gone(a, r,
                               silent ? "silent at the end of the run"
                                      : "exited before the end of the run");

@@ -25,6 +25,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Exit status of a rank that crashes by injection (--straggler crash): EX_SOFTWARE. */
+#define HS_EXIT_CRASH 70
+
 typedef struct run {
     const hs_train_opts_t *o;
     const hs_algo_ops_t *ops;
@@ -469,11 +472,14 @@ int hs_train_dist(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *
     long epoch_batches = 0;
     for (long it = 0; it < T; it++) {
         if (hs_straggler_crash(R.strag, it)) {
-            fprintf(stderr, "rank %d: injected crash at iteration %ld (--straggler crash)\n",
-                    d->rank, it);
+            fprintf(stderr,
+                    "rank %d: injected crash at iteration %ld (--straggler crash): exiting with "
+                    "status %d\n",
+                    d->rank, it, HS_EXIT_CRASH);
             fflush(NULL);
-            _exit(0); /* abrupt: no drain, no goodbye (status 0 so `hearsay run` keeps the
-                         survivors running; see docs/algorithms.md) */
+            /* Abrupt and honest: no drain, no goodbye, and a failure status, so the launcher
+             * reports it (`hearsay run --keep-going` lets the survivors run on). */
+            _exit(HS_EXIT_CRASH);
         }
         double loss, ts = hs_now(), lr = hs_worker_lr(R.w);
         if ((rc = hs_worker_grad(R.w, &loss, NULL, NULL)) < 0) goto out;
