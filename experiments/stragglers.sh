@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Straggler study: all-reduce SGD, SGP, OSGP and D-PSGD on W workers, one straggler slowed
+# Straggler study: all-reduce SGD, SGP, OSGP, D-PSGD, EASGD and leader-SGD on W workers, one straggler slowed
 # down 1x, 2x, 4x, 8x (its compute time x k, emulated by sleeping). Measures the time each
 # algorithm needs to reach a target test loss, and plots loss versus time.
 #
@@ -16,7 +16,7 @@ usage: experiments/stragglers.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
 
   --out DIR          results directory (default experiments/out/stragglers)
   --workers N        workers (default 8)
-  --algos LIST       space-separated (default "allreduce sgp osgp dpsgd")
+  --algos LIST       space-separated (default "allreduce sgp osgp dpsgd easgd lsgd")
   --slowdowns LIST   straggler factors (default "1 2 4 8")
   --straggler-rank R the slowed rank (default 1)
   --quick            fewer epochs and slowdowns "1 4" (the README's main job)
@@ -31,7 +31,7 @@ EOF2
 
 out=experiments/out/stragglers
 workers=8
-algos="allreduce sgp osgp dpsgd"
+algos="allreduce sgp osgp dpsgd easgd lsgd"
 slowdowns="1 2 4 8"
 srank=1
 model=mlp:64-256-256-10

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: install what is missing, build, and run the default study — the straggler
-# study with quick settings (all-reduce SGD, SGP, OSGP and D-PSGD on 8 workers, one straggler
+# study with quick settings (all-reduce SGD, SGP, OSGP, D-PSGD, EASGD and LSGD on 8 workers, one straggler
 # at 1x and 4x) — then print its table. Results: ${HS_OUT:-runs/stragglers} (results.csv,
 # table.md, PNG plots, one run directory per algorithm and slowdown). Extra arguments go to
 # experiments/stragglers.sh (e.g. --slowdowns "1 2 4 8" for the full study).
