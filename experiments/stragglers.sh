@@ -78,7 +78,7 @@ for k in $slowdowns; do
         if ! "$bin" run --keep-going -n "$workers" -- hearsay train --algo "$a" --model "$model" --data "$data" \
             --epochs "$epochs" --seed "$seed" --batch 64 --threads 1 --target-loss "$target" \
             --eval-every 0.25 --progress 5 --out "$dir" "${strag[@]}" "${extra[@]}" \
-            >"$dir.log" 2>&1; then
+            >"$dir.log" 2>&1 && [ ! -f "$dir/summary.json" ]; then
             echo "   FAILED (log: $dir.log)"
             tail -n 5 "$dir.log" | sed 's/^/   /'
             continue

@@ -69,7 +69,7 @@ for g in $graphs; do
     t0=$(date +%s%N)
     if ! "$bin" run --keep-going -n "$workers" -- hearsay train --algo "$algo" --graph "$g" --model "$model" \
         --data "$data" --epochs "$epochs" --seed "$seed" --batch 64 --threads 1 --target-loss "$target" \
-        --eval-every 0.25 --progress 5 --out "$dir" "${extra[@]}" >"$dir.log" 2>&1; then
+        --eval-every 0.25 --progress 5 --out "$dir" "${extra[@]}" >"$dir.log" 2>&1 && [ ! -f "$dir/summary.json" ]; then
         echo "   FAILED (log: $dir.log)"
         tail -n 5 "$dir.log" | sed 's/^/   /'
         continue
