@@ -84,12 +84,12 @@ typedef struct fab {
     pthread_cond_t cond; /* broadcast on every completion (progress thread mode) */
     pthread_t thread;
     int thread_on, stop;
-    fab_op_t pend;       /* pending queue head (sentinel), sorted by release time */
+    fab_op_t pend;          /* pending queue head (sentinel), sorted by release time */
     unsigned post_pass;     /* counter of post_due passes */
     unsigned *blocked_pass; /* (size) pass in which a send to that peer got -FI_EAGAIN */
     double retry_at;        /* ops held back by -FI_EAGAIN are retried from this time on */
     double retry_backoff;   /* next hold-back (100 us doubling to 5 ms; reset on success) */
-    struct hs_treq live; /* sentinel of the list of live requests */
+    struct hs_treq live;    /* sentinel of the list of live requests */
     uint64_t next_key;
     int mr_virt, mr_prov_key;
     int atomic_ok[2]; /* [0] float sum, [1] double sum */

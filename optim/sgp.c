@@ -247,9 +247,9 @@ static int wait_round(hs_algo_t *a, sgp_round_t *r)
         int idx = -1;
         hs_tstatus_t st;
         double remain = limit - elapsed(t0);
-        int rc = remain > 0 ? hs_transport_waitany(d->t, r->req, r->n, HS_MIN(remain, 0.1),
-                                                   &idx, &st)
-                            : -ETIMEDOUT;
+        int rc = remain > 0
+                     ? hs_transport_waitany(d->t, r->req, r->n, HS_MIN(remain, 0.1), &idx, &st)
+                     : -ETIMEDOUT;
         if (rc == -ETIMEDOUT && remain > 0.1) { /* a slice: serve the loop, wait on */
             HS_TRY(hs_dist_idle(d));
             continue;

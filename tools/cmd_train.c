@@ -167,7 +167,8 @@ static const hs_option_t train_options[] = {
      .type = HS_OPT_STRING,
      .def = "auto",
      .metavar = "NAME",
-     .help = "libfabric provider: auto (tcp; shm on one host from libfabric 1.19), shm, tcp, verbs, efa, .."},
+     .help = "libfabric provider: auto (tcp; shm on one host from libfabric 1.19), shm, tcp, "
+             "verbs, efa, .."},
     {.name = "progress-thread",
      .type = HS_OPT_BOOL,
      .def = "false",
@@ -214,7 +215,8 @@ static const hs_option_t train_options[] = {
 
 static const hs_cfg_spec_t train_spec = {
     .usage = "hearsay train [--config FILE] [OPTIONS]\n"
-             "       hearsay run -n N -- hearsay train --algo sgp|osgp|dpsgd|allreduce|easgd|eamsgd|lsgd "
+             "       hearsay run -n N -- hearsay train --algo "
+             "sgp|osgp|dpsgd|allreduce|easgd|eamsgd|lsgd "
              "[OPTIONS]",
     .summary = "Train a model on one worker, or on every rank of a job with a distributed\n"
                "algorithm. Every option can also be set in an INI file (--config FILE,\n"
