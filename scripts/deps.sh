@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
       libfabric-dev libfabric-bin libopenblas-dev liblapacke-dev check
-      libopenmpi-dev openmpi-bin iproute2
+      libopenmpi-dev openmpi-bin iproute2 clang-format
       python3-numpy python3-matplotlib)
 # PyTorch is only the reference in `hearsay bench step`; install it with HS_WITH_TORCH=1.
 if [ "${HS_WITH_TORCH:-0}" = 1 ]; then pkgs+=(python3-torch); fi
