@@ -21,8 +21,11 @@ usage: experiments/stragglers.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
   --straggler-rank R the slowed rank (default 1)
   --quick            fewer epochs and slowdowns "1 4" (the README's main job)
   --model SPEC       (default mlp:64-256-256-10)
-  --data SPEC        (default gauss:dim=64,classes=10,train=32000,test=2000,sep=5)
-  --epochs N         (default 2; --quick: 1)
+  --data SPEC        (default gauss:dim=64,classes=10,train=128000,test=2000,sep=5)
+  --batch N          per-worker batch (default 1024: compute dominates a step, as on real
+                     hardware, so a straggler's slowdown is what the algorithms must absorb)
+  --lr X             (default 0.2)
+  --epochs N         (default 3; --quick: 2)
   --target-loss X    test loss to time (default 0.3)
   --seed N           (default 1)
   -h, --help
@@ -35,8 +38,10 @@ algos="allreduce sgp osgp dpsgd easgd lsgd"
 slowdowns="1 2 4 8"
 srank=1
 model=mlp:64-256-256-10
-data=gauss:dim=64,classes=10,train=32000,test=2000,sep=5
-epochs=2
+data=gauss:dim=64,classes=10,train=128000,test=2000,sep=5
+batch=1024
+lr=0.2
+epochs=3
 target=0.3
 seed=1
 quick=0
@@ -51,6 +56,8 @@ while [ $# -gt 0 ]; do
     --quick) quick=1; shift ;;
     --model) model=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    --lr) lr=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --target-loss) target=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
@@ -60,13 +67,13 @@ while [ $# -gt 0 ]; do
     esac
 done
 if [ "$quick" = 1 ]; then
-    epochs=1
+    epochs=2
     [ "$slowdowns" = "1 2 4 8" ] && slowdowns="1 4"
 fi
 bin=$(hs_find_bin)
 mkdir -p "$out"
 echo "stragglers: $workers workers, algos [$algos], slowdowns [$slowdowns] of rank $srank," \
-    "model $model, data $data, $epochs epochs, target loss $target -> $out"
+    "model $model, data $data, batch $batch, lr $lr, $epochs epochs, target loss $target -> $out"
 for k in $slowdowns; do
     for a in $algos; do
         dir="$out/$a-x$k"
@@ -76,7 +83,7 @@ for k in $slowdowns; do
         echo "== $a, straggler x$k"
         t0=$(date +%s%N)
         if ! "$bin" run --keep-going -n "$workers" -- hearsay train --algo "$a" --model "$model" --data "$data" \
-            --epochs "$epochs" --seed "$seed" --batch 64 --threads 1 --target-loss "$target" \
+            --epochs "$epochs" --seed "$seed" --batch "$batch" --lr "$lr" --threads 1 --target-loss "$target" \
             --eval-every 0.25 --progress 5 --out "$dir" "${strag[@]}" "${extra[@]}" \
             >"$dir.log" 2>&1 && [ ! -f "$dir/summary.json" ]; then
             echo "   FAILED (log: $dir.log)"

@@ -14,6 +14,7 @@
 #include "runtime/dist.h"
 
 #include "hearsay/bootstrap.h"
+#include "hearsay/checkpoint.h"
 #include "hearsay/common.h"
 #include "hearsay/shaping.h"
 #include "hearsay/straggler.h"
@@ -45,6 +46,7 @@ typedef struct run {
     double t0, eval_s;
     double ttt; /* own time to target (training clock), NAN */
     hs_rank_final_t tot;
+    long start; /* first iteration of this run (a resumed run: the checkpoint's) */
 } run_t;
 
 static double clock_of(const run_t *R)
@@ -81,6 +83,10 @@ int hs_train_dist_check(const hs_train_opts_t *o, int ranks)
     }
     if (!(o->comm_timeout_s > 0) || !(o->drain_timeout_s > 0))
         return HS_ERR(-EINVAL, "--comm-timeout and --drain-timeout must be > 0");
+    if (!(o->checkpoint_every >= 0))
+        return HS_ERR(-EINVAL, "--checkpoint-every must be >= 0 (got %g)", o->checkpoint_every);
+    if (o->checkpoint_every > 0 && !o->out_dir)
+        return HS_ERR(-EINVAL, "--checkpoint-every needs --out DIR (checkpoints go to DIR/ckpt)");
     if ((ops->flags & HS_ALGO_GRAPH) && ranks > 1) {
         hs_topo_opts_t to = {.mixing = (ops->flags & HS_ALGO_UNDIRECTED) ? HS_TOPO_MIX_METROPOLIS
                                                                          : HS_TOPO_MIX_AUTO};
@@ -438,7 +444,26 @@ static int setup(run_t *R, hs_boot_t *boot)
         HS_TRY(write_f32(o->out_dir, rank, "init", R->zh, d->n));
     }
     HS_TRY(R->ops->init(&R->algo, d));
+    if (o->resume && *o->resume) {
+        HS_TRY(hs_ckpt_load_run(o->resume, rank, size, R->w, R->ops, R->algo, &R->start));
+        if (R->start > d->total_iters)
+            return HS_ERR(-EINVAL,
+                          "--resume %s: the checkpoint is at iteration %ld, past the end of this "
+                          "run (%ld iterations)",
+                          o->resume, R->start, d->total_iters);
+    }
     return 0;
+}
+
+/* A checkpoint after `done` iterations: drain (as before an evaluation), then write
+ * DIR/ckpt/rank-R.bin. Every rank takes it at the same iteration. */
+static int checkpoint_point(run_t *R, long done)
+{
+    double t0 = hs_now();
+    HS_TRY(R->ops->drain(R->algo, 0));
+    int rc = hs_ckpt_save_run(R->o->out_dir, R->d.rank, R->d.size, done, R->w, R->ops, R->algo);
+    R->eval_s += hs_now() - t0;
+    return rc;
 }
 
 int hs_train_dist(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *res)
@@ -454,6 +479,9 @@ int hs_train_dist(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *
     long ipe = hs_worker_iters_per_epoch(R.w), T = d->total_iters;
     long eval_period = o->eval_every > 0 ? (long)llround(o->eval_every * (double)ipe) : 0;
     if (o->eval_every > 0 && eval_period < 1) eval_period = 1;
+    long ckpt_period = o->checkpoint_every > 0
+                           ? HS_MAX(1L, (long)llround(o->checkpoint_every * (double)ipe))
+                           : 0;
     r.num_params = d->n;
     r.ranks = d->size;
     r.bayes_acc = hs_worker_test_set(R.w)->bayes_acc;
@@ -465,12 +493,15 @@ int hs_train_dist(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *
         printf("  %zu parameters, batch %d per rank, %ld iterations/epoch, %ld iterations, "
                "transport %s\n",
                d->n, o->batch, ipe, T, hs_transport_provider(R.t));
+        if (R.start > 0)
+            printf("  resumed from %s at iteration %ld (epoch %.2f)\n", o->resume, R.start,
+                   (double)R.start / (double)ipe);
         fflush(stdout);
     }
     R.t0 = hs_now();
     double last_print = R.t0, epoch_loss = 0;
     long epoch_batches = 0;
-    for (long it = 0; it < T; it++) {
+    for (long it = R.start; it < T; it++) {
         if (hs_straggler_crash(R.strag, it)) {
             fprintf(stderr,
                     "rank %d: injected crash at iteration %ld (--straggler crash): exiting with "
@@ -521,6 +552,9 @@ int hs_train_dist(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *
         if (eval_period > 0 && done % eval_period == 0 && done < T &&
             (rc = evaluate_point(&R, done)) < 0)
             goto out;
+        if (ckpt_period > 0 && done % ckpt_period == 0 && done < T &&
+            (rc = checkpoint_point(&R, done)) < 0)
+            goto out;
         if (R.ec) {
             double te0 = hs_now();
             if ((rc = hs_evalc_poll(R.ec)) < 0) goto out;
@@ -532,10 +566,10 @@ int hs_train_dist(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *
              done == T)) {
             double el = clock_of(&R);
             char eta[32];
-            fmt_eta(el / (double)done * (double)(T - done), eta, sizeof eta);
+            fmt_eta(el / (double)(done - R.start) * (double)(T - done), eta, sizeof eta);
             printf("epoch %6.2f/%d  iter %7ld/%ld  loss %.4f  lr %.4g  w %.4f  %6.0f it/s  "
                    "wait %2.0f%%  ETA %s\n",
-                   (double)done / (double)ipe, o->epochs, done, T, loss, lr, w, done / el,
+                   (double)done / (double)ipe, o->epochs, done, T, loss, lr, w, (double)(done - R.start) / el,
                    el > 0 ? 100 * R.tot.wait_s / el : 0, eta);
             fflush(stdout);
             last_print = now;
@@ -563,7 +597,10 @@ int hs_train_dist(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *
     R.tot.test_acc = tacc;
     R.tot.ttt_s = R.ttt;
     R.tot.clock_s = train_end;
-    if (R.ec && (rc = hs_evalc_finish(R.ec, eval_period > 0 ? (T - 1) / eval_period : 0,
+    if (R.ec && (rc = hs_evalc_finish(R.ec,
+                                      eval_period > 0 ? (T - 1) / eval_period -
+                                                            R.start / eval_period
+                                                      : 0,
                                       o->drain_timeout_s)) < 0)
         goto out;
     hs_rank_final_t *all = hs_calloc((size_t)d->size, sizeof *all, "per-rank results");
@@ -613,7 +650,7 @@ int hs_train_dist(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *
     r.iterations = T;
     r.epochs = (double)T / (double)ipe;
     r.wall_s = wall;
-    r.samples_per_s = (double)T * o->batch * d->size / wall;
+    r.samples_per_s = (double)(T - R.start) * o->batch * d->size / wall;
 out:
     close_run(&R);
     if (rc == 0 && res) *res = r;

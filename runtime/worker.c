@@ -315,3 +315,30 @@ double hs_worker_last_loss(const hs_worker_t *w)
 {
     return w->last_loss;
 }
+
+hs_sgd_t *hs_worker_optimizer(hs_worker_t *w)
+{
+    return w->opt;
+}
+
+int hs_worker_seek(hs_worker_t *w, long iteration)
+{
+    if (iteration < 0) return HS_ERR(-EINVAL, "cannot seek to iteration %ld", iteration);
+    /* replay hs_worker_grad's positioning without touching the data */
+    hs_batcher_t *b = &w->batches;
+    w->epoch = 0;
+    w->pass = 0;
+    hs_batcher_start_epoch(b, 0);
+    for (long i = 0; i < iteration; i++) {
+        int64_t want = i / w->iters_per_epoch;
+        if (want != w->epoch) {
+            w->epoch = want;
+            hs_batcher_start_epoch(b, ++w->pass);
+        }
+        if (b->n - b->pos < b->batch) hs_batcher_start_epoch(b, ++w->pass);
+        b->pos += b->batch;
+    }
+    w->iter = iteration;
+    w->last_loss = NAN;
+    return 0;
+}

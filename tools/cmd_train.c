@@ -195,6 +195,17 @@ static const hs_option_t train_options[] = {
      .type = HS_OPT_BOOL,
      .def = "false",
      .help = "write DIR/rank-R.init.f32 and DIR/rank-R.final.f32 (raw float32 z)"},
+    {.name = "checkpoint-every",
+     .type = HS_OPT_DOUBLE,
+     .def = "0",
+     .range = "[0, 100000]",
+     .group = "Checkpoints",
+     .metavar = "EPOCHS",
+     .help = "write DIR/ckpt/rank-R.bin (--out DIR) every this many epochs (0: never)"},
+    {.name = "resume",
+     .type = HS_OPT_STRING,
+     .metavar = "DIR",
+     .help = "continue from DIR/ckpt/rank-R.bin (DIR: an earlier run's --out) at its iteration"},
     {.name = "out",
      .type = HS_OPT_STRING,
      .group = "Output",
@@ -310,6 +321,10 @@ int hs_cmd_train(int argc, char **argv)
     o.drain_timeout_s = hs_cfg_double(cfg, "drain-timeout");
     o.init_spread = hs_cfg_double(cfg, "init-spread");
     o.dump_params = hs_cfg_bool(cfg, "dump-params");
+    o.checkpoint_every = hs_cfg_double(cfg, "checkpoint-every");
+    o.resume = hs_cfg_str(cfg, "resume");
+    if (o.resume && !*o.resume) o.resume = NULL;
+    int ckpt = o.checkpoint_every > 0 || o.resume;
     if (o.nesterov && o.momentum == 0) {
         fprintf(stderr, "hearsay train: --nesterov needs --momentum > 0\n");
         hs_cfg_free(&cfg);
@@ -329,7 +344,8 @@ int hs_cmd_train(int argc, char **argv)
         return 2;
     }
     hs_boot_t *boot = NULL;
-    int distributed = strcmp(o.algo, "local") != 0 || getenv("HS_SIZE") ||
+    /* checkpoints live in the distributed loop (one rank of --algo local included) */
+    int distributed = strcmp(o.algo, "local") != 0 || ckpt || getenv("HS_SIZE") ||
                       getenv("OMPI_COMM_WORLD_SIZE") || getenv("SLURM_NTASKS");
     if (distributed) {
         hs_boot_opts_t bo = {.timeout_s = 0, .use_mpi = -1};
@@ -337,7 +353,7 @@ int hs_cmd_train(int argc, char **argv)
             status = fail("joining the job");
             goto done;
         }
-        if (hs_boot_size(boot) == 1 && !strcmp(o.algo, "local")) {
+        if (hs_boot_size(boot) == 1 && !strcmp(o.algo, "local") && !ckpt) {
             hs_boot_finalize(&boot); /* one worker: the single-worker run and its files */
             distributed = 0;
         } else if (hs_train_dist_check(&o, hs_boot_size(boot)) < 0) {

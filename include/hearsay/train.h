@@ -77,6 +77,9 @@ typedef struct hs_train_opts {
     double pull_global;  /* LSGD pull toward the global leader */
     int groups;          /* LSGD groups of contiguous ranks (<= 0: one per host) */
     int leader_window;   /* LSGD: batches in the recent-loss average (>= 1) */
+    /* Checkpoints (hs_train_dist; hearsay/checkpoint.h). */
+    double checkpoint_every; /* epochs between checkpoints to out_dir/ckpt (0: none) */
+    const char *resume;      /* directory of a run whose ckpt/rank-R.bin to resume (NULL) */
 } hs_train_opts_t;
 
 /* The defaults of `hearsay train` (the synthetic Gaussian-mixture task and the MLP). */
@@ -132,6 +135,13 @@ long hs_worker_iteration(const hs_worker_t *w);
 /* Mean loss of the batch of the last hs_worker_grad (NAN before the first): leader-SGD's
  * recent-loss average. */
 double hs_worker_last_loss(const hs_worker_t *w);
+/* The worker's local optimizer (its velocity is checkpoint state: hs_sgd_velocity). */
+hs_sgd_t *hs_worker_optimizer(hs_worker_t *w);
+/* Position the worker as if `iteration` iterations had been taken from the start: the
+ * iteration counter (hence the lr), the schedule epoch and the batch iterator's pass and
+ * position (the data order is a pure function of seed, rank and iteration). Parameters and
+ * velocity are not touched. -EINVAL for a negative iteration. */
+int hs_worker_seek(hs_worker_t *w, long iteration);
 /* Epochs done so far, fractional (iteration / iterations per epoch). Iterations per epoch
  * come from a global quantity, floor(train samples / ranks / batch) (at least 1), so every
  * rank runs the same number of iterations even when shards differ in size. */

@@ -1,0 +1,90 @@
+/*
+ * hearsay/checkpoint.h — checkpoints of one rank of `hearsay train` (--checkpoint-every,
+ * --resume).
+ *
+ * One file per rank, DIR/ckpt/rank-R.bin, written atomically (a temporary file, fsync,
+ * rename). Layout (little-endian, the host's float32):
+ *
+ *     hs_ckpt_hdr_t (80 bytes)    magic "HSCK", version 1, rank, size, iteration, algo name,
+ *                                 num_params, byte sizes of the three sections, checksum
+ *     params   (num_params f32)   the point the model holds (z)
+ *     velocity (velocity_bytes)   the local optimizer's velocity (absent without momentum)
+ *     state    (state_bytes)      the algorithm's state (hs_algo_ops_t.state_save)
+ *
+ * The checksum is FNV-1a 64 over the header (its checksum field zeroed) and the payload.
+ * Messages in flight when the checkpoint is taken are not part of it (see docs/algorithms.md).
+ */
+#ifndef HEARSAY_CHECKPOINT_H
+#define HEARSAY_CHECKPOINT_H
+
+#include "hearsay/algo.h"
+#include "hearsay/train.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HS_CKPT_MAGIC    "HSCK"
+#define HS_CKPT_VERSION  1u /* v1: header below, then params, velocity, state */
+#define HS_CKPT_ALGO_MAX 16
+
+/* The file header, version 1 (fixed-width fields, no padding). */
+typedef struct hs_ckpt_hdr {
+    char magic[4];                /* "HSCK" */
+    uint32_t version;             /* HS_CKPT_VERSION */
+    int32_t rank, size;           /* the writer's rank and the job's size */
+    int64_t iteration;            /* iterations done when it was taken */
+    char algo[HS_CKPT_ALGO_MAX];  /* algorithm name, NUL-padded */
+    uint64_t num_params;          /* parameters */
+    uint64_t params_bytes;        /* num_params * 4 */
+    uint64_t velocity_bytes;      /* 0 or num_params * 4 */
+    uint64_t state_bytes;         /* the algorithm's state */
+    uint64_t checksum;            /* FNV-1a 64 of header (this field 0) + payload */
+} hs_ckpt_hdr_t;
+
+/* One rank's checkpoint in host memory. */
+typedef struct hs_ckpt {
+    int rank, size;
+    long iteration;
+    char algo[HS_CKPT_ALGO_MAX + 1];
+    size_t num_params;
+    float *params;        /* (num_params) */
+    float *velocity;      /* (velocity_len) or NULL */
+    size_t velocity_len;  /* floats */
+    void *state;          /* (state_bytes) or NULL */
+    size_t state_bytes;
+} hs_ckpt_t;
+
+/* FNV-1a 64 of n bytes, continuing from h (start with HS_FNV1A_INIT). */
+#define HS_FNV1A_INIT 0xcbf29ce484222325ULL
+uint64_t hs_ckpt_fnv1a(const void *p, size_t n, uint64_t h);
+
+/* DIR/ckpt/rank-R.bin into buf. -ENAMETOOLONG when it does not fit. */
+int hs_ckpt_path(char *buf, size_t cap, const char *dir, int rank);
+
+/* Write c to path atomically (path.tmp, fsync, rename); the parent directory must exist.
+ * Errors name the file. */
+int hs_ckpt_write(const char *path, const hs_ckpt_t *c);
+/* Read and verify path (magic, version, section sizes against the file's size, checksum)
+ * into *c (allocated; release with hs_ckpt_free). Errors name the file and the problem. */
+int hs_ckpt_read(const char *path, hs_ckpt_t *c);
+void hs_ckpt_free(hs_ckpt_t *c);
+
+/* Save rank `rank` of `size`: the worker's parameters and velocity and the algorithm's state
+ * (a may be NULL or have no state slots), at `iteration`, to DIR/ckpt/rank-R.bin (creating
+ * DIR/ckpt). The caller drains the algorithm first. */
+int hs_ckpt_save_run(const char *dir, int rank, int size, long iteration, hs_worker_t *w,
+                     const hs_algo_ops_t *ops, hs_algo_t *a);
+/* Load DIR/ckpt/rank-R.bin into the worker (parameters, velocity, data position) and the
+ * algorithm (state_load); *iteration gets the saved iteration. Checks rank, size, algorithm,
+ * parameter count, velocity and state sizes; errors name the file and what differs. */
+int hs_ckpt_load_run(const char *dir, int rank, int size, hs_worker_t *w, const hs_algo_ops_t *ops,
+                     hs_algo_t *a, long *iteration);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

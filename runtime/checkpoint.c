@@ -1,0 +1,259 @@
+/* runtime/checkpoint.c — one rank's checkpoint file: write atomically, read and verify. */
+#include "hearsay/checkpoint.h"
+
+#include "hearsay/common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(hs_ckpt_hdr_t) == 80, "checkpoint header v1 is 80 bytes");
+
+uint64_t hs_ckpt_fnv1a(const void *p, size_t n, uint64_t h)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= c[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+int hs_ckpt_path(char *buf, size_t cap, const char *dir, int rank)
+{
+    int len = snprintf(buf, cap, "%s/ckpt/rank-%d.bin", dir, rank);
+    if (len < 0 || (size_t)len >= cap)
+        return HS_ERR(-ENAMETOOLONG, "checkpoint path under %s is too long", dir);
+    return 0;
+}
+
+static void fill_hdr(hs_ckpt_hdr_t *h, const hs_ckpt_t *c)
+{
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, HS_CKPT_MAGIC, 4);
+    h->version = HS_CKPT_VERSION;
+    h->rank = c->rank;
+    h->size = c->size;
+    h->iteration = c->iteration;
+    memcpy(h->algo, c->algo, strnlen(c->algo, HS_CKPT_ALGO_MAX - 1)); /* NUL-padded */
+    h->num_params = c->num_params;
+    h->params_bytes = (uint64_t)c->num_params * sizeof(float);
+    h->velocity_bytes = c->velocity ? (uint64_t)c->velocity_len * sizeof(float) : 0;
+    h->state_bytes = c->state ? c->state_bytes : 0;
+}
+
+static uint64_t checksum(const hs_ckpt_hdr_t *h, const void *params, const void *vel,
+                         const void *state)
+{
+    hs_ckpt_hdr_t z = *h;
+    z.checksum = 0;
+    uint64_t s = hs_ckpt_fnv1a(&z, sizeof z, HS_FNV1A_INIT);
+    s = hs_ckpt_fnv1a(params, h->params_bytes, s);
+    if (h->velocity_bytes) s = hs_ckpt_fnv1a(vel, h->velocity_bytes, s);
+    if (h->state_bytes) s = hs_ckpt_fnv1a(state, h->state_bytes, s);
+    return s;
+}
+
+int hs_ckpt_write(const char *path, const hs_ckpt_t *c)
+{
+    hs_ckpt_hdr_t h;
+    fill_hdr(&h, c);
+    h.checksum = checksum(&h, c->params, c->velocity, c->state);
+    char tmp[4200];
+    int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (len < 0 || (size_t)len >= sizeof tmp)
+        return HS_ERR(-ENAMETOOLONG, "checkpoint path %s is too long", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return HS_ERR(-errno, "cannot write checkpoint %s: %s", tmp, strerror(errno));
+    int ok = fwrite(&h, sizeof h, 1, f) == 1 &&
+             fwrite(c->params, 1, h.params_bytes, f) == h.params_bytes &&
+             (!h.velocity_bytes || fwrite(c->velocity, 1, h.velocity_bytes, f) == h.velocity_bytes) &&
+             (!h.state_bytes || fwrite(c->state, 1, h.state_bytes, f) == h.state_bytes);
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int err = errno;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok) {
+        unlink(tmp);
+        return HS_ERR(-EIO, "writing checkpoint %s failed: %s", tmp, strerror(err));
+    }
+    if (rename(tmp, path) != 0) {
+        err = errno;
+        unlink(tmp);
+        return HS_ERR(-err, "cannot rename %s to %s: %s", tmp, path, strerror(err));
+    }
+    return 0;
+}
+
+void hs_ckpt_free(hs_ckpt_t *c)
+{
+    if (!c) return;
+    free(c->params);
+    free(c->velocity);
+    free(c->state);
+    memset(c, 0, sizeof *c);
+}
+
+int hs_ckpt_read(const char *path, hs_ckpt_t *c)
+{
+    memset(c, 0, sizeof *c);
+    FILE *f = fopen(path, "rb");
+    if (!f) return HS_ERR(-errno, "cannot open checkpoint %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        int err = errno;
+        fclose(f);
+        return HS_ERR(-err, "cannot stat checkpoint %s: %s", path, strerror(err));
+    }
+    uint64_t fsize = (uint64_t)st.st_size;
+    hs_ckpt_hdr_t h;
+    int rc = 0;
+    unsigned char *pay = NULL;
+    if (fsize < sizeof h || fread(&h, sizeof h, 1, f) != 1) {
+        rc = HS_ERR(-EINVAL, "checkpoint %s is truncated: %llu bytes, shorter than its header",
+                    path, (unsigned long long)fsize);
+        goto out;
+    }
+    if (memcmp(h.magic, HS_CKPT_MAGIC, 4) != 0) {
+        rc = HS_ERR(-EINVAL, "%s is not a hearsay checkpoint (bad magic, want \"%s\")", path,
+                    HS_CKPT_MAGIC);
+        goto out;
+    }
+    if (h.version != HS_CKPT_VERSION) {
+        rc = HS_ERR(-EINVAL, "checkpoint %s has version %u; this build reads version %u", path,
+                    (unsigned)h.version, HS_CKPT_VERSION);
+        goto out;
+    }
+    uint64_t np = h.num_params;
+    if (h.params_bytes != np * sizeof(float) ||
+        (h.velocity_bytes != 0 && h.velocity_bytes != np * sizeof(float)) ||
+        h.state_bytes > ((uint64_t)1 << 40) || np > ((uint64_t)1 << 40) || h.iteration < 0 ||
+        h.size < 1 || h.rank < 0 || h.rank >= h.size || memchr(h.algo, 0, sizeof h.algo) == NULL) {
+        rc = HS_ERR(-EINVAL, "checkpoint %s has an inconsistent header (corrupt)", path);
+        goto out;
+    }
+    uint64_t want = sizeof h + h.params_bytes + h.velocity_bytes + h.state_bytes;
+    if (fsize != want) {
+        rc = HS_ERR(-EINVAL, "checkpoint %s is %s: %llu bytes, its header says %llu", path,
+                    fsize < want ? "truncated" : "too long", (unsigned long long)fsize,
+                    (unsigned long long)want);
+        goto out;
+    }
+    size_t pn = (size_t)(want - sizeof h);
+    if (!(pay = hs_malloc(pn ? pn : 1, "checkpoint payload"))) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    if (fread(pay, 1, pn, f) != pn) {
+        rc = HS_ERR(-EIO, "reading checkpoint %s failed", path);
+        goto out;
+    }
+    const unsigned char *vel = pay + h.params_bytes, *state = vel + h.velocity_bytes;
+    if (checksum(&h, pay, vel, state) != h.checksum) {
+        rc = HS_ERR(-EINVAL, "checkpoint %s is corrupt: checksum mismatch", path);
+        goto out;
+    }
+    c->rank = h.rank;
+    c->size = h.size;
+    c->iteration = (long)h.iteration;
+    memcpy(c->algo, h.algo, HS_CKPT_ALGO_MAX);
+    c->num_params = (size_t)np;
+    c->params = hs_malloc(h.params_bytes ? h.params_bytes : 1, "checkpoint parameters");
+    if (h.velocity_bytes) c->velocity = hs_malloc(h.velocity_bytes, "checkpoint velocity");
+    if (h.state_bytes) c->state = hs_malloc(h.state_bytes, "checkpoint state");
+    if (!c->params || (h.velocity_bytes && !c->velocity) || (h.state_bytes && !c->state)) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    memcpy(c->params, pay, h.params_bytes);
+    if (h.velocity_bytes) memcpy(c->velocity, vel, h.velocity_bytes);
+    if (h.state_bytes) memcpy(c->state, state, h.state_bytes);
+    c->velocity_len = h.velocity_bytes / sizeof(float);
+    c->state_bytes = h.state_bytes;
+out:
+    free(pay);
+    fclose(f);
+    if (rc < 0) hs_ckpt_free(c);
+    return rc;
+}
+
+int hs_ckpt_save_run(const char *dir, int rank, int size, long iteration, hs_worker_t *w,
+                     const hs_algo_ops_t *ops, hs_algo_t *a)
+{
+    hs_kernels_t *k = hs_worker_kernels(w);
+    hs_model_t *m = hs_worker_model(w);
+    hs_ckpt_t c = {.rank = rank, .size = size, .iteration = iteration};
+    snprintf(c.algo, sizeof c.algo, "%s", ops ? ops->name : "local");
+    c.num_params = hs_model_num_params(m);
+    size_t vn = 0;
+    float *vel = hs_sgd_velocity(hs_worker_optimizer(w), &vn);
+    char path[4096];
+    int rc = hs_ckpt_path(path, sizeof path, dir, rank);
+    if (rc < 0) return rc;
+    char sub[4096];
+    snprintf(sub, sizeof sub, "%s/ckpt", dir);
+    HS_TRY(hs_mkdir_p(sub));
+    c.params = hs_malloc(c.num_params * sizeof(float) + 1, "checkpoint parameters");
+    if (vel && vn) {
+        c.velocity_len = vn;
+        c.velocity = hs_malloc(vn * sizeof(float), "checkpoint velocity");
+    }
+    if (ops && a && ops->state_bytes && ops->state_save) c.state_bytes = ops->state_bytes(a);
+    if (c.state_bytes) c.state = hs_malloc(c.state_bytes, "checkpoint state");
+    if (!c.params || (c.velocity_len && !c.velocity) || (c.state_bytes && !c.state)) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    if ((rc = k->ops->to_host(k, c.params, hs_model_params(m), c.num_params * sizeof(float))) < 0)
+        goto out;
+    if (c.velocity && (rc = k->ops->to_host(k, c.velocity, vel, vn * sizeof(float))) < 0) goto out;
+    if (c.state && (rc = ops->state_save(a, c.state)) < 0) goto out;
+    rc = hs_ckpt_write(path, &c);
+out:
+    hs_ckpt_free(&c);
+    return rc;
+}
+
+int hs_ckpt_load_run(const char *dir, int rank, int size, hs_worker_t *w, const hs_algo_ops_t *ops,
+                     hs_algo_t *a, long *iteration)
+{
+    char path[4096];
+    HS_TRY(hs_ckpt_path(path, sizeof path, dir, rank));
+    hs_ckpt_t c;
+    HS_TRY(hs_ckpt_read(path, &c));
+    hs_kernels_t *k = hs_worker_kernels(w);
+    hs_model_t *m = hs_worker_model(w);
+    const char *name = ops ? ops->name : "local";
+    size_t vn = 0, sb = 0;
+    float *vel = hs_sgd_velocity(hs_worker_optimizer(w), &vn);
+    if (!vel) vn = 0;
+    if (ops && a && ops->state_bytes && ops->state_load) sb = ops->state_bytes(a);
+    int rc = 0;
+    if (c.rank != rank || c.size != size)
+        rc = HS_ERR(-EINVAL, "checkpoint %s is rank %d of a %d-rank job; this is rank %d of %d",
+                    path, c.rank, c.size, rank, size);
+    else if (strcmp(c.algo, name) != 0)
+        rc = HS_ERR(-EINVAL, "checkpoint %s was written by --algo %s; this run is --algo %s", path,
+                    c.algo, name);
+    else if (c.num_params != hs_model_num_params(m))
+        rc = HS_ERR(-EINVAL, "checkpoint %s holds %zu parameters; --model has %zu", path,
+                    c.num_params, hs_model_num_params(m));
+    else if (c.velocity_len != vn)
+        rc = HS_ERR(-EINVAL,
+                    "checkpoint %s has %s velocity and this optimizer %s (--momentum differs)",
+                    path, c.velocity_len ? "a" : "no", vn ? "has one" : "has none");
+    else if (c.state_bytes != sb)
+        rc = HS_ERR(-EINVAL,
+                    "checkpoint %s has %zu bytes of --algo %s state, this run expects %zu (its "
+                    "options differ)",
+                    path, c.state_bytes, name, sb);
+    if (rc == 0)
+        rc = k->ops->to_device(k, hs_model_params(m), c.params, c.num_params * sizeof(float));
+    if (rc == 0 && vn) rc = k->ops->to_device(k, vel, c.velocity, vn * sizeof(float));
+    if (rc == 0 && sb && (rc = ops->state_load(a, c.state)) < 0) hs_error_prefix("%s", path);
+    if (rc == 0) rc = hs_worker_seek(w, c.iteration);
+    if (rc == 0 && iteration) *iteration = c.iteration;
+    hs_ckpt_free(&c);
+    return rc;
+}
