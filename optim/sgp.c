@@ -342,7 +342,8 @@ static int sgp_drain(hs_algo_t *a, int final)
         free(in);
         return -ENOMEM;
     }
-    for (long t = 0; t < d->total_iters && rc == 0; t++) {
+    long until = d->drain_until > 0 ? d->drain_until : d->total_iters;
+    for (long t = d->start_iter; t < until && rc == 0; t++) {
         int c = 0;
         rc = hs_topo_in_peers(d->topo, t, d->rank, in, NULL, cap, &c);
         for (int i = 0; i < c && rc == 0; i++) want[in[i]]++;

@@ -67,10 +67,11 @@ int hs_ckpt_write(const char *path, const hs_ckpt_t *c)
         return HS_ERR(-ENAMETOOLONG, "checkpoint path %s is too long", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) return HS_ERR(-errno, "cannot write checkpoint %s: %s", tmp, strerror(errno));
-    int ok = fwrite(&h, sizeof h, 1, f) == 1 &&
-             fwrite(c->params, 1, h.params_bytes, f) == h.params_bytes &&
-             (!h.velocity_bytes || fwrite(c->velocity, 1, h.velocity_bytes, f) == h.velocity_bytes) &&
-             (!h.state_bytes || fwrite(c->state, 1, h.state_bytes, f) == h.state_bytes);
+    int ok =
+        fwrite(&h, sizeof h, 1, f) == 1 &&
+        fwrite(c->params, 1, h.params_bytes, f) == h.params_bytes &&
+        (!h.velocity_bytes || fwrite(c->velocity, 1, h.velocity_bytes, f) == h.velocity_bytes) &&
+        (!h.state_bytes || fwrite(c->state, 1, h.state_bytes, f) == h.state_bytes);
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int err = errno;
     if (fclose(f) != 0) ok = 0;

@@ -446,6 +446,7 @@ static int setup(run_t *R, hs_boot_t *boot)
     HS_TRY(R->ops->init(&R->algo, d));
     if (o->resume && *o->resume) {
         HS_TRY(hs_ckpt_load_run(o->resume, rank, size, R->w, R->ops, R->algo, &R->start));
+        d->start_iter = R->start;
         if (R->start > d->total_iters)
             return HS_ERR(-EINVAL,
                           "--resume %s: the checkpoint is at iteration %ld, past the end of this "
@@ -455,12 +456,21 @@ static int setup(run_t *R, hs_boot_t *boot)
     return 0;
 }
 
-/* A checkpoint after `done` iterations: drain (as before an evaluation), then write
- * DIR/ckpt/rank-R.bin. Every rank takes it at the same iteration. */
+/* A checkpoint after `done` iterations, then DIR/ckpt/rank-R.bin. Every rank takes it at the
+ * same iteration. A push-sum algorithm first receives every message of the iterations before
+ * the cut (bounded by the drain timeout), so the checkpoints hold all the mass (the sum of the
+ * weights is N); the others drain as before an evaluation. */
 static int checkpoint_point(run_t *R, long done)
 {
     double t0 = hs_now();
-    HS_TRY(R->ops->drain(R->algo, 0));
+    if (R->ops->flags & HS_ALGO_PUSHSUM) {
+        R->d.drain_until = done;
+        int rc = R->ops->drain(R->algo, 1);
+        R->d.drain_until = 0;
+        HS_TRY(rc);
+    } else {
+        HS_TRY(R->ops->drain(R->algo, 0));
+    }
     int rc = hs_ckpt_save_run(R->o->out_dir, R->d.rank, R->d.size, done, R->w, R->ops, R->algo);
     R->eval_s += hs_now() - t0;
     return rc;
@@ -479,9 +489,8 @@ int hs_train_dist(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *
     long ipe = hs_worker_iters_per_epoch(R.w), T = d->total_iters;
     long eval_period = o->eval_every > 0 ? (long)llround(o->eval_every * (double)ipe) : 0;
     if (o->eval_every > 0 && eval_period < 1) eval_period = 1;
-    long ckpt_period = o->checkpoint_every > 0
-                           ? HS_MAX(1L, (long)llround(o->checkpoint_every * (double)ipe))
-                           : 0;
+    long ckpt_period =
+        o->checkpoint_every > 0 ? HS_MAX(1L, (long)llround(o->checkpoint_every * (double)ipe)) : 0;
     r.num_params = d->n;
     r.ranks = d->size;
     r.bayes_acc = hs_worker_test_set(R.w)->bayes_acc;
@@ -569,8 +578,8 @@ int hs_train_dist(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *
             fmt_eta(el / (double)(done - R.start) * (double)(T - done), eta, sizeof eta);
             printf("epoch %6.2f/%d  iter %7ld/%ld  loss %.4f  lr %.4g  w %.4f  %6.0f it/s  "
                    "wait %2.0f%%  ETA %s\n",
-                   (double)done / (double)ipe, o->epochs, done, T, loss, lr, w, (double)(done - R.start) / el,
-                   el > 0 ? 100 * R.tot.wait_s / el : 0, eta);
+                   (double)done / (double)ipe, o->epochs, done, T, loss, lr, w,
+                   (double)(done - R.start) / el, el > 0 ? 100 * R.tot.wait_s / el : 0, eta);
             fflush(stdout);
             last_print = now;
         }
@@ -597,11 +606,9 @@ int hs_train_dist(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *
     R.tot.test_acc = tacc;
     R.tot.ttt_s = R.ttt;
     R.tot.clock_s = train_end;
-    if (R.ec && (rc = hs_evalc_finish(R.ec,
-                                      eval_period > 0 ? (T - 1) / eval_period -
-                                                            R.start / eval_period
-                                                      : 0,
-                                      o->drain_timeout_s)) < 0)
+    if (R.ec && (rc = hs_evalc_finish(
+                     R.ec, eval_period > 0 ? (T - 1) / eval_period - R.start / eval_period : 0,
+                     o->drain_timeout_s)) < 0)
         goto out;
     hs_rank_final_t *all = hs_calloc((size_t)d->size, sizeof *all, "per-rank results");
     if (!all) {

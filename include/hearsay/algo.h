@@ -71,6 +71,10 @@ typedef struct hs_dist {
     hs_topo_t *topo; /* NULL for algorithms without a graph */
     int rank, size;
     long total_iters; /* iterations every rank runs */
+    long start_iter;  /* first iteration of this run (> 0 after --resume) */
+    long drain_until; /* drain(a, 1) waits for the messages of iterations [start_iter,
+                       * drain_until); 0 = total_iters (the end of the run). A checkpoint of a
+                       * push-sum algorithm sets it so that nothing is in flight at the cut. */
     size_t n;         /* parameters */
     long *failed_at;  /* (size) -1 alive, else the iteration at/after which the rank failed */
     hs_dist_stats_t st;

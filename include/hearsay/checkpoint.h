@@ -33,16 +33,16 @@ extern "C" {
 
 /* The file header, version 1 (fixed-width fields, no padding). */
 typedef struct hs_ckpt_hdr {
-    char magic[4];                /* "HSCK" */
-    uint32_t version;             /* HS_CKPT_VERSION */
-    int32_t rank, size;           /* the writer's rank and the job's size */
-    int64_t iteration;            /* iterations done when it was taken */
-    char algo[HS_CKPT_ALGO_MAX];  /* algorithm name, NUL-padded */
-    uint64_t num_params;          /* parameters */
-    uint64_t params_bytes;        /* num_params * 4 */
-    uint64_t velocity_bytes;      /* 0 or num_params * 4 */
-    uint64_t state_bytes;         /* the algorithm's state */
-    uint64_t checksum;            /* FNV-1a 64 of header (this field 0) + payload */
+    char magic[4];               /* "HSCK" */
+    uint32_t version;            /* HS_CKPT_VERSION */
+    int32_t rank, size;          /* the writer's rank and the job's size */
+    int64_t iteration;           /* iterations done when it was taken */
+    char algo[HS_CKPT_ALGO_MAX]; /* algorithm name, NUL-padded */
+    uint64_t num_params;         /* parameters */
+    uint64_t params_bytes;       /* num_params * 4 */
+    uint64_t velocity_bytes;     /* 0 or num_params * 4 */
+    uint64_t state_bytes;        /* the algorithm's state */
+    uint64_t checksum;           /* FNV-1a 64 of header (this field 0) + payload */
 } hs_ckpt_hdr_t;
 
 /* One rank's checkpoint in host memory. */
@@ -51,10 +51,10 @@ typedef struct hs_ckpt {
     long iteration;
     char algo[HS_CKPT_ALGO_MAX + 1];
     size_t num_params;
-    float *params;        /* (num_params) */
-    float *velocity;      /* (velocity_len) or NULL */
-    size_t velocity_len;  /* floats */
-    void *state;          /* (state_bytes) or NULL */
+    float *params;       /* (num_params) */
+    float *velocity;     /* (velocity_len) or NULL */
+    size_t velocity_len; /* floats */
+    void *state;         /* (state_bytes) or NULL */
     size_t state_bytes;
 } hs_ckpt_t;
 
