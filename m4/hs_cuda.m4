@@ -31,7 +31,7 @@ AC_DEFUN([HS_CHECK_CUDA], [
     AS_IF([test -z "$hs_cuda_fail"], [
       hs_have_cuda=yes
       CUDA_CFLAGS="-I$hs_cuda_dir/include"
-      CUDA_LIBS="-L$hs_cuda_dir/lib64 -Wl,-rpath,$hs_cuda_dir/lib64 -lcudnn -lcublas -lcudart"
+      CUDA_LIBS="-L$hs_cuda_dir/lib64 -Wl,-rpath,$hs_cuda_dir/lib64 -lcudnn -lcublas -lcudart -lstdc++"
       NVCC_GENCODE=""
       for hs_sm in `echo "$with_cuda_arch" | tr ',' ' '`; do
         NVCC_GENCODE="$NVCC_GENCODE -gencode arch=compute_$hs_sm,code=sm_$hs_sm"

@@ -16,6 +16,7 @@
 #include "hearsay/bootstrap.h"
 #include "hearsay/checkpoint.h"
 #include "hearsay/common.h"
+#include "hearsay/json.h"
 #include "hearsay/shaping.h"
 #include "hearsay/straggler.h"
 #include "optim/ps_wire.h"
@@ -170,30 +171,15 @@ static int cmp_double(const void *a, const void *b)
 
 static void json_str(FILE *f, const char *key, const char *v, const char *end)
 {
-    fprintf(f, "  \"%s\": \"", key);
-    for (const char *p = v ? v : ""; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if ((unsigned char)*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fprintf(f, "\"%s\n", end);
-}
-
-static void jnum(FILE *f, double v)
-{
-    if (isfinite(v))
-        fprintf(f, "%.10g", v);
-    else
-        fprintf(f, "null");
+    fprintf(f, "  \"%s\": ", key);
+    hs_json_string(f, v);
+    fprintf(f, "%s\n", end);
 }
 
 static void json_num(FILE *f, const char *key, double v)
 {
     fprintf(f, "  \"%s\": ", key);
-    jnum(f, v);
+    hs_json_number(f, v);
     fprintf(f, ",\n");
 }
 
@@ -268,27 +254,27 @@ static int write_summary(run_t *R, const hs_rank_final_t *all, const hs_avg_eval
         const hs_rank_final_t *a = &all[r];
         fprintf(f, "%s\n    {\"rank\": %d, \"finished\": %s, \"ps_weight\": ", r ? "," : "", r,
                 a->present ? "true" : "false");
-        jnum(f, a->present ? a->weight : NAN);
+        hs_json_number(f, a->present ? a->weight : NAN);
         fprintf(f, ", \"test_loss\": ");
-        jnum(f, a->test_loss);
+        hs_json_number(f, a->test_loss);
         fprintf(f, ", \"test_acc\": ");
-        jnum(f, a->test_acc);
+        hs_json_number(f, a->test_acc);
         fprintf(f, ", \"time_to_target_s\": ");
-        jnum(f, a->ttt_s);
+        hs_json_number(f, a->ttt_s);
         fprintf(f, ", \"train_loss\": ");
-        jnum(f, a->train_loss);
+        hs_json_number(f, a->train_loss);
         fprintf(f, ", \"clock_s\": ");
-        jnum(f, a->clock_s);
+        hs_json_number(f, a->clock_s);
         fprintf(f, ", \"compute_s\": ");
-        jnum(f, a->compute_s);
+        hs_json_number(f, a->compute_s);
         fprintf(f, ", \"comm_s\": ");
-        jnum(f, a->comm_s);
+        hs_json_number(f, a->comm_s);
         fprintf(f, ", \"wait_s\": ");
-        jnum(f, a->wait_s);
+        hs_json_number(f, a->wait_s);
         fprintf(f, ", \"straggle_s\": ");
-        jnum(f, a->straggle_s);
+        hs_json_number(f, a->straggle_s);
         fprintf(f, ", \"msgs_applied\": ");
-        jnum(f, a->msgs);
+        hs_json_number(f, a->msgs);
         fprintf(f, "}");
     }
     fprintf(f, "\n  ]%s\n", o->config_json ? "," : "");

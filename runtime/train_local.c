@@ -2,6 +2,7 @@
 #include "hearsay/train.h"
 
 #include "hearsay/common.h"
+#include "hearsay/json.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -19,24 +20,16 @@ static FILE *open_out(const char *dir, const char *name, int *rc)
 
 static void json_num(FILE *f, const char *key, double v, int last)
 {
-    if (isfinite(v))
-        fprintf(f, "  \"%s\": %.10g%s\n", key, v, last ? "" : ",");
-    else
-        fprintf(f, "  \"%s\": null%s\n", key, last ? "" : ",");
+    fprintf(f, "  \"%s\": ", key);
+    hs_json_number(f, v);
+    fprintf(f, "%s\n", last ? "" : ",");
 }
 
 static void json_str(FILE *f, const char *key, const char *v)
 {
-    fprintf(f, "  \"%s\": \"", key);
-    for (const char *p = v ? v : ""; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if ((unsigned char)*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fprintf(f, "\",\n");
+    fprintf(f, "  \"%s\": ", key);
+    hs_json_string(f, v);
+    fprintf(f, ",\n");
 }
 
 static int write_summary(const hs_train_opts_t *o, const hs_train_result_t *r)

@@ -1,5 +1,6 @@
 /* tests/test_util.c — errors, parsing and the seeded RNG. */
 #include "hearsay/common.h"
+#include "hearsay/json.h"
 #include "hearsay/rng.h"
 
 #include <check.h>
@@ -87,6 +88,27 @@ START_TEST(test_shuffle_is_permutation)
 }
 END_TEST
 
+START_TEST(test_json_writers)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(f);
+    hs_json_string(f, "a\"b\\c\n");
+    fputc(' ', f);
+    hs_json_string(f, NULL);
+    fputc(' ', f);
+    hs_json_number(f, 0.25);
+    fputc(' ', f);
+    hs_json_number(f, NAN);
+    fputc(' ', f);
+    hs_json_number(f, -INFINITY);
+    fclose(f);
+    ck_assert_str_eq(buf, "\"a\\\"b\\\\c\\u000a\" \"\" 0.25 null null");
+    free(buf);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("util");
@@ -95,6 +117,7 @@ int main(void)
     tcase_add_test(tc, test_parse_numbers);
     tcase_add_test(tc, test_rng_repeatable_and_moments);
     tcase_add_test(tc, test_shuffle_is_permutation);
+    tcase_add_test(tc, test_json_writers);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
