@@ -1,6 +1,7 @@
 /* runtime/config_io.c — the configuration as text: INI files in and out, JSON out, --help.
  * See config.h for the formats. */
 #include "runtime/config_impl.h"
+#include "hearsay/json.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -303,25 +304,6 @@ int hs_cfg_save_ini(const hs_cfg_t *cfg, const char *path)
 
 /* ---- JSON out ---------------------------------------------------------------------------- */
 
-static void put_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", f);
-        else if (c == '\t')
-            fputs("\\t", f);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 int hs_cfg_write_json(const hs_cfg_t *cfg, FILE *f, int indent)
 {
     if (indent < 0) indent = 0;
@@ -329,7 +311,7 @@ int hs_cfg_write_json(const hs_cfg_t *cfg, FILE *f, int indent)
     for (size_t i = 0; i < cfg->n; i++) {
         const cfg_val_t *v = &cfg->v[i];
         fprintf(f, "%s\n%*s", i ? "," : "", indent + 2, "");
-        put_json_string(f, v->opt->name);
+        hs_json_string(f, v->opt->name);
         fputs(": ", f);
         char buf[64];
         switch (v->opt->type) {
@@ -339,11 +321,11 @@ int hs_cfg_write_json(const hs_cfg_t *cfg, FILE *f, int indent)
             fputs(scalar_text(v, buf, sizeof buf), f);
             break;
         case HS_OPT_ENUM:
-            put_json_string(f, scalar_text(v, buf, sizeof buf));
+            hs_json_string(f, scalar_text(v, buf, sizeof buf));
             break;
         case HS_OPT_STRING:
             if (v->s)
-                put_json_string(f, v->s);
+                hs_json_string(f, v->s);
             else
                 fputs("null", f);
             break;
@@ -351,7 +333,7 @@ int hs_cfg_write_json(const hs_cfg_t *cfg, FILE *f, int indent)
             fputc('[', f);
             for (size_t k = 0; k < v->n_items; k++) {
                 if (k) fputs(", ", f);
-                put_json_string(f, v->items[k]);
+                hs_json_string(f, v->items[k]);
             }
             fputc(']', f);
             break;

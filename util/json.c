@@ -9,6 +9,10 @@ void hs_json_string(FILE *f, const char *s)
     for (const char *p = s ? s : ""; *p; p++) {
         if (*p == '"' || *p == '\\')
             fprintf(f, "\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p == '\t')
+            fputs("\\t", f);
         else if ((unsigned char)*p < 0x20)
             fprintf(f, "\\u%04x", (unsigned char)*p);
         else
