@@ -13,7 +13,7 @@ static const struct {
     {"train", hs_cmd_train, "train a model (one worker, or one rank of a distributed run)"},
     {"run", hs_cmd_run, "start N local workers: hearsay run -n N -- hearsay train ..."},
     {"topo", hs_cmd_topo, "build, analyse and compare peer graphs"},
-    {"bench", hs_cmd_bench, "benchmarks: step, p2p (see hearsay bench --help)"},
+    {"bench", hs_cmd_bench, "benchmarks: step, p2p, allreduce, gossip (hearsay bench --help)"},
 };
 
 static void usage(FILE *f)
