@@ -1,6 +1,8 @@
 /*
  * optim/center.c — the sharded EASGD center variable (optim/center.h): owners' service
- * threads answering READ / ADD / FIN requests, and the client side every rank uses.
+ * threads answering READ / ADD / FIN requests, and the client side every rank uses; or, where
+ * the provider has float atomics, gets and atomic adds on the owners' windows (the service
+ * thread then only handles FIN).
  *
  * Consistency: every change to a shard happens under its owner's lock (the service thread for
  * remote adds, the owner's main thread for its own), so an add is applied exactly once and
@@ -9,6 +11,9 @@
  * (a FIN may overtake an add when several receives are posted), then sends the final shard
  * to every finished rank. Its own finish call returns only after those replies completed, so
  * an owner never leaves while a live rank still needs its shard.
+ * RMA path: a rank sends FIN only after each of its atomics completed; an atomic's completion
+ * is the target's acknowledgement that it was applied (ofi_rxm answers every atomic), and the
+ * FIN follows on the same ordered connection anyway, so FIN announces 0 adds still to come.
  */
 #include "optim/center.h"
 
@@ -30,10 +35,12 @@ struct hs_center {
     int rank, size;
     size_t n;
     double timeout_s;
-    int m;       /* shards */
-    int *owner;  /* (m) */
-    size_t *off; /* (m + 1) */
-    int own;     /* own shard or -1 */
+    int m;          /* shards */
+    int *owner;     /* (m) */
+    size_t *off;    /* (m + 1) */
+    int own;        /* own shard or -1 */
+    int rma;        /* 1: one-sided path (window + float atomics), 0: service-thread path */
+    hs_twin_t *win; /* rma: this rank's window = its shard (0 bytes when it owns none) */
 
     /* client (main thread only) */
     unsigned char **abuf, **rbuf, **qbuf; /* (m) add payloads, replies, small requests */
@@ -360,10 +367,85 @@ static int collect(hs_center_t *c, float *dst, hs_el_kind_t kind, double limit)
     return lost;
 }
 
+/* One-sided read: a get of every available shard (the own one too, so that it is ordered
+ * with the provider's atomics like any other access), each into its reply buffer and copied
+ * to dst only when it completed. */
+static int read_rma(hs_center_t *c, float *dst)
+{
+    double t0 = hs_now();
+    for (int s = 0; s < c->m; s++) {
+        if (c->lost[s]) continue;
+        int rc = hs_transport_get(c->t, c->win, c->owner[s], 0, c->rbuf[s],
+                                  shard_len(c, s) * sizeof(float), &c->rreq[s]);
+        if (rc < 0) {
+            c->rreq[s] = NULL;
+            mark_lost(c, s, hs_last_error());
+        }
+    }
+    for (;;) {
+        int left = 0;
+        for (int s = 0; s < c->m; s++) left += c->rreq[s] != NULL;
+        if (!left) break;
+        int idx = -1;
+        hs_tstatus_t st;
+        int rc = hs_transport_waitany(c->t, c->rreq, c->m, c->timeout_s, &idx, &st);
+        if (rc == -ETIMEDOUT && idx < 0) {
+            for (int s = 0; s < c->m; s++)
+                if (c->rreq[s]) {
+                    char why[128];
+                    snprintf(why, sizeof why, "get not complete within %.1f s", c->timeout_s);
+                    mark_lost(c, s, why);
+                }
+            break;
+        }
+        if (rc < 0 && idx >= 0) {
+            mark_lost(c, idx, hs_last_error());
+            continue;
+        }
+        if (rc < 0) return rc;
+        if (idx < 0) continue;
+        size_t len = shard_len(c, idx);
+        memcpy(dst + c->off[idx], c->rbuf[idx], len * sizeof(float));
+        c->st.bytes_recv += len * sizeof(float);
+        c->st.msgs++;
+    }
+    c->st.wait_s += hs_now() - t0;
+    return 0;
+}
+
+/* One-sided add: one float atomic add per shard (the transport chunks it to the provider's
+ * atomic size), the own shard included: the provider applies remote atomics from its progress
+ * thread, so a plain += by this thread could interleave with one of them and lose it. The
+ * previous add of a shard completes first (its buffer is reused). */
+static void add_rma(hs_center_t *c, const float *diff)
+{
+    for (int s = 0; s < c->m; s++) {
+        size_t len = shard_len(c, s);
+        finish_send(c, s, &c->areq[s]);
+        if (c->lost[s]) continue;
+        memcpy(c->abuf[s], diff + c->off[s], len * sizeof(float));
+        int rc = hs_transport_atomic_add_float(c->t, c->win, c->owner[s], 0,
+                                               (const float *)c->abuf[s], len, &c->areq[s]);
+        if (rc < 0) {
+            c->areq[s] = NULL;
+            mark_lost(c, s, hs_last_error());
+            continue;
+        }
+        c->adds_sent[s]++;
+        c->st.bytes_sent += len * sizeof(float);
+    }
+}
+
 int hs_center_read(hs_center_t *c, float *dst)
 {
     int lost0 = 0;
     for (int s = 0; s < c->m; s++) lost0 += c->lost[s];
+    if (c->rma) {
+        HS_TRY(read_rma(c, dst));
+        int lost1 = 0;
+        for (int s = 0; s < c->m; s++) lost1 += c->lost[s];
+        return lost1 - lost0;
+    }
     for (int s = 0; s < c->m; s++) {
         if (c->lost[s] || s == c->own) continue;
         HS_TRY(post_request(c, s, HS_EL_READ, 0));
@@ -383,7 +465,7 @@ int hs_center_add(hs_center_t *c, const float *diff)
 {
     int lost0 = 0;
     for (int s = 0; s < c->m; s++) lost0 += c->lost[s];
-    for (int s = 0; s < c->m; s++) {
+    for (int s = 0; s < c->m && !c->rma; s++) {
         size_t len = shard_len(c, s);
         const float *v = diff + c->off[s];
         if (s == c->own) {
@@ -410,6 +492,7 @@ int hs_center_add(hs_center_t *c, const float *diff)
         c->adds_sent[s]++;
         c->st.bytes_sent += bytes;
     }
+    if (c->rma) add_rma(c, diff);
     int lost1 = 0;
     for (int s = 0; s < c->m; s++) lost1 += c->lost[s];
     return lost1 - lost0;
@@ -455,14 +538,16 @@ int hs_center_finish(hs_center_t *c, float *dst, double timeout_s)
         finish_send(c, s, &c->areq[s]);
         finish_send(c, s, &c->qreq[s]);
     }
+    /* RMA: every atomic of this rank has completed above (its completion is the target's
+     * acknowledgement that it was applied), so FIN announces 0 adds still to come. */
     if (c->own >= 0) {
         pthread_mutex_lock(&c->mu);
-        c->fin_adds[c->rank] = c->adds_sent[c->own];
+        c->fin_adds[c->rank] = c->rma ? 0 : c->adds_sent[c->own];
         pthread_mutex_unlock(&c->mu);
     }
     for (int s = 0; s < c->m; s++) {
         if (c->lost[s] || s == c->own) continue;
-        HS_TRY(post_request(c, s, HS_EL_FIN, (uint64_t)c->adds_sent[s]));
+        HS_TRY(post_request(c, s, HS_EL_FIN, c->rma ? 0 : (uint64_t)c->adds_sent[s]));
     }
     double t0 = hs_now(), last = t0, next_probe = t0 + 0.5;
     long prev = -1;
@@ -583,6 +668,7 @@ void hs_center_close(hs_center_t **cp)
         free(c->rbuf[s]);
         free(c->qbuf[s]);
     }
+    if (c->win) hs_transport_win_free(c->t, &c->win);
     free(c->sreq);
     free(c->sbuf);
     free(c->oreq);
@@ -607,8 +693,44 @@ void hs_center_close(hs_center_t **cp)
     *cp = NULL;
 }
 
+/* Choose the path (c->rma): "service", or "rma" / "auto" which create the window (collective)
+ * and probe a 1-float atomic add of 0 into the first owner's shard. -ENOSYS (no RMA or no
+ * float atomics: a property of the provider, so every rank decides alike) falls back to the
+ * service thread under "auto" and is an error under "rma". */
+static int choose_path(hs_center_t *c, const char *path)
+{
+    if (!path || !*path) path = getenv("HS_CENTER_PATH");
+    if (!path || !*path) path = "auto";
+    int force = !strcmp(path, "rma");
+    if (!strcmp(path, "service")) return 0;
+    if (!force && strcmp(path, "auto"))
+        return HS_ERR(-EINVAL,
+                      "center path '%s' (--center-path / HS_CENTER_PATH): expected "
+                      "auto, rma or service",
+                      path);
+    size_t bytes = c->own >= 0 ? shard_len(c, c->own) * sizeof(float) : 0;
+    int rc = hs_transport_win_create(c->t, c->own >= 0 ? (void *)c->shard : NULL, bytes, &c->win);
+    if (rc == 0) {
+        static const float zero = 0.0f;
+        hs_treq_t *req = NULL;
+        rc = hs_transport_atomic_add_float(c->t, c->win, c->owner[0], 0, &zero, 1, &req);
+        if (rc == 0) rc = hs_transport_wait(c->t, &req, c->timeout_s, NULL);
+        if (req) hs_transport_req_free(c->t, &req);
+    }
+    if (rc == 0) {
+        c->rma = 1;
+        return 0;
+    }
+    if (c->win) hs_transport_win_free(c->t, &c->win);
+    if (rc != -ENOSYS || force) {
+        hs_error_prefix("rank %d: center path %s", c->rank, path);
+        return rc;
+    }
+    return 0; /* auto without float atomics: the service thread */
+}
+
 int hs_center_open(hs_center_t **out, hs_transport_t *t, size_t n, const float *init,
-                   const int *owners, int n_owners, double timeout_s)
+                   const int *owners, int n_owners, double timeout_s, const char *path)
 {
     *out = NULL;
     int size = hs_transport_size(t), rank = hs_transport_rank(t);
@@ -665,15 +787,19 @@ int hs_center_open(hs_center_t **out, hs_transport_t *t, size_t n, const float *
     for (int s = 0; s < m; s++) {
         size_t len = shard_len(c, s);
         if (!(c->qbuf[s] = hs_malloc(HDR, "center request"))) goto fail;
-        if (s == c->own) continue;
         if (!(c->abuf[s] = hs_malloc(HDR + len * sizeof(float), "center add")) ||
             !(c->rbuf[s] = hs_malloc(HDR + len * sizeof(float), "center reply")))
             goto fail;
     }
     if (c->own >= 0) {
-        size_t len = shard_len(c, c->own), cap = HDR + len * sizeof(float);
+        size_t len = shard_len(c, c->own);
         if (!(c->shard = hs_malloc(len * sizeof(float), "center shard"))) goto fail;
         memcpy(c->shard, init + c->off[c->own], len * sizeof(float));
+    }
+    if ((rc = choose_path(c, path)) < 0) goto fail;
+    if (c->own >= 0) {
+        /* the RMA path's service thread only ever receives FIN requests (header only) */
+        size_t len = shard_len(c, c->own), cap = HDR + (c->rma ? 0 : len * sizeof(float));
         /* Two receives per rank (a read or FIN and an add may be in flight from each), at
          * least 4 and at most 64. */
         c->nslots = HS_MIN(64, HS_MAX(4, 2 * size));
@@ -737,8 +863,14 @@ int hs_center_own_shard(const hs_center_t *c)
     return c->own;
 }
 
+const char *hs_center_path(const hs_center_t *c)
+{
+    return c->rma ? "rma" : "service";
+}
+
 long hs_center_adds_applied(hs_center_t *c)
 {
+    if (c->rma) return -1; /* remote atomics land without the owner knowing */
     pthread_mutex_lock(&c->mu);
     long a = c->applied;
     pthread_mutex_unlock(&c->mu);

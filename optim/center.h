@@ -1,5 +1,6 @@
 /*
- * optim/center.h — the sharded center variable of EASGD, served by message-passing owners.
+ * optim/center.h — the sharded center variable of EASGD: one-sided float atomics into the
+ * owners' windows where the provider has them, else message-passing owners.
  *
  * The center x~ (n floats) is split into m contiguous shards, shard s = [n s / m, n (s+1) / m),
  * owned by rank owners[s] (by default every rank owns one shard). Each owner runs a service
@@ -15,8 +16,15 @@
  * is marked unavailable: reads leave the caller's slice untouched and adds skip it.
  *
  * One client per hs_center_t (the rank's main thread); the service thread is internal.
- * RMA windows and atomics are not used: Debian's libfabric 1.17 shm and tcp providers have no
- * float atomics, and the owner's service thread is the portable path (docs/algorithms.md).
+ *
+ * The RMA path (chosen at open when the provider has float SUM atomics, e.g. tcp;ofi_rxm):
+ * every rank registers its shard as a memory window (collectively, at open); a read is a get
+ * of every shard, an add is a float atomic add into every owner's window, the owner's own
+ * shard included (the provider applies remote atomics from its progress thread, so the owner
+ * must not add with a plain store). A get is not atomic as a whole: a read may see another
+ * rank's add on part of a shard only (each float is whole). At the end each rank completes
+ * its atomics (completion = applied at the target) and then sends FIN as on the service path;
+ * the owner's thread then only handles FINs and the final replies (docs/algorithms.md).
  */
 #ifndef HEARSAY_OPTIM_CENTER_H
 #define HEARSAY_OPTIM_CENTER_H
@@ -40,12 +48,17 @@ typedef struct hs_center_stats {
  * part. */
 int hs_center_parse_owners(const char *spec, int size, int **out, int *n);
 
-/* Open the center service of this rank over t (not collective, no barrier). owners: n_owners
- * ranks (NULL = every rank, in order); init: (n) host floats, the initial center (only the
- * own shard is read); timeout_s bounds every wait for an owner. Starts the service thread
- * when this rank owns a shard. */
+/* Open the center of this rank over t. owners: n_owners ranks (NULL = every rank, in order);
+ * init: (n) host floats, the initial center (only the own shard is read); timeout_s bounds
+ * every wait for an owner. path: "auto", "rma" or "service" (NULL or "": $HS_CENTER_PATH,
+ * else auto). "auto" and "rma" are collective (every rank creates the window and probes one
+ * atomic add; start-up only): auto uses RMA when the provider has float atomics, else the
+ * service thread; "rma" fails without them. "service" is not collective. Starts the service
+ * thread when this rank owns a shard. */
 int hs_center_open(hs_center_t **out, hs_transport_t *t, size_t n, const float *init,
-                   const int *owners, int n_owners, double timeout_s);
+                   const int *owners, int n_owners, double timeout_s, const char *path);
+/* The path in use: "rma" or "service". */
+const char *hs_center_path(const hs_center_t *c);
 /* Stop the service thread and free everything; *c = NULL. Call after hs_center_finish (or
  * when the run failed). Never blocks on peers. */
 void hs_center_close(hs_center_t **c);
@@ -79,7 +92,7 @@ int hs_center_shard_lost(const hs_center_t *c, int s);
 int hs_center_rank_dead(const hs_center_t *c, int r);
 /* The shard this rank owns (-1: none). */
 int hs_center_own_shard(const hs_center_t *c);
-/* Adds applied to the own shard so far (local and remote). */
+/* Adds applied to the own shard so far (local and remote); -1 on the RMA path (not counted). */
 long hs_center_adds_applied(hs_center_t *c);
 hs_center_stats_t *hs_center_stats(hs_center_t *c);
 

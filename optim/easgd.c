@@ -4,12 +4,13 @@
  * Every worker i runs local steps on its own x_i (EAMSGD: Nesterov momentum, local, never
  * exchanged). Every tau steps (--tau, default 1) it meets the center x~ alone:
  *     x~ <- read from the center owners (optim/center.c)
- *     diff = alpha (x_i - x~);   x_i <- x_i - diff;   x~ <- x~ + diff (sent to the owners, who
- *     apply it atomically under their shard lock)
+ *     diff = alpha (x_i - x~);   x_i <- x_i - diff;   x~ <- x~ + diff (float atomic adds into the
+ *     owners' windows where the provider has them, else sent to the owners' service threads,
+ *     which apply it under their shard lock; HS_CENTER_PATH forces either)
  * with alpha = --alpha, default 0.9 / p (beta = 0.9 in the paper). No barrier: a worker waits
- * only for the owners' service threads, which answer while their own worker computes or
- * sleeps. The center starts at every owner's initial parameters (all ranks initialise from
- * the same seed).
+ * only for its gets and atomics or for the owners' service threads, which answer while their
+ * own worker computes or sleeps. The center starts at every owner's initial parameters (all ranks
+ * initialise from the same seed).
  *
  * Evaluation points evaluate each worker's x_i. The end of the run: each worker evaluates its
  * own x_i (logged), tells every owner it is done, receives the final center (once every live
@@ -137,9 +138,9 @@ static int easgd_drain(hs_algo_t *a, int final)
         if (!f) return HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
         fprintf(f,
                 "worker_test_loss %.9g\nworker_test_acc %.9g\nalpha %.9g\ntau %d\n"
-                "shards %d\nshards_lost %d\nown_shard %d\nadds_applied %ld\n",
+                "shards %d\nshards_lost %d\nown_shard %d\nadds_applied %ld\ncenter_path %s\n",
                 wl, wa, a->alpha, a->tau, hs_center_num_shards(a->c), lost,
-                hs_center_own_shard(a->c), hs_center_adds_applied(a->c));
+                hs_center_own_shard(a->c), hs_center_adds_applied(a->c), hs_center_path(a->c));
         if (fclose(f) != 0) return HS_ERR(-EIO, "writing %s failed", path);
     }
     return 0;
@@ -187,7 +188,7 @@ static int easgd_open(hs_algo_t **out, hs_dist_t *d, int momentum)
     a->reported = hs_calloc((size_t)nown, sizeof *a->reported, "lost shards");
     if (!a->x || !a->ct || !a->reported) goto fail;
     if ((rc = d->k->ops->to_host(d->k, a->x, params(a), d->n * sizeof(float))) < 0) goto fail;
-    if ((rc = hs_center_open(&a->c, d->t, d->n, a->x, owners, nown, o->comm_timeout_s)) < 0)
+    if ((rc = hs_center_open(&a->c, d->t, d->n, a->x, owners, nown, o->comm_timeout_s, NULL)) < 0)
         goto fail;
     free(owners);
     hs_center_set_idle(a->c, easgd_idle, d);

@@ -47,7 +47,8 @@ typedef struct run {
     double t0, eval_s;
     double ttt; /* own time to target (training clock), NAN */
     hs_rank_final_t tot;
-    long start; /* first iteration of this run (a resumed run: the checkpoint's) */
+    long start;      /* first iteration of this run (a resumed run: the checkpoint's) */
+    hs_boot_t *boot; /* kept for the checkpoint barrier */
 } run_t;
 
 static double clock_of(const run_t *R)
@@ -438,14 +439,18 @@ static int setup(run_t *R, hs_boot_t *boot)
                           "--resume %s: the checkpoint is at iteration %ld, past the end of this "
                           "run (%ld iterations)",
                           o->resume, R->start, d->total_iters);
+        /* Start-up only: every rank has restored its state (EASGD: its center shard) before
+         * any rank's first step can reach it. */
+        HS_TRY(hs_boot_barrier(boot));
     }
     return 0;
 }
 
 /* A checkpoint after `done` iterations, then DIR/ckpt/rank-R.bin. Every rank takes it at the
  * same iteration. A push-sum algorithm first receives every message of the iterations before
- * the cut (bounded by the drain timeout), so the checkpoints hold all the mass (the sum of the
- * weights is N); the others drain as before an evaluation. */
+ * the cut (bounded by the drain timeout) and waits for every rank to have saved before going
+ * on, so the checkpoints hold all the mass exactly once (the sum of the weights is N); the
+ * others drain as before an evaluation. */
 static int checkpoint_point(run_t *R, long done)
 {
     double t0 = hs_now();
@@ -458,13 +463,20 @@ static int checkpoint_point(run_t *R, long done)
         HS_TRY(R->ops->drain(R->algo, 0));
     }
     int rc = hs_ckpt_save_run(R->o->out_dir, R->d.rank, R->d.size, done, R->w, R->ops, R->algo);
+    /* A push-sum cut also needs that no rank sends a message of round `done` before every rank
+     * has saved (a slower rank would fold it into its checkpoint, and the resumed sender would
+     * send it again): the one barrier of a run, and only with --checkpoint-every. */
+    if (rc == 0 && (R->ops->flags & HS_ALGO_PUSHSUM)) {
+        rc = hs_boot_barrier(R->boot);
+        if (rc < 0) hs_error_prefix("rank %d: checkpoint at iteration %ld", R->d.rank, done);
+    }
     R->eval_s += hs_now() - t0;
     return rc;
 }
 
 int hs_train_dist(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *res)
 {
-    run_t R = {.o = o, .ttt = NAN};
+    run_t R = {.o = o, .ttt = NAN, .boot = boot};
     hs_train_result_t r = {.time_to_target_s = NAN,
                            .final_test_loss = NAN,
                            .final_test_acc = NAN,

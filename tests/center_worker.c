@@ -9,7 +9,8 @@
  *       are exact in float, in any order of addition). With DEAD, rank DEAD exits abruptly
  *       right after opening (adding nothing): the others must finish, report its shard lost,
  *       and every other shard must still match exactly.
- *       Prints "CENTER_OK rank R lost L reads K" (exit 0) or "CENTER_FAIL ..." (exit 1).
+ *       Prints "CENTER_OK rank R lost L reads K path P" (exit 0) or "CENTER_FAIL ..." (exit 1).
+ *       The path (rma / service) follows $HS_CENTER_PATH (default auto).
  */
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
@@ -43,7 +44,8 @@ static int run_conserve(hs_transport_t *t, int rounds, size_t n, const char *spe
     if (!init || !x) return fail(rank, "malloc", -ENOMEM);
     for (size_t i = 0; i < n; i++) init[i] = (float)((long)(i % 7) - 3);
     hs_center_t *c = NULL;
-    if ((rc = hs_center_open(&c, t, n, init, owners, m, 10.0)) < 0) return fail(rank, "open", rc);
+    if ((rc = hs_center_open(&c, t, n, init, owners, m, 10.0, NULL)) < 0)
+        return fail(rank, "open", rc);
     if (rank == dead) {
         fflush(stdout);
         _exit(0); /* abrupt: no finish, no goodbye */
@@ -88,7 +90,7 @@ static int run_conserve(hs_transport_t *t, int rounds, size_t n, const char *spe
             }
         }
     }
-    printf("CENTER_OK rank %d lost %d reads %ld\n", rank, lost, reads);
+    printf("CENTER_OK rank %d lost %d reads %ld path %s\n", rank, lost, reads, hs_center_path(c));
     hs_center_close(&c);
     free(owners);
     free(init);
