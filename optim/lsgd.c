@@ -651,6 +651,15 @@ static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
     a->groups = o->groups > 0 ? o->groups : 1;
     a->on_host = d->k->device == HS_DEV_CPU;
     hs_lsgd_group(d->rank, d->size, a->groups, &a->glo, &a->ghi);
+    if (o->groups == 0 && d->host_of && d->n_hosts > 1) {
+        /* Default: one group per host, the ranks around this one on the same host (launchers
+         * place ranks by blocks, so a host's ranks are contiguous). */
+        int h = d->host_of[d->rank];
+        a->glo = a->ghi = d->rank;
+        while (a->glo > 0 && d->host_of[a->glo - 1] == h) a->glo--;
+        while (a->ghi < d->size && d->host_of[a->ghi] == h) a->ghi++;
+        a->groups = d->n_hosts;
+    }
     size_t us = (size_t)d->size;
     int rc = -ENOMEM;
     a->nl = HS_MIN(64, HS_MAX(4, 2 * d->size));

@@ -49,6 +49,7 @@ typedef struct run {
     hs_rank_final_t tot;
     long start;      /* first iteration of this run (a resumed run: the checkpoint's) */
     hs_boot_t *boot; /* kept for the checkpoint barrier */
+    int *host_of;    /* (size) for hs_dist_t.host_of */
 } run_t;
 
 static double clock_of(const run_t *R)
@@ -361,6 +362,7 @@ static void close_run(run_t *R)
     if (R->esreq) hs_transport_req_free(R->t, &R->esreq);
     free(R->esbuf);
     free(R->zh);
+    free(R->host_of);
     if (R->csv) fclose(R->csv);
     if (R->rev) fclose(R->rev);
     if (R->evcsv) fclose(R->evcsv);
@@ -401,6 +403,10 @@ static int setup(run_t *R, hs_boot_t *boot)
     to.progress_thread = o->progress_thread;
     to.timeout_s = o->comm_timeout_s;
     to.seed = o->seed;
+    if (!(R->host_of = hs_malloc((size_t)size * sizeof(int), "host map"))) return -ENOMEM;
+    for (int r = 0; r < size; r++) R->host_of[r] = hs_boot_host_of(boot, r);
+    d->host_of = R->host_of;
+    d->n_hosts = hs_boot_num_hosts(boot);
     HS_TRY(hs_transport_open(&R->t, boot, &to));
     d->t = R->t;
     if ((R->ops->flags & HS_ALGO_COMM) && size > 1)

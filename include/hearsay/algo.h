@@ -70,8 +70,10 @@ typedef struct hs_dist {
     hs_transport_t *t;
     hs_topo_t *topo; /* NULL for algorithms without a graph */
     int rank, size;
-    long total_iters; /* iterations every rank runs */
-    long start_iter;  /* first iteration of this run (> 0 after --resume) */
+    long total_iters;   /* iterations every rank runs */
+    long start_iter;    /* first iteration of this run (> 0 after --resume) */
+    const int *host_of; /* (size) host index of each rank (0..n_hosts-1); NULL: one host */
+    int n_hosts;
     long drain_until; /* drain(a, 1) waits for the messages of iterations [start_iter,
                        * drain_until); 0 = total_iters (the end of the run). A checkpoint of a
                        * push-sum algorithm sets it so that nothing is in flight at the cut. */
