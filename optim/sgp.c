@@ -74,6 +74,8 @@ struct hs_algo {
     uint64_t acc_bytes;
     long *recv_from; /* (size) messages received per source */
     long *last_iter; /* (size) last iteration received from each source (-1) */
+    long *want;      /* (size) messages each in-peer sent up to round stale_next - 1 */
+    long stale_next; /* next round whose in-peers are added to want (--max-staleness) */
     int rx_rc;       /* first error the thread met (0: none) */
     char rx_msg[HS_ERRMSG_MAX];
 };
@@ -276,6 +278,54 @@ static int wait_round(hs_algo_t *a, sgp_round_t *r)
     return 0;
 }
 
+/* --max-staleness S: before mixing round t, wait until every live in-peer's messages of
+ * rounds <= t - S have arrived (bounded by the communication timeout; a peer that stays
+ * silent that long is reported failed). Only neighbours are waited for, never the job. */
+static int bound_staleness(hs_algo_t *a, long t)
+{
+    hs_dist_t *d = a->d;
+    long upto = t - d->o->max_staleness;
+    if (d->o->max_staleness <= 0 || upto < d->start_iter) return 0;
+    if (a->stale_next < d->start_iter) a->stale_next = d->start_iter;
+    int cap = HS_MAX(1, hs_topo_max_in_degree(d->topo));
+    int in[cap > 64 ? 64 : cap], *inp = in, c = 0;
+    if (cap > 64 && !(inp = hs_malloc((size_t)cap * sizeof *inp, "in-peers"))) return -ENOMEM;
+    int rc = 0;
+    for (; a->stale_next <= upto && rc == 0; a->stale_next++) {
+        rc = hs_topo_in_peers(d->topo, a->stale_next, d->rank, inp, NULL, cap, &c);
+        for (int i = 0; i < c && rc == 0; i++) a->want[inp[i]]++;
+    }
+    if (inp != in) free(inp);
+    if (rc < 0) return rc;
+    double t0 = hs_now();
+    for (;;) {
+        int late = -1;
+        pthread_mutex_lock(&a->mu);
+        for (int j = 0; j < d->size && late < 0; j++)
+            if (j != d->rank && !hs_dist_peer_dead(d, j) && a->recv_from[j] < a->want[j]) late = j;
+        if (late >= 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 50 * 1000 * 1000;
+            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&a->cv, &a->mu, &ts);
+        }
+        long last = late >= 0 ? a->last_iter[late] : 0;
+        pthread_mutex_unlock(&a->mu);
+        if (late < 0) break;
+        HS_TRY(hs_dist_idle(d));
+        if (elapsed(t0) > d->o->comm_timeout_s) {
+            char why[160];
+            snprintf(why, sizeof why,
+                     "no message of round <= %ld after %.1f s (--max-staleness %ld)", upto,
+                     d->o->comm_timeout_s, d->o->max_staleness);
+            hs_dist_peer_failed(d, late, last + 1, why);
+        }
+    }
+    d->st.wait_s += elapsed(t0);
+    return 0;
+}
+
 static int sgp_step(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
@@ -323,7 +373,8 @@ static int sgp_step(hs_algo_t *a, long t)
     /* 4. keep p_self (z is unchanged by keeping a share: only w scales) */
     a->w *= self;
     d->st.comm_s += elapsed(t0);
-    /* 5. what has arrived */
+    /* 5. what has arrived (with --max-staleness: at least up to round t - S) */
+    HS_TRY(bound_staleness(a, t));
     return fold(a);
 }
 
@@ -433,6 +484,7 @@ static void sgp_finalize(hs_algo_t **ap)
     free(a->acc[0]);
     free(a->acc[1]);
     free(a->recv_from);
+    free(a->want);
     free(a->last_iter);
     free(a->peers);
     free(a->wts);
@@ -471,8 +523,10 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau)
     a->acc[1] = hs_calloc(a->n, sizeof(float), "receive accumulator");
     a->recv_from = hs_calloc((size_t)d->size, sizeof *a->recv_from, "receive counts");
     a->last_iter = hs_calloc((size_t)d->size, sizeof *a->last_iter, "last iterations");
+    a->want = hs_calloc((size_t)d->size, sizeof *a->want, "expected messages");
+    a->stale_next = -1;
     if (!a->peers || !a->wts || !a->rounds || !a->acc[0] || !a->acc[1] || !a->recv_from ||
-        !a->last_iter)
+        !a->last_iter || !a->want)
         goto fail;
     for (int j = 0; j < d->size; j++) a->last_iter[j] = -1;
     for (int r = 0; r < tau; r++) {

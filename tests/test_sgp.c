@@ -258,6 +258,37 @@ START_TEST(test_sgp_weight_sum)
 }
 END_TEST
 
+/* --max-staleness S: no message older than S rounds is ever mixed in, even with a straggler
+ * and random pauses, and no weight is lost. */
+START_TEST(test_sgp_max_staleness)
+{
+    char dir[PATH_MAX], name[32];
+    tmpdir(dir, sizeof dir, "stale");
+    int st = run_job(4, dir,
+                     TASK " --algo sgp --epochs 2 --max-staleness 1 --straggler slow:1:x3 "
+                          "--straggler pause:all:p=0.2:exp=2ms",
+                     90, NULL);
+    if (st) show_log(dir);
+    ck_assert_int_eq(st, 0);
+    double w = summary_num(dir, "ps_weight_sum");
+    ck_assert_msg(fabs(w - 4.0) < 1e-6, "sum of push-sum weights %.12g, expected 4", w);
+    long mixed = 0;
+    for (int r = 0; r < 4; r++) {
+        csv_t c;
+        snprintf(name, sizeof name, "rank-%d.csv", r);
+        ck_assert_int_eq(read_csv(dir, name, &c), 0);
+        for (int i = 0; i < c.rows; i++) {
+            if (!(c.v[i][12] > 0)) continue; /* msgs_applied */
+            mixed++;
+            ck_assert_msg(c.v[i][13] <= 1.0 + 1e-9, "rank %d row %d: staleness %g > 1", r, i,
+                          c.v[i][13]);
+        }
+        free(c.v);
+    }
+    ck_assert_int_gt(mixed, 0);
+}
+END_TEST
+
 /* A bad straggler spec is rejected at flag parsing with exit status 2. */
 START_TEST(test_bad_straggler_spec)
 {
@@ -546,6 +577,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_sgp_target);
     tcase_add_test(tc, test_osgp_target);
     tcase_add_test(tc, test_sgp_weight_sum);
+    tcase_add_test(tc, test_sgp_max_staleness);
     tcase_add_test(tc, test_sgp_crash);
     tcase_add_test(tc, test_gossip_averaging);
     tcase_add_test(tc, test_sgp_pause_no_barrier);

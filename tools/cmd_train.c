@@ -117,6 +117,13 @@ static const hs_option_t train_options[] = {
      .metavar = "SPEC",
      .help = "peer graph of sgp/osgp/dpsgd (see hearsay topo --help); dpsgd needs an undirected "
              "one and defaults to biring"},
+    {.name = "max-staleness",
+     .type = HS_OPT_INT,
+     .def = "0",
+     .range = "[0, 1000000]",
+     .metavar = "S",
+     .help = "sgp/osgp: before mixing round t, wait (bounded by --comm-timeout) for every "
+             "message the in-peers sent up to round t-S (0: never wait, the default)"},
     {.name = "tau",
      .type = HS_OPT_INT,
      .def = "2",
@@ -300,6 +307,7 @@ int hs_cmd_train(int argc, char **argv)
     if (!strcmp(o.algo, "dpsgd") && hs_cfg_source(cfg, "graph") == HS_CFG_DEFAULT)
         o.graph = "biring"; /* D-PSGD needs an undirected graph */
     o.tau = (int)hs_cfg_int(cfg, "tau");
+    o.max_staleness = hs_cfg_int(cfg, "max-staleness");
     int elastic = !strcmp(o.algo, "easgd") || !strcmp(o.algo, "eamsgd") || !strcmp(o.algo, "lsgd");
     if (elastic && hs_cfg_source(cfg, "tau") == HS_CFG_DEFAULT) o.tau = 1;
     if (!strcmp(o.algo, "eamsgd")) o.nesterov = 1; /* EAMSGD: Nesterov momentum locally */

@@ -60,6 +60,8 @@ typedef struct hs_train_opts {
     const char *algo;              /* "local", "sgp", "osgp", "dpsgd", "allreduce" */
     const char *graph;             /* topology spec for the gossip algorithms */
     int tau;                       /* OSGP: send rounds that may be outstanding (>= 1) */
+    long max_staleness;            /* SGP/OSGP: wait for in-peers' messages older than this many
+                                    * iterations (0: never wait) */
     const char *const *stragglers; /* --straggler specs (n_stragglers of them) */
     size_t n_stragglers;
     const char *link;       /* link shaping spec (NULL: none), hearsay/shaping.h */
