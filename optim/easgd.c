@@ -188,7 +188,8 @@ static int easgd_open(hs_algo_t **out, hs_dist_t *d, int momentum)
     a->reported = hs_calloc((size_t)nown, sizeof *a->reported, "lost shards");
     if (!a->x || !a->ct || !a->reported) goto fail;
     if ((rc = d->k->ops->to_host(d->k, a->x, params(a), d->n * sizeof(float))) < 0) goto fail;
-    if ((rc = hs_center_open(&a->c, d->t, d->n, a->x, owners, nown, o->comm_timeout_s, NULL)) < 0)
+    if ((rc = hs_center_open(&a->c, d->t, d->n, a->x, owners, nown, o->comm_timeout_s,
+                             o->center_path)) < 0)
         goto fail;
     free(owners);
     hs_center_set_idle(a->c, easgd_idle, d);

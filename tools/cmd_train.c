@@ -151,6 +151,12 @@ static const hs_option_t train_options[] = {
      .def = "0.1",
      .range = "[0, 100]",
      .help = "lsgd: pull toward the global leader"},
+    {.name = "center-path",
+     .type = HS_OPT_ENUM,
+     .def = "auto",
+     .choices = "auto|rma|service",
+     .help = "easgd/eamsgd: reach the center by one-sided atomics (rma), by the owners' service "
+             "threads (service), or rma where the provider has float atomics (auto)"},
     {.name = "groups",
      .type = HS_OPT_INT,
      .def = "0",
@@ -316,6 +322,9 @@ int hs_cmd_train(int argc, char **argv)
     if (elastic) o.progress_thread = 1;
     o.alpha = hs_cfg_double(cfg, "alpha");
     o.centers = hs_cfg_str(cfg, "centers");
+    /* The flag wins; left at its default, $HS_CENTER_PATH (or auto) decides. */
+    o.center_path =
+        hs_cfg_source(cfg, "center-path") == HS_CFG_DEFAULT ? NULL : hs_cfg_str(cfg, "center-path");
     o.pull_local = hs_cfg_double(cfg, "pull-local");
     o.pull_global = hs_cfg_double(cfg, "pull-global");
     o.groups = (int)hs_cfg_int(cfg, "groups");

@@ -73,12 +73,13 @@ typedef struct hs_train_opts {
                                parameters (gossip-averaging studies and tests) */
     int dump_params;        /* write DIR/rank-R.init.f32 and DIR/rank-R.final.f32 */
     /* EASGD / EAMSGD and leader-SGD (o->tau is their communication period, default 1). */
-    double alpha;        /* EASGD moving rate (<= 0: 0.9 / ranks) */
-    const char *centers; /* ranks holding the center shards ("0,2-3"; NULL/"" = all) */
-    double pull_local;   /* LSGD pull toward the group's leader */
-    double pull_global;  /* LSGD pull toward the global leader */
-    int groups;          /* LSGD groups of contiguous ranks (<= 0: one per host) */
-    int leader_window;   /* LSGD: batches in the recent-loss average (>= 1) */
+    double alpha;            /* EASGD moving rate (<= 0: 0.9 / ranks) */
+    const char *centers;     /* ranks holding the center shards ("0,2-3"; NULL/"" = all) */
+    double pull_local;       /* LSGD pull toward the group's leader */
+    double pull_global;      /* LSGD pull toward the global leader */
+    int groups;              /* LSGD groups of contiguous ranks (<= 0: one per host) */
+    int leader_window;       /* LSGD: batches in the recent-loss average (>= 1) */
+    const char *center_path; /* EASGD: auto | rma | service (NULL: $HS_CENTER_PATH or auto) */
     /* Checkpoints (hs_train_dist; hearsay/checkpoint.h). */
     double checkpoint_every; /* epochs between checkpoints to out_dir/ckpt (0: none) */
     const char *resume;      /* directory of a run whose ckpt/rank-R.bin to resume (NULL) */
