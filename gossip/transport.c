@@ -65,7 +65,10 @@ int hs_transport_create(hs_transport_t **out, int rank, int size, int all_local,
                       o.chunk_bytes);
     hs_transport_t *t = hs_calloc(1, sizeof *t, "transport");
     if (!t) return -ENOMEM;
-    t->ops = &hs_fabric_ops;
+    /* hsshm: our own shared-memory backend, the default when every rank shares this host
+     * (libfabric 1.17's shm loses early messages; see docs/transport.md). */
+    int own_shm = !strcmp(o.provider, "hsshm") || (!strcmp(o.provider, "auto") && all_local);
+    t->ops = own_shm ? &hs_shm_ops : &hs_fabric_ops;
     t->rank = rank;
     t->size = size;
     t->opts = o;

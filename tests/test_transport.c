@@ -1,9 +1,9 @@
 /*
  * tests/test_transport.c — the transport: shaping spec and model, two endpoints in one
  * process, and multi-process worlds (forked ranks exchanging addresses through the parent,
- * or `hearsay run` with the bootstrap) over shm and tcp: all-to-all with random sizes and
- * delays, receive-from-any under load, RMA and atomics, a peer dying mid-exchange, link
- * shaping measured; through `hearsay run` ($HS_BIN, tests/transport_worker): receive-from-any
+ * or `hearsay run` with the bootstrap) over hsshm (our shared memory), shm and tcp: all-to-all with
+ * random sizes and delays, receive-from-any under load, RMA and atomics, a peer dying mid-exchange,
+ * link shaping measured; through `hearsay run` ($HS_BIN, tests/transport_worker): receive-from-any
  * under load and RMA/atomics, and ranks in separate network namespaces joined by veth
  * (tests/transport_netns.sh).
  */
@@ -245,6 +245,12 @@ START_TEST(test_inproc_tcp)
 }
 END_TEST
 
+START_TEST(test_inproc_hsshm)
+{
+    inproc("hsshm");
+}
+END_TEST
+
 /* --- forked ranks ---------------------------------------------------------------------- */
 
 /* Every rank sends 6 messages of random size (0 .. 300 KiB, so most are multi-chunk) to
@@ -318,6 +324,94 @@ START_TEST(test_world_alltoall_tcp)
 }
 END_TEST
 
+START_TEST(test_world_alltoall_hsshm)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "hsshm");
+    ck_assert_int_eq(tt_run_world(4, &o, 1, alltoall, NULL, 40, NULL, NULL), 0);
+}
+END_TEST
+
+/* Small rings (64 KiB) so that records wrap and senders block on a full ring. */
+static void small_rings(int rank)
+{
+    (void)rank;
+    setenv("HS_SHM_RING_BYTES", "65536", 1);
+}
+
+/* Every message arrives before its receive: rank 1 sends 40 messages (random sizes up to
+ * 300 KiB, tags 0..39) while rank 0 sleeps, then rank 0 receives them in reverse tag order
+ * and checks every byte. With *arg set (hsshm, whose sends are eager): a send freed
+ * mid-message (its buffer overwritten right after) must still arrive whole, and the message
+ * after it intact. */
+static int late_receives(hs_transport_t *t, void *arg)
+{
+    int freed_send = arg && *(const int *)arg;
+    int me = hs_transport_rank(t), nmsg = 40;
+    size_t cap = 300 << 10, big = 2 << 20;
+    hs_rng_t rng;
+    hs_rng_seed(&rng, 7, 1);
+    size_t len[40];
+    for (int k = 0; k < nmsg; k++) len[k] = (size_t)hs_rng_below(&rng, cap + 1);
+    unsigned char *b = malloc(cap), *g = malloc(big);
+    if (me == 1) {
+        hs_treq_t *rq[40] = {NULL};
+        unsigned char *sb[40];
+        for (int k = 0; k < nmsg; k++) {
+            sb[k] = malloc(len[k] + 1);
+            tt_fill(sb[k], len[k], 1, 0, k);
+            if (hs_transport_isend(t, 0, (uint32_t)k, sb[k], len[k], &rq[k])) RFAIL("isend");
+        }
+        for (int k = 0; k < nmsg; k++) {
+            if (hs_transport_wait(t, &rq[k], 20, NULL)) RFAIL("send %d", k);
+            free(sb[k]);
+        }
+        if (!freed_send) goto out;
+        tt_fill(g, big, 1, 0, 100);
+        hs_treq_t *r = NULL;
+        if (hs_transport_isend(t, 0, 100, g, big, &r)) RFAIL("isend big");
+        hs_transport_req_free(t, &r);
+        memset(g, 0xEE, big); /* the transport must not read this any more */
+        tt_fill(b, 1000, 1, 0, 101);
+        if (hs_transport_send(t, 0, 101, b, 1000)) RFAIL("send after the freed one");
+    } else {
+        hs_sleep(0.3);
+        for (int k = nmsg - 1; k >= 0; k--) {
+            hs_tstatus_t st;
+            if (hs_transport_recv(t, 1, (uint32_t)k, b, cap, &st)) RFAIL("recv %d", k);
+            if (st.len != len[k] || !tt_check_payload(b, st.len, 1, 0, k))
+                RFAIL("message %d: %zu bytes (want %zu) or corrupt", k, st.len, len[k]);
+        }
+        if (!freed_send) goto out;
+        hs_tstatus_t st;
+        if (hs_transport_recv(t, 1, 100, g, big, &st)) RFAIL("recv freed send");
+        if (st.len != big || !tt_check_payload(g, big, 1, 0, 100)) RFAIL("freed send corrupt");
+        if (hs_transport_recv(t, 1, 101, b, cap, &st)) RFAIL("recv after the freed one");
+        if (st.len != 1000 || !tt_check_payload(b, 1000, 1, 0, 101)) RFAIL("last corrupt");
+    }
+out:
+    free(b);
+    free(g);
+    return 0;
+}
+
+START_TEST(test_world_late_receives_hsshm)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "hsshm");
+    int freed_send = 1;
+    ck_assert_int_eq(tt_run_world(2, &o, 1, late_receives, &freed_send, 40, NULL, small_rings), 0);
+}
+END_TEST
+
+START_TEST(test_world_late_receives_tcp)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "tcp");
+    ck_assert_int_eq(tt_run_world(2, &o, 1, late_receives, NULL, 40, NULL, NULL), 0);
+}
+END_TEST
+
 /* Rank 1 dies after its first message; rank 0 waiting for the second must fail with an
  * error naming rank 1 well before its 20 s timeout. */
 static int die_midway(hs_transport_t *t, void *arg)
@@ -344,6 +438,15 @@ START_TEST(test_world_peer_death_tcp)
 {
     hs_transport_opts_t o;
     tt_opts(&o, "tcp");
+    int expect[2] = {0, 3};
+    ck_assert_int_eq(tt_run_world(2, &o, 1, die_midway, NULL, 30, expect, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_world_peer_death_hsshm)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "hsshm");
     int expect[2] = {0, 3};
     ck_assert_int_eq(tt_run_world(2, &o, 1, die_midway, NULL, 30, expect, NULL), 0);
 }
@@ -389,22 +492,33 @@ START_TEST(test_world_shaping_tcp)
 }
 END_TEST
 
+START_TEST(test_world_shaping_hsshm)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "hsshm");
+    o.shaping = "0>1:latency=20ms,bw=50MB";
+    ck_assert_int_eq(tt_run_world(2, &o, 1, shaped, NULL, 30, NULL, NULL), 0);
+}
+END_TEST
+
 /* --- through `hearsay run` ($HS_BIN) around tests/transport_worker ---------------------- */
 
 static const char *const g_tcp_env[] = {"HS_PROVIDER=tcp", "HS_CHUNK_BYTES=65536", "HS_TIMEOUT=20",
                                         NULL};
+static const char *const g_hsshm_env[] = {"HS_PROVIDER=hsshm", "HS_CHUNK_BYTES=65536",
+                                          "HS_TIMEOUT=20", NULL};
 
 /* 4 ranks: ranks 1..3 send 25 messages each (random sizes up to 200 KiB, random pauses) to
  * rank 0, which receives them all through HS_ANY_SOURCE; the worker checks source, length,
  * checksum and bytes of each, and the count per source. */
-START_TEST(test_run_anysrc_tcp)
+static void run_anysrc(const char *const *env)
 {
     char worker[4096];
     if (tt_helper_path("transport_worker", worker, sizeof worker)) return;
     const char *argv[] = {getenv("HS_BIN"), "run",    "-n", "4", "--timeout", "20", "--",
                           worker,           "anysrc", "25", NULL};
     char *out = NULL;
-    int st = tt_job(argv, g_tcp_env, 35, &out);
+    int st = tt_job(argv, env, 35, &out);
     ck_assert_msg(st == 0, "hearsay run exited %d", st);
     ck_assert_ptr_nonnull(strstr(out, "rank 0: OK received 75 messages from 3 ranks"));
     for (int r = 1; r < 4; r++) {
@@ -414,29 +528,51 @@ START_TEST(test_run_anysrc_tcp)
     }
     free(out);
 }
+
+START_TEST(test_run_anysrc_tcp)
+{
+    run_anysrc(g_tcp_env);
+}
+END_TEST
+
+START_TEST(test_run_anysrc_hsshm)
+{
+    run_anysrc(g_hsshm_env);
+}
 END_TEST
 
 /* 2 ranks: put/get between windows (checked against the reference bytes), then atomics:
  * summed and checked on rank 0 where the provider has them, else -ENOSYS with a reason. */
-START_TEST(test_run_rma_tcp)
+static void run_rma(const char *const *env, const char *name)
 {
     char worker[4096];
     if (tt_helper_path("transport_worker", worker, sizeof worker)) return;
     const char *argv[] = {getenv("HS_BIN"), "run", "-n", "2", "--timeout", "20", "--",
                           worker,           "rma", NULL};
     char *out = NULL;
-    int st = tt_job(argv, g_tcp_env, 35, &out);
+    int st = tt_job(argv, env, 35, &out);
     ck_assert_msg(st == 0, "hearsay run exited %d", st);
     ck_assert_ptr_nonnull(strstr(out, "rank 0: OK put/get 300000 bytes with rank 1"));
     ck_assert_ptr_nonnull(strstr(out, "rank 1: OK put/get 300000 bytes with rank 0"));
     const char *skip = strstr(out, "OK atomics unsupported (-ENOSYS)");
     if (skip) {
         const char *eol = strchr(skip, '\n');
-        printf("test_run_rma_tcp: atomics skipped: %.*s\n", eol ? (int)(eol - skip) : 200, skip);
+        printf("%s: atomics skipped: %.*s\n", name, eol ? (int)(eol - skip) : 200, skip);
     } else {
         ck_assert_ptr_nonnull(strstr(out, "rank 0: OK atomics summed from 2 ranks"));
     }
     free(out);
+}
+
+START_TEST(test_run_rma_tcp)
+{
+    run_rma(g_tcp_env, "test_run_rma_tcp");
+}
+END_TEST
+
+START_TEST(test_run_rma_hsshm)
+{
+    run_rma(g_hsshm_env, "test_run_rma_hsshm");
 }
 END_TEST
 
@@ -479,17 +615,25 @@ int main(void)
     tcase_set_timeout(c, 30);
     tcase_add_test(c, test_inproc_shm);
     tcase_add_test(c, test_inproc_tcp);
+    tcase_add_test(c, test_inproc_hsshm);
     suite_add_tcase(s, c);
     c = tcase_create("world");
     tcase_set_timeout(c, 60);
     tcase_add_test(c, test_world_alltoall_tcp);
     tcase_add_test(c, test_world_peer_death_tcp);
     tcase_add_test(c, test_world_shaping_tcp);
+    tcase_add_test(c, test_world_alltoall_hsshm);
+    tcase_add_test(c, test_world_late_receives_hsshm);
+    tcase_add_test(c, test_world_late_receives_tcp);
+    tcase_add_test(c, test_world_peer_death_hsshm);
+    tcase_add_test(c, test_world_shaping_hsshm);
     suite_add_tcase(s, c);
     c = tcase_create("hearsay-run");
     tcase_set_timeout(c, 60);
     tcase_add_test(c, test_run_anysrc_tcp);
     tcase_add_test(c, test_run_rma_tcp);
+    tcase_add_test(c, test_run_anysrc_hsshm);
+    tcase_add_test(c, test_run_rma_hsshm);
     tcase_add_test(c, test_netns_veth_tcp);
     suite_add_tcase(s, c);
     SRunner *sr = srunner_create(s);

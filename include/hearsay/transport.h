@@ -2,8 +2,10 @@
  * hearsay/transport.h — point-to-point messages and one-sided memory windows between ranks.
  *
  * A transport is an ops table (hs_transport_ops_t, one per backend) plus a context
- * (hs_transport_t). Today there is one backend, libfabric ("fabric": FI_EP_RDM endpoints,
- * tagged messages, RMA and atomics), with the provider chosen at run time.
+ * (hs_transport_t). Two backends: libfabric ("fabric": FI_EP_RDM endpoints, tagged
+ * messages, RMA and atomics, the provider chosen at run time) and Hearsay's own shared
+ * memory ("hsshm": per-pair rings in POSIX shared memory, for ranks on one host; RMA by
+ * process_vm_readv/writev, no atomics). "auto" picks hsshm when every rank shares a host.
  *
  * Model:
  *  - Tagged, non-blocking sends and receives. A receive names a source rank or
@@ -51,8 +53,9 @@ typedef struct hs_treq hs_treq_t;
 typedef struct hs_twin hs_twin_t;
 
 typedef struct hs_transport_opts {
-    const char *provider; /* "auto" (NULL): shm when all ranks share a host, else tcp;
-                             or shm, tcp, sockets, udp, verbs, efa, any fi_info name */
+    const char *provider; /* "auto" (NULL): hsshm when all ranks share a host, else tcp;
+                             hsshm (our shared memory), or a libfabric provider: shm, tcp,
+                             sockets, udp, verbs, efa, any fi_info name */
     const char *shaping;  /* link shaping spec (NULL or "" = none), see hearsay/shaping.h */
     size_t chunk_bytes;   /* messages larger than this are split (0 = default 1 MiB) */
     int progress_thread;  /* 1: a thread drives progress (blocking on the CQ's wait object) */
@@ -135,7 +138,7 @@ typedef struct hs_transport_ops {
      * back to messages and a service thread). */
     int (*atomic_add)(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, const void *buf,
                       size_t n, int dtype, hs_treq_t **req);
-    /* Name of the libfabric provider in use ("shm", "tcp;ofi_rxm", ...). */
+    /* Name of the provider in use ("hsshm", or libfabric's "shm", "tcp;ofi_rxm", ...). */
     const char *(*provider)(const hs_transport_t *t);
 } hs_transport_ops_t;
 
@@ -149,6 +152,8 @@ struct hs_transport {
 
 /* The libfabric backend. */
 extern const hs_transport_ops_t hs_fabric_ops;
+/* The shared-memory backend (gossip/shm.c). */
+extern const hs_transport_ops_t hs_shm_ops;
 
 /* Phase 1 of opening by hand: a local endpoint for (rank, size). all_local: 1 when every
  * rank runs on this host (decides "auto"). opts NULL = hs_transport_opts_default. */

@@ -1,0 +1,92 @@
+/*
+ * gossip/shm_wire.h — the layout of the shared-memory backend ("hsshm", gossip/shm.c): the
+ * address blob, the per-rank segment and the records in its rings. Everything one rank reads
+ * from another's memory is defined here, once.
+ *
+ * Version 1 (this file):
+ *
+ *   Each rank (the owner) creates one POSIX shared-memory segment holding its inbound rings,
+ *   one per possible sender, and every other rank maps it:
+ *     [ segment header | ring 0 | ring 1 | ... | ring size-1 ]   (the owner's own ring unused)
+ *   A ring is a single-producer (the sender) single-consumer (the owner) byte ring:
+ *     [ ring header (tail, head, producer_waiting: each on its own cache line) | data ]
+ *   tail and head are monotonic byte positions; the producer owns tail, the consumer head.
+ *   The data holds records, each 64-byte aligned and never wrapping around the end: a PAD
+ *   record (header only) fills the rest of the ring when the next record does not fit.
+ *
+ *   Wake-ups: the segment header's doorbell is a futex word. Whoever has news for the owner
+ *   (a record written into one of its rings, space freed in a ring the owner writes to, a
+ *   completion made by another of its threads) increments it and, when the owner has
+ *   sleepers, wakes them. An owner waits only on its own doorbell.
+ *
+ *   A message of L bytes travels as ceil(L / C) DATA records (one when L = 0), in order and
+ *   never interleaved with another message on the same ring; record k carries bytes
+ *   [off, off + len) and every record repeats the tag and the total length.
+ */
+#ifndef HEARSAY_GOSSIP_SHM_WIRE_H
+#define HEARSAY_GOSSIP_SHM_WIRE_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define HS_SHM_WIRE_VERSION 1u
+#define HS_SHM_ADDR_MAGIC   0x41535348u /* "HSSA" */
+#define HS_SHM_SEG_MAGIC    0x53535348u /* "HSSS" */
+#define HS_SHM_WIN_MAGIC    0x57535348u /* "HSSW" */
+#define HS_SHM_HOST_MAX     64
+#define HS_SHM_NAME_MAX     64
+#define HS_SHM_ALIGN        64
+
+/* Address blob: 16 + 8 + 8 + 64 + 64 = 160 bytes (<= HS_TRANSPORT_ADDR_MAX). */
+typedef struct hs_shm_addr_v1 {
+    uint32_t magic, version;
+    uint32_t rank, pid;
+    uint64_t pidns;      /* inode of /proc/self/ns/pid: the peers must share it */
+    uint64_t ring_bytes; /* data bytes of each ring of the segment */
+    char host[HS_SHM_HOST_MAX];
+    char name[HS_SHM_NAME_MAX]; /* shm_open name of the segment */
+} hs_shm_addr_v1_t;
+
+typedef struct hs_shm_seg_hdr {
+    uint32_t magic, version;
+    uint32_t owner, size;
+    uint64_t ring_bytes, seg_bytes;
+    _Atomic uint32_t mapped; /* ranks that mapped the segment (the owner unlinks the name
+                                once every peer has) */
+    alignas(HS_SHM_ALIGN) _Atomic uint32_t doorbell;
+    _Atomic uint32_t sleepers; /* owner threads blocked on the doorbell */
+} hs_shm_seg_hdr_t;
+
+typedef struct hs_shm_ring_hdr {
+    alignas(HS_SHM_ALIGN) _Atomic uint64_t tail;
+    alignas(HS_SHM_ALIGN) _Atomic uint64_t head;
+    alignas(HS_SHM_ALIGN) _Atomic uint32_t producer_waiting;
+} hs_shm_ring_hdr_t;
+
+enum { HS_SHM_REC_DATA = 1, HS_SHM_REC_PAD = 2 };
+#define HS_SHM_REC_CTRL 0x100u /* flag: the transport's own traffic (barrier, windows) */
+
+typedef struct hs_shm_rec {
+    uint32_t kind; /* HS_SHM_REC_DATA or _PAD, | HS_SHM_REC_CTRL */
+    uint32_t tag;  /* user tag */
+    uint64_t msg_len;
+    uint64_t off;
+    uint32_t len; /* payload bytes that follow the header */
+    uint32_t seq; /* per (sender, receiver) message counter, for checks */
+} hs_shm_rec_t;
+
+#define HS_SHM_REC_HDR 32u /* header bytes of a record (payload starts here) */
+_Static_assert(sizeof(hs_shm_rec_t) <= HS_SHM_REC_HDR, "record header");
+
+/* Window descriptor (exchanged over CTRL messages when a window is created). */
+typedef struct hs_shm_win_v1 {
+    uint32_t magic, version;
+    uint64_t base, len;
+} hs_shm_win_v1_t;
+
+/* CTRL tags of the backend's own traffic. */
+#define HS_SHM_CTRL_BARRIER 1u
+#define HS_SHM_CTRL_WIN     2u
+
+#endif
