@@ -3,7 +3,9 @@
  * tagged sends between 2 ranks over the transport, for message sizes --min .. --max
  * (powers of two). Started alone it forks its own second rank and exchanges the addresses
  * over a socketpair; under `hearsay run -n 2` (or mpirun) it joins through the bootstrap.
- * Reports medians over repetitions; --json prints one object per size.
+ * Reports medians over repetitions; --json prints one object per size. With --reference fi
+ * (the default), once the transport is closed, rank 0 measures the same streaming windows
+ * with a plain libfabric tagged-send loop (bench/bench_p2p_ref.c) and prints it beside ours.
  */
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
@@ -19,18 +21,43 @@
 #include <unistd.h>
 
 typedef struct p2p_args {
-    int json, reps, iters;
+    int json, reps, iters, reference; /* reference: 1 = plain libfabric loop, 0 = none */
     size_t min, max;
     hs_transport_opts_t o;
 } p2p_args_t;
 
+/* One size's results (filled on rank 0). */
+typedef struct p2p_row {
+    size_t bytes;
+    double lat, bw, ref; /* seconds one way; bytes/s streamed by us; GB/s of the reference */
+    int iters, window;
+} p2p_row_t;
+
+/* Everything a run measured, printed once the reference (if any) has run too. */
+typedef struct p2p_result {
+    p2p_row_t *rows;
+    int n;
+    char provider[64];
+} p2p_result_t;
+
+#define P2P_REF_TIMEOUT_S 30.0
+
+/* bench/bench_p2p_ref.c: median GB/s of a plain libfabric tagged-send loop over `prov`
+ * between this process and a forked one, iters[i] messages of sizes[i] bytes per window. */
+int hs_bench_p2p_ref(const char *prov, const size_t *sizes, const int *iters, int nsizes, int reps,
+                     double timeout_s, double *gbps);
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: hearsay bench p2p [--json] [--provider auto|shm|tcp|...] [--min 64K]\n"
-               "                         [--max 64M] [--iters N] [--reps R] [--chunk BYTES]\n"
-               "                         [--progress-thread] [--shaping SPEC]\n"
-               "Ping-pong latency and streaming bandwidth of tagged sends between 2 ranks.\n"
-               "Run alone it forks its second rank; under `hearsay run -n 2` it uses both.\n");
+    fprintf(f,
+            "usage: hearsay bench p2p [--json] [--provider auto|shm|tcp|...] [--min 64K]\n"
+            "                         [--max 64M] [--iters N] [--reps R] [--chunk BYTES]\n"
+            "                         [--progress-thread] [--shaping SPEC] [--reference fi|none]\n"
+            "Ping-pong latency and streaming bandwidth of tagged sends between 2 ranks.\n"
+            "Run alone it forks its second rank; under `hearsay run -n 2` it uses both.\n"
+            "--reference fi (default): after our run, stream the same windows with a plain\n"
+            "libfabric tagged-send loop (provider tcp;ofi_rxm when ours is tcp, else shm) in\n"
+            "two local processes and print its GB/s and ours/reference; none: skip it.\n");
 }
 
 static int parse_size(const char *s, const char *what, size_t *out)
@@ -78,7 +105,7 @@ static int ready(hs_transport_t *t, hs_treq_t **rdy, char *flag)
  * provider of libfabric 1.17 loses unexpected messages. Only chunks 2.. of a message larger
  * than the chunk size are posted on arrival of its first chunk (give --chunk >= --max to
  * avoid that as well). */
-static int run(hs_transport_t *t, const p2p_args_t *a)
+static int run(hs_transport_t *t, const p2p_args_t *a, p2p_result_t *res)
 {
     int me = hs_transport_rank(t), peer = 1 - me;
     char *buf = hs_malloc(a->max, "p2p send buffer"), *rbuf = hs_malloc(a->max, "p2p buffer");
@@ -90,6 +117,7 @@ static int run(hs_transport_t *t, const p2p_args_t *a)
     if (rc == 0) memset(buf, me + 1, a->max);
     if (rc == 0 && me == 0) rc = hs_transport_irecv(t, 1, 5, ack + 32, 1, &rdy);
     if (rc == 0) rc = hs_transport_barrier(t); /* rdy is posted before rank 1 signals */
+    snprintf(res->provider, sizeof res->provider, "%s", hs_transport_provider(t));
     for (size_t sz = a->min; rc == 0 && sz <= a->max; sz *= 2) {
         /* ping-pong: one-way latency = round trip / 2, one sample per iteration */
         int iters = a->iters ? a->iters : (int)HS_MAX(5, HS_MIN(100, (64u << 20) / sz));
@@ -130,17 +158,8 @@ static int run(hs_transport_t *t, const p2p_args_t *a)
         }
         if (rc) break;
         double bw = median(samp, a->reps);
-        if (me != 0) continue;
-        if (a->json)
-            printf("{\"bench\":\"p2p\",\"provider\":\"%s\",\"bytes\":%zu,\"median_us\":%.2f,"
-                   "\"pingpong_GBps\":%.3f,\"GBps\":%.3f,\"iters\":%d,\"reps\":%d,\"window\":%d,"
-                   "\"chunk\":%zu}\n",
-                   hs_transport_provider(t), sz, lat * 1e6, (double)sz / lat / 1e9, bw / 1e9, iters,
-                   a->reps, w, a->o.chunk_bytes);
-        else
-            printf("%-12s %10zu B  latency %10.1f us  ping-pong %7.2f GB/s  stream %7.2f GB/s\n",
-                   hs_transport_provider(t), sz, lat * 1e6, (double)sz / lat / 1e9, bw / 1e9);
-        fflush(stdout);
+        res->rows[res->n++] =
+            (p2p_row_t){.bytes = sz, .lat = lat, .bw = bw, .ref = -1, .iters = iters, .window = w};
     }
     for (int k = 0; k < 65; k++)
         if (reqs && reqs[k]) hs_transport_req_free(t, &reqs[k]);
@@ -151,6 +170,84 @@ static int run(hs_transport_t *t, const p2p_args_t *a)
     free(samp);
     free(reqs);
     return rc;
+}
+
+/* The libfabric provider of the reference loop for our provider `ours`. */
+static const char *ref_provider(const char *ours)
+{
+    return !strncmp(ours, "tcp", 3) ? "tcp;ofi_rxm" : "shm";
+}
+
+/* Rank 0, after the transport is closed: the plain libfabric loop over the same windows. */
+static int run_reference(const p2p_args_t *a, p2p_result_t *res)
+{
+    if (!a->reference || res->n == 0) return 0;
+    size_t *sizes = hs_calloc((size_t)res->n, sizeof *sizes, "reference sizes");
+    int *iters = hs_calloc((size_t)res->n, sizeof *iters, "reference windows");
+    double *gbps = hs_calloc((size_t)res->n, sizeof *gbps, "reference results");
+    int rc = (!sizes || !iters || !gbps) ? -ENOMEM : 0;
+    for (int i = 0; rc == 0 && i < res->n; i++) {
+        sizes[i] = res->rows[i].bytes;
+        iters[i] = res->rows[i].window;
+    }
+    if (rc == 0)
+        rc = hs_bench_p2p_ref(ref_provider(res->provider), sizes, iters, res->n, a->reps,
+                              P2P_REF_TIMEOUT_S, gbps);
+    for (int i = 0; rc == 0 && i < res->n; i++) res->rows[i].ref = gbps[i];
+    if (rc) hs_error_prefix("reference loop (--reference none skips it)");
+    free(sizes);
+    free(iters);
+    free(gbps);
+    return rc;
+}
+
+static void print_rows(const p2p_args_t *a, const p2p_result_t *res)
+{
+    const char *cma = getenv("FI_SHM_DISABLE_CMA");
+    const char *rp = ref_provider(res->provider);
+    if (!cma) cma = "unset";
+    if (!a->json && res->n > 0 && a->reference)
+        printf("# ref: plain libfabric tagged-send loop, provider %s, same windows; "
+               "FI_SHM_DISABLE_CMA=%s\n",
+               rp, cma);
+    else if (!a->json && res->n > 0)
+        printf("# FI_SHM_DISABLE_CMA=%s\n", cma);
+    for (int i = 0; i < res->n; i++) {
+        const p2p_row_t *r = &res->rows[i];
+        int has_ref = a->reference && r->ref > 0;
+        double ratio = has_ref ? r->bw / 1e9 / r->ref : 0;
+        if (a->json) {
+            char refs[160] = "\"ref_provider\":null,\"ref_GBps\":null,\"ratio\":null";
+            if (has_ref)
+                snprintf(refs, sizeof refs,
+                         "\"ref_provider\":\"%s\",\"ref_GBps\":%.3f,\"ratio\":%.3f", rp, r->ref,
+                         ratio);
+            printf("{\"bench\":\"p2p\",\"provider\":\"%s\",\"bytes\":%zu,\"median_us\":%.2f,"
+                   "\"pingpong_GBps\":%.3f,\"GBps\":%.3f,\"iters\":%d,\"reps\":%d,\"window\":%d,"
+                   "\"chunk\":%zu,%s,\"fi_shm_disable_cma\":\"%s\"}\n",
+                   res->provider, r->bytes, r->lat * 1e6, (double)r->bytes / r->lat / 1e9,
+                   r->bw / 1e9, r->iters, a->reps, r->window, a->o.chunk_bytes, refs, cma);
+        } else {
+            printf("%-12s %10zu B  latency %10.1f us  ping-pong %7.2f GB/s  stream %7.2f GB/s",
+                   res->provider, r->bytes, r->lat * 1e6, (double)r->bytes / r->lat / 1e9,
+                   r->bw / 1e9);
+            if (has_ref) printf("  ref %7.2f GB/s  ratio %5.2f", r->ref, ratio);
+            printf("\n");
+        }
+    }
+    fflush(stdout);
+}
+
+/* waitpid, bounded: SIGKILL after timeout_s. Returns 0, or -ETIMEDOUT after the kill. */
+static int wait_child(pid_t pid, double timeout_s, int *st)
+{
+    double deadline = hs_now() + timeout_s;
+    pid_t w;
+    while ((w = waitpid(pid, st, WNOHANG)) == 0 && hs_now() < deadline) hs_sleep(0.01);
+    if (w != 0) return 0;
+    kill(pid, SIGKILL);
+    waitpid(pid, st, 0);
+    return HS_ERR(-ETIMEDOUT, "bench p2p: rank 1 did not exit within %.0f s", timeout_s);
 }
 
 static int io_all(int fd, void *p, size_t n, int wr)
@@ -166,7 +263,7 @@ static int io_all(int fd, void *p, size_t n, int wr)
 }
 
 /* Fork rank 1; exchange the two address blobs over a socketpair. */
-static int run_forked(const p2p_args_t *a)
+static int run_forked(const p2p_args_t *a, p2p_result_t *res)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
@@ -189,20 +286,22 @@ static int run_forked(const p2p_args_t *a)
     if (rc == 0 && !peer_ok) rc = HS_ERR(-EIO, "bench p2p: the other rank failed to start");
     if (rc == 0) rc = hs_transport_connect(t, all, HS_TRANSPORT_ADDR_MAX);
     if (rc == 0) rc = hs_transport_barrier(t);
-    if (rc == 0) rc = run(t, a);
+    if (rc == 0) rc = run(t, a, res);
     if (rc && me == 1) fprintf(stderr, "hearsay bench p2p (rank 1): %s\n", hs_last_error());
     hs_transport_close(&t);
     close(fd);
     if (me == 1) _exit(rc ? 1 : 0);
     int st = 0;
     if (rc) kill(pid, SIGTERM);
-    waitpid(pid, &st, 0);
+    int wrc = wait_child(pid, a->o.timeout_s, &st);
+    if (rc == 0) rc = wrc;
     if (rc == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
         rc = HS_ERR(-EIO, "bench p2p: rank 1 failed");
+    if (rc == 0) rc = run_reference(a, res); /* rank 1 has exited: nothing competes */
     return rc;
 }
 
-static int run_booted(const p2p_args_t *a)
+static int run_booted(const p2p_args_t *a, p2p_result_t *res)
 {
     hs_boot_t *b = NULL;
     HS_TRY(hs_boot_init(&b, NULL));
@@ -211,15 +310,19 @@ static int run_booted(const p2p_args_t *a)
         rc = HS_ERR(-EINVAL, "bench p2p needs exactly 2 ranks, the job has %d", hs_boot_size(b));
     hs_transport_t *t = NULL;
     if (rc == 0) rc = hs_transport_open(&t, b, &a->o);
-    if (rc == 0) rc = run(t, a);
+    int me = t ? hs_transport_rank(t) : -1;
+    if (rc == 0) rc = run(t, a, res);
     hs_transport_close(&t);
     hs_boot_finalize(&b);
+    /* Rank 0 runs the reference on its own host once both ranks are done. */
+    if (me != 0) res->n = 0;
+    if (rc == 0) rc = run_reference(a, res);
     return rc;
 }
 
 int hs_bench_p2p(int argc, char **argv)
 {
-    p2p_args_t a = {.reps = 5, .min = 64u << 10, .max = 64u << 20};
+    p2p_args_t a = {.reps = 5, .min = 64u << 10, .max = 64u << 20, .reference = 1};
     if (hs_transport_opts_default(&a.o) < 0) {
         fprintf(stderr, "hearsay bench p2p: %s\n", hs_last_error());
         return 2;
@@ -240,6 +343,14 @@ int hs_bench_p2p(int argc, char **argv)
             rc = HS_ERR(-EINVAL, "%s needs a value", f);
         } else if (!strcmp(f, "--provider")) {
             a.o.provider = argv[++i];
+        } else if (!strcmp(f, "--reference")) {
+            const char *r = argv[++i];
+            if (!strcmp(r, "fi"))
+                a.reference = 1;
+            else if (!strcmp(r, "none"))
+                a.reference = 0;
+            else
+                rc = HS_ERR(-EINVAL, "--reference: '%s' is not one of fi, none", r);
         } else if (!strcmp(f, "--shaping")) {
             a.o.shaping = argv[++i];
         } else if (!strcmp(f, "--min")) {
@@ -265,7 +376,18 @@ int hs_bench_p2p(int argc, char **argv)
         return 2;
     }
     if (!a.o.chunk_bytes) a.o.chunk_bytes = 1u << 20;
-    rc = getenv("HS_RANK") || getenv("OMPI_COMM_WORLD_RANK") ? run_booted(&a) : run_forked(&a);
+    p2p_result_t res = {.n = 0};
+    int nsizes = 0;
+    for (size_t sz = a.min; sz <= a.max; sz *= 2) nsizes++;
+    res.rows = hs_calloc((size_t)nsizes, sizeof *res.rows, "p2p results");
+    if (!res.rows) {
+        fprintf(stderr, "hearsay bench p2p: %s\n", hs_last_error());
+        return 1;
+    }
+    rc = getenv("HS_RANK") || getenv("OMPI_COMM_WORLD_RANK") ? run_booted(&a, &res)
+                                                             : run_forked(&a, &res);
+    print_rows(&a, &res); /* whatever was measured, also when the reference failed */
+    free(res.rows);
     if (rc < 0) {
         fprintf(stderr, "hearsay bench p2p: %s\n", hs_last_error());
         return 1;
