@@ -41,6 +41,15 @@
  * chunk, which only tiny buffers have. */
 #define MIN_WIRE_BYTES 4104
 
+#define DIRECT_MAGIC 0x44524148u        /* "HARD" */
+#define DIRECT_CHUNK ((size_t)64 << 10) /* floats summed per pass: 256 KiB, stays in L2 */
+
+typedef struct direct_msg {
+    uint32_t magic, phase;
+    uint64_t op, addr, n;
+    uint32_t ok, pad;
+} direct_msg_t;
+
 struct hs_allreduce {
     hs_transport_t *t;
     hs_allreduce_opts_t o;
@@ -64,6 +73,9 @@ struct hs_allreduce {
     int *slot;        /* (cap) */
     size_t cap, nact;
     uint64_t ops; /* operations started */
+    /* direct path (NULL when the ring is forced or the transport cannot read peers) */
+    float *direct_tmp;             /* (DIRECT_CHUNK) a peer's chunk */
+    struct direct_msg *direct_all; /* (P) the exchanged messages */
 };
 
 int hs_allreduce_opts_default(hs_allreduce_opts_t *o)
@@ -78,6 +90,17 @@ int hs_allreduce_opts_default(hs_allreduce_opts_t *o)
         long v;
         if (hs_parse_long(e, 4, 1L << 30, "HS_AR_CHUNK_BYTES", &v) < 0) return -EINVAL;
         o->chunk_bytes = (size_t)v;
+    }
+    e = getenv("HS_AR_PATH");
+    if (e && *e) {
+        if (!strcmp(e, "auto"))
+            o->path = HS_AR_PATH_AUTO;
+        else if (!strcmp(e, "ring"))
+            o->path = HS_AR_PATH_RING;
+        else if (!strcmp(e, "direct"))
+            o->path = HS_AR_PATH_DIRECT;
+        else
+            return HS_ERR(-EINVAL, "HS_AR_PATH '%s': expected auto, ring or direct", e);
     }
     e = getenv("HS_AR_DEPTH");
     if (e && *e) {
@@ -179,6 +202,9 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
     if ((uint64_t)o.tag_base + o.tag_span - 1 > HS_TAG_MAX)
         return HS_ERR(-EINVAL, "all-reduce: tag range %u + %u passes HS_TAG_MAX (%u)", o.tag_base,
                       o.tag_span, HS_TAG_MAX);
+    if (o.path < HS_AR_PATH_AUTO || o.path > HS_AR_PATH_DIRECT)
+        return HS_ERR(-EINVAL, "all-reduce: path %d is not auto (0), ring (1) or direct (2)",
+                      o.path);
 
     int P = hs_transport_size(t);
     hs_allreduce_t *ar = hs_calloc(1, sizeof *ar, "all-reduce plan");
@@ -216,6 +242,27 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
         ar->item = hs_calloc(ar->cap, sizeof *ar->item, "all-reduce requests");
         ar->slot = hs_calloc(ar->cap, sizeof *ar->slot, "all-reduce requests");
         if (tiny) ar->bounce = hs_malloc(items * MIN_WIRE_BYTES, "all-reduce padded sends");
+        /* The direct path needs 3 tags per operation, and 2 (P - 1) receives and sends at
+         * once in the request table. */
+        /* Whether peer reads work is settled collectively in the first exchange; here only
+         * whether the backend has them at all (the same on every rank). */
+        int want_direct =
+            o.path != HS_AR_PATH_RING && hs_transport_peer_read(t, ar->rank, 0, NULL, 0) == 0;
+        if (o.path == HS_AR_PATH_DIRECT && !want_direct) {
+            hs_allreduce_destroy(&ar);
+            return HS_ERR(-ENOSYS,
+                          "all-reduce: the direct path needs a transport that reads same-host "
+                          "peers' memory (hsshm); this one is %s",
+                          hs_transport_provider(t));
+        }
+        if (want_direct && items >= 3 && ar->cap >= 2 * (size_t)P) {
+            ar->direct_tmp = hs_malloc(DIRECT_CHUNK * sizeof(float), "all-reduce direct chunk");
+            ar->direct_all = hs_calloc((size_t)P, sizeof(struct direct_msg), "all-reduce direct");
+            if (!ar->direct_tmp || !ar->direct_all) {
+                hs_allreduce_destroy(&ar);
+                return -ENOMEM;
+            }
+        }
         if (!ar->scratch || !ar->free_slots || !ar->reqs || !ar->item || !ar->slot ||
             (tiny && !ar->bounce)) {
             hs_allreduce_destroy(&ar);
@@ -234,6 +281,8 @@ void hs_allreduce_destroy(hs_allreduce_t **ar)
         if (a->reqs[i]) hs_transport_req_free(a->t, &a->reqs[i]);
     free(a->scratch);
     free(a->bounce);
+    free(a->direct_tmp);
+    free(a->direct_all);
     free(a->free_slots);
     free(a->reqs);
     free(a->item);
@@ -366,6 +415,111 @@ static void cancel_all(hs_allreduce_t *ar)
     ar->nact = 0;
 }
 
+/* --- the direct path (same-host peers whose memory this rank can read) -------------------- */
+
+/* One all-to-all of small messages for `phase` of operation op: every rank sends `mine`
+ * to every other and gets theirs into all[] (indexed by rank; all[rank] = mine). It is also
+ * a barrier: it returns once every rank has reached this phase. */
+static int direct_exchange(hs_allreduce_t *ar, uint64_t op, uint32_t phase, direct_msg_t *mine,
+                           direct_msg_t *all, double timeout)
+{
+    int P = ar->P;
+    uint32_t tag = item_tag(ar, op, phase);
+    mine->magic = DIRECT_MAGIC;
+    mine->phase = phase;
+    mine->op = op;
+    all[ar->rank] = *mine;
+    size_t n = 0;
+    int rc = 0;
+    for (int d = 1; d < P && rc == 0; d++) {
+        int from = mod(ar->rank - d, P), to = (ar->rank + d) % P;
+        rc = hs_transport_irecv(ar->t, from, tag, &all[from], sizeof all[from], &ar->reqs[n++]);
+        if (rc == 0) rc = hs_transport_isend(ar->t, to, tag, mine, sizeof *mine, &ar->reqs[n++]);
+    }
+    ar->nact = n;
+    for (size_t left = n; rc == 0 && left > 0; left--) {
+        int i = -1;
+        rc = hs_transport_waitany(ar->t, ar->reqs, (int)n, timeout, &i, NULL);
+        if (rc == 0 && i < 0) rc = HS_ERR(-EIO, "all-reduce: wait returned no request");
+    }
+    if (rc < 0) {
+        cancel_all(ar);
+        hs_error_prefix("all-reduce #%llu (rank %d of %d), direct path, phase %u exchange",
+                        (unsigned long long)op, ar->rank, P, phase);
+        return rc;
+    }
+    ar->nact = 0;
+    for (int r = 0; r < P; r++)
+        if (all[r].magic != DIRECT_MAGIC || all[r].phase != phase || all[r].op != op ||
+            all[r].n != ar->n)
+            return HS_ERR(-EPROTO,
+                          "all-reduce #%llu (rank %d): rank %d sent phase %u of operation %llu "
+                          "for %llu floats (expected phase %u of %llu for %zu): every rank must "
+                          "call the same all-reduces in the same order",
+                          (unsigned long long)op, ar->rank, r, all[r].phase,
+                          (unsigned long long)all[r].op, (unsigned long long)all[r].n, phase,
+                          (unsigned long long)op, ar->n);
+    return 0;
+}
+
+/* Returns 1 when the direct path ran (rc in *rc), 0 when the ranks agreed to use the ring. */
+static int direct_run(hs_allreduce_t *ar, float *buf, float inv, uint64_t op, double timeout,
+                      int *rcp)
+{
+    int P = ar->P, me = ar->rank;
+    direct_msg_t *all = ar->direct_all, mine = {0};
+    mine.addr = (uint64_t)(uintptr_t)buf;
+    mine.n = ar->n;
+    mine.ok = hs_transport_peer_read_ok(ar->t) ? 1 : 0;
+    int rc = direct_exchange(ar, op, 0, &mine, all, timeout);
+    if (rc == 0) {
+        int ok = 1;
+        for (int r = 0; r < P; r++) ok &= all[r].ok == 1;
+        if (!ok) {
+            if (ar->o.path == HS_AR_PATH_DIRECT) {
+                rc = HS_ERR(-ENOSYS,
+                            "all-reduce: HS_AR_PATH=direct but some rank cannot read its peers' "
+                            "memory (transport %s)",
+                            hs_transport_provider(ar->t));
+            } else { /* every rank saw the same flags: all use the ring from now on */
+                HS_FREE(ar->direct_tmp);
+                return 0;
+            }
+        }
+    }
+    /* Reduce-scatter: sum my segment over every rank, a cache-sized chunk at a time. */
+    size_t off0 = seg_off(ar, me), len = seg_len(ar, me);
+    for (size_t c = 0; rc == 0 && c < len; c += DIRECT_CHUNK) {
+        size_t m = HS_MIN(DIRECT_CHUNK, len - c);
+        float *y = buf + off0 + c;
+        for (int d = 1; d < P && rc == 0; d++) {
+            int p = (me + d) % P;
+            rc = hs_transport_peer_read(ar->t, p, all[p].addr + (off0 + c) * sizeof(float),
+                                        ar->direct_tmp, m * sizeof(float));
+            if (rc == 0) {
+                if (inv != 0.0f && d == P - 1)
+                    add_scale_into(y, ar->direct_tmp, m, inv);
+                else
+                    add_into(y, ar->direct_tmp, m);
+            }
+        }
+    }
+    if (rc == 0) rc = direct_exchange(ar, op, 1, &mine, all, timeout);
+    /* All-gather: every other finished segment straight into place. */
+    for (int d = 1; d < P && rc == 0; d++) {
+        int p = (me + d) % P;
+        size_t o = seg_off(ar, p);
+        rc = hs_transport_peer_read(ar->t, p, all[p].addr + o * sizeof(float), buf + o,
+                                    seg_len(ar, p) * sizeof(float));
+    }
+    if (rc == 0) rc = direct_exchange(ar, op, 2, &mine, all, timeout);
+    if (rc < 0)
+        hs_error_prefix("all-reduce #%llu (rank %d of %d, %zu floats), direct path",
+                        (unsigned long long)op, me, P, ar->n);
+    *rcp = rc;
+    return 1;
+}
+
 int hs_allreduce_run_avg(hs_allreduce_t *ar, float *buf, int average)
 {
     if (!ar) return HS_ERR(-EINVAL, "hs_allreduce_run: NULL plan");
@@ -379,6 +533,10 @@ int hs_allreduce_run_avg(hs_allreduce_t *ar, float *buf, int average)
     for (int i = 0; i < ar->nslots; i++) ar->free_slots[i] = ar->nslots - 1 - i;
     double timeout = ar->o.timeout_s > 0 ? ar->o.timeout_s : ar->t->opts.timeout_s;
     if (timeout <= 0) timeout = 60;
+    if (ar->direct_tmp) {
+        int rc = 0;
+        if (direct_run(ar, buf, ru.inv, op, timeout, &rc)) return rc;
+    }
 
     int rc = post_recvs(&ru);
     for (size_t k = 0; rc == 0 && k < ar->K; k++) rc = post_send(&ru, 0, k);

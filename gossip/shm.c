@@ -124,6 +124,8 @@ typedef struct shm {
     int thread_on;
     _Atomic int stop;
     unsigned win_seq;
+    uint64_t probe_word; /* HS_SHM_PROBE_MAGIC: peers read it to check process_vm_readv */
+    int peer_read_ok;    /* 1: every peer's probe word could be read */
 } shm_t;
 
 struct hs_twin {
@@ -236,8 +238,8 @@ static int push_peer_locked(shm_t *s, int p, double now, double *next_release)
         if (pe->dead) {
             req_fail_locked(
                 s, r, -ECONNRESET,
-                "rank %d: peer rank %d (pid %u) has exited during a send of %zu bytes (tag %u)",
-                s->t->rank, p, pe->addr.pid, r->cap, r->tag);
+                "rank %d: send of %zu bytes to rank %d (tag %u): rank %d (pid %u) has exited",
+                s->t->rank, r->cap, p, r->tag, p, pe->addr.pid);
             list_unlink(r);
             if (r->orphan) req_destroy(r);
             moved = 1;
@@ -463,10 +465,10 @@ static int check_liveness_locked(shm_t *s, struct hs_treq **reqs, int n, double 
             if (r->bound) s->peers[r->peer].cur_req = NULL;
             list_unlink(r);
             req_fail_locked(s, r, -ECONNRESET,
-                            "rank %d: peer rank %d (pid %u) has exited during a %s (tag %u, "
-                            "%zu of %zu bytes received)",
-                            s->t->rank, r->peer, s->peers[r->peer].addr.pid, kind_name(r), r->tag,
-                            r->done, r->bound ? r->len : (size_t)0);
+                            "rank %d: %s from rank %d (tag %u, %zu of %zu bytes received): "
+                            "rank %d (pid %u) has exited",
+                            s->t->rank, kind_name(r), r->peer, r->tag, r->done,
+                            r->bound ? r->len : (size_t)0, r->peer, s->peers[r->peer].addr.pid);
         } else if (r->peer < 0) {
             int dead = 0;
             for (int p = 0; p < s->t->size; p++) dead += s->peers[p].dead;
@@ -587,6 +589,8 @@ static int shm_address(hs_transport_t *t, void *buf, size_t *len)
     struct stat ns;
     if (stat("/proc/self/ns/pid", &ns) == 0) a.pidns = (uint64_t)ns.st_ino;
     a.ring_bytes = s->ring_bytes;
+    s->probe_word = HS_SHM_PROBE_MAGIC;
+    a.probe = (uint64_t)(uintptr_t)&s->probe_word;
     gethostname(a.host, sizeof a.host - 1);
     snprintf(a.name, sizeof a.name, "%s", s->name);
     memcpy(buf, &a, sizeof a);
@@ -664,6 +668,21 @@ static int shm_connect(hs_transport_t *t, const void *all, size_t stride)
         pe->in = ring_of(s->seg, s->ring_bytes, r);
         pe->in_data = (char *)pe->in + RING_HDR_BYTES;
         atomic_fetch_add(&pe->seg->mapped, 1);
+    }
+    /* Direct reads (process_vm_readv) need ptrace rights over the peers; find out now. */
+    s->peer_read_ok = 1;
+    for (int r = 0; r < t->size; r++) {
+        if (r == t->rank) continue;
+        uint64_t w = 0;
+        struct iovec lo = {&w, sizeof w},
+                     re = {(void *)(uintptr_t)s->peers[r].addr.probe, sizeof w};
+        if (process_vm_readv((pid_t)s->peers[r].addr.pid, &lo, 1, &re, 1, 0) != (ssize_t)sizeof w ||
+            w != HS_SHM_PROBE_MAGIC) {
+            HS_DEBUG("rank %d: cannot read rank %d's memory (%s): direct collectives off", t->rank,
+                     r, strerror(errno));
+            s->peer_read_ok = 0;
+            break;
+        }
     }
     const char **hosts = hs_calloc((size_t)t->size, sizeof *hosts, "host names");
     if (!hosts) return -ENOMEM;
@@ -1183,6 +1202,34 @@ static int shm_atomic_add(hs_transport_t *t, hs_twin_t *w, int target, size_t of
                   t->rank);
 }
 
+static int shm_peer_read_ok(const hs_transport_t *t)
+{
+    const shm_t *s = t->impl;
+    return s->peer_read_ok;
+}
+
+static int shm_peer_read(hs_transport_t *t, int peer, uint64_t remote, void *local, size_t len)
+{
+    shm_t *s = t->impl;
+    if (!len) return 0;
+    if (peer == t->rank) {
+        memmove(local, (const void *)(uintptr_t)remote, len);
+        return 0;
+    }
+    struct iovec lo = {local, len}, re = {(void *)(uintptr_t)remote, len};
+    pid_t pid = (pid_t)s->peers[peer].addr.pid;
+    ssize_t got = process_vm_readv(pid, &lo, 1, &re, 1, 0);
+    if (got == (ssize_t)len) return 0;
+    int e = got < 0 ? errno : EIO;
+    if (e == ESRCH || pid_dead((unsigned)pid))
+        return HS_ERR(-ECONNRESET,
+                      "rank %d: direct read of %zu bytes from rank %d: rank %d (pid %d) has "
+                      "exited",
+                      t->rank, len, peer, peer, (int)pid);
+    return HS_ERR(-e, "rank %d: process_vm_readv of %zu bytes from rank %d (pid %d) failed: %s",
+                  t->rank, len, peer, (int)pid, got < 0 ? strerror(e) : "short read");
+}
+
 static const char *shm_provider(const hs_transport_t *t)
 {
     (void)t;
@@ -1210,4 +1257,6 @@ const hs_transport_ops_t hs_shm_ops = {
     .get = shm_get,
     .atomic_add = shm_atomic_add,
     .provider = shm_provider,
+    .peer_read_ok = shm_peer_read_ok,
+    .peer_read = shm_peer_read,
 };

@@ -34,16 +34,18 @@
 #define HS_SHM_ADDR_MAGIC   0x41535348u /* "HSSA" */
 #define HS_SHM_SEG_MAGIC    0x53535348u /* "HSSS" */
 #define HS_SHM_WIN_MAGIC    0x57535348u /* "HSSW" */
+#define HS_SHM_PROBE_MAGIC  0x5052534853524145ull
 #define HS_SHM_HOST_MAX     64
 #define HS_SHM_NAME_MAX     64
 #define HS_SHM_ALIGN        64
 
-/* Address blob: 16 + 8 + 8 + 64 + 64 = 160 bytes (<= HS_TRANSPORT_ADDR_MAX). */
+/* Address blob: 16 + 8 + 8 + 8 + 64 + 64 = 168 bytes (<= HS_TRANSPORT_ADDR_MAX). */
 typedef struct hs_shm_addr_v1 {
     uint32_t magic, version;
     uint32_t rank, pid;
     uint64_t pidns;      /* inode of /proc/self/ns/pid: the peers must share it */
     uint64_t ring_bytes; /* data bytes of each ring of the segment */
+    uint64_t probe;      /* address of a word holding HS_SHM_PROBE_MAGIC (peer-read check) */
     char host[HS_SHM_HOST_MAX];
     char name[HS_SHM_NAME_MAX]; /* shm_open name of the segment */
 } hs_shm_addr_v1_t;

@@ -140,6 +140,20 @@ int hs_transport_size(const hs_transport_t *t)
     return t->size;
 }
 
+int hs_transport_peer_read_ok(const hs_transport_t *t)
+{
+    return HAS_OP(t, peer_read_ok) && HAS_OP(t, peer_read) && t->ops->peer_read_ok(t);
+}
+
+int hs_transport_peer_read(hs_transport_t *t, int peer, uint64_t remote, void *local, size_t len)
+{
+    NEED_OP(t, peer_read);
+    if (peer < 0 || peer >= t->size)
+        return HS_ERR(-EINVAL, "peer_read: rank %d is out of range for %d ranks", peer, t->size);
+    if (!local && len) return HS_ERR(-EINVAL, "peer_read: NULL buffer");
+    return t->ops->peer_read(t, peer, remote, local, len);
+}
+
 const char *hs_transport_provider(const hs_transport_t *t)
 {
     return HAS_OP(t, provider) ? t->ops->provider(t) : t->ops->name;

@@ -1,5 +1,6 @@
 /*
- * tests/test_allreduce.c — the ring all-reduce across processes started by `hearsay run`.
+ * tests/test_allreduce.c — the all-reduce (direct path on hsshm, ring over hsshm and tcp)
+ * across processes started by `hearsay run`.
  *
  * Each test starts $HS_BIN run -n N around tests/allreduce_worker, which compares every
  * result with the sum it computes directly (see that file), and asserts on the exit status
@@ -146,9 +147,32 @@ START_TEST(test_sum_avg_4)
 }
 END_TEST
 
+/* The default on one host is the direct path over hsshm; the ring must stay right too, over
+ * hsshm and over libfabric (tcp), and the direct path when asked for by name. */
+START_TEST(test_sum_avg_4_ring)
+{
+    setenv("HS_AR_PATH", "ring", 1);
+    run_check("4");
+}
+END_TEST
+
+START_TEST(test_sum_avg_3_tcp_ring)
+{
+    setenv("HS_PROVIDER", "tcp", 1);
+    run_check("3");
+}
+END_TEST
+
+START_TEST(test_sum_avg_3_direct)
+{
+    setenv("HS_AR_PATH", "direct", 1);
+    run_check("3");
+}
+END_TEST
+
 /* Rank 2 of 4 leaves after one all-reduce; the others must report an error naming a rank
  * within the 10 s bound (their timeout is 8 s; a dead neighbour is noticed sooner). */
-START_TEST(test_dead_rank_is_reported)
+static void dead_rank(void)
 {
     find_programs();
     job_t j;
@@ -178,6 +202,18 @@ START_TEST(test_dead_rank_is_reported)
                   j.out);
     free(j.out);
 }
+
+START_TEST(test_dead_rank_is_reported)
+{
+    dead_rank();
+}
+END_TEST
+
+START_TEST(test_dead_rank_is_reported_ring)
+{
+    setenv("HS_AR_PATH", "ring", 1);
+    dead_rank();
+}
 END_TEST
 
 int main(void)
@@ -188,7 +224,11 @@ int main(void)
     tcase_add_test(tc, test_sum_avg_2);
     tcase_add_test(tc, test_sum_avg_3);
     tcase_add_test(tc, test_sum_avg_4);
+    tcase_add_test(tc, test_sum_avg_4_ring);
+    tcase_add_test(tc, test_sum_avg_3_tcp_ring);
+    tcase_add_test(tc, test_sum_avg_3_direct);
     tcase_add_test(tc, test_dead_rank_is_reported);
+    tcase_add_test(tc, test_dead_rank_is_reported_ring);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

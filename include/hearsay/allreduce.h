@@ -9,6 +9,15 @@
  * buffer (no copy). Reduce-scatter receives land in scratch slots and are added in place;
  * all-gather receives land directly in the user's buffer.
  *
+ * On one host with the shared-memory transport (hsshm) the default is the direct path
+ * instead: the ranks announce their buffers in a message to every rank, each rank sums its
+ * own segment by reading the others' straight from their memory (hs_transport_peer_read:
+ * one copy, in cache-sized chunks), the ranks tell each other they are done, each copies the
+ * other finished segments straight into its buffer, and a last exchange says nobody reads
+ * any more. Same segments and the same order of additions on every rank as a rule: every
+ * rank ends with bit-identical values. It moves half the bytes of the ring and needs no
+ * cooperation from a descheduled peer, which matters when ranks outnumber cores.
+ *
  * A plan (hs_allreduce_t) is made once per buffer length and reused on the hot path: it
  * holds the scratch slots and the request tables, so a call allocates nothing in this
  * module. Tags are taken from a reserved range (opts.tag_base .. tag_base + tag_span) and
@@ -46,11 +55,15 @@ typedef struct hs_allreduce_opts {
     uint32_t tag_base;  /* first tag of the reserved range (0 = HS_ALLREDUCE_TAG_BASE) */
     uint32_t tag_span;  /* tags in the range (0 = HS_ALLREDUCE_TAG_SPAN) */
     int average;        /* 1: divide the sum by the number of ranks */
+    int path;           /* HS_AR_PATH_AUTO (direct where the transport can read peers'
+                           memory: hsshm), _RING or _DIRECT; HS_AR_PATH=auto|ring|direct */
 } hs_allreduce_opts_t;
 
+enum { HS_AR_PATH_AUTO = 0, HS_AR_PATH_RING = 1, HS_AR_PATH_DIRECT = 2 };
+
 /* Fill `o` with the defaults (sum, default chunk, depth and timeout, default tag range),
- * then apply HS_AR_CHUNK_BYTES and HS_AR_DEPTH from the environment where set. Returns 0 or
- * -EINVAL naming the bad variable. */
+ * then apply HS_AR_CHUNK_BYTES, HS_AR_DEPTH and HS_AR_PATH from the environment where set. Returns
+ * 0 or -EINVAL naming the bad variable. */
 int hs_allreduce_opts_default(hs_allreduce_opts_t *o);
 
 /* Make a plan for all-reducing buffers of n floats over transport t (which must outlive the

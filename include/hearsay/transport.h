@@ -140,6 +140,13 @@ typedef struct hs_transport_ops {
                       size_t n, int dtype, hs_treq_t **req);
     /* Name of the provider in use ("hsshm", or libfabric's "shm", "tcp;ofi_rxm", ...). */
     const char *(*provider)(const hs_transport_t *t);
+    /* Same-host direct reads (hsshm): 1 when peer_read works with every peer (checked when
+     * connecting), else 0. */
+    int (*peer_read_ok)(const hs_transport_t *t);
+    /* Copy len bytes at address `remote` of rank peer's memory into local: one copy, no
+     * action from the peer, synchronous. The caller makes sure the peer leaves those bytes
+     * alone meanwhile (collectives announce their buffers in messages). */
+    int (*peer_read)(hs_transport_t *t, int peer, uint64_t remote, void *local, size_t len);
 } hs_transport_ops_t;
 
 /* The context every backend shares; backends keep their own state in impl. */
@@ -201,6 +208,12 @@ int hs_transport_recv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size
                       hs_tstatus_t *st);
 /* Barrier over the transport (start-up, shutdown, tests; never on the training path). */
 int hs_transport_barrier(hs_transport_t *t);
+
+/* Direct reads of a same-host peer's memory (see the ops contract): 1 when every peer can
+ * be read this way (hsshm where the kernel allows process_vm_readv), else 0. */
+int hs_transport_peer_read_ok(const hs_transport_t *t);
+/* -ENOSYS where unsupported; errors name the peer (a dead one: -ECONNRESET). */
+int hs_transport_peer_read(hs_transport_t *t, int peer, uint64_t remote, void *local, size_t len);
 
 /* Collective: expose buf[0..len) on every rank as a window. */
 int hs_transport_win_create(hs_transport_t *t, void *buf, size_t len, hs_twin_t **win);
