@@ -61,7 +61,7 @@ static const hs_option_t ar_options[] = {
      .type = HS_OPT_STRING,
      .def = "auto",
      .metavar = "NAME",
-     .help = "libfabric provider of hearsay's transport (auto: shm on one host)"},
+     .help = "transport provider: auto (hsshm on one host), hsshm, or libfabric's tcp, shm, .."},
     {.name = "chunk",
      .type = HS_OPT_STRING,
      .def = "0",
@@ -100,7 +100,8 @@ static const hs_cfg_spec_t ar_spec = {
     .usage = "hearsay bench allreduce [OPTIONS]",
     .summary =
         "Median time of an all-reduce (sum) of a float buffer on N local ranks: hearsay's\n"
-        "pipelined ring over the libfabric transport, and Open MPI's MPI_Allreduce in the same\n"
+        "(the direct path over hsshm on one host, else the pipelined ring; HS_AR_PATH=ring\n"
+        "forces the ring) and Open MPI's MPI_Allreduce in the same\n"
         "run (mpirun --oversubscribe) where MPI is built in. Reports the algorithm bandwidth\n"
         "(bytes / time), the bus bandwidth (bytes * 2(N-1)/N / time) and the ratio\n"
         "mpi_time / hearsay_time (> 1: hearsay is faster). Times are the slowest rank's.",
@@ -328,8 +329,7 @@ static void print_result(int json, int P, size_t bytes, const result_t *h, const
                "\"cores\": %d, \"provider\": \"%s\", \"fi_shm_disable_cma\": \"%s\", "
                "\"chunk_bytes\": %zu, \"depth\": %d, \"reps\": %d, "
                "\"median_s\": %.6g, \"min_s\": %.6g, \"algbw_GBps\": %.4g, \"busbw_GBps\": %.4g",
-               P, bytes, sz, hs_bl_cores(), h->provider,
-               getenv("FI_SHM_DISABLE_CMA") ?: (strcmp(h->provider, "shm") ? "unset" : "1"),
+               P, bytes, sz, hs_bl_cores(), h->provider, getenv("FI_SHM_DISABLE_CMA") ?: "unset",
                h->chunk, h->depth, h->reps, h->med, h->min, h_alg, h_bus);
         if (m && m->have) {
             double m_alg = bytes / m->med / 1e9;

@@ -50,7 +50,7 @@ int hs_bench_p2p_ref(const char *prov, const size_t *sizes, const int *iters, in
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: hearsay bench p2p [--json] [--provider auto|shm|tcp|...] [--min 64K]\n"
+            "usage: hearsay bench p2p [--json] [--provider auto|hsshm|tcp|shm|...] [--min 64K]\n"
             "                         [--max 64M] [--iters N] [--reps R] [--chunk BYTES]\n"
             "                         [--progress-thread] [--shaping SPEC] [--reference fi|none]\n"
             "Ping-pong latency and streaming bandwidth of tagged sends between 2 ranks.\n"

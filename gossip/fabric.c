@@ -44,6 +44,8 @@ static int shm_trusted(void)
 
 static const char *map_provider(const char *name, int all_local)
 {
+    /* "auto" reaches this backend only when the ranks span hosts (on one host the generic
+     * layer picks hsshm); kept complete for callers that open this backend directly. */
     if (!name || !*name || !strcmp(name, "auto"))
         return all_local && shm_trusted() ? "shm" : "tcp;ofi_rxm";
     if (!strcmp(name, "tcp")) return "tcp;ofi_rxm";
@@ -114,13 +116,15 @@ static int fab_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     const char *prov = map_provider(o->provider, all_local);
     if (!strcmp(prov, "shm") && !shm_trusted() && !getenv("HS_SHM_QUIET"))
         HS_WARN("rank %d: the shm provider of libfabric %u.%u loses messages that arrive before "
-                "their receive is posted (fixed in 1.19); prefer --provider tcp",
+                "their receive is posted (fixed in 1.19); prefer --provider hsshm (or auto) on one "
+                "host, tcp across hosts",
                 t->rank, FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
     snprintf(f->prov, sizeof f->prov, "%s", prov);
-    /* Measured here: shm without CMA is 2-3x faster for large messages. The tcp provider
-     * ignores the domain hint, so a single-host job is pinned to loopback. Never override
-     * what the user set. */
-    if (!strcmp(prov, "shm")) setenv("FI_SHM_DISABLE_CMA", "1", 0);
+    /* shm keeps libfabric's default large-message path (CMA): with ranks on busy or
+     * oversubscribed cores, CMA off (FI_SHM_DISABLE_CMA=1) measured 15-40x slower here,
+     * since both processes must run for each bounce-buffer hop (docs/benchmarks.md). The tcp
+     * provider ignores the domain hint, so a single-host job is pinned to loopback. Never
+     * override what the user set. */
     if (all_local && !strncmp(prov, "tcp", 3)) setenv("FI_TCP_IFACE", "lo", 0);
 
     HS_TRY(get_info(f, prov, &f->info));

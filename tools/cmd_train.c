@@ -180,8 +180,8 @@ static const hs_option_t train_options[] = {
      .type = HS_OPT_STRING,
      .def = "auto",
      .metavar = "NAME",
-     .help = "libfabric provider: auto (tcp; shm on one host from libfabric 1.19), shm, tcp, "
-             "verbs, efa, .."},
+     .help = "transport: auto (hsshm when every rank is on this host, else tcp), hsshm "
+             "(Hearsay's shared memory), or a libfabric provider: tcp, shm, verbs, efa, .."},
     {.name = "progress-thread",
      .type = HS_OPT_BOOL,
      .def = "false",
