@@ -4,6 +4,7 @@
  * CQ's wait object, peer liveness, probe, barrier and the optional progress thread.
  */
 #include "gossip/fabric.h"
+#include "gossip/transport_impl.h"
 #include "hearsay/common.h"
 
 #include <poll.h>
@@ -480,15 +481,7 @@ static int peer_dead(fab_t *f, int peer)
     if (peer == f->t->rank || strcmp(me->host, p->host) || !me->pidns || me->pidns != p->pidns ||
         p->pid == me->pid)
         return 0;
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%u/stat", p->pid);
-    FILE *fp = fopen(path, "r");
-    if (!fp) return errno == ENOENT;
-    size_t n = fread(buf, 1, sizeof buf - 1, fp);
-    fclose(fp);
-    buf[n] = '\0';
-    const char *rp = strrchr(buf, ')');
-    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+    return hs_pid_gone(p->pid);
 }
 
 static void check_liveness_locked(fab_t *f, hs_treq_t **reqs, int n, double now)
@@ -802,27 +795,19 @@ void hs_fab_req_free(hs_transport_t *t, hs_treq_t **req)
     pthread_mutex_unlock(&f->lock);
 }
 
-/* Dissemination barrier over CTRL messages: ceil(log2 n) rounds. */
+static int ctrl_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
+                      hs_treq_t **req)
+{
+    return hs_fab_isend_any(t, 1, peer, tag, buf, len, req);
+}
+
+static int ctrl_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
+                      hs_treq_t **req)
+{
+    return hs_fab_irecv_any(t, 1, peer, tag, 0, buf, cap, req);
+}
+
 int hs_fab_barrier(hs_transport_t *t)
 {
-    int n = t->size, me = t->rank;
-    char out = 1, in[1];
-    int round = 0;
-    for (int k = 1; k < n; k <<= 1, round++) {
-        hs_treq_t *rq[2] = {NULL, NULL};
-        uint32_t tag = HS_FAB_CTRL_BARRIER | ((uint32_t)round << 8);
-        HS_TRY(hs_fab_irecv_any(t, 1, (me - k + n) % n, tag, 0, in, sizeof in, &rq[0]));
-        int rc = hs_fab_isend_any(t, 1, (me + k) % n, tag, &out, 1, &rq[1]);
-        for (int done = 0; rc == 0 && done < 2; done++) {
-            int idx;
-            rc = hs_fab_waitany(t, rq, 2, t->opts.timeout_s, &idx, NULL);
-        }
-        if (rc < 0) {
-            for (int i = 0; i < 2; i++)
-                if (rq[i]) hs_fab_req_free(t, &rq[i]);
-            hs_error_prefix("barrier round %d", round);
-            return rc;
-        }
-    }
-    return 0;
+    return hs_transport_ctrl_barrier(t, HS_FAB_CTRL_BARRIER, ctrl_isend, ctrl_irecv);
 }

@@ -23,6 +23,7 @@
  * lock-free between processes.
  */
 #include "gossip/shm_wire.h"
+#include "gossip/transport_impl.h"
 #include "hearsay/common.h"
 #include "hearsay/shaping.h"
 #include "hearsay/transport.h"
@@ -423,19 +424,6 @@ static int progress_locked(shm_t *s, double *next_release)
 
 /* --- liveness ---------------------------------------------------------------------------- */
 
-static int pid_dead(unsigned pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%u/stat", pid);
-    FILE *fp = fopen(path, "r");
-    if (!fp) return errno == ENOENT;
-    size_t n = fread(buf, 1, sizeof buf - 1, fp);
-    fclose(fp);
-    buf[n] = '\0';
-    const char *rp = strrchr(buf, ')');
-    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
-}
-
 /* Mark peers that exited (checked at most every LIVENESS_PERIOD_S); returns how many of the
  * peers the requests wait for are dead. */
 static int check_liveness_locked(shm_t *s, struct hs_treq **reqs, int n, double now)
@@ -450,7 +438,7 @@ static int check_liveness_locked(shm_t *s, struct hs_treq **reqs, int n, double 
             peer_t *pe = &s->peers[p];
             if (p == s->t->rank || pe->dead || now - pe->last_alive < LIVENESS_PERIOD_S) continue;
             pe->last_alive = now;
-            if (pid_dead(pe->addr.pid)) pe->dead = newly = 1;
+            if (hs_pid_gone(pe->addr.pid)) pe->dead = newly = 1;
         }
     }
     if (!newly) return 0;
@@ -1065,29 +1053,21 @@ static void shm_req_free(hs_transport_t *t, hs_treq_t **req)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* Dissemination barrier over CTRL messages: ceil(log2 n) rounds. */
+static int ctrl_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
+                      hs_treq_t **req)
+{
+    return isend_any(t, 1, peer, tag, buf, len, req);
+}
+
+static int ctrl_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
+                      hs_treq_t **req)
+{
+    return irecv_any(t, 1, peer, tag, 0, buf, cap, req);
+}
+
 static int shm_barrier(hs_transport_t *t)
 {
-    int n = t->size, me = t->rank;
-    char out = 1, in[1];
-    int round = 0;
-    for (int k = 1; k < n; k <<= 1, round++) {
-        hs_treq_t *rq[2] = {NULL, NULL};
-        uint32_t tag = HS_SHM_CTRL_BARRIER | ((uint32_t)round << 8);
-        HS_TRY(irecv_any(t, 1, (me - k + n) % n, tag, 0, in, sizeof in, &rq[0]));
-        int rc = isend_any(t, 1, (me + k) % n, tag, &out, 1, &rq[1]);
-        for (int done = 0; rc == 0 && done < 2; done++) {
-            int idx;
-            rc = shm_waitany(t, rq, 2, t->opts.timeout_s, &idx, NULL);
-        }
-        if (rc < 0) {
-            for (int i = 0; i < 2; i++)
-                if (rq[i]) shm_req_free(t, &rq[i]);
-            hs_error_prefix("barrier round %d", round);
-            return rc;
-        }
-    }
-    return 0;
+    return hs_transport_ctrl_barrier(t, HS_SHM_CTRL_BARRIER, ctrl_isend, ctrl_irecv);
 }
 
 /* --- windows: one copy between the processes ----------------------------------------------- */
@@ -1221,7 +1201,7 @@ static int shm_peer_read(hs_transport_t *t, int peer, uint64_t remote, void *loc
     ssize_t got = process_vm_readv(pid, &lo, 1, &re, 1, 0);
     if (got == (ssize_t)len) return 0;
     int e = got < 0 ? errno : EIO;
-    if (e == ESRCH || pid_dead((unsigned)pid))
+    if (e == ESRCH || hs_pid_gone((unsigned)pid))
         return HS_ERR(-ECONNRESET,
                       "rank %d: direct read of %zu bytes from rank %d: rank %d (pid %d) has "
                       "exited",

@@ -4,9 +4,11 @@
  * table, blocking helpers. Backends (gossip/fabric*.c) never see an unchecked argument.
  */
 #include "hearsay/transport.h"
+#include "gossip/transport_impl.h"
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,4 +309,44 @@ int hs_transport_atomic_add_double(hs_transport_t *t, hs_twin_t *w, int target, 
     HS_TRY(check_peer(t, target, 0, "atomic add"));
     NEED_OP(t, atomic_add);
     return t->ops->atomic_add(t, w, target, offset, buf, n, 8, req);
+}
+
+/* --- shared by the backends (gossip/transport_impl.h) ------------------------------------- */
+
+int hs_transport_ctrl_barrier(hs_transport_t *t, uint32_t tag, hs_ctrl_isend_fn isend,
+                              hs_ctrl_irecv_fn irecv)
+{
+    int n = t->size, me = t->rank;
+    char out = 1, in[1];
+    int round = 0;
+    for (int k = 1; k < n; k <<= 1, round++) {
+        hs_treq_t *rq[2] = {NULL, NULL};
+        uint32_t rtag = tag | ((uint32_t)round << 8);
+        HS_TRY(irecv(t, (me - k + n) % n, rtag, in, sizeof in, &rq[0]));
+        int rc = isend(t, (me + k) % n, rtag, &out, 1, &rq[1]);
+        for (int done = 0; rc == 0 && done < 2; done++) {
+            int idx;
+            rc = t->ops->waitany(t, rq, 2, t->opts.timeout_s, &idx, NULL);
+        }
+        if (rc < 0) {
+            for (int i = 0; i < 2; i++)
+                if (rq[i]) t->ops->req_free(t, &rq[i]);
+            hs_error_prefix("barrier round %d", round);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int hs_pid_gone(unsigned pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%u/stat", pid);
+    FILE *fp = fopen(path, "r");
+    if (!fp) return errno == ENOENT;
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
 }

@@ -1,0 +1,24 @@
+/*
+ * gossip/transport_impl.h — helpers the transport backends share (gossip/fabric*.c,
+ * gossip/shm.c); not part of the public API.
+ */
+#ifndef HEARSAY_GOSSIP_TRANSPORT_IMPL_H
+#define HEARSAY_GOSSIP_TRANSPORT_IMPL_H
+
+#include "hearsay/transport.h"
+
+/* A backend's non-blocking send / receive of its own CTRL traffic (tags apart from users'). */
+typedef int (*hs_ctrl_isend_fn)(hs_transport_t *t, int peer, uint32_t tag, const void *buf,
+                                size_t len, hs_treq_t **req);
+typedef int (*hs_ctrl_irecv_fn)(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
+                                hs_treq_t **req);
+
+/* Dissemination barrier over CTRL messages (ceil(log2 n) rounds, round r uses tag
+ * tag | r << 8), waiting through the backend's waitany with opts.timeout_s. */
+int hs_transport_ctrl_barrier(hs_transport_t *t, uint32_t tag, hs_ctrl_isend_fn isend,
+                              hs_ctrl_irecv_fn irecv);
+
+/* 1 when process pid (of this pid namespace) has exited or is a zombie, else 0. */
+int hs_pid_gone(unsigned pid);
+
+#endif
