@@ -221,6 +221,7 @@ static int write_summary(run_t *R, const hs_rank_final_t *all, const hs_avg_eval
     json_str(f, "algo", R->ops->name, ",");
     fprintf(f, "  \"ranks\": %d,\n", d->size);
     json_str(f, "graph", R->topo ? hs_topo_spec(R->topo) : "", ",");
+    json_str(f, "transport", R->t ? hs_transport_provider(R->t) : "", ",");
     fprintf(f, "  \"tau\": %d,\n", !strcmp(R->ops->name, "osgp") ? o->tau : 1);
     json_str(f, "model", o->model, ",");
     json_str(f, "data", o->data, ",");
