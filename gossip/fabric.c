@@ -156,6 +156,16 @@ static int fab_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     if (ret) return hs_fab_err(f, ret, "fi_ep_bind", -1, "(address vector)");
     ret = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV);
     if (ret) return hs_fab_err(f, ret, "fi_ep_bind", -1, "(completion queue)");
+    if (!strcmp(f->prov, "shm")) {
+        /* shm names its region after the pid by default, and a region left behind by a
+         * killed rank makes fi_enable fail with EBUSY for a new process that reuses the pid:
+         * name it uniquely instead. */
+        char name[64];
+        snprintf(name, sizeof name, "hearsay-%u-%d-%08lx", (unsigned)getpid(), t->rank,
+                 (unsigned long)((uint64_t)(hs_now() * 1e9) & 0xFFFFFFFFul));
+        ret = fi_setname(&f->ep->fid, name, strlen(name) + 1);
+        if (ret) return hs_fab_err(f, ret, "fi_setname", -1, "(shm endpoint name)");
+    }
     ret = fi_enable(f->ep);
     if (ret) return hs_fab_err(f, ret, "fi_enable", -1, NULL);
     if (f->info->caps & FI_ATOMIC) hs_fab_query_atomics(f);
