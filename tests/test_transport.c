@@ -251,6 +251,38 @@ START_TEST(test_inproc_hsshm)
 }
 END_TEST
 
+/* hsshm refuses ranks on several hosts, and a peer address of another backend, by name. */
+START_TEST(test_hsshm_errors)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "hsshm");
+    hs_transport_t *t = NULL, *u = NULL;
+    ck_assert_int_eq(hs_transport_create(&t, 0, 2, 0, &o), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "one host"));
+    ck_assert_ptr_null(t);
+    /* rank 0 on hsshm, rank 1 on tcp: rank 0's connect names the mismatch */
+    ck_assert_int_eq(hs_transport_create(&t, 0, 2, 1, &o), 0);
+    hs_transport_opts_t ot;
+    tt_opts(&ot, "tcp");
+    ck_assert_int_eq(hs_transport_create(&u, 1, 2, 1, &ot), 0);
+    char all[2][HS_TRANSPORT_ADDR_MAX];
+    memset(all, 0, sizeof all);
+    size_t len;
+    ck_assert_int_eq(hs_transport_address(t, all[0], &len), 0);
+    ck_assert_int_eq(hs_transport_address(u, all[1], &len), 0);
+    ck_assert_int_eq(hs_transport_connect(t, all, HS_TRANSPORT_ADDR_MAX), -EPROTO);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "same --provider"));
+    ck_assert_str_eq(hs_transport_provider(t), "hsshm");
+    hs_transport_close(&t);
+    hs_transport_close(&u);
+    /* a bad ring size is refused naming the variable */
+    setenv("HS_SHM_RING_BYTES", "12", 1);
+    ck_assert_int_eq(hs_transport_create(&t, 0, 2, 1, &o), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "HS_SHM_RING_BYTES"));
+    unsetenv("HS_SHM_RING_BYTES");
+}
+END_TEST
+
 /* --- forked ranks ---------------------------------------------------------------------- */
 
 /* Every rank sends 6 messages of random size (0 .. 300 KiB, so most are multi-chunk) to
@@ -616,6 +648,7 @@ int main(void)
     tcase_add_test(c, test_inproc_shm);
     tcase_add_test(c, test_inproc_tcp);
     tcase_add_test(c, test_inproc_hsshm);
+    tcase_add_test(c, test_hsshm_errors);
     suite_add_tcase(s, c);
     c = tcase_create("world");
     tcase_set_timeout(c, 60);
