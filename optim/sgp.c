@@ -17,7 +17,8 @@
  * Keeping z and only ever forming weighted means is the same push-sum, but immune to the
  * scale of w: a rank whose out-peer is silent (paused) loses weight geometrically, and an
  * explicit float x = w z would underflow to zero within a few hundred rounds (and an unscaled
- * step on x would move z by lr / w). A receiver thread keeps receives posted (HS_ANY_SOURCE,
+ * step on x would move z by lr / w; --sgp-step x takes that step, for fidelity to the
+ * paper, and needs --max-staleness). A receiver thread keeps receives posted (HS_ANY_SOURCE,
  * HS_TAG_GOSSIP) and folds every message into a running weighted mean as soon as it arrives,
  * so a sleeping or paused worker still receives and its senders never stall on it; step 4
  * swaps that accumulator out under a lock. Nothing here waits for a peer's computation.
@@ -330,8 +331,12 @@ static int sgp_step(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
     hs_kernels_t *k = d->k;
-    /* 1. the local step, taken on z (x moves by w times it) */
-    HS_TRY(hs_worker_apply(d->worker));
+    /* 1. the local step, taken on z (x moves by w times it); --sgp-step x: on x as in the
+     * paper, x -= lr * update, i.e. z moves by the update / w */
+    if (d->o->sgp_step_x)
+        HS_TRY(hs_worker_apply_scaled(d->worker, 1.0 / a->w));
+    else
+        HS_TRY(hs_worker_apply(d->worker));
 
     /* 2. the snapshot buffers of this slot must be free */
     sgp_round_t *r = &a->rounds[t % a->tau];
@@ -500,6 +505,9 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau)
     *out = NULL;
     if (!d->topo) return HS_ERR(-EINVAL, "SGP needs a graph (--graph)");
     if (tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", tau);
+    if (d->o->sgp_step_x && d->o->max_staleness <= 0 && d->rank == 0)
+        HS_WARN("--sgp-step x without --max-staleness: under unbounded delays a rank's w can "
+                "drift toward 0 and its step lr / w diverge (use --max-staleness 1 or 2)");
     hs_algo_t *a = hs_calloc(1, sizeof *a, "SGP state");
     if (!a) return -ENOMEM;
     pthread_mutex_init(&a->mu, NULL);

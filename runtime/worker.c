@@ -210,6 +210,16 @@ int hs_worker_apply(hs_worker_t *w)
     return 0;
 }
 
+int hs_worker_apply_scaled(hs_worker_t *w, double lr_scale)
+{
+    if (!(lr_scale > 0) || !isfinite(lr_scale))
+        return HS_ERR(-EINVAL, "learning-rate scale %g is not a finite number > 0", lr_scale);
+    float lr = (float)(hs_worker_lr(w) * lr_scale);
+    HS_TRY(hs_sgd_step(w->opt, hs_model_params(w->model), hs_model_grads(w->model), lr));
+    w->iter++;
+    return 0;
+}
+
 int hs_worker_apply_to(hs_worker_t *w, float *params)
 {
     float lr = (float)hs_worker_lr(w);

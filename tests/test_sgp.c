@@ -235,6 +235,14 @@ START_TEST(test_sgp_target)
 }
 END_TEST
 
+/* The paper's step on x (--sgp-step x) reaches the target too, with the bounded delay it
+ * needs (without it a rank's w drifted to 0.01 here and lr / w diverged). */
+START_TEST(test_sgp_step_x_target)
+{
+    reaches_target("sgp", "--sgp-step x --max-staleness 1");
+}
+END_TEST
+
 START_TEST(test_osgp_target)
 {
     reaches_target("osgp", "--tau 3");
@@ -576,6 +584,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_allreduce_crash);
     tcase_add_test(tc, test_sgp_target);
     tcase_add_test(tc, test_osgp_target);
+    tcase_add_test(tc, test_sgp_step_x_target);
     tcase_add_test(tc, test_sgp_weight_sum);
     tcase_add_test(tc, test_sgp_max_staleness);
     tcase_add_test(tc, test_sgp_crash);

@@ -124,6 +124,13 @@ static const hs_option_t train_options[] = {
      .metavar = "S",
      .help = "sgp/osgp: before mixing round t, wait (bounded by --comm-timeout) for every "
              "message the in-peers sent up to round t-S (0: never wait, the default)"},
+    {.name = "sgp-step",
+     .type = HS_OPT_ENUM,
+     .def = "z",
+     .choices = "z|x",
+     .help = "sgp/osgp: take the local step on z (the default: z moves by the optimizer's step "
+             "whatever w is) or on x as in the SGP paper (z moves by the step / w; use it with "
+             "--max-staleness 1 or 2: unbounded delays let w drift toward 0 and lr / w diverge)"},
     {.name = "tau",
      .type = HS_OPT_INT,
      .def = "2",
@@ -314,6 +321,7 @@ int hs_cmd_train(int argc, char **argv)
         o.graph = "biring"; /* D-PSGD needs an undirected graph */
     o.tau = (int)hs_cfg_int(cfg, "tau");
     o.max_staleness = hs_cfg_int(cfg, "max-staleness");
+    o.sgp_step_x = !strcmp(hs_cfg_str(cfg, "sgp-step"), "x");
     int elastic = !strcmp(o.algo, "easgd") || !strcmp(o.algo, "eamsgd") || !strcmp(o.algo, "lsgd");
     if (elastic && hs_cfg_source(cfg, "tau") == HS_CFG_DEFAULT) o.tau = 1;
     if (!strcmp(o.algo, "eamsgd")) o.nesterov = 1; /* EAMSGD: Nesterov momentum locally */

@@ -62,6 +62,8 @@ typedef struct hs_train_opts {
     int tau;                       /* OSGP: send rounds that may be outstanding (>= 1) */
     long max_staleness;            /* SGP/OSGP: wait for in-peers' messages older than this many
                                     * iterations (0: never wait) */
+    int sgp_step_x;                /* SGP/OSGP: 1 = the paper's step on x (z moves by the
+                                    * step / w), 0 = the step on z (default) */
     const char *const *stragglers; /* --straggler specs (n_stragglers of them) */
     size_t n_stragglers;
     const char *link;       /* link shaping spec (NULL: none), hearsay/shaping.h */
@@ -122,6 +124,8 @@ double hs_worker_lr(const hs_worker_t *w);
 /* The local optimizer step on the worker's parameters with the current lr; advances the
  * iteration counter. */
 int hs_worker_apply(hs_worker_t *w);
+/* hs_worker_apply with the learning rate of this iteration multiplied by lr_scale (> 0). */
+int hs_worker_apply_scaled(hs_worker_t *w, double lr_scale);
 /* The same step applied to another parameter buffer (device, num_params floats) with the
  * model's gradient: SGP steps on its numerator x while the model holds z = x / w. Advances
  * the iteration counter. */
