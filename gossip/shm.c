@@ -45,7 +45,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_CHUNK     (256u << 10) /* measured: 256 KiB chunks keep both copies in cache */
+#define DEFAULT_CHUNK (256u << 10) /* measured: 256 KiB chunks keep both copies in cache */
+/* Messages from 1 MiB on go by address (one copy, by the receiver) when ranks outnumber
+ * cores. Measured (docs/benchmarks.md): the eager path's two copies overlap on two cores and
+ * stream 5.2 GB/s at 16 MiB where process_vm_readv copies 2.8-3.4 GB/s, but they cost more
+ * CPU in all: 4 ranks on 2 cores ran a gossip exchange 11-15 % faster by address. */
+#define DEFAULT_RDV       (1u << 20)
 #define RING_MAX          (4u << 20)
 #define RING_MIN          (256u << 10)
 #define RING_BUDGET       (2ull << 30) /* all rings of all ranks together, at most */
@@ -77,6 +82,7 @@ struct hs_treq {
     size_t nchunk; /* shaped sends: chunks, chunk size */
     size_t csize;
     unsigned seq;
+    int rdv;                     /* send by RTS: the receiver copies from buf itself */
     struct hs_treq *prev, *next; /* posted receives / a peer's send queue */
 };
 
@@ -98,6 +104,8 @@ typedef struct peer {
     hs_shm_ring_hdr_t *in; /* its ring in my segment (I consume) */
     char *in_data;
     struct hs_treq sendq; /* sentinel: sends to this peer, FIFO */
+    struct hs_treq rdvq;  /* sentinel: RTS sends written, waiting for the peer to copy them */
+    uint64_t rdv_acked;   /* RTS sends of ours the peer finished (mirrors out->rdv_done) */
     unsigned seq_out, seq_in;
     /* the message from this peer in progress: a bound receive, an unexpected buffer or
      * nothing (drop the rest: the receive was freed or too small) */
@@ -114,6 +122,7 @@ typedef struct shm {
     char name[HS_SHM_NAME_MAX];
     hs_shm_seg_hdr_t *seg; /* mine */
     size_t seg_bytes, ring_bytes, chunk;
+    size_t rdv_bytes; /* messages at least this long go by RTS where possible (0: never) */
     int unlinked, connected;
     peer_t *peers;         /* (size) */
     struct hs_treq posted; /* sentinel: posted receives, in posting order */
@@ -234,6 +243,28 @@ static int push_peer_locked(shm_t *s, int p, double now, double *next_release)
     hs_shm_ring_hdr_t *ring = pe->out;
     const size_t cap = s->ring_bytes;
     int moved = 0;
+    /* RTS sends the peer has copied (in the order they were written) are complete. */
+    uint64_t acked = atomic_load_explicit(&ring->rdv_done, memory_order_acquire);
+    while (pe->rdv_acked < acked && pe->rdvq.next != &pe->rdvq) {
+        struct hs_treq *r = pe->rdvq.next;
+        list_unlink(r);
+        pe->rdv_acked++;
+        moved = 1;
+        if (r->orphan)
+            req_destroy(r);
+        else
+            r->complete = 1;
+    }
+    while (pe->dead && pe->rdvq.next != &pe->rdvq) {
+        struct hs_treq *r = pe->rdvq.next;
+        list_unlink(r);
+        req_fail_locked(s, r, -ECONNRESET,
+                        "rank %d: send of %zu bytes to rank %d (tag %u): rank %d (pid %u) exited "
+                        "before reading it",
+                        s->t->rank, r->cap, p, r->tag, p, pe->addr.pid);
+        if (r->orphan) req_destroy(r);
+        moved = 1;
+    }
     while (pe->sendq.next != &pe->sendq) {
         struct hs_treq *r = pe->sendq.next;
         if (pe->dead) {
@@ -243,6 +274,42 @@ static int push_peer_locked(shm_t *s, int p, double now, double *next_release)
                 s->t->rank, r->cap, p, r->tag, p, pe->addr.pid);
             list_unlink(r);
             if (r->orphan) req_destroy(r);
+            moved = 1;
+            continue;
+        }
+        if (r->rdv) { /* one RTS record: the address; the peer copies the data itself */
+            size_t need = HS_SHM_REC_HDR + HS_SHM_ALIGN;
+            uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
+            uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
+            size_t pos = (size_t)(tail % cap), to_end = cap - pos;
+            size_t want = need <= to_end ? need : to_end + need;
+            if (cap - (size_t)(tail - head) < want) {
+                atomic_store(&ring->producer_waiting, 1);
+                head = atomic_load(&ring->head);
+                if (cap - (size_t)(tail - head) < want) return moved;
+                atomic_store(&ring->producer_waiting, 0);
+            }
+            if (need > to_end) {
+                hs_shm_rec_t *pad = (hs_shm_rec_t *)(pe->out_data + pos);
+                pad->kind = HS_SHM_REC_PAD;
+                pad->len = 0;
+                tail += to_end;
+                pos = 0;
+            }
+            hs_shm_rec_t *rec = (hs_shm_rec_t *)(pe->out_data + pos);
+            rec->kind = HS_SHM_REC_RTS;
+            rec->tag = r->tag;
+            rec->msg_len = r->cap;
+            rec->off = 0;
+            rec->len = sizeof(uint64_t);
+            rec->seq = r->seq;
+            uint64_t addr = (uint64_t)(uintptr_t)r->buf;
+            memcpy((char *)rec + HS_SHM_REC_HDR, &addr, sizeof addr);
+            atomic_store_explicit(&ring->tail, tail + need, memory_order_release);
+            ring_bell(pe->seg);
+            r->done = r->cap;
+            list_unlink(r);
+            list_append(&pe->rdvq, r);
             moved = 1;
             continue;
         }
@@ -326,6 +393,64 @@ static void bind_recv_locked(shm_t *s, struct hs_treq *r, int src, uint32_t tag,
     pe->cur_req = r;
 }
 
+/* Copy len bytes at addr in process pid into dst (process_vm_readv, looping over partial
+ * reads). 0 or -errno. */
+static int cma_read(pid_t pid, uint64_t addr, void *dst, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        struct iovec lo = {(char *)dst + got, len - got};
+        struct iovec re = {(void *)(uintptr_t)(addr + got), len - got};
+        ssize_t n = process_vm_readv(pid, &lo, 1, &re, 1, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return n < 0 ? -errno : -EIO;
+        got += (size_t)n;
+    }
+    return 0;
+}
+
+/* An RTS record from peer p has been matched (pe->cur_req or pe->cur_ux, or neither when the
+ * message is dropped): copy the message from the sender, then tell it so. */
+static void take_rts_locked(shm_t *s, int p, const hs_shm_rec_t *rec)
+{
+    peer_t *pe = &s->peers[p];
+    uint64_t addr;
+    memcpy(&addr, (const char *)rec + HS_SHM_REC_HDR, sizeof addr);
+    size_t len = (size_t)rec->msg_len;
+    char *dst = pe->cur_req ? pe->cur_req->buf : pe->cur_ux ? pe->cur_ux->buf : NULL;
+    int rc = dst && len ? cma_read((pid_t)pe->addr.pid, addr, dst, len) : 0;
+    if (pe->cur_req) {
+        struct hs_treq *r = pe->cur_req;
+        pe->cur_req = NULL;
+        r->bound = 0;
+        if (rc < 0) {
+            req_fail_locked(s, r, rc == -ESRCH ? -ECONNRESET : rc,
+                            "rank %d: receive from rank %d (tag %u): reading its %zu bytes "
+                            "(process_vm_readv) failed: %s",
+                            s->t->rank, p, r->tag, len, strerror(-rc));
+        } else {
+            r->done = len;
+            if (r->orphan)
+                req_destroy(r);
+            else
+                r->complete = 1;
+        }
+    } else if (pe->cur_ux) {
+        ux_t *u = pe->cur_ux;
+        pe->cur_ux = NULL;
+        if (rc < 0) { /* the sender is gone or broken: its message is lost, say so */
+            HS_WARN("rank %d: dropped a message of %zu bytes from rank %d (tag %u): reading it "
+                    "failed: %s",
+                    s->t->rank, len, p, u->tag, strerror(-rc));
+            ux_unlink_free(u);
+        } else {
+            u->got = len;
+        }
+    }
+    atomic_fetch_add(&pe->in->rdv_done, 1);
+    ring_bell(pe->seg);
+}
+
 /* Consume the records of peer p's ring. Returns 1 when something moved. */
 static int pull_peer_locked(shm_t *s, int p)
 {
@@ -375,7 +500,9 @@ static int pull_peer_locked(shm_t *s, int p)
             }
         }
         const char *data = (const char *)rec + HS_SHM_REC_HDR;
-        if (pe->cur_req) {
+        if ((rec->kind & 0xFF) == HS_SHM_REC_RTS) {
+            take_rts_locked(s, p, rec);
+        } else if (pe->cur_req) {
             struct hs_treq *r = pe->cur_req;
             if (n) memcpy(r->buf + off, data, n);
             r->done += n;
@@ -518,8 +645,18 @@ static int shm_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     s->chunk = s->chunk / HS_SHM_ALIGN * HS_SHM_ALIGN;
     s->peers = hs_calloc((size_t)n, sizeof *s->peers, "shared-memory peers");
     if (!s->peers) return -ENOMEM;
-    for (int p = 0; p < n; p++)
-        s->peers[p].sendq.next = s->peers[p].sendq.prev = &s->peers[p].sendq;
+    for (int p = 0; p < n; p++) {
+        peer_t *pe = &s->peers[p];
+        pe->sendq.next = pe->sendq.prev = &pe->sendq;
+        pe->rdvq.next = pe->rdvq.prev = &pe->rdvq;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    s->rdv_bytes = cores > 0 && n > cores ? DEFAULT_RDV : 0;
+    if ((v = getenv("HS_SHM_RDV_BYTES")) && *v) {
+        long b;
+        HS_TRY(hs_parse_long(v, 0, 1L << 40, "HS_SHM_RDV_BYTES (0: never)", &b));
+        s->rdv_bytes = (size_t)b;
+    }
     HS_TRY(hs_shape_parse(o->shaping, &s->shape));
 
     uint64_t rnd = ((uint64_t)getpid() << 32) ^ (uint64_t)(hs_now() * 1e9);
@@ -672,6 +809,8 @@ static int shm_connect(hs_transport_t *t, const void *all, size_t stride)
             break;
         }
     }
+    /* Senders may hand this rank large messages by address (RTS) only if it can read them. */
+    atomic_store(&s->seg->reader_ok, s->peer_read_ok ? 1u : 2u);
     const char **hosts = hs_calloc((size_t)t->size, sizeof *hosts, "host names");
     if (!hosts) return -ENOMEM;
     for (int r = 0; r < t->size; r++) hosts[r] = s->peers[r].addr.host;
@@ -701,6 +840,11 @@ static void shm_close(hs_transport_t *t)
             peer_t *pe = &s->peers[p];
             while (pe->sendq.next != &pe->sendq) {
                 struct hs_treq *r = pe->sendq.next;
+                list_unlink(r);
+                if (r->orphan) req_destroy(r);
+            }
+            while (pe->rdvq.next != &pe->rdvq) {
+                struct hs_treq *r = pe->rdvq.next;
                 list_unlink(r);
                 if (r->orphan) req_destroy(r);
             }
@@ -819,6 +963,9 @@ static int isend_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, const 
             r->rel[k] =
                 hs_shaper_release(s->shaper, peer, HS_MIN(r->csize, len - k * r->csize), now);
     }
+    /* Large unshaped messages go by address when the receiver can read this process. */
+    r->rdv = !ctrl && !r->rel && s->rdv_bytes && len >= s->rdv_bytes &&
+             atomic_load(&pe->seg->reader_ok) == 1;
     list_append(&pe->sendq, r);
     double nr = hs_now() + 3600;
     push_peer_locked(s, peer, hs_now(), &nr);
@@ -933,7 +1080,10 @@ static int shm_progress(hs_transport_t *t)
 
 static void describe(shm_t *s, const struct hs_treq *r, char *out, size_t n)
 {
-    if (r->kind == REQ_SEND)
+    if (r->kind == REQ_SEND && r->rdv && r->done)
+        snprintf(out, n, "send of %zu bytes to rank %d (tag %u, waiting for it to read them)",
+                 r->cap, r->peer, r->tag);
+    else if (r->kind == REQ_SEND)
         snprintf(out, n, "send of %zu bytes to rank %d (tag %u, %zu bytes in its ring)", r->cap,
                  r->peer, r->tag, r->done);
     else if (r->peer < 0)
@@ -1025,6 +1175,25 @@ static void shm_req_free(hs_transport_t *t, hs_treq_t **req)
     *req = NULL;
     if (!r) return;
     pthread_mutex_lock(&s->lock);
+    if (!r->complete && r->kind == REQ_SEND && r->rdv && r->done > 0) {
+        /* Its address is out: the receiver copies from the caller's buffer when it reaches
+         * the record. Wait for that (bounded), so the buffer is free on return. */
+        pthread_mutex_unlock(&s->lock);
+        hs_treq_t *w = r;
+        if (shm_waitany(t, &w, 1, t->opts.timeout_s, &(int){0}, NULL) < 0 && w) {
+            pthread_mutex_lock(&s->lock);
+            if (w->complete) {
+                req_destroy(w);
+            } else {
+                w->orphan = 1; /* freed when the peer acknowledges it or is found dead */
+                HS_WARN("rank %d: freed a send of %zu bytes to rank %d that it has not read "
+                        "yet (%s); its buffer must stay valid",
+                        t->rank, w->cap, w->peer, hs_last_error());
+            }
+            pthread_mutex_unlock(&s->lock);
+        }
+        return;
+    }
     if (r->complete) {
         req_destroy(r);
     } else if (r->kind == REQ_SEND && r->prev && r->done > 0) {

@@ -22,6 +22,11 @@
  *   A message of L bytes travels as ceil(L / C) DATA records (one when L = 0), in order and
  *   never interleaved with another message on the same ring; record k carries bytes
  *   [off, off + len) and every record repeats the tag and the total length.
+ *   A large message may instead travel as one RTS record (when the receiver's reader_ok is
+ *   set): its 8-byte payload is the address of the data in the sender, which the receiver
+ *   copies itself (process_vm_readv, one copy) when it reaches the record, then increments
+ *   the ring's rdv_done and rings the sender's doorbell; RTS records are finished in ring
+ *   order, so the sender completes its RTS sends in the order it wrote them.
  */
 #ifndef HEARSAY_GOSSIP_SHM_WIRE_H
 #define HEARSAY_GOSSIP_SHM_WIRE_H
@@ -57,16 +62,19 @@ typedef struct hs_shm_seg_hdr {
     _Atomic uint32_t mapped; /* ranks that mapped the segment (the owner unlinks the name
                                 once every peer has) */
     alignas(HS_SHM_ALIGN) _Atomic uint32_t doorbell;
-    _Atomic uint32_t sleepers; /* owner threads blocked on the doorbell */
+    _Atomic uint32_t sleepers;  /* owner threads blocked on the doorbell */
+    _Atomic uint32_t reader_ok; /* 1: the owner can read every peer's memory (checked at
+                                   connect), so senders may use RTS records; 0 unknown */
 } hs_shm_seg_hdr_t;
 
 typedef struct hs_shm_ring_hdr {
     alignas(HS_SHM_ALIGN) _Atomic uint64_t tail;
     alignas(HS_SHM_ALIGN) _Atomic uint64_t head;
     alignas(HS_SHM_ALIGN) _Atomic uint32_t producer_waiting;
+    alignas(HS_SHM_ALIGN) _Atomic uint64_t rdv_done; /* RTS messages the consumer finished */
 } hs_shm_ring_hdr_t;
 
-enum { HS_SHM_REC_DATA = 1, HS_SHM_REC_PAD = 2 };
+enum { HS_SHM_REC_DATA = 1, HS_SHM_REC_PAD = 2, HS_SHM_REC_RTS = 3 };
 #define HS_SHM_REC_CTRL 0x100u /* flag: the transport's own traffic (barrier, windows) */
 
 typedef struct hs_shm_rec {

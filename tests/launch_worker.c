@@ -166,13 +166,18 @@ static int do_fail(int who, int code)
     hs_boot_t *b;
     int me = env_rank();
     if (hs_boot_init(&b, NULL) < 0) return fail(me, "hs_boot_init");
+    if (me != who) {
+        printf("rank %d sleeping pid %d\n", me, (int)getpid());
+        fflush(stdout);
+    }
+    /* Everyone has said it sleeps before rank `who` fails (else the launcher may end a rank
+     * before it printed, and the test would count too few). */
+    if (hs_boot_barrier(b) < 0) return fail(me, "hs_boot_barrier");
     if (me == who) {
         printf("rank %d failing with %d\n", me, code);
         fflush(stdout);
         return code;
     }
-    printf("rank %d sleeping pid %d\n", me, (int)getpid());
-    fflush(stdout);
     hs_sleep(60);
     printf("rank %d woke up: it was not ended\n", me);
     return 0;

@@ -436,6 +436,74 @@ START_TEST(test_world_late_receives_hsshm)
 }
 END_TEST
 
+/* The same two tests with messages from 64 KiB on sent by address (RTS: the receiver copies
+ * them with process_vm_readv), as hsshm does by default when ranks outnumber cores. */
+static void rdv_64k(int rank)
+{
+    (void)rank;
+    setenv("HS_SHM_RDV_BYTES", "65536", 1);
+}
+
+static void small_rings_rdv(int rank)
+{
+    small_rings(rank);
+    rdv_64k(rank);
+}
+
+START_TEST(test_world_alltoall_hsshm_rdv)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "hsshm");
+    ck_assert_int_eq(tt_run_world(4, &o, 1, alltoall, NULL, 40, NULL, rdv_64k), 0);
+}
+END_TEST
+
+START_TEST(test_world_late_receives_hsshm_rdv)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "hsshm");
+    int freed_send = 1;
+    ck_assert_int_eq(tt_run_world(2, &o, 1, late_receives, &freed_send, 40, NULL, small_rings_rdv),
+                     0);
+}
+END_TEST
+
+/* A receiver that dies before reading a message sent by address: the sender's wait fails
+ * naming it, well before the 20 s timeout. Rank 1 says goodbye and exits without another
+ * transport call, so nothing of it reads the message that rank 0 sends after the goodbye. */
+static int rdv_receiver_dies(hs_transport_t *t, void *arg)
+{
+    (void)arg;
+    size_t big = 1 << 20;
+    char *b = calloc(1, big), bye = 'b';
+    if (hs_transport_rank(t) == 1) {
+        hs_treq_t *r = NULL;
+        if (hs_transport_isend(t, 0, 6, &bye, 1, &r)) RFAIL("isend bye");
+        _exit(3); /* eager: the goodbye is in rank 0's ring already */
+    }
+    if (hs_transport_recv(t, 1, 6, &bye, 1, NULL)) RFAIL("recv bye");
+    hs_treq_t *r = NULL;
+    if (hs_transport_isend(t, 1, 7, b, big, &r)) RFAIL("isend");
+    double t0 = hs_now();
+    int rc = hs_transport_wait(t, &r, 0, NULL);
+    double dt = hs_now() - t0;
+    if (rc == 0) RFAIL("a send to a dead rank completed");
+    if (dt > 5) RFAIL("took %.1f s to notice", dt);
+    if (!strstr(hs_last_error(), "rank 1")) RFAIL("error does not name rank 1");
+    fprintf(stderr, "(expected) dead reader detected in %.2f s: %s\n", dt, hs_last_error());
+    free(b);
+    return 0;
+}
+
+START_TEST(test_world_rdv_receiver_dies_hsshm)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "hsshm");
+    int expect[2] = {0, 3};
+    ck_assert_int_eq(tt_run_world(2, &o, 1, rdv_receiver_dies, NULL, 30, expect, rdv_64k), 0);
+}
+END_TEST
+
 START_TEST(test_world_late_receives_tcp)
 {
     hs_transport_opts_t o;
@@ -657,6 +725,9 @@ int main(void)
     tcase_add_test(c, test_world_shaping_tcp);
     tcase_add_test(c, test_world_alltoall_hsshm);
     tcase_add_test(c, test_world_late_receives_hsshm);
+    tcase_add_test(c, test_world_alltoall_hsshm_rdv);
+    tcase_add_test(c, test_world_late_receives_hsshm_rdv);
+    tcase_add_test(c, test_world_rdv_receiver_dies_hsshm);
     tcase_add_test(c, test_world_late_receives_tcp);
     tcase_add_test(c, test_world_peer_death_hsshm);
     tcase_add_test(c, test_world_shaping_hsshm);
