@@ -568,7 +568,13 @@ static int check_liveness_locked(shm_t *s, struct hs_treq **reqs, int n, double 
             if (hs_pid_gone(pe->addr.pid)) pe->dead = newly = 1;
         }
     }
-    if (!newly) return 0;
+    /* A peer found dead earlier (by another wait, e.g. a receive from any rank) must fail the
+     * requests that name it too, not only those of the wait that found it. */
+    int waits_on_dead = 0;
+    for (int i = 0; i < n && !newly && !waits_on_dead; i++)
+        waits_on_dead = reqs[i] && !reqs[i]->complete && reqs[i]->peer >= 0 &&
+                        reqs[i]->peer != s->t->rank && s->peers[reqs[i]->peer].dead;
+    if (!newly && !waits_on_dead) return 0;
     /* Whatever a dead peer wrote before it exited is in its ring: take it first. */
     double nr;
     progress_locked(s, &nr);

@@ -368,6 +368,9 @@ START_TEST(test_sgp_crash)
     }
     ck_assert(summary_has(dir, "\"rank\": 2, \"after_iteration\""));
     ck_assert(summary_has(dir, "rank 2 failed at/after iteration"));
+    /* the survivors notice the exit (liveness probe), not --drain-timeout's 5 s of silence */
+    ck_assert_msg(!log_has(dir, "of silence at the end of the run"),
+                  "a survivor waited out the drain timeout instead of noticing the exit");
     long iters = (long)summary_num(dir, "iterations");
     for (int r = 0; r < 4; r++) {
         double fin = summary_rank_num(dir, r, "finished");
