@@ -235,13 +235,42 @@ static const char *kind_name(const struct hs_treq *r)
 
 /* --- progress: the sending side ---------------------------------------------------------- */
 
+/* Make room for a record of `need` bytes in my ring at peer pe: 1 with *tail (where the
+ * record's end is counted from) and *pos (its offset in the data), after a PAD record when
+ * it would not fit before the end; 0 when the ring is full (the consumer will ring). */
+static int reserve_locked(shm_t *s, peer_t *pe, size_t need, uint64_t *tail, size_t *pos)
+{
+    hs_shm_ring_hdr_t *ring = pe->out;
+    const size_t cap = s->ring_bytes;
+    uint64_t t = atomic_load_explicit(&ring->tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
+    size_t p = (size_t)(t % cap), to_end = cap - p;
+    size_t want = need <= to_end ? need : to_end + need;
+    if (cap - (size_t)(t - head) < want) {
+        /* Full: ask the consumer for a bell, then look once more. */
+        atomic_store(&ring->producer_waiting, 1);
+        head = atomic_load(&ring->head);
+        if (cap - (size_t)(t - head) < want) return 0;
+        atomic_store(&ring->producer_waiting, 0);
+    }
+    if (need > to_end) {
+        hs_shm_rec_t *pad = (hs_shm_rec_t *)(pe->out_data + p);
+        pad->kind = HS_SHM_REC_PAD;
+        pad->len = 0;
+        t += to_end;
+        p = 0;
+    }
+    *tail = t;
+    *pos = p;
+    return 1;
+}
+
 /* Write as many records of the sends queued to peer p as its ring and the shaper allow.
  * Returns 1 when something moved. Sets *next_release to the earliest pending release. */
 static int push_peer_locked(shm_t *s, int p, double now, double *next_release)
 {
     peer_t *pe = &s->peers[p];
     hs_shm_ring_hdr_t *ring = pe->out;
-    const size_t cap = s->ring_bytes;
     int moved = 0;
     /* RTS sends the peer has copied (in the order they were written) are complete. */
     uint64_t acked = atomic_load_explicit(&ring->rdv_done, memory_order_acquire);
@@ -279,23 +308,9 @@ static int push_peer_locked(shm_t *s, int p, double now, double *next_release)
         }
         if (r->rdv) { /* one RTS record: the address; the peer copies the data itself */
             size_t need = HS_SHM_REC_HDR + HS_SHM_ALIGN;
-            uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
-            uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
-            size_t pos = (size_t)(tail % cap), to_end = cap - pos;
-            size_t want = need <= to_end ? need : to_end + need;
-            if (cap - (size_t)(tail - head) < want) {
-                atomic_store(&ring->producer_waiting, 1);
-                head = atomic_load(&ring->head);
-                if (cap - (size_t)(tail - head) < want) return moved;
-                atomic_store(&ring->producer_waiting, 0);
-            }
-            if (need > to_end) {
-                hs_shm_rec_t *pad = (hs_shm_rec_t *)(pe->out_data + pos);
-                pad->kind = HS_SHM_REC_PAD;
-                pad->len = 0;
-                tail += to_end;
-                pos = 0;
-            }
+            uint64_t tail;
+            size_t pos;
+            if (!reserve_locked(s, pe, need, &tail, &pos)) return moved;
             hs_shm_rec_t *rec = (hs_shm_rec_t *)(pe->out_data + pos);
             rec->kind = HS_SHM_REC_RTS;
             rec->tag = r->tag;
@@ -321,24 +336,9 @@ static int push_peer_locked(shm_t *s, int p, double now, double *next_release)
             }
             size_t n = HS_MIN(r->csize ? r->csize : s->chunk, r->cap - r->done);
             size_t need = HS_SHM_REC_HDR + align_up(n, HS_SHM_ALIGN);
-            uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
-            uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
-            size_t pos = (size_t)(tail % cap), to_end = cap - pos;
-            size_t want = need <= to_end ? need : to_end + need;
-            if (cap - (size_t)(tail - head) < want) {
-                /* Full: ask the consumer for a bell, then look once more. */
-                atomic_store(&ring->producer_waiting, 1);
-                head = atomic_load(&ring->head);
-                if (cap - (size_t)(tail - head) < want) return moved;
-                atomic_store(&ring->producer_waiting, 0);
-            }
-            if (need > to_end) {
-                hs_shm_rec_t *pad = (hs_shm_rec_t *)(pe->out_data + pos);
-                pad->kind = HS_SHM_REC_PAD;
-                pad->len = 0;
-                tail += to_end;
-                pos = 0;
-            }
+            uint64_t tail;
+            size_t pos;
+            if (!reserve_locked(s, pe, need, &tail, &pos)) return moved;
             hs_shm_rec_t *rec = (hs_shm_rec_t *)(pe->out_data + pos);
             rec->kind = HS_SHM_REC_DATA | (r->ctrl ? HS_SHM_REC_CTRL : 0);
             rec->tag = r->tag;
