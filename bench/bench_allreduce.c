@@ -354,25 +354,11 @@ static void print_result(int json, int P, size_t bytes, const result_t *h, const
 int hs_bench_allreduce(int argc, char **argv)
 {
     hs_cfg_t *cfg = NULL;
-    if (hs_cfg_create(&cfg, &ar_spec) < 0) {
-        fprintf(stderr, "hearsay bench allreduce: %s\n", hs_last_error());
-        return 1;
-    }
-    int rc = hs_cfg_parse_args(cfg, argc, argv);
-    if (rc == HS_CFG_HELP) {
-        hs_cfg_print_help(cfg, stdout);
-        hs_cfg_free(&cfg);
-        return 0;
-    }
     size_t sizes[HS_BL_MAX_LIST];
     int ranks[HS_BL_MAX_LIST], nsizes = 0, nranks = 0;
-    if (rc == 0) rc = hs_bl_parse_sizes(hs_cfg_str(cfg, "sizes"), "--sizes", sizes, &nsizes);
-    if (rc == 0) rc = hs_bl_parse_ints(hs_cfg_str(cfg, "ranks"), "--ranks", 1, 256, ranks, &nranks);
-    if (rc < 0) {
-        fprintf(stderr, "hearsay bench allreduce: %s\n", hs_last_error());
-        hs_cfg_free(&cfg);
-        return 2;
-    }
+    int early =
+        hs_bl_start("allreduce", &ar_spec, argc, argv, 1, &cfg, sizes, &nsizes, ranks, &nranks);
+    if (early >= 0) return early;
     int status = 0;
     if (hs_cfg_bool(cfg, "worker")) {
         status = hearsay_worker(cfg, sizes, nsizes);

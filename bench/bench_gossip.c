@@ -339,25 +339,10 @@ static int collect(char *const argv[], double limit, const size_t *sizes, int ns
 int hs_bench_gossip(int argc, char **argv)
 {
     hs_cfg_t *cfg = NULL;
-    if (hs_cfg_create(&cfg, &g_spec) < 0) {
-        fprintf(stderr, "hearsay bench gossip: %s\n", hs_last_error());
-        return 1;
-    }
-    int rc = hs_cfg_parse_args(cfg, argc, argv);
-    if (rc == HS_CFG_HELP) {
-        hs_cfg_print_help(cfg, stdout);
-        hs_cfg_free(&cfg);
-        return 0;
-    }
     size_t sizes[HS_BL_MAX_LIST];
     int ranks[HS_BL_MAX_LIST], nsizes = 0, nranks = 0;
-    if (rc == 0) rc = hs_bl_parse_sizes(hs_cfg_str(cfg, "sizes"), "--sizes", sizes, &nsizes);
-    if (rc == 0) rc = hs_bl_parse_ints(hs_cfg_str(cfg, "ranks"), "--ranks", 2, 256, ranks, &nranks);
-    if (rc < 0) {
-        fprintf(stderr, "hearsay bench gossip: %s\n", hs_last_error());
-        hs_cfg_free(&cfg);
-        return 2;
-    }
+    int early = hs_bl_start("gossip", &g_spec, argc, argv, 2, &cfg, sizes, &nsizes, ranks, &nranks);
+    if (early >= 0) return early;
     if (hs_cfg_bool(cfg, "worker")) {
         int st = gossip_worker(cfg, sizes, nsizes);
         hs_cfg_free(&cfg);

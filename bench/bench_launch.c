@@ -3,6 +3,7 @@
 
 #include "hearsay/allreduce.h"
 #include "hearsay/common.h"
+#include "hearsay/config.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -228,4 +229,30 @@ int hs_bl_cores(void)
 {
     long c = sysconf(_SC_NPROCESSORS_ONLN);
     return c > 0 ? (int)c : 1;
+}
+
+int hs_bl_start(const char *name, const struct hs_cfg_spec *spec, int argc, char **argv,
+                long min_ranks, struct hs_cfg **cfg, size_t *sizes, int *nsizes, int *ranks,
+                int *nranks)
+{
+    *cfg = NULL;
+    if (hs_cfg_create(cfg, spec) < 0) {
+        fprintf(stderr, "hearsay bench %s: %s\n", name, hs_last_error());
+        return 1;
+    }
+    int rc = hs_cfg_parse_args(*cfg, argc, argv);
+    if (rc == HS_CFG_HELP) {
+        hs_cfg_print_help(*cfg, stdout);
+        hs_cfg_free(cfg);
+        return 0;
+    }
+    if (rc == 0) rc = hs_bl_parse_sizes(hs_cfg_str(*cfg, "sizes"), "--sizes", sizes, nsizes);
+    if (rc == 0)
+        rc = hs_bl_parse_ints(hs_cfg_str(*cfg, "ranks"), "--ranks", min_ranks, 256, ranks, nranks);
+    if (rc < 0) {
+        fprintf(stderr, "hearsay bench %s: %s\n", name, hs_last_error());
+        hs_cfg_free(cfg);
+        return 2;
+    }
+    return -1;
 }

@@ -48,4 +48,14 @@ int hs_bl_gather_max(hs_transport_t *t, double *times, int n, unsigned tag);
 /* Number of online CPUs. */
 int hs_bl_cores(void);
 
+struct hs_cfg;
+struct hs_cfg_spec;
+/* The common start of a multi-rank benchmark command `hearsay bench NAME`: parse argv with
+ * spec, answer --help, and parse its --sizes and --ranks (each rank count >= min_ranks).
+ * Returns -1 to go on (*cfg owned by the caller), else the exit status to return: 0 after
+ * --help, 1 or 2 after an error (printed, naming the command). */
+int hs_bl_start(const char *name, const struct hs_cfg_spec *spec, int argc, char **argv,
+                long min_ranks, struct hs_cfg **cfg, size_t *sizes, int *nsizes, int *ranks,
+                int *nranks);
+
 #endif
