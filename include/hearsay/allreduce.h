@@ -1,5 +1,6 @@
 /*
- * hearsay/allreduce.h — ring all-reduce of a flat float buffer over the transport.
+ * hearsay/allreduce.h — all-reduce of a flat float buffer over the transport (a ring, or
+ * direct reads of the peers' buffers on one host).
  *
  * The synchronous baseline (all-reduce SGD) averages its flat gradient every step with a
  * ring all-reduce: a reduce-scatter followed by an all-gather, 2(n-1) steps that each move
