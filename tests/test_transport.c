@@ -468,6 +468,17 @@ START_TEST(test_world_late_receives_hsshm_rdv)
 }
 END_TEST
 
+/* 8 ranks on 64 KiB rings, RTS from 64 KiB, a progress thread per rank: all-to-all under
+ * contention (senders blocked on full rings while their own rings fill). */
+START_TEST(test_world_alltoall8_hsshm_stress)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "hsshm");
+    o.progress_thread = 1;
+    ck_assert_int_eq(tt_run_world(8, &o, 1, alltoall, NULL, 50, NULL, small_rings_rdv), 0);
+}
+END_TEST
+
 /* A receiver that dies before reading a message sent by address: the sender's wait fails
  * naming it, well before the 20 s timeout. Rank 1 says goodbye and exits without another
  * transport call, so nothing of it reads the message that rank 0 sends after the goodbye. */
@@ -728,6 +739,7 @@ int main(void)
     tcase_add_test(c, test_world_alltoall_hsshm_rdv);
     tcase_add_test(c, test_world_late_receives_hsshm_rdv);
     tcase_add_test(c, test_world_rdv_receiver_dies_hsshm);
+    tcase_add_test(c, test_world_alltoall8_hsshm_stress);
     tcase_add_test(c, test_world_late_receives_tcp);
     tcase_add_test(c, test_world_peer_death_hsshm);
     tcase_add_test(c, test_world_shaping_hsshm);
