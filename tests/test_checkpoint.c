@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/runlib.h"
+
 /* SGP resume end to end needs the algorithm's final drain to count the messages of the
  * resumed iterations only (hs_dist_t.start_iter, see docs/algorithms.md "Checkpoints"):
  * until then a resumed SGP run waits --drain-timeout for messages of iterations before the
@@ -48,41 +50,6 @@ static int run_job(int n, const char *dir, const char *args, double limit_s)
              limit_s, pre, g_bin, args, dir, dir);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-static void show_log(const char *dir)
-{
-    char cmd[PATH_MAX + 64];
-    snprintf(cmd, sizeof cmd, "tail -n 20 '%s.log' >&2", dir);
-    if (system(cmd)) { /* nothing to show */
-    }
-}
-
-static int log_has(const char *dir, const char *text)
-{
-    char cmd[PATH_MAX + 256];
-    snprintf(cmd, sizeof cmd, "grep -qF '%s' '%s.log'", text, dir);
-    return system(cmd) == 0;
-}
-
-/* The number after "key": in DIR/summary.json (NAN when absent). */
-static double summary_num(const char *dir, const char *key)
-{
-    char path[PATH_MAX + 32], pat[128], line[4096];
-    snprintf(path, sizeof path, "%s/summary.json", dir);
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    FILE *f = fopen(path, "r");
-    if (!f) return NAN;
-    double v = NAN;
-    while (fgets(line, sizeof line, f)) {
-        char *p = strstr(line, pat);
-        if (p) {
-            v = strtod(p + strlen(pat), NULL);
-            break;
-        }
-    }
-    fclose(f);
-    return v;
 }
 
 /* The iteration of the first data row of DIR/rank-R.csv (-1 when none). */
@@ -319,12 +286,12 @@ START_TEST(test_allreduce_resume_exact)
     snprintf(args, sizeof args,
              TASK " --algo allreduce --epochs 3 --checkpoint-every 1 --dump-params");
     int rc = run_job(2, a, args, 30);
-    if (rc) show_log(a);
+    if (rc) tr_show_log(a);
     ck_assert_int_eq(rc, 0);
     snprintf(p, sizeof p, "%s/ckpt/rank-1.bin", a);
     hs_ckpt_t c;
     ck_assert_int_eq(hs_ckpt_read(p, &c), 0);
-    long ipe = (long)summary_num(a, "iterations") / 3;
+    long ipe = (long)tr_summary_num(a, "iterations") / 3;
     ck_assert_int_gt(ipe, 1);
     ck_assert_int_eq(c.iteration, 2 * ipe); /* the last one (epoch 2) replaced epoch 1's */
     ck_assert_str_eq(c.algo, "allreduce");
@@ -332,7 +299,7 @@ START_TEST(test_allreduce_resume_exact)
     hs_ckpt_free(&c);
     snprintf(args, sizeof args, TASK " --algo allreduce --epochs 3 --dump-params --resume '%s'", a);
     rc = run_job(2, b, args, 30);
-    if (rc) show_log(b);
+    if (rc) tr_show_log(b);
     ck_assert_int_eq(rc, 0);
     for (int r = 0; r < 2; r++) {
         ck_assert_int_eq(first_row(b, r), 2 * ipe + 1);
@@ -340,7 +307,7 @@ START_TEST(test_allreduce_resume_exact)
         snprintf(q, sizeof q, "%s/rank-%d.final.f32", b, r);
         ck_assert_msg(same_file(p, q), "rank %d: resumed final parameters differ", r);
     }
-    ck_assert(summary_num(a, "final_test_loss") == summary_num(b, "final_test_loss"));
+    ck_assert(tr_summary_num(a, "final_test_loss") == tr_summary_num(b, "final_test_loss"));
 }
 END_TEST
 
@@ -352,12 +319,12 @@ START_TEST(test_local_resume_exact)
     path_of(b, sizeof b, "loc_resumed");
     snprintf(args, sizeof args, TASK " --epochs 2 --checkpoint-every 0.5 --dump-params");
     int rc = run_job(0, a, args, 30);
-    if (rc) show_log(a);
+    if (rc) tr_show_log(a);
     ck_assert_int_eq(rc, 0);
-    long ipe = (long)summary_num(a, "iterations") / 2;
+    long ipe = (long)tr_summary_num(a, "iterations") / 2;
     snprintf(args, sizeof args, TASK " --epochs 2 --dump-params --resume '%s'", a);
     rc = run_job(0, b, args, 30);
-    if (rc) show_log(b);
+    if (rc) tr_show_log(b);
     ck_assert_int_eq(rc, 0);
     long half = llround(0.5 * (double)ipe);
     ck_assert_int_eq(first_row(b, 0), 3 * half + 1);
@@ -375,19 +342,19 @@ START_TEST(test_resume_mismatch)
     path_of(b, sizeof b, "mm_dst");
     snprintf(args, sizeof args, TASK " --algo allreduce --epochs 2 --checkpoint-every 1");
     int rc = run_job(2, a, args, 30);
-    if (rc) show_log(a);
+    if (rc) tr_show_log(a);
     ck_assert_int_eq(rc, 0);
     snprintf(args, sizeof args, TASK " --algo allreduce --epochs 2 --resume '%s'", a);
     ck_assert_int_ne(run_job(3, b, args, 30), 0); /* 3 ranks: rank-2.bin is missing */
-    ck_assert(log_has(b, "ckpt/rank-"));
+    ck_assert(tr_log_has(b, "ckpt/rank-"));
     ck_assert_int_ne(run_job(0, b, TASK " --epochs 2 --resume nowhere", 30), 0);
-    ck_assert(log_has(b, "nowhere/ckpt/rank-0.bin"));
+    ck_assert(tr_log_has(b, "nowhere/ckpt/rank-0.bin"));
     snprintf(args, sizeof args, TASK " --algo sgp --epochs 2 --resume '%s'", a);
     ck_assert_int_ne(run_job(2, b, args, 30), 0);
-    ck_assert(log_has(b, "written by --algo allreduce"));
+    ck_assert(tr_log_has(b, "written by --algo allreduce"));
     snprintf(args, sizeof args, TASK " --algo allreduce --momentum 0 --epochs 2 --resume '%s'", a);
     ck_assert_int_ne(run_job(2, b, args, 30), 0);
-    ck_assert(log_has(b, "velocity"));
+    ck_assert(tr_log_has(b, "velocity"));
     ck_assert_int_ne(run_job(0, b, TASK " --checkpoint-every -1", 30), 0);
 }
 END_TEST
@@ -401,21 +368,21 @@ START_TEST(test_sgp_resume)
     path_of(b, sizeof b, "sgp_resumed");
     snprintf(args, sizeof args, TASK " --algo sgp --epochs 3 --checkpoint-every 1");
     int rc = run_job(3, a, args, 40);
-    if (rc) show_log(a);
+    if (rc) tr_show_log(a);
     ck_assert_int_eq(rc, 0);
-    long ipe = (long)summary_num(a, "iterations") / 3;
+    long ipe = (long)tr_summary_num(a, "iterations") / 3;
     snprintf(args, sizeof args, TASK " --algo sgp --epochs 3 --resume '%s'", a);
     rc = run_job(3, b, args, 40);
-    if (rc) show_log(b);
+    if (rc) tr_show_log(b);
     ck_assert_int_eq(rc, 0);
     for (int r = 0; r < 3; r++) ck_assert_int_eq(first_row(b, r), 2 * ipe + 1);
-    double la = summary_num(a, "final_test_loss"), lb = summary_num(b, "final_test_loss");
+    double la = tr_summary_num(a, "final_test_loss"), lb = tr_summary_num(b, "final_test_loss");
     ck_assert_msg(fabs(la - lb) < 0.1 + 0.5 * la, "losses %g (full) and %g (resumed)", la, lb);
     /* The checkpoint is a consistent cut (every message before it was received): no mass is
      * lost across the resume. */
-    double wsum = summary_num(b, "ps_weight_sum");
+    double wsum = tr_summary_num(b, "ps_weight_sum");
     ck_assert_msg(fabs(wsum - 3.0) < 1e-6, "sum of weights after resume %.9g, not 3", wsum);
-    ck_assert(!log_has(b, "failed"));
+    ck_assert(!tr_log_has(b, "failed"));
 }
 END_TEST
 #endif

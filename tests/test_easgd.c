@@ -22,6 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/runlib.h"
+
 static char g_bin[PATH_MAX], g_worker[PATH_MAX];
 
 #define TASK                                                                                       \
@@ -179,31 +181,6 @@ static int run_job(int n, const char *dir, const char *args, double limit_s)
  * `hearsay run --keep-going` lets the others finish and then exits with it. */
 #define CRASH_STATUS 70
 
-static void show_log(const char *dir)
-{
-    char cmd[PATH_MAX + 64];
-    snprintf(cmd, sizeof cmd, "tail -n 20 '%s.log' >&2", dir);
-    if (system(cmd)) { /* nothing to show */
-    }
-}
-
-static double summary_num(const char *dir, const char *key)
-{
-    char path[PATH_MAX], pat[128], buf[65536];
-    snprintf(path, sizeof path, "%s/summary.json", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return NAN;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = strstr(buf, pat);
-    if (!p) return NAN;
-    p += strlen(pat);
-    if (!strncmp(p, "null", 4)) return NAN;
-    return strtod(p, NULL);
-}
-
 static int file_has(const char *path, const char *text)
 {
     char cmd[PATH_MAX + 256];
@@ -232,7 +209,7 @@ static int center_job(int n, const char *args, const char *name, const char *pat
         if (strstr(line, "CENTER_FAIL")) fprintf(stderr, "%s", line);
     }
     if (f) fclose(f);
-    if (st != 0 || ok < 1) show_log(dir);
+    if (st != 0 || ok < 1) tr_show_log(dir);
     return st == 0 ? ok : -1;
 }
 
@@ -291,7 +268,7 @@ static double reference_loss(void)
              "--out '%s' >'%s.log' 2>&1",
              dir, g_bin, dir, dir);
     ck_assert_int_eq(sh(cmd, NULL), 0);
-    ref = summary_num(dir, "final_test_loss");
+    ref = tr_summary_num(dir, "final_test_loss");
     ck_assert(isfinite(ref) && ref < 0.05);
     return ref;
 }
@@ -305,9 +282,9 @@ static void converges(const char *algo, const char *extra)
     tmpdir(dir, sizeof dir, name);
     snprintf(args, sizeof args, "%s --algo %s --epochs 20 --lr 0.1 %s", TASK, algo, extra);
     int st = run_job(4, dir, args, 90);
-    if (st) show_log(dir);
+    if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
-    double loss = summary_num(dir, "final_test_loss");
+    double loss = tr_summary_num(dir, "final_test_loss");
     ck_assert_msg(fabs(loss - ref) < 0.01 + 0.5 * ref, "%s: final test loss %g, optimum %g", algo,
                   loss, ref);
 }
@@ -338,12 +315,12 @@ static void survives_crash(const char *algo)
     tmpdir(dir, sizeof dir, name);
     snprintf(args, sizeof args, "%s --algo %s --epochs 4 --straggler crash:2:iter=20", TASK, algo);
     int st = run_job_opts(4, "--keep-going", dir, args, 90);
-    if (st != CRASH_STATUS) show_log(dir);
+    if (st != CRASH_STATUS) tr_show_log(dir);
     ck_assert_int_eq(st, CRASH_STATUS);
     snprintf(path, sizeof path, "%s/summary.json", dir);
     ck_assert_msg(file_has(path, "rank 2 failed at/after iteration"), "%s: crash not reported",
                   algo);
-    ck_assert(summary_num(dir, "final_test_loss") < 0.2);
+    ck_assert(tr_summary_num(dir, "final_test_loss") < 0.2);
 }
 
 START_TEST(test_easgd_crash)
@@ -388,7 +365,7 @@ static void pause_no_stall(const char *algo)
              "--straggler pause:0,2:p=1:fixed=5ms",
              TASK, algo);
     int st = run_job(3, dir, args, 90);
-    if (st) show_log(dir);
+    if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
     static double w1[1000], w[1000];
     int n1 = read_clock(dir, 1, w1, 1000);
@@ -431,7 +408,7 @@ START_TEST(test_lsgd_leader_is_min)
                      TASK " --algo lsgd --lr 0 --init-spread 2 --epochs 4 --leader-window 5 "
                           "--straggler pause:all:p=1:fixed=5ms",
                      60);
-    if (st) show_log(dir);
+    if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
     double mean[4] = {0};
     int last_leader[4] = {-1, -1, -1, -1};

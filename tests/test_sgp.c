@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/runlib.h"
+
 static char g_bin[PATH_MAX];
 
 /* A tiny task for the tests of mechanics (conservation, flags, faults): ~0.1 ms per iteration. */
@@ -57,36 +59,10 @@ static int run_job(int n, const char *dir, const char *args, double limit_s, dou
     return run_job2(n, "", dir, args, limit_s, el);
 }
 
-/* The number after "key": in DIR/summary.json (NAN when absent or null). */
-static double summary_num(const char *dir, const char *key)
-{
-    char path[PATH_MAX], pat[128], buf[65536];
-    snprintf(path, sizeof path, "%s/summary.json", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return NAN;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = strstr(buf, pat);
-    if (!p) return NAN;
-    p += strlen(pat);
-    if (!strncmp(p, "null", 4)) return NAN;
-    return strtod(p, NULL);
-}
-
 static int summary_has(const char *dir, const char *text)
 {
     char cmd[PATH_MAX + 256];
     snprintf(cmd, sizeof cmd, "grep -q '%s' '%s/summary.json'", text, dir);
-    return system(cmd) == 0;
-}
-
-/* 1 when DIR.log (the job's output) holds `text` (fixed string). */
-static int log_has(const char *dir, const char *text)
-{
-    char cmd[PATH_MAX + 256];
-    snprintf(cmd, sizeof cmd, "grep -qF '%s' '%s.log'", text, dir);
     return system(cmd) == 0;
 }
 
@@ -95,14 +71,6 @@ static char g_base[PATH_MAX]; /* $TMPDIR/hs_test_sgp_PID: every job's directory 
 static void tmpdir(char *out, size_t n, const char *name)
 {
     snprintf(out, n, "%s/%s", g_base, name);
-}
-
-static void show_log(const char *dir)
-{
-    char cmd[PATH_MAX + 64];
-    snprintf(cmd, sizeof cmd, "tail -n 20 '%s.log' >&2", dir);
-    if (system(cmd)) { /* nothing to show */
-    }
 }
 
 /* The number after "key": inside the per_rank entry of `rank` in DIR/summary.json (NAN when
@@ -200,18 +168,19 @@ static void reaches_target(const char *algo, const char *extra)
              TARGET_TASK, algo, extra);
     double el;
     int st = run_job(4, dir, args, 90, &el);
-    if (st) show_log(dir);
+    if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
-    double loss = summary_num(dir, "final_test_loss");
+    double loss = tr_summary_num(dir, "final_test_loss");
     ck_assert_msg(loss < 0.2, "%s: final test loss %g", algo, loss);
-    ck_assert_msg(isfinite(summary_num(dir, "time_to_target_s")), "%s: target never reached", algo);
-    ck_assert_int_eq((int)summary_num(dir, "ranks"), 4);
+    ck_assert_msg(isfinite(tr_summary_num(dir, "time_to_target_s")), "%s: target never reached",
+                  algo);
+    ck_assert_int_eq((int)tr_summary_num(dir, "ranks"), 4);
     /* every rank's own model is good too */
-    double own = summary_num(dir, "rank_test_loss_mean");
+    double own = tr_summary_num(dir, "rank_test_loss_mean");
     ck_assert_msg(own < 0.3, "%s: mean of the ranks' own test losses %g", algo, own);
     /* and the ranks agree: independent workers from the same start (--algo local) end at a
      * relative consensus distance of 0.076; SGP under load 0.005-0.02, the others less */
-    double cons = summary_num(dir, "consensus_distance_rel");
+    double cons = tr_summary_num(dir, "consensus_distance_rel");
     ck_assert_msg(cons < 0.04, "%s: relative consensus distance %g", algo, cons);
     fprintf(stderr, "%s: final test loss %.4f, ranks' mean %.4f, consensus %.3g, %.1f s\n", algo,
             loss, own, cons, el);
@@ -258,9 +227,9 @@ START_TEST(test_sgp_weight_sum)
                      TASK " --algo sgp --epochs 2 --straggler pause:all:p=0.2:exp=2ms "
                           "--straggler slow:1:x3",
                      90, NULL);
-    if (st) show_log(dir);
+    if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
-    double w = summary_num(dir, "ps_weight_sum");
+    double w = tr_summary_num(dir, "ps_weight_sum");
     ck_assert_msg(fabs(w - 4.0) < 1e-6, "sum of push-sum weights %.12g, expected 4", w);
     ck_assert(summary_has(dir, "\"failed_ranks\": \\[\\]"));
 }
@@ -276,9 +245,9 @@ START_TEST(test_sgp_max_staleness)
                      TASK " --algo sgp --epochs 2 --max-staleness 1 --straggler slow:1:x3 "
                           "--straggler pause:all:p=0.2:exp=2ms",
                      90, NULL);
-    if (st) show_log(dir);
+    if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
-    double w = summary_num(dir, "ps_weight_sum");
+    double w = tr_summary_num(dir, "ps_weight_sum");
     ck_assert_msg(fabs(w - 4.0) < 1e-6, "sum of push-sum weights %.12g, expected 4", w);
     long mixed = 0;
     for (int r = 0; r < 4; r++) {
@@ -329,21 +298,21 @@ START_TEST(test_allreduce_crash)
     double el;
     int st = run_job2(4, "--keep-going", dir,
                       TASK " --algo allreduce --epochs 50 --straggler crash:2:iter=20", 40, &el);
-    if (st != CRASH_STATUS || el >= 10.0) show_log(dir);
+    if (st != CRASH_STATUS || el >= 10.0) tr_show_log(dir);
     ck_assert_int_ne(st, 124);
     ck_assert_int_eq(st, CRASH_STATUS); /* the first failure the launcher saw */
     ck_assert_msg(el < 10.0, "the run took %.1f s to stop (start-up included)", el);
-    ck_assert(log_has(dir, "rank 2 exited with status 70"));
-    ck_assert(log_has(dir, "injected crash at iteration 20"));
+    ck_assert(tr_log_has(dir, "rank 2 exited with status 70"));
+    ck_assert(tr_log_has(dir, "injected crash at iteration 20"));
     /* every survivor ended on its own, with an error of the all-reduce naming rank 2 */
     for (int r = 0; r < 4; r++) {
         if (r == 2) continue;
         char line[128];
         snprintf(line, sizeof line, "hearsay run: rank %d exited with status 1", r);
-        ck_assert_msg(log_has(dir, line), "rank %d did not fail by itself", r);
+        ck_assert_msg(tr_log_has(dir, line), "rank %d did not fail by itself", r);
     }
-    ck_assert(log_has(dir, "all-reduce SGD, iteration 20"));
-    ck_assert(log_has(dir, "has exited"));
+    ck_assert(tr_log_has(dir, "all-reduce SGD, iteration 20"));
+    ck_assert(tr_log_has(dir, "has exited"));
     char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/summary.json", dir);
     ck_assert_msg(access(path, F_OK) != 0, "a failed all-reduce run wrote a summary");
@@ -358,20 +327,20 @@ START_TEST(test_sgp_crash)
     tmpdir(dir, sizeof dir, "sgp_crash");
     int st = run_job2(4, "--keep-going", dir,
                       TASK " --algo sgp --epochs 3 --straggler crash:2:iter=20", 60, NULL);
-    if (st != CRASH_STATUS) show_log(dir);
+    if (st != CRASH_STATUS) tr_show_log(dir);
     ck_assert_int_eq(st, CRASH_STATUS);
-    ck_assert(log_has(dir, "hearsay run: rank 2 exited with status 70"));
+    ck_assert(tr_log_has(dir, "hearsay run: rank 2 exited with status 70"));
     for (int r = 0; r < 4; r++) { /* only rank 2 failed */
         char line[128];
         snprintf(line, sizeof line, "hearsay run: rank %d exited", r);
-        ck_assert_msg(r == 2 || !log_has(dir, line), "rank %d failed too", r);
+        ck_assert_msg(r == 2 || !tr_log_has(dir, line), "rank %d failed too", r);
     }
     ck_assert(summary_has(dir, "\"rank\": 2, \"after_iteration\""));
     ck_assert(summary_has(dir, "rank 2 failed at/after iteration"));
     /* the survivors notice the exit (liveness probe), not --drain-timeout's 5 s of silence */
-    ck_assert_msg(!log_has(dir, "of silence at the end of the run"),
+    ck_assert_msg(!tr_log_has(dir, "of silence at the end of the run"),
                   "a survivor waited out the drain timeout instead of noticing the exit");
-    long iters = (long)summary_num(dir, "iterations");
+    long iters = (long)tr_summary_num(dir, "iterations");
     for (int r = 0; r < 4; r++) {
         double fin = summary_rank_num(dir, r, "finished");
         ck_assert_msg(fin == (r == 2 ? 0 : 1), "rank %d finished = %g", r, fin);
@@ -389,7 +358,7 @@ START_TEST(test_sgp_crash)
     free(c.v);
     /* what the survivors hold is still a weighted average: their weights sum to at most N
      * (rank 2's weight and whatever it had not passed on are gone) */
-    double w = summary_num(dir, "ps_weight_sum");
+    double w = tr_summary_num(dir, "ps_weight_sum");
     ck_assert_msg(w > 0 && w < 4.0 + 1e-6, "sum of the survivors' weights %g", w);
 }
 END_TEST
@@ -427,7 +396,7 @@ START_TEST(test_gossip_averaging)
                      "--algo sgp --graph ring --lr 0 --init-spread 1 --dump-params --epochs 1 "
                      "--eval-every 0.05 --straggler pause:all:p=1:fixed=10ms",
                      60, NULL);
-    if (st) show_log(dir);
+    if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
 
     /* the initial mean and spread, from the dumped initial parameters */
@@ -521,7 +490,7 @@ static void pause_counts(const char *algo, int counts[4], int *others_left)
              "--algo %s --straggler once:1:iter=20:2s --straggler pause:all:p=1:fixed=5ms",
              algo);
     int st = run_job(4, dir, args, 60, NULL);
-    if (st) show_log(dir);
+    if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
     csv_t c;
     ck_assert_int_eq(read_csv(dir, "rank-1.csv", &c), 0);
