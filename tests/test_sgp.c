@@ -73,31 +73,6 @@ static void tmpdir(char *out, size_t n, const char *name)
     snprintf(out, n, "%s/%s", g_base, name);
 }
 
-/* The number after "key": inside the per_rank entry of `rank` in DIR/summary.json (NAN when
- * absent or null). */
-static double summary_rank_num(const char *dir, int rank, const char *key)
-{
-    char path[PATH_MAX], pat[128], buf[65536];
-    snprintf(path, sizeof path, "%s/summary.json", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return NAN;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strstr(buf, "\"per_rank\"");
-    snprintf(pat, sizeof pat, "{\"rank\": %d,", rank);
-    if (!p || !(p = strstr(p, pat))) return NAN;
-    const char *end = strchr(p, '}');
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *q = strstr(p, pat);
-    if (!q || (end && q > end)) return NAN;
-    q += strlen(pat);
-    if (!strncmp(q, "null", 4)) return NAN;
-    if (!strncmp(q, "true", 4)) return 1;
-    if (!strncmp(q, "false", 5)) return 0;
-    return strtod(q, NULL);
-}
-
 /* DIR/NAME as raw float32: the values (malloc'd) and their count in *n; NULL when missing. */
 static float *read_f32(const char *dir, const char *name, size_t *n)
 {
@@ -342,7 +317,7 @@ START_TEST(test_sgp_crash)
                   "a survivor waited out the drain timeout instead of noticing the exit");
     long iters = (long)tr_summary_num(dir, "iterations");
     for (int r = 0; r < 4; r++) {
-        double fin = summary_rank_num(dir, r, "finished");
+        double fin = tr_summary_rank_num(dir, r, "finished");
         ck_assert_msg(fin == (r == 2 ? 0 : 1), "rank %d finished = %g", r, fin);
         if (r == 2) continue;
         char name[32];
@@ -413,7 +388,7 @@ START_TEST(test_gossip_averaging)
         snprintf(name, sizeof name, "rank-%d.final.f32", r);
         z1[r] = read_f32(dir, name, &m);
         ck_assert_msg(z1[r] && m == n, "%s", name);
-        w[r] = summary_rank_num(dir, r, "ps_weight");
+        w[r] = tr_summary_rank_num(dir, r, "ps_weight");
         ck_assert(w[r] > 0);
         wsum += w[r];
     }
