@@ -246,8 +246,7 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
          * once in the request table. */
         /* Whether peer reads work is settled collectively in the first exchange; here only
          * whether the backend has them at all (the same on every rank). */
-        int want_direct =
-            o.path != HS_AR_PATH_RING && hs_transport_peer_read(t, ar->rank, 0, NULL, 0) == 0;
+        int want_direct = o.path != HS_AR_PATH_RING && hs_transport_has_peer_read(t);
         if (o.path == HS_AR_PATH_DIRECT && !want_direct) {
             hs_allreduce_destroy(&ar);
             return HS_ERR(-ENOSYS,

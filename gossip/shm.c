@@ -106,13 +106,11 @@ typedef struct peer {
     struct hs_treq sendq; /* sentinel: sends to this peer, FIFO */
     struct hs_treq rdvq;  /* sentinel: RTS sends written, waiting for the peer to copy them */
     uint64_t rdv_acked;   /* RTS sends of ours the peer finished (mirrors out->rdv_done) */
-    unsigned seq_out, seq_in;
+    unsigned seq_out;
     /* the message from this peer in progress: a bound receive, an unexpected buffer or
-     * nothing (drop the rest: the receive was freed or too small) */
+     * neither (the rest is dropped: the receive was freed or too small) */
     struct hs_treq *cur_req;
     ux_t *cur_ux;
-    int cur_drop;
-    size_t cur_len;
     double last_alive;
     int dead;
 } peer_t;
@@ -123,7 +121,7 @@ typedef struct shm {
     hs_shm_seg_hdr_t *seg; /* mine */
     size_t seg_bytes, ring_bytes, chunk;
     size_t rdv_bytes; /* messages at least this long go by RTS where possible (0: never) */
-    int unlinked, connected;
+    int unlinked;
     peer_t *peers;         /* (size) */
     struct hs_treq posted; /* sentinel: posted receives, in posting order */
     ux_t uxq;              /* sentinel: unexpected messages, in arrival order */
@@ -218,6 +216,25 @@ static void req_destroy(struct hs_treq *r)
     free(r->own);
     free(r->rel);
     free(r);
+}
+
+/* A new unexpected message of len bytes (nothing arrived yet) at the end of the queue, or
+ * NULL when out of memory. */
+static ux_t *ux_new_locked(shm_t *s, int src, int ctrl, uint32_t tag, size_t len)
+{
+    ux_t *u = calloc(1, sizeof *u);
+    char *b = len ? malloc(len) : NULL;
+    if (!u || (len && !b)) {
+        free(u);
+        free(b);
+        return NULL;
+    }
+    *u = (ux_t){.src = src, .ctrl = ctrl, .tag = tag, .len = len, .buf = b};
+    u->prev = s->uxq.prev;
+    u->next = &s->uxq;
+    s->uxq.prev->next = u;
+    s->uxq.prev = u;
+    return u;
 }
 
 static void ux_unlink_free(ux_t *u)
@@ -373,6 +390,15 @@ static int matches(const struct hs_treq *r, int src, int ctrl, uint32_t tag)
     return r->ctrl == ctrl && (r->peer < 0 || r->peer == src) && (r->any_tag || r->tag == tag);
 }
 
+/* Fail receive r, bound to a message (r->peer, r->tag, r->len) longer than its buffer. */
+static void fail_too_big_locked(shm_t *s, struct hs_treq *r)
+{
+    req_fail_locked(s, r, -EMSGSIZE,
+                    "rank %d: a message of %zu bytes from rank %d (tag %u) is larger than the "
+                    "receive buffer of %zu bytes",
+                    s->t->rank, r->len, r->peer, r->tag, r->cap);
+}
+
 static void bind_recv_locked(shm_t *s, struct hs_treq *r, int src, uint32_t tag, size_t len)
 {
     peer_t *pe = &s->peers[src];
@@ -380,13 +406,8 @@ static void bind_recv_locked(shm_t *s, struct hs_treq *r, int src, uint32_t tag,
     r->peer = src;
     r->tag = tag;
     r->len = len;
-    pe->cur_len = len;
     if (len > r->cap) {
-        req_fail_locked(s, r, -EMSGSIZE,
-                        "rank %d: a message of %zu bytes from rank %d (tag %u) is larger than "
-                        "the receive buffer of %zu bytes",
-                        s->t->rank, len, src, tag, r->cap);
-        pe->cur_drop = 1;
+        fail_too_big_locked(s, r);
         return;
     }
     r->bound = 1;
@@ -472,30 +493,13 @@ static int pull_peer_locked(shm_t *s, int p)
         if (off == 0) { /* first record: match it */
             pe->cur_req = NULL;
             pe->cur_ux = NULL;
-            pe->cur_drop = 0;
-            pe->cur_len = len;
-            pe->seq_in = rec->seq;
             struct hs_treq *r = s->posted.next;
             while (r != &s->posted && !matches(r, p, ctrl, rec->tag)) r = r->next;
             if (r != &s->posted) {
                 bind_recv_locked(s, r, p, rec->tag, len);
             } else {
-                ux_t *u = calloc(1, sizeof *u);
-                char *b = len ? malloc(len) : NULL;
-                if (!u || (len && !b)) {
-                    free(u);
-                    free(b);
-                    return -1; /* try again later; the ring keeps the data */
-                }
-                u->src = p;
-                u->ctrl = ctrl;
-                u->tag = rec->tag;
-                u->len = len;
-                u->buf = b;
-                u->prev = s->uxq.prev;
-                u->next = &s->uxq;
-                s->uxq.prev->next = u;
-                s->uxq.prev = u;
+                ux_t *u = ux_new_locked(s, p, ctrl, rec->tag, len);
+                if (!u) return -1; /* try again later; the ring keeps the data */
                 pe->cur_ux = u;
             }
         }
@@ -551,8 +555,9 @@ static int progress_locked(shm_t *s, double *next_release)
 
 /* --- liveness ---------------------------------------------------------------------------- */
 
-/* Mark peers that exited (checked at most every LIVENESS_PERIOD_S); returns how many of the
- * peers the requests wait for are dead. */
+/* Mark the peers the requests wait for that exited (each checked at most every
+ * LIVENESS_PERIOD_S) and fail the requests that wait on a dead peer. Returns 1 when it
+ * changed something (the caller looks at the requests again), else 0. */
 static int check_liveness_locked(shm_t *s, struct hs_treq **reqs, int n, double now)
 {
     int newly = 0;
@@ -823,7 +828,6 @@ static int shm_connect(hs_transport_t *t, const void *all, size_t stride)
     int rc = hs_shaper_create(s->shape, t->rank, t->size, hosts, t->opts.seed, &s->shaper);
     free(hosts);
     HS_TRY(rc);
-    s->connected = 1;
     if (t->opts.progress_thread) {
         if (pthread_create(&s->thread, NULL, progress_thread, s))
             return HS_ERR(-EAGAIN, "rank %d: cannot start the progress thread", t->rank);
@@ -906,24 +910,11 @@ static int deliver_self_locked(shm_t *s, struct hs_treq *r)
             q->complete = 1;
         }
     } else {
-        ux_t *u = calloc(1, sizeof *u);
-        char *b = r->cap ? malloc(r->cap) : NULL;
-        if (!u || (r->cap && !b)) {
-            free(u);
-            free(b);
+        ux_t *u = ux_new_locked(s, me, r->ctrl, r->tag, r->cap);
+        if (!u)
             return HS_ERR(-ENOMEM, "out of memory for a message of %zu bytes to itself", r->cap);
-        }
-        if (r->cap) memcpy(b, r->buf, r->cap);
-        *u = (ux_t){.src = me,
-                    .ctrl = r->ctrl,
-                    .tag = r->tag,
-                    .len = r->cap,
-                    .got = r->cap,
-                    .buf = b,
-                    .prev = s->uxq.prev,
-                    .next = &s->uxq};
-        s->uxq.prev->next = u;
-        s->uxq.prev = u;
+        if (r->cap) memcpy(u->buf, r->buf, r->cap);
+        u->got = r->cap;
     }
     r->done = r->cap;
     r->complete = 1;
@@ -1003,14 +994,8 @@ static int irecv_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, int an
         r->tag = u->tag;
         r->len = u->len;
         if (u->len > cap) {
-            req_fail_locked(s, r, -EMSGSIZE,
-                            "rank %d: a message of %zu bytes from rank %d (tag %u) is larger "
-                            "than the receive buffer of %zu bytes",
-                            t->rank, u->len, u->src, u->tag, cap);
-            if (pe->cur_ux == u) {
-                pe->cur_ux = NULL;
-                pe->cur_drop = 1;
-            }
+            fail_too_big_locked(s, r);
+            if (pe->cur_ux == u) pe->cur_ux = NULL; /* the rest of it is dropped */
         } else {
             if (u->got) memcpy(buf, u->buf, u->got);
             r->done = u->got;
@@ -1084,7 +1069,7 @@ static int shm_progress(hs_transport_t *t)
     return moved;
 }
 
-static void describe(shm_t *s, const struct hs_treq *r, char *out, size_t n)
+static void describe(const struct hs_treq *r, char *out, size_t n)
 {
     if (r->kind == REQ_SEND && r->rdv && r->done)
         snprintf(out, n, "send of %zu bytes to rank %d (tag %u, waiting for it to read them)",
@@ -1097,7 +1082,6 @@ static void describe(shm_t *s, const struct hs_treq *r, char *out, size_t n)
     else
         snprintf(out, n, "receive from rank %d (tag %u, %zu bytes so far)", r->peer, r->tag,
                  r->done);
-    (void)s;
 }
 
 static int shm_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
@@ -1137,7 +1121,7 @@ static int shm_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeou
             for (int i = 0, shown = 0; i < n && shown < 3; i++) {
                 if (!reqs[i]) continue;
                 char d[256];
-                describe(s, reqs[i], d, sizeof d);
+                describe(reqs[i], d, sizeof d);
                 used += (size_t)snprintf(msg + used, sizeof msg - HS_MIN(used, sizeof msg - 1),
                                          "%s%s", shown++ ? "; " : "", d);
             }
@@ -1218,8 +1202,7 @@ static void shm_req_free(hs_transport_t *t, hs_treq_t **req)
         list_unlink(r);
         req_destroy(r);
     } else if (r->bound) {
-        s->peers[r->peer].cur_req = NULL;
-        s->peers[r->peer].cur_drop = 1;
+        s->peers[r->peer].cur_req = NULL; /* the rest of its message is dropped */
         req_destroy(r);
     } else {
         list_unlink(r);

@@ -147,6 +147,11 @@ int hs_transport_peer_read_ok(const hs_transport_t *t)
     return HAS_OP(t, peer_read_ok) && HAS_OP(t, peer_read) && t->ops->peer_read_ok(t);
 }
 
+int hs_transport_has_peer_read(const hs_transport_t *t)
+{
+    return HAS_OP(t, peer_read);
+}
+
 int hs_transport_peer_read(hs_transport_t *t, int peer, uint64_t remote, void *local, size_t len)
 {
     NEED_OP(t, peer_read);

@@ -212,6 +212,9 @@ int hs_transport_barrier(hs_transport_t *t);
 /* Direct reads of a same-host peer's memory (see the ops contract): 1 when every peer can
  * be read this way (hsshm where the kernel allows process_vm_readv), else 0. */
 int hs_transport_peer_read_ok(const hs_transport_t *t);
+/* 1 when the backend has direct reads at all (the same on every rank of a job, unlike
+ * hs_transport_peer_read_ok, which depends on what this rank was allowed). */
+int hs_transport_has_peer_read(const hs_transport_t *t);
 /* -ENOSYS where unsupported; errors name the peer (a dead one: -ECONNRESET). */
 int hs_transport_peer_read(hs_transport_t *t, int peer, uint64_t remote, void *local, size_t len);
 
