@@ -1,11 +1,12 @@
-/* optim/algo.c — the algorithm registry, the "local" algorithm, and shared helpers. */
+/* optim/algo.c — the algorithm registry and "local", the smallest algorithm: every rank trains
+ * alone (the single-worker run, and a baseline without communication). A new algorithm is one
+ * file like this one plus a line in all_algos[] (docs/algorithms.md, "Adding an algorithm"). */
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* "local": every rank trains alone (a baseline without communication). */
 struct hs_algo {
     hs_dist_t *d;
 };
@@ -22,7 +23,7 @@ static int local_init(hs_algo_t **out, hs_dist_t *d)
 static int local_step(hs_algo_t *a, long t)
 {
     (void)t;
-    return hs_worker_apply(a->d->worker);
+    return hs_dist_apply(a->d, 1.0);
 }
 
 static int local_drain(hs_algo_t *a, int final)
@@ -39,21 +40,15 @@ static void local_finalize(hs_algo_t **a)
     *a = NULL;
 }
 
-static double local_weight(const hs_algo_t *a)
-{
-    (void)a;
-    return 1.0;
-}
-
 const hs_algo_ops_t hs_algo_local_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "local",
+    .help = "one worker, or independent ones (no communication)",
     .flags = 0,
     .init = local_init,
     .step = local_step,
     .drain = local_drain,
     .finalize = local_finalize,
-    .weight = local_weight,
 };
 
 static const hs_algo_ops_t *const all_algos[] = {
@@ -69,32 +64,19 @@ const hs_algo_ops_t *hs_algo_find(const char *name)
     return NULL;
 }
 
+const hs_algo_ops_t *hs_algo_at(int i)
+{
+    return i >= 0 && (size_t)i < HS_ARRAY_LEN(all_algos) ? all_algos[i] : NULL;
+}
+
 const char *hs_algo_names(void)
 {
-    return "local|sgp|osgp|dpsgd|allreduce|easgd|eamsgd|lsgd";
-}
-
-void hs_dist_peer_failed(hs_dist_t *d, int peer, long iter, const char *why)
-{
-    if (peer < 0 || peer >= d->size || peer == d->rank) return;
-    if (iter < 0) iter = 0;
-    if (d->failed_at[peer] < 0)
-        HS_WARN("rank %d: peer rank %d failed at/after iteration %ld (%s); continuing without it",
-                d->rank, peer, iter, why ? why : "no reason given");
-    if (iter > d->failed_at[peer]) d->failed_at[peer] = iter;
-}
-
-int hs_dist_peer_dead(const hs_dist_t *d, int peer)
-{
-    return peer >= 0 && peer < d->size && d->failed_at[peer] >= 0;
-}
-
-int hs_dist_probe_alive(hs_dist_t *d, int peer)
-{
-    char dummy[8];
-    hs_treq_t *req = NULL;
-    if (hs_transport_irecv(d->t, peer, HS_TAG_PING, dummy, sizeof dummy, &req) < 0) return 1;
-    int rc = hs_transport_wait(d->t, &req, 0.3, NULL);
-    if (req) hs_transport_req_free(d->t, &req);
-    return rc != -ECONNRESET;
+    static char names[256];
+    if (!names[0]) {
+        size_t len = 0;
+        for (size_t i = 0; i < HS_ARRAY_LEN(all_algos); i++)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", i ? "|" : "",
+                                    all_algos[i]->name);
+    }
+    return names;
 }

@@ -22,8 +22,8 @@ static int ar_step(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
     hs_kernels_t *k = d->k;
-    float *g = hs_model_grads(hs_worker_model(d->worker));
-    double t0 = hs_now();
+    float *g = d->grads;
+    double t0 = hs_exec_now(d->x);
     float *buf = g;
     if (a->host) {
         HS_TRY(k->ops->to_host(k, a->host, g, d->n * sizeof(float)));
@@ -39,8 +39,8 @@ static int ar_step(hs_algo_t *a, long t)
     uint64_t bytes = (uint64_t)(2.0 * (d->size - 1) / d->size * (double)(d->n * sizeof(float)));
     d->st.bytes_sent += bytes;
     d->st.bytes_recv += bytes;
-    d->st.comm_s += hs_now() - t0;
-    return hs_worker_apply(d->worker);
+    d->st.comm_s += hs_exec_now(d->x) - t0;
+    return hs_dist_apply(d, 1.0);
 }
 
 static int ar_drain(hs_algo_t *a, int final)
@@ -83,19 +83,13 @@ fail:
     return rc;
 }
 
-static double ar_weight(const hs_algo_t *a)
-{
-    (void)a;
-    return 1.0;
-}
-
 const hs_algo_ops_t hs_algo_allreduce_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "allreduce",
+    .help = "synchronous SGD: gradients averaged by a ring or direct all-reduce",
     .flags = HS_ALGO_COMM,
     .init = ar_init,
     .step = ar_step,
     .drain = ar_drain,
     .finalize = ar_finalize,
-    .weight = ar_weight,
 };

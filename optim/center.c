@@ -1,11 +1,10 @@
 /*
- * optim/center.c — the sharded EASGD center variable (optim/center.h): owners' service
- * threads answering READ / ADD / FIN requests, and the client side every rank uses; or, where
- * the provider has float atomics, gets and atomic adds on the owners' windows (the service
- * thread then only handles FIN).
+ * optim/center.c — the sharded EASGD center variable (optim/center.h), owner side: set-up,
+ * the path choice, and each owner's service (hearsay/exec.h) answering READ / ADD / FIN
+ * requests. The client side every rank uses is optim/center_client.c.
  *
- * Consistency: every change to a shard happens under its owner's lock (the service thread for
- * remote adds, the owner's main thread for its own), so an add is applied exactly once and
+ * Consistency: every change to a shard happens under its owner's service lock (the service
+ * for remote adds, the owner's main thread for its own), so an add is applied exactly once and
  * whole. FIN carries the number of adds its sender posted to this owner; the owner declares
  * the shard final when every live rank's FIN is in and that many adds from it were applied
  * (a FIN may overtake an add when several receives are posted), then sends the final shard
@@ -15,69 +14,11 @@
  * is the target's acknowledgement that it was applied (ofi_rxm answers every atomic), and the
  * FIN follows on the same ordered connection anyway, so FIN announces 0 adds still to come.
  */
-#include "optim/center.h"
+#include "optim/center_impl.h"
 
-#include "hearsay/algo.h"
-#include "hearsay/common.h"
-#include "optim/elastic_wire.h"
-
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-#define SVC_POLL_S 0.1 /* the service thread re-checks its stop flag this often */
-#define HDR        sizeof(hs_el_hdr_v1_t)
-
-struct hs_center {
-    hs_transport_t *t;
-    int rank, size;
-    size_t n;
-    double timeout_s;
-    int m;          /* shards */
-    int *owner;     /* (m) */
-    size_t *off;    /* (m + 1) */
-    int own;        /* own shard or -1 */
-    int rma;        /* 1: one-sided path (window + float atomics), 0: service-thread path */
-    hs_twin_t *win; /* rma: this rank's window = its shard (0 bytes when it owns none) */
-
-    /* client (main thread only) */
-    unsigned char **abuf, **rbuf, **qbuf; /* (m) add payloads, replies, small requests */
-    hs_treq_t **areq, **rreq, **qreq;     /* (m) */
-    long *adds_sent;                      /* (m) */
-    char *lost;                           /* (m) */
-    hs_center_stats_t st;
-    int (*idle)(void *ctx); /* called while finish waits (hs_center_set_idle) */
-    void *idle_ctx;
-
-    /* shared with the service thread, under mu */
-    pthread_mutex_t mu;
-    float *shard;       /* (len of own shard) */
-    long applied;       /* adds applied to the own shard */
-    long *applied_from; /* (size) */
-    long *fin_adds;     /* (size) -1: no FIN yet, else adds that rank posted here */
-    char *answered;     /* (size) final shard sent */
-    char *dead;         /* (size) */
-    int final;
-    int stop;
-    int svc_rc;
-    char svc_msg[HS_ERRMSG_MAX];
-
-    /* service thread */
-    pthread_t thr;
-    int thr_on;
-    int nslots;
-    hs_treq_t **sreq;     /* (nslots) */
-    unsigned char **sbuf; /* (nslots) */
-    unsigned char **obuf; /* (size) reply buffers, allocated on first use */
-    hs_treq_t **oreq;     /* (size) */
-};
-
-static size_t shard_len(const hs_center_t *c, int s)
-{
-    return c->off[s + 1] - c->off[s];
-}
 
 int hs_center_parse_owners(const char *spec, int size, int **out, int *n)
 {
@@ -131,52 +72,43 @@ int hs_center_parse_owners(const char *spec, int size, int **out, int *n)
     return rc;
 }
 
-/* --- service thread -------------------------------------------------------------------- */
-
-static void svc_fail(hs_center_t *c, int rc)
-{
-    pthread_mutex_lock(&c->mu);
-    if (!c->svc_rc) {
-        c->svc_rc = rc;
-        snprintf(c->svc_msg, sizeof c->svc_msg, "%s", hs_last_error());
-    }
-    pthread_mutex_unlock(&c->mu);
-}
+/* --- the owner's service ----------------------------------------------------------------- */
 
 /* Send the own shard to `dst` (kind DATA or FINAL) from its reply buffer. */
 static int svc_reply(hs_center_t *c, int dst, hs_el_kind_t kind)
 {
     size_t len = shard_len(c, c->own), bytes = HDR + len * sizeof(float);
     if (c->oreq[dst]) { /* the previous reply to dst: it has been received, so this is quick */
-        int rc = hs_transport_wait(c->t, &c->oreq[dst], c->timeout_s, NULL);
+        int rc = hs_exec_wait1(c->x, &c->oreq[dst], c->timeout_s, HS_WAIT_NO_IDLE, NULL);
         if (c->oreq[dst]) hs_transport_req_free(c->t, &c->oreq[dst]);
         if (rc < 0) {
-            pthread_mutex_lock(&c->mu);
+            center_lock(c);
             c->dead[dst] = rc == -ECONNRESET;
-            pthread_mutex_unlock(&c->mu);
+            center_unlock(c);
             return 0; /* its reader is gone or stuck: not this service's failure */
         }
     }
     if (!c->obuf[dst] && !(c->obuf[dst] = hs_malloc(bytes, "center reply"))) return -ENOMEM;
     hs_el_hdr_v1_t *h = (hs_el_hdr_v1_t *)c->obuf[dst];
-    pthread_mutex_lock(&c->mu);
+    center_lock(c);
     hs_el_hdr_init(h, kind, c->rank, c->own, len, (uint64_t)c->applied);
     memcpy(c->obuf[dst] + HDR, c->shard, len * sizeof(float));
-    pthread_mutex_unlock(&c->mu);
+    center_unlock(c);
     int rc = hs_transport_isend(c->t, dst, HS_TAG_CENTER_REP, c->obuf[dst], bytes, &c->oreq[dst]);
     if (rc < 0) {
         c->oreq[dst] = NULL;
-        pthread_mutex_lock(&c->mu);
+        center_lock(c);
         c->dead[dst] = 1;
-        pthread_mutex_unlock(&c->mu);
+        center_unlock(c);
     }
     return 0;
 }
 
 /* Every live rank finished and its adds are applied: the shard is final; answer the FINs. */
-static int svc_maybe_final(hs_center_t *c)
+static int svc_maybe_final(void *ctx)
 {
-    pthread_mutex_lock(&c->mu);
+    hs_center_t *c = ctx;
+    center_lock(c);
     if (!c->final) {
         int all = 1;
         for (int r = 0; r < c->size && all; r++)
@@ -184,24 +116,26 @@ static int svc_maybe_final(hs_center_t *c)
         c->final = all;
     }
     int final = c->final;
-    pthread_mutex_unlock(&c->mu);
+    center_unlock(c);
     if (!final) return 0;
     for (int r = 0; r < c->size; r++) {
         if (r == c->rank) continue;
-        pthread_mutex_lock(&c->mu);
+        center_lock(c);
         int due = c->fin_adds[r] >= 0 && !c->answered[r] && !c->dead[r];
-        pthread_mutex_unlock(&c->mu);
+        center_unlock(c);
         if (!due) continue;
         HS_TRY(svc_reply(c, r, HS_EL_FINAL));
-        pthread_mutex_lock(&c->mu);
+        center_lock(c);
         c->answered[r] = 1;
-        pthread_mutex_unlock(&c->mu);
+        center_unlock(c);
     }
     return 0;
 }
 
-static int svc_handle(hs_center_t *c, const unsigned char *buf, const hs_tstatus_t *st)
+static int svc_handle(void *ctx, int slot, const void *buf, const hs_tstatus_t *st)
 {
+    hs_center_t *c = ctx;
+    (void)slot;
     const hs_el_hdr_v1_t *h = (const hs_el_hdr_v1_t *)buf;
     HS_TRY(hs_el_hdr_check(h, st->len, st->source));
     int src = st->source;
@@ -216,428 +150,24 @@ static int svc_handle(hs_center_t *c, const unsigned char *buf, const hs_tstatus
         if (h->count != len)
             return HS_ERR(-EPROTO, "center: rank %d added %llu floats to a shard of %zu", src,
                           (unsigned long long)h->count, len);
-        const float *v = (const float *)(buf + HDR);
-        pthread_mutex_lock(&c->mu);
+        const float *v = (const float *)((const unsigned char *)buf + HDR);
+        center_lock(c);
         for (size_t i = 0; i < len; i++) c->shard[i] += v[i];
         c->applied++;
         c->applied_from[src]++;
-        pthread_mutex_unlock(&c->mu);
+        center_unlock(c);
         return 0;
     }
     case HS_EL_FIN:
-        pthread_mutex_lock(&c->mu);
+        center_lock(c);
         c->fin_adds[src] = (long)h->seq;
         c->dead[src] = 0; /* it finished after all */
         c->answered[src] = 0;
-        pthread_mutex_unlock(&c->mu);
+        center_unlock(c);
         return 0;
     default:
         return HS_ERR(-EPROTO, "center: unexpected message kind %u from rank %d", h->kind, src);
     }
-}
-
-static void *svc_main(void *arg)
-{
-    hs_center_t *c = arg;
-    size_t cap = HDR + shard_len(c, c->own) * sizeof(float);
-    for (;;) {
-        pthread_mutex_lock(&c->mu);
-        int stop = c->stop;
-        pthread_mutex_unlock(&c->mu);
-        if (stop) break;
-        int active = 0;
-        for (int i = 0; i < c->nslots; i++) active += c->sreq[i] != NULL;
-        int idx = -1, rc = -ETIMEDOUT;
-        hs_tstatus_t st;
-        if (active)
-            rc = hs_transport_waitany(c->t, c->sreq, c->nslots, SVC_POLL_S, &idx, &st);
-        else
-            hs_sleep(SVC_POLL_S); /* every other rank has exited */
-        if (rc == 0 && idx >= 0) {
-            int hr = svc_handle(c, c->sbuf[idx], &st);
-            if (hr < 0) svc_fail(c, hr);
-            hr = hs_transport_irecv(c->t, HS_ANY_SOURCE, HS_TAG_CENTER_REQ, c->sbuf[idx], cap,
-                                    &c->sreq[idx]);
-            if (hr < 0) svc_fail(c, hr);
-        } else if (rc < 0 && rc != -ETIMEDOUT && idx < 0) {
-            svc_fail(c, rc);
-            hs_sleep(SVC_POLL_S);
-        }
-        int fr = svc_maybe_final(c);
-        if (fr < 0) svc_fail(c, fr);
-    }
-    return NULL;
-}
-
-/* --- client ---------------------------------------------------------------------------- */
-
-static void mark_lost(hs_center_t *c, int s, const char *why)
-{
-    if (c->lost[s]) return;
-    c->lost[s] = 1;
-    int o = c->owner[s];
-    pthread_mutex_lock(&c->mu);
-    c->dead[o] = 1;
-    pthread_mutex_unlock(&c->mu);
-    HS_WARN("rank %d: center shard %d (rank %d, floats %zu..%zu) is unavailable: %s; training "
-            "goes on without it",
-            c->rank, s, o, c->off[s], c->off[s + 1], why);
-    if (c->rreq[s]) hs_transport_req_free(c->t, &c->rreq[s]);
-    if (c->qreq[s]) hs_transport_req_free(c->t, &c->qreq[s]);
-    if (c->areq[s]) hs_transport_req_free(c->t, &c->areq[s]);
-}
-
-/* Complete one send request of shard s (bounded); a failure loses the shard. */
-static void finish_send(hs_center_t *c, int s, hs_treq_t **req)
-{
-    if (!*req) return;
-    double t0 = hs_now();
-    int rc = hs_transport_wait(c->t, req, c->timeout_s, NULL);
-    c->st.wait_s += hs_now() - t0;
-    if (rc < 0) mark_lost(c, s, hs_last_error());
-}
-
-static int post_request(hs_center_t *c, int s, hs_el_kind_t kind, uint64_t seq)
-{
-    size_t len = shard_len(c, s);
-    finish_send(c, s, &c->qreq[s]);
-    if (c->lost[s]) return 0;
-    int rc = hs_transport_irecv(c->t, c->owner[s], HS_TAG_CENTER_REP, c->rbuf[s],
-                                HDR + len * sizeof(float), &c->rreq[s]);
-    if (rc < 0) return rc;
-    hs_el_hdr_init((hs_el_hdr_v1_t *)c->qbuf[s], kind, c->rank, s, 0, seq);
-    rc = hs_transport_isend(c->t, c->owner[s], HS_TAG_CENTER_REQ, c->qbuf[s], HDR, &c->qreq[s]);
-    if (rc < 0) {
-        c->qreq[s] = NULL;
-        mark_lost(c, s, hs_last_error());
-        return 0;
-    }
-    c->st.bytes_sent += HDR;
-    return 0;
-}
-
-/* Copy a received shard into dst after checking it is what was asked. */
-static int take_reply(hs_center_t *c, int s, const hs_tstatus_t *st, hs_el_kind_t kind, float *dst)
-{
-    const hs_el_hdr_v1_t *h = (const hs_el_hdr_v1_t *)c->rbuf[s];
-    HS_TRY(hs_el_hdr_check(h, st->len, c->owner[s]));
-    size_t len = shard_len(c, s);
-    if (h->kind != kind || h->shard != s || h->count != len)
-        return HS_ERR(-EPROTO,
-                      "center: rank %d answered kind %u for shard %d (%llu floats), "
-                      "expected kind %u for shard %d (%zu)",
-                      c->owner[s], h->kind, h->shard, (unsigned long long)h->count, kind, s, len);
-    memcpy(dst + c->off[s], c->rbuf[s] + HDR, len * sizeof(float));
-    c->st.bytes_recv += st->len;
-    c->st.msgs++;
-    return 0;
-}
-
-/* Wait for the posted replies (bounded per wait by `limit`); returns shards lost. */
-static int collect(hs_center_t *c, float *dst, hs_el_kind_t kind, double limit)
-{
-    int lost = 0;
-    double t0 = hs_now();
-    for (;;) {
-        int left = 0;
-        for (int s = 0; s < c->m; s++) left += c->rreq[s] != NULL;
-        if (!left) break;
-        int idx = -1;
-        hs_tstatus_t st;
-        int rc = hs_transport_waitany(c->t, c->rreq, c->m, limit, &idx, &st);
-        if (rc == -ETIMEDOUT && idx < 0) {
-            for (int s = 0; s < c->m; s++)
-                if (c->rreq[s]) {
-                    char why[128];
-                    snprintf(why, sizeof why, "no answer within %.1f s", limit);
-                    mark_lost(c, s, why);
-                    lost++;
-                }
-            break;
-        }
-        if (rc < 0 && idx >= 0) {
-            mark_lost(c, idx, hs_last_error());
-            lost++;
-            continue;
-        }
-        if (rc < 0) return rc;
-        if (idx >= 0) HS_TRY(take_reply(c, idx, &st, kind, dst));
-    }
-    c->st.wait_s += hs_now() - t0;
-    return lost;
-}
-
-/* One-sided read: a get of every available shard (the own one too, so that it is ordered
- * with the provider's atomics like any other access), each into its reply buffer and copied
- * to dst only when it completed. */
-static int read_rma(hs_center_t *c, float *dst)
-{
-    double t0 = hs_now();
-    for (int s = 0; s < c->m; s++) {
-        if (c->lost[s]) continue;
-        int rc = hs_transport_get(c->t, c->win, c->owner[s], 0, c->rbuf[s],
-                                  shard_len(c, s) * sizeof(float), &c->rreq[s]);
-        if (rc < 0) {
-            c->rreq[s] = NULL;
-            mark_lost(c, s, hs_last_error());
-        }
-    }
-    for (;;) {
-        int left = 0;
-        for (int s = 0; s < c->m; s++) left += c->rreq[s] != NULL;
-        if (!left) break;
-        int idx = -1;
-        hs_tstatus_t st;
-        int rc = hs_transport_waitany(c->t, c->rreq, c->m, c->timeout_s, &idx, &st);
-        if (rc == -ETIMEDOUT && idx < 0) {
-            for (int s = 0; s < c->m; s++)
-                if (c->rreq[s]) {
-                    char why[128];
-                    snprintf(why, sizeof why, "get not complete within %.1f s", c->timeout_s);
-                    mark_lost(c, s, why);
-                }
-            break;
-        }
-        if (rc < 0 && idx >= 0) {
-            mark_lost(c, idx, hs_last_error());
-            continue;
-        }
-        if (rc < 0) return rc;
-        if (idx < 0) continue;
-        size_t len = shard_len(c, idx);
-        memcpy(dst + c->off[idx], c->rbuf[idx], len * sizeof(float));
-        c->st.bytes_recv += len * sizeof(float);
-        c->st.msgs++;
-    }
-    c->st.wait_s += hs_now() - t0;
-    return 0;
-}
-
-/* One-sided add: one float atomic add per shard (the transport chunks it to the provider's
- * atomic size), the own shard included: the provider applies remote atomics from its progress
- * thread, so a plain += by this thread could interleave with one of them and lose it. The
- * previous add of a shard completes first (its buffer is reused). */
-static void add_rma(hs_center_t *c, const float *diff)
-{
-    for (int s = 0; s < c->m; s++) {
-        size_t len = shard_len(c, s);
-        finish_send(c, s, &c->areq[s]);
-        if (c->lost[s]) continue;
-        memcpy(c->abuf[s], diff + c->off[s], len * sizeof(float));
-        int rc = hs_transport_atomic_add_float(c->t, c->win, c->owner[s], 0,
-                                               (const float *)c->abuf[s], len, &c->areq[s]);
-        if (rc < 0) {
-            c->areq[s] = NULL;
-            mark_lost(c, s, hs_last_error());
-            continue;
-        }
-        c->adds_sent[s]++;
-        c->st.bytes_sent += len * sizeof(float);
-    }
-}
-
-int hs_center_read(hs_center_t *c, float *dst)
-{
-    int lost0 = 0;
-    for (int s = 0; s < c->m; s++) lost0 += c->lost[s];
-    if (c->rma) {
-        HS_TRY(read_rma(c, dst));
-        int lost1 = 0;
-        for (int s = 0; s < c->m; s++) lost1 += c->lost[s];
-        return lost1 - lost0;
-    }
-    for (int s = 0; s < c->m; s++) {
-        if (c->lost[s] || s == c->own) continue;
-        HS_TRY(post_request(c, s, HS_EL_READ, 0));
-    }
-    if (c->own >= 0) {
-        pthread_mutex_lock(&c->mu);
-        memcpy(dst + c->off[c->own], c->shard, shard_len(c, c->own) * sizeof(float));
-        pthread_mutex_unlock(&c->mu);
-    }
-    HS_TRY(collect(c, dst, HS_EL_DATA, c->timeout_s));
-    int lost1 = 0;
-    for (int s = 0; s < c->m; s++) lost1 += c->lost[s];
-    return lost1 - lost0;
-}
-
-int hs_center_add(hs_center_t *c, const float *diff)
-{
-    int lost0 = 0;
-    for (int s = 0; s < c->m; s++) lost0 += c->lost[s];
-    for (int s = 0; s < c->m && !c->rma; s++) {
-        size_t len = shard_len(c, s);
-        const float *v = diff + c->off[s];
-        if (s == c->own) {
-            pthread_mutex_lock(&c->mu);
-            for (size_t i = 0; i < len; i++) c->shard[i] += v[i];
-            c->applied++;
-            c->applied_from[c->rank]++;
-            pthread_mutex_unlock(&c->mu);
-            c->adds_sent[s]++;
-            continue;
-        }
-        finish_send(c, s, &c->areq[s]);
-        if (c->lost[s]) continue;
-        hs_el_hdr_init((hs_el_hdr_v1_t *)c->abuf[s], HS_EL_ADD, c->rank, s, len, 0);
-        memcpy(c->abuf[s] + HDR, v, len * sizeof(float));
-        size_t bytes = HDR + len * sizeof(float);
-        int rc = hs_transport_isend(c->t, c->owner[s], HS_TAG_CENTER_REQ, c->abuf[s], bytes,
-                                    &c->areq[s]);
-        if (rc < 0) {
-            c->areq[s] = NULL;
-            mark_lost(c, s, hs_last_error());
-            continue;
-        }
-        c->adds_sent[s]++;
-        c->st.bytes_sent += bytes;
-    }
-    if (c->rma) add_rma(c, diff);
-    int lost1 = 0;
-    for (int s = 0; s < c->m; s++) lost1 += c->lost[s];
-    return lost1 - lost0;
-}
-
-/* 0 when `peer` has exited (the transport's liveness check on a receive nobody satisfies). */
-static int probe_alive(hs_center_t *c, int peer)
-{
-    char dummy[8];
-    hs_treq_t *req = NULL;
-    if (hs_transport_irecv(c->t, peer, HS_TAG_PING, dummy, sizeof dummy, &req) < 0) return 1;
-    /* a short wait is enough: the transport's liveness check runs on its first pass */
-    int rc = hs_transport_wait(c->t, &req, 0.02, NULL);
-    if (req) hs_transport_req_free(c->t, &req);
-    return rc != -ECONNRESET;
-}
-
-/* The service has sent the final shard to every live rank (1), or not yet (0). */
-static int served_all(hs_center_t *c, long *progress)
-{
-    int done = 1;
-    long p = 0;
-    pthread_mutex_lock(&c->mu);
-    if (c->svc_rc) {
-        pthread_mutex_unlock(&c->mu);
-        return -1;
-    }
-    if (!c->final) done = 0;
-    for (int r = 0; r < c->size; r++) {
-        if (r == c->rank) continue;
-        p += c->fin_adds[r] >= 0;
-        p += c->answered[r] + c->dead[r];
-        if (!c->dead[r] && (!c->answered[r] || c->oreq[r])) done = 0;
-    }
-    pthread_mutex_unlock(&c->mu);
-    *progress += p;
-    return done;
-}
-
-int hs_center_finish(hs_center_t *c, float *dst, double timeout_s)
-{
-    for (int s = 0; s < c->m; s++) {
-        finish_send(c, s, &c->areq[s]);
-        finish_send(c, s, &c->qreq[s]);
-    }
-    /* RMA: every atomic of this rank has completed above (its completion is the target's
-     * acknowledgement that it was applied), so FIN announces 0 adds still to come. */
-    if (c->own >= 0) {
-        pthread_mutex_lock(&c->mu);
-        c->fin_adds[c->rank] = c->rma ? 0 : c->adds_sent[c->own];
-        pthread_mutex_unlock(&c->mu);
-    }
-    for (int s = 0; s < c->m; s++) {
-        if (c->lost[s] || s == c->own) continue;
-        HS_TRY(post_request(c, s, HS_EL_FIN, c->rma ? 0 : (uint64_t)c->adds_sent[s]));
-    }
-    double t0 = hs_now(), last = t0, next_probe = t0 + 0.5;
-    long prev = -1;
-    int own_copied = c->own < 0;
-    for (;;) {
-        long progress = 0;
-        int left = 0;
-        for (int s = 0; s < c->m; s++) left += c->rreq[s] != NULL;
-        if (left) { /* one short wait for whatever final shard comes */
-            int idx = -1;
-            hs_tstatus_t st;
-            int rc = hs_transport_waitany(c->t, c->rreq, c->m, 0.1, &idx, &st);
-            if (rc < 0 && rc != -ETIMEDOUT && idx >= 0)
-                mark_lost(c, idx, hs_last_error());
-            else if (rc < 0 && rc != -ETIMEDOUT)
-                return rc;
-            else if (rc == 0 && idx >= 0)
-                HS_TRY(take_reply(c, idx, &st, HS_EL_FINAL, dst));
-        }
-        if (c->idle) HS_TRY(c->idle(c->idle_ctx));
-        for (int s = 0; s < c->m; s++) progress += 2 * (c->rreq[s] == NULL);
-        int served = 1;
-        if (c->own >= 0) {
-            /* reap the service's completed final replies */
-            for (int r = 0; r < c->size; r++) {
-                pthread_mutex_lock(&c->mu);
-                int ans = c->answered[r];
-                pthread_mutex_unlock(&c->mu);
-                if (ans && c->oreq[r]) {
-                    int done = 0;
-                    pthread_mutex_lock(&c->mu);
-                    int trc = c->oreq[r] ? hs_transport_test(c->t, &c->oreq[r], &done, NULL) : 0;
-                    if (trc < 0) c->dead[r] = 1, c->oreq[r] = NULL;
-                    pthread_mutex_unlock(&c->mu);
-                }
-            }
-            served = served_all(c, &progress);
-            if (served < 0) {
-                pthread_mutex_lock(&c->mu);
-                int rc = c->svc_rc;
-                char msg[HS_ERRMSG_MAX];
-                snprintf(msg, sizeof msg, "%s", c->svc_msg);
-                pthread_mutex_unlock(&c->mu);
-                return HS_ERR(rc, "rank %d: center service: %s", c->rank, msg);
-            }
-            pthread_mutex_lock(&c->mu);
-            int final = c->final;
-            pthread_mutex_unlock(&c->mu);
-            if (final && !own_copied) {
-                pthread_mutex_lock(&c->mu);
-                memcpy(dst + c->off[c->own], c->shard, shard_len(c, c->own) * sizeof(float));
-                pthread_mutex_unlock(&c->mu);
-                own_copied = 1;
-            }
-        }
-        if (!left && served && own_copied) break;
-        if (!left) hs_sleep(0.05);
-        double now = hs_now();
-        if (progress != prev) prev = progress, last = now;
-        int silent = now - last >= timeout_s;
-        if (c->own >= 0 && (now >= next_probe || silent)) {
-            next_probe = now + 0.5;
-            for (int r = 0; r < c->size; r++) {
-                if (r == c->rank) continue;
-                pthread_mutex_lock(&c->mu);
-                int waiting = !c->dead[r] && c->fin_adds[r] < 0;
-                pthread_mutex_unlock(&c->mu);
-                if (!waiting) continue;
-                if (silent || !probe_alive(c, r)) {
-                    HS_WARN("rank %d: rank %d %s before finishing with center shard %d", c->rank, r,
-                            silent ? "went silent" : "exited", c->own);
-                    pthread_mutex_lock(&c->mu);
-                    c->dead[r] = 1;
-                    pthread_mutex_unlock(&c->mu);
-                }
-            }
-        }
-        if (silent && left) {
-            for (int s = 0; s < c->m; s++)
-                if (c->rreq[s]) mark_lost(c, s, "no final shard before the drain timeout");
-        }
-        if (silent && c->own >= 0 && now - last >= 2 * timeout_s)
-            return HS_ERR(-ETIMEDOUT,
-                          "rank %d: center shard %d: final replies not complete "
-                          "after %.1f s",
-                          c->rank, c->own, 2 * timeout_s);
-    }
-    int lost = 0;
-    for (int s = 0; s < c->m; s++) lost += c->lost[s];
-    return lost;
 }
 
 /* --- set-up and accessors -------------------------------------------------------------- */
@@ -646,16 +176,7 @@ void hs_center_close(hs_center_t **cp)
 {
     hs_center_t *c = cp ? *cp : NULL;
     if (!c) return;
-    if (c->thr_on) {
-        pthread_mutex_lock(&c->mu);
-        c->stop = 1;
-        pthread_mutex_unlock(&c->mu);
-        pthread_join(c->thr, NULL);
-    }
-    for (int i = 0; i < c->nslots && c->sreq; i++) {
-        if (c->sreq[i]) hs_transport_req_free(c->t, &c->sreq[i]);
-        free(c->sbuf[i]);
-    }
+    hs_svc_stop(c->x, &c->svc);
     for (int r = 0; r < c->size && c->oreq; r++) {
         if (c->oreq[r]) hs_transport_req_free(c->t, &c->oreq[r]);
         free(c->obuf[r]);
@@ -669,8 +190,6 @@ void hs_center_close(hs_center_t **cp)
         free(c->qbuf[s]);
     }
     if (c->win) hs_transport_win_free(c->t, &c->win);
-    free(c->sreq);
-    free(c->sbuf);
     free(c->oreq);
     free(c->obuf);
     free(c->abuf);
@@ -688,7 +207,6 @@ void hs_center_close(hs_center_t **cp)
     free(c->dead);
     free(c->owner);
     free(c->off);
-    pthread_mutex_destroy(&c->mu);
     free(c);
     *cp = NULL;
 }
@@ -714,7 +232,7 @@ static int choose_path(hs_center_t *c, const char *path)
         static const float zero = 0.0f;
         hs_treq_t *req = NULL;
         rc = hs_transport_atomic_add_float(c->t, c->win, c->owner[0], 0, &zero, 1, &req);
-        if (rc == 0) rc = hs_transport_wait(c->t, &req, c->timeout_s, NULL);
+        if (rc == 0) rc = hs_exec_wait1(c->x, &req, c->timeout_s, HS_WAIT_NO_IDLE, NULL);
         if (req) hs_transport_req_free(c->t, &req);
     }
     if (rc == 0) {
@@ -729,10 +247,12 @@ static int choose_path(hs_center_t *c, const char *path)
     return 0; /* auto without float atomics: the service thread */
 }
 
-int hs_center_open(hs_center_t **out, hs_transport_t *t, size_t n, const float *init,
-                   const int *owners, int n_owners, double timeout_s, const char *path)
+int hs_center_open(hs_center_t **out, hs_exec_t *x, size_t n, const float *init, const int *owners,
+                   int n_owners, double timeout_s, const char *path)
 {
     *out = NULL;
+    hs_transport_t *t = x->t;
+    if (!t) return HS_ERR(-ENOTCONN, "center: no transport");
     int size = hs_transport_size(t), rank = hs_transport_rank(t);
     int m = owners ? n_owners : size;
     if (m < 1 || m > size)
@@ -743,7 +263,7 @@ int hs_center_open(hs_center_t **out, hs_transport_t *t, size_t n, const float *
     if (!(timeout_s > 0)) return HS_ERR(-EINVAL, "center: timeout %g must be > 0", timeout_s);
     hs_center_t *c = hs_calloc(1, sizeof *c, "center");
     if (!c) return -ENOMEM;
-    pthread_mutex_init(&c->mu, NULL);
+    c->x = x;
     c->t = t;
     c->rank = rank;
     c->size = size;
@@ -798,38 +318,28 @@ int hs_center_open(hs_center_t **out, hs_transport_t *t, size_t n, const float *
     }
     if ((rc = choose_path(c, path)) < 0) goto fail;
     if (c->own >= 0) {
-        /* the RMA path's service thread only ever receives FIN requests (header only) */
-        size_t len = shard_len(c, c->own), cap = HDR + (c->rma ? 0 : len * sizeof(float));
-        /* Two receives per rank (a read or FIN and an add may be in flight from each), at
-         * least 4 and at most 64. */
-        c->nslots = HS_MIN(64, HS_MAX(4, 2 * size));
-        c->sreq = hs_calloc((size_t)c->nslots, sizeof *c->sreq, "service receives");
-        c->sbuf = hs_calloc((size_t)c->nslots, sizeof *c->sbuf, "service buffers");
-        if (!c->sreq || !c->sbuf) goto fail;
-        for (int i = 0; i < c->nslots; i++) {
-            rc = -ENOMEM;
-            if (!(c->sbuf[i] = hs_malloc(cap, "service buffer"))) goto fail;
-            if ((rc = hs_transport_irecv(t, HS_ANY_SOURCE, HS_TAG_CENTER_REQ, c->sbuf[i], cap,
-                                         &c->sreq[i])) < 0)
-                goto fail;
-        }
-        if ((rc = pthread_create(&c->thr, NULL, svc_main, c)) != 0) {
-            rc = HS_ERR(-rc, "cannot start the center service thread: %s", strerror(rc));
-            goto fail;
-        }
-        c->thr_on = 1;
+        /* the RMA path's service only ever receives FIN requests (header only); two receives
+         * per rank (a read or FIN and an add may be in flight from each), 4 to 64 */
+        size_t len = shard_len(c, c->own);
+        int ns = HS_MIN(64, HS_MAX(4, 2 * size));
+        int src[64];
+        uint32_t tag[64];
+        for (int i = 0; i < ns; i++) src[i] = HS_ANY_SOURCE, tag[i] = HS_TAG_CENTER_REQ;
+        hs_service_desc_t sd = {.name = "center service",
+                                .n_slots = ns,
+                                .slot_bytes = HDR + (c->rma ? 0 : len * sizeof(float)),
+                                .src = src,
+                                .tag = tag,
+                                .on_msg = svc_handle,
+                                .on_tick = svc_maybe_final,
+                                .ctx = c};
+        if ((rc = hs_svc_start(x, &sd, &c->svc)) < 0) goto fail;
     }
     *out = c;
     return 0;
 fail:
     hs_center_close(&c);
     return rc;
-}
-
-void hs_center_set_idle(hs_center_t *c, int (*idle)(void *ctx), void *ctx)
-{
-    c->idle = idle;
-    c->idle_ctx = ctx;
 }
 
 int hs_center_num_shards(const hs_center_t *c)
@@ -849,12 +359,11 @@ int hs_center_shard_lost(const hs_center_t *c, int s)
     return c->lost[s];
 }
 
-int hs_center_rank_dead(const hs_center_t *c, int r)
+int hs_center_rank_dead(hs_center_t *c, int r)
 {
-    hs_center_t *mc = (hs_center_t *)c;
-    pthread_mutex_lock(&mc->mu);
+    center_lock(c);
     int d = c->dead[r];
-    pthread_mutex_unlock(&mc->mu);
+    center_unlock(c);
     return d;
 }
 
@@ -871,9 +380,9 @@ const char *hs_center_path(const hs_center_t *c)
 long hs_center_adds_applied(hs_center_t *c)
 {
     if (c->rma) return -1; /* remote atomics land without the owner knowing */
-    pthread_mutex_lock(&c->mu);
+    center_lock(c);
     long a = c->applied;
-    pthread_mutex_unlock(&c->mu);
+    center_unlock(c);
     return a;
 }
 
@@ -890,17 +399,17 @@ size_t hs_center_state_bytes(const hs_center_t *c)
 int hs_center_state_save(hs_center_t *c, void *buf)
 {
     if (c->own < 0) return 0;
-    pthread_mutex_lock(&c->mu);
+    center_lock(c);
     memcpy(buf, c->shard, hs_center_state_bytes(c));
-    pthread_mutex_unlock(&c->mu);
+    center_unlock(c);
     return 0;
 }
 
 int hs_center_state_load(hs_center_t *c, const void *buf)
 {
     if (c->own < 0) return 0;
-    pthread_mutex_lock(&c->mu);
+    center_lock(c);
     memcpy(c->shard, buf, hs_center_state_bytes(c));
-    pthread_mutex_unlock(&c->mu);
+    center_unlock(c);
     return 0;
 }

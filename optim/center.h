@@ -4,7 +4,7 @@
  *
  * The center x~ (n floats) is split into m contiguous shards, shard s = [n s / m, n (s+1) / m),
  * owned by rank owners[s] (by default every rank owns one shard). Each owner runs a service
- * thread that keeps receives posted (HS_ANY_SOURCE, HS_TAG_CENTER_REQ) and answers:
+ * (hearsay/exec.h) that keeps receives posted (HS_ANY_SOURCE, HS_TAG_CENTER_REQ) and answers:
  *   READ   -> a copy of its shard (HS_TAG_CENTER_REP);
  *   ADD    -> shard += the elastic difference, under the shard's lock: one owner applies every
  *             add, so concurrent adds are never lost or torn;
@@ -15,7 +15,7 @@
  * under the same lock without messages. A shard whose owner died (its liveness check fails)
  * is marked unavailable: reads leave the caller's slice untouched and adds skip it.
  *
- * One client per hs_center_t (the rank's main thread); the service thread is internal.
+ * One client per hs_center_t (the rank's main thread); the service is internal.
  *
  * The RMA path (chosen at open when the provider has float SUM atomics, e.g. tcp;ofi_rxm):
  * every rank registers its shard as a memory window (collectively, at open); a read is a get
@@ -29,7 +29,7 @@
 #ifndef HEARSAY_OPTIM_CENTER_H
 #define HEARSAY_OPTIM_CENTER_H
 
-#include "hearsay/transport.h"
+#include "hearsay/exec.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -48,25 +48,20 @@ typedef struct hs_center_stats {
  * part. */
 int hs_center_parse_owners(const char *spec, int size, int **out, int *n);
 
-/* Open the center of this rank over t. owners: n_owners ranks (NULL = every rank, in order);
- * init: (n) host floats, the initial center (only the own shard is read); timeout_s bounds
+/* Open the center of this rank over x's transport. owners: n_owners ranks (NULL = every rank, in
+ * order); init: (n) host floats, the initial center (only the own shard is read); timeout_s bounds
  * every wait for an owner. path: "auto", "rma" or "service" (NULL or "": $HS_CENTER_PATH,
  * else auto). "auto" and "rma" are collective (every rank creates the window and probes one
  * atomic add; start-up only): auto uses RMA when the provider has float atomics, else the
- * service thread; "rma" fails without them. "service" is not collective. Starts the service
- * thread when this rank owns a shard. */
-int hs_center_open(hs_center_t **out, hs_transport_t *t, size_t n, const float *init,
-                   const int *owners, int n_owners, double timeout_s, const char *path);
+ * service; "rma" fails without them. "service" is not collective. Starts the service
+ * when this rank owns a shard. */
+int hs_center_open(hs_center_t **out, hs_exec_t *x, size_t n, const float *init, const int *owners,
+                   int n_owners, double timeout_s, const char *path);
 /* The path in use: "rma" or "service". */
 const char *hs_center_path(const hs_center_t *c);
-/* Stop the service thread and free everything; *c = NULL. Call after hs_center_finish (or
+/* Stop the service and free everything; *c = NULL. Call after hs_center_finish (or
  * when the run failed). Never blocks on peers. */
 void hs_center_close(hs_center_t **c);
-
-/* While hs_center_finish waits for the other ranks it calls idle(ctx) at least every ~0.1 s
- * (the training loop's hs_dist_idle: rank 0 keeps collecting evaluation snapshots, which the
- * other ranks may wait on before they can finish). NULL: nothing. */
-void hs_center_set_idle(hs_center_t *c, int (*idle)(void *ctx), void *ctx);
 
 /* Read every available shard into dst (n host floats); slices of unavailable shards are left
  * as they are. Blocks (bounded) for the owners' replies only. Returns the number of shards
@@ -89,7 +84,7 @@ void hs_center_shard(const hs_center_t *c, int s, int *owner, size_t *off, size_
 /* 1 when shard s can no longer be reached (its owner died). */
 int hs_center_shard_lost(const hs_center_t *c, int s);
 /* 1 when rank r is known to have died (seen by this client or the service). */
-int hs_center_rank_dead(const hs_center_t *c, int r);
+int hs_center_rank_dead(hs_center_t *c, int r);
 /* The shard this rank owns (-1: none). */
 int hs_center_own_shard(const hs_center_t *c);
 /* Adds applied to the own shard so far (local and remote); -1 on the RMA path (not counted). */

@@ -9,7 +9,7 @@
  * order on one tag, and a neighbour cannot be more than one round ahead (it needs this
  * rank's round-t message to finish round t), so a receive posted per neighbour and round
  * always matches that round. A failed neighbour stops the run with an error: D-PSGD has no
- * push-sum weight to absorb a lost share.
+ * push-sum weight to absorb a lost share (docs/algorithms.md, "Failures").
  */
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
@@ -42,7 +42,7 @@ static int wait_all(hs_algo_t *a, hs_treq_t **reqs, int n, long t, const char *w
         if (!left) return 0;
         int idx = -1;
         hs_tstatus_t st;
-        int rc = hs_transport_waitany(d->t, reqs, n, d->o->comm_timeout_s, &idx, &st);
+        int rc = hs_exec_wait(d->x, reqs, n, d->o->comm_timeout_s, 0, &idx, &st);
         if (rc < 0) {
             if (idx >= 0) hs_dist_peer_failed(d, a->peers[idx], t, hs_last_error());
             hs_error_prefix("D-PSGD round %ld, %s", t, what);
@@ -64,15 +64,15 @@ static int dpsgd_step(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
     hs_kernels_t *k = d->k;
-    float *x = hs_model_params(hs_worker_model(d->worker));
-    HS_TRY(hs_worker_apply(d->worker));
+    float *x = d->params;
+    HS_TRY(hs_dist_apply(d, 1.0));
 
-    double t0 = hs_now();
+    double t0 = hs_exec_now(d->x);
     /* the previous round's sends must be done before the snapshot is overwritten */
     HS_TRY(wait_all(a, a->sreq, a->nsend, t - 1, "send"));
-    d->st.wait_s += hs_now() - t0;
+    d->st.wait_s += hs_exec_now(d->x) - t0;
 
-    t0 = hs_now();
+    t0 = hs_exec_now(d->x);
     int cnt = 0;
     double self = 0;
     HS_TRY(hs_topo_out_peers(d->topo, t, d->rank, a->peers, a->wts, a->maxdeg, &cnt, &self));
@@ -89,13 +89,13 @@ static int dpsgd_step(hs_algo_t *a, long t)
         d->st.bytes_sent += a->msg_bytes;
     }
     a->nsend = cnt;
-    d->st.comm_s += hs_now() - t0;
+    d->st.comm_s += hs_exec_now(d->x) - t0;
 
-    t0 = hs_now();
+    t0 = hs_exec_now(d->x);
     HS_TRY(wait_all(a, a->rreq, cnt, t, "receive"));
-    d->st.wait_s += hs_now() - t0;
+    d->st.wait_s += hs_exec_now(d->x) - t0;
 
-    t0 = hs_now();
+    t0 = hs_exec_now(d->x);
     HS_TRY(k->ops->scale(k, a->n, (float)self, x));
     for (int i = 0; i < cnt; i++) {
         const float *xj = (const float *)(a->rbuf[i] + sizeof(hs_ps_hdr_v1_t));
@@ -105,17 +105,18 @@ static int dpsgd_step(hs_algo_t *a, long t)
         }
         HS_TRY(k->ops->axpy(k, a->n, (float)a->wts[i], xj, x));
     }
-    d->st.comm_s += hs_now() - t0;
+    d->st.comm_s += hs_exec_now(d->x) - t0;
     return 0;
 }
 
 static int dpsgd_drain(hs_algo_t *a, int final)
 {
     (void) final;
-    double t0 = hs_now();
-    int rc = wait_all(a, a->sreq, a->nsend, hs_worker_iteration(a->d->worker) - 1, "send");
+    hs_dist_t *d = a->d;
+    double t0 = hs_exec_now(d->x);
+    int rc = wait_all(a, a->sreq, a->nsend, d->iter, "send");
     a->nsend = 0;
-    a->d->st.wait_s += hs_now() - t0;
+    d->st.wait_s += hs_exec_now(d->x) - t0;
     return rc;
 }
 
@@ -176,19 +177,14 @@ fail:
     return rc;
 }
 
-static double dpsgd_weight(const hs_algo_t *a)
-{
-    (void)a;
-    return 1.0;
-}
-
 const hs_algo_ops_t hs_algo_dpsgd_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "dpsgd",
+    .help = "D-PSGD: Metropolis neighbour averaging on an undirected graph",
     .flags = HS_ALGO_GRAPH | HS_ALGO_UNDIRECTED | HS_ALGO_COMM,
+    .default_graph = "biring",
     .init = dpsgd_init,
     .step = dpsgd_step,
     .drain = dpsgd_drain,
     .finalize = dpsgd_finalize,
-    .weight = dpsgd_weight,
 };

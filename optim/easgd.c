@@ -40,7 +40,7 @@ struct hs_algo {
 
 static float *params(hs_algo_t *a)
 {
-    return hs_model_params(hs_worker_model(a->d->worker));
+    return a->d->params;
 }
 
 /* Move the center's counters into the iteration's stats; wall time outside waits is comm. */
@@ -52,7 +52,7 @@ static void account(hs_algo_t *a, double t0)
     st->bytes_recv += cs->bytes_recv;
     st->wait_s += cs->wait_s;
     st->msgs_applied += cs->msgs;
-    double comm = hs_now() - t0 - cs->wait_s;
+    double comm = hs_exec_now(a->d->x) - t0 - cs->wait_s;
     st->comm_s += comm > 0 ? comm : 0;
     memset(cs, 0, sizeof *cs);
 }
@@ -76,7 +76,7 @@ static int exchange(hs_algo_t *a, long t)
     hs_dist_t *d = a->d;
     hs_kernels_t *k = d->k;
     size_t n = d->n;
-    double t0 = hs_now();
+    double t0 = hs_exec_now(d->x);
     HS_TRY(k->ops->to_host(k, a->x, params(a), n * sizeof(float)));
     memcpy(a->ct, a->x, n * sizeof(float)); /* lost shards read as x_i: no force there */
     int rc = hs_center_read(a->c, a->ct);
@@ -102,7 +102,7 @@ static int exchange(hs_algo_t *a, long t)
 
 static int easgd_step(hs_algo_t *a, long t)
 {
-    HS_TRY(hs_worker_apply(a->d->worker));
+    HS_TRY(hs_dist_apply(a->d, 1.0));
     if ((t + 1) % a->tau == 0) return exchange(a, t);
     return 0;
 }
@@ -112,9 +112,9 @@ static int easgd_drain(hs_algo_t *a, int final)
     if (!final) return 0; /* the loop evaluates this worker's x_i */
     hs_dist_t *d = a->d;
     hs_kernels_t *k = d->k;
-    double t0 = hs_now();
+    double t0 = hs_exec_now(d->x);
     double wl = NAN, wa = NAN;
-    HS_TRY(hs_worker_evaluate(d->worker, NULL, &wl, &wa));
+    HS_TRY(hs_dist_evaluate(d, NULL, &wl, &wa));
     HS_TRY(k->ops->to_host(k, a->x, params(a), d->n * sizeof(float)));
     int lost = hs_center_finish(a->c, a->x, d->o->drain_timeout_s);
     if (lost < 0) {
@@ -127,23 +127,19 @@ static int easgd_drain(hs_algo_t *a, int final)
             hs_dist_peer_failed(d, r, 0, "exited before finishing with the center");
     HS_TRY(k->ops->to_device(k, params(a), a->x, d->n * sizeof(float)));
     account(a, t0);
-    if (!d->o->quiet)
-        printf("rank %d: EASGD worker x_%d test loss %.4f acc %.2f%%; reporting the center "
-               "(%d of %d shards lost)\n",
-               d->rank, d->rank, wl, 100 * wa, lost, hs_center_num_shards(a->c));
-    if (d->o->out_dir) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/rank-%d-easgd.txt", d->o->out_dir, d->rank);
-        FILE *f = fopen(path, "w");
-        if (!f) return HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
-        fprintf(f,
-                "worker_test_loss %.9g\nworker_test_acc %.9g\nalpha %.9g\ntau %d\n"
-                "shards %d\nshards_lost %d\nown_shard %d\nadds_applied %ld\ncenter_path %s\n",
-                wl, wa, a->alpha, a->tau, hs_center_num_shards(a->c), lost,
-                hs_center_own_shard(a->c), hs_center_adds_applied(a->c), hs_center_path(a->c));
-        if (fclose(f) != 0) return HS_ERR(-EIO, "writing %s failed", path);
-    }
-    return 0;
+    /* what the run's files show: a console line and DIR/rank-R-easgd.txt */
+    char line[512];
+    snprintf(line, sizeof line,
+             "EASGD worker x_%d test loss %.4f acc %.2f%%; reporting the center (%d of %d "
+             "shards lost)",
+             d->rank, wl, 100 * wa, lost, hs_center_num_shards(a->c));
+    HS_TRY(hs_dist_record(d, NULL, NULL, line));
+    snprintf(line, sizeof line,
+             "worker_test_loss %.9g\nworker_test_acc %.9g\nalpha %.9g\ntau %d\n"
+             "shards %d\nshards_lost %d\nown_shard %d\nadds_applied %ld\ncenter_path %s",
+             wl, wa, a->alpha, a->tau, hs_center_num_shards(a->c), lost, hs_center_own_shard(a->c),
+             hs_center_adds_applied(a->c), hs_center_path(a->c));
+    return hs_dist_record(d, "easgd.txt", NULL, line);
 }
 
 static void easgd_finalize(hs_algo_t **ap)
@@ -158,16 +154,10 @@ static void easgd_finalize(hs_algo_t **ap)
     *ap = NULL;
 }
 
-/* hs_center_finish's idle hook: the training loop's hs_dist_idle. */
-static int easgd_idle(void *dist)
-{
-    return hs_dist_idle(dist);
-}
-
 static int easgd_open(hs_algo_t **out, hs_dist_t *d, int momentum)
 {
     *out = NULL;
-    const hs_train_opts_t *o = d->o;
+    const hs_algo_opts_t *o = d->o;
     if (momentum && !(o->nesterov && o->momentum > 0))
         return HS_ERR(-EINVAL, "--algo eamsgd needs Nesterov momentum on the local steps "
                                "(--momentum > 0 and --nesterov)");
@@ -188,11 +178,10 @@ static int easgd_open(hs_algo_t **out, hs_dist_t *d, int momentum)
     a->reported = hs_calloc((size_t)nown, sizeof *a->reported, "lost shards");
     if (!a->x || !a->ct || !a->reported) goto fail;
     if ((rc = d->k->ops->to_host(d->k, a->x, params(a), d->n * sizeof(float))) < 0) goto fail;
-    if ((rc = hs_center_open(&a->c, d->t, d->n, a->x, owners, nown, o->comm_timeout_s,
+    if ((rc = hs_center_open(&a->c, d->x, d->n, a->x, owners, nown, o->comm_timeout_s,
                              o->center_path)) < 0)
         goto fail;
     free(owners);
-    hs_center_set_idle(a->c, easgd_idle, d);
     *out = a;
     return 0;
 fail:
@@ -211,12 +200,6 @@ static int eamsgd_init(hs_algo_t **out, hs_dist_t *d)
     return easgd_open(out, d, 1);
 }
 
-static double easgd_weight(const hs_algo_t *a)
-{
-    (void)a;
-    return 1.0;
-}
-
 /* Checkpoint state beyond the worker's: this rank's center shard. */
 static size_t easgd_state_bytes(const hs_algo_t *a)
 {
@@ -233,13 +216,34 @@ static int easgd_state_load(hs_algo_t *a, const void *buf)
     return hs_center_state_load(a->c, buf);
 }
 
-#define EASGD_OPS(NAME, INIT)                                                                      \
-    {                                                                                              \
-        .size = sizeof(hs_algo_ops_t), .name = NAME, .flags = HS_ALGO_COMM, .init = INIT,          \
-        .step = easgd_step, .drain = easgd_drain, .finalize = easgd_finalize,                      \
-        .weight = easgd_weight, .state_bytes = easgd_state_bytes, .state_save = easgd_state_save,  \
-        .state_load = easgd_state_load,                                                            \
-    }
+/* Their services answer while the main thread waits: without the transport's progress thread
+ * a completion reaped by one thread does not wake the other (20x slower, measured). */
+const hs_algo_ops_t hs_algo_easgd_ops = {
+    .size = sizeof(hs_algo_ops_t),
+    .name = "easgd",
+    .help = "elastic averaging SGD: every --tau steps, an elastic pull toward a sharded center",
+    .flags = HS_ALGO_COMM | HS_ALGO_TAU | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT,
+    .default_tau = 1,
+    .init = easgd_init,
+    .step = easgd_step,
+    .drain = easgd_drain,
+    .finalize = easgd_finalize,
+    .state_bytes = easgd_state_bytes,
+    .state_save = easgd_state_save,
+    .state_load = easgd_state_load,
+};
 
-const hs_algo_ops_t hs_algo_easgd_ops = EASGD_OPS("easgd", easgd_init);
-const hs_algo_ops_t hs_algo_eamsgd_ops = EASGD_OPS("eamsgd", eamsgd_init);
+const hs_algo_ops_t hs_algo_eamsgd_ops = {
+    .size = sizeof(hs_algo_ops_t),
+    .name = "eamsgd",
+    .help = "EASGD with Nesterov momentum on the local steps",
+    .flags = HS_ALGO_COMM | HS_ALGO_TAU | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT | HS_ALGO_NESTEROV,
+    .default_tau = 1,
+    .init = eamsgd_init,
+    .step = easgd_step,
+    .drain = easgd_drain,
+    .finalize = easgd_finalize,
+    .state_bytes = easgd_state_bytes,
+    .state_save = easgd_state_save,
+    .state_load = easgd_state_load,
+};

@@ -5,12 +5,12 @@
  * Each worker keeps the mean of its last k batch losses (--leader-window). Every tau steps
  * (--tau, default 1) it
  *   1. publishes a snapshot of its parameters (a sequence lock: hs_snapshot_t) that its
- *      service thread serves to whoever asks;
+ *      service (hearsay/exec.h) serves to whoever asks;
  *   2. sends (recent loss, rank, version = iteration) to every other live rank (fire and
  *      forget; a send still in flight from the previous round is skipped, never waited for);
  *   3. elects, from what it has heard (hs_lsgd_elect: lowest loss, stale entries aged out),
  *      the global leader and the leader of its group (--groups G: contiguous groups);
- *   4. fetches each leader's snapshot (a request answered by the leader's service thread,
+ *   4. fetches each leader's snapshot (a request answered by the leader's service,
  *      even while the leader computes or sleeps) and checks it: an even version that did not
  *      move during the copy, and the checksum in the message;
  *   5. adds the pulls to its gradient before the local step:
@@ -20,7 +20,8 @@
  * A leader whose fetch fails (it exited) is reported failed and the next best is elected; a
  * silent one ages out of the table. At the end every worker announces that it is done and
  * keeps serving its snapshot until every live rank is done, so no fetch finds it gone.
- * With --out DIR: DIR/rank-R-leader.csv, one row per communication round.
+ * Each communication round is recorded (hs_dist_record): with --out DIR the reporting code
+ * writes DIR/rank-R-leader.csv, one row per round.
  */
 #include "optim/lsgd.h"
 
@@ -29,16 +30,15 @@
 #include "optim/elastic_wire.h"
 
 #include <math.h>
-#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define HDR        sizeof(hs_el_hdr_v1_t)
-#define SVC_POLL_S 0.1
-#define AGE_S      1.0 /* an entry not refreshed for this long (and 10 tau iterations) is stale */
-#define LOSS_RING  4   /* loss messages in flight per peer */
-#define STUCK_S    0.5 /* a loss send in flight this long gets a liveness check of its peer */
+#define HDR       sizeof(hs_el_hdr_v1_t)
+#define AGE_S     1.0 /* an entry not refreshed for this long (and 10 tau iterations) is stale */
+#define LOSS_RING 4   /* loss messages in flight per peer */
+#define STUCK_S   0.5 /* a loss send in flight this long gets a liveness check of its peer */
 
 /* --- the transport-free pieces (optim/lsgd.h) ------------------------------------------ */
 
@@ -112,8 +112,8 @@ int hs_snapshot_read(hs_snapshot_t *s, float *dst, int tries, uint64_t *version,
     for (int i = 0; i < tries; i++) {
         uint64_t v1 = atomic_load_explicit(&s->version, memory_order_acquire);
         if (v1 == 0) return -EAGAIN;
-        if (v1 & 1) { /* being written: let the publisher finish */
-            hs_sleep(i < 4 ? 0 : 1e-4);
+        if (v1 & 1) { /* being written (a memcpy): let the publisher finish */
+            sched_yield();
             continue;
         }
         memcpy(dst, s->data, s->n * sizeof(float));
@@ -146,21 +146,14 @@ struct hs_algo {
     float *xl; /* (n) device copy of a leader's snapshot (non-CPU backends) */
     int on_host;
     hs_snapshot_t snap;
-    FILE *log;
     long fetched;
 
-    pthread_mutex_t mu;   /* guards tab, dead, my_iter, svc_rc */
+    /* the service (loss messages, snapshot requests); its lock guards tab, dead, my_iter */
+    hs_service_t *svc;
     hs_lsgd_entry_t *tab; /* (size) */
     char *dead;           /* (size) */
     long my_iter;
-    int stop, svc_rc;
-    char svc_msg[HS_ERRMSG_MAX];
-
-    pthread_t thr;
-    int thr_on;
     int nl, nr;           /* loss slots, snapshot-request slots */
-    hs_treq_t **sreq;     /* (nl + nr) */
-    unsigned char **sbuf; /* (nl + nr) headers */
     unsigned char **obuf; /* (size) snapshot replies, allocated on first request */
     hs_treq_t **oreq;     /* (size) */
     unsigned char *lbuf;  /* (size * LOSS_RING) loss message headers */
@@ -171,14 +164,14 @@ struct hs_algo {
     hs_treq_t *freq, *qreq;
 };
 
-static void svc_fail(hs_algo_t *a, int rc)
+static void lock(hs_algo_t *a)
 {
-    pthread_mutex_lock(&a->mu);
-    if (!a->svc_rc) {
-        a->svc_rc = rc;
-        snprintf(a->svc_msg, sizeof a->svc_msg, "%s", hs_last_error());
-    }
-    pthread_mutex_unlock(&a->mu);
+    hs_svc_lock(a->d->x, a->svc);
+}
+
+static void unlock(hs_algo_t *a)
+{
+    hs_svc_unlock(a->d->x, a->svc);
 }
 
 static int serve_snapshot(hs_algo_t *a, int dst)
@@ -186,7 +179,7 @@ static int serve_snapshot(hs_algo_t *a, int dst)
     hs_dist_t *d = a->d;
     size_t bytes = HDR + d->n * sizeof(float);
     if (a->oreq[dst]) {
-        int rc = hs_transport_wait(d->t, &a->oreq[dst], d->o->comm_timeout_s, NULL);
+        int rc = hs_exec_wait1(d->x, &a->oreq[dst], d->o->comm_timeout_s, HS_WAIT_NO_IDLE, NULL);
         if (a->oreq[dst]) hs_transport_req_free(d->t, &a->oreq[dst]);
         if (rc < 0) return 0; /* that reader is gone; not this service's failure */
     }
@@ -210,18 +203,19 @@ static int serve_snapshot(hs_algo_t *a, int dst)
     return 0;
 }
 
-static int svc_handle(hs_algo_t *a, int idx, const hs_tstatus_t *st)
+static int svc_handle(void *ctx, int idx, const void *buf, const hs_tstatus_t *st)
 {
-    const hs_el_hdr_v1_t *h = (const hs_el_hdr_v1_t *)a->sbuf[idx];
+    hs_algo_t *a = ctx;
+    const hs_el_hdr_v1_t *h = (const hs_el_hdr_v1_t *)buf;
     HS_TRY(hs_el_hdr_check(h, st->len, st->source));
     if (idx < a->nl) {
         if (h->kind != HS_EL_LOSS)
             return HS_ERR(-EPROTO, "leader-SGD: kind %u on the loss tag from rank %d", h->kind,
                           st->source);
-        pthread_mutex_lock(&a->mu);
-        hs_lsgd_note(a->tab, st->source, h->value, (long)h->seq, hs_now(), a->my_iter);
+        lock(a);
+        hs_lsgd_note(a->tab, st->source, h->value, (long)h->seq, hs_exec_now(a->d->x), a->my_iter);
         if (h->shard == 1) a->tab[st->source].done = 1;
-        pthread_mutex_unlock(&a->mu);
+        unlock(a);
         return 0;
     }
     if (h->kind != HS_EL_SNAPREQ)
@@ -230,51 +224,11 @@ static int svc_handle(hs_algo_t *a, int idx, const hs_tstatus_t *st)
     return serve_snapshot(a, st->source);
 }
 
-static void *svc_main(void *arg)
-{
-    hs_algo_t *a = arg;
-    hs_transport_t *t = a->d->t;
-    int ns = a->nl + a->nr;
-    for (;;) {
-        pthread_mutex_lock(&a->mu);
-        int stop = a->stop;
-        pthread_mutex_unlock(&a->mu);
-        if (stop) break;
-        int active = 0;
-        for (int i = 0; i < ns; i++) active += a->sreq[i] != NULL;
-        if (!active) {
-            hs_sleep(SVC_POLL_S);
-            continue;
-        }
-        int idx = -1;
-        hs_tstatus_t st;
-        int rc = hs_transport_waitany(t, a->sreq, ns, SVC_POLL_S, &idx, &st);
-        if (rc == -ETIMEDOUT || (rc == 0 && idx < 0)) continue;
-        if (rc < 0) {
-            if (idx < 0) {
-                svc_fail(a, rc);
-                hs_sleep(SVC_POLL_S);
-            }
-            continue; /* a slot failed: every other rank has exited */
-        }
-        int hr = svc_handle(a, idx, &st);
-        if (hr < 0) svc_fail(a, hr);
-        hr = hs_transport_irecv(t, HS_ANY_SOURCE, idx < a->nl ? HS_TAG_LSGD_LOSS : HS_TAG_LSGD_REQ,
-                                a->sbuf[idx], HDR, &a->sreq[idx]);
-        if (hr < 0) svc_fail(a, hr);
-    }
-    return NULL;
-}
-
 static int check_service(hs_algo_t *a)
 {
-    pthread_mutex_lock(&a->mu);
-    int rc = a->svc_rc;
-    char msg[HS_ERRMSG_MAX];
-    snprintf(msg, sizeof msg, "%s", a->svc_msg);
-    pthread_mutex_unlock(&a->mu);
-    if (rc) return HS_ERR(rc, "rank %d: leader-SGD service: %s", a->d->rank, msg);
-    return 0;
+    int rc = hs_svc_error(a->d->x, a->svc);
+    if (rc < 0) hs_error_prefix("rank %d: leader-SGD", a->d->rank);
+    return rc;
 }
 
 /* Mark rank r failed (seen by a send or fetch to it) and drop what is still queued for it, so
@@ -282,10 +236,10 @@ static int check_service(hs_algo_t *a)
 static void peer_gone(hs_algo_t *a, int r, const char *why)
 {
     hs_dist_t *d = a->d;
-    pthread_mutex_lock(&a->mu);
+    lock(a);
     long last = a->tab[r].valid ? a->tab[r].version : -1;
     a->dead[r] = 1;
-    pthread_mutex_unlock(&a->mu);
+    unlock(a);
     for (int j = 0; j < LOSS_RING; j++) {
         hs_treq_t **q = &a->lreq[(size_t)r * LOSS_RING + (size_t)j];
         if (*q) hs_transport_req_free(d->t, q);
@@ -300,7 +254,7 @@ static int loss_slot(hs_algo_t *a, int r, int must)
 {
     hs_dist_t *d = a->d;
     int free_slot = -1, oldest = -1;
-    double now = hs_now();
+    double now = hs_exec_now(d->x);
     for (int j = 0; j < LOSS_RING; j++) {
         size_t i = (size_t)r * LOSS_RING + (size_t)j;
         if (a->lreq[i]) {
@@ -326,9 +280,9 @@ static int loss_slot(hs_algo_t *a, int r, int must)
     /* the oldest send is slow (or the ring is full and this message must go): wait on it,
      * bounded, with the transport's liveness check of r */
     size_t i = (size_t)r * LOSS_RING + (size_t)oldest;
-    double t0 = hs_now();
-    int rc = hs_transport_wait(d->t, &a->lreq[i], must ? d->o->comm_timeout_s : 0.01, NULL);
-    d->st.wait_s += hs_now() - t0;
+    double t0 = hs_exec_now(d->x);
+    int rc = hs_exec_wait1(d->x, &a->lreq[i], must ? d->o->comm_timeout_s : 0.01, 0, NULL);
+    d->st.wait_s += hs_exec_now(d->x) - t0;
     if (rc == -ECONNRESET) {
         char why[HS_ERRMSG_MAX + 32];
         snprintf(why, sizeof why, "sending its loss: %s", hs_last_error());
@@ -348,9 +302,9 @@ static void send_loss(hs_algo_t *a, double loss, long version, int done)
     hs_dist_t *d = a->d;
     for (int r = 0; r < d->size; r++) {
         if (r == d->rank) continue;
-        pthread_mutex_lock(&a->mu);
+        lock(a);
         int dead = a->dead[r];
-        pthread_mutex_unlock(&a->mu);
+        unlock(a);
         if (dead || hs_dist_peer_dead(d, r)) {
             for (int j = 0; j < LOSS_RING; j++) {
                 hs_treq_t **q = &a->lreq[(size_t)r * LOSS_RING + (size_t)j];
@@ -369,7 +323,7 @@ static void send_loss(hs_algo_t *a, double loss, long version, int done)
             a->lreq[i] = NULL;
             continue;
         }
-        a->lsent[i] = hs_now();
+        a->lsent[i] = hs_exec_now(d->x);
         d->st.bytes_sent += HDR;
     }
 }
@@ -380,9 +334,9 @@ static int fetch(hs_algo_t *a, int L, long t)
 {
     hs_dist_t *d = a->d;
     size_t cap = HDR + d->n * sizeof(float);
-    double t0 = hs_now();
+    double t0 = hs_exec_now(d->x);
     if (a->qreq) { /* the previous request has been answered, so its send is done */
-        hs_transport_wait(d->t, &a->qreq, d->o->comm_timeout_s, NULL);
+        hs_exec_wait1(d->x, &a->qreq, d->o->comm_timeout_s, 0, NULL);
         if (a->qreq) hs_transport_req_free(d->t, &a->qreq);
     }
     HS_TRY(hs_transport_irecv(d->t, L, HS_TAG_LSGD_SNAP, a->fbuf, cap, &a->freq));
@@ -390,8 +344,8 @@ static int fetch(hs_algo_t *a, int L, long t)
     int rc = hs_transport_isend(d->t, L, HS_TAG_LSGD_REQ, a->qbuf, HDR, &a->qreq);
     if (rc < 0) a->qreq = NULL;
     hs_tstatus_t st;
-    if (rc == 0) rc = hs_transport_wait(d->t, &a->freq, d->o->comm_timeout_s, &st);
-    d->st.wait_s += hs_now() - t0;
+    if (rc == 0) rc = hs_exec_wait1(d->x, &a->freq, d->o->comm_timeout_s, 0, &st);
+    d->st.wait_s += hs_exec_now(d->x) - t0;
     if (rc < 0) {
         if (a->freq) hs_transport_req_free(d->t, &a->freq);
         if (a->qreq) hs_transport_req_free(d->t, &a->qreq);
@@ -425,21 +379,21 @@ static int add_pull(hs_algo_t *a, double lam)
 {
     hs_dist_t *d = a->d;
     hs_kernels_t *k = d->k;
-    hs_model_t *m = hs_worker_model(d->worker);
     const float *xl = (const float *)(a->fbuf + HDR);
     if (!a->on_host) {
         HS_TRY(k->ops->to_device(k, a->xl, xl, d->n * sizeof(float)));
         xl = a->xl;
     }
-    HS_TRY(k->ops->axpy(k, d->n, (float)lam, hs_model_params(m), hs_model_grads(m)));
-    return k->ops->axpy(k, d->n, (float)-lam, xl, hs_model_grads(m));
+    HS_TRY(k->ops->axpy(k, d->n, (float)lam, d->params, d->grads));
+    return k->ops->axpy(k, d->n, (float)-lam, xl, d->grads);
 }
 
 static int elect(hs_algo_t *a, int lo, int hi, long t)
 {
-    pthread_mutex_lock(&a->mu);
-    int L = hs_lsgd_elect(a->tab, a->dead, lo, hi, a->d->rank, hs_now(), AGE_S, t, 10L * a->tau);
-    pthread_mutex_unlock(&a->mu);
+    lock(a);
+    int L = hs_lsgd_elect(a->tab, a->dead, lo, hi, a->d->rank, hs_exec_now(a->d->x), AGE_S, t,
+                          10L * a->tau);
+    unlock(a);
     return L;
 }
 
@@ -447,16 +401,15 @@ static int comm_round(hs_algo_t *a, long t, double recent)
 {
     hs_dist_t *d = a->d;
     hs_kernels_t *k = d->k;
-    double t0 = hs_now(), w0 = d->st.wait_s;
+    double t0 = hs_exec_now(d->x), w0 = d->st.wait_s;
     HS_TRY(check_service(a));
-    HS_TRY(k->ops->to_host(k, a->xh, hs_model_params(hs_worker_model(d->worker)),
-                           d->n * sizeof(float)));
+    HS_TRY(k->ops->to_host(k, a->xh, d->params, d->n * sizeof(float)));
     hs_snapshot_publish(&a->snap, a->xh, t, recent);
-    pthread_mutex_lock(&a->mu);
+    lock(a);
     a->my_iter = t;
-    hs_lsgd_note(a->tab, d->rank, recent, t, hs_now(), t);
+    hs_lsgd_note(a->tab, d->rank, recent, t, hs_exec_now(d->x), t);
     for (int r = 0; r < d->size; r++) a->dead[r] |= hs_dist_peer_dead(d, r);
-    pthread_mutex_unlock(&a->mu);
+    unlock(a);
     send_loss(a, recent, t, 0);
 
     int lead[2] = {-1, -1};
@@ -480,22 +433,25 @@ static int comm_round(hs_algo_t *a, long t, double recent)
             if (got >= 0 || ++tries > 3) break; /* -1: that leader failed, elect again */
         }
     }
-    if (a->log) {
-        pthread_mutex_lock(&a->mu);
-        double gl = lead[0] >= 0 ? a->tab[lead[0]].loss : NAN;
-        double ll = lead[1] >= 0 ? a->tab[lead[1]].loss : NAN;
-        pthread_mutex_unlock(&a->mu);
-        fprintf(a->log, "%ld,%.9g,%d,%.9g,%d,%.9g,%ld\n", t + 1, recent, lead[0], gl, lead[1], ll,
-                a->fetched);
-    }
-    double comm = hs_now() - t0 - (d->st.wait_s - w0);
+    lock(a);
+    double gl = lead[0] >= 0 ? a->tab[lead[0]].loss : NAN;
+    double ll = lead[1] >= 0 ? a->tab[lead[1]].loss : NAN;
+    unlock(a);
+    char row[256];
+    snprintf(row, sizeof row, "%ld,%.9g,%d,%.9g,%d,%.9g,%ld", t + 1, recent, lead[0], gl, lead[1],
+             ll, a->fetched);
+    HS_TRY(hs_dist_record(d, "leader.csv",
+                          "iteration,recent_loss,global_leader,global_leader_loss,local_leader,"
+                          "local_leader_loss,snapshots_fetched",
+                          row));
+    double comm = hs_exec_now(d->x) - t0 - (d->st.wait_s - w0);
     d->st.comm_s += comm > 0 ? comm : 0;
     return 0;
 }
 
 static int lsgd_step(hs_algo_t *a, long t)
 {
-    double l = hs_worker_last_loss(a->d->worker);
+    double l = a->d->loss;
     if (isfinite(l)) {
         a->win[a->win_pos] = l;
         a->win_pos = (a->win_pos + 1) % a->k;
@@ -506,20 +462,7 @@ static int lsgd_step(hs_algo_t *a, long t)
         for (int i = 0; i < a->win_n; i++) s += a->win[i];
         HS_TRY(comm_round(a, t, s / a->win_n));
     }
-    return hs_worker_apply(a->d->worker);
-}
-
-/* 0 when `peer` has exited: the transport's liveness check, on its first pass of a short
- * wait for a receive nobody satisfies (hs_dist_probe_alive waits 0.3 s; this keeps the drain
- * loop, and its hs_dist_idle calls, going). */
-static int probe_alive(hs_dist_t *d, int peer)
-{
-    char dummy[8];
-    hs_treq_t *req = NULL;
-    if (hs_transport_irecv(d->t, peer, HS_TAG_PING, dummy, sizeof dummy, &req) < 0) return 1;
-    int rc = hs_transport_wait(d->t, &req, 0.02, NULL);
-    if (req) hs_transport_req_free(d->t, &req);
-    return rc != -ECONNRESET;
+    return hs_dist_apply(a->d, 1.0);
 }
 
 /* End of the run: say "done" to every rank, then keep serving until every live rank is
@@ -528,7 +471,7 @@ static int lsgd_drain(hs_algo_t *a, int final)
 {
     if (!final) return 0;
     hs_dist_t *d = a->d;
-    double t0 = hs_now();
+    double t0 = hs_exec_now(d->x);
     double s = 0;
     for (int i = 0; i < a->win_n; i++) s += a->win[i];
     send_loss(a, a->win_n ? s / a->win_n : NAN, d->total_iters, 1);
@@ -538,7 +481,7 @@ static int lsgd_drain(hs_algo_t *a, int final)
         HS_TRY(check_service(a));
         HS_TRY(hs_dist_idle(d)); /* rank 0: evaluation snapshots others may wait on */
         int waiting = 0, doneN = 0;
-        pthread_mutex_lock(&a->mu);
+        lock(a);
         for (int r = 0; r < d->size; r++) {
             if (r == d->rank) continue;
             if (a->tab[r].done)
@@ -546,40 +489,39 @@ static int lsgd_drain(hs_algo_t *a, int final)
             else if (!a->dead[r] && !hs_dist_peer_dead(d, r))
                 waiting++;
         }
-        pthread_mutex_unlock(&a->mu);
+        unlock(a);
         if (!waiting) break;
-        double now = hs_now();
+        double now = hs_exec_now(d->x);
         if (doneN != prev) prev = doneN, last = now;
         int silent = now - last >= d->o->drain_timeout_s;
         if (now >= next_probe || silent) {
             next_probe = now + 0.5;
             for (int r = 0; r < d->size; r++) {
-                pthread_mutex_lock(&a->mu);
+                lock(a);
                 /* probe only ranks not heard from for a second */
                 int w = r != d->rank && !a->tab[r].done && !a->dead[r] &&
                         (!a->tab[r].valid || now - a->tab[r].seen_s > 1.0);
-                pthread_mutex_unlock(&a->mu);
+                unlock(a);
                 if (!w || hs_dist_peer_dead(d, r)) continue;
-                if (silent || !probe_alive(d, r))
+                if (silent || !hs_exec_alive(d->x, r, 0.02))
                     peer_gone(a, r,
                               silent ? "silent at the end of the run"
                                      : "exited before the end of the run");
             }
         }
-        hs_sleep(0.02);
+        HS_TRY(hs_exec_sleep(d->x, 0.02));
     }
     /* our own snapshot replies and loss messages leave before the endpoint closes */
     for (size_t i = 0; i < (size_t)d->size * LOSS_RING; i++) {
         int r = (int)(i / LOSS_RING);
-        pthread_mutex_lock(&a->mu);
+        lock(a);
         int dead = a->dead[r];
-        pthread_mutex_unlock(&a->mu);
+        unlock(a);
         if (a->lreq[i] && !dead && !hs_dist_peer_dead(d, r))
-            hs_transport_wait(d->t, &a->lreq[i], 1.0, NULL);
+            hs_exec_wait1(d->x, &a->lreq[i], 1.0, 0, NULL);
         if (a->lreq[i]) hs_transport_req_free(d->t, &a->lreq[i]);
     }
-    d->st.wait_s += hs_now() - t0;
-    if (a->log) fflush(a->log);
+    d->st.wait_s += hs_exec_now(d->x) - t0;
     return 0;
 }
 
@@ -588,17 +530,7 @@ static void lsgd_finalize(hs_algo_t **ap)
     hs_algo_t *a = ap ? *ap : NULL;
     if (!a) return;
     hs_dist_t *d = a->d;
-    if (a->thr_on) {
-        pthread_mutex_lock(&a->mu);
-        a->stop = 1;
-        pthread_mutex_unlock(&a->mu);
-        pthread_join(a->thr, NULL);
-    }
-    int ns = a->nl + a->nr;
-    for (int i = 0; i < ns && a->sreq; i++) {
-        if (a->sreq[i]) hs_transport_req_free(d->t, &a->sreq[i]);
-        free(a->sbuf[i]);
-    }
+    hs_svc_stop(d->x, &a->svc);
     for (int r = 0; r < d->size; r++) {
         if (a->oreq && a->oreq[r]) hs_transport_req_free(d->t, &a->oreq[r]);
         if (a->obuf) free(a->obuf[r]);
@@ -607,8 +539,6 @@ static void lsgd_finalize(hs_algo_t **ap)
         if (a->lreq[i]) hs_transport_req_free(d->t, &a->lreq[i]);
     if (a->freq) hs_transport_req_free(d->t, &a->freq);
     if (a->qreq) hs_transport_req_free(d->t, &a->qreq);
-    free(a->sreq);
-    free(a->sbuf);
     free(a->oreq);
     free(a->obuf);
     free(a->lreq);
@@ -622,8 +552,6 @@ static void lsgd_finalize(hs_algo_t **ap)
     free(a->dead);
     if (a->xl) d->k->ops->free(d->k, a->xl);
     hs_snapshot_free(&a->snap);
-    if (a->log) fclose(a->log);
-    pthread_mutex_destroy(&a->mu);
     free(a);
     *ap = NULL;
 }
@@ -631,7 +559,7 @@ static void lsgd_finalize(hs_algo_t **ap)
 static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
 {
     *out = NULL;
-    const hs_train_opts_t *o = d->o;
+    const hs_algo_opts_t *o = d->o;
     if (o->tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", o->tau);
     if (o->leader_window < 1)
         return HS_ERR(-EINVAL, "--leader-window must be at least 1 (got %d)", o->leader_window);
@@ -642,7 +570,6 @@ static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
         return HS_ERR(-EINVAL, "--groups %d: more groups than the %d ranks", o->groups, d->size);
     hs_algo_t *a = hs_calloc(1, sizeof *a, "leader-SGD state");
     if (!a) return -ENOMEM;
-    pthread_mutex_init(&a->mu, NULL);
     a->d = d;
     a->tau = o->tau;
     a->k = o->leader_window;
@@ -664,13 +591,11 @@ static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
     int rc = -ENOMEM;
     a->nl = HS_MIN(64, HS_MAX(4, 2 * d->size));
     a->nr = HS_MIN(32, HS_MAX(2, d->size));
-    size_t ns = (size_t)(a->nl + a->nr);
+    int ns = a->nl + a->nr;
     a->win = hs_calloc((size_t)a->k, sizeof *a->win, "loss window");
     a->xh = hs_malloc(d->n * sizeof(float), "snapshot staging");
     a->tab = hs_calloc(us, sizeof *a->tab, "loss table");
     a->dead = hs_calloc(us, 1, "dead ranks");
-    a->sreq = hs_calloc(ns, sizeof *a->sreq, "service receives");
-    a->sbuf = hs_calloc(ns, sizeof *a->sbuf, "service buffers");
     a->oreq = hs_calloc(us, sizeof *a->oreq, "snapshot replies");
     a->obuf = hs_calloc(us, sizeof *a->obuf, "snapshot reply buffers");
     a->lreq = hs_calloc(us * LOSS_RING, sizeof *a->lreq, "loss sends");
@@ -678,46 +603,29 @@ static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
     a->lsent = hs_calloc(us * LOSS_RING, sizeof *a->lsent, "loss send times");
     a->fbuf = hs_malloc(HDR + d->n * sizeof(float), "fetched snapshot");
     a->qbuf = hs_malloc(HDR, "snapshot request");
-    if (!a->win || !a->xh || !a->tab || !a->dead || !a->sreq || !a->sbuf || !a->oreq || !a->obuf ||
-        !a->lreq || !a->lbuf || !a->lsent || !a->fbuf || !a->qbuf)
+    if (!a->win || !a->xh || !a->tab || !a->dead || !a->oreq || !a->obuf || !a->lreq || !a->lbuf ||
+        !a->lsent || !a->fbuf || !a->qbuf)
         goto fail;
     if ((rc = hs_snapshot_init(&a->snap, d->n)) < 0) goto fail;
     if (!a->on_host && (rc = d->k->ops->alloc(d->k, d->n * sizeof(float), (void **)&a->xl)) < 0)
         goto fail;
-    if (o->out_dir) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/rank-%d-leader.csv", o->out_dir, d->rank);
-        if (!(a->log = fopen(path, "w"))) {
-            rc = HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
-            goto fail;
-        }
-        fprintf(a->log, "iteration,recent_loss,global_leader,global_leader_loss,local_leader,"
-                        "local_leader_loss,snapshots_fetched\n");
-    }
-    for (size_t i = 0; i < ns; i++) {
-        rc = -ENOMEM;
-        if (!(a->sbuf[i] = hs_malloc(HDR, "service buffer"))) goto fail;
-        if ((rc = hs_transport_irecv(d->t, HS_ANY_SOURCE,
-                                     (int)i < a->nl ? HS_TAG_LSGD_LOSS : HS_TAG_LSGD_REQ,
-                                     a->sbuf[i], HDR, &a->sreq[i])) < 0)
-            goto fail;
-    }
-    if ((rc = pthread_create(&a->thr, NULL, svc_main, a)) != 0) {
-        rc = HS_ERR(-rc, "cannot start the leader-SGD service thread: %s", strerror(rc));
-        goto fail;
-    }
-    a->thr_on = 1;
+    int src[96];
+    uint32_t tag[96];
+    for (int i = 0; i < ns; i++)
+        src[i] = HS_ANY_SOURCE, tag[i] = i < a->nl ? HS_TAG_LSGD_LOSS : HS_TAG_LSGD_REQ;
+    hs_service_desc_t sd = {.name = "leader-SGD service",
+                            .n_slots = ns,
+                            .slot_bytes = HDR,
+                            .src = src,
+                            .tag = tag,
+                            .on_msg = svc_handle,
+                            .ctx = a};
+    if ((rc = hs_svc_start(d->x, &sd, &a->svc)) < 0) goto fail;
     *out = a;
     return 0;
 fail:
     lsgd_finalize(&a);
     return rc;
-}
-
-static double lsgd_weight(const hs_algo_t *a)
-{
-    (void)a;
-    return 1.0;
 }
 
 /* Checkpoint state beyond the worker's: the loss window (count, position, k losses). */
@@ -750,12 +658,13 @@ static int lsgd_state_load(hs_algo_t *a, const void *buf)
 const hs_algo_ops_t hs_algo_lsgd_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "lsgd",
-    .flags = HS_ALGO_COMM,
+    .help = "leader-SGD: pulls toward the global and the group's lowest-loss worker",
+    .flags = HS_ALGO_COMM | HS_ALGO_TAU | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT,
+    .default_tau = 1,
     .init = lsgd_init,
     .step = lsgd_step,
     .drain = lsgd_drain,
     .finalize = lsgd_finalize,
-    .weight = lsgd_weight,
     .state_bytes = lsgd_state_bytes,
     .state_save = lsgd_state_save,
     .state_load = lsgd_state_load,

@@ -18,23 +18,21 @@
  * scale of w: a rank whose out-peer is silent (paused) loses weight geometrically, and an
  * explicit float x = w z would underflow to zero within a few hundred rounds (and an unscaled
  * step on x would move z by lr / w; --sgp-step x takes that step, for fidelity to the
- * paper, and needs --max-staleness). A receiver thread keeps receives posted (HS_ANY_SOURCE,
- * HS_TAG_GOSSIP) and folds every message into a running weighted mean as soon as it arrives,
- * so a sleeping or paused worker still receives and its senders never stall on it; step 4
- * swaps that accumulator out under a lock. Nothing here waits for a peer's computation.
+ * paper, and needs --max-staleness). A service (hearsay/exec.h) keeps receives posted per
+ * in-peer (HS_TAG_GOSSIP) and folds every message into a running weighted mean as soon as it
+ * arrives, so a sleeping or paused worker still receives and its senders never stall on it;
+ * step 4 swaps that accumulator out under the service lock. Nothing here waits for a peer's
+ * computation.
  */
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
 #include "optim/ps_wire.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#define RX_POLL_S 0.1 /* the receiver thread re-checks its stop flag this often */
-#define RX_SLOTS  8   /* receives kept posted per in-peer */
+#define RX_SLOTS 8 /* receives kept posted per in-peer */
 
 typedef struct sgp_round {
     long iter; /* -1: free */
@@ -57,19 +55,11 @@ struct hs_algo {
     double *wts;         /* (maxdeg) */
     sgp_round_t *rounds; /* (tau) */
 
-    /* receiver thread and what it shares with the main thread (under mu) */
-    pthread_t thr;
-    int thr_on;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int stop;
-    int nslots;
-    hs_treq_t **rreq;     /* (nslots) */
-    int *rsrc;            /* (nslots) the in-peer each slot receives from */
-    unsigned char **rbuf; /* (nslots) */
-    float *acc[2];        /* (n) host: weighted mean of the z received since the last fold */
-    double acc_w[2];      /* their total weight share */
-    int cur;              /* the thread folds into acc[cur] */
+    /* the receiving service and what it shares with the main thread (under its lock) */
+    hs_service_t *svc;
+    float *acc[2];   /* (n) host: weighted mean of the z received since the last fold */
+    double acc_w[2]; /* their total weight share */
+    int cur;         /* the thread folds into acc[cur] */
     double acc_iter_sum;
     long acc_msgs;
     uint64_t acc_bytes;
@@ -77,18 +67,26 @@ struct hs_algo {
     long *last_iter; /* (size) last iteration received from each source (-1) */
     long *want;      /* (size) messages each in-peer sent up to round stale_next - 1 */
     long stale_next; /* next round whose in-peers are added to want (--max-staleness) */
-    int rx_rc;       /* first error the thread met (0: none) */
-    char rx_msg[HS_ERRMSG_MAX];
 };
 
-static double elapsed(double t0)
+static double elapsed(hs_algo_t *a, double t0)
 {
-    return hs_now() - t0;
+    return hs_exec_now(a->d->x) - t0;
 }
 
 static float *model_z(hs_algo_t *a)
 {
-    return hs_model_params(hs_worker_model(a->d->worker));
+    return a->d->params;
+}
+
+static void lock(hs_algo_t *a)
+{
+    hs_svc_lock(a->d->x, a->svc);
+}
+
+static void unlock(hs_algo_t *a)
+{
+    hs_svc_unlock(a->d->x, a->svc);
 }
 
 /* z <- (w z + s v) / (w + s) and w <- w + s, v a host vector of n floats (the mean of the
@@ -106,30 +104,19 @@ static int absorb(hs_algo_t *a, const float *v, double s)
     return k->ops->mix(k, a->n, (float)c, v, (float)(1.0 - c), model_z(a));
 }
 
-/* --- receiver thread ------------------------------------------------------------------- */
+/* --- the receiving service ------------------------------------------------------------ */
 
-static void rx_fail(hs_algo_t *a, int rc)
+/* Fold one message into the running weighted mean (the service calls this for each). */
+static int rx_apply(void *ctx, int slot, const void *buf, const hs_tstatus_t *st)
 {
-    pthread_mutex_lock(&a->mu);
-    if (!a->rx_rc) {
-        a->rx_rc = rc;
-        snprintf(a->rx_msg, sizeof a->rx_msg, "%s", hs_last_error());
-    }
-    pthread_mutex_unlock(&a->mu);
-}
-
-static void rx_apply(hs_algo_t *a, const unsigned char *buf, const hs_tstatus_t *st)
-{
+    hs_algo_t *a = ctx;
+    (void)slot;
     const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)buf;
-    int rc = hs_ps_hdr_check(h, st->len, HS_PS_GOSSIP, st->source, a->n);
-    if (rc == 0 && !(h->weight >= 0 && isfinite(h->weight)))
-        rc = HS_ERR(-EPROTO, "message from rank %d carries weight %g", st->source, h->weight);
-    if (rc < 0) {
-        rx_fail(a, rc);
-        return;
-    }
-    const float *zm = (const float *)(buf + sizeof *h);
-    pthread_mutex_lock(&a->mu);
+    HS_TRY(hs_ps_hdr_check(h, st->len, HS_PS_GOSSIP, st->source, a->n));
+    if (!(h->weight >= 0 && isfinite(h->weight)))
+        return HS_ERR(-EPROTO, "message from rank %d carries weight %g", st->source, h->weight);
+    const float *zm = (const float *)((const unsigned char *)buf + sizeof *h);
+    lock(a);
     float *acc = a->acc[a->cur];
     double total = a->acc_w[a->cur] + h->weight;
     if (total > 0) { /* running weighted mean: acc += (s / total) (z_m - acc) */
@@ -142,44 +129,8 @@ static void rx_apply(hs_algo_t *a, const unsigned char *buf, const hs_tstatus_t 
     a->acc_bytes += st->len;
     a->recv_from[st->source]++;
     if (h->iteration > a->last_iter[st->source]) a->last_iter[st->source] = h->iteration;
-    pthread_cond_broadcast(&a->cv);
-    pthread_mutex_unlock(&a->mu);
-}
-
-static void *rx_main(void *arg)
-{
-    hs_algo_t *a = arg;
-    hs_transport_t *t = a->d->t;
-    for (;;) {
-        pthread_mutex_lock(&a->mu);
-        int stop = a->stop;
-        pthread_mutex_unlock(&a->mu);
-        if (stop) break;
-        int active = 0;
-        for (int i = 0; i < a->nslots; i++) active += a->rreq[i] != NULL;
-        if (!active) { /* every other rank has gone: nothing more can come */
-            hs_sleep(RX_POLL_S);
-            continue;
-        }
-        int idx = -1;
-        hs_tstatus_t st;
-        int rc = hs_transport_waitany(t, a->rreq, a->nslots, RX_POLL_S, &idx, &st);
-        if (rc == -ETIMEDOUT) continue;
-        if (rc < 0) {
-            if (idx < 0) { /* the transport itself failed */
-                rx_fail(a, rc);
-                hs_sleep(RX_POLL_S);
-            }
-            /* a failed slot (every other rank exited) is not reposted */
-            continue;
-        }
-        if (idx < 0) continue;
-        rx_apply(a, a->rbuf[idx], &st);
-        rc = hs_transport_irecv(t, a->rsrc[idx], HS_TAG_GOSSIP, a->rbuf[idx], a->msg_bytes,
-                                &a->rreq[idx]);
-        if (rc < 0) rx_fail(a, rc);
-    }
-    return NULL;
+    unlock(a);
+    return 0;
 }
 
 /* --- main-thread pieces ---------------------------------------------------------------- */
@@ -188,15 +139,13 @@ static void *rx_main(void *arg)
 static int fold(hs_algo_t *a)
 {
     hs_dist_t *d = a->d;
-    double t0 = hs_now();
-    pthread_mutex_lock(&a->mu);
-    if (a->rx_rc) {
-        int rc = a->rx_rc;
-        char msg[HS_ERRMSG_MAX];
-        snprintf(msg, sizeof msg, "%s", a->rx_msg);
-        pthread_mutex_unlock(&a->mu);
-        return HS_ERR(rc, "rank %d: gossip receiver: %s", d->rank, msg);
+    double t0 = hs_exec_now(d->x);
+    int rc = hs_svc_error(d->x, a->svc);
+    if (rc < 0) {
+        hs_error_prefix("rank %d", d->rank);
+        return rc;
     }
+    lock(a);
     int mine = a->cur;
     long msgs = a->acc_msgs;
     double wsum = a->acc_w[mine], isum = a->acc_iter_sum;
@@ -207,19 +156,19 @@ static int fold(hs_algo_t *a)
         a->acc_msgs = 0;
         a->acc_bytes = 0;
     }
-    pthread_mutex_unlock(&a->mu);
+    unlock(a);
     if (!msgs) {
-        d->st.comm_s += elapsed(t0);
+        d->st.comm_s += elapsed(a, t0);
         return 0;
     }
-    int rc = absorb(a, a->acc[mine], wsum);
+    rc = absorb(a, a->acc[mine], wsum);
     memset(a->acc[mine], 0, a->n * sizeof(float));
     a->acc_w[mine] = 0;
-    long now_it = hs_worker_iteration(d->worker) - 1; /* the round just taken */
+    long now_it = d->iter; /* the round just taken */
     d->st.msgs_applied += msgs;
     d->st.staleness_sum += (double)msgs * (double)now_it - isum;
     d->st.bytes_recv += bytes;
-    d->st.comm_s += elapsed(t0);
+    d->st.comm_s += elapsed(a, t0);
     return rc;
 }
 
@@ -230,9 +179,9 @@ static int keep_failed_share(hs_algo_t *a, sgp_round_t *r, int i, const char *wh
     HS_TRY(absorb(a, (const float *)(r->buf[i] + sizeof(hs_ps_hdr_v1_t)), r->share[i]));
     int p = r->peer[i];
     long last;
-    pthread_mutex_lock(&a->mu);
+    lock(a);
     last = a->last_iter[p];
-    pthread_mutex_unlock(&a->mu);
+    unlock(a);
     hs_dist_peer_failed(a->d, p, last + 1, why);
     return 0;
 }
@@ -242,21 +191,16 @@ static int wait_round(hs_algo_t *a, sgp_round_t *r)
 {
     hs_dist_t *d = a->d;
     if (r->iter < 0) return 0;
-    double t0 = hs_now(), limit = d->o->comm_timeout_s;
+    double t0 = hs_exec_now(d->x), limit = d->o->comm_timeout_s;
     for (;;) {
         int left = 0;
         for (int i = 0; i < r->n; i++) left += r->req[i] != NULL;
         if (!left) break;
         int idx = -1;
         hs_tstatus_t st;
-        double remain = limit - elapsed(t0);
-        int rc = remain > 0
-                     ? hs_transport_waitany(d->t, r->req, r->n, HS_MIN(remain, 0.1), &idx, &st)
-                     : -ETIMEDOUT;
-        if (rc == -ETIMEDOUT && remain > 0.1) { /* a slice: serve the loop, wait on */
-            HS_TRY(hs_dist_idle(d));
-            continue;
-        }
+        double remain = limit - elapsed(a, t0);
+        /* (the wait serves the loop's idle hook meanwhile) */
+        int rc = remain > 0 ? hs_exec_wait(d->x, r->req, r->n, remain, 0, &idx, &st) : -ETIMEDOUT;
         if (rc == -ETIMEDOUT) {
             for (int i = 0; i < r->n; i++) {
                 if (!r->req[i]) continue;
@@ -275,7 +219,7 @@ static int wait_round(hs_algo_t *a, sgp_round_t *r)
         if (rc < 0) return rc;
     }
     r->iter = -1;
-    d->st.wait_s += elapsed(t0);
+    d->st.wait_s += elapsed(a, t0);
     return 0;
 }
 
@@ -298,24 +242,18 @@ static int bound_staleness(hs_algo_t *a, long t)
     }
     if (inp != in) free(inp);
     if (rc < 0) return rc;
-    double t0 = hs_now();
+    double t0 = hs_exec_now(d->x);
     for (;;) {
         int late = -1;
-        pthread_mutex_lock(&a->mu);
+        lock(a);
         for (int j = 0; j < d->size && late < 0; j++)
             if (j != d->rank && !hs_dist_peer_dead(d, j) && a->recv_from[j] < a->want[j]) late = j;
-        if (late >= 0) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 50 * 1000 * 1000;
-            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-            pthread_cond_timedwait(&a->cv, &a->mu, &ts);
-        }
+        if (late >= 0) hs_svc_wait(d->x, a->svc, 0.05);
         long last = late >= 0 ? a->last_iter[late] : 0;
-        pthread_mutex_unlock(&a->mu);
+        unlock(a);
         if (late < 0) break;
         HS_TRY(hs_dist_idle(d));
-        if (elapsed(t0) > d->o->comm_timeout_s) {
+        if (elapsed(a, t0) > d->o->comm_timeout_s) {
             char why[160];
             snprintf(why, sizeof why,
                      "no message of round <= %ld after %.1f s (--max-staleness %ld)", upto,
@@ -323,7 +261,7 @@ static int bound_staleness(hs_algo_t *a, long t)
             hs_dist_peer_failed(d, late, last + 1, why);
         }
     }
-    d->st.wait_s += elapsed(t0);
+    d->st.wait_s += elapsed(a, t0);
     return 0;
 }
 
@@ -333,17 +271,14 @@ static int sgp_step(hs_algo_t *a, long t)
     hs_kernels_t *k = d->k;
     /* 1. the local step, taken on z (x moves by w times it); --sgp-step x: on x as in the
      * paper, x -= lr * update, i.e. z moves by the update / w */
-    if (d->o->sgp_step_x)
-        HS_TRY(hs_worker_apply_scaled(d->worker, 1.0 / a->w));
-    else
-        HS_TRY(hs_worker_apply(d->worker));
+    HS_TRY(hs_dist_apply(d, d->o->sgp_step_x ? 1.0 / a->w : 1.0));
 
     /* 2. the snapshot buffers of this slot must be free */
     sgp_round_t *r = &a->rounds[t % a->tau];
     HS_TRY(wait_round(a, r));
 
     /* 3. shares to the out-peers of iteration t */
-    double t0 = hs_now();
+    double t0 = hs_exec_now(d->x);
     int cnt = 0;
     double self = 0;
     HS_TRY(hs_topo_out_peers(d->topo, t, d->rank, a->peers, a->wts, a->maxdeg, &cnt, &self));
@@ -377,7 +312,7 @@ static int sgp_step(hs_algo_t *a, long t)
     }
     /* 4. keep p_self (z is unchanged by keeping a share: only w scales) */
     a->w *= self;
-    d->st.comm_s += elapsed(t0);
+    d->st.comm_s += elapsed(a, t0);
     /* 5. what has arrived (with --max-staleness: at least up to round t - S) */
     HS_TRY(bound_staleness(a, t));
     return fold(a);
@@ -388,7 +323,7 @@ static int sgp_drain(hs_algo_t *a, int final)
     hs_dist_t *d = a->d;
     for (int i = 0; i < a->tau; i++) HS_TRY(wait_round(a, &a->rounds[i]));
     if (!final) return fold(a);
-    double t0 = hs_now();
+    double t0 = hs_exec_now(d->x);
     /* how many messages the schedule says each in-peer sends here over the run */
     int cap = HS_MAX(1, hs_topo_max_in_degree(d->topo)), rc = 0;
     long *want = hs_calloc((size_t)d->size, sizeof *want, "expected messages");
@@ -412,31 +347,25 @@ static int sgp_drain(hs_algo_t *a, int final)
     while (rc == 0) {
         int missing = 0;
         long total = 0;
-        pthread_mutex_lock(&a->mu);
+        lock(a);
         for (int j = 0; j < d->size; j++) {
             total += a->recv_from[j];
             if (j != d->rank && !hs_dist_peer_dead(d, j) && a->recv_from[j] < want[j]) missing++;
         }
-        if (missing) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 100 * 1000 * 1000;
-            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-            pthread_cond_timedwait(&a->cv, &a->mu, &ts);
-        }
-        pthread_mutex_unlock(&a->mu);
+        if (missing) hs_svc_wait(d->x, a->svc, 0.1);
+        unlock(a);
         if (!missing) break;
         if ((rc = hs_dist_idle(d)) < 0) break;
-        double now = hs_now();
+        double now = hs_exec_now(d->x);
         if (total != total_prev) last_progress = now, total_prev = total;
         int silent = now - last_progress >= d->o->drain_timeout_s, probe = now >= next_probe;
         if (!silent && !probe) continue;
         if (probe) next_probe = now + 0.5;
         for (int j = 0; j < d->size; j++) {
             if (j == d->rank || hs_dist_peer_dead(d, j)) continue;
-            pthread_mutex_lock(&a->mu);
+            lock(a);
             long got = a->recv_from[j], last = a->last_iter[j];
-            pthread_mutex_unlock(&a->mu);
+            unlock(a);
             if (got >= want[j]) continue;
             char why[200];
             if (silent) {
@@ -452,7 +381,7 @@ static int sgp_drain(hs_algo_t *a, int final)
         }
     }
     free(want);
-    d->st.wait_s += elapsed(t0);
+    d->st.wait_s += elapsed(a, t0);
     if (rc < 0) return rc;
     return fold(a);
 }
@@ -462,18 +391,7 @@ static void sgp_finalize(hs_algo_t **ap)
     hs_algo_t *a = ap ? *ap : NULL;
     if (!a) return;
     hs_dist_t *d = a->d;
-    if (a->thr_on) {
-        pthread_mutex_lock(&a->mu);
-        a->stop = 1;
-        pthread_mutex_unlock(&a->mu);
-        pthread_join(a->thr, NULL);
-    }
-    for (int i = 0; i < a->nslots && a->rreq; i++)
-        if (a->rreq[i]) hs_transport_req_free(d->t, &a->rreq[i]);
-    for (int i = 0; i < a->nslots && a->rbuf; i++) free(a->rbuf[i]);
-    free(a->rreq);
-    free(a->rbuf);
-    free(a->rsrc);
+    hs_svc_stop(d->x, &a->svc);
     for (int r = 0; r < a->tau && a->rounds; r++) {
         sgp_round_t *rd = &a->rounds[r];
         for (int i = 0; i < a->maxdeg; i++) {
@@ -494,8 +412,6 @@ static void sgp_finalize(hs_algo_t **ap)
     free(a->peers);
     free(a->wts);
     if (a->scratch) d->k->ops->free(d->k, a->scratch);
-    pthread_mutex_destroy(&a->mu);
-    pthread_cond_destroy(&a->cv);
     free(a);
     *ap = NULL;
 }
@@ -510,8 +426,6 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau)
                 "drift toward 0 and its step lr / w diverge (use --max-staleness 1 or 2)");
     hs_algo_t *a = hs_calloc(1, sizeof *a, "SGP state");
     if (!a) return -ENOMEM;
-    pthread_mutex_init(&a->mu, NULL);
-    pthread_cond_init(&a->cv, NULL);
     a->d = d;
     a->tau = tau;
     a->n = d->n;
@@ -559,6 +473,7 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau)
         goto fail;
     }
     int nsrc = 0;
+    rc = 0;
     for (long t = 0; t < (period > 0 ? period : 1); t++) {
         int c = 0;
         if (period == 0) {
@@ -570,30 +485,23 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau)
     }
     free(in);
     for (int j = 0; j < d->size; j++) nsrc += from[j];
-    a->nslots = nsrc * RX_SLOTS;
-    a->rreq = hs_calloc((size_t)HS_MAX(1, a->nslots), sizeof *a->rreq, "receive requests");
-    a->rbuf = hs_calloc((size_t)HS_MAX(1, a->nslots), sizeof *a->rbuf, "receive buffers");
-    a->rsrc = hs_calloc((size_t)HS_MAX(1, a->nslots), sizeof *a->rsrc, "receive sources");
-    if (rc < 0 || !a->rreq || !a->rbuf || !a->rsrc) {
-        free(from);
-        rc = rc < 0 ? rc : -ENOMEM;
-        goto fail;
-    }
-    for (int j = 0, i = 0; j < d->size; j++)
-        for (int k = 0; from[j] && k < RX_SLOTS; k++, i++) a->rsrc[i] = j;
+    hs_service_desc_t sd = {.name = "gossip receiver",
+                            .n_slots = HS_MAX(1, nsrc * RX_SLOTS),
+                            .slot_bytes = a->msg_bytes,
+                            .on_msg = rx_apply,
+                            .ctx = a};
+    int *src = hs_malloc((size_t)sd.n_slots * sizeof *src, "receive sources");
+    uint32_t *tag = hs_malloc((size_t)sd.n_slots * sizeof *tag, "receive tags");
+    if (rc == 0 && (!src || !tag)) rc = -ENOMEM;
+    for (int j = 0, i = 0; j < d->size && rc == 0; j++)
+        for (int k = 0; from[j] && k < RX_SLOTS; k++, i++) src[i] = j, tag[i] = HS_TAG_GOSSIP;
     free(from);
-    for (int i = 0; i < a->nslots; i++) {
-        rc = -ENOMEM;
-        if (!(a->rbuf[i] = hs_malloc(a->msg_bytes, "receive buffer"))) goto fail;
-        if ((rc = hs_transport_irecv(d->t, a->rsrc[i], HS_TAG_GOSSIP, a->rbuf[i], a->msg_bytes,
-                                     &a->rreq[i])) < 0)
-            goto fail;
-    }
-    if ((rc = pthread_create(&a->thr, NULL, rx_main, a)) != 0) {
-        rc = HS_ERR(-rc, "cannot start the gossip receiver thread: %s", strerror(rc));
-        goto fail;
-    }
-    a->thr_on = 1;
+    sd.src = src;
+    sd.tag = tag;
+    if (rc == 0 && nsrc > 0) rc = hs_svc_start(d->x, &sd, &a->svc);
+    free(src);
+    free(tag);
+    if (rc < 0) goto fail;
     *out = a;
     return 0;
 fail:
@@ -637,14 +545,33 @@ static int sgp_state_load(hs_algo_t *a, const void *buf)
     return 0;
 }
 
-#define SGP_OPS(NAME, INIT)                                                                        \
-    {                                                                                              \
-        .size = sizeof(hs_algo_ops_t), .name = NAME,                                               \
-        .flags = HS_ALGO_GRAPH | HS_ALGO_PUSHSUM | HS_ALGO_COMM, .init = INIT, .step = sgp_step,   \
-        .drain = sgp_drain, .finalize = sgp_finalize, .weight = sgp_weight,                        \
-        .state_bytes = sgp_state_bytes, .state_save = sgp_state_save,                              \
-        .state_load = sgp_state_load,                                                              \
-    }
+const hs_algo_ops_t hs_algo_sgp_ops = {
+    .size = sizeof(hs_algo_ops_t),
+    .name = "sgp",
+    .help = "Stochastic Gradient Push (push-sum gossip, directed graphs)",
+    .flags = HS_ALGO_GRAPH | HS_ALGO_PUSHSUM | HS_ALGO_COMM | HS_ALGO_TOLERANT,
+    .init = sgp_init,
+    .step = sgp_step,
+    .drain = sgp_drain,
+    .finalize = sgp_finalize,
+    .weight = sgp_weight,
+    .state_bytes = sgp_state_bytes,
+    .state_save = sgp_state_save,
+    .state_load = sgp_state_load,
+};
 
-const hs_algo_ops_t hs_algo_sgp_ops = SGP_OPS("sgp", sgp_init);
-const hs_algo_ops_t hs_algo_osgp_ops = SGP_OPS("osgp", osgp_init);
+const hs_algo_ops_t hs_algo_osgp_ops = {
+    .size = sizeof(hs_algo_ops_t),
+    .name = "osgp",
+    .help = "overlap SGP: --tau rounds of gossip in flight behind the computation",
+    .flags = HS_ALGO_GRAPH | HS_ALGO_PUSHSUM | HS_ALGO_COMM | HS_ALGO_TOLERANT | HS_ALGO_TAU,
+    .default_tau = 2,
+    .init = osgp_init,
+    .step = sgp_step,
+    .drain = sgp_drain,
+    .finalize = sgp_finalize,
+    .weight = sgp_weight,
+    .state_bytes = sgp_state_bytes,
+    .state_save = sgp_state_save,
+    .state_load = sgp_state_load,
+};

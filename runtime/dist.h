@@ -1,6 +1,6 @@
 /*
- * runtime/dist.h — internals shared by the distributed training loop (train_dist.c) and its
- * evaluation side (dist_eval.c): the averaged model and consensus distance are computed on
+ * runtime/dist.h — internals shared by the training loop (train.c) and its evaluation side
+ * (dist_eval.c): the averaged model and consensus distance are computed on
  * rank 0 from z snapshots the ranks push to it, without any barrier.
  */
 #ifndef HEARSAY_RUNTIME_DIST_H
@@ -32,8 +32,9 @@ typedef struct hs_avg_eval {
     double rank_loss_mean, rank_loss_min, rank_loss_max, rank_acc_mean;
 } hs_avg_eval_t;
 
-/* Rank 0: collect EVAL snapshots. `csv` (may be NULL) gets one row per completed round. */
-int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv);
+/* Rank 0: collect EVAL snapshots. `csv` (may be NULL) gets one row per completed round; ipe:
+ * iterations per epoch. */
+int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv, long ipe);
 void hs_evalc_close(hs_evalc_t **ec);
 /* Add a snapshot: z (n floats, host) with the sender's figures (iteration, own test loss and
  * accuracy, training clock). Rank 0 adds its own this way. */
@@ -59,5 +60,9 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
 
 /* Evaluate parameters given in host memory (n floats) with the worker. */
 int hs_dist_eval_host(hs_dist_t *d, const float *zh, double *loss, double *acc);
+
+/* The loop's failure table (runtime/train.c): -1 alive, else the iteration at/after which
+ * rank r failed. */
+long hs_run_failed_at(const hs_dist_t *d, int r);
 
 #endif

@@ -14,6 +14,7 @@
  * a final gather to rank 0 is allowed: results, z and failure reports.
  */
 #include "runtime/dist.h"
+#include "runtime/report.h"
 
 #include "hearsay/common.h"
 #include "optim/ps_wire.h"
@@ -35,6 +36,7 @@ typedef struct ev_round {
 struct hs_evalc {
     hs_dist_t *d;
     FILE *csv;
+    long ipe; /* iterations per epoch (the epoch column) */
     size_t msg_bytes;
     hs_treq_t *req[EV_SLOTS];
     unsigned char *buf[EV_SLOTS];
@@ -47,11 +49,11 @@ struct hs_evalc {
 int hs_dist_eval_host(hs_dist_t *d, const float *zh, double *loss, double *acc)
 {
     hs_kernels_t *k = d->k;
-    if (k->device == HS_DEV_CPU) return hs_worker_evaluate(d->worker, zh, loss, acc);
+    if (k->device == HS_DEV_CPU) return hs_dist_evaluate(d, zh, loss, acc);
     float *dev = NULL;
     HS_TRY(k->ops->alloc(k, d->n * sizeof(float), (void **)&dev));
     int rc = k->ops->to_device(k, dev, zh, d->n * sizeof(float));
-    if (rc == 0) rc = hs_worker_evaluate(d->worker, dev, loss, acc);
+    if (rc == 0) rc = hs_dist_evaluate(d, dev, loss, acc);
     k->ops->free(k, dev);
     return rc;
 }
@@ -96,14 +98,7 @@ static int round_done(hs_evalc_t *ec, int i)
     a.rank_loss_min = r->loss_min;
     a.rank_loss_max = r->loss_max;
     a.rank_acc_mean = r->acc_sum / r->count;
-    if (ec->csv) {
-        long ipe = hs_worker_iters_per_epoch(d->worker);
-        fprintf(ec->csv, "%ld,%.6f,%.6f,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", a.iteration,
-                (double)a.iteration / (double)ipe, a.clock_s, a.ranks, a.test_loss, a.test_acc,
-                a.consensus, a.consensus_rel, a.rank_loss_mean, a.rank_loss_min, a.rank_loss_max,
-                a.rank_acc_mean);
-        fflush(ec->csv);
-    }
+    hs_report_avg_row(ec->csv, &a, ec->ipe);
     free(r->sum);
     ec->r[i] = ec->r[--ec->nr];
     return 0;
@@ -171,7 +166,7 @@ int hs_evalc_poll(hs_evalc_t *ec)
 int hs_evalc_finish(hs_evalc_t *ec, long rounds, double timeout_s)
 {
     hs_dist_t *d = ec->d;
-    double last_progress = hs_now(), next_probe = hs_now() + 0.5;
+    double last_progress = hs_exec_now(d->x), next_probe = last_progress + 0.5;
     for (;;) {
         int missing = 0;
         for (int r = 1; r < d->size; r++)
@@ -179,14 +174,15 @@ int hs_evalc_finish(hs_evalc_t *ec, long rounds, double timeout_s)
         if (!missing) break;
         int idx = -1;
         hs_tstatus_t st;
-        int rc = hs_transport_waitany(d->t, ec->req, EV_SLOTS, 0.25, &idx, &st);
+        /* (not the idle hook: it is this collector's own poll) */
+        int rc = hs_exec_wait(d->x, ec->req, EV_SLOTS, 0.25, HS_WAIT_NO_IDLE, &idx, &st);
         if (rc == 0 && idx >= 0) {
             HS_TRY(take(ec, idx, &st));
-            last_progress = hs_now();
+            last_progress = hs_exec_now(d->x);
             continue;
         }
         if (rc < 0 && rc != -ETIMEDOUT) break; /* nobody left to send */
-        double now = hs_now();
+        double now = hs_exec_now(d->x);
         if (now >= next_probe) {
             next_probe = now + 0.5;
             for (int r = 1; r < d->size; r++)
@@ -221,12 +217,13 @@ void hs_evalc_close(hs_evalc_t **ecp)
     *ecp = NULL;
 }
 
-int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv)
+int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv, long ipe)
 {
     hs_evalc_t *ec = hs_calloc(1, sizeof *ec, "evaluation collector");
     if (!ec) return -ENOMEM;
     ec->d = d;
     ec->csv = csv;
+    ec->ipe = ipe;
     ec->msg_bytes = sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float);
     ec->got = hs_calloc((size_t)d->size, sizeof *ec->got, "evaluation counts");
     ec->zbar = hs_malloc(d->n * sizeof(float), "mean model");
@@ -238,9 +235,6 @@ int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv)
                                      &ec->req[s])) < 0)
             goto fail;
     }
-    if (csv)
-        fprintf(csv, "iteration,epoch,clock_s,ranks,avg_test_loss,avg_test_acc,consensus,"
-                     "consensus_rel,rank_loss_mean,rank_loss_min,rank_loss_max,rank_acc_mean\n");
     *out = ec;
     return 0;
 fail:
@@ -251,12 +245,12 @@ fail:
 /* Wait for one request, bounded, while its peer lives (same-host liveness). */
 static int wait_peer(hs_dist_t *d, hs_treq_t **req, int peer, hs_tstatus_t *st)
 {
-    double start = hs_now();
+    double start = hs_exec_now(d->x);
     for (;;) {
-        int rc = hs_transport_wait(d->t, req, 1.0, st);
+        int rc = hs_exec_wait1(d->x, req, 1.0, HS_WAIT_NO_IDLE, st);
         if (rc != -ETIMEDOUT) return rc;
         if (!hs_dist_probe_alive(d, peer)) return HS_ERR(-ECONNRESET, "rank %d has exited", peer);
-        if (hs_now() - start > FINAL_CAP_S)
+        if (hs_exec_now(d->x) - start > FINAL_CAP_S)
             return HS_ERR(-ETIMEDOUT, "no end-of-run message from rank %d after %.0f s", peer,
                           FINAL_CAP_S);
     }
@@ -304,7 +298,7 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         h->aux[HS_AUX_STRAG] = mine->straggle_s;
         h->aux[HS_AUX_MSGS] = mine->msgs;
         memcpy(buf + sizeof *h, z, d->n * sizeof(float));
-        for (int r = 0; r < d->size; r++) fa[r] = d->failed_at[r];
+        for (int r = 0; r < d->size; r++) fa[r] = hs_run_failed_at(d, r);
         /* The ack from rank 0 says it has our results: exiting earlier could fail its
          * receive (a peer that exits is declared dead), so every rank stays until then. */
         hs_treq_t *req = NULL, *ack = NULL;

@@ -34,8 +34,9 @@ static int fail(int rank, const char *what, int rc)
     return 1;
 }
 
-static int run_conserve(hs_transport_t *t, int rounds, size_t n, const char *spec, int dead)
+static int run_conserve(hs_exec_t *xe, int rounds, size_t n, const char *spec, int dead)
 {
+    hs_transport_t *t = xe->t;
     int rank = hs_transport_rank(t), P = hs_transport_size(t);
     int *owners = NULL, m = 0;
     int rc = hs_center_parse_owners(spec, P, &owners, &m);
@@ -44,7 +45,7 @@ static int run_conserve(hs_transport_t *t, int rounds, size_t n, const char *spe
     if (!init || !x) return fail(rank, "malloc", -ENOMEM);
     for (size_t i = 0; i < n; i++) init[i] = (float)((long)(i % 7) - 3);
     hs_center_t *c = NULL;
-    if ((rc = hs_center_open(&c, t, n, init, owners, m, 10.0, NULL)) < 0)
+    if ((rc = hs_center_open(&c, xe, n, init, owners, m, 10.0, NULL)) < 0)
         return fail(rank, "open", rc);
     if (rank == dead) {
         fflush(stdout);
@@ -112,17 +113,20 @@ int main(int argc, char **argv)
     to.progress_thread = 1;
     if (rc == 0) rc = hs_boot_init(&b, NULL);
     if (rc == 0) rc = hs_transport_open(&t, b, &to);
+    hs_exec_t *xe = NULL;
+    if (rc == 0) rc = hs_exec_threads_create(&xe, t, b);
     if (rc < 0) {
         printf("CENTER_FAIL start-up: %s\n", hs_last_error());
         return 1;
     }
-    int st = run_conserve(t, atoi(argv[2]), (size_t)strtoul(argv[3], NULL, 10), argv[4],
+    int st = run_conserve(xe, atoi(argv[2]), (size_t)strtoul(argv[3], NULL, 10), argv[4],
                           argc > 5 ? atoi(argv[5]) : -1);
     if (st) { /* a failed check may leave the center's service thread running: leave now */
         fflush(stdout);
         _exit(st);
     }
     /* No final barrier: hs_center_finish already kept every owner until all were served. */
+    hs_exec_destroy(&xe);
     hs_transport_close(&t);
     hs_boot_finalize(&b);
     return st;

@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const hs_option_t train_options[] = {
+/* (not const: the --algo choices come from the algorithm registry) */
+static hs_option_t train_options[] = {
     {.name = "model",
      .type = HS_OPT_STRING,
      .def = "mlp:784-1024-1024-10",
@@ -107,16 +108,15 @@ static const hs_option_t train_options[] = {
     {.name = "algo",
      .type = HS_OPT_ENUM,
      .def = "local",
-     .choices = "local|sgp|osgp|dpsgd|allreduce|easgd|eamsgd|lsgd",
+     .choices = NULL, /* hs_algo_names() */
      .group = "Distributed",
-     .help = "local (one worker, or independent ones), sgp, osgp, dpsgd, allreduce, easgd, "
-             "eamsgd, lsgd"},
+     .help = "the algorithm (listed below with what each one does)"},
     {.name = "graph",
      .type = HS_OPT_STRING,
      .def = "exp1peer",
      .metavar = "SPEC",
-     .help = "peer graph of sgp/osgp/dpsgd (see hearsay topo --help); dpsgd needs an undirected "
-             "one and defaults to biring"},
+     .help = "peer graph of sgp/osgp/dpsgd (see hearsay topo --help; an algorithm may have its "
+             "own default: dpsgd needs an undirected graph and defaults to biring)"},
     {.name = "max-staleness",
      .type = HS_OPT_INT,
      .def = "0",
@@ -133,11 +133,11 @@ static const hs_option_t train_options[] = {
              "--max-staleness 1 or 2: unbounded delays let w drift toward 0 and lr / w diverge)"},
     {.name = "tau",
      .type = HS_OPT_INT,
-     .def = "2",
+     .def = "1",
      .range = "[1, 64]",
      .metavar = "K",
-     .help = "osgp: send rounds that may be in flight while computing (sgp is tau 1); "
-             "easgd/eamsgd/lsgd: communication period in local steps (default 1 for them)"},
+     .help = "osgp: send rounds that may be in flight while computing (default 2; sgp is tau "
+             "1); easgd/eamsgd/lsgd: communication period in local steps (default 1)"},
     {.name = "alpha",
      .type = HS_OPT_DOUBLE,
      .def = "0",
@@ -192,7 +192,8 @@ static const hs_option_t train_options[] = {
     {.name = "progress-thread",
      .type = HS_OPT_BOOL,
      .def = "false",
-     .help = "transport progress thread (always on for the algorithms that communicate)"},
+     .help = "transport progress thread (default: on for easgd, eamsgd and lsgd, whose "
+             "services answer while the main thread waits; off otherwise)"},
     {.name = "comm-timeout",
      .type = HS_OPT_DOUBLE,
      .def = "30",
@@ -230,7 +231,7 @@ static const hs_option_t train_options[] = {
      .type = HS_OPT_STRING,
      .group = "Output",
      .metavar = "DIR",
-     .help = "write config.ini, train.csv, eval.csv and summary.json to DIR"},
+     .help = "write config.ini, rank-R.csv, rank-R-eval.csv, eval.csv and summary.json to DIR"},
     {.name = "progress",
      .type = HS_OPT_DOUBLE,
      .def = "2",
@@ -252,12 +253,11 @@ static const hs_cfg_spec_t train_spec = {
     .summary = "Train a model on one worker, or on every rank of a job with a distributed\n"
                "algorithm. Every option can also be set in an INI file (--config FILE,\n"
                "`key = value` lines); flags override the file.\n"
-               "One worker (--algo local, one rank): a progress line, and with --out DIR:\n"
-               "DIR/config.ini, DIR/train.csv, DIR/eval.csv and DIR/summary.json.\n"
-               "Distributed: rank 0 prints the progress line; with --out DIR every rank writes\n"
-               "DIR/rank-R.csv (per iteration: time split, bytes, push-sum weight, staleness)\n"
-               "and DIR/rank-R-eval.csv; rank 0 writes DIR/config.ini, DIR/eval.csv (averaged\n"
-               "model, consensus distance) and DIR/summary.json. See docs/algorithms.md.",
+               "One worker is a job of one rank (--algo local). Rank 0 prints the progress\n"
+               "line; with --out DIR every rank writes DIR/rank-R.csv (per iteration: loss,\n"
+               "time split, bytes, push-sum weight, staleness) and DIR/rank-R-eval.csv; rank 0\n"
+               "writes DIR/config.ini, DIR/eval.csv (the averaged model, consensus distance)\n"
+               "and DIR/summary.json. See docs/algorithms.md.",
     .options = train_options,
     .n_options = HS_ARRAY_LEN(train_options),
 };
@@ -274,6 +274,8 @@ int hs_cmd_train(int argc, char **argv)
     char *json = NULL;
     size_t json_len = 0;
     int status = 0;
+    for (size_t i = 0; i < HS_ARRAY_LEN(train_options); i++)
+        if (!strcmp(train_options[i].name, "algo")) train_options[i].choices = hs_algo_names();
     if (hs_cfg_create(&cfg, &train_spec) < 0) return fail("internal option table");
     int rc = hs_cfg_parse_args(cfg, argc, argv);
     if (rc == HS_CFG_HELP) {
@@ -282,6 +284,9 @@ int hs_cmd_train(int argc, char **argv)
                hs_shard_spec_help());
         printf("\nStraggler and fault injection (--straggler, repeatable, seeded by --seed):\n%s",
                hs_straggler_help());
+        printf("\nAlgorithms (--algo):\n");
+        for (int i = 0; hs_algo_at(i); i++)
+            printf("  %-10s %s\n", hs_algo_at(i)->name, hs_algo_at(i)->help);
         hs_cfg_free(&cfg);
         return 0;
     }
@@ -314,20 +319,34 @@ int hs_cmd_train(int argc, char **argv)
     o.out_dir = hs_cfg_str(cfg, "out");
     o.progress_s = hs_cfg_double(cfg, "progress");
     o.quiet = hs_cfg_bool(cfg, "quiet");
-    size_t n_strag = 0;
     o.algo = hs_cfg_str(cfg, "algo");
+    const hs_algo_ops_t *ops = hs_algo_find(o.algo); /* the enum admits registered names only */
+    /* What an algorithm declares (hearsay/algo.h) fills what the user left at its default. */
     o.graph = hs_cfg_str(cfg, "graph");
-    if (!strcmp(o.algo, "dpsgd") && hs_cfg_source(cfg, "graph") == HS_CFG_DEFAULT)
-        o.graph = "biring"; /* D-PSGD needs an undirected graph */
+    if (ops->default_graph && hs_cfg_source(cfg, "graph") == HS_CFG_DEFAULT)
+        o.graph = ops->default_graph;
     o.tau = (int)hs_cfg_int(cfg, "tau");
+    if (hs_cfg_source(cfg, "tau") == HS_CFG_DEFAULT && ops->default_tau > 0)
+        o.tau = ops->default_tau;
+    if (!(ops->flags & HS_ALGO_TAU) && o.tau != 1) {
+        fprintf(stderr, "hearsay train: --tau applies to --algo");
+        for (int i = 0; hs_algo_at(i); i++)
+            if (hs_algo_at(i)->flags & HS_ALGO_TAU) fprintf(stderr, " %s", hs_algo_at(i)->name);
+        fprintf(stderr, " (--algo %s has no tau)\n", o.algo);
+        hs_cfg_free(&cfg);
+        return 2;
+    }
+    if (ops->flags & HS_ALGO_NESTEROV) o.nesterov = 1;
+    o.progress_thread = hs_cfg_source(cfg, "progress-thread") == HS_CFG_DEFAULT
+                            ? (ops->flags & HS_ALGO_PROGRESS) != 0
+                            : hs_cfg_bool(cfg, "progress-thread");
+    if ((ops->flags & HS_ALGO_PROGRESS) && !o.progress_thread)
+        fprintf(stderr,
+                "hearsay train: warning: --algo %s without a progress thread: its services "
+                "wait on the main thread's progress (much slower)\n",
+                o.algo);
     o.max_staleness = hs_cfg_int(cfg, "max-staleness");
     o.sgp_step_x = !strcmp(hs_cfg_str(cfg, "sgp-step"), "x");
-    int elastic = !strcmp(o.algo, "easgd") || !strcmp(o.algo, "eamsgd") || !strcmp(o.algo, "lsgd");
-    if (elastic && hs_cfg_source(cfg, "tau") == HS_CFG_DEFAULT) o.tau = 1;
-    if (!strcmp(o.algo, "eamsgd")) o.nesterov = 1; /* EAMSGD: Nesterov momentum locally */
-    /* Their service threads answer while the main thread waits: without a progress thread a
-     * completion reaped by one thread does not wake the other (20x slower, measured). */
-    if (elastic) o.progress_thread = 1;
     o.alpha = hs_cfg_double(cfg, "alpha");
     o.centers = hs_cfg_str(cfg, "centers");
     /* The flag wins; left at its default, $HS_CENTER_PATH (or auto) decides. */
@@ -337,11 +356,11 @@ int hs_cmd_train(int argc, char **argv)
     o.pull_global = hs_cfg_double(cfg, "pull-global");
     o.groups = (int)hs_cfg_int(cfg, "groups");
     o.leader_window = (int)hs_cfg_int(cfg, "leader-window");
+    size_t n_strag = 0;
     o.stragglers = hs_cfg_list(cfg, "straggler", &n_strag);
     o.n_stragglers = n_strag;
     o.link = hs_cfg_str(cfg, "link");
     o.provider = hs_cfg_str(cfg, "provider");
-    o.progress_thread = hs_cfg_bool(cfg, "progress-thread");
     o.comm_timeout_s = hs_cfg_double(cfg, "comm-timeout");
     o.drain_timeout_s = hs_cfg_double(cfg, "drain-timeout");
     o.init_spread = hs_cfg_double(cfg, "init-spread");
@@ -349,16 +368,8 @@ int hs_cmd_train(int argc, char **argv)
     o.checkpoint_every = hs_cfg_double(cfg, "checkpoint-every");
     o.resume = hs_cfg_str(cfg, "resume");
     if (o.resume && !*o.resume) o.resume = NULL;
-    int ckpt = o.checkpoint_every > 0 || o.resume;
     if (o.nesterov && o.momentum == 0) {
         fprintf(stderr, "hearsay train: --nesterov needs --momentum > 0\n");
-        hs_cfg_free(&cfg);
-        return 2;
-    }
-    if (strcmp(o.algo, "osgp") && !elastic && hs_cfg_source(cfg, "tau") != HS_CFG_DEFAULT &&
-        hs_cfg_int(cfg, "tau") != 1) {
-        fprintf(stderr, "hearsay train: --tau applies to --algo osgp, easgd, eamsgd and lsgd "
-                        "(sgp is tau 1)\n");
         hs_cfg_free(&cfg);
         return 2;
     }
@@ -368,27 +379,20 @@ int hs_cmd_train(int argc, char **argv)
         hs_cfg_free(&cfg);
         return 2;
     }
+    /* One loop for every run: a job of one rank (no launcher) is one worker. */
     hs_boot_t *boot = NULL;
-    /* checkpoints live in the distributed loop (one rank of --algo local included) */
-    int distributed = strcmp(o.algo, "local") != 0 || ckpt || getenv("HS_SIZE") ||
-                      getenv("OMPI_COMM_WORLD_SIZE") || getenv("SLURM_NTASKS");
-    if (distributed) {
-        hs_boot_opts_t bo = {.timeout_s = 0, .use_mpi = -1};
-        if (hs_boot_init(&boot, &bo) < 0) {
-            status = fail("joining the job");
-            goto done;
-        }
-        if (hs_boot_size(boot) == 1 && !strcmp(o.algo, "local") && !ckpt) {
-            hs_boot_finalize(&boot); /* one worker: the single-worker run and its files */
-            distributed = 0;
-        } else if (hs_train_dist_check(&o, hs_boot_size(boot)) < 0) {
-            fprintf(stderr, "hearsay train: %s\n", hs_last_error());
-            hs_boot_finalize(&boot);
-            hs_cfg_free(&cfg);
-            return 2;
-        }
+    hs_boot_opts_t bo = {.timeout_s = 0, .use_mpi = -1};
+    if (hs_boot_init(&boot, &bo) < 0) {
+        status = fail("joining the job");
+        goto done;
     }
-    int rank0 = !boot || hs_boot_rank(boot) == 0;
+    if (hs_train_dist_check(&o, hs_boot_size(boot)) < 0) {
+        fprintf(stderr, "hearsay train: %s\n", hs_last_error());
+        hs_boot_finalize(&boot);
+        hs_cfg_free(&cfg);
+        return 2;
+    }
+    int rank0 = hs_boot_rank(boot) == 0;
 
     if (o.out_dir) {
         char path[4096];
@@ -411,13 +415,12 @@ int hs_cmd_train(int argc, char **argv)
         o.config_json = json;
     }
     hs_train_result_t res;
-    if (distributed) {
-        if (hs_train_dist(&o, boot, &res) < 0) {
+    if (hs_train(&o, boot, &res) < 0) {
+        if (hs_boot_size(boot) > 1)
             fprintf(stderr, "hearsay train: rank %d: %s\n", hs_boot_rank(boot), hs_last_error());
-            status = 1;
-        }
-    } else if (hs_train_local(&o, &res) < 0) {
-        status = fail(NULL);
+        else
+            fprintf(stderr, "hearsay train: %s\n", hs_last_error());
+        status = 1;
     }
 done:
     hs_boot_finalize(&boot);

@@ -1,32 +1,37 @@
 /*
- * hearsay/algo.h — the distributed algorithms behind `hearsay train --algo A`, as an ops table.
+ * hearsay/algo.h — the distributed algorithms behind `hearsay train --algo A`, as an ops table,
+ * and the narrow environment an algorithm gets (hs_dist_t).
  *
- * The training loop (runtime/train_dist.c) owns everything an algorithm shares with the others:
+ * The training loop (runtime/train.c) owns everything an algorithm shares with the others:
  * the worker (data, model, local optimizer, schedule), the transport, the topology, straggler
- * and fault injection, metrics, evaluation and the summary. An algorithm only decides how the
- * gradient of iteration t becomes a step and what is exchanged:
+ * and fault injection, metrics, reporting, evaluation and the summary. An algorithm only
+ * decides how the gradient of iteration t becomes a step and what is exchanged:
  *
- *     init(&a, d)                       once, after the worker and transport exist
- *     for t in 0 .. T-1:
- *         hs_worker_grad(...)           gradient at the model's parameters
- *         (straggler sleep)
- *         step(a, t)                    local step + communication of round t; afterwards the
- *                                       model's parameters hold the point of the next gradient
- *         at evaluation points: drain(a, 0), then the loop evaluates the model's parameters
+ *     init(&a, d)                       once, after the transport and topology exist
+ *     for t in start .. T-1:
+ *         (the loop) gradient at d->params into d->grads; injected sleep
+ *         step(a, t)                    local step (hs_dist_apply) + communication of round t;
+ *                                       afterwards d->params holds the next gradient's point
+ *         at evaluation points: drain(a, 0), then the loop evaluates d->params
  *     drain(a, 1)                       end of the run: nothing in flight, nothing lost
  *     finalize(&a)
  *
+ * What an algorithm may use is in hs_dist_t and nothing else: the parameter and gradient
+ * buffers, the local optimizer's step (hs_dist_apply, hs_dist_apply_to), the iteration and the
+ * last training loss, its own options (hs_algo_opts_t), the transport, the topology, and the
+ * execution environment (hearsay/exec.h) for every clock read, sleep, wait and service.
  * Algorithms never block on the whole job unless they are synchronous by definition
  * (all-reduce SGD). They account their time and traffic in d->st (per iteration), report a
- * peer they found dead with hs_dist_peer_failed(), and never exit the process.
- * EASGD and leader-SGD plug in here too, with the same flags, metrics and injection.
+ * peer they found dead with hs_dist_peer_failed(), report what the run's files should hold
+ * with hs_dist_record(), and never exit the process. See docs/algorithms.md, "Adding an
+ * algorithm".
  */
 #ifndef HEARSAY_ALGO_H
 #define HEARSAY_ALGO_H
 
+#include "hearsay/exec.h"
 #include "hearsay/kernels.h"
 #include "hearsay/topology.h"
-#include "hearsay/train.h"
 #include "hearsay/transport.h"
 
 #include <stddef.h>
@@ -62,14 +67,37 @@ typedef struct hs_dist_stats {
     double staleness_sum; /* sum over applied messages of (my iteration - sender's) */
 } hs_dist_stats_t;
 
+/* The algorithms' own options (flags of `hearsay train`; docs/algorithms.md). */
+typedef struct hs_algo_opts {
+    int tau;                 /* osgp: rounds in flight; easgd/eamsgd/lsgd: period (>= 1) */
+    long max_staleness;      /* sgp/osgp: wait for in-peers' messages older than this (0: never) */
+    int sgp_step_x;          /* sgp/osgp: 1 = the paper's step on x, 0 = the step on z */
+    double alpha;            /* easgd/eamsgd: moving rate (<= 0: 0.9 / ranks) */
+    const char *centers;     /* easgd/eamsgd: ranks holding the center shards (NULL/"" = all) */
+    const char *center_path; /* easgd/eamsgd: auto | rma | service (NULL: $HS_CENTER_PATH) */
+    double pull_local;       /* lsgd: pull toward the group's leader */
+    double pull_global;      /* lsgd: pull toward the global leader */
+    int groups;              /* lsgd: groups of contiguous ranks (<= 0: one per host) */
+    int leader_window;       /* lsgd: batches in the recent-loss average (>= 1) */
+    int nesterov;            /* the local optimizer uses Nesterov momentum (eamsgd checks) */
+    double momentum;         /* the local optimizer's momentum */
+    double comm_timeout_s;   /* bound on every wait for a peer (> 0) */
+    double drain_timeout_s;  /* bound on the end-of-run drain (> 0) */
+} hs_algo_opts_t;
+
 /* What the loop gives an algorithm. */
 typedef struct hs_dist {
-    const hs_train_opts_t *o;
-    hs_worker_t *worker;
+    const hs_algo_opts_t *o;
     hs_kernels_t *k;
-    hs_transport_t *t;
-    hs_topo_t *topo; /* NULL for algorithms without a graph */
+    hs_exec_t *x;      /* clock, sleep, waits, liveness, services (hearsay/exec.h) */
+    hs_transport_t *t; /* NULL in a one-rank job */
+    hs_topo_t *topo;   /* NULL for algorithms without a graph */
     int rank, size;
+    size_t n;           /* parameters */
+    float *params;      /* (n, device) the model's parameters: where the next gradient is taken */
+    float *grads;       /* (n, device) the gradient of the current iteration */
+    long iter;          /* the current iteration (the round step() takes; the last one in drain) */
+    double loss;        /* mean loss of the current iteration's batch (NAN before the first) */
     long total_iters;   /* iterations every rank runs */
     long start_iter;    /* first iteration of this run (> 0 after --resume) */
     const int *host_of; /* (size) host index of each rank (0..n_hosts-1); NULL: one host */
@@ -77,50 +105,104 @@ typedef struct hs_dist {
     long drain_until; /* drain(a, 1) waits for the messages of iterations [start_iter,
                        * drain_until); 0 = total_iters (the end of the run). A checkpoint of a
                        * push-sum algorithm sets it so that nothing is in flight at the cut. */
-    size_t n;         /* parameters */
-    long *failed_at;  /* (size) -1 alive, else the iteration at/after which the rank failed */
     hs_dist_stats_t st;
-    /* While an algorithm waits for peers it calls hs_dist_idle() at least every ~0.1 s, so
-     * the loop's own receivers keep flowing: rank 0 collects the other ranks' evaluation
-     * snapshots there, and a rank whose snapshot send waits on rank 0 would otherwise hold
-     * back its gossip (a cycle only a timeout broke). NULL: nothing to do. */
-    int (*idle)(void *ctx);
-    void *idle_ctx;
+    /* The loop's side (runtime/train.c), through the wrappers below. */
+    void *ctx;
+    int (*apply)(void *ctx, double lr_scale, float *dst);
+    int (*evaluate)(void *ctx, const float *params, double *loss, double *acc);
+    void (*peer_failed)(void *ctx, int peer, long iter, const char *why);
+    int (*peer_dead)(void *ctx, int peer);
+    int (*record)(void *ctx, const char *file, const char *header, const char *line);
 } hs_dist_t;
 
+/* The local optimizer's step with d->grads and this iteration's learning rate times lr_scale
+ * (> 0), on d->params. Advances the worker's iteration (once per round). */
+static inline int hs_dist_apply(hs_dist_t *d, double lr_scale)
+{
+    return d->apply(d->ctx, lr_scale, NULL);
+}
+
+/* The same step on another parameter buffer (device, n floats). */
+static inline int hs_dist_apply_to(hs_dist_t *d, float *dst)
+{
+    return d->apply(d->ctx, 1.0, dst);
+}
+
+/* Evaluate parameters (device, n floats; NULL = d->params) on the test set. */
+static inline int hs_dist_evaluate(hs_dist_t *d, const float *params, double *loss, double *acc)
+{
+    return d->evaluate(d->ctx, params, loss, acc);
+}
+
+/* Record that `peer` failed at/after iteration `iter` (the iteration after the last message
+ * seen from it; of several reports the largest, the most precise, is kept). */
+static inline void hs_dist_peer_failed(hs_dist_t *d, int peer, long iter, const char *why)
+{
+    d->peer_failed(d->ctx, peer, iter, why);
+}
+
+/* 1 when `peer` is known to have failed. */
+static inline int hs_dist_peer_dead(const hs_dist_t *d, int peer)
+{
+    return d->peer_dead(d->ctx, peer);
+}
+
+/* Hand the reporting code a line for this rank's file `file` (a short name: "leader" becomes
+ * DIR/rank-R-leader.csv, "easgd.txt" DIR/rank-R-easgd.txt); `header` is written once, before
+ * the first line (NULL: none). Nothing is written without --out. */
+static inline int hs_dist_record(hs_dist_t *d, const char *file, const char *header,
+                                 const char *line)
+{
+    return d->record ? d->record(d->ctx, file, header, line) : 0;
+}
+
+/* The loop's idle hook, for waits that do not go through hs_exec_wait. */
 static inline int hs_dist_idle(hs_dist_t *d)
 {
-    return d->idle ? d->idle(d->idle_ctx) : 0;
+    return hs_idle(d->x);
+}
+
+/* 1 when `peer` still runs (or cannot be known), 0 when it has exited (~0.3 s at most). */
+static inline int hs_dist_probe_alive(hs_dist_t *d, int peer)
+{
+    return hs_exec_alive(d->x, peer, 0.3);
 }
 
 typedef struct hs_algo hs_algo_t;
 
 /* Algorithm flags. */
-#define HS_ALGO_GRAPH      0x1u /* uses --graph */
-#define HS_ALGO_UNDIRECTED 0x2u /* needs an undirected graph (Metropolis weights) */
-#define HS_ALGO_PUSHSUM    0x4u /* keeps a push-sum weight; tolerates failed peers */
-#define HS_ALGO_COMM       0x8u /* communicates (everything but "local") */
+#define HS_ALGO_GRAPH      0x1u  /* uses --graph */
+#define HS_ALGO_UNDIRECTED 0x2u  /* needs an undirected graph (Metropolis weights) */
+#define HS_ALGO_PUSHSUM    0x4u  /* keeps a push-sum weight; tolerates failed peers */
+#define HS_ALGO_COMM       0x8u  /* communicates (everything but "local") */
+#define HS_ALGO_TAU        0x10u /* uses --tau */
+#define HS_ALGO_NESTEROV   0x20u /* its local steps use Nesterov momentum (turned on) */
+#define HS_ALGO_PROGRESS   0x40u /* needs the transport's progress thread (turned on) */
+#define HS_ALGO_TOLERANT   0x80u /* survives failed peers (reports them, finishes) */
 
 typedef struct hs_algo_ops {
     size_t size;      /* sizeof(hs_algo_ops_t) of the build that filled it */
     const char *name; /* "sgp", ... */
+    const char *help; /* one line for --help */
     unsigned flags;
+    /* Defaults of its own (applied by `hearsay train` where the user gave no value). */
+    int default_tau;           /* --tau (with HS_ALGO_TAU) */
+    const char *default_graph; /* --graph (NULL: the global default) */
     /* Build the algorithm's state for d (which outlives it). May use the transport for
      * non-blocking set-up only (no barrier). */
     int (*init)(hs_algo_t **out, hs_dist_t *d);
-    /* Round t: the model's gradient buffer holds the gradient of iteration t at the model's
-     * parameters. Take the local step (hs_worker_apply / hs_worker_apply_to, which advance
-     * the worker's iteration), communicate, and leave in the model's parameters the point
+    /* Round t: d->grads holds the gradient of iteration t at d->params. Take the local step
+     * (hs_dist_apply / hs_dist_apply_to, once), communicate, and leave in d->params the point
      * where the next gradient is computed. */
     int (*step)(hs_algo_t *a, long t);
     /* final == 0 (before an evaluation): complete own sends, apply what has arrived, without
      * waiting for peers' computation. final == 1 (end of the run, after the last step): also
      * wait (bounded by o->drain_timeout_s) for every message the schedule says was sent here,
-     * skipping failed peers. Afterwards the model's parameters hold the model to evaluate. */
+     * skipping failed peers. Afterwards d->params holds the model to evaluate. */
     int (*drain)(hs_algo_t *a, int final);
     /* Free everything; *a = NULL (NULL is fine). Never blocks on peers. */
     void (*finalize)(hs_algo_t **a);
-    /* Push-sum weight (1 for algorithms without one). */
+    /* Push-sum weight (NULL: 1). */
     double (*weight)(const hs_algo_t *a);
     /* Checkpoint state beyond the worker's (parameters, velocity): its size in bytes, and a
      * copy out / in. NULL slots: no extra state. */
@@ -140,18 +222,15 @@ extern const hs_algo_ops_t hs_algo_lsgd_ops;      /* leader-SGD (local and globa
 
 /* The ops table of `name`, or NULL. */
 const hs_algo_ops_t *hs_algo_find(const char *name);
-/* "local|sgp|osgp|dpsgd|allreduce". */
+/* "local|sgp|osgp|dpsgd|allreduce|...", every registered name. */
 const char *hs_algo_names(void);
-
-/* Record that `peer` failed at/after iteration `iter` (the iteration after the last message
- * seen from it; of several reports the largest, the most precise, is kept). */
-void hs_dist_peer_failed(hs_dist_t *d, int peer, long iter, const char *why);
-/* 1 when `peer` is known to have failed. */
-int hs_dist_peer_dead(const hs_dist_t *d, int peer);
-/* Ask the transport whether `peer` still runs (a receive on HS_TAG_PING, which nobody sends,
- * waited on for ~0.3 s: the transport's liveness check fails it when the peer has exited).
- * 1: alive or unknown (remote peers), 0: gone. */
-int hs_dist_probe_alive(hs_dist_t *d, int peer);
+/* The i-th registered algorithm (NULL past the end). */
+const hs_algo_ops_t *hs_algo_at(int i);
+/* The push-sum weight of a (1 without one). */
+static inline double hs_algo_weight(const hs_algo_ops_t *ops, const hs_algo_t *a)
+{
+    return ops->weight && a ? ops->weight(a) : 1.0;
+}
 
 #ifdef __cplusplus
 }

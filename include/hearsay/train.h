@@ -7,15 +7,11 @@
  * distributed algorithms use the same worker: hs_worker_grad() computes a gradient on the next
  * batch, the algorithm communicates, hs_worker_apply() takes the local step.
  *
- * hs_train_local() is `hearsay train` on one worker: epochs of steps, periodic evaluation on
- * the test set, a progress line, and (with out_dir) a per-iteration CSV, an evaluation CSV and
- * summary.json.
- *
- * hs_train_dist() is `hearsay train --algo A` on one rank of a job (hearsay run, mpirun,
- * Slurm): the same loop around a distributed algorithm (hearsay/algo.h), per-rank metrics
- * (DIR/rank-R.csv), evaluation of every worker and of the averaged model, straggler and fault
- * injection, and on rank 0 the progress line, DIR/eval.csv and DIR/summary.json.
- * See docs/algorithms.md.
+ * hs_train() is `hearsay train`, for one worker or one rank of a job (hearsay run, mpirun,
+ * Slurm): one loop (runtime/train.c) around an algorithm (hearsay/algo.h; one worker runs
+ * "local"), per-rank metrics (DIR/rank-R.csv), evaluation of every worker and of the averaged
+ * model, straggler and fault injection, checkpoints, and on rank 0 the progress line,
+ * DIR/eval.csv and DIR/summary.json (runtime/report.c). See docs/algorithms.md.
  */
 #ifndef HEARSAY_TRAIN_H
 #define HEARSAY_TRAIN_H
@@ -56,7 +52,7 @@ typedef struct hs_train_opts {
     int quiet;               /* no progress lines */
     const char *config_json; /* resolved configuration embedded in summary.json (may be NULL) */
 
-    /* Distributed runs (hs_train_dist). */
+    /* Algorithms and their jobs. */
     const char *algo;              /* "local", "sgp", "osgp", "dpsgd", "allreduce" */
     const char *graph;             /* topology spec for the gossip algorithms */
     int tau;                       /* OSGP: send rounds that may be outstanding (>= 1) */
@@ -68,7 +64,8 @@ typedef struct hs_train_opts {
     size_t n_stragglers;
     const char *link;       /* link shaping spec (NULL: none), hearsay/shaping.h */
     const char *provider;   /* libfabric provider ("auto" or NULL: automatic) */
-    int progress_thread;    /* transport progress thread (forced on for SGP/OSGP) */
+    int progress_thread;    /* transport progress thread (on for the algorithms that need
+                             * one: HS_ALGO_PROGRESS) */
     double comm_timeout_s;  /* bound on every wait for a peer (> 0) */
     double drain_timeout_s; /* bound on the end-of-run drain (> 0) */
     double init_spread;     /* add N(0, init_spread) noise per rank to the initial
@@ -82,7 +79,7 @@ typedef struct hs_train_opts {
     int groups;              /* LSGD groups of contiguous ranks (<= 0: one per host) */
     int leader_window;       /* LSGD: batches in the recent-loss average (>= 1) */
     const char *center_path; /* EASGD: auto | rma | service (NULL: $HS_CENTER_PATH or auto) */
-    /* Checkpoints (hs_train_dist; hearsay/checkpoint.h). */
+    /* Checkpoints (hearsay/checkpoint.h). */
     double checkpoint_every; /* epochs between checkpoints to out_dir/ckpt (0: none) */
     const char *resume;      /* directory of a run whose ckpt/rank-R.bin to resume (NULL) */
 } hs_train_opts_t;
@@ -160,19 +157,17 @@ const hs_dataset_t *hs_worker_test_set(const hs_worker_t *w);
 /* Create a directory and its parents (mkdir -p); errors name the path. */
 int hs_mkdir_p(const char *path);
 
-/* Train one worker as `hearsay train` does; fills *res (may be NULL). */
-int hs_train_local(const hs_train_opts_t *o, hs_train_result_t *res);
-
 struct hs_boot;
-/* Run this rank of a distributed training job joined through `boot` (hearsay/bootstrap.h)
- * with algorithm o->algo. Returns 0 when this rank finished (peers that failed are reported
- * in summary.json, not as an error, under the gossip algorithms), or a negative code with a
- * message (a failed peer under all-reduce SGD or D-PSGD, a timeout, a bad option). */
-int hs_train_dist(const hs_train_opts_t *o, struct hs_boot *boot, hs_train_result_t *res);
+/* Run this rank of a training job joined through `boot` (hearsay/bootstrap.h; a job of one
+ * rank without a launcher is one worker) with algorithm o->algo. Returns 0 when this rank
+ * finished (peers that failed are reported in summary.json, not as an error, under the
+ * algorithms that tolerate them), or a negative code with a message (a failed peer under
+ * all-reduce SGD or D-PSGD, a timeout, a bad option). */
+int hs_train(const hs_train_opts_t *o, struct hs_boot *boot, hs_train_result_t *res);
 
-/* Check the distributed options that need no job (algo name, tau, straggler specs against
- * `ranks` when > 0, link shaping spec, graph spec and direction for the algorithm).
- * -EINVAL naming the flag. */
+/* Check the options that need no job (algo name, tau, straggler specs against `ranks` when
+ * > 0, link shaping spec, graph spec and direction for the algorithm). -EINVAL naming the
+ * flag. */
 int hs_train_dist_check(const hs_train_opts_t *o, int ranks);
 
 #ifdef __cplusplus

@@ -1,0 +1,197 @@
+/*
+ * hearsay/exec.h — the execution environment: the one interface through which the training
+ * loop and the algorithms read the clock, sleep, wait for transport requests, ask whether a
+ * peer still runs, meet at a barrier, and run services.
+ *
+ * Everything in optim/ and runtime/ that blocks, sleeps, reads the clock or serves messages
+ * goes through an hs_exec_t; nothing there calls pthread_*, nanosleep, clock_gettime or
+ * hs_transport_wait* itself. Today's implementation (runtime/exec_threads.c: the wall clock,
+ * one thread per service) is hs_exec_threads_create(); a second one (virtual time, one
+ * process for N workers) implements the same table, and the algorithms run unchanged on it.
+ *
+ * A **service** is a handler called for every message that arrives on a set of receives the
+ * service keeps posted (a source and a tag per slot; HS_ANY_SOURCE allowed). It replaces the
+ * hand-written receiver threads: SGP's gossip receiver, leader-SGD's loss and snapshot
+ * service, the EASGD center owner. The contract:
+ *   - on_msg(ctx, slot, buf, st) runs for each completed receive, one at a time, NOT holding
+ *     the service lock (take it with hs_svc_lock around the state it shares with the caller);
+ *     the receive is reposted after on_msg returns (same source, tag and buffer).
+ *   - on_tick(ctx), when set, runs after every message and at least every ~0.1 s.
+ *   - A negative return of on_msg or on_tick, or a transport failure, is latched: the first
+ *     error and its message are kept (hs_svc_error returns it, with hs_last_error() set to
+ *     the message), and the service goes on serving. A receive slot that fails because its
+ *     peer exited is not reposted (no error: liveness is reported elsewhere).
+ *   - hs_svc_wait(s, timeout), called with the lock held, releases it until on_msg has
+ *     handled at least one more message or the timeout passed, then takes it again.
+ *   - hs_svc_stop stops serving, cancels the posted receives and frees the service; it never
+ *     blocks on peers. NULL is fine everywhere (lock/unlock/wait are then no-ops).
+ */
+#ifndef HEARSAY_EXEC_H
+#define HEARSAY_EXEC_H
+
+#include "hearsay/transport.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hs_exec hs_exec_t;
+typedef struct hs_service hs_service_t;
+
+/* hs_exec_wait flags */
+#define HS_WAIT_NO_IDLE 0x1u /* do not call the idle hook while waiting */
+
+/* A service (see above). The slot tables are copied at start. */
+typedef struct hs_service_desc {
+    const char *name;    /* for messages: "gossip receiver", "center service" */
+    int n_slots;         /* receives kept posted (>= 1) */
+    size_t slot_bytes;   /* capacity of each receive buffer */
+    const int *src;      /* (n_slots) source rank of each receive, or HS_ANY_SOURCE */
+    const uint32_t *tag; /* (n_slots) tag of each receive */
+    int (*on_msg)(void *ctx, int slot, const void *buf, const hs_tstatus_t *st);
+    int (*on_tick)(void *ctx); /* NULL: none */
+    void *ctx;
+} hs_service_desc_t;
+
+typedef struct hs_exec_ops {
+    size_t size;      /* sizeof(hs_exec_ops_t) of the build that filled it */
+    const char *name; /* "threads", "virtual" */
+    /* Seconds on this environment's clock (monotonic; the origin is arbitrary). */
+    double (*now)(hs_exec_t *x);
+    /* Let `seconds` pass on this clock without using the CPU (straggler emulation, back-off).
+     * Services keep serving meanwhile. */
+    int (*sleep)(hs_exec_t *x, double seconds);
+    /* Wait until one of n transport requests (NULL entries ignored) completes, at most
+     * timeout_s (0: poll once). The semantics of hs_transport_waitany: 0 with *idx >= 0 (that
+     * request completed and was freed; *st filled) or *idx = -1 when every entry is NULL;
+     * -ETIMEDOUT with *idx = -1; a negative error with *idx >= 0 (that request failed, freed)
+     * or *idx = -1 (the transport failed). Unless flags has HS_WAIT_NO_IDLE, the idle hook
+     * runs at least every ~0.1 s while the owner thread waits (never on a service's behalf). */
+    int (*wait)(hs_exec_t *x, hs_treq_t **reqs, int n, double timeout_s, unsigned flags, int *idx,
+                hs_tstatus_t *st);
+    /* 1 when `peer` still runs (or cannot be known: remote peers), 0 when it has exited.
+     * Takes at most probe_s. */
+    int (*alive)(hs_exec_t *x, int peer, double probe_s);
+    /* Every rank of the job enters before any returns (start-up, checkpoints; never on the
+     * training path). */
+    int (*barrier)(hs_exec_t *x);
+    /* Start a service; *out gets it. */
+    int (*svc_start)(hs_exec_t *x, const hs_service_desc_t *desc, hs_service_t **out);
+    void (*svc_lock)(hs_service_t *s);
+    void (*svc_unlock)(hs_service_t *s);
+    /* Lock held: release it until one more message was handled or timeout_s passed. */
+    void (*svc_wait)(hs_service_t *s, double timeout_s);
+    /* The first error latched (0: none); hs_last_error() gets its message. */
+    int (*svc_error)(hs_service_t *s);
+    /* Stop and free; *s = NULL. Never blocks on peers. */
+    void (*svc_stop)(hs_service_t **s);
+    /* Free the environment (after every service stopped). */
+    void (*destroy)(hs_exec_t *x);
+} hs_exec_ops_t;
+
+/* The part every implementation shares. */
+struct hs_exec {
+    const hs_exec_ops_t *ops;
+    hs_transport_t *t; /* NULL: a job without communication */
+    int rank, size;
+    /* Called while the owner waits (hs_exec_set_idle). */
+    int (*idle)(void *ctx);
+    void *idle_ctx;
+    void *impl;
+};
+
+/* The threaded, wall-clock environment over t (NULL for a one-rank job without a
+ * transport), with the job's bootstrap for barriers (NULL: barriers use the transport). The
+ * calling thread becomes the owner (the one whose waits call the idle hook). */
+struct hs_boot;
+int hs_exec_threads_create(hs_exec_t **out, hs_transport_t *t, struct hs_boot *boot);
+/* Free the environment; *x = NULL. Safe on NULL. */
+void hs_exec_destroy(hs_exec_t **x);
+
+/* The idle hook: the training loop's own receivers (rank 0 collects evaluation snapshots
+ * there). NULL: nothing. */
+static inline void hs_exec_set_idle(hs_exec_t *x, int (*idle)(void *ctx), void *ctx)
+{
+    x->idle = idle;
+    x->idle_ctx = ctx;
+}
+
+static inline double hs_exec_now(hs_exec_t *x)
+{
+    return x->ops->now(x);
+}
+
+static inline int hs_exec_sleep(hs_exec_t *x, double seconds)
+{
+    return seconds > 0 ? x->ops->sleep(x, seconds) : 0;
+}
+
+static inline int hs_exec_wait(hs_exec_t *x, hs_treq_t **reqs, int n, double timeout_s,
+                               unsigned flags, int *idx, hs_tstatus_t *st)
+{
+    return x->ops->wait(x, reqs, n, timeout_s, flags, idx, st);
+}
+
+/* One request: 0 when it completed (freed, *req = NULL); -ETIMEDOUT keeps it; an error
+ * frees it. */
+static inline int hs_exec_wait1(hs_exec_t *x, hs_treq_t **req, double timeout_s, unsigned flags,
+                                hs_tstatus_t *st)
+{
+    int idx = -1;
+    if (!*req) return 0;
+    return x->ops->wait(x, req, 1, timeout_s, flags, &idx, st);
+}
+
+static inline int hs_exec_alive(hs_exec_t *x, int peer, double probe_s)
+{
+    return x->ops->alive(x, peer, probe_s);
+}
+
+static inline int hs_exec_barrier(hs_exec_t *x)
+{
+    return x->ops->barrier(x);
+}
+
+static inline int hs_idle(hs_exec_t *x)
+{
+    return x->idle ? x->idle(x->idle_ctx) : 0;
+}
+
+static inline int hs_svc_start(hs_exec_t *x, const hs_service_desc_t *desc, hs_service_t **out)
+{
+    return x->ops->svc_start(x, desc, out);
+}
+
+/* The service functions take the environment that started the service (NULL service: no-op). */
+static inline void hs_svc_lock(hs_exec_t *x, hs_service_t *s)
+{
+    if (s) x->ops->svc_lock(s);
+}
+
+static inline void hs_svc_unlock(hs_exec_t *x, hs_service_t *s)
+{
+    if (s) x->ops->svc_unlock(s);
+}
+
+static inline void hs_svc_wait(hs_exec_t *x, hs_service_t *s, double timeout_s)
+{
+    if (s) x->ops->svc_wait(s, timeout_s);
+}
+
+static inline int hs_svc_error(hs_exec_t *x, hs_service_t *s)
+{
+    return s ? x->ops->svc_error(s) : 0;
+}
+
+static inline void hs_svc_stop(hs_exec_t *x, hs_service_t **s)
+{
+    if (s && *s) x->ops->svc_stop(s);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

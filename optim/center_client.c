@@ -1,0 +1,360 @@
+/*
+ * optim/center_client.c — the EASGD center's client side (optim/center.h), used by every
+ * rank: reads and adds by messages to the owners' services, or by gets and float atomic adds
+ * into their windows (the RMA path), and the end-of-run FIN / final-shard exchange.
+ */
+#include "optim/center_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void mark_lost(hs_center_t *c, int s, const char *why)
+{
+    if (c->lost[s]) return;
+    c->lost[s] = 1;
+    int o = c->owner[s];
+    center_lock(c);
+    c->dead[o] = 1;
+    center_unlock(c);
+    HS_WARN("rank %d: center shard %d (rank %d, floats %zu..%zu) is unavailable: %s; training "
+            "goes on without it",
+            c->rank, s, o, c->off[s], c->off[s + 1], why);
+    if (c->rreq[s]) hs_transport_req_free(c->t, &c->rreq[s]);
+    if (c->qreq[s]) hs_transport_req_free(c->t, &c->qreq[s]);
+    if (c->areq[s]) hs_transport_req_free(c->t, &c->areq[s]);
+}
+
+/* Complete one send request of shard s (bounded); a failure loses the shard. */
+static void finish_send(hs_center_t *c, int s, hs_treq_t **req)
+{
+    if (!*req) return;
+    double t0 = hs_exec_now(c->x);
+    int rc = hs_exec_wait1(c->x, req, c->timeout_s, 0, NULL);
+    c->st.wait_s += hs_exec_now(c->x) - t0;
+    if (rc < 0) mark_lost(c, s, hs_last_error());
+}
+
+static int post_request(hs_center_t *c, int s, hs_el_kind_t kind, uint64_t seq)
+{
+    size_t len = shard_len(c, s);
+    finish_send(c, s, &c->qreq[s]);
+    if (c->lost[s]) return 0;
+    int rc = hs_transport_irecv(c->t, c->owner[s], HS_TAG_CENTER_REP, c->rbuf[s],
+                                HDR + len * sizeof(float), &c->rreq[s]);
+    if (rc < 0) return rc;
+    hs_el_hdr_init((hs_el_hdr_v1_t *)c->qbuf[s], kind, c->rank, s, 0, seq);
+    rc = hs_transport_isend(c->t, c->owner[s], HS_TAG_CENTER_REQ, c->qbuf[s], HDR, &c->qreq[s]);
+    if (rc < 0) {
+        c->qreq[s] = NULL;
+        mark_lost(c, s, hs_last_error());
+        return 0;
+    }
+    c->st.bytes_sent += HDR;
+    return 0;
+}
+
+/* Copy a received shard into dst after checking it is what was asked. */
+static int take_reply(hs_center_t *c, int s, const hs_tstatus_t *st, hs_el_kind_t kind, float *dst)
+{
+    const hs_el_hdr_v1_t *h = (const hs_el_hdr_v1_t *)c->rbuf[s];
+    HS_TRY(hs_el_hdr_check(h, st->len, c->owner[s]));
+    size_t len = shard_len(c, s);
+    if (h->kind != kind || h->shard != s || h->count != len)
+        return HS_ERR(-EPROTO,
+                      "center: rank %d answered kind %u for shard %d (%llu floats), "
+                      "expected kind %u for shard %d (%zu)",
+                      c->owner[s], h->kind, h->shard, (unsigned long long)h->count, kind, s, len);
+    memcpy(dst + c->off[s], c->rbuf[s] + HDR, len * sizeof(float));
+    c->st.bytes_recv += st->len;
+    c->st.msgs++;
+    return 0;
+}
+
+/* Wait for the posted replies (bounded per wait by `limit`); returns shards lost. */
+static int collect(hs_center_t *c, float *dst, hs_el_kind_t kind, double limit)
+{
+    int lost = 0;
+    double t0 = hs_exec_now(c->x);
+    for (;;) {
+        int left = 0;
+        for (int s = 0; s < c->m; s++) left += c->rreq[s] != NULL;
+        if (!left) break;
+        int idx = -1;
+        hs_tstatus_t st;
+        int rc = hs_exec_wait(c->x, c->rreq, c->m, limit, 0, &idx, &st);
+        if (rc == -ETIMEDOUT && idx < 0) {
+            for (int s = 0; s < c->m; s++)
+                if (c->rreq[s]) {
+                    char why[128];
+                    snprintf(why, sizeof why, "no answer within %.1f s", limit);
+                    mark_lost(c, s, why);
+                    lost++;
+                }
+            break;
+        }
+        if (rc < 0 && idx >= 0) {
+            mark_lost(c, idx, hs_last_error());
+            lost++;
+            continue;
+        }
+        if (rc < 0) return rc;
+        if (idx >= 0) HS_TRY(take_reply(c, idx, &st, kind, dst));
+    }
+    c->st.wait_s += hs_exec_now(c->x) - t0;
+    return lost;
+}
+
+/* One-sided read: a get of every available shard (the own one too, so that it is ordered
+ * with the provider's atomics like any other access), each into its reply buffer and copied
+ * to dst only when it completed. */
+static int read_rma(hs_center_t *c, float *dst)
+{
+    double t0 = hs_exec_now(c->x);
+    for (int s = 0; s < c->m; s++) {
+        if (c->lost[s]) continue;
+        int rc = hs_transport_get(c->t, c->win, c->owner[s], 0, c->rbuf[s],
+                                  shard_len(c, s) * sizeof(float), &c->rreq[s]);
+        if (rc < 0) {
+            c->rreq[s] = NULL;
+            mark_lost(c, s, hs_last_error());
+        }
+    }
+    for (;;) {
+        int left = 0;
+        for (int s = 0; s < c->m; s++) left += c->rreq[s] != NULL;
+        if (!left) break;
+        int idx = -1;
+        hs_tstatus_t st;
+        int rc = hs_exec_wait(c->x, c->rreq, c->m, c->timeout_s, 0, &idx, &st);
+        if (rc == -ETIMEDOUT && idx < 0) {
+            for (int s = 0; s < c->m; s++)
+                if (c->rreq[s]) {
+                    char why[128];
+                    snprintf(why, sizeof why, "get not complete within %.1f s", c->timeout_s);
+                    mark_lost(c, s, why);
+                }
+            break;
+        }
+        if (rc < 0 && idx >= 0) {
+            mark_lost(c, idx, hs_last_error());
+            continue;
+        }
+        if (rc < 0) return rc;
+        if (idx < 0) continue;
+        size_t len = shard_len(c, idx);
+        memcpy(dst + c->off[idx], c->rbuf[idx], len * sizeof(float));
+        c->st.bytes_recv += len * sizeof(float);
+        c->st.msgs++;
+    }
+    c->st.wait_s += hs_exec_now(c->x) - t0;
+    return 0;
+}
+
+/* One-sided add: one float atomic add per shard (the transport chunks it to the provider's
+ * atomic size), the own shard included: the provider applies remote atomics from its progress
+ * thread, so a plain += by this thread could interleave with one of them and lose it. The
+ * previous add of a shard completes first (its buffer is reused). */
+static void add_rma(hs_center_t *c, const float *diff)
+{
+    for (int s = 0; s < c->m; s++) {
+        size_t len = shard_len(c, s);
+        finish_send(c, s, &c->areq[s]);
+        if (c->lost[s]) continue;
+        memcpy(c->abuf[s], diff + c->off[s], len * sizeof(float));
+        int rc = hs_transport_atomic_add_float(c->t, c->win, c->owner[s], 0,
+                                               (const float *)c->abuf[s], len, &c->areq[s]);
+        if (rc < 0) {
+            c->areq[s] = NULL;
+            mark_lost(c, s, hs_last_error());
+            continue;
+        }
+        c->adds_sent[s]++;
+        c->st.bytes_sent += len * sizeof(float);
+    }
+}
+
+int hs_center_read(hs_center_t *c, float *dst)
+{
+    int lost0 = 0;
+    for (int s = 0; s < c->m; s++) lost0 += c->lost[s];
+    if (c->rma) {
+        HS_TRY(read_rma(c, dst));
+        int lost1 = 0;
+        for (int s = 0; s < c->m; s++) lost1 += c->lost[s];
+        return lost1 - lost0;
+    }
+    for (int s = 0; s < c->m; s++) {
+        if (c->lost[s] || s == c->own) continue;
+        HS_TRY(post_request(c, s, HS_EL_READ, 0));
+    }
+    if (c->own >= 0) {
+        center_lock(c);
+        memcpy(dst + c->off[c->own], c->shard, shard_len(c, c->own) * sizeof(float));
+        center_unlock(c);
+    }
+    HS_TRY(collect(c, dst, HS_EL_DATA, c->timeout_s));
+    int lost1 = 0;
+    for (int s = 0; s < c->m; s++) lost1 += c->lost[s];
+    return lost1 - lost0;
+}
+
+int hs_center_add(hs_center_t *c, const float *diff)
+{
+    int lost0 = 0;
+    for (int s = 0; s < c->m; s++) lost0 += c->lost[s];
+    for (int s = 0; s < c->m && !c->rma; s++) {
+        size_t len = shard_len(c, s);
+        const float *v = diff + c->off[s];
+        if (s == c->own) {
+            center_lock(c);
+            for (size_t i = 0; i < len; i++) c->shard[i] += v[i];
+            c->applied++;
+            c->applied_from[c->rank]++;
+            center_unlock(c);
+            c->adds_sent[s]++;
+            continue;
+        }
+        finish_send(c, s, &c->areq[s]);
+        if (c->lost[s]) continue;
+        hs_el_hdr_init((hs_el_hdr_v1_t *)c->abuf[s], HS_EL_ADD, c->rank, s, len, 0);
+        memcpy(c->abuf[s] + HDR, v, len * sizeof(float));
+        size_t bytes = HDR + len * sizeof(float);
+        int rc = hs_transport_isend(c->t, c->owner[s], HS_TAG_CENTER_REQ, c->abuf[s], bytes,
+                                    &c->areq[s]);
+        if (rc < 0) {
+            c->areq[s] = NULL;
+            mark_lost(c, s, hs_last_error());
+            continue;
+        }
+        c->adds_sent[s]++;
+        c->st.bytes_sent += bytes;
+    }
+    if (c->rma) add_rma(c, diff);
+    int lost1 = 0;
+    for (int s = 0; s < c->m; s++) lost1 += c->lost[s];
+    return lost1 - lost0;
+}
+
+/* The service has sent the final shard to every live rank (1), or not yet (0). */
+static int served_all(hs_center_t *c, long *progress)
+{
+    int done = 1;
+    long p = 0;
+    center_lock(c);
+    if (!c->final) done = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (r == c->rank) continue;
+        p += c->fin_adds[r] >= 0;
+        p += c->answered[r] + c->dead[r];
+        if (!c->dead[r] && (!c->answered[r] || c->oreq[r])) done = 0;
+    }
+    center_unlock(c);
+    *progress += p;
+    return done;
+}
+
+int hs_center_finish(hs_center_t *c, float *dst, double timeout_s)
+{
+    for (int s = 0; s < c->m; s++) {
+        finish_send(c, s, &c->areq[s]);
+        finish_send(c, s, &c->qreq[s]);
+    }
+    /* RMA: every atomic of this rank has completed above (its completion is the target's
+     * acknowledgement that it was applied), so FIN announces 0 adds still to come. */
+    if (c->own >= 0) {
+        center_lock(c);
+        c->fin_adds[c->rank] = c->rma ? 0 : c->adds_sent[c->own];
+        center_unlock(c);
+    }
+    for (int s = 0; s < c->m; s++) {
+        if (c->lost[s] || s == c->own) continue;
+        HS_TRY(post_request(c, s, HS_EL_FIN, c->rma ? 0 : (uint64_t)c->adds_sent[s]));
+    }
+    double t0 = hs_exec_now(c->x), last = t0, next_probe = t0 + 0.5;
+    long prev = -1;
+    int own_copied = c->own < 0;
+    for (;;) {
+        long progress = 0;
+        int left = 0;
+        for (int s = 0; s < c->m; s++) left += c->rreq[s] != NULL;
+        if (left) { /* one short wait for whatever final shard comes */
+            int idx = -1;
+            hs_tstatus_t st;
+            int rc = hs_exec_wait(c->x, c->rreq, c->m, 0.1, HS_WAIT_NO_IDLE, &idx, &st);
+            if (rc < 0 && rc != -ETIMEDOUT && idx >= 0)
+                mark_lost(c, idx, hs_last_error());
+            else if (rc < 0 && rc != -ETIMEDOUT)
+                return rc;
+            else if (rc == 0 && idx >= 0)
+                HS_TRY(take_reply(c, idx, &st, HS_EL_FINAL, dst));
+        }
+        HS_TRY(hs_idle(c->x));
+        for (int s = 0; s < c->m; s++) progress += 2 * (c->rreq[s] == NULL);
+        int served = 1;
+        if (c->own >= 0) {
+            /* reap the service's completed final replies */
+            for (int r = 0; r < c->size; r++) {
+                center_lock(c);
+                int ans = c->answered[r];
+                center_unlock(c);
+                if (ans && c->oreq[r]) {
+                    int done = 0;
+                    center_lock(c);
+                    int trc = c->oreq[r] ? hs_transport_test(c->t, &c->oreq[r], &done, NULL) : 0;
+                    if (trc < 0) c->dead[r] = 1, c->oreq[r] = NULL;
+                    center_unlock(c);
+                }
+            }
+            int rc = hs_svc_error(c->x, c->svc);
+            if (rc < 0) {
+                hs_error_prefix("rank %d", c->rank);
+                return rc;
+            }
+            served = served_all(c, &progress);
+            center_lock(c);
+            int final = c->final;
+            center_unlock(c);
+            if (final && !own_copied) {
+                center_lock(c);
+                memcpy(dst + c->off[c->own], c->shard, shard_len(c, c->own) * sizeof(float));
+                center_unlock(c);
+                own_copied = 1;
+            }
+        }
+        if (!left && served && own_copied) break;
+        if (!left) HS_TRY(hs_exec_sleep(c->x, 0.05));
+        double now = hs_exec_now(c->x);
+        if (progress != prev) prev = progress, last = now;
+        int silent = now - last >= timeout_s;
+        if (c->own >= 0 && (now >= next_probe || silent)) {
+            next_probe = now + 0.5;
+            for (int r = 0; r < c->size; r++) {
+                if (r == c->rank) continue;
+                center_lock(c);
+                int waiting = !c->dead[r] && c->fin_adds[r] < 0;
+                center_unlock(c);
+                if (!waiting) continue;
+                if (silent || !hs_exec_alive(c->x, r, 0.02)) {
+                    HS_WARN("rank %d: rank %d %s before finishing with center shard %d", c->rank, r,
+                            silent ? "went silent" : "exited", c->own);
+                    center_lock(c);
+                    c->dead[r] = 1;
+                    center_unlock(c);
+                }
+            }
+        }
+        if (silent && left) {
+            for (int s = 0; s < c->m; s++)
+                if (c->rreq[s]) mark_lost(c, s, "no final shard before the drain timeout");
+        }
+        if (silent && c->own >= 0 && now - last >= 2 * timeout_s)
+            return HS_ERR(-ETIMEDOUT,
+                          "rank %d: center shard %d: final replies not complete "
+                          "after %.1f s",
+                          c->rank, c->own, 2 * timeout_s);
+    }
+    int lost = 0;
+    for (int s = 0; s < c->m; s++) lost += c->lost[s];
+    return lost;
+}

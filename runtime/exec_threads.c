@@ -1,0 +1,295 @@
+/*
+ * runtime/exec_threads.c — the threaded, wall-clock execution environment (hearsay/exec.h).
+ *
+ * The clock is hs_now() (CLOCK_MONOTONIC), sleeping is hs_sleep(), a wait is the transport's
+ * waitany in slices of at most IDLE_SLICE_S with the idle hook between them (on the owner
+ * thread only), liveness is a receive on HS_TAG_PING that nobody sends (the transport's
+ * liveness check fails it when the peer has exited), and a barrier is the bootstrap's. A
+ * service is one thread: it keeps its receives posted, calls the handler for each message,
+ * latches the first error, and stops when told (it re-checks every SVC_POLL_S).
+ */
+#include "hearsay/exec.h"
+
+#include "hearsay/algo.h"
+#include "hearsay/bootstrap.h"
+#include "hearsay/common.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define IDLE_SLICE_S 0.1 /* the owner's waits call the idle hook at least this often */
+#define SVC_POLL_S   0.1 /* a service re-checks its stop flag this often */
+
+typedef struct threads {
+    hs_boot_t *boot;
+    pthread_t owner;
+} threads_t;
+
+struct hs_service {
+    hs_exec_t *x;
+    hs_service_desc_t d;
+    int *src;
+    uint32_t *tag;
+    hs_treq_t **req;     /* (n_slots) */
+    unsigned char **buf; /* (n_slots) */
+    pthread_t thr;
+    int thr_on;
+    pthread_mutex_t mu; /* the service lock (hs_svc_lock) */
+    pthread_cond_t cv;  /* broadcast after each handled message */
+    int stop;
+    int rc;
+    char msg[HS_ERRMSG_MAX];
+};
+
+static double th_now(hs_exec_t *x)
+{
+    (void)x;
+    return hs_now();
+}
+
+static int th_sleep(hs_exec_t *x, double s)
+{
+    (void)x;
+    hs_sleep(s);
+    return 0;
+}
+
+static int th_wait(hs_exec_t *x, hs_treq_t **reqs, int n, double timeout_s, unsigned flags,
+                   int *idx, hs_tstatus_t *st)
+{
+    threads_t *th = x->impl;
+    int idle = x->idle && !(flags & HS_WAIT_NO_IDLE) && pthread_equal(pthread_self(), th->owner);
+    *idx = -1;
+    if (!x->t) return -ENOTCONN;
+    if (!idle || timeout_s <= IDLE_SLICE_S)
+        return hs_transport_waitany(x->t, reqs, n, timeout_s, idx, st);
+    double deadline = hs_now() + timeout_s;
+    for (;;) {
+        double remain = deadline - hs_now();
+        int rc = hs_transport_waitany(x->t, reqs, n, remain > IDLE_SLICE_S ? IDLE_SLICE_S : remain,
+                                      idx, st);
+        if (rc != -ETIMEDOUT || remain <= IDLE_SLICE_S) return rc;
+        HS_TRY(x->idle(x->idle_ctx));
+    }
+}
+
+static int th_alive(hs_exec_t *x, int peer, double probe_s)
+{
+    char dummy[8];
+    hs_treq_t *req = NULL;
+    if (!x->t || hs_transport_irecv(x->t, peer, HS_TAG_PING, dummy, sizeof dummy, &req) < 0)
+        return 1;
+    int rc = hs_transport_wait(x->t, &req, probe_s, NULL);
+    if (req) hs_transport_req_free(x->t, &req);
+    return rc != -ECONNRESET;
+}
+
+static int th_barrier(hs_exec_t *x)
+{
+    threads_t *th = x->impl;
+    if (th->boot) return hs_boot_barrier(th->boot);
+    return x->t ? hs_transport_barrier(x->t) : 0;
+}
+
+/* --- services --------------------------------------------------------------------------- */
+
+static void svc_latch(hs_service_t *s, int rc)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!s->rc) {
+        s->rc = rc;
+        snprintf(s->msg, sizeof s->msg, "%s", hs_last_error());
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int svc_post(hs_service_t *s, int i)
+{
+    return hs_transport_irecv(s->x->t, s->src[i], s->tag[i], s->buf[i], s->d.slot_bytes,
+                              &s->req[i]);
+}
+
+static void *svc_main(void *arg)
+{
+    hs_service_t *s = arg;
+    hs_transport_t *t = s->x->t;
+    int n = s->d.n_slots;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        int stop = s->stop;
+        pthread_mutex_unlock(&s->mu);
+        if (stop) break;
+        int active = 0;
+        for (int i = 0; i < n; i++) active += s->req[i] != NULL;
+        int idx = -1, rc = -ETIMEDOUT;
+        hs_tstatus_t st;
+        if (active)
+            rc = hs_transport_waitany(t, s->req, n, SVC_POLL_S, &idx, &st);
+        else
+            hs_sleep(SVC_POLL_S); /* every peer has exited: nothing more can come */
+        if (rc == 0 && idx >= 0) {
+            int hr = s->d.on_msg(s->d.ctx, idx, s->buf[idx], &st);
+            if (hr < 0) svc_latch(s, hr);
+            pthread_mutex_lock(&s->mu);
+            pthread_cond_broadcast(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+            if ((hr = svc_post(s, idx)) < 0) svc_latch(s, hr);
+        } else if (rc < 0 && rc != -ETIMEDOUT && idx < 0) { /* the transport itself failed */
+            svc_latch(s, rc);
+            hs_sleep(SVC_POLL_S);
+        } /* a failed slot (its peer exited) is not reposted */
+        if (s->d.on_tick) {
+            int tr = s->d.on_tick(s->d.ctx);
+            if (tr < 0) svc_latch(s, tr);
+        }
+    }
+    return NULL;
+}
+
+static void th_svc_stop(hs_service_t **sp)
+{
+    hs_service_t *s = *sp;
+    if (!s) return;
+    if (s->thr_on) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = 1;
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thr, NULL);
+    }
+    for (int i = 0; i < s->d.n_slots; i++) {
+        if (s->req && s->req[i]) hs_transport_req_free(s->x->t, &s->req[i]);
+        if (s->buf) free(s->buf[i]);
+    }
+    free(s->req);
+    free(s->buf);
+    free(s->src);
+    free(s->tag);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+    *sp = NULL;
+}
+
+static int th_svc_start(hs_exec_t *x, const hs_service_desc_t *desc, hs_service_t **out)
+{
+    *out = NULL;
+    if (!x->t) return HS_ERR(-ENOTCONN, "%s: no transport", desc->name);
+    if (desc->n_slots < 1 || !desc->on_msg)
+        return HS_ERR(-EINVAL, "%s: a service needs receives and a handler", desc->name);
+    hs_service_t *s = hs_calloc(1, sizeof *s, "service");
+    if (!s) return -ENOMEM;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->x = x;
+    s->d = *desc;
+    size_t n = (size_t)desc->n_slots;
+    int rc = -ENOMEM;
+    s->src = hs_malloc(n * sizeof *s->src, "service sources");
+    s->tag = hs_malloc(n * sizeof *s->tag, "service tags");
+    s->req = hs_calloc(n, sizeof *s->req, "service receives");
+    s->buf = hs_calloc(n, sizeof *s->buf, "service buffers");
+    if (!s->src || !s->tag || !s->req || !s->buf) goto fail;
+    memcpy(s->src, desc->src, n * sizeof *s->src);
+    memcpy(s->tag, desc->tag, n * sizeof *s->tag);
+    for (int i = 0; i < desc->n_slots; i++) {
+        rc = -ENOMEM;
+        if (!(s->buf[i] = hs_malloc(HS_MAX(desc->slot_bytes, (size_t)1), "service buffer")))
+            goto fail;
+        if ((rc = svc_post(s, i)) < 0) goto fail;
+    }
+    if ((rc = pthread_create(&s->thr, NULL, svc_main, s)) != 0) {
+        rc = HS_ERR(-rc, "cannot start the %s thread: %s", desc->name, strerror(rc));
+        goto fail;
+    }
+    s->thr_on = 1;
+    *out = s;
+    return 0;
+fail:
+    th_svc_stop(&s);
+    return rc;
+}
+
+static void th_svc_lock(hs_service_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+}
+
+static void th_svc_unlock(hs_service_t *s)
+{
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void th_svc_wait(hs_service_t *s, double timeout_s)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long ns = (long)(timeout_s * 1e9);
+    ts.tv_sec += ns / 1000000000L;
+    ts.tv_nsec += ns % 1000000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+}
+
+static int th_svc_error(hs_service_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int rc = s->rc;
+    char msg[HS_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", s->msg);
+    pthread_mutex_unlock(&s->mu);
+    return rc ? HS_ERR(rc, "%s: %s", s->d.name, msg) : 0;
+}
+
+static void th_destroy(hs_exec_t *x)
+{
+    free(x->impl);
+    free(x);
+}
+
+static const hs_exec_ops_t threads_ops = {
+    .size = sizeof(hs_exec_ops_t),
+    .name = "threads",
+    .now = th_now,
+    .sleep = th_sleep,
+    .wait = th_wait,
+    .alive = th_alive,
+    .barrier = th_barrier,
+    .svc_start = th_svc_start,
+    .svc_lock = th_svc_lock,
+    .svc_unlock = th_svc_unlock,
+    .svc_wait = th_svc_wait,
+    .svc_error = th_svc_error,
+    .svc_stop = th_svc_stop,
+    .destroy = th_destroy,
+};
+
+int hs_exec_threads_create(hs_exec_t **out, hs_transport_t *t, hs_boot_t *boot)
+{
+    *out = NULL;
+    hs_exec_t *x = hs_calloc(1, sizeof *x, "execution environment");
+    threads_t *th = hs_calloc(1, sizeof *th, "execution environment");
+    if (!x || !th) {
+        free(x);
+        free(th);
+        return -ENOMEM;
+    }
+    th->boot = boot;
+    th->owner = pthread_self();
+    x->ops = &threads_ops;
+    x->t = t;
+    x->rank = t ? hs_transport_rank(t) : boot ? hs_boot_rank(boot) : 0;
+    x->size = t ? hs_transport_size(t) : boot ? hs_boot_size(boot) : 1;
+    x->impl = th;
+    *out = x;
+    return 0;
+}
+
+void hs_exec_destroy(hs_exec_t **x)
+{
+    if (!x || !*x) return;
+    (*x)->ops->destroy(*x);
+    *x = NULL;
+}

@@ -1,0 +1,357 @@
+/* runtime/report.c — what a training run shows and writes (runtime/report.h). */
+#include "runtime/report.h"
+
+#include "hearsay/common.h"
+#include "hearsay/json.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_RECORDS 8 /* files an algorithm records into */
+
+typedef struct record_file {
+    char name[64];
+    FILE *f;
+} record_file_t;
+
+struct hs_report {
+    const hs_train_opts_t *o;
+    int rank, size;
+    long ipe, total, start;
+    FILE *csv, *rev, *evcsv;
+    record_file_t rec[MAX_RECORDS];
+    double last_print; /* training clock of the last progress line */
+};
+
+static FILE *open_out(const char *dir, const char *name, int *rc)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) *rc = HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
+    return f;
+}
+
+int hs_report_open(hs_report_t **out, const hs_train_opts_t *o, int rank, int size, long ipe)
+{
+    *out = NULL;
+    hs_report_t *r = hs_calloc(1, sizeof *r, "report");
+    if (!r) return -ENOMEM;
+    r->o = o;
+    r->rank = rank;
+    r->size = size;
+    r->ipe = ipe;
+    *out = r;
+    if (!o->out_dir) return 0;
+    int rc = 0;
+    char name[64];
+    HS_TRY(hs_mkdir_p(o->out_dir));
+    snprintf(name, sizeof name, "rank-%d.csv", rank);
+    if (!(r->csv = open_out(o->out_dir, name, &rc))) return rc;
+    snprintf(name, sizeof name, "rank-%d-eval.csv", rank);
+    if (!(r->rev = open_out(o->out_dir, name, &rc))) return rc;
+    fprintf(r->csv, "iteration,wall_s,epoch,train_loss,lr,compute_s,comm_s,wait_s,straggle_s,"
+                    "bytes_sent,bytes_recv,ps_weight,msgs_applied,staleness_mean,train_acc\n");
+    fprintf(r->rev, "iteration,epoch,clock_s,test_loss,test_acc,ps_weight\n");
+    if (rank == 0) {
+        if (!(r->evcsv = open_out(o->out_dir, "eval.csv", &rc))) return rc;
+        fprintf(r->evcsv,
+                "iteration,epoch,clock_s,ranks,avg_test_loss,avg_test_acc,consensus,"
+                "consensus_rel,rank_loss_mean,rank_loss_min,rank_loss_max,rank_acc_mean\n");
+    }
+    return 0;
+}
+
+void hs_report_close(hs_report_t **rp)
+{
+    hs_report_t *r = rp ? *rp : NULL;
+    if (!r) return;
+    if (r->csv) fclose(r->csv);
+    if (r->rev) fclose(r->rev);
+    if (r->evcsv) fclose(r->evcsv);
+    for (int i = 0; i < MAX_RECORDS; i++)
+        if (r->rec[i].f) fclose(r->rec[i].f);
+    free(r);
+    *rp = NULL;
+}
+
+FILE *hs_report_avg_csv(hs_report_t *r)
+{
+    return r->evcsv;
+}
+
+void hs_report_avg_row(FILE *f, const hs_avg_eval_t *a, long ipe)
+{
+    if (!f) return;
+    fprintf(f, "%ld,%.6f,%.6f,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", a->iteration,
+            (double)a->iteration / (double)ipe, a->clock_s, a->ranks, a->test_loss, a->test_acc,
+            a->consensus, a->consensus_rel, a->rank_loss_mean, a->rank_loss_min, a->rank_loss_max,
+            a->rank_acc_mean);
+    fflush(f);
+}
+
+static void fmt_eta(double s, char *buf, size_t n)
+{
+    if (!isfinite(s) || s < 0)
+        snprintf(buf, n, "?");
+    else if (s < 100)
+        snprintf(buf, n, "%.0fs", s);
+    else if (s < 6000)
+        snprintf(buf, n, "%.0fm%02.0fs", floor(s / 60), fmod(s, 60));
+    else
+        snprintf(buf, n, "%.1fh", s / 3600);
+}
+
+void hs_report_banner(hs_report_t *r, const hs_report_start_t *s)
+{
+    r->total = s->total;
+    r->start = s->start;
+    if (r->o->quiet || r->rank != 0) return;
+    const hs_train_opts_t *o = r->o;
+    printf("hearsay train: --algo %s on %d rank%s%s%s, %s on %s (%ld train / %ld test samples, "
+           "%d classes",
+           s->algo, s->ranks, s->ranks > 1 ? "s" : "", s->graph ? ", graph " : "",
+           s->graph ? s->graph : "", o->model, o->data, s->train_n, s->test_n, s->classes);
+    if (isfinite(s->bayes_acc)) printf(", Bayes accuracy %.2f%%", 100 * s->bayes_acc);
+    printf(")\n  %zu parameters, batch %d per rank, %ld iterations/epoch, %ld iterations, "
+           "device %s%s%s\n",
+           s->num_params, o->batch, s->ipe, s->total, o->device, s->transport ? ", transport " : "",
+           s->transport ? s->transport : "");
+    if (s->start > 0)
+        printf("  resumed from %s at iteration %ld (epoch %.2f)\n", o->resume, s->start,
+               (double)s->start / (double)s->ipe);
+    fflush(stdout);
+}
+
+int hs_report_iteration(hs_report_t *r, const hs_report_iter_t *it)
+{
+    const hs_dist_stats_t *st = it->st;
+    long done = it->done, ipe = r->ipe;
+    if (r->csv)
+        fprintf(r->csv,
+                "%ld,%.6f,%.6f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%llu,%llu,%.12g,%ld,%.4g,%.6g\n", done,
+                it->clock_s, (double)done / (double)ipe, it->loss, it->lr, it->compute_s,
+                st->comm_s, st->wait_s, it->straggle_s, (unsigned long long)st->bytes_sent,
+                (unsigned long long)st->bytes_recv, it->w, st->msgs_applied,
+                st->msgs_applied ? st->staleness_sum / (double)st->msgs_applied : NAN, it->acc);
+    const hs_train_opts_t *o = r->o;
+    if (o->quiet || r->rank != 0) return 0;
+    double el = it->clock_s;
+    if (!((o->progress_s > 0 && el - r->last_print >= o->progress_s) || done % ipe == 0 ||
+          done == r->total))
+        return 0;
+    long ran = done - r->start;
+    char eta[32];
+    fmt_eta(el / (double)ran * (double)(r->total - done), eta, sizeof eta);
+    printf("epoch %6.2f/%d  iter %7ld/%ld  loss %.4f  lr %.4g  ", (double)done / (double)ipe,
+           o->epochs, done, r->total, it->loss, it->lr);
+    if (r->size > 1)
+        printf("w %.4f  %6.0f it/s  wait %2.0f%%  ", it->w, (double)ran / el,
+               el > 0 ? 100 * it->wait_total_s / el : 0);
+    else
+        printf("%8.0f samples/s  ", (double)ran * o->batch / el);
+    printf("ETA %s\n", eta);
+    fflush(stdout);
+    r->last_print = el;
+    return 0;
+}
+
+int hs_report_eval(hs_report_t *r, long done, double clock_s, double loss, double acc, double w)
+{
+    double ep = (double)done / (double)r->ipe;
+    if (r->rev) {
+        fprintf(r->rev, "%ld,%.6f,%.6f,%.6g,%.6g,%.10g\n", done, ep, clock_s, loss, acc, w);
+        fflush(r->rev);
+    }
+    if (!r->o->quiet && r->rank == 0 && done < r->total) {
+        printf("  eval  epoch %6.2f  iter %7ld  %stest loss %.4f  test acc %6.2f%%\n", ep, done,
+               r->size > 1 ? "rank 0 " : "", loss, 100 * acc);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+int hs_report_record(hs_report_t *r, const char *file, const char *header, const char *line)
+{
+    if (!file) {
+        if (!r->o->quiet) {
+            printf("rank %d: %s\n", r->rank, line);
+            fflush(stdout);
+        }
+        return 0;
+    }
+    if (!r->o->out_dir) return 0;
+    record_file_t *rf = NULL;
+    for (int i = 0; i < MAX_RECORDS && !rf; i++)
+        if (r->rec[i].f && !strcmp(r->rec[i].name, file)) rf = &r->rec[i];
+    if (!rf) {
+        for (int i = 0; i < MAX_RECORDS && !rf; i++)
+            if (!r->rec[i].f) rf = &r->rec[i];
+        if (!rf) return HS_ERR(-ENOSPC, "more than %d record files ('%s')", MAX_RECORDS, file);
+        if (strchr(file, '/') || strlen(file) >= sizeof rf->name)
+            return HS_ERR(-EINVAL, "record file name '%s' is not a short name", file);
+        char name[96];
+        int rc = 0;
+        snprintf(name, sizeof name, "rank-%d-%s", r->rank, file);
+        if (!(rf->f = open_out(r->o->out_dir, name, &rc))) return rc;
+        snprintf(rf->name, sizeof rf->name, "%s", file);
+        if (header) fprintf(rf->f, "%s\n", header);
+    }
+    fprintf(rf->f, "%s\n", line);
+    if (fflush(rf->f) != 0)
+        return HS_ERR(-EIO, "writing %s/rank-%d-%s failed", r->o->out_dir, r->rank, file);
+    return 0;
+}
+
+int hs_report_dump(hs_report_t *r, const char *what, const float *z, size_t n)
+{
+    if (!r->o->out_dir) return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank-%d.%s.f32", r->o->out_dir, r->rank, what);
+    FILE *f = fopen(path, "wb");
+    if (!f) return HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
+    size_t got = fwrite(z, sizeof(float), n, f);
+    if (fclose(f) != 0 || got != n) return HS_ERR(-EIO, "writing %s failed", path);
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void json_str(FILE *f, const char *key, const char *v)
+{
+    fprintf(f, "  \"%s\": ", key);
+    hs_json_string(f, v);
+    fprintf(f, ",\n");
+}
+
+static void json_num(FILE *f, const char *key, double v)
+{
+    fprintf(f, "  \"%s\": ", key);
+    hs_json_number(f, v);
+    fprintf(f, ",\n");
+}
+
+static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_train_result_t *res)
+{
+    const hs_train_opts_t *o = r->o;
+    const hs_avg_eval_t *avg = fi->avg;
+    int rc = 0;
+    FILE *f = open_out(o->out_dir, "summary.json", &rc);
+    if (!f) return rc;
+    fprintf(f, "{\n");
+    json_str(f, "algo", fi->algo);
+    fprintf(f, "  \"ranks\": %d,\n", r->size);
+    json_str(f, "graph", fi->graph ? fi->graph : "");
+    json_str(f, "transport", fi->transport ? fi->transport : "");
+    fprintf(f, "  \"progress_thread\": %s,\n", fi->progress_thread ? "true" : "false");
+    fprintf(f, "  \"tau\": %d,\n", fi->tau);
+    json_str(f, "model", o->model);
+    json_str(f, "data", o->data);
+    fprintf(f, "  \"num_params\": %zu,\n", fi->num_params);
+    fprintf(f, "  \"iterations\": %ld,\n", fi->iterations);
+    json_num(f, "epochs", (double)fi->iterations / (double)r->ipe);
+    json_num(f, "wall_s", fi->wall_s);
+    json_num(f, "samples_per_s", fi->samples_per_s);
+    json_num(f, "final_test_loss", avg->test_loss);
+    json_num(f, "final_test_acc", avg->test_acc);
+    json_num(f, "final_train_loss", res->final_train_loss);
+    json_num(f, "rank_test_loss_mean", avg->rank_loss_mean);
+    json_num(f, "rank_test_acc_mean", avg->rank_acc_mean);
+    json_num(f, "bayes_acc", fi->bayes_acc);
+    json_num(f, "target_loss", o->target_loss > 0 ? o->target_loss : NAN);
+    json_num(f, "target_acc", o->target_acc > 0 ? o->target_acc : NAN);
+    json_num(f, "time_to_target_s", res->time_to_target_s);
+    fprintf(f, "  \"ps_weight_sum\": %.15g,\n", res->ps_weight_sum);
+    json_num(f, "consensus_distance", avg->consensus);
+    json_num(f, "consensus_distance_rel", avg->consensus_rel);
+    fprintf(f, "  \"failed_ranks\": [");
+    int first = 1;
+    for (int q = 0; q < r->size; q++) {
+        if (fi->failed_at[q] < 0) continue;
+        fprintf(f,
+                "%s\n    {\"rank\": %d, \"after_iteration\": %ld, \"message\": \"rank %d failed "
+                "at/after iteration %ld\"}",
+                first ? "" : ",", q, fi->failed_at[q], q, fi->failed_at[q]);
+        first = 0;
+    }
+    fprintf(f, "%s],\n", first ? "" : "\n  ");
+    fprintf(f, "  \"per_rank\": [");
+    for (int q = 0; q < r->size; q++) {
+        const hs_rank_final_t *a = &fi->all[q];
+        const struct {
+            const char *k;
+            double v;
+        } kv[] = {{"test_loss", a->test_loss},    {"test_acc", a->test_acc},
+                  {"time_to_target_s", a->ttt_s}, {"train_loss", a->train_loss},
+                  {"clock_s", a->clock_s},        {"compute_s", a->compute_s},
+                  {"comm_s", a->comm_s},          {"wait_s", a->wait_s},
+                  {"straggle_s", a->straggle_s},  {"msgs_applied", a->msgs}};
+        fprintf(f, "%s\n    {\"rank\": %d, \"finished\": %s, \"ps_weight\": ", q ? "," : "", q,
+                a->present ? "true" : "false");
+        hs_json_number(f, a->present ? a->weight : NAN);
+        for (size_t i = 0; i < HS_ARRAY_LEN(kv); i++) {
+            fprintf(f, ", \"%s\": ", kv[i].k);
+            hs_json_number(f, kv[i].v);
+        }
+        fprintf(f, "}");
+    }
+    fprintf(f, "\n  ]%s\n", o->config_json ? "," : "");
+    if (o->config_json) fprintf(f, "  \"config\": %s\n", o->config_json);
+    fprintf(f, "}\n");
+    if (fclose(f) != 0) return HS_ERR(-EIO, "writing %s/summary.json failed", o->out_dir);
+    return 0;
+}
+
+int hs_report_finish(hs_report_t *r, const hs_report_final_t *fi, hs_train_result_t *res)
+{
+    const hs_avg_eval_t *avg = fi->avg;
+    int n = r->size;
+    double *tt = hs_calloc((size_t)n, sizeof *tt, "times to target");
+    if (!tt) return -ENOMEM;
+    double wsum = 0, tls = 0;
+    int nt = 0, nfailed = 0;
+    for (int q = 0; q < n; q++) {
+        const hs_rank_final_t *a = &fi->all[q];
+        tt[q] = a->present && isfinite(a->ttt_s) ? a->ttt_s : INFINITY;
+        if (a->present) {
+            wsum += a->weight;
+            tls += a->train_loss;
+            nt++;
+        }
+        nfailed += fi->failed_at[q] >= 0;
+    }
+    qsort(tt, (size_t)n, sizeof *tt, cmp_double);
+    double med = n % 2 ? tt[n / 2] : 0.5 * (tt[n / 2 - 1] + tt[n / 2]);
+    free(tt);
+    res->time_to_target_s = isfinite(med) ? med : NAN;
+    res->final_test_loss = avg->test_loss;
+    res->final_test_acc = avg->test_acc;
+    res->final_train_loss = nt ? tls / nt : NAN;
+    res->ps_weight_sum = wsum;
+    res->consensus_distance = avg->consensus;
+    res->n_failed = nfailed;
+    hs_report_avg_row(r->evcsv, avg, r->ipe);
+    if (r->o->out_dir) HS_TRY(write_summary(r, fi, res));
+    if (!r->o->quiet) {
+        if (n > 1)
+            printf("done: %ld iterations on %d ranks in %.1f s: averaged model test loss %.4f, "
+                   "accuracy %.2f%%, consensus distance %.3g, sum of weights %.9g\n",
+                   fi->iterations, n, fi->wall_s, avg->test_loss, 100 * avg->test_acc,
+                   avg->consensus, wsum);
+        else
+            printf("done: %ld iterations in %.1f s (%.0f samples/s): test loss %.4f, test "
+                   "accuracy %.2f%%\n",
+                   fi->iterations, fi->wall_s, fi->samples_per_s, avg->test_loss,
+                   100 * avg->test_acc);
+        for (int q = 0; q < n; q++)
+            if (fi->failed_at[q] >= 0)
+                printf("rank %d failed at/after iteration %ld\n", q, fi->failed_at[q]);
+        fflush(stdout);
+    }
+    return 0;
+}

@@ -1,0 +1,605 @@
+/*
+ * runtime/train.c — `hearsay train`: the one training loop, for one worker or one rank of a
+ * job (hearsay run, mpirun, Slurm), around an algorithm (hearsay/algo.h; one worker runs
+ * "local").
+ *
+ * Set-up: straggler injector, worker (its shard; every rank runs the same iterations), the
+ * transport when there are peers (provider, link shaping, progress thread), the execution
+ * environment (hearsay/exec.h: every clock read, sleep, wait and service goes through it), the
+ * topology, the algorithm; one start-up barrier so every rank's clock starts together. Then
+ * per iteration: injected crash check, gradient, injected sleep (never a busy wait), the
+ * algorithm's step, the iteration's row; at evaluation points a local drain, an evaluation of
+ * this rank's z and a snapshot to rank 0 (runtime/dist_eval.c); at checkpoint points a cut
+ * (runtime/checkpoint.c). No barrier during training. End: the algorithm's final drain, a last
+ * evaluation, the final gather on rank 0 and summary.json. Everything shown or written goes
+ * through runtime/report.c.
+ *
+ * This file is the algorithms' other side: it fills hs_dist_t (buffers, the local step, the
+ * evaluation, the failure table, the record slot) from the worker and the options.
+ */
+#include "runtime/dist.h"
+#include "runtime/report.h"
+
+#include "hearsay/bootstrap.h"
+#include "hearsay/checkpoint.h"
+#include "hearsay/common.h"
+#include "hearsay/shaping.h"
+#include "hearsay/straggler.h"
+#include "optim/ps_wire.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Exit status of a rank that crashes by injection (--straggler crash): EX_SOFTWARE. */
+#define HS_EXIT_CRASH 70
+
+typedef struct run {
+    const hs_train_opts_t *o;
+    const hs_algo_ops_t *ops;
+    hs_algo_t *algo;
+    hs_algo_opts_t ao;
+    hs_dist_t d;
+    hs_exec_t *x;
+    hs_straggler_t *strag;
+    hs_transport_t *t;
+    hs_topo_t *topo;
+    hs_worker_t *w;
+    hs_evalc_t *ec;
+    hs_report_t *rep;
+    unsigned char *esbuf;
+    hs_treq_t *esreq;
+    float *zh; /* (n) host copy of z */
+    double t0, eval_s;
+    double ttt; /* own time to target (training clock), NAN */
+    hs_rank_final_t tot;
+    long start;      /* first iteration of this run (a resumed run: the checkpoint's) */
+    long ipe;        /* iterations per epoch */
+    int *host_of;    /* (size) for hs_dist_t.host_of */
+    long *failed_at; /* (size) -1 alive, else the iteration at/after which the rank failed */
+} run_t;
+
+/* --- hs_dist_t's loop side ------------------------------------------------------------- */
+
+static int d_apply(void *ctx, double lr_scale, float *dst)
+{
+    run_t *R = ctx;
+    if (dst) return hs_worker_apply_to(R->w, dst);
+    return lr_scale == 1.0 ? hs_worker_apply(R->w) : hs_worker_apply_scaled(R->w, lr_scale);
+}
+
+static int d_evaluate(void *ctx, const float *params, double *loss, double *acc)
+{
+    run_t *R = ctx;
+    return hs_worker_evaluate(R->w, params, loss, acc);
+}
+
+static void d_peer_failed(void *ctx, int peer, long iter, const char *why)
+{
+    run_t *R = ctx;
+    hs_dist_t *d = &R->d;
+    if (peer < 0 || peer >= d->size || peer == d->rank) return;
+    if (iter < 0) iter = 0;
+    if (R->failed_at[peer] < 0) {
+        /* The words match what happens next: tolerant algorithms go on, the others stop. */
+        if (R->ops->flags & HS_ALGO_TOLERANT)
+            HS_WARN("rank %d: peer rank %d failed at/after iteration %ld (%s); continuing "
+                    "without it",
+                    d->rank, peer, iter, why ? why : "no reason given");
+        else
+            HS_WARN("rank %d: peer rank %d failed at/after iteration %ld (%s); --algo %s cannot "
+                    "go on without it and stops",
+                    d->rank, peer, iter, why ? why : "no reason given", R->ops->name);
+    }
+    if (iter > R->failed_at[peer]) R->failed_at[peer] = iter;
+}
+
+static int d_peer_dead(void *ctx, int peer)
+{
+    run_t *R = ctx;
+    return peer >= 0 && peer < R->d.size && R->failed_at[peer] >= 0;
+}
+
+static int d_record(void *ctx, const char *file, const char *header, const char *line)
+{
+    run_t *R = ctx;
+    return hs_report_record(R->rep, file, header, line);
+}
+
+long hs_run_failed_at(const hs_dist_t *d, int r)
+{
+    const run_t *R = d->ctx;
+    return r >= 0 && r < d->size ? R->failed_at[r] : -1;
+}
+
+/* --- checks ---------------------------------------------------------------------------- */
+
+int hs_train_dist_check(const hs_train_opts_t *o, int ranks)
+{
+    const hs_algo_ops_t *ops = hs_algo_find(o->algo);
+    if (!ops)
+        return HS_ERR(-EINVAL, "--algo '%s': unknown algorithm (known: %s)", o->algo ? o->algo : "",
+                      hs_algo_names());
+    if (o->tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", o->tau);
+    for (size_t i = 0; i < o->n_stragglers; i++)
+        HS_TRY(hs_straggler_check(o->stragglers[i], ranks));
+    if (o->link && *o->link) {
+        hs_shape_t *s = NULL;
+        int rc = hs_shape_parse(o->link, &s);
+        hs_shape_free(&s);
+        if (rc < 0) {
+            hs_error_prefix("--link");
+            return rc;
+        }
+    }
+    if (!(o->comm_timeout_s > 0) || !(o->drain_timeout_s > 0))
+        return HS_ERR(-EINVAL, "--comm-timeout and --drain-timeout must be > 0");
+    if (!(o->checkpoint_every >= 0))
+        return HS_ERR(-EINVAL, "--checkpoint-every must be >= 0 (got %g)", o->checkpoint_every);
+    if (o->checkpoint_every > 0 && !o->out_dir)
+        return HS_ERR(-EINVAL, "--checkpoint-every needs --out DIR (checkpoints go to DIR/ckpt)");
+    if ((ops->flags & HS_ALGO_GRAPH) && ranks > 1) {
+        hs_topo_opts_t to = {.mixing = (ops->flags & HS_ALGO_UNDIRECTED) ? HS_TOPO_MIX_METROPOLIS
+                                                                         : HS_TOPO_MIX_AUTO};
+        hs_topo_t *tp = NULL;
+        int rc = hs_topo_create(&tp, o->graph, ranks, o->seed, &to);
+        if (rc == 0 && (ops->flags & HS_ALGO_UNDIRECTED) && !hs_topo_undirected(tp))
+            rc = HS_ERR(-EINVAL,
+                        "--algo %s needs an undirected graph, and --graph %s is directed (try "
+                        "biring, torus, hypercube, complete)",
+                        ops->name, o->graph);
+        hs_topo_destroy(&tp);
+        if (rc < 0) {
+            hs_error_prefix("--graph %s", o->graph);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* --- the loop -------------------------------------------------------------------------- */
+
+static double clock_of(run_t *R)
+{
+    return hs_exec_now(R->x) - R->t0 - R->eval_s;
+}
+
+/* Copy the model's parameters (z) to R->zh. */
+static int pull_z(run_t *R)
+{
+    hs_kernels_t *k = R->d.k;
+    return k->ops->to_host(k, R->zh, R->d.params, R->d.n * sizeof(float));
+}
+
+static int hit_target(const hs_train_opts_t *o, double loss, double acc)
+{
+    return (o->target_loss > 0 && loss <= o->target_loss) ||
+           (o->target_acc > 0 && acc >= o->target_acc);
+}
+
+/* An evaluation point after `done` iterations. */
+static int evaluate_point(run_t *R, long done)
+{
+    const hs_train_opts_t *o = R->o;
+    double te0 = hs_exec_now(R->x), clk = clock_of(R);
+    HS_TRY(R->ops->drain(R->algo, 0));
+    double tl, ta;
+    HS_TRY(hs_worker_evaluate(R->w, NULL, &tl, &ta));
+    if (hit_target(o, tl, ta) && !isfinite(R->ttt)) R->ttt = clk;
+    HS_TRY(hs_report_eval(R->rep, done, clk, tl, ta, hs_algo_weight(R->ops, R->algo)));
+    if (R->d.size > 1) {
+        HS_TRY(pull_z(R));
+        if (R->d.rank == 0)
+            HS_TRY(hs_evalc_add(R->ec, 0, done, R->zh, tl, ta, clk));
+        else
+            HS_TRY(hs_eval_send(&R->d, R->esbuf, &R->esreq, done, R->zh, tl, ta, clk));
+    } else {
+        hs_avg_eval_t a = {.iteration = done,
+                           .ranks = 1,
+                           .clock_s = clk,
+                           .test_loss = tl,
+                           .test_acc = ta,
+                           .rank_loss_mean = tl,
+                           .rank_loss_min = tl,
+                           .rank_loss_max = tl,
+                           .rank_acc_mean = ta};
+        hs_report_avg_row(hs_report_avg_csv(R->rep), &a, R->ipe);
+    }
+    R->eval_s += hs_exec_now(R->x) - te0;
+    return 0;
+}
+
+/* hs_exec_t's idle hook on rank 0: take the evaluation snapshots that have arrived. */
+static int evalc_idle(void *ec)
+{
+    return hs_evalc_poll(ec);
+}
+
+/* Start-up only: one byte each way between every pair of ranks, so that every connection
+ * exists before training. tcp;ofi_rxm connects lazily and serves a connection request only
+ * while its target makes progress: without this, the first message to each peer waited
+ * behind its handshake for up to seconds (seen: thousands of -FI_EAGAIN retries, and a
+ * drain that took a live sender for dead). Bounded by the communication timeout. */
+#define WIREUP_MAX_RANKS 256
+static int wireup(hs_exec_t *x, hs_transport_t *t, int rank, int size, double timeout_s)
+{
+    if (size < 2 || size > WIREUP_MAX_RANKS) return 0;
+    int n = 2 * (size - 1), rc = 0, done = 0;
+    hs_treq_t **rq = hs_calloc((size_t)n, sizeof *rq, "wire-up requests");
+    char *in = hs_calloc((size_t)size, 1, "wire-up buffers"), out = 1;
+    if (!rq || !in) {
+        free(rq);
+        free(in);
+        return -ENOMEM;
+    }
+    for (int j = 0, k = 0; j < size && rc == 0; j++)
+        if (j != rank) rc = hs_transport_irecv(t, j, HS_TAG_WIREUP, &in[j], 1, &rq[k++]);
+    for (int j = 0, k = size - 1; j < size && rc == 0; j++)
+        if (j != rank) rc = hs_transport_isend(t, j, HS_TAG_WIREUP, &out, 1, &rq[k++]);
+    double deadline = hs_exec_now(x) + timeout_s;
+    while (rc == 0 && done < n) {
+        int idx = -1;
+        rc = hs_exec_wait(x, rq, n, HS_MAX(0.001, deadline - hs_exec_now(x)), HS_WAIT_NO_IDLE, &idx,
+                          NULL);
+        if (rc == 0 && idx >= 0) done++;
+    }
+    if (rc < 0) hs_error_prefix("rank %d: connecting to every rank at start-up", rank);
+    for (int i = 0; i < n; i++)
+        if (rq[i]) hs_transport_req_free(t, &rq[i]);
+    free(rq);
+    free(in);
+    return rc;
+}
+
+static void close_run(run_t *R)
+{
+    if (R->ops && R->algo) R->ops->finalize(&R->algo);
+    hs_evalc_close(&R->ec);
+    if (R->esreq) hs_transport_req_free(R->t, &R->esreq);
+    free(R->esbuf);
+    free(R->zh);
+    free(R->host_of);
+    hs_report_close(&R->rep);
+    hs_topo_destroy(&R->topo);
+    hs_exec_destroy(&R->x);
+    hs_transport_close(&R->t);
+    hs_worker_close(&R->w);
+    hs_straggler_free(&R->strag);
+    free(R->failed_at);
+}
+
+static void algo_opts(run_t *R)
+{
+    const hs_train_opts_t *o = R->o;
+    R->ao = (hs_algo_opts_t){.tau = o->tau,
+                             .max_staleness = o->max_staleness,
+                             .sgp_step_x = o->sgp_step_x,
+                             .alpha = o->alpha,
+                             .centers = o->centers,
+                             .center_path = o->center_path,
+                             .pull_local = o->pull_local,
+                             .pull_global = o->pull_global,
+                             .groups = o->groups,
+                             .leader_window = o->leader_window,
+                             .nesterov = o->nesterov,
+                             .momentum = o->momentum,
+                             .comm_timeout_s = o->comm_timeout_s,
+                             .drain_timeout_s = o->drain_timeout_s};
+}
+
+static int setup(run_t *R, hs_boot_t *boot)
+{
+    const hs_train_opts_t *o = R->o;
+    int rank = hs_boot_rank(boot), size = hs_boot_size(boot);
+    R->ops = hs_algo_find(o->algo);
+    HS_TRY(hs_train_dist_check(o, size));
+    if ((R->ops->flags & HS_ALGO_GRAPH) && size == 1)
+        R->ops = &hs_algo_local_ops; /* a one-rank job has nobody to gossip with */
+    HS_TRY(hs_straggler_create(&R->strag, o->stragglers, o->n_stragglers, o->seed, rank, size));
+    HS_TRY(hs_worker_open(&R->w, o, rank, size));
+    HS_TRY(hs_worker_perturb(R->w, o->init_spread, o->seed, rank));
+    algo_opts(R);
+    hs_dist_t *d = &R->d;
+    hs_model_t *m = hs_worker_model(R->w);
+    d->o = &R->ao;
+    d->k = hs_worker_kernels(R->w);
+    d->rank = rank;
+    d->size = size;
+    d->n = hs_model_num_params(m);
+    d->params = hs_model_params(m);
+    d->grads = hs_model_grads(m);
+    d->loss = NAN;
+    d->ctx = R;
+    d->apply = d_apply;
+    d->evaluate = d_evaluate;
+    d->peer_failed = d_peer_failed;
+    d->peer_dead = d_peer_dead;
+    d->record = d_record;
+    R->ipe = hs_worker_iters_per_epoch(R->w);
+    d->total_iters = (long)o->epochs * R->ipe;
+    if (o->max_iters > 0 && o->max_iters < d->total_iters) d->total_iters = o->max_iters;
+    if (!(R->failed_at = hs_malloc((size_t)size * sizeof(long), "failure table"))) return -ENOMEM;
+    for (int r = 0; r < size; r++) R->failed_at[r] = -1;
+    if (!(R->zh = hs_malloc(d->n * sizeof(float), "host copy of z"))) return -ENOMEM;
+    if (!(R->host_of = hs_malloc((size_t)size * sizeof(int), "host map"))) return -ENOMEM;
+    for (int r = 0; r < size; r++) R->host_of[r] = hs_boot_host_of(boot, r);
+    d->host_of = R->host_of;
+    d->n_hosts = hs_boot_num_hosts(boot);
+
+    if (size > 1) { /* one worker alone needs no transport */
+        hs_transport_opts_t to;
+        HS_TRY(hs_transport_opts_default(&to));
+        if (o->provider && *o->provider && strcmp(o->provider, "auto")) to.provider = o->provider;
+        if (o->link && *o->link) to.shaping = o->link;
+        to.progress_thread = o->progress_thread;
+        to.timeout_s = o->comm_timeout_s;
+        to.seed = o->seed;
+        HS_TRY(hs_transport_open(&R->t, boot, &to));
+    }
+    d->t = R->t;
+    HS_TRY(hs_exec_threads_create(&R->x, R->t, boot));
+    d->x = R->x;
+    if ((R->ops->flags & HS_ALGO_COMM) && size > 1)
+        HS_TRY(wireup(R->x, R->t, rank, size, o->comm_timeout_s));
+    /* Start-up only (before any receive is posted): every rank's clock starts together. */
+    if (size > 1) HS_TRY(hs_exec_barrier(R->x));
+    if ((R->ops->flags & HS_ALGO_GRAPH) && size > 1) {
+        hs_topo_opts_t tpo = {.mixing = (R->ops->flags & HS_ALGO_UNDIRECTED)
+                                            ? HS_TOPO_MIX_METROPOLIS
+                                            : HS_TOPO_MIX_AUTO};
+        HS_TRY(hs_topo_create(&R->topo, o->graph, size, o->seed, &tpo));
+        d->topo = R->topo;
+    }
+    HS_TRY(hs_report_open(&R->rep, o, rank, size, R->ipe));
+    if (size > 1) {
+        if (!(R->esbuf = hs_malloc(sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float), "eval buffer")))
+            return -ENOMEM;
+        if (rank == 0) {
+            HS_TRY(hs_evalc_open(&R->ec, d, hs_report_avg_csv(R->rep), R->ipe));
+            hs_exec_set_idle(R->x, evalc_idle, R->ec);
+        }
+    }
+    if (o->dump_params) {
+        HS_TRY(pull_z(R));
+        HS_TRY(hs_report_dump(R->rep, "init", R->zh, d->n));
+    }
+    HS_TRY(R->ops->init(&R->algo, d));
+    if (o->resume && *o->resume) {
+        HS_TRY(hs_ckpt_load_run(o->resume, rank, size, R->w, R->ops, R->algo, &R->start));
+        d->start_iter = R->start;
+        if (R->start > d->total_iters)
+            return HS_ERR(-EINVAL,
+                          "--resume %s: the checkpoint is at iteration %ld, past the end of this "
+                          "run (%ld iterations)",
+                          o->resume, R->start, d->total_iters);
+        /* Start-up only: every rank has restored its state (EASGD: its center shard) before
+         * any rank's first step can reach it. */
+        if (size > 1) HS_TRY(hs_exec_barrier(R->x));
+    }
+    return 0;
+}
+
+/* A checkpoint after `done` iterations, then DIR/ckpt/rank-R.bin. Every rank takes it at the
+ * same iteration. A push-sum algorithm first receives every message of the iterations before
+ * the cut (bounded by the drain timeout) and waits for every rank to have saved before going
+ * on, so the checkpoints hold all the mass exactly once (the sum of the weights is N); the
+ * others drain as before an evaluation. */
+static int checkpoint_point(run_t *R, long done)
+{
+    double t0 = hs_exec_now(R->x);
+    if (R->ops->flags & HS_ALGO_PUSHSUM) {
+        R->d.drain_until = done;
+        int rc = R->ops->drain(R->algo, 1);
+        R->d.drain_until = 0;
+        HS_TRY(rc);
+    } else {
+        HS_TRY(R->ops->drain(R->algo, 0));
+    }
+    int rc = hs_ckpt_save_run(R->o->out_dir, R->d.rank, R->d.size, done, R->w, R->ops, R->algo);
+    /* A push-sum cut also needs that no rank sends a message of round `done` before every rank
+     * has saved (a slower rank would fold it into its checkpoint, and the resumed sender would
+     * send it again): the one barrier of a run, and only with --checkpoint-every. */
+    if (rc == 0 && (R->ops->flags & HS_ALGO_PUSHSUM) && R->d.size > 1) {
+        rc = hs_exec_barrier(R->x);
+        if (rc < 0) hs_error_prefix("rank %d: checkpoint at iteration %ld", R->d.rank, done);
+    }
+    R->eval_s += hs_exec_now(R->x) - t0;
+    return rc;
+}
+
+/* One iteration (t): crash check, gradient, injected sleep, the algorithm's step, its row. */
+static int iteration(run_t *R, long it, double *loss_out)
+{
+    hs_dist_t *d = &R->d;
+    if (hs_straggler_crash(R->strag, it)) {
+        fprintf(stderr,
+                "rank %d: injected crash at iteration %ld (--straggler crash): exiting with "
+                "status %d\n",
+                d->rank, it, HS_EXIT_CRASH);
+        fflush(NULL);
+        /* Abrupt and honest: no drain, no goodbye, and a failure status, so the launcher
+         * reports it (`hearsay run --keep-going` lets the survivors run on). */
+        _exit(HS_EXIT_CRASH);
+    }
+    double loss, ts = hs_exec_now(R->x), lr = hs_worker_lr(R->w);
+    int correct = 0, nb = 0;
+    HS_TRY(hs_worker_grad(R->w, &loss, &correct, &nb));
+    if (!isfinite(loss))
+        return HS_ERR(-ERANGE,
+                      "rank %d: training diverged: loss is %g at iteration %ld (lr %g); try a "
+                      "smaller --lr",
+                      d->rank, loss, it, lr);
+    d->iter = it;
+    d->loss = loss;
+    double compute = hs_exec_now(R->x) - ts;
+    double delay = hs_straggler_delay(R->strag, it, compute);
+    if (delay > 0) HS_TRY(hs_exec_sleep(R->x, delay));
+    double ta = hs_exec_now(R->x), c0 = d->st.comm_s + d->st.wait_s;
+    HS_TRY(R->ops->step(R->algo, it));
+    double step_s = hs_exec_now(R->x) - ta;
+    double other = step_s - (d->st.comm_s + d->st.wait_s - c0);
+    compute += other > 0 ? other : 0; /* the local optimizer step */
+    R->tot.compute_s += compute;
+    R->tot.comm_s += d->st.comm_s;
+    R->tot.wait_s += d->st.wait_s;
+    R->tot.straggle_s += delay;
+    R->tot.msgs += (double)d->st.msgs_applied;
+    hs_report_iter_t row = {.done = it + 1,
+                            .clock_s = clock_of(R),
+                            .loss = loss,
+                            .acc = nb ? (double)correct / nb : NAN,
+                            .lr = lr,
+                            .compute_s = compute,
+                            .straggle_s = delay,
+                            .w = hs_algo_weight(R->ops, R->algo),
+                            .st = &d->st,
+                            .wait_total_s = R->tot.wait_s};
+    HS_TRY(hs_report_iteration(R->rep, &row));
+    /* (an evaluation's drain is counted in the next row) */
+    memset(&d->st, 0, sizeof d->st);
+    *loss_out = loss;
+    return 0;
+}
+
+/* End of the run: the final drain and evaluation, the gather on rank 0, the summary. */
+static int finish(run_t *R, hs_train_result_t *r, long eval_period)
+{
+    const hs_train_opts_t *o = R->o;
+    hs_dist_t *d = &R->d;
+    long T = d->total_iters;
+    double train_end = clock_of(R);
+    memset(&d->st, 0, sizeof d->st);
+    HS_TRY(R->ops->drain(R->algo, 1)); /* nothing in flight, nothing lost */
+    R->tot.wait_s += d->st.wait_s;
+    R->tot.comm_s += d->st.comm_s;
+    R->tot.msgs += (double)d->st.msgs_applied;
+    double tl, tacc, w = hs_algo_weight(R->ops, R->algo);
+    HS_TRY(hs_worker_evaluate(R->w, NULL, &tl, &tacc));
+    if (hit_target(o, tl, tacc) && !isfinite(R->ttt)) R->ttt = train_end;
+    HS_TRY(pull_z(R));
+    if (o->dump_params) HS_TRY(hs_report_dump(R->rep, "final", R->zh, d->n));
+    HS_TRY(hs_report_eval(R->rep, T, train_end, tl, tacc, w));
+    R->tot.weight = w;
+    R->tot.test_loss = tl;
+    R->tot.test_acc = tacc;
+    R->tot.ttt_s = R->ttt;
+    R->tot.clock_s = train_end;
+    if (R->ec)
+        HS_TRY(hs_evalc_finish(R->ec,
+                               eval_period > 0 ? (T - 1) / eval_period - R->start / eval_period : 0,
+                               o->drain_timeout_s));
+    hs_rank_final_t *all = hs_calloc((size_t)d->size, sizeof *all, "per-rank results");
+    if (!all) return -ENOMEM;
+    hs_avg_eval_t avg = {0};
+    int rc = 0;
+    if (d->size > 1) {
+        rc = hs_final_gather(d, R->zh, &R->tot, all, &avg);
+    } else {
+        all[0] = R->tot;
+        all[0].present = 1;
+        avg = (hs_avg_eval_t){.iteration = T,
+                              .ranks = 1,
+                              .clock_s = train_end,
+                              .test_loss = tl,
+                              .test_acc = tacc,
+                              .rank_loss_mean = tl,
+                              .rank_loss_min = tl,
+                              .rank_loss_max = tl,
+                              .rank_acc_mean = tacc};
+    }
+    double wall = hs_exec_now(R->x) - R->t0;
+    r->iterations = T;
+    r->epochs = (double)T / (double)R->ipe;
+    r->wall_s = wall;
+    r->samples_per_s = (double)(T - R->start) * o->batch * d->size / wall;
+    if (rc == 0 && d->rank == 0) {
+        hs_report_final_t fi = {.algo = R->ops->name,
+                                .graph = R->topo ? hs_topo_spec(R->topo) : NULL,
+                                .transport = R->t ? hs_transport_provider(R->t) : NULL,
+                                .tau = (R->ops->flags & HS_ALGO_TAU) ? o->tau : 1,
+                                .progress_thread = R->t ? o->progress_thread : 0,
+                                .num_params = d->n,
+                                .iterations = T,
+                                .wall_s = wall,
+                                .samples_per_s = r->samples_per_s,
+                                .bayes_acc = r->bayes_acc,
+                                .all = all,
+                                .avg = &avg,
+                                .failed_at = R->failed_at};
+        rc = hs_report_finish(R->rep, &fi, r);
+    } else if (rc == 0) {
+        r->final_test_loss = tl;
+        r->final_test_acc = tacc;
+        r->ps_weight_sum = w;
+        r->time_to_target_s = R->ttt;
+    }
+    free(all);
+    return rc;
+}
+
+int hs_train(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *res)
+{
+    run_t R = {.o = o, .ttt = NAN};
+    hs_train_result_t r = {.time_to_target_s = NAN,
+                           .final_test_loss = NAN,
+                           .final_test_acc = NAN,
+                           .final_train_loss = NAN};
+    hs_dist_t *d = &R.d;
+    int rc = setup(&R, boot);
+    if (rc < 0) goto out;
+    long ipe = R.ipe, T = d->total_iters;
+    long eval_period = o->eval_every > 0 ? (long)llround(o->eval_every * (double)ipe) : 0;
+    if (o->eval_every > 0 && eval_period < 1) eval_period = 1;
+    long ckpt_period =
+        o->checkpoint_every > 0 ? HS_MAX(1L, (long)llround(o->checkpoint_every * (double)ipe)) : 0;
+    r.num_params = d->n;
+    r.ranks = d->size;
+    const hs_dataset_t *tr = hs_worker_train_set(R.w), *te = hs_worker_test_set(R.w);
+    r.bayes_acc = te->bayes_acc;
+    hs_report_start_t banner = {.algo = R.ops->name,
+                                .graph = R.topo ? hs_topo_spec(R.topo) : NULL,
+                                .transport = R.t ? hs_transport_provider(R.t) : NULL,
+                                .ranks = d->size,
+                                .num_params = d->n,
+                                .train_n = (long)tr->n,
+                                .test_n = (long)te->n,
+                                .ipe = ipe,
+                                .total = T,
+                                .start = R.start,
+                                .classes = tr->classes,
+                                .bayes_acc = r.bayes_acc};
+    hs_report_banner(R.rep, &banner);
+    R.t0 = hs_exec_now(R.x);
+    double epoch_loss = 0;
+    long epoch_batches = 0;
+    for (long it = R.start; it < T; it++) {
+        double loss = 0;
+        if ((rc = iteration(&R, it, &loss)) < 0) goto out;
+        epoch_loss += loss;
+        epoch_batches++;
+        long done = it + 1;
+        if (done % ipe == 0 || done == T) {
+            R.tot.train_loss = epoch_loss / (double)epoch_batches;
+            epoch_loss = 0;
+            epoch_batches = 0;
+        }
+        if (eval_period > 0 && done % eval_period == 0 && done < T &&
+            (rc = evaluate_point(&R, done)) < 0)
+            goto out;
+        if (ckpt_period > 0 && done % ckpt_period == 0 && done < T &&
+            (rc = checkpoint_point(&R, done)) < 0)
+            goto out;
+        if (R.ec) {
+            double te0 = hs_exec_now(R.x);
+            if ((rc = hs_evalc_poll(R.ec)) < 0) goto out;
+            R.eval_s += hs_exec_now(R.x) - te0;
+        }
+    }
+    rc = finish(&R, &r, eval_period);
+out:
+    close_run(&R);
+    if (rc == 0 && res) *res = r;
+    return rc;
+}
