@@ -26,6 +26,7 @@
  */
 #include "gossip/shm_impl.h"
 #include "hearsay/common.h"
+#include "hearsay/env.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -76,12 +77,10 @@ static int shm_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     int n = t->size;
     uint64_t per = n > 1 ? RING_BUDGET / ((uint64_t)n * (uint64_t)(n - 1)) : RING_MAX;
     size_t ring = (size_t)HS_MIN((uint64_t)RING_MAX, HS_MAX((uint64_t)RING_MIN, per));
-    const char *v = getenv("HS_SHM_RING_BYTES");
-    if (v && *v) {
-        long b;
-        HS_TRY(hs_parse_long(v, 65536, 1L << 30, "HS_SHM_RING_BYTES", &b));
-        ring = (size_t)b;
-    }
+    long b;
+    int rc = hs_env_long("HS_SHM_RING_BYTES", &b);
+    if (rc < 0) return rc;
+    if (rc > 0) ring = (size_t)b;
     s->ring_bytes = hs_shm_align_up(ring, HS_SHM_ALIGN);
     s->chunk = o->chunk_bytes ? o->chunk_bytes : DEFAULT_CHUNK;
     /* A record must fit in a quarter of the ring so that sender and receiver overlap. */
@@ -96,11 +95,8 @@ static int shm_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     s->rdv_bytes = cores > 0 && n > cores ? DEFAULT_RDV : 0;
-    if ((v = getenv("HS_SHM_RDV_BYTES")) && *v) {
-        long b;
-        HS_TRY(hs_parse_long(v, 0, 1L << 40, "HS_SHM_RDV_BYTES (0: never)", &b));
-        s->rdv_bytes = (size_t)b;
-    }
+    if ((rc = hs_env_long("HS_SHM_RDV_BYTES", &b)) < 0) return rc;
+    if (rc > 0) s->rdv_bytes = (size_t)b;
     HS_TRY(hs_shape_parse(o->shaping, &s->shape));
 
     uint64_t rnd = ((uint64_t)getpid() << 32) ^ (uint64_t)(hs_now() * 1e9);
