@@ -9,6 +9,7 @@
  */
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
+#include "hearsay/env.h"
 #include "hearsay/transport.h"
 #include "tools/commands.h"
 
@@ -384,8 +385,8 @@ int hs_bench_p2p(int argc, char **argv)
         fprintf(stderr, "hearsay bench p2p: %s\n", hs_last_error());
         return 1;
     }
-    rc = getenv("HS_RANK") || getenv("OMPI_COMM_WORLD_RANK") ? run_booted(&a, &res)
-                                                             : run_forked(&a, &res);
+    rc = hs_env_str("HS_RANK") || getenv("OMPI_COMM_WORLD_RANK") ? run_booted(&a, &res)
+                                                                 : run_forked(&a, &res);
     print_rows(&a, &res); /* whatever was measured, also when the reference failed */
     free(res.rows);
     if (rc < 0) {

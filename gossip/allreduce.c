@@ -28,6 +28,7 @@
 #include "hearsay/allreduce.h"
 
 #include "hearsay/common.h"
+#include "hearsay/env.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -82,17 +83,13 @@ int hs_allreduce_opts_default(hs_allreduce_opts_t *o)
 {
     if (!o) return HS_ERR(-EINVAL, "hs_allreduce_opts_default: NULL options");
     memset(o, 0, sizeof *o);
-    o->chunk_bytes = DEFAULT_CHUNK_BYTES;
     o->tag_base = HS_ALLREDUCE_TAG_BASE;
     o->tag_span = HS_ALLREDUCE_TAG_SPAN;
-    const char *e = getenv("HS_AR_CHUNK_BYTES");
-    if (e && *e) {
-        long v;
-        if (hs_parse_long(e, 4, 1L << 30, "HS_AR_CHUNK_BYTES", &v) < 0) return -EINVAL;
-        o->chunk_bytes = (size_t)v;
-    }
-    e = getenv("HS_AR_PATH");
-    if (e && *e) {
+    long v = (long)DEFAULT_CHUNK_BYTES; /* also the table's default (util/env.c) */
+    if (hs_env_long("HS_AR_CHUNK_BYTES", &v) < 0) return -EINVAL;
+    o->chunk_bytes = (size_t)v;
+    const char *e = hs_env_str("HS_AR_PATH");
+    if (e) {
         if (!strcmp(e, "auto"))
             o->path = HS_AR_PATH_AUTO;
         else if (!strcmp(e, "ring"))
@@ -102,12 +99,9 @@ int hs_allreduce_opts_default(hs_allreduce_opts_t *o)
         else
             return HS_ERR(-EINVAL, "HS_AR_PATH '%s': expected auto, ring or direct", e);
     }
-    e = getenv("HS_AR_DEPTH");
-    if (e && *e) {
-        long v;
-        if (hs_parse_long(e, 0, MAX_DEPTH, "HS_AR_DEPTH", &v) < 0) return -EINVAL;
-        o->depth = (int)v;
-    }
+    v = 0; /* also the table's default */
+    if (hs_env_long("HS_AR_DEPTH", &v) < 0) return -EINVAL;
+    o->depth = (int)v;
     return 0;
 }
 

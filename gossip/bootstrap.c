@@ -7,6 +7,7 @@
 #include "hearsay/bootstrap.h"
 #include "gossip/boot_rdv.h"
 #include "hearsay/common.h"
+#include "hearsay/env.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -34,9 +35,12 @@ struct hs_boot {
 #endif
 };
 
-#define DEFAULT_TIMEOUT_S 60.0
+#define DEFAULT_TIMEOUT_S 60.0 /* also HS_BOOT_TIMEOUT's default in util/env.c */
+/* util/env.c bounds HS_RANK and HS_SIZE by the rendezvous' limit. */
+_Static_assert(HS_RDV_MAX_SIZE == 1024, "update HS_RANK and HS_SIZE in util/env.c");
 
-/* Parse an integer environment variable; 1 when present and valid, 0 when absent. */
+/* Parse an integer environment variable of another program (Slurm); 1 when present and
+ * valid, 0 when absent. Hearsay's own (HS_*) are read through hearsay/env.h. */
 static int env_long(const char *name, long lo, long hi, long *out)
 {
     const char *v = getenv(name);
@@ -48,8 +52,8 @@ static int env_long(const char *name, long lo, long hi, long *out)
 static void my_hostname(char out[HS_RDV_HOST_MAX])
 {
     char buf[256];
-    const char *h = getenv("HS_HOSTNAME"); /* override: tests, hosts with identical names */
-    if (!h || !*h) {
+    const char *h = hs_env_str("HS_HOSTNAME"); /* override: tests, hosts with identical names */
+    if (!h) {
         if (gethostname(buf, sizeof buf) != 0) snprintf(buf, sizeof buf, "localhost");
         buf[sizeof buf - 1] = '\0';
         h = buf;
@@ -85,15 +89,14 @@ static int compute_hosts(hs_boot_t *b)
 static double pick_timeout(const hs_boot_opts_t *opts)
 {
     if (opts && opts->timeout_s > 0) return opts->timeout_s;
-    const char *v = getenv("HS_BOOT_TIMEOUT");
-    double t;
-    if (v && hs_parse_double(v, 0.001, 1e6, "HS_BOOT_TIMEOUT", &t) == 0) return t;
-    return DEFAULT_TIMEOUT_S;
+    double t = DEFAULT_TIMEOUT_S;
+    if (hs_env_double("HS_BOOT_TIMEOUT", &t) < 0) return DEFAULT_TIMEOUT_S;
+    return t;
 }
 
 static int init_rdv(hs_boot_t *b, const char *method, long rank, long size, double timeout_s)
 {
-    const char *addr = getenv("HS_RDV"), *key = getenv("HS_JOB_KEY");
+    const char *addr = hs_env_str("HS_RDV"), *key = hs_env_str("HS_JOB_KEY");
     if (!addr)
         return HS_ERR(-EINVAL,
                       "%s start-up: HS_RDV (host:port of the rendezvous) is not set "
@@ -174,9 +177,9 @@ static int init_any(hs_boot_t *b, const hs_boot_opts_t *opts)
     int rc;
 
     /* 1. hearsay run */
-    if ((rc = env_long("HS_RANK", 0, HS_RDV_MAX_SIZE - 1, &rank)) != 0 && use_mpi != 1) {
+    if ((rc = hs_env_long("HS_RANK", &rank)) != 0 && use_mpi != 1) {
         if (rc < 0) return rc;
-        if ((rc = env_long("HS_SIZE", 1, HS_RDV_MAX_SIZE, &size)) <= 0)
+        if ((rc = hs_env_long("HS_SIZE", &size)) <= 0)
             return rc < 0 ? rc
                           : HS_ERR(-EINVAL, "HS_RANK is set but HS_SIZE is not (started by "
                                             "hearsay run? see docs/launch.md)");
@@ -209,8 +212,8 @@ static int init_any(hs_boot_t *b, const hs_boot_opts_t *opts)
             return rc < 0 ? rc : HS_ERR(-EINVAL, "SLURM_PROCID is set but SLURM_NTASKS is not");
         if (rank >= size)
             return HS_ERR(-EINVAL, "SLURM_PROCID=%ld is not below %s=%ld", rank, nvar, size);
-        if (size > 1 || getenv("HS_RDV")) {
-            if (!getenv("HS_RDV"))
+        if (size > 1 || hs_env_str("HS_RDV")) {
+            if (!hs_env_str("HS_RDV"))
                 return HS_ERR(-EINVAL,
                               "Slurm job step with %ld tasks but HS_RDV is not set: start "
                               "a rendezvous with `hearsay run --rendezvous-only -n %ld --bind "

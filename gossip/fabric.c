@@ -5,6 +5,7 @@
  */
 #include "gossip/fabric.h"
 #include "hearsay/common.h"
+#include "hearsay/env.h"
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_endpoint.h>
@@ -99,8 +100,9 @@ static int fab_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     f->chunk = o->chunk_bytes ? o->chunk_bytes : (size_t)1 << 20;
     f->next_key = 1;
     {
-        const char *v = getenv("HS_FAB_TX_INFLIGHT");
-        f->tx_max = v && *v ? atoi(v) : 0;
+        long v = 0;
+        HS_TRY(hs_env_long("HS_FAB_TX_INFLIGHT", &v)); /* 0 (no cap) when unset */
+        f->tx_max = (int)v;
     }
     pthread_mutex_init(&f->lock, NULL);
     pthread_cond_init(&f->cond, NULL);
@@ -114,7 +116,7 @@ static int fab_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     if (ret < 0) return ret;
 
     const char *prov = map_provider(o->provider, all_local);
-    if (!strcmp(prov, "shm") && !shm_trusted() && !getenv("HS_SHM_QUIET"))
+    if (!strcmp(prov, "shm") && !shm_trusted() && !hs_env_flag("HS_SHM_QUIET"))
         HS_WARN("rank %d: the shm provider of libfabric %u.%u loses messages that arrive before "
                 "their receive is posted (fixed in 1.19); prefer --provider hsshm (or auto) on one "
                 "host, tcp across hosts",

@@ -7,6 +7,7 @@
 #include "gossip/transport_impl.h"
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
+#include "hearsay/env.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -29,23 +30,15 @@
 int hs_transport_opts_default(hs_transport_opts_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->provider = "auto";
+    o->provider = hs_env_str("HS_PROVIDER"); /* "auto" when unset */
+    o->shaping = hs_env_str("HS_SHAPING");   /* NULL when unset */
     o->timeout_s = DEFAULT_TIMEOUT_S;
-    const char *v;
-    if ((v = getenv("HS_PROVIDER")) && *v) o->provider = v;
-    if ((v = getenv("HS_SHAPING")) && *v) o->shaping = v;
-    if ((v = getenv("HS_CHUNK_BYTES")) && *v) {
-        long c;
-        HS_TRY(hs_parse_long(v, 4096, 1L << 30, "HS_CHUNK_BYTES", &c));
-        o->chunk_bytes = (size_t)c;
-    }
-    if ((v = getenv("HS_PROGRESS_THREAD")) && *v) {
-        long p;
-        HS_TRY(hs_parse_long(v, 0, 1, "HS_PROGRESS_THREAD", &p));
-        o->progress_thread = (int)p;
-    }
-    if ((v = getenv("HS_TIMEOUT")) && *v)
-        HS_TRY(hs_parse_double(v, 0.001, 1e6, "HS_TIMEOUT (seconds)", &o->timeout_s));
+    long c;
+    int rc = hs_env_long("HS_CHUNK_BYTES", &c);
+    if (rc < 0) return rc;
+    if (rc > 0) o->chunk_bytes = (size_t)c;
+    HS_TRY(hs_env_bool("HS_PROGRESS_THREAD", &o->progress_thread));
+    HS_TRY(hs_env_double("HS_TIMEOUT", &o->timeout_s));
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /*
  * gossip/transport_impl.h — helpers the transport backends share (gossip/fabric*.c,
- * gossip/shm.c); not part of the public API.
+ * gossip/shm*.c); not part of the public API.
  */
 #ifndef HEARSAY_GOSSIP_TRANSPORT_IMPL_H
 #define HEARSAY_GOSSIP_TRANSPORT_IMPL_H

@@ -1,5 +1,6 @@
 /* tools/hearsay.c — the `hearsay` command: dispatches to subcommands. */
 #include "config.h"
+#include "hearsay/env.h"
 #include "tools/commands.h"
 
 #include <stdio.h>
@@ -22,7 +23,30 @@ static void usage(FILE *f)
                "Decentralized (gossip) training of neural networks.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "\n  --version  print the version and the enabled backends\n");
+    fprintf(f, "\n  --version   print the version and the enabled backends\n"
+               "  --help-env  list the environment variables hearsay reads (HS_*, HEARSAY_*)\n");
+}
+
+/* hearsay --help-env: the table of util/env.c, one variable per line. */
+static void usage_env(FILE *f)
+{
+    size_t n;
+    const hs_env_var_t *t = hs_env_table(&n);
+    fprintf(f, "Environment variables read by hearsay (flags, where a command has one, override "
+               "them).\nAn empty value counts as unset.\n\n");
+    fprintf(f, "%-20s %-7s %-8s %s\n", "variable", "type", "default", "meaning");
+    for (size_t i = 0; i < n; i++) {
+        char range[64] = "";
+        if (t[i].type == HS_ENV_INT || t[i].type == HS_ENV_SIZE)
+            snprintf(range, sizeof range, " [%.0f .. %.0f]", t[i].lo, t[i].hi);
+        else if (t[i].type == HS_ENV_DOUBLE)
+            snprintf(range, sizeof range, " [%g .. %g]", t[i].lo, t[i].hi);
+        fprintf(f, "%-20s %-7s %-8s %s%s\n", t[i].name, hs_env_type_name(t[i].type),
+                t[i].def ? t[i].def : "-", t[i].help, range);
+    }
+    fprintf(f, "\nAlso honoured: libfabric's FI_* (e.g. FI_TCP_IFACE, FI_SHM_DISABLE_CMA), "
+               "OMPI_COMM_WORLD_* / PMI* under mpirun,\nSLURM_PROCID / SLURM_NTASKS under srun "
+               "(docs/launch.md, docs/transport.md).\n");
 }
 
 int main(int argc, char **argv)
@@ -33,6 +57,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--help-env")) {
+        usage_env(stdout);
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {

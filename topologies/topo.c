@@ -34,7 +34,7 @@ int topo_edges_add(topo_edges_t *e, int src, int dst, double w)
     return 0;
 }
 
-void topo_edges_free(topo_edges_t *e)
+static void topo_edges_free(topo_edges_t *e)
 {
     HS_FREE(e->src);
     HS_FREE(e->dst);
@@ -42,7 +42,7 @@ void topo_edges_free(topo_edges_t *e)
     e->len = e->cap = 0;
 }
 
-void topo_gen_free(topo_gen_t *g)
+static void topo_gen_free(topo_gen_t *g)
 {
     for (int s = 0; s < g->nsteps; s++) topo_edges_free(&g->steps[s]);
     HS_FREE(g->steps);
@@ -110,7 +110,9 @@ out:
     return rc;
 }
 
-int topo_step_build(topo_step_t *st, int n, const topo_edges_t *e)
+/* Build the compressed rows of one step from edges (sorted, duplicates and self loops must be
+ * absent: callers dedupe). Weights are filled later. */
+static int topo_step_build(topo_step_t *st, int n, const topo_edges_t *e)
 {
     memset(st, 0, sizeof *st);
     st->n = n;
@@ -165,7 +167,8 @@ static long out_find(const topo_step_t *st, int i, int j)
     return lo < st->out_ptr[i + 1] && st->out_idx[lo] == j ? lo : -1;
 }
 
-void topo_step_sync_in(topo_step_t *st)
+/* Fill in_w from out_w (after the out weights are set). */
+static void topo_step_sync_in(topo_step_t *st)
 {
     for (int j = 0; j < st->n; j++)
         for (int k = st->in_ptr[j]; k < st->in_ptr[j + 1]; k++)

@@ -54,8 +54,6 @@ struct hs_topo {
 };
 
 int topo_edges_add(topo_edges_t *e, int src, int dst, double w);
-void topo_edges_free(topo_edges_t *e);
-void topo_gen_free(topo_gen_t *g);
 
 /* Generate the graph `name` with argument text `args` (may be NULL) over n ranks, appending
  * its steps to g. Reports errors naming `spec`. */
@@ -64,12 +62,7 @@ int topo_generate(const char *spec, const char *name, const char *args, int n, u
 /* Read an edge list file: "src dst [weight]" per line, '#' comments; fills g with one step. */
 int topo_read_edge_file(const char *path, int n, topo_gen_t *g);
 
-/* Build the compressed rows of one step from edges (sorted, duplicates and self loops must be
- * absent: callers dedupe). Weights are filled later. */
-int topo_step_build(topo_step_t *st, int n, const topo_edges_t *e);
 void topo_step_free(topo_step_t *st);
-/* Fill in_w from out_w (after the out weights are set). */
-void topo_step_sync_in(topo_step_t *st);
 
 /* The step used at iteration t: a precomputed one, or the random schedule's drawn into
  * `scratch` (freed by the caller with topo_step_free). Returns NULL on error. */

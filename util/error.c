@@ -1,5 +1,6 @@
 /* util/error.c — thread-local error messages, logging, clocks, checked allocation, parsing. */
 #include "hearsay/common.h"
+#include "hearsay/env.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -11,12 +12,6 @@
 static _Thread_local char tls_msg[HS_ERRMSG_MAX];
 static _Thread_local char tls_where[128];
 
-static int env_flag(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
-
 int hs_error_set(int code, const char *file, int line, const char *fmt, ...)
 {
     va_list ap;
@@ -25,7 +20,7 @@ int hs_error_set(int code, const char *file, int line, const char *fmt, ...)
     va_end(ap);
     const char *base = strrchr(file, '/');
     snprintf(tls_where, sizeof tls_where, "%s:%d", base ? base + 1 : file, line);
-    if (env_flag("HEARSAY_DEBUG"))
+    if (hs_env_flag("HEARSAY_DEBUG"))
         fprintf(stderr, "hearsay: error %d at %s: %s\n", code, tls_where, tls_msg);
     return code < 0 ? code : -EINVAL;
 }
@@ -59,8 +54,8 @@ void hs_error_clear(void)
 
 static int log_threshold(void)
 {
-    const char *v = getenv("HEARSAY_LOG");
-    if (!v || !*v) return HS_LOG_INFO;
+    const char *v = hs_env_str("HEARSAY_LOG");
+    if (!v) return HS_LOG_INFO;
     if (!strcmp(v, "error")) return HS_LOG_ERROR;
     if (!strcmp(v, "warn")) return HS_LOG_WARN;
     if (!strcmp(v, "debug")) return HS_LOG_DEBUG;

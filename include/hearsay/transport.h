@@ -159,7 +159,7 @@ struct hs_transport {
 
 /* The libfabric backend. */
 extern const hs_transport_ops_t hs_fabric_ops;
-/* The shared-memory backend (gossip/shm.c). */
+/* The shared-memory backend (gossip/shm*.c). */
 extern const hs_transport_ops_t hs_shm_ops;
 
 /* Phase 1 of opening by hand: a local endpoint for (rank, size). all_local: 1 when every

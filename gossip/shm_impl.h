@@ -1,0 +1,187 @@
+/*
+ * gossip/shm_impl.h — private state of "hsshm", the shared-memory transport backend, and the
+ * functions its files share: shm.c (set-up, connect, teardown, the ops table),
+ * shm_progress.c (the progress pass over the rings, doorbells, liveness, test and waits),
+ * shm_msg.c (requests, tagged messages, the unexpected queue, probes, the RTS by-address path,
+ * barrier) and shm_rma.c (windows and direct reads). The wire layout is in gossip/shm_wire.h.
+ *
+ * Locking: one mutex (shm_t.lock) guards the queues and requests; the rings themselves are
+ * lock-free between processes. Functions named *_locked expect it held.
+ */
+#ifndef HEARSAY_GOSSIP_SHM_IMPL_H
+#define HEARSAY_GOSSIP_SHM_IMPL_H
+
+#include "gossip/shm_wire.h"
+#include "hearsay/shaping.h"
+#include "hearsay/transport.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* --- state ------------------------------------------------------------------------------- */
+
+enum req_kind { REQ_SEND, REQ_RECV, REQ_RMA };
+
+struct hs_treq {
+    enum req_kind kind;
+    int ctrl, any_tag;
+    int peer;     /* destination / source (-1: any, until the first record) / target */
+    uint32_t tag; /* user tag (any-tag receives learn it from the first record) */
+    char *buf;
+    size_t cap;   /* receive capacity / send length */
+    size_t len;   /* message length (receives: from the first record) */
+    size_t done;  /* bytes written into the ring (sends) or received */
+    int bound;    /* receives: the source's message in progress lands here */
+    int complete; /* 1 once done or failed */
+    int err;
+    char *errmsg;
+    int orphan;    /* freed by the user while bound / queued: completes silently */
+    char *own;     /* sends freed mid-message: our copy of the rest of the buffer */
+    double *rel;   /* shaped sends: release time of each chunk */
+    size_t nchunk; /* shaped sends: chunks, chunk size */
+    size_t csize;
+    unsigned seq;
+    int rdv;                     /* send by RTS: the receiver copies from buf itself */
+    struct hs_treq *prev, *next; /* posted receives / a peer's send queue */
+};
+
+/* A message that arrived before its receive (whole or in part). */
+typedef struct ux {
+    int src, ctrl;
+    uint32_t tag;
+    size_t len, got;
+    char *buf;
+    struct ux *prev, *next;
+} ux_t;
+
+typedef struct peer {
+    hs_shm_addr_v1_t addr;
+    hs_shm_seg_hdr_t *seg; /* its segment, mapped (NULL for self) */
+    size_t seg_bytes;
+    hs_shm_ring_hdr_t *out; /* my ring in its segment (I produce) */
+    char *out_data;
+    hs_shm_ring_hdr_t *in; /* its ring in my segment (I consume) */
+    char *in_data;
+    struct hs_treq sendq; /* sentinel: sends to this peer, FIFO */
+    struct hs_treq rdvq;  /* sentinel: RTS sends written, waiting for the peer to copy them */
+    uint64_t rdv_acked;   /* RTS sends of ours the peer finished (mirrors out->rdv_done) */
+    unsigned seq_out;
+    /* the message from this peer in progress: a bound receive, an unexpected buffer or
+     * neither (the rest is dropped: the receive was freed or too small) */
+    struct hs_treq *cur_req;
+    ux_t *cur_ux;
+    double last_alive;
+    int dead;
+} peer_t;
+
+typedef struct shm {
+    hs_transport_t *t;
+    char name[HS_SHM_NAME_MAX];
+    hs_shm_seg_hdr_t *seg; /* mine */
+    size_t seg_bytes, ring_bytes, chunk;
+    size_t rdv_bytes; /* messages at least this long go by RTS where possible (0: never) */
+    int unlinked;
+    peer_t *peers;         /* (size) */
+    struct hs_treq posted; /* sentinel: posted receives, in posting order */
+    ux_t uxq;              /* sentinel: unexpected messages, in arrival order */
+    hs_shape_t *shape;
+    hs_shaper_t *shaper;
+    pthread_mutex_t lock;
+    pthread_t thread;
+    int thread_on;
+    _Atomic int stop;
+    unsigned win_seq;
+    uint64_t probe_word; /* HS_SHM_PROBE_MAGIC: peers read it to check process_vm_readv */
+    int peer_read_ok;    /* 1: every peer's probe word could be read */
+} shm_t;
+
+/* --- small helpers ----------------------------------------------------------------------- */
+
+static inline size_t hs_shm_align_up(size_t n, size_t a)
+{
+    return (n + a - 1) / a * a;
+}
+
+static inline void hs_shm_list_unlink(struct hs_treq *r)
+{
+    if (!r->prev) return;
+    r->prev->next = r->next;
+    r->next->prev = r->prev;
+    r->prev = r->next = NULL;
+}
+
+static inline void hs_shm_list_append(struct hs_treq *head, struct hs_treq *r)
+{
+    r->prev = head->prev;
+    r->next = head;
+    head->prev->next = r;
+    head->prev = r;
+}
+
+static inline int hs_shm_matches(const struct hs_treq *r, int src, int ctrl, uint32_t tag)
+{
+    return r->ctrl == ctrl && (r->peer < 0 || r->peer == src) && (r->any_tag || r->tag == tag);
+}
+
+/* --- shm_progress.c ---------------------------------------------------------------------- */
+
+/* Tell the owner of seg there is news; wake its sleepers if it has any. */
+void hs_shm_ring_bell(hs_shm_seg_hdr_t *seg);
+/* Sleep on my doorbell until it moves from `seen` or until `until` (hs_now() time). */
+void hs_shm_sleep_bell(shm_t *s, uint32_t seen, double until);
+/* Write as many records of the sends queued to peer p as its ring and the shaper allow.
+ * Returns 1 when something moved. Sets *next_release to the earliest pending release. */
+int hs_shm_push_peer_locked(shm_t *s, int p, double now, double *next_release);
+/* One pass over every peer. Returns > 0 when something moved, 0 when not. */
+int hs_shm_progress_locked(shm_t *s, double *next_release);
+/* The progress thread (opts.progress_thread): arg is the shm_t; runs until s->stop. */
+void *hs_shm_progress_thread(void *arg);
+int hs_shm_test(hs_transport_t *t, hs_treq_t **req, int *done, hs_tstatus_t *st);
+int hs_shm_progress(hs_transport_t *t);
+int hs_shm_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
+                   hs_tstatus_t *st);
+
+/* --- shm_msg.c --------------------------------------------------------------------------- */
+
+struct hs_treq *hs_shm_req_new(enum req_kind kind, int peer, uint32_t tag);
+void hs_shm_req_destroy(struct hs_treq *r);
+/* Record a failure in a request (message formatted like HS_ERR) and complete it. */
+void hs_shm_req_fail_locked(shm_t *s, struct hs_treq *r, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* A new unexpected message of len bytes (nothing arrived yet) at the end of the queue, or
+ * NULL when out of memory. */
+ux_t *hs_shm_ux_new_locked(shm_t *s, int src, int ctrl, uint32_t tag, size_t len);
+void hs_shm_ux_unlink_free(ux_t *u);
+/* Bind posted receive r to the message (src, tag, len) whose first record has arrived. */
+void hs_shm_bind_recv_locked(shm_t *s, struct hs_treq *r, int src, uint32_t tag, size_t len);
+/* An RTS record from peer p has been matched (pe->cur_req or pe->cur_ux, or neither when the
+ * message is dropped): copy the message from the sender, then tell it so. */
+void hs_shm_take_rts_locked(shm_t *s, int p, const hs_shm_rec_t *rec);
+/* Non-blocking send / receive of user (ctrl 0) or the transport's own (ctrl 1) messages. */
+int hs_shm_isend_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, const void *buf,
+                     size_t len, hs_treq_t **req);
+int hs_shm_irecv_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, int any_tag, void *buf,
+                     size_t cap, hs_treq_t **req);
+int hs_shm_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
+                 hs_treq_t **req);
+int hs_shm_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap, hs_treq_t **req);
+int hs_shm_probe(hs_transport_t *t, int peer, uint32_t tag, int any_tag, int *found,
+                 hs_tstatus_t *st);
+void hs_shm_req_free(hs_transport_t *t, hs_treq_t **req);
+int hs_shm_barrier(hs_transport_t *t);
+
+/* --- shm_rma.c --------------------------------------------------------------------------- */
+
+int hs_shm_win_create(hs_transport_t *t, void *buf, size_t len, hs_twin_t **win);
+void hs_shm_win_free(hs_transport_t *t, hs_twin_t **win);
+int hs_shm_put(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, const void *buf,
+               size_t len, hs_treq_t **req);
+int hs_shm_get(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, void *buf, size_t len,
+               hs_treq_t **req);
+int hs_shm_atomic_add(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, const void *buf,
+                      size_t n, int dtype, hs_treq_t **req);
+int hs_shm_peer_read_ok(const hs_transport_t *t);
+int hs_shm_peer_read(hs_transport_t *t, int peer, uint64_t remote, void *local, size_t len);
+
+#endif

@@ -1,0 +1,455 @@
+/*
+ * gossip/shm_progress.c — the progress engine of hsshm: doorbells (futex words), the pass
+ * over every peer's rings (writing queued sends into the receivers' rings, consuming the
+ * records of this rank's own), peer liveness, the progress thread, and test / waitany.
+ */
+#include "gossip/shm_impl.h"
+#include "gossip/transport_impl.h"
+#include "hearsay/common.h"
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LIVENESS_PERIOD_S 0.2
+#define BLOCK_MAX_S       0.1
+
+/* --- doorbells --------------------------------------------------------------------------- */
+
+static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
+}
+
+/* Tell the owner of seg there is news; wake its sleepers if it has any. */
+void hs_shm_ring_bell(hs_shm_seg_hdr_t *seg)
+{
+    atomic_fetch_add(&seg->doorbell, 1);
+    if (atomic_load(&seg->sleepers) > 0) futex(&seg->doorbell, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+/* Sleep on my doorbell until it moves from `seen` or until `until` (hs_now() time). */
+void hs_shm_sleep_bell(shm_t *s, uint32_t seen, double until)
+{
+    double dt = until - hs_now();
+    if (dt <= 0) return;
+    struct timespec ts = {.tv_sec = (time_t)dt, .tv_nsec = (long)((dt - (double)(time_t)dt) * 1e9)};
+    atomic_fetch_add(&s->seg->sleepers, 1);
+    if (atomic_load(&s->seg->doorbell) == seen) futex(&s->seg->doorbell, FUTEX_WAIT, seen, &ts);
+    atomic_fetch_sub(&s->seg->sleepers, 1);
+}
+
+static const char *kind_name(const struct hs_treq *r)
+{
+    return r->kind == REQ_SEND ? "send" : r->kind == REQ_RECV ? "receive" : "one-sided access";
+}
+
+/* --- progress: the sending side ---------------------------------------------------------- */
+
+/* Make room for a record of `need` bytes in my ring at peer pe: 1 with *tail (where the
+ * record's end is counted from) and *pos (its offset in the data), after a PAD record when
+ * it would not fit before the end; 0 when the ring is full (the consumer will ring). */
+static int reserve_locked(shm_t *s, peer_t *pe, size_t need, uint64_t *tail, size_t *pos)
+{
+    hs_shm_ring_hdr_t *ring = pe->out;
+    const size_t cap = s->ring_bytes;
+    uint64_t t = atomic_load_explicit(&ring->tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
+    size_t p = (size_t)(t % cap), to_end = cap - p;
+    size_t want = need <= to_end ? need : to_end + need;
+    if (cap - (size_t)(t - head) < want) {
+        /* Full: ask the consumer for a bell, then look once more. */
+        atomic_store(&ring->producer_waiting, 1);
+        head = atomic_load(&ring->head);
+        if (cap - (size_t)(t - head) < want) return 0;
+        atomic_store(&ring->producer_waiting, 0);
+    }
+    if (need > to_end) {
+        hs_shm_rec_t *pad = (hs_shm_rec_t *)(pe->out_data + p);
+        pad->kind = HS_SHM_REC_PAD;
+        pad->len = 0;
+        t += to_end;
+        p = 0;
+    }
+    *tail = t;
+    *pos = p;
+    return 1;
+}
+
+/* Write as many records of the sends queued to peer p as its ring and the shaper allow.
+ * Returns 1 when something moved. Sets *next_release to the earliest pending release. */
+int hs_shm_push_peer_locked(shm_t *s, int p, double now, double *next_release)
+{
+    peer_t *pe = &s->peers[p];
+    hs_shm_ring_hdr_t *ring = pe->out;
+    int moved = 0;
+    /* RTS sends the peer has copied (in the order they were written) are complete. */
+    uint64_t acked = atomic_load_explicit(&ring->rdv_done, memory_order_acquire);
+    while (pe->rdv_acked < acked && pe->rdvq.next != &pe->rdvq) {
+        struct hs_treq *r = pe->rdvq.next;
+        hs_shm_list_unlink(r);
+        pe->rdv_acked++;
+        moved = 1;
+        if (r->orphan)
+            hs_shm_req_destroy(r);
+        else
+            r->complete = 1;
+    }
+    while (pe->dead && pe->rdvq.next != &pe->rdvq) {
+        struct hs_treq *r = pe->rdvq.next;
+        hs_shm_list_unlink(r);
+        hs_shm_req_fail_locked(
+            s, r, -ECONNRESET,
+            "rank %d: send of %zu bytes to rank %d (tag %u): rank %d (pid %u) exited "
+            "before reading it",
+            s->t->rank, r->cap, p, r->tag, p, pe->addr.pid);
+        if (r->orphan) hs_shm_req_destroy(r);
+        moved = 1;
+    }
+    while (pe->sendq.next != &pe->sendq) {
+        struct hs_treq *r = pe->sendq.next;
+        if (pe->dead) {
+            hs_shm_req_fail_locked(
+                s, r, -ECONNRESET,
+                "rank %d: send of %zu bytes to rank %d (tag %u): rank %d (pid %u) has exited",
+                s->t->rank, r->cap, p, r->tag, p, pe->addr.pid);
+            hs_shm_list_unlink(r);
+            if (r->orphan) hs_shm_req_destroy(r);
+            moved = 1;
+            continue;
+        }
+        if (r->rdv) { /* one RTS record: the address; the peer copies the data itself */
+            size_t need = HS_SHM_REC_HDR + HS_SHM_ALIGN;
+            uint64_t tail;
+            size_t pos;
+            if (!reserve_locked(s, pe, need, &tail, &pos)) return moved;
+            hs_shm_rec_t *rec = (hs_shm_rec_t *)(pe->out_data + pos);
+            rec->kind = HS_SHM_REC_RTS;
+            rec->tag = r->tag;
+            rec->msg_len = r->cap;
+            rec->off = 0;
+            rec->len = sizeof(uint64_t);
+            rec->seq = r->seq;
+            uint64_t addr = (uint64_t)(uintptr_t)r->buf;
+            memcpy((char *)rec + HS_SHM_REC_HDR, &addr, sizeof addr);
+            atomic_store_explicit(&ring->tail, tail + need, memory_order_release);
+            hs_shm_ring_bell(pe->seg);
+            r->done = r->cap;
+            hs_shm_list_unlink(r);
+            hs_shm_list_append(&pe->rdvq, r);
+            moved = 1;
+            continue;
+        }
+        do {
+            size_t k = r->csize ? r->done / r->csize : 0;
+            if (r->rel && k < r->nchunk && r->rel[k] > now) {
+                if (r->rel[k] < *next_release) *next_release = r->rel[k];
+                return moved;
+            }
+            size_t n = HS_MIN(r->csize ? r->csize : s->chunk, r->cap - r->done);
+            size_t need = HS_SHM_REC_HDR + hs_shm_align_up(n, HS_SHM_ALIGN);
+            uint64_t tail;
+            size_t pos;
+            if (!reserve_locked(s, pe, need, &tail, &pos)) return moved;
+            hs_shm_rec_t *rec = (hs_shm_rec_t *)(pe->out_data + pos);
+            rec->kind = HS_SHM_REC_DATA | (r->ctrl ? HS_SHM_REC_CTRL : 0);
+            rec->tag = r->tag;
+            rec->msg_len = r->cap;
+            rec->off = r->done;
+            rec->len = (uint32_t)n;
+            rec->seq = r->seq;
+            if (n) {
+                /* r->own (a send freed mid-message) holds bytes [cap - len, cap) */
+                const char *from =
+                    r->own ? r->own + (r->done - (r->cap - r->len)) : r->buf + r->done;
+                memcpy((char *)rec + HS_SHM_REC_HDR, from, n);
+            }
+            atomic_store_explicit(&ring->tail, tail + need, memory_order_release);
+            r->done += n;
+            moved = 1;
+            hs_shm_ring_bell(pe->seg);
+        } while (r->done < r->cap);
+        hs_shm_list_unlink(r);
+        if (r->orphan)
+            hs_shm_req_destroy(r);
+        else
+            r->complete = 1;
+    }
+    return moved;
+}
+
+/* --- progress: the receiving side -------------------------------------------------------- */
+
+/* Consume the records of peer p's ring. Returns 1 when something moved. */
+static int pull_peer_locked(shm_t *s, int p)
+{
+    peer_t *pe = &s->peers[p];
+    hs_shm_ring_hdr_t *ring = pe->in;
+    const size_t cap = s->ring_bytes;
+    uint64_t head = atomic_load_explicit(&ring->head, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_acquire);
+    if (head == tail) return 0;
+    while (head != tail) {
+        size_t pos = (size_t)(head % cap);
+        const hs_shm_rec_t *rec = (const hs_shm_rec_t *)(pe->in_data + pos);
+        if ((rec->kind & 0xFF) == HS_SHM_REC_PAD) {
+            head += cap - pos;
+            continue;
+        }
+        int ctrl = !!(rec->kind & HS_SHM_REC_CTRL);
+        size_t n = rec->len, off = (size_t)rec->off, len = (size_t)rec->msg_len;
+        if (off == 0) { /* first record: match it */
+            pe->cur_req = NULL;
+            pe->cur_ux = NULL;
+            struct hs_treq *r = s->posted.next;
+            while (r != &s->posted && !hs_shm_matches(r, p, ctrl, rec->tag)) r = r->next;
+            if (r != &s->posted) {
+                hs_shm_bind_recv_locked(s, r, p, rec->tag, len);
+            } else {
+                ux_t *u = hs_shm_ux_new_locked(s, p, ctrl, rec->tag, len);
+                if (!u) return -1; /* try again later; the ring keeps the data */
+                pe->cur_ux = u;
+            }
+        }
+        const char *data = (const char *)rec + HS_SHM_REC_HDR;
+        if ((rec->kind & 0xFF) == HS_SHM_REC_RTS) {
+            hs_shm_take_rts_locked(s, p, rec);
+        } else if (pe->cur_req) {
+            struct hs_treq *r = pe->cur_req;
+            if (n) memcpy(r->buf + off, data, n);
+            r->done += n;
+            if (r->done >= r->len) {
+                pe->cur_req = NULL;
+                r->bound = 0;
+                if (r->orphan)
+                    hs_shm_req_destroy(r);
+                else
+                    r->complete = 1;
+            }
+        } else if (pe->cur_ux) {
+            if (n) memcpy(pe->cur_ux->buf + off, data, n);
+            pe->cur_ux->got += n;
+            if (pe->cur_ux->got >= pe->cur_ux->len) pe->cur_ux = NULL;
+        }
+        head += HS_SHM_REC_HDR + hs_shm_align_up(n, HS_SHM_ALIGN);
+        /* seq_cst: pairs with the producer's store of producer_waiting then load of head */
+        atomic_store(&ring->head, head);
+        if (atomic_load(&ring->producer_waiting) && atomic_exchange(&ring->producer_waiting, 0))
+            hs_shm_ring_bell(pe->seg);
+        tail = atomic_load_explicit(&ring->tail, memory_order_acquire);
+    }
+    return 1;
+}
+
+/* --- progress: one pass ------------------------------------------------------------------ */
+
+/* One pass over every peer. Returns > 0 when something moved, 0 when not. */
+int hs_shm_progress_locked(shm_t *s, double *next_release)
+{
+    double now = hs_now();
+    *next_release = now + 3600;
+    int moved = 0;
+    for (int p = 0; p < s->t->size; p++) {
+        if (p == s->t->rank || !s->peers[p].seg) continue;
+        if (pull_peer_locked(s, p) > 0) moved = 1;
+        if (hs_shm_push_peer_locked(s, p, now, next_release) > 0) moved = 1;
+    }
+    if (!s->unlinked && atomic_load(&s->seg->mapped) >= (uint32_t)(s->t->size - 1)) {
+        shm_unlink(s->name); /* every peer has it: the name is no longer needed */
+        s->unlinked = 1;
+    }
+    /* Another thread of this rank may be waiting on something this pass completed. */
+    if (moved && atomic_load(&s->seg->sleepers) > 0) hs_shm_ring_bell(s->seg);
+    return moved;
+}
+
+/* --- liveness ---------------------------------------------------------------------------- */
+
+/* Mark the peers the requests wait for that exited (each checked at most every
+ * LIVENESS_PERIOD_S) and fail the requests that wait on a dead peer. Returns 1 when it
+ * changed something (the caller looks at the requests again), else 0. */
+static int check_liveness_locked(shm_t *s, struct hs_treq **reqs, int n, double now)
+{
+    int newly = 0;
+    for (int i = 0; i < n; i++) {
+        struct hs_treq *r = reqs[i];
+        if (!r || r->complete) continue;
+        int lo = r->peer, hi = r->peer;
+        if (r->peer < 0) lo = 0, hi = s->t->size - 1;
+        for (int p = lo; p <= hi; p++) {
+            peer_t *pe = &s->peers[p];
+            if (p == s->t->rank || pe->dead || now - pe->last_alive < LIVENESS_PERIOD_S) continue;
+            pe->last_alive = now;
+            if (hs_pid_gone(pe->addr.pid)) pe->dead = newly = 1;
+        }
+    }
+    /* A peer found dead earlier (by another wait, e.g. a receive from any rank) must fail the
+     * requests that name it too, not only those of the wait that found it. */
+    int waits_on_dead = 0;
+    for (int i = 0; i < n && !newly && !waits_on_dead; i++)
+        waits_on_dead = reqs[i] && !reqs[i]->complete && reqs[i]->peer >= 0 &&
+                        reqs[i]->peer != s->t->rank && s->peers[reqs[i]->peer].dead;
+    if (!newly && !waits_on_dead) return 0;
+    /* Whatever a dead peer wrote before it exited is in its ring: take it first. */
+    double nr;
+    hs_shm_progress_locked(s, &nr);
+    for (int i = 0; i < n; i++) {
+        struct hs_treq *r = reqs[i];
+        if (!r || r->complete) continue;
+        if (r->kind == REQ_SEND) continue; /* failed by hs_shm_push_peer_locked */
+        if (r->peer >= 0 && s->peers[r->peer].dead) {
+            if (r->bound) s->peers[r->peer].cur_req = NULL;
+            hs_shm_list_unlink(r);
+            hs_shm_req_fail_locked(s, r, -ECONNRESET,
+                                   "rank %d: %s from rank %d (tag %u, %zu of %zu bytes received): "
+                                   "rank %d (pid %u) has exited",
+                                   s->t->rank, kind_name(r), r->peer, r->tag, r->done,
+                                   r->bound ? r->len : (size_t)0, r->peer,
+                                   s->peers[r->peer].addr.pid);
+        } else if (r->peer < 0) {
+            int dead = 0;
+            for (int p = 0; p < s->t->size; p++) dead += s->peers[p].dead;
+            if (dead >= s->t->size - 1) {
+                hs_shm_list_unlink(r);
+                hs_shm_req_fail_locked(
+                    s, r, -ECONNRESET,
+                    "rank %d: every other rank has exited while receiving from any "
+                    "rank (tag %u)",
+                    s->t->rank, r->tag);
+            }
+        }
+    }
+    return 1;
+}
+
+/* --- the progress thread ----------------------------------------------------------------- */
+
+void *hs_shm_progress_thread(void *arg)
+{
+    shm_t *s = arg;
+    while (!atomic_load(&s->stop)) {
+        uint32_t seen = atomic_load(&s->seg->doorbell);
+        double nr;
+        pthread_mutex_lock(&s->lock);
+        int moved = hs_shm_progress_locked(s, &nr);
+        pthread_mutex_unlock(&s->lock);
+        if (!moved) hs_shm_sleep_bell(s, seen, HS_MIN(nr, hs_now() + BLOCK_MAX_S));
+    }
+    return NULL;
+}
+
+/* --- test and waits ---------------------------------------------------------------------- */
+
+static int finish_locked(struct hs_treq **req, hs_tstatus_t *st)
+{
+    struct hs_treq *r = *req;
+    if (st) {
+        st->source = r->peer;
+        st->tag = r->tag;
+        st->len = r->kind == REQ_SEND ? r->cap : r->len;
+    }
+    int rc = 0;
+    if (r->err) rc = HS_ERR(r->err, "%s", r->errmsg ? r->errmsg : "transport request failed");
+    hs_shm_req_destroy(r);
+    *req = NULL;
+    return rc;
+}
+
+int hs_shm_test(hs_transport_t *t, hs_treq_t **req, int *done, hs_tstatus_t *st)
+{
+    shm_t *s = t->impl;
+    double nr;
+    pthread_mutex_lock(&s->lock);
+    hs_shm_progress_locked(s, &nr);
+    int rc = 0;
+    *done = 0;
+    if ((*req)->complete) {
+        *done = 1;
+        rc = finish_locked(req, st);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int hs_shm_progress(hs_transport_t *t)
+{
+    shm_t *s = t->impl;
+    double nr;
+    pthread_mutex_lock(&s->lock);
+    int moved = hs_shm_progress_locked(s, &nr);
+    pthread_mutex_unlock(&s->lock);
+    return moved;
+}
+
+static void describe(const struct hs_treq *r, char *out, size_t n)
+{
+    if (r->kind == REQ_SEND && r->rdv && r->done)
+        snprintf(out, n, "send of %zu bytes to rank %d (tag %u, waiting for it to read them)",
+                 r->cap, r->peer, r->tag);
+    else if (r->kind == REQ_SEND)
+        snprintf(out, n, "send of %zu bytes to rank %d (tag %u, %zu bytes in its ring)", r->cap,
+                 r->peer, r->tag, r->done);
+    else if (r->peer < 0)
+        snprintf(out, n, "receive from any rank (tag %u)", r->tag);
+    else
+        snprintf(out, n, "receive from rank %d (tag %u, %zu bytes so far)", r->peer, r->tag,
+                 r->done);
+}
+
+int hs_shm_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
+                   hs_tstatus_t *st)
+{
+    shm_t *s = t->impl;
+    double start = hs_now(), deadline = start + timeout_s;
+    *index = -1;
+    for (;;) {
+        uint32_t seen = atomic_load(&s->seg->doorbell);
+        double nr;
+        pthread_mutex_lock(&s->lock);
+        hs_shm_progress_locked(s, &nr);
+        int active = 0;
+        for (int i = 0; i < n; i++) {
+            if (!reqs[i]) continue;
+            active++;
+            if (reqs[i]->complete) {
+                *index = i;
+                int rc = finish_locked(&reqs[i], st);
+                pthread_mutex_unlock(&s->lock);
+                return rc;
+            }
+        }
+        double now = hs_now();
+        if (!active || timeout_s <= 0) {
+            pthread_mutex_unlock(&s->lock);
+            return 0;
+        }
+        if (check_liveness_locked(s, reqs, n, now)) {
+            pthread_mutex_unlock(&s->lock);
+            continue;
+        }
+        if (now >= deadline) {
+            char msg[HS_ERRMSG_MAX] = "";
+            size_t used = 0;
+            for (int i = 0, shown = 0; i < n && shown < 3; i++) {
+                if (!reqs[i]) continue;
+                char d[256];
+                describe(reqs[i], d, sizeof d);
+                used += (size_t)snprintf(msg + used, sizeof msg - HS_MIN(used, sizeof msg - 1),
+                                         "%s%s", shown++ ? "; " : "", d);
+            }
+            pthread_mutex_unlock(&s->lock);
+            return HS_ERR(-ETIMEDOUT,
+                          "rank %d: %s not complete after %.1f s (peer slow, hung or dead; raise "
+                          "HS_TIMEOUT if it is just slow)",
+                          t->rank, msg, now - start);
+        }
+        pthread_mutex_unlock(&s->lock);
+        hs_shm_sleep_bell(s, seen, HS_MIN(HS_MIN(deadline, now + LIVENESS_PERIOD_S), nr));
+    }
+}
