@@ -16,6 +16,8 @@
  */
 #include "optim/center_impl.h"
 
+#include "hearsay/env.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,8 +219,7 @@ void hs_center_close(hs_center_t **cp)
  * service thread under "auto" and is an error under "rma". */
 static int choose_path(hs_center_t *c, const char *path)
 {
-    if (!path || !*path) path = getenv("HS_CENTER_PATH");
-    if (!path || !*path) path = "auto";
+    if (!path || !*path) path = hs_env_str("HS_CENTER_PATH"); /* default "auto" */
     int force = !strcmp(path, "rma");
     if (!strcmp(path, "service")) return 0;
     if (!force && strcmp(path, "auto"))
