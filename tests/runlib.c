@@ -64,23 +64,36 @@ static int has_token(const char *value, const char *token)
     return 0;
 }
 
-/* 1 when process pid no longer runs: gone, or a zombie. */
-static int pid_gone(pid_t pid)
+/* State letter ('?' when gone) and process group of process pid, from /proc/PID/stat. */
+static char proc_state(pid_t pid, pid_t *pgrp)
 {
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     FILE *f = fopen(path, "r");
-    if (!f) return kill(pid, 0) < 0 && errno == ESRCH;
+    if (!f) return '?';
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';
-    const char *q = strrchr(buf, ')');
-    return !q || q[1] != ' ' || q[2] == 'Z' || q[2] == 'X';
+    const char *q = strrchr(buf, ')'); /* after "PID (COMM)": state, ppid, pgrp */
+    int ppid, pg;
+    char state;
+    if (!q || sscanf(q + 1, " %c %d %d", &state, &ppid, &pg) != 3) return '?';
+    if (pgrp) *pgrp = (pid_t)pg;
+    return state;
 }
 
-/* Processes (other than this one) whose environment carries the job's token: up to cap pids
- * into out; returns how many. */
-static int find_marked(const char *token, pid_t *out, int cap)
+/* 1 when process pid no longer runs: gone, or a zombie. */
+static int pid_gone(pid_t pid)
+{
+    char st = proc_state(pid, NULL);
+    if (st == '?') return kill(pid, 0) < 0 && errno == ESRCH;
+    return st == 'Z' || st == 'X';
+}
+
+/* Running processes (other than this one) whose environment carries the job's token, only
+ * those in process group pgid when pgid > 0: up to cap pids into out; returns how many. A
+ * process that is exiting no longer shows its environment: look before killing. */
+static int find_marked(const char *token, pid_t pgid, pid_t *out, int cap)
 {
     static char buf[1 << 17];
     const size_t vl = strlen(TR_JOB_VAR "=");
@@ -90,8 +103,9 @@ static int find_marked(const char *token, pid_t *out, int cap)
     struct dirent *e;
     while (n < cap && (e = readdir(d)) != NULL) {
         if (!isdigit((unsigned char)e->d_name[0])) continue;
-        pid_t pid = (pid_t)atoi(e->d_name);
+        pid_t pid = (pid_t)atoi(e->d_name), pg = 0;
         if (pid <= 0 || pid == getpid()) continue;
+        if (pgid > 0 && (proc_state(pid, &pg) == '?' || pg != pgid)) continue;
         char path[64];
         snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -112,17 +126,20 @@ static int find_marked(const char *token, pid_t *out, int cap)
     return n;
 }
 
-/* Kill (SIGKILL) every process marked with the job's token; wait up to 2 s for them to go. */
-static void kill_marked(const tr_job_t *j)
+/* Kill (SIGKILL) the job's process group and its marked processes (with group_only, only
+ * those in its group), and wait up to 2 s for them to go, so that their segments can be
+ * removed. The job's own process is left to reap. */
+static void kill_job(const tr_job_t *j, int group_only)
 {
     pid_t pids[256];
     double end = hs_now() + 2.0;
     for (int round = 0; round < 5; round++) {
-        int n = find_marked(j->token, pids, (int)HS_ARRAY_LEN(pids));
-        if (n == 0) return;
+        int n = find_marked(j->token, group_only ? j->pid : 0, pids, (int)HS_ARRAY_LEN(pids));
+        kill(-j->pid, SIGKILL);
         for (int i = 0; i < n; i++) kill(pids[i], SIGKILL);
         for (int i = 0; i < n; i++)
-            while (!pid_gone(pids[i]) && hs_now() < end) hs_sleep(0.005);
+            while (!pid_gone(pids[i]) && hs_now() < end) hs_sleep(0.002);
+        if (n == 0) return;
     }
 }
 
@@ -233,7 +250,7 @@ static void job_init(tr_job_t *j, const tr_opts_t *o, const char *name)
 /* The log file: write end (returned, close-on-exec) and read end (j->rfd). -1 on error. */
 static int open_log(tr_job_t *j, const tr_opts_t *o)
 {
-    int wfd;
+    int wfd, tmp = 0;
     if (o && o->log) {
         snprintf(j->log, sizeof j->log, "%s", o->log);
         wfd = open(j->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -241,7 +258,7 @@ static int open_log(tr_job_t *j, const tr_opts_t *o)
         const char *t = getenv("TMPDIR");
         snprintf(j->log, sizeof j->log, "%s/hs_job_XXXXXX", t && *t ? t : "/tmp");
         wfd = mkostemp(j->log, O_CLOEXEC);
-        j->tmp_log = wfd >= 0;
+        tmp = wfd >= 0;
     }
     if (wfd < 0) {
         fprintf(stderr, "runlib: cannot create the log %s of %s: %s\n", j->log, j->name,
@@ -249,8 +266,10 @@ static int open_log(tr_job_t *j, const tr_opts_t *o)
         return -1;
     }
     j->rfd = open(j->log, O_RDONLY | O_CLOEXEC);
+    int e = errno;
+    if (tmp) unlink(j->log); /* both ends are open: nothing to leave behind */
     if (j->rfd < 0) {
-        fprintf(stderr, "runlib: cannot read the log %s: %s\n", j->log, strerror(errno));
+        fprintf(stderr, "runlib: cannot read the log %s: %s\n", j->log, strerror(e));
         close(wfd);
         return -1;
     }
@@ -398,27 +417,23 @@ int tr_finish(tr_job_t *j, double limit_s)
         return j->status;
     }
     double end = hs_now() + limit_s;
-    int timed_out = 0;
     while (!reap(j)) {
         read_new(j);
         if (hs_now() >= end) {
-            timed_out = 1;
-            kill(-j->pid, SIGKILL);
-            kill(j->pid, SIGKILL);
+            j->elapsed = hs_now() - j->t0;
+            kill_job(j, 0);
             int st;
             while (waitpid(j->pid, &st, 0) < 0 && errno == EINTR) {
             }
             j->reaped = 1;
             j->status = TR_TIMEOUT;
-            j->elapsed = hs_now() - j->t0;
-            fprintf(stderr, "runlib: %s still running after %.0f s: killed the job\n", j->name,
+            fprintf(stderr, "runlib: %s still running after %.3g s: killed the job\n", j->name,
                     limit_s);
             break;
         }
         hs_sleep(0.01);
     }
-    kill(-j->pid, SIGKILL); /* whatever is left of its process group */
-    if (timed_out) kill_marked(j);
+    if (j->status != TR_TIMEOUT) kill_job(j, 1); /* whatever is left of its process group */
     clean_segments(j);
     read_new(j);
     track(j->pid, 0);
@@ -440,13 +455,11 @@ void tr_job_free(tr_job_t *j)
 {
     if (j->pid > 0) {
         if (!j->finished) tr_finish(j, 0);
-        kill_marked(j);
+        kill_job(j, 0);
         clean_segments(j);
     }
     if (j->rfd >= 0) close(j->rfd);
     j->rfd = -1;
-    if (j->tmp_log) unlink(j->log);
-    j->tmp_log = 0;
     free(j->out);
     j->out = NULL;
     j->len = 0;

@@ -54,11 +54,11 @@
  * which `hearsay run`, mpirun and shells pass on to what they start. Workers that leave the
  * job's process group (`hearsay run` puts every worker in a group of its own) are found by it.
  *
- * Clean-up (tr_finish, and again tr_job_free): the temporary log file, and the shared-memory
- * segments the job left in /dev/shm. Both shared-memory transports name their segments
- * "hearsay-PID-RANK-RANDOM" after the creating process (hsshm in gossip/shm.c, libfabric's
- * shm endpoint names in gossip/fabric.c); a segment is the job's to remove when its PID carries
- * the job's mark and has been killed, or when its PID no longer exists and the segment was
+ * Clean-up (tr_finish, and again tr_job_free): the shared-memory segments the job left in
+ * /dev/shm (a temporary log is removed as soon as it is open). Both shared-memory transports name
+ * their segments "hearsay-PID-RANK-RANDOM" after the creating process (hsshm in gossip/shm.c,
+ * libfabric's shm endpoint names in gossip/fabric.c); a segment is the job's to remove when its PID
+ * carries the job's mark and has been killed, or when its PID no longer exists and the segment was
  * created after the job started (a dead process's segment: the job's, or a leftover nobody can
  * use any more). Segments of live processes of other jobs are never touched.
  *
@@ -91,7 +91,7 @@ typedef struct tr_opts {
      * removes it. Applied over the caller's environment, in this order. */
     const char *const *env;
     /* The log file (created or truncated; kept afterwards). NULL: a temporary file in $TMPDIR
-     * (else /tmp), removed by tr_job_free. */
+     * (else /tmp), removed as soon as the runner has opened it (so never left behind). */
     const char *log;
     int capture; /* TR_CAPTURE_* */
     int echo;    /* 1: tr_finish copies the whole output to stdout (into the test's log) */
@@ -107,7 +107,7 @@ typedef struct tr_job {
     double t0;      /* hs_now() when it started */
     double elapsed; /* after tr_finish: seconds from start to end (or to the kill) */
     /* private */
-    int rfd, reaped, finished, tmp_log, echo, capture;
+    int rfd, reaped, finished, echo, capture;
     size_t cap;
     double t0_real;
     char token[48];
@@ -132,12 +132,15 @@ int tr_wait_output(tr_job_t *j, const char *needle, int count, double limit_s);
 int tr_finish(tr_job_t *j, double limit_s);
 /* tr_start then tr_finish(limit_s): the status. */
 int tr_run(tr_job_t *j, const char *const *argv, const tr_opts_t *o, double limit_s);
-/* Finish the job if needed (at once: limit 0), kill whatever of it still lives, remove its
- * temporary log and segments, free j->out. Safe on a job whose start failed. */
+/* Finish the job if needed (at once: limit 0), kill whatever of it still lives (marked
+ * processes outside its group included), remove its segments, free j->out. Safe on a job whose
+ * start failed. Call it after the assertions on what the job left (test_launch checks that
+ * `hearsay run` reaped its workers itself). */
 void tr_job_free(tr_job_t *j);
 /* tr_run and tr_job_free in one: the status; the elapsed seconds in *elapsed_s (may be NULL). */
 int tr_cmd(const char *const *argv, const tr_opts_t *o, double limit_s, double *elapsed_s);
-/* "exit status 3", "killed by signal 9 (SIGKILL)", "timed out", "not started" (static). */
+/* "exit status 3", "killed by signal 9 (SIGKILL)", "timed out ...", "not started" (a static
+ * buffer, overwritten by the next call). */
 const char *tr_status_text(int status);
 
 /* Building argument vectors: words added one by one, or split from text. */
