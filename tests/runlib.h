@@ -1,11 +1,14 @@
 /*
  * tests/runlib.h — the one test harness: every suite that starts programs uses it, and so does
- * `hearsay bench` (bench/bench_launch.c compiles tests/runlib.c into the hearsay command; nothing
- * here depends on Check, except the TR_ADD_TEST macro that only a suite expands).
+ * `hearsay bench` (hs_bl_capture in bench/bench_launch.c). tests/runlib.c is built once as the
+ * convenience library tests/librunlib.la (bench/Makefile.inc) that the hearsay command and the
+ * suites link, so it does not use Check; only TR_ADD_TEST and tr_run_suite, which a suite
+ * expands, do. A new suite: `tests_test_X_LDADD = tests/librunlib.la $(TEST_LDADD)` in its
+ * module's .inc, and #include "tests/runlib.h" after <check.h>.
  *
  *   1. the job runner: tr_start / tr_wait_output / tr_finish / tr_job_free (tr_run does all);
  *   2. the programs: tr_hearsay() and tr_helper(NAME), checked by tr_require();
- *   3. the skip rule: TR_ADD_TEST, tr_skip, tr_suite_status;
+ *   3. the skip rule: TR_ADD_TEST, tr_skip, tr_suite_status (tr_run_suite runs a suite by it);
  *   4. a training job's files: tr_train_job, tr_summary_num, tr_log_has, tr_show_log, ...
  *
  * A suite's main() follows this pattern:
@@ -14,11 +17,7 @@
  *     TCase *tc = tcase_create("multiprocess");
  *     TR_ADD_TEST(tc, test_center_conservation, why);      // dropped, "SKIP: ..." when why
  *     ...
- *     SRunner *sr = srunner_create(s);
- *     srunner_run_all(sr, CK_NORMAL);
- *     int st = tr_suite_status(srunner_ntests_run(sr), srunner_ntests_failed(sr));
- *     srunner_free(sr);
- *     return st;
+ *     return tr_run_suite(s);                               // 1 failed, 77 none ran, else 0
  *
  * and a case runs a job like this (every wait bounded; the output is in j.out):
  *
@@ -67,7 +66,8 @@
  *   TR_SIGNALED(sig)    it was killed by signal sig (not by the runner): 256 + sig, so never
  *                       equal to an exit status such as `hearsay run`'s own 128 + sig;
  *   TR_TIMEOUT          the limit passed: the runner killed the job;
- *   TR_NOT_STARTED      the log file, the pipe or fork failed (the reason is on stderr).
+ *   TR_NOT_STARTED      the log file, the environment or fork failed (the reason is on
+ *                       stderr).
  * A program that cannot be executed exits 127 after printing why (as a shell does).
  */
 #define TR_TIMEOUT         (-1)
@@ -127,8 +127,10 @@ int tr_start_fn(tr_job_t *j, int (*fn)(void *), void *arg, const tr_opts_t *o);
  * keeps running: tr_finish still has to be called). */
 int tr_wait_output(tr_job_t *j, const char *needle, int count, double limit_s);
 /* Wait at most limit_s (from now) for the job's process to exit; past that, kill the job
- * (process group and marked processes, with SIGKILL). Then clean up as described above and
- * return the status (also in j->status). A second call returns the same status at once. */
+ * (process group and marked processes, with SIGKILL). Once it exited by itself, what is left of
+ * its process group is killed (not its marked processes elsewhere: see tr_job_free). Then clean
+ * up as described above and return the status (also in j->status). A second call returns the
+ * same status at once. */
 int tr_finish(tr_job_t *j, double limit_s);
 /* tr_start then tr_finish(limit_s): the status. */
 int tr_run(tr_job_t *j, const char *const *argv, const tr_opts_t *o, double limit_s);
@@ -205,7 +207,7 @@ void tr_skip(const char *what, const char *fmt, ...) __attribute__((format(print
 /* How many cases tr_skip dropped. */
 int tr_skipped(void);
 /* The suite's exit status (see the rule above); ran and failed from srunner_ntests_run and
- * srunner_ntests_failed. */
+ * srunner_ntests_failed. tr_run_suite (at the end of this file) does it all. */
 int tr_suite_status(int ran, int failed);
 
 /* ---------------------------------------------------------------- 4. files of the jobs
@@ -216,7 +218,7 @@ int tr_workdir_init(const char *suite);
 /* WORKDIR/NAME into out. */
 void tr_workdir_path(char *out, size_t cap, const char *name);
 /* At the end: remove it when nothing failed, else print where the runs are. */
-void tr_workdir_done(int failed);
+void tr_workdir_done(int failed); /* tr_run_suite calls it */
 /* rm -rf PATH (no error when absent); 0 or -1. */
 int tr_rm_rf(const char *path);
 /* 1 when the file holds `text` (a fixed string). */
@@ -240,5 +242,22 @@ int tr_summary_has(const char *dir, const char *text);
 int tr_log_has(const char *dir, const char *text);
 /* The last 20 lines of DIR.log to stderr (for a failing assertion's context). */
 void tr_show_log(const char *dir);
+
+/* ---------------------------------------------------------------- Check */
+
+#ifdef CHECK_H /* included after <check.h> */
+/* The end of a suite's main(): run s (CK_NORMAL), return the exit status by the rule above
+ * (tr_suite_status), and remove the work directory (tr_workdir_init) unless a case failed. */
+static inline int tr_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    int st = tr_suite_status(srunner_ntests_run(sr), failed);
+    srunner_free(sr);
+    tr_workdir_done(failed);
+    return st;
+}
+#endif
 
 #endif

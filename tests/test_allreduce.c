@@ -148,9 +148,5 @@ int main(void)
     TR_ADD_TEST(tc, test_dead_rank_is_reported, why);
     TR_ADD_TEST(tc, test_dead_rank_is_reported_ring, why);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int st = tr_suite_status(srunner_ntests_run(sr), srunner_ntests_failed(sr));
-    srunner_free(sr);
-    return st;
+    return tr_run_suite(s);
 }

@@ -370,9 +370,5 @@ static Suite *launch_suite(void)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    SRunner *sr = srunner_create(launch_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int st = tr_suite_status(srunner_ntests_run(sr), srunner_ntests_failed(sr));
-    srunner_free(sr);
-    return st;
+    return tr_run_suite(launch_suite());
 }

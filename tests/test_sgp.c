@@ -514,11 +514,5 @@ static Suite *suite(void)
 int main(void)
 {
     if (tr_workdir_init("sgp") < 0) return 1;
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    int st = tr_suite_status(srunner_ntests_run(sr), failed);
-    srunner_free(sr);
-    tr_workdir_done(failed);
-    return st;
+    return tr_run_suite(suite());
 }

@@ -771,9 +771,5 @@ int main(void)
     TR_ADD_TEST(c, test_run_rma_hsshm, why);
     TR_ADD_TEST(c, test_netns_veth_tcp, netns_missing(why));
     suite_add_tcase(s, c);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int st = tr_suite_status(srunner_ntests_run(sr), srunner_ntests_failed(sr));
-    srunner_free(sr);
-    return st;
+    return tr_run_suite(s);
 }
