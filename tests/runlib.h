@@ -168,7 +168,8 @@ void tr_args_free(tr_args_t *a);
  * when the running test program is BUILDDIR/tests/NAME (libtool's BUILDDIR/tests/.libs/ is
  * looked through). Helper programs (launch_worker, center_worker, allreduce_worker,
  * transport_worker) are beside the running test program: BUILDDIR/tests/NAME. Both return the
- * path (static storage), or NULL when it is not an executable file; tr_why() then says why. */
+ * path (static storage: one buffer for hearsay, one per helper name for up to 8 names), or NULL
+ * when it is not an executable file; tr_why() then says why. */
 const char *tr_hearsay(void);
 const char *tr_helper(const char *name);
 const char *tr_why(void);
