@@ -4,15 +4,13 @@
 #include "hearsay/allreduce.h"
 #include "hearsay/common.h"
 #include "hearsay/config.h"
+#include "tests/runlib.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 int hs_bl_parse_sizes(const char *s, const char *what, size_t *out, int *n)
@@ -96,81 +94,24 @@ int hs_bl_self(char *buf, size_t cap)
 
 int hs_bl_in_path(const char *prog)
 {
-    const char *path = getenv("PATH");
-    if (!path) return 0;
-    char dirs[4096], full[PATH_MAX];
-    snprintf(dirs, sizeof dirs, "%s", path);
-    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-        snprintf(full, sizeof full, "%s/%s", *d ? d : ".", prog);
-        if (access(full, X_OK) == 0) return 1;
-    }
-    return 0;
+    return tr_in_path(prog);
 }
 
 int hs_bl_capture(char *const argv[], double limit_s, char **out, int *status)
 {
     *out = NULL;
     *status = -1;
-    int p[2];
-    if (pipe(p) < 0) return HS_ERR(-errno, "pipe: %s", strerror(errno));
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(p[0]);
-        close(p[1]);
-        return HS_ERR(-e, "fork: %s", strerror(e));
+    tr_opts_t o = {.capture = TR_CAPTURE_STDOUT};
+    tr_job_t j;
+    int st = tr_run(&j, (const char *const *)argv, &o, limit_s);
+    if (st == TR_NOT_STARTED) {
+        tr_job_free(&j);
+        return HS_ERR(-EIO, "could not start %s (the reason is above)", argv[0]);
     }
-    if (pid == 0) {
-        setpgid(0, 0);
-        dup2(p[1], 1);
-        close(p[0]);
-        close(p[1]);
-        execvp(argv[0], argv);
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    setpgid(pid, pid);
-    close(p[1]);
-    size_t cap = 1 << 14, len = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        kill(-pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        close(p[0]);
-        return HS_ERR(-ENOMEM, "out of memory capturing %s", argv[0]);
-    }
-    double end = hs_now() + limit_s;
-    int killed = 0;
-    for (;;) {
-        double left = end - hs_now();
-        if (left <= 0) {
-            killed = 1;
-            break;
-        }
-        struct pollfd pf = {.fd = p[0], .events = POLLIN};
-        int r = poll(&pf, 1, (int)HS_MIN(left * 1000 + 1, 1000.0));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) continue;
-        if (len + 4096 >= cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) break;
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t n = read(p[0], buf + len, cap - len - 1);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    close(p[0]);
-    if (killed) kill(-pid, SIGKILL);
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    *status = killed ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    *out = buf;
+    *status = st == TR_TIMEOUT ? -1 : TR_IS_SIGNALED(st) ? 128 + TR_SIGNAL_OF(st) : st;
+    *out = j.out;
+    j.out = NULL;
+    tr_job_free(&j);
     return 0;
 }
 

@@ -22,12 +22,12 @@ const char *hs_bl_size_text(size_t bytes, char *buf, size_t cap);
 /* Absolute path of this program (the real binary behind a libtool wrapper works too, the
  * wrapper's environment being inherited). */
 int hs_bl_self(char *buf, size_t cap);
-/* Run argv (NULL-terminated), its stdout captured into *out (malloc'd, NUL-terminated) and
- * its stderr passed through, for at most limit_s (then its process group is killed).
- * *status: exit status, 128+signal, or -1 when killed for the limit. Returns 0 or an error
- * when it could not be started. */
+/* Run argv (NULL-terminated) with the test harness's job runner (tests/runlib.h), its stdout
+ * captured into *out (malloc'd, NUL-terminated) and its stderr passed through, for at most
+ * limit_s (then the job is killed). *status: exit status, 128+signal, or -1 when killed for the
+ * limit. Returns 0 or an error when it could not be started. */
 int hs_bl_capture(char *const argv[], double limit_s, char **out, int *status);
-/* 1 when `prog` is an executable in $PATH. */
+/* 1 when `prog` is an executable in $PATH (tr_in_path). */
 int hs_bl_in_path(const char *prog);
 
 /* Find the next result line in `text` (from *pos): a line containing "HSB " ; copies the

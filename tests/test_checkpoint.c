@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/runlib.h"
@@ -27,29 +26,15 @@
 #define HS_TEST_SGP_RESUME 1
 #endif
 
-static char g_bin[PATH_MAX];
-static char g_base[PATH_MAX];
-
 #define TASK                                                                                       \
     "--model mlp:16-32-4 --data gauss:dim=16,classes=4,train=2000,test=500 --batch 32 "            \
     "--threads 1 --quiet --comm-timeout 10 --drain-timeout 5"
 
-static void path_of(char *out, size_t n, const char *name)
-{
-    snprintf(out, n, "%s/%s", g_base, name);
-}
-
 /* `hearsay run -n N -- hearsay train ARGS --out DIR` (n == 0: plain `hearsay train`) in a
- * fresh DIR, bounded by limit_s, output in DIR.log; the exit status (124 on timeout). */
+ * fresh DIR, bounded by limit_s, output in DIR.log (tests/runlib.h): the status. */
 static int run_job(int n, const char *dir, const char *args, double limit_s)
 {
-    char cmd[4096], pre[PATH_MAX + 64] = "";
-    if (n > 0) snprintf(pre, sizeof pre, "'%s' run -n %d -- ", g_bin, n);
-    snprintf(cmd, sizeof cmd,
-             "rm -rf '%s' && timeout -k 2 %.0f %s'%s' train %s --out '%s' >'%s.log' 2>&1", dir,
-             limit_s, pre, g_bin, args, dir, dir);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    return tr_train_job(n, NULL, dir, args, limit_s, NULL);
 }
 
 /* The iteration of the first data row of DIR/rank-R.csv (-1 when none). */
@@ -118,7 +103,7 @@ static void make_ckpt(hs_ckpt_t *c, size_t n)
 START_TEST(test_file_round_trip)
 {
     char dir[PATH_MAX], path[PATH_MAX + 64], path2[PATH_MAX + 64];
-    path_of(dir, sizeof dir, "rt");
+    tr_workdir_path(dir, sizeof dir, "rt");
     ck_assert_int_eq(hs_mkdir_p(dir), 0);
     snprintf(path, sizeof path, "%s/a.bin", dir);
     snprintf(path2, sizeof path2, "%s/b.bin", dir);
@@ -184,7 +169,7 @@ static void expect_rejected(const char *dir, const unsigned char *b, size_t n, c
 START_TEST(test_file_rejected)
 {
     char dir[PATH_MAX], path[PATH_MAX + 64];
-    path_of(dir, sizeof dir, "bad");
+    tr_workdir_path(dir, sizeof dir, "bad");
     ck_assert_int_eq(hs_mkdir_p(dir), 0);
     snprintf(path, sizeof path, "%s/good.bin", dir);
     hs_ckpt_t c;
@@ -281,8 +266,8 @@ static int same_file(const char *p, const char *q)
 START_TEST(test_allreduce_resume_exact)
 {
     char a[PATH_MAX], b[PATH_MAX], args[1024], p[PATH_MAX + 64], q[PATH_MAX + 64];
-    path_of(a, sizeof a, "ar_full");
-    path_of(b, sizeof b, "ar_resumed");
+    tr_workdir_path(a, sizeof a, "ar_full");
+    tr_workdir_path(b, sizeof b, "ar_resumed");
     snprintf(args, sizeof args,
              TASK " --algo allreduce --epochs 3 --checkpoint-every 1 --dump-params");
     int rc = run_job(2, a, args, 30);
@@ -315,8 +300,8 @@ END_TEST
 START_TEST(test_local_resume_exact)
 {
     char a[PATH_MAX], b[PATH_MAX], args[1024], p[PATH_MAX + 64], q[PATH_MAX + 64];
-    path_of(a, sizeof a, "loc_full");
-    path_of(b, sizeof b, "loc_resumed");
+    tr_workdir_path(a, sizeof a, "loc_full");
+    tr_workdir_path(b, sizeof b, "loc_resumed");
     snprintf(args, sizeof args, TASK " --epochs 2 --checkpoint-every 0.5 --dump-params");
     int rc = run_job(0, a, args, 30);
     if (rc) tr_show_log(a);
@@ -338,8 +323,8 @@ END_TEST
 START_TEST(test_resume_mismatch)
 {
     char a[PATH_MAX], b[PATH_MAX], args[1024];
-    path_of(a, sizeof a, "mm_src");
-    path_of(b, sizeof b, "mm_dst");
+    tr_workdir_path(a, sizeof a, "mm_src");
+    tr_workdir_path(b, sizeof b, "mm_dst");
     snprintf(args, sizeof args, TASK " --algo allreduce --epochs 2 --checkpoint-every 1");
     int rc = run_job(2, a, args, 30);
     if (rc) tr_show_log(a);
@@ -364,8 +349,8 @@ END_TEST
 START_TEST(test_sgp_resume)
 {
     char a[PATH_MAX], b[PATH_MAX], args[1024];
-    path_of(a, sizeof a, "sgp_full");
-    path_of(b, sizeof b, "sgp_resumed");
+    tr_workdir_path(a, sizeof a, "sgp_full");
+    tr_workdir_path(b, sizeof b, "sgp_resumed");
     snprintf(args, sizeof args, TASK " --algo sgp --epochs 3 --checkpoint-every 1");
     int rc = run_job(3, a, args, 40);
     if (rc) tr_show_log(a);
@@ -395,13 +380,15 @@ static Suite *suite(void)
     tcase_add_test(tc, test_file_rejected);
     tcase_add_test(tc, test_worker_seek);
     suite_add_tcase(s, tc);
+    /* end to end: `hearsay run ... hearsay train` */
+    const char *why = tr_require(NULL);
     tc = tcase_create("resume");
     tcase_set_timeout(tc, 90);
-    tcase_add_test(tc, test_allreduce_resume_exact);
-    tcase_add_test(tc, test_local_resume_exact);
-    tcase_add_test(tc, test_resume_mismatch);
+    TR_ADD_TEST(tc, test_allreduce_resume_exact, why);
+    TR_ADD_TEST(tc, test_local_resume_exact, why);
+    TR_ADD_TEST(tc, test_resume_mismatch, why);
 #if HS_TEST_SGP_RESUME
-    tcase_add_test(tc, test_sgp_resume);
+    TR_ADD_TEST(tc, test_sgp_resume, why);
 #endif
     suite_add_tcase(s, tc);
     return s;
@@ -409,28 +396,6 @@ static Suite *suite(void)
 
 int main(void)
 {
-    const char *bin = getenv("HS_BIN");
-    if (!bin || access(bin, X_OK) != 0) {
-        printf("test_checkpoint: skipped (HS_BIN does not name the built hearsay)\n");
-        return 77;
-    }
-    snprintf(g_bin, sizeof g_bin, "%s", bin);
-    const char *t = getenv("TMPDIR");
-    snprintf(g_base, sizeof g_base, "%s/hs_test_ckpt_%d", t && *t ? t : "/tmp", (int)getpid());
-    if (hs_mkdir_p(g_base) < 0) {
-        fprintf(stderr, "test_checkpoint: %s\n", hs_last_error());
-        return 1;
-    }
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    char cmd[PATH_MAX + 16];
-    if (!failed) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_base);
-        if (system(cmd)) fprintf(stderr, "test_checkpoint: could not remove %s\n", g_base);
-    } else {
-        fprintf(stderr, "test_checkpoint: the runs are in %s\n", g_base);
-    }
-    return failed ? 1 : 0;
+    if (tr_workdir_init("ckpt") < 0) return 1;
+    return tr_run_suite(suite());
 }

@@ -2,9 +2,9 @@
  * tests/test_easgd.c — EASGD / EAMSGD and leader-SGD.
  *
  * Unit: leader election and groups (optim/lsgd.h), the seqlock snapshot under a concurrent
- * publisher (no torn copy ever passes). Multi-process (`hearsay run`, $HS_BIN; every job under
- * `timeout`, --provider tcp because libfabric 1.17's shm loses early small messages):
- * center conservation with concurrent adds (tests/center_worker), a dead center owner,
+ * publisher (no torn copy ever passes). Multi-process (`hearsay run`, $HS_BIN; every job through
+ * the harness, tests/runlib.h, --provider tcp because libfabric 1.17's shm loses early small
+ * messages): center conservation with concurrent adds (tests/center_worker), a dead center owner,
  * convergence to the single-worker optimum of a convex task (logistic regression with weight
  * decay), a crashed worker, and a paused worker that does not stall the others.
  */
@@ -19,12 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/runlib.h"
-
-static char g_bin[PATH_MAX], g_worker[PATH_MAX];
 
 #define TASK                                                                                       \
     "--model logreg:16-4 --data gauss:dim=16,classes=4,train=2000,test=500 --batch 32 "            \
@@ -147,61 +144,34 @@ END_TEST
 
 /* --- multi-process --------------------------------------------------------------------- */
 
-static void tmpdir(char *out, size_t n, const char *name)
-{
-    const char *t = getenv("TMPDIR");
-    snprintf(out, n, "%s/hs_test_easgd_%d_%s", t ? t : "/tmp", (int)getpid(), name);
-}
-
-static int sh(const char *cmd, double *el)
-{
-    double t0 = hs_now();
-    int st = system(cmd);
-    if (el) *el = hs_now() - t0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-static int run_job_opts(int n, const char *run_opts, const char *dir, const char *args,
-                        double limit_s)
-{
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "rm -rf '%s' && timeout -k 2 %.0f '%s' run %s -n %d -- '%s' train %s --out '%s' "
-             ">'%s.log' 2>&1",
-             dir, limit_s, g_bin, run_opts, n, g_bin, args, dir, dir);
-    return sh(cmd, NULL);
-}
-
-static int run_job(int n, const char *dir, const char *args, double limit_s)
-{
-    return run_job_opts(n, "", dir, args, limit_s);
-}
-
 /* Exit status of a rank that crashes by injection (HS_EXIT_CRASH in runtime/train_dist.c):
  * `hearsay run --keep-going` lets the others finish and then exits with it. */
 #define CRASH_STATUS 70
-
-static int file_has(const char *path, const char *text)
-{
-    char cmd[PATH_MAX + 256];
-    snprintf(cmd, sizeof cmd, "grep -q '%s' '%s'", text, path);
-    return system(cmd) == 0;
-}
 
 /* Count "CENTER_OK" lines of a center_worker job on center path `path` (rma / service /
  * auto); a forced path must be the one the ranks report. */
 static int center_job(int n, const char *args, const char *name, const char *path)
 {
-    char dir[PATH_MAX], cmd[4096], want[64];
-    tmpdir(dir, sizeof dir, name);
+    char dir[PATH_MAX], log[PATH_MAX + 8], want[64], center[64];
+    tr_workdir_path(dir, sizeof dir, name);
+    snprintf(log, sizeof log, "%s.log", dir);
     snprintf(want, sizeof want, "path %s", path);
-    snprintf(cmd, sizeof cmd,
-             "HS_PROVIDER=tcp HS_CENTER_PATH=%s timeout -k 2 60 '%s' run -n %d -- '%s' conserve "
-             "%s >'%s.log' 2>&1",
-             path, g_bin, n, g_worker, args, dir);
-    int st = sh(cmd, NULL);
-    snprintf(cmd, sizeof cmd, "%s.log", dir);
-    FILE *f = fopen(cmd, "r");
+    snprintf(center, sizeof center, "HS_CENTER_PATH=%s", path);
+    tr_args_t a;
+    tr_args_init(&a);
+    tr_args_add(&a, tr_hearsay());
+    tr_args_add(&a, "run");
+    tr_args_add(&a, "-n");
+    tr_args_addf(&a, "%d", n);
+    tr_args_add(&a, "--");
+    tr_args_add(&a, tr_helper("center_worker"));
+    tr_args_add(&a, "conserve");
+    tr_args_split(&a, args);
+    const char *env[] = {"HS_PROVIDER=tcp", center, NULL};
+    tr_opts_t o = {.env = env, .log = log};
+    int st = tr_cmd(TR_ARGV(&a), &o, 60, NULL);
+    tr_args_free(&a);
+    FILE *f = fopen(log, "r");
     int ok = 0;
     char line[1024];
     while (f && fgets(line, sizeof line, f)) {
@@ -213,22 +183,22 @@ static int center_job(int n, const char *args, const char *name, const char *pat
     return st == 0 ? ok : -1;
 }
 
-/* N workers add known integer differences concurrently: the center ends exactly at init + sum,
- * sharded over every rank and held by one or two server ranks; on the service-thread path and
- * on the one-sided path (skipped where the provider has no float atomics). */
-static int have_rma(void)
+/* NULL when the one-sided (RMA) center path is there: a 2-rank center_worker job on path auto
+ * takes it; else why not (main() probes once, before building the suite). */
+static const char *rma_missing(void)
 {
-    static int have = -1;
-    if (have < 0) {
-        char dir[PATH_MAX], log[PATH_MAX + 8];
-        tmpdir(dir, sizeof dir, "cons_probe");
-        snprintf(log, sizeof log, "%s.log", dir);
-        have = center_job(2, "1 10 all", "cons_probe", "auto") == 2 && file_has(log, "path rma");
-        if (!have) printf("test_easgd: no float atomics on tcp: RMA center path not tested\n");
-    }
-    return have;
+    char dir[PATH_MAX], log[PATH_MAX + 8];
+    tr_workdir_path(dir, sizeof dir, "cons_probe");
+    snprintf(log, sizeof log, "%s.log", dir);
+    int ok = center_job(2, "1 10 all", "cons_probe", "auto");
+    if (ok != 2) return "the probe job on center path auto failed (its log is above)";
+    if (!tr_file_has(log, "path rma")) return "no float atomics on tcp: RMA center path not tested";
+    return NULL;
 }
 
+/* N workers add known integer differences concurrently: the center ends exactly at init + sum,
+ * sharded over every rank and held by one or two server ranks; on the service-thread path and
+ * on the one-sided path (added only where the provider has float atomics). */
 static void conservation(const char *path)
 {
     ck_assert_int_eq(center_job(4, "150 1001 all", "cons_all", path), 4);
@@ -244,7 +214,7 @@ END_TEST
 
 START_TEST(test_center_conservation_rma)
 {
-    if (have_rma()) conservation("rma");
+    conservation("rma");
 }
 END_TEST
 
@@ -252,7 +222,12 @@ END_TEST
 START_TEST(test_center_dead_owner)
 {
     ck_assert_int_eq(center_job(4, "60 400 all 2", "cons_dead", "service"), 3);
-    if (have_rma()) ck_assert_int_eq(center_job(4, "60 400 all 2", "cons_dead", "rma"), 3);
+}
+END_TEST
+
+START_TEST(test_center_dead_owner_rma)
+{
+    ck_assert_int_eq(center_job(4, "60 400 all 2", "cons_dead", "rma"), 3);
 }
 END_TEST
 
@@ -261,13 +236,10 @@ static double reference_loss(void)
 {
     static double ref = NAN;
     if (isfinite(ref)) return ref;
-    char dir[PATH_MAX], cmd[4096];
-    tmpdir(dir, sizeof dir, "ref");
-    snprintf(cmd, sizeof cmd,
-             "rm -rf '%s' && timeout 60 '%s' train " TASK " --algo local --epochs 60 --lr 0.1 "
-             "--out '%s' >'%s.log' 2>&1",
-             dir, g_bin, dir, dir);
-    ck_assert_int_eq(sh(cmd, NULL), 0);
+    char dir[PATH_MAX];
+    tr_workdir_path(dir, sizeof dir, "ref");
+    ck_assert_int_eq(
+        tr_train_job(0, NULL, dir, TASK " --algo local --epochs 60 --lr 0.1", 60, NULL), 0);
     ref = tr_summary_num(dir, "final_test_loss");
     ck_assert(isfinite(ref) && ref < 0.05);
     return ref;
@@ -279,9 +251,9 @@ static void converges(const char *algo, const char *extra)
     char dir[PATH_MAX], args[1024];
     char name[64];
     snprintf(name, sizeof name, "conv_%s", algo);
-    tmpdir(dir, sizeof dir, name);
+    tr_workdir_path(dir, sizeof dir, name);
     snprintf(args, sizeof args, "%s --algo %s --epochs 20 --lr 0.1 %s", TASK, algo, extra);
-    int st = run_job(4, dir, args, 90);
+    int st = tr_train_job(4, "", dir, args, 90, NULL);
     if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
     double loss = tr_summary_num(dir, "final_test_loss");
@@ -310,15 +282,14 @@ END_TEST
 /* A crashed worker stops neither algorithm: the others finish and report it. */
 static void survives_crash(const char *algo)
 {
-    char dir[PATH_MAX], args[1024], path[PATH_MAX + 32], name[64];
+    char dir[PATH_MAX], args[1024], name[64];
     snprintf(name, sizeof name, "crash_%s", algo);
-    tmpdir(dir, sizeof dir, name);
+    tr_workdir_path(dir, sizeof dir, name);
     snprintf(args, sizeof args, "%s --algo %s --epochs 4 --straggler crash:2:iter=20", TASK, algo);
-    int st = run_job_opts(4, "--keep-going", dir, args, 90);
+    int st = tr_train_job(4, "--keep-going", dir, args, 90, NULL);
     if (st != CRASH_STATUS) tr_show_log(dir);
     ck_assert_int_eq(st, CRASH_STATUS);
-    snprintf(path, sizeof path, "%s/summary.json", dir);
-    ck_assert_msg(file_has(path, "rank 2 failed at/after iteration"), "%s: crash not reported",
+    ck_assert_msg(tr_summary_has(dir, "rank 2 failed at/after iteration"), "%s: crash not reported",
                   algo);
     ck_assert(tr_summary_num(dir, "final_test_loss") < 0.2);
 }
@@ -357,14 +328,14 @@ static void pause_no_stall(const char *algo)
 {
     char dir[PATH_MAX], args[1024], name[64];
     snprintf(name, sizeof name, "pause_%s", algo);
-    tmpdir(dir, sizeof dir, name);
+    tr_workdir_path(dir, sizeof dir, name);
     /* ranks 0 and 2 take >= 5 ms an iteration, so that they are still running during the
      * pause even when they do not communicate (a leader) */
     snprintf(args, sizeof args,
              "%s --algo %s --epochs 100 --max-iters 500 --straggler once:1:iter=10:2s "
              "--straggler pause:0,2:p=1:fixed=5ms",
              TASK, algo);
-    int st = run_job(3, dir, args, 90);
+    int st = tr_train_job(3, "", dir, args, 90, NULL);
     if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
     static double w1[1000], w[1000];
@@ -403,11 +374,11 @@ END_TEST
 START_TEST(test_lsgd_leader_is_min)
 {
     char dir[PATH_MAX], path[PATH_MAX + 32], line[512];
-    tmpdir(dir, sizeof dir, "leader");
-    int st = run_job(4, dir,
-                     TASK " --algo lsgd --lr 0 --init-spread 2 --epochs 4 --leader-window 5 "
-                          "--straggler pause:all:p=1:fixed=5ms",
-                     60);
+    tr_workdir_path(dir, sizeof dir, "leader");
+    int st = tr_train_job(4, "", dir,
+                          TASK " --algo lsgd --lr 0 --init-spread 2 --epochs 4 --leader-window 5 "
+                               "--straggler pause:all:p=1:fixed=5ms",
+                          60, NULL);
     if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
     double mean[4] = {0};
@@ -448,7 +419,7 @@ START_TEST(test_lsgd_leader_is_min)
 }
 END_TEST
 
-static Suite *suite(int multi)
+static Suite *suite(void)
 {
     Suite *s = suite_create("easgd");
     TCase *tu = tcase_create("unit");
@@ -456,42 +427,29 @@ static Suite *suite(int multi)
     tcase_add_test(tu, test_groups);
     tcase_add_test(tu, test_snapshot_no_tear);
     suite_add_tcase(s, tu);
-    if (!multi) return s;
+    /* multi-process: `hearsay run` around hearsay train and tests/center_worker */
+    const char *why = tr_require("center_worker", NULL);
+    const char *no_rma = why ? why : rma_missing();
     TCase *tc = tcase_create("multiprocess");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_center_conservation);
-    tcase_add_test(tc, test_center_conservation_rma);
-    tcase_add_test(tc, test_center_dead_owner);
-    tcase_add_test(tc, test_easgd_converges);
-    tcase_add_test(tc, test_eamsgd_converges);
-    tcase_add_test(tc, test_lsgd_converges);
-    tcase_add_test(tc, test_lsgd_leader_is_min);
-    tcase_add_test(tc, test_easgd_crash);
-    tcase_add_test(tc, test_lsgd_crash);
-    tcase_add_test(tc, test_easgd_pause);
-    tcase_add_test(tc, test_lsgd_pause);
+    TR_ADD_TEST(tc, test_center_conservation, why);
+    TR_ADD_TEST(tc, test_center_conservation_rma, no_rma);
+    TR_ADD_TEST(tc, test_center_dead_owner, why);
+    TR_ADD_TEST(tc, test_center_dead_owner_rma, no_rma);
+    TR_ADD_TEST(tc, test_easgd_converges, why);
+    TR_ADD_TEST(tc, test_eamsgd_converges, why);
+    TR_ADD_TEST(tc, test_lsgd_converges, why);
+    TR_ADD_TEST(tc, test_lsgd_leader_is_min, why);
+    TR_ADD_TEST(tc, test_easgd_crash, why);
+    TR_ADD_TEST(tc, test_lsgd_crash, why);
+    TR_ADD_TEST(tc, test_easgd_pause, why);
+    TR_ADD_TEST(tc, test_lsgd_pause, why);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    const char *b = getenv("HS_BIN");
-    int multi = b && access(b, X_OK) == 0;
-    if (multi) {
-        snprintf(g_bin, sizeof g_bin, "%s", b);
-        /* the helper is built beside the tests: BUILDDIR/tests, HS_BIN = BUILDDIR/hearsay */
-        snprintf(g_worker, sizeof g_worker, "%s", b);
-        char *slash = strrchr(g_worker, '/');
-        size_t at = slash ? (size_t)(slash + 1 - g_worker) : 0;
-        snprintf(g_worker + at, sizeof g_worker - at, "tests/center_worker");
-        if (access(g_worker, X_OK) != 0) multi = 0;
-    }
-    if (!multi)
-        printf("test_easgd: multi-process tests skipped (HS_BIN or center_worker missing)\n");
-    SRunner *sr = srunner_create(suite(multi));
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    if (tr_workdir_init("easgd") < 0) return 1;
+    return tr_run_suite(suite());
 }

@@ -1,8 +1,8 @@
 /*
  * tests/test_sgp.c — multi-process tests of the distributed training loop: `hearsay run -n N --
  * hearsay train --algo A` ($HS_BIN) on small synthetic tasks, asserting on summary.json, the
- * per-rank CSVs, the dumped parameters and exit statuses. Every job runs under `timeout`
- * (bounded) in its own directory under $TMPDIR.
+ * per-rank CSVs, the dumped parameters and exit statuses. Every job runs through the harness
+ * (tests/runlib.h: bounded, killed at its limit) in its own directory under $TMPDIR.
  */
 #include "hearsay/common.h"
 #include "hearsay/topology.h"
@@ -14,12 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/runlib.h"
-
-static char g_bin[PATH_MAX];
 
 /* A tiny task for the tests of mechanics (conservation, flags, faults): ~0.1 ms per iteration. */
 #define TASK                                                                                       \
@@ -37,41 +34,6 @@ static char g_bin[PATH_MAX];
 #define TARGET_TASK                                                                                \
     "--model mlp:64-256-256-10 --data gauss:dim=64,classes=10,train=16000,test=1000,sep=6 "        \
     "--batch 128 --threads 1 --quiet --comm-timeout 10 --drain-timeout 5"
-
-/* Run `hearsay run RUNFLAGS -n n -- hearsay train ARGS --out DIR` bounded by limit_s, output in
- * DIR.log; returns the exit status (124 on timeout) and the elapsed seconds in *el. */
-static int run_job2(int n, const char *runflags, const char *dir, const char *args, double limit_s,
-                    double *el)
-{
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "rm -rf '%s' && timeout -k 2 %.0f '%s' run %s -n %d -- '%s' train %s --out '%s' "
-             ">'%s.log' 2>&1",
-             dir, limit_s, g_bin, runflags, n, g_bin, args, dir, dir);
-    double t0 = hs_now();
-    int st = system(cmd);
-    if (el) *el = hs_now() - t0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-static int run_job(int n, const char *dir, const char *args, double limit_s, double *el)
-{
-    return run_job2(n, "", dir, args, limit_s, el);
-}
-
-static int summary_has(const char *dir, const char *text)
-{
-    char cmd[PATH_MAX + 256];
-    snprintf(cmd, sizeof cmd, "grep -q '%s' '%s/summary.json'", text, dir);
-    return system(cmd) == 0;
-}
-
-static char g_base[PATH_MAX]; /* $TMPDIR/hs_test_sgp_PID: every job's directory */
-
-static void tmpdir(char *out, size_t n, const char *name)
-{
-    snprintf(out, n, "%s/%s", g_base, name);
-}
 
 /* DIR/NAME as raw float32: the values (malloc'd) and their count in *n; NULL when missing. */
 static float *read_f32(const char *dir, const char *name, size_t *n)
@@ -138,11 +100,11 @@ static int read_csv(const char *dir, const char *name, csv_t *c)
 static void reaches_target(const char *algo, const char *extra)
 {
     char dir[PATH_MAX], args[1024];
-    tmpdir(dir, sizeof dir, algo);
+    tr_workdir_path(dir, sizeof dir, algo);
     snprintf(args, sizeof args, "%s --algo %s %s --epochs 4 --lr 0.05 --target-loss 0.2",
              TARGET_TASK, algo, extra);
     double el;
-    int st = run_job(4, dir, args, 90, &el);
+    int st = tr_train_job(4, "", dir, args, 90, &el);
     if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
     double loss = tr_summary_num(dir, "final_test_loss");
@@ -197,16 +159,16 @@ END_TEST
 START_TEST(test_sgp_weight_sum)
 {
     char dir[PATH_MAX];
-    tmpdir(dir, sizeof dir, "wsum");
-    int st = run_job(4, dir,
-                     TASK " --algo sgp --epochs 2 --straggler pause:all:p=0.2:exp=2ms "
-                          "--straggler slow:1:x3",
-                     90, NULL);
+    tr_workdir_path(dir, sizeof dir, "wsum");
+    int st = tr_train_job(4, "", dir,
+                          TASK " --algo sgp --epochs 2 --straggler pause:all:p=0.2:exp=2ms "
+                               "--straggler slow:1:x3",
+                          90, NULL);
     if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
     double w = tr_summary_num(dir, "ps_weight_sum");
     ck_assert_msg(fabs(w - 4.0) < 1e-6, "sum of push-sum weights %.12g, expected 4", w);
-    ck_assert(summary_has(dir, "\"failed_ranks\": \\[\\]"));
+    ck_assert(tr_summary_has(dir, "\"failed_ranks\": []"));
 }
 END_TEST
 
@@ -215,11 +177,11 @@ END_TEST
 START_TEST(test_sgp_max_staleness)
 {
     char dir[PATH_MAX], name[32];
-    tmpdir(dir, sizeof dir, "stale");
-    int st = run_job(4, dir,
-                     TASK " --algo sgp --epochs 2 --max-staleness 1 --straggler slow:1:x3 "
-                          "--straggler pause:all:p=0.2:exp=2ms",
-                     90, NULL);
+    tr_workdir_path(dir, sizeof dir, "stale");
+    int st = tr_train_job(4, "", dir,
+                          TASK " --algo sgp --epochs 2 --max-staleness 1 --straggler slow:1:x3 "
+                               "--straggler pause:all:p=0.2:exp=2ms",
+                          90, NULL);
     if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
     double w = tr_summary_num(dir, "ps_weight_sum");
@@ -245,19 +207,23 @@ END_TEST
 START_TEST(test_bad_straggler_spec)
 {
     char dir[PATH_MAX];
-    tmpdir(dir, sizeof dir, "badspec");
-    int st = run_job(2, dir, TASK " --algo sgp --straggler pause:1:p=1.5:fixed=1s", 30, NULL);
-    ck_assert_int_ne(st, 0);
+    tr_workdir_path(dir, sizeof dir, "badspec");
+    int st =
+        tr_train_job(2, "", dir, TASK " --algo sgp --straggler pause:1:p=1.5:fixed=1s", 30, NULL);
+    if (st != 2) tr_show_log(dir);
+    ck_assert_int_eq(st, 2);
 }
 END_TEST
 
-/* D-PSGD refuses a directed graph. */
+/* D-PSGD refuses a directed graph: a usage error, exit status 2. */
 START_TEST(test_dpsgd_directed)
 {
     char dir[PATH_MAX];
-    tmpdir(dir, sizeof dir, "dpsgd_dir");
-    int st = run_job(4, dir, TASK " --algo dpsgd --graph ring", 30, NULL); /* directed on 4 */
-    ck_assert_int_ne(st, 0);
+    tr_workdir_path(dir, sizeof dir, "dpsgd_dir");
+    int st =
+        tr_train_job(4, "", dir, TASK " --algo dpsgd --graph ring", 30, NULL); /* directed on 4 */
+    if (st != 2) tr_show_log(dir);
+    ck_assert_int_eq(st, 2);
 }
 END_TEST
 
@@ -269,12 +235,13 @@ END_TEST
 START_TEST(test_allreduce_crash)
 {
     char dir[PATH_MAX];
-    tmpdir(dir, sizeof dir, "ar_crash");
+    tr_workdir_path(dir, sizeof dir, "ar_crash");
     double el;
-    int st = run_job2(4, "--keep-going", dir,
-                      TASK " --algo allreduce --epochs 50 --straggler crash:2:iter=20", 40, &el);
+    int st =
+        tr_train_job(4, "--keep-going", dir,
+                     TASK " --algo allreduce --epochs 50 --straggler crash:2:iter=20", 40, &el);
     if (st != CRASH_STATUS || el >= 10.0) tr_show_log(dir);
-    ck_assert_int_ne(st, 124);
+    ck_assert_int_ne(st, TR_TIMEOUT);
     ck_assert_int_eq(st, CRASH_STATUS); /* the first failure the launcher saw */
     ck_assert_msg(el < 10.0, "the run took %.1f s to stop (start-up included)", el);
     ck_assert(tr_log_has(dir, "rank 2 exited with status 70"));
@@ -299,9 +266,9 @@ END_TEST
 START_TEST(test_sgp_crash)
 {
     char dir[PATH_MAX];
-    tmpdir(dir, sizeof dir, "sgp_crash");
-    int st = run_job2(4, "--keep-going", dir,
-                      TASK " --algo sgp --epochs 3 --straggler crash:2:iter=20", 60, NULL);
+    tr_workdir_path(dir, sizeof dir, "sgp_crash");
+    int st = tr_train_job(4, "--keep-going", dir,
+                          TASK " --algo sgp --epochs 3 --straggler crash:2:iter=20", 60, NULL);
     if (st != CRASH_STATUS) tr_show_log(dir);
     ck_assert_int_eq(st, CRASH_STATUS);
     ck_assert(tr_log_has(dir, "hearsay run: rank 2 exited with status 70"));
@@ -310,8 +277,8 @@ START_TEST(test_sgp_crash)
         snprintf(line, sizeof line, "hearsay run: rank %d exited", r);
         ck_assert_msg(r == 2 || !tr_log_has(dir, line), "rank %d failed too", r);
     }
-    ck_assert(summary_has(dir, "\"rank\": 2, \"after_iteration\""));
-    ck_assert(summary_has(dir, "rank 2 failed at/after iteration"));
+    ck_assert(tr_summary_has(dir, "\"rank\": 2, \"after_iteration\""));
+    ck_assert(tr_summary_has(dir, "rank 2 failed at/after iteration"));
     /* the survivors notice the exit (liveness probe), not --drain-timeout's 5 s of silence */
     ck_assert_msg(!tr_log_has(dir, "of silence at the end of the run"),
                   "a survivor waited out the drain timeout instead of noticing the exit");
@@ -363,14 +330,14 @@ START_TEST(test_gossip_averaging)
     ck_assert(pred > 0.5 && pred < 0.9);
 
     char dir[PATH_MAX];
-    tmpdir(dir, sizeof dir, "gossip_avg");
+    tr_workdir_path(dir, sizeof dir, "gossip_avg");
     /* 4000 / 4 ranks / batch 10 = 100 iterations, an evaluation every 5 */
-    int st = run_job(N, dir,
-                     "--model mlp:16-32-4 --data gauss:dim=16,classes=4,train=4000,test=100 "
-                     "--batch 10 --threads 1 --quiet --comm-timeout 10 --drain-timeout 5 "
-                     "--algo sgp --graph ring --lr 0 --init-spread 1 --dump-params --epochs 1 "
-                     "--eval-every 0.05 --straggler pause:all:p=1:fixed=10ms",
-                     60, NULL);
+    int st = tr_train_job(N, "", dir,
+                          "--model mlp:16-32-4 --data gauss:dim=16,classes=4,train=4000,test=100 "
+                          "--batch 10 --threads 1 --quiet --comm-timeout 10 --drain-timeout 5 "
+                          "--algo sgp --graph ring --lr 0 --init-spread 1 --dump-params --epochs 1 "
+                          "--eval-every 0.05 --straggler pause:all:p=1:fixed=10ms",
+                          60, NULL);
     if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
 
@@ -458,13 +425,13 @@ END_TEST
 static void pause_counts(const char *algo, int counts[4], int *others_left)
 {
     char dir[PATH_MAX], args[1024], name[32];
-    tmpdir(dir, sizeof dir, algo);
+    tr_workdir_path(dir, sizeof dir, algo);
     snprintf(args, sizeof args,
              "--model mlp:16-32-4 --data gauss:dim=16,classes=4,train=12000,test=100 --batch 10 "
              "--threads 1 --quiet --comm-timeout 10 --drain-timeout 5 --epochs 1 --eval-every 0 "
              "--algo %s --straggler once:1:iter=20:2s --straggler pause:all:p=1:fixed=5ms",
              algo);
-    int st = run_job(4, dir, args, 60, NULL);
+    int st = tr_train_job(4, "", dir, args, 60, NULL);
     if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
     csv_t c;
@@ -521,51 +488,31 @@ END_TEST
 
 static Suite *suite(void)
 {
+    /* every case runs `hearsay run ... hearsay train` */
+    const char *why = tr_require(NULL);
     Suite *s = suite_create("sgp");
     TCase *tc = tcase_create("multiprocess");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_bad_straggler_spec);
-    tcase_add_test(tc, test_dpsgd_directed);
-    tcase_add_test(tc, test_allreduce_target);
-    tcase_add_test(tc, test_dpsgd_target);
-    tcase_add_test(tc, test_allreduce_crash);
-    tcase_add_test(tc, test_sgp_target);
-    tcase_add_test(tc, test_osgp_target);
-    tcase_add_test(tc, test_sgp_step_x_target);
-    tcase_add_test(tc, test_sgp_weight_sum);
-    tcase_add_test(tc, test_sgp_max_staleness);
-    tcase_add_test(tc, test_sgp_crash);
-    tcase_add_test(tc, test_gossip_averaging);
-    tcase_add_test(tc, test_sgp_pause_no_barrier);
-    tcase_add_test(tc, test_allreduce_pause_stalls);
+    TR_ADD_TEST(tc, test_bad_straggler_spec, why);
+    TR_ADD_TEST(tc, test_dpsgd_directed, why);
+    TR_ADD_TEST(tc, test_allreduce_target, why);
+    TR_ADD_TEST(tc, test_dpsgd_target, why);
+    TR_ADD_TEST(tc, test_allreduce_crash, why);
+    TR_ADD_TEST(tc, test_sgp_target, why);
+    TR_ADD_TEST(tc, test_osgp_target, why);
+    TR_ADD_TEST(tc, test_sgp_step_x_target, why);
+    TR_ADD_TEST(tc, test_sgp_weight_sum, why);
+    TR_ADD_TEST(tc, test_sgp_max_staleness, why);
+    TR_ADD_TEST(tc, test_sgp_crash, why);
+    TR_ADD_TEST(tc, test_gossip_averaging, why);
+    TR_ADD_TEST(tc, test_sgp_pause_no_barrier, why);
+    TR_ADD_TEST(tc, test_allreduce_pause_stalls, why);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    const char *b = getenv("HS_BIN");
-    if (!b || access(b, X_OK) != 0) {
-        printf("test_sgp: skipped (HS_BIN does not name the built hearsay)\n");
-        return 77;
-    }
-    snprintf(g_bin, sizeof g_bin, "%s", b);
-    const char *t = getenv("TMPDIR");
-    snprintf(g_base, sizeof g_base, "%s/hs_test_sgp_%d", t && *t ? t : "/tmp", (int)getpid());
-    if (hs_mkdir_p(g_base) < 0) {
-        fprintf(stderr, "test_sgp: %s\n", hs_last_error());
-        return 1;
-    }
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    if (!failed) { /* keep the runs of a failure for inspection */
-        char cmd[PATH_MAX + 16];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_base);
-        if (system(cmd)) fprintf(stderr, "test_sgp: could not remove %s\n", g_base);
-    } else {
-        fprintf(stderr, "test_sgp: the runs are in %s\n", g_base);
-    }
-    return failed ? 1 : 0;
+    if (tr_workdir_init("sgp") < 0) return 1;
+    return tr_run_suite(suite());
 }

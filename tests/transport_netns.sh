@@ -5,9 +5,18 @@
 # start Slurm-style (SLURM_PROCID/SLURM_NTASKS + HS_RDV/HS_JOB_KEY) and run
 # `transport_worker all`. Checks the worker's exit codes and that the bytes crossed the veth.
 # Exit 0 pass, 77 skip (reason printed), 1 failure. The namespaces are always deleted.
+# tests/transport_netns.sh --check — only the prerequisites (root, ip(8), timeout(1), network
+# namespaces and a veth pair can be made): exit 0, or 77 with the reason on the first line.
 set -u
-HS_BIN=$1
-WORKER=$2
+check_only=
+if [ "${1:-}" = --check ]; then
+    check_only=1
+    HS_BIN=
+    WORKER=
+else
+    HS_BIN=$1
+    WORKER=$2
+fi
 LIMIT=25 # seconds, every step
 tag=hs$$
 ns0=${tag}a
@@ -35,6 +44,10 @@ command -v timeout >/dev/null 2>&1 || skip "no timeout(1)"
 ip netns add "$ns0" 2>"$dir/err" || skip "ip netns add failed: $(cat "$dir/err")"
 ip netns add "$ns1" 2>"$dir/err" || skip "ip netns add failed: $(cat "$dir/err")"
 ip link add "$v0" type veth peer name "$v1" 2>"$dir/err" || skip "no veth: $(cat "$dir/err")"
+if [ -n "$check_only" ]; then
+    echo "netns test: prerequisites present"
+    exit 0
+fi
 ip link set "$v0" netns "$ns0" && ip link set "$v1" netns "$ns1" &&
     ip -n "$ns0" addr add 10.77.0.1/24 dev "$v0" && ip -n "$ns1" addr add 10.77.0.2/24 dev "$v1" &&
     ip -n "$ns0" link set "$v0" up && ip -n "$ns1" link set "$v1" up &&

@@ -16,18 +16,10 @@ typedef int (*tt_rank_fn)(hs_transport_t *t, void *arg);
 /* Fork n ranks (n <= 16) that create, exchange addresses through this process, connect,
  * barrier and run fn (0 = success). child_setup (may be NULL) runs first in each child.
  * Returns how many ranks exited other than expect[r] (0 when NULL); everything is killed
- * after timeout_s. */
+ * after timeout_s (then n). The ranks are jobs of the harness (tr_start_fn, tests/runlib.h).
+ * Programs started through `hearsay run` use tests/runlib.h directly. */
 int tt_run_world(int n, const hs_transport_opts_t *o, int all_local, tt_rank_fn fn, void *arg,
                  double timeout_s, const int *expect, void (*child_setup)(int rank));
-
-/* Run argv (stdout and stderr merged into *out, NUL-terminated, caller frees) with the
- * environment assignments env ("NAME=VALUE", NULL-terminated, may be NULL) added, in its own
- * process group, for at most limit_s seconds (then the group is killed). Returns the exit
- * status, 128+signal, or -1 when it had to be killed. The output is echoed to stdout. */
-int tt_job(const char *const *argv, const char *const *env, double limit_s, char **out);
-/* BUILDDIR/tests/NAME next to $HS_BIN (= BUILDDIR/hearsay) into buf; 0, or -1 (and a printed
- * reason) when HS_BIN is unset or either program is missing. */
-int tt_helper_path(const char *name, char *buf, size_t cap);
 
 #define RFAIL(...)                                                                                 \
     do {                                                                                           \
