@@ -17,6 +17,7 @@
 #include "gossip/rdv_wire.h"
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
+#include "hearsay/env.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -112,7 +113,7 @@ static int raw_probe(const void *bytes, size_t len)
 {
     char host[256];
     int port;
-    if (hs_rdv_parse_addr(getenv("HS_RDV"), "HS_RDV", host, sizeof host, &port) < 0)
+    if (hs_rdv_parse_addr(hs_env_str("HS_RDV"), "HS_RDV", host, sizeof host, &port) < 0)
         return fail(0, "HS_RDV");
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
     char ps[16];
@@ -151,7 +152,7 @@ static int do_rawkey(int garbage)
             hs_rdv_hdr_encode(&h, msg);
             hs_rdv_hello_t hello = {.size = (uint32_t)env_size(), .pid = 1};
             memset(hello.key, 'f', sizeof hello.key);
-            if (!strncmp(getenv("HS_JOB_KEY"), "ffff", 4)) hello.key[0] = 'e';
+            if (!strncmp(hs_env_str("HS_JOB_KEY"), "ffff", 4)) hello.key[0] = 'e';
             snprintf(hello.host, sizeof hello.host, "intruder");
             hs_rdv_hello_encode(&hello, msg + HS_RDV_HDR_BYTES);
         }

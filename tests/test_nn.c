@@ -2,6 +2,7 @@
  * flat-buffer views, seeded initialisation, gradients against central finite differences for
  * every layer type and every named model, and a small training run whose loss falls. */
 #include "hearsay/common.h"
+#include "hearsay/env.h"
 #include "hearsay/kernels.h"
 #include "hearsay/nn.h"
 #include "hearsay/rng.h"
@@ -347,10 +348,11 @@ static int agrees(gc_t *g, float *dev, size_t i, float v0, double ana, double *n
         if (s == 0) *num_out = central;
         double h = steps[s];
         if (close_to(central, ana, 2e-2, h)) return 1;
-        if (!getenv("HS_GC_STRICT") && (close_to(fwd, ana, 3e-2, h) || close_to(bwd, ana, 3e-2, h)))
+        if (!hs_env_flag("HS_GC_STRICT") &&
+            (close_to(fwd, ana, 3e-2, h) || close_to(bwd, ana, 3e-2, h)))
             return 1;
         kinked += !close_to(fwd, bwd, 5e-2, h);
-        if (getenv("HS_GC_DEBUG"))
+        if (hs_env_flag("HS_GC_DEBUG"))
             fprintf(stderr, "  step %g: central %.6g forward %.6g backward %.6g\n", steps[s],
                     central, fwd, bwd);
     }
@@ -678,7 +680,7 @@ START_TEST(test_grad_env)
 {
     char spec[256];
     int c, h, w, classes, b;
-    const char *env = getenv("HS_NN_GRADCHECK");
+    const char *env = hs_env_str("HS_NN_GRADCHECK");
     ck_assert_msg(sscanf(env, "%255s %d %d %d %d %d", spec, &c, &h, &w, &classes, &b) == 6,
                   "HS_NN_GRADCHECK='%s': expected 'SPEC C H W CLASSES B'", env);
     gradcheck(spec, c, h, w, classes, b, 20, 20);
@@ -687,7 +689,7 @@ END_TEST
 
 int main(void)
 {
-    if (getenv("HS_NN_GRADCHECK")) {
+    if (hs_env_str("HS_NN_GRADCHECK")) {
         Suite *s = suite_create("nn-one");
         TCase *tc = tcase_create("one");
         tcase_add_test(tc, test_grad_env);
