@@ -259,7 +259,32 @@ static void converges(const char *algo, const char *extra)
     double loss = tr_summary_num(dir, "final_test_loss");
     ck_assert_msg(fabs(loss - ref) < 0.01 + 0.5 * ref, "%s: final test loss %g, optimum %g", algo,
                   loss, ref);
+    /* these algorithms declare that they need the transport's progress thread (HS_ALGO_PROGRESS):
+     * on by default, and the run says so */
+    ck_assert_msg(tr_summary_has(dir, "\"progress_thread\": true"), "%s: no progress thread", algo);
 }
+
+/* --no-progress-thread wins over the algorithm's default, with a warning; SGP, which does
+ * not declare the need, runs without one. */
+START_TEST(test_progress_thread_setting)
+{
+    char dir[PATH_MAX], args[1024];
+    tr_workdir_path(dir, sizeof dir, "pt_off");
+    snprintf(args, sizeof args, "%s --algo easgd --epochs 2 --no-progress-thread", TASK);
+    int st = tr_train_job(2, "", dir, args, 60, NULL);
+    if (st) tr_show_log(dir);
+    ck_assert_int_eq(st, 0);
+    ck_assert(tr_summary_has(dir, "\"progress_thread\": false"));
+    ck_assert(tr_log_has(dir, "without a progress thread"));
+    tr_workdir_path(dir, sizeof dir, "pt_sgp");
+    snprintf(args, sizeof args, "%s --algo sgp --epochs 2", TASK);
+    st = tr_train_job(2, "", dir, args, 60, NULL);
+    if (st) tr_show_log(dir);
+    ck_assert_int_eq(st, 0);
+    ck_assert(tr_summary_has(dir, "\"progress_thread\": false"));
+    ck_assert(!tr_log_has(dir, "without a progress thread"));
+}
+END_TEST
 
 START_TEST(test_easgd_converges)
 {
@@ -439,6 +464,7 @@ static Suite *suite(void)
     TR_ADD_TEST(tc, test_easgd_converges, why);
     TR_ADD_TEST(tc, test_eamsgd_converges, why);
     TR_ADD_TEST(tc, test_lsgd_converges, why);
+    TR_ADD_TEST(tc, test_progress_thread_setting, why);
     TR_ADD_TEST(tc, test_lsgd_leader_is_min, why);
     TR_ADD_TEST(tc, test_easgd_crash, why);
     TR_ADD_TEST(tc, test_lsgd_crash, why);

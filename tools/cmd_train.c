@@ -342,8 +342,9 @@ int hs_cmd_train(int argc, char **argv)
                             : hs_cfg_bool(cfg, "progress-thread");
     if ((ops->flags & HS_ALGO_PROGRESS) && !o.progress_thread)
         fprintf(stderr,
-                "hearsay train: warning: --algo %s without a progress thread: its services "
-                "wait on the main thread's progress (much slower)\n",
+                "hearsay train: warning: --algo %s without a progress thread "
+                "(--no-progress-thread): its "
+                "services wait on the main thread's progress (much slower)\n",
                 o.algo);
     o.max_staleness = hs_cfg_int(cfg, "max-staleness");
     o.sgp_step_x = !strcmp(hs_cfg_str(cfg, "sgp-step"), "x");
