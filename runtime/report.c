@@ -343,11 +343,14 @@ int hs_report_finish(hs_report_t *r, const hs_report_final_t *fi, hs_train_resul
                    "accuracy %.2f%%, consensus distance %.3g, sum of weights %.9g\n",
                    fi->iterations, n, fi->wall_s, avg->test_loss, 100 * avg->test_acc,
                    avg->consensus, wsum);
-        else
+        else {
             printf("done: %ld iterations in %.1f s (%.0f samples/s): test loss %.4f, test "
-                   "accuracy %.2f%%\n",
+                   "accuracy %.2f%%",
                    fi->iterations, fi->wall_s, fi->samples_per_s, avg->test_loss,
                    100 * avg->test_acc);
+            if (isfinite(fi->bayes_acc)) printf(" (Bayes %.2f%%)", 100 * fi->bayes_acc);
+            printf("\n");
+        }
         for (int q = 0; q < n; q++)
             if (fi->failed_at[q] >= 0)
                 printf("rank %d failed at/after iteration %ld\n", q, fi->failed_at[q]);
