@@ -19,7 +19,7 @@
 #include <mpi.h>
 #endif
 
-enum boot_kind { BOOT_SINGLE, BOOT_RDV, BOOT_MPI };
+enum boot_kind { BOOT_SINGLE, BOOT_RDV, BOOT_MPI, BOOT_FIXED };
 
 struct hs_boot {
     enum boot_kind kind;
@@ -283,9 +283,37 @@ const char *hs_boot_hostname(const hs_boot_t *b, int rank)
     return b->hosts[rank];
 }
 
+int hs_boot_init_fixed(hs_boot_t **out, int rank, int size, int ranks_per_host)
+{
+    *out = NULL;
+    if (size < 1 || rank < 0 || rank >= size)
+        return HS_ERR(-EINVAL, "bootstrap: rank %d of %d ranks", rank, size);
+    if (ranks_per_host < 1) ranks_per_host = size;
+    hs_boot_t *b = hs_calloc(1, sizeof *b, "bootstrap");
+    if (!b) return -ENOMEM;
+    b->rdv.fd = -1;
+    b->kind = BOOT_FIXED;
+    b->method = "fixed";
+    b->rank = rank;
+    b->size = size;
+    b->hosts = hs_calloc((size_t)size, HS_RDV_HOST_MAX, "bootstrap hostnames");
+    int rc = b->hosts ? 0 : -ENOMEM;
+    for (int r = 0; r < size && rc == 0; r++)
+        snprintf(b->hosts[r], HS_RDV_HOST_MAX, "host%d", r / ranks_per_host);
+    if (rc == 0) rc = compute_hosts(b);
+    if (rc < 0) {
+        hs_boot_finalize(&b);
+        return rc;
+    }
+    *out = b;
+    return 0;
+}
+
 int hs_boot_allgather(hs_boot_t *b, const void *mine, size_t len, void *all)
 {
     switch (b->kind) {
+    case BOOT_FIXED:
+        return HS_ERR(-ENOSYS, "bootstrap: a fixed (simulated) job has no allgather");
     case BOOT_SINGLE:
         if (len) memmove(all, mine, len);
         return 0;
@@ -310,6 +338,8 @@ int hs_boot_allgather(hs_boot_t *b, const void *mine, size_t len, void *all)
 int hs_boot_barrier(hs_boot_t *b)
 {
     switch (b->kind) {
+    case BOOT_FIXED:
+        return HS_ERR(-ENOSYS, "bootstrap: a fixed (simulated) job has no barrier");
     case BOOT_SINGLE:
         return 0;
     case BOOT_RDV:

@@ -18,7 +18,7 @@
  * scale of w: a rank whose out-peer is silent (paused) loses weight geometrically, and an
  * explicit float x = w z would underflow to zero within a few hundred rounds (and an unscaled
  * step on x would move z by lr / w; --sgp-step x takes that step, for fidelity to the
- * paper, and needs --max-staleness). A service (hearsay/exec.h) keeps receives posted per
+ * paper, and needs --delay-bound). A service (hearsay/exec.h) keeps receives posted per
  * in-peer (HS_TAG_GOSSIP) and folds every message into a running weighted mean as soon as it
  * arrives, so a sleeping or paused worker still receives and its senders never stall on it;
  * step 4 swaps that accumulator out under the service lock. Nothing here waits for a peer's
@@ -66,7 +66,7 @@ struct hs_algo {
     long *recv_from; /* (size) messages received per source */
     long *last_iter; /* (size) last iteration received from each source (-1) */
     long *want;      /* (size) messages each in-peer sent up to round stale_next - 1 */
-    long stale_next; /* next round whose in-peers are added to want (--max-staleness) */
+    long stale_next; /* next round whose in-peers are added to want (--delay-bound) */
 };
 
 static double elapsed(hs_algo_t *a, double t0)
@@ -223,14 +223,14 @@ static int wait_round(hs_algo_t *a, sgp_round_t *r)
     return 0;
 }
 
-/* --max-staleness S: before mixing round t, wait until every live in-peer's messages of
- * rounds <= t - S have arrived (bounded by the communication timeout; a peer that stays
+/* --delay-bound D: before mixing round t, wait until every live in-peer's messages of
+ * rounds <= t - D have arrived (D = 0: round t's own, the paper's synchronous SGP) (bounded by the communication timeout; a peer that stays
  * silent that long is reported failed). Only neighbours are waited for, never the job. */
 static int bound_staleness(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
-    long upto = t - d->o->max_staleness;
-    if (d->o->max_staleness <= 0 || upto < d->start_iter) return 0;
+    long upto = t - d->o->delay_bound;
+    if (d->o->delay_bound < 0 || upto < d->start_iter) return 0;
     if (a->stale_next < d->start_iter) a->stale_next = d->start_iter;
     int cap = HS_MAX(1, hs_topo_max_in_degree(d->topo));
     int in[cap > 64 ? 64 : cap], *inp = in, c = 0;
@@ -256,8 +256,8 @@ static int bound_staleness(hs_algo_t *a, long t)
         if (elapsed(a, t0) > d->o->comm_timeout_s) {
             char why[160];
             snprintf(why, sizeof why,
-                     "no message of round <= %ld after %.1f s (--max-staleness %ld)", upto,
-                     d->o->comm_timeout_s, d->o->max_staleness);
+                     "no message of round <= %ld after %.1f s (--delay-bound %ld)", upto,
+                     d->o->comm_timeout_s, d->o->delay_bound);
             hs_dist_peer_failed(d, late, last + 1, why);
         }
     }
@@ -313,7 +313,7 @@ static int sgp_step(hs_algo_t *a, long t)
     /* 4. keep p_self (z is unchanged by keeping a share: only w scales) */
     a->w *= self;
     d->st.comm_s += elapsed(a, t0);
-    /* 5. what has arrived (with --max-staleness: at least up to round t - S) */
+    /* 5. what has arrived (with --delay-bound D: at least up to round t - D) */
     HS_TRY(bound_staleness(a, t));
     return fold(a);
 }
@@ -421,9 +421,9 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau)
     *out = NULL;
     if (!d->topo) return HS_ERR(-EINVAL, "SGP needs a graph (--graph)");
     if (tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", tau);
-    if (d->o->sgp_step_x && d->o->max_staleness <= 0 && d->rank == 0)
-        HS_WARN("--sgp-step x without --max-staleness: under unbounded delays a rank's w can "
-                "drift toward 0 and its step lr / w diverge (use --max-staleness 1 or 2)");
+    if (d->o->sgp_step_x && d->o->delay_bound < 0 && d->rank == 0)
+        HS_WARN("--sgp-step x without --delay-bound: under unbounded delays a rank's w can "
+                "drift toward 0 and its step lr / w diverge (use --delay-bound 0, 1 or 2)");
     hs_algo_t *a = hs_calloc(1, sizeof *a, "SGP state");
     if (!a) return -ENOMEM;
     a->d = d;

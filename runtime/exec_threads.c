@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define IDLE_SLICE_S 0.1 /* the owner's waits call the idle hook at least this often */
 #define SVC_POLL_S   0.1 /* a service re-checks its stop flag this often */
@@ -92,6 +93,20 @@ static int th_barrier(hs_exec_t *x)
     threads_t *th = x->impl;
     if (th->boot) return hs_boot_barrier(th->boot);
     return x->t ? hs_transport_barrier(x->t) : 0;
+}
+
+static double th_compute(hs_exec_t *x, double cpu_s, double wall_s)
+{
+    (void)x;
+    (void)cpu_s;
+    return wall_s;
+}
+
+static void th_crash(hs_exec_t *x, int status)
+{
+    (void)x;
+    fflush(NULL);
+    _exit(status);
 }
 
 /* --- services --------------------------------------------------------------------------- */
@@ -257,6 +272,8 @@ static const hs_exec_ops_t threads_ops = {
     .wait = th_wait,
     .alive = th_alive,
     .barrier = th_barrier,
+    .compute = th_compute,
+    .crash = th_crash,
     .svc_start = th_svc_start,
     .svc_lock = th_svc_lock,
     .svc_unlock = th_svc_unlock,

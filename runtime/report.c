@@ -246,6 +246,7 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
     fprintf(f, "{\n");
     json_str(f, "algo", fi->algo);
     fprintf(f, "  \"ranks\": %d,\n", r->size);
+    json_str(f, "clock", fi->clock ? fi->clock : "wall");
     json_str(f, "graph", fi->graph ? fi->graph : "");
     json_str(f, "transport", fi->transport ? fi->transport : "");
     fprintf(f, "  \"progress_thread\": %s,\n", fi->progress_thread ? "true" : "false");

@@ -38,6 +38,7 @@ typedef struct hs_report_iter {
 /* End-of-run figures for summary.json (rank 0). */
 typedef struct hs_report_final {
     const char *algo, *graph, *transport;
+    const char *clock; /* "wall" or "virtual" (hearsay sim): the unit of every time */
     int tau, progress_thread;
     size_t num_params;
     long iterations;

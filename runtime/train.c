@@ -43,6 +43,7 @@ typedef struct run {
     hs_algo_opts_t ao;
     hs_dist_t d;
     hs_exec_t *x;
+    int own_x; /* x and t were made here (else the caller's: hs_train_in) */
     hs_straggler_t *strag;
     hs_transport_t *t;
     hs_topo_t *topo;
@@ -263,8 +264,10 @@ static void close_run(run_t *R)
     free(R->host_of);
     hs_report_close(&R->rep);
     hs_topo_destroy(&R->topo);
-    hs_exec_destroy(&R->x);
-    hs_transport_close(&R->t);
+    if (R->own_x) {
+        hs_exec_destroy(&R->x);
+        hs_transport_close(&R->t);
+    }
     hs_worker_close(&R->w);
     hs_straggler_free(&R->strag);
     free(R->failed_at);
@@ -274,7 +277,7 @@ static void algo_opts(run_t *R)
 {
     const hs_train_opts_t *o = R->o;
     R->ao = (hs_algo_opts_t){.tau = o->tau,
-                             .max_staleness = o->max_staleness,
+                             .delay_bound = o->delay_bound,
                              .sgp_step_x = o->sgp_step_x,
                              .alpha = o->alpha,
                              .centers = o->centers,
@@ -289,7 +292,7 @@ static void algo_opts(run_t *R)
                              .drain_timeout_s = o->drain_timeout_s};
 }
 
-static int setup(run_t *R, hs_boot_t *boot)
+static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
 {
     const hs_train_opts_t *o = R->o;
     int rank = hs_boot_rank(boot), size = hs_boot_size(boot);
@@ -328,7 +331,10 @@ static int setup(run_t *R, hs_boot_t *boot)
     d->host_of = R->host_of;
     d->n_hosts = hs_boot_num_hosts(boot);
 
-    if (size > 1) { /* one worker alone needs no transport */
+    if (given) { /* the caller's environment and transport (the simulator's) */
+        R->x = given;
+        R->t = given->t;
+    } else if (size > 1) { /* one worker alone needs no transport */
         hs_transport_opts_t to;
         HS_TRY(hs_transport_opts_default(&to));
         if (o->provider && *o->provider && strcmp(o->provider, "auto")) to.provider = o->provider;
@@ -338,8 +344,11 @@ static int setup(run_t *R, hs_boot_t *boot)
         to.seed = o->seed;
         HS_TRY(hs_transport_open(&R->t, boot, &to));
     }
+    if (!given) {
+        R->own_x = 1;
+        HS_TRY(hs_exec_threads_create(&R->x, R->t, boot));
+    }
     d->t = R->t;
-    HS_TRY(hs_exec_threads_create(&R->x, R->t, boot));
     d->x = R->x;
     if ((R->ops->flags & HS_ALGO_COMM) && size > 1)
         HS_TRY(wireup(R->x, R->t, rank, size, o->comm_timeout_s));
@@ -409,6 +418,15 @@ static int checkpoint_point(run_t *R, long done)
     return rc;
 }
 
+/* Hand the model after `done` iterations to the environment when it watches (hearsay sim). */
+static int observe(run_t *R, long done)
+{
+    if (!R->x->ops->observe) return 0;
+    HS_TRY(pull_z(R));
+    R->x->ops->observe(R->x, done, R->zh, R->d.n);
+    return 0;
+}
+
 /* One iteration (t): crash check, gradient, injected sleep, the algorithm's step, its row. */
 static int iteration(run_t *R, long it, double *loss_out)
 {
@@ -418,14 +436,16 @@ static int iteration(run_t *R, long it, double *loss_out)
                 "rank %d: injected crash at iteration %ld (--straggler crash): exiting with "
                 "status %d\n",
                 d->rank, it, HS_EXIT_CRASH);
-        fflush(NULL);
         /* Abrupt and honest: no drain, no goodbye, and a failure status, so the launcher
          * reports it (`hearsay run --keep-going` lets the survivors run on). */
-        _exit(HS_EXIT_CRASH);
+        hs_exec_crash(R->x, HS_EXIT_CRASH);
     }
     double loss, ts = hs_exec_now(R->x), lr = hs_worker_lr(R->w);
+    double w0 = hs_now(), cpu0 = hs_thread_cpu_s();
     int correct = 0, nb = 0;
     HS_TRY(hs_worker_grad(R->w, &loss, &correct, &nb));
+    /* the gradient's time on this environment's clock (virtual time: its compute model) */
+    hs_exec_compute(R->x, hs_thread_cpu_s() - cpu0, hs_now() - w0);
     if (!isfinite(loss))
         return HS_ERR(-ERANGE,
                       "rank %d: training diverged: loss is %g at iteration %ld (lr %g); try a "
@@ -457,6 +477,7 @@ static int iteration(run_t *R, long it, double *loss_out)
                             .st = &d->st,
                             .wait_total_s = R->tot.wait_s};
     HS_TRY(hs_report_iteration(R->rep, &row));
+    HS_TRY(observe(R, it + 1));
     /* (an evaluation's drain is counted in the next row) */
     memset(&d->st, 0, sizeof d->st);
     *loss_out = loss;
@@ -516,6 +537,7 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     r->samples_per_s = (double)(T - R->start) * o->batch * d->size / wall;
     if (rc == 0 && d->rank == 0) {
         hs_report_final_t fi = {.algo = R->ops->name,
+                                .clock = strcmp(R->x->ops->name, "virtual") ? "wall" : "virtual",
                                 .graph = R->topo ? hs_topo_spec(R->topo) : NULL,
                                 .transport = R->t ? hs_transport_provider(R->t) : NULL,
                                 .tau = (R->ops->flags & HS_ALGO_TAU) ? o->tau : 1,
@@ -541,13 +563,18 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
 
 int hs_train(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *res)
 {
+    return hs_train_in(o, boot, NULL, res);
+}
+
+int hs_train_in(const hs_train_opts_t *o, hs_boot_t *boot, hs_exec_t *x, hs_train_result_t *res)
+{
     run_t R = {.o = o, .ttt = NAN};
     hs_train_result_t r = {.time_to_target_s = NAN,
                            .final_test_loss = NAN,
                            .final_test_acc = NAN,
                            .final_train_loss = NAN};
     hs_dist_t *d = &R.d;
-    int rc = setup(&R, boot);
+    int rc = setup(&R, boot, x);
     if (rc < 0) goto out;
     long ipe = R.ipe, T = d->total_iters;
     long eval_period = o->eval_every > 0 ? (long)llround(o->eval_every * (double)ipe) : 0;
@@ -571,6 +598,7 @@ int hs_train(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *res)
                                 .classes = tr->classes,
                                 .bayes_acc = r.bayes_acc};
     hs_report_banner(R.rep, &banner);
+    if ((rc = observe(&R, R.start)) < 0) goto out;
     R.t0 = hs_exec_now(R.x);
     double epoch_loss = 0;
     long epoch_batches = 0;

@@ -5,6 +5,7 @@
 #include "hearsay/config.h"
 #include "hearsay/straggler.h"
 #include "hearsay/data.h"
+#include "hearsay/sim.h"
 #include "hearsay/train.h"
 #include "tools/commands.h"
 
@@ -117,20 +118,26 @@ static hs_option_t train_options[] = {
      .metavar = "SPEC",
      .help = "peer graph of sgp/osgp/dpsgd (see hearsay topo --help; an algorithm may have its "
              "own default: dpsgd needs an undirected graph and defaults to biring)"},
+    {.name = "delay-bound",
+     .type = HS_OPT_STRING,
+     .def = "none",
+     .metavar = "D",
+     .help = "sgp/osgp: before mixing round t, wait (bounded by --comm-timeout) for every message "
+             "the in-peers sent up to round t-D; 0: round t's own (the paper's synchronous SGP), "
+             "none: never wait (asynchronous, the default)"},
     {.name = "max-staleness",
      .type = HS_OPT_INT,
      .def = "0",
      .range = "[0, 1000000]",
      .metavar = "S",
-     .help = "sgp/osgp: before mixing round t, wait (bounded by --comm-timeout) for every "
-             "message the in-peers sent up to round t-S (0: never wait, the default)"},
+     .help = "sgp/osgp: the same as --delay-bound S for S > 0 (0: never wait, the default)"},
     {.name = "sgp-step",
      .type = HS_OPT_ENUM,
      .def = "z",
      .choices = "z|x",
      .help = "sgp/osgp: take the local step on z (the default: z moves by the optimizer's step "
              "whatever w is) or on x as in the SGP paper (z moves by the step / w; use it with "
-             "--max-staleness 1 or 2: unbounded delays let w drift toward 0 and lr / w diverge)"},
+             "--delay-bound 0, 1 or 2: unbounded delays let w drift toward 0 and lr / w diverge)"},
     {.name = "tau",
      .type = HS_OPT_INT,
      .def = "1",
@@ -268,8 +275,10 @@ static int fail(const char *what)
     return 1;
 }
 
-int hs_cmd_train(int argc, char **argv)
+/* `hearsay train` (sim NULL) or `hearsay sim` (sim: its own flags, already taken out). */
+static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
 {
+    const char *cmd = sim ? "hearsay sim" : "hearsay train";
     hs_cfg_t *cfg = NULL;
     char *json = NULL;
     size_t json_len = 0;
@@ -291,7 +300,7 @@ int hs_cmd_train(int argc, char **argv)
         return 0;
     }
     if (rc < 0) {
-        fprintf(stderr, "hearsay train: %s\n(see hearsay train --help)\n", hs_last_error());
+        fprintf(stderr, "%s: %s\n(see %s --help)\n", cmd, hs_last_error(), cmd);
         hs_cfg_free(&cfg);
         return 2;
     }
@@ -346,7 +355,27 @@ int hs_cmd_train(int argc, char **argv)
                 "(--no-progress-thread): its "
                 "services wait on the main thread's progress (much slower)\n",
                 o.algo);
-    o.max_staleness = hs_cfg_int(cfg, "max-staleness");
+    /* --delay-bound D (none | D >= 0); --max-staleness S > 0 is the same as --delay-bound S */
+    const char *db = hs_cfg_str(cfg, "delay-bound");
+    o.delay_bound = -1;
+    if (db && strcmp(db, "none")) {
+        long v;
+        if (hs_parse_long(db, 0, 1000000, "--delay-bound", &v) < 0) {
+            fprintf(stderr, "%s: %s (or none)\n", cmd, hs_last_error());
+            hs_cfg_free(&cfg);
+            return 2;
+        }
+        o.delay_bound = v;
+    }
+    if (hs_cfg_int(cfg, "max-staleness") > 0) {
+        if (o.delay_bound >= 0) {
+            fprintf(stderr, "%s: --max-staleness and --delay-bound say the same thing: give one\n",
+                    cmd);
+            hs_cfg_free(&cfg);
+            return 2;
+        }
+        o.delay_bound = hs_cfg_int(cfg, "max-staleness");
+    }
     o.sgp_step_x = !strcmp(hs_cfg_str(cfg, "sgp-step"), "x");
     o.alpha = hs_cfg_double(cfg, "alpha");
     o.centers = hs_cfg_str(cfg, "centers");
@@ -376,24 +405,24 @@ int hs_cmd_train(int argc, char **argv)
     }
     /* Flag-level checks that need no job (the straggler grammar, shaping, graph) */
     if (hs_train_dist_check(&o, 0) < 0) {
-        fprintf(stderr, "hearsay train: %s\n(see hearsay train --help)\n", hs_last_error());
+        fprintf(stderr, "%s: %s\n(see %s --help)\n", cmd, hs_last_error(), cmd);
         hs_cfg_free(&cfg);
         return 2;
     }
     /* One loop for every run: a job of one rank (no launcher) is one worker. */
     hs_boot_t *boot = NULL;
     hs_boot_opts_t bo = {.timeout_s = 0, .use_mpi = -1};
-    if (hs_boot_init(&boot, &bo) < 0) {
+    if (!sim && hs_boot_init(&boot, &bo) < 0) {
         status = fail("joining the job");
         goto done;
     }
-    if (hs_train_dist_check(&o, hs_boot_size(boot)) < 0) {
-        fprintf(stderr, "hearsay train: %s\n", hs_last_error());
+    if (hs_train_dist_check(&o, sim ? sim->n : hs_boot_size(boot)) < 0) {
+        fprintf(stderr, "%s: %s\n", cmd, hs_last_error());
         hs_boot_finalize(&boot);
         hs_cfg_free(&cfg);
         return 2;
     }
-    int rank0 = hs_boot_rank(boot) == 0;
+    int rank0 = sim || hs_boot_rank(boot) == 0;
 
     if (o.out_dir) {
         char path[4096];
@@ -416,7 +445,12 @@ int hs_cmd_train(int argc, char **argv)
         o.config_json = json;
     }
     hs_train_result_t res;
-    if (hs_train(&o, boot, &res) < 0) {
+    if (sim) {
+        if (hs_sim_run(&o, sim, &res) < 0) {
+            fprintf(stderr, "hearsay sim: %s\n", hs_last_error());
+            status = 1;
+        }
+    } else if (hs_train(&o, boot, &res) < 0) {
         if (hs_boot_size(boot) > 1)
             fprintf(stderr, "hearsay train: rank %d: %s\n", hs_boot_rank(boot), hs_last_error());
         else
@@ -428,4 +462,92 @@ done:
     free(json);
     hs_cfg_free(&cfg);
     return status;
+}
+
+int hs_cmd_train(int argc, char **argv)
+{
+    return train_cmd(argc, argv, NULL);
+}
+
+static const char sim_usage[] =
+    "usage: hearsay sim -n N [--sim-compute fixed:MS|measured] [--ranks-per-host R]\n"
+    "                   [TRAIN OPTIONS]\n"
+    "\n"
+    "Run `hearsay train` on N simulated ranks in this one process, on a virtual clock: the\n"
+    "same training loop and algorithms, a deterministic discrete-event scheduler, a simulated\n"
+    "transport, and every time in virtual seconds (summary.json: \"clock\": \"virtual\").\n"
+    "See docs/simulation.md.\n"
+    "\n"
+    "  -n N                     simulated ranks (1..65536)\n"
+    "  --sim-compute SPEC       a gradient step's duration: fixed:MS (default fixed:10; the run\n"
+    "                           is then bit-for-bit repeatable) or measured (the step's own\n"
+    "                           thread CPU time)\n"
+    "  --ranks-per-host R       consecutive ranks per host, for host-scoped --link rules\n"
+    "                           (default: all on one host)\n"
+    "  --link SPEC              the network model (hearsay train --help; default: ideal links)\n"
+    "\n"
+    "Every other option is hearsay train's (hearsay train --help), with the same meaning.\n";
+
+/* Take `--NAME VALUE` / `--NAME=VALUE` (or -n VALUE) out of argv; NULL when absent. */
+static const char *take_flag(int *argc, char **argv, const char *name, const char *alias)
+{
+    size_t nl = strlen(name);
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        const char *v = NULL;
+        int used = 0;
+        if (!strcmp(a, name) || (alias && !strcmp(a, alias))) {
+            if (i + 1 >= *argc) return "";
+            v = argv[i + 1];
+            used = 2;
+        } else if (!strncmp(a, name, nl) && a[nl] == '=') {
+            v = a + nl + 1;
+            used = 1;
+        }
+        if (!used) continue;
+        memmove(&argv[i], &argv[i + used], (size_t)(*argc - i - used + 1) * sizeof *argv);
+        *argc -= used;
+        return v;
+    }
+    return NULL;
+}
+
+int hs_cmd_sim(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(sim_usage, stdout);
+            return 0;
+        }
+    char **av = calloc((size_t)argc + 1, sizeof *av);
+    if (!av) return fail("memory");
+    memcpy(av, argv, (size_t)argc * sizeof *av);
+    hs_sim_opts_t so = {.compute = "fixed:10"};
+    const char *n = take_flag(&argc, av, "--n", "-n");
+    const char *comp = take_flag(&argc, av, "--sim-compute", NULL);
+    const char *rph = take_flag(&argc, av, "--ranks-per-host", NULL);
+    long v = 0;
+    double fixed;
+    int bad = 0;
+    if (!n || hs_parse_long(n, 1, 65536, "hearsay sim -n", &v) < 0) {
+        if (!n) HS_ERR(-EINVAL, "-n N (the number of simulated ranks) is required");
+        bad = 1;
+    }
+    so.n = (int)v;
+    if (!bad && comp) {
+        so.compute = comp;
+        if (hs_sim_compute_parse(comp, &fixed) < 0) bad = 1;
+    }
+    if (!bad && rph) {
+        if (hs_parse_long(rph, 1, 65536, "--ranks-per-host", &v) < 0) bad = 1;
+        so.ranks_per_host = (int)v;
+    }
+    if (bad) {
+        fprintf(stderr, "hearsay sim: %s\n(see hearsay sim --help)\n", hs_last_error());
+        free(av);
+        return 2;
+    }
+    int st = train_cmd(argc, av, &so);
+    free(av);
+    return st;
 }

@@ -4,6 +4,7 @@
 #define HEARSAY_TOOLS_COMMANDS_H
 
 int hs_cmd_train(int argc, char **argv);
+int hs_cmd_sim(int argc, char **argv);
 int hs_cmd_run(int argc, char **argv);
 int hs_cmd_topo(int argc, char **argv);
 int hs_cmd_bench(int argc, char **argv);

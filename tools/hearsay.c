@@ -12,6 +12,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"train", hs_cmd_train, "train a model (one worker, or one rank of a distributed run)"},
+    {"sim", hs_cmd_sim, "run hearsay train on N simulated ranks in virtual time"},
     {"run", hs_cmd_run, "start N local workers: hearsay run -n N -- hearsay train ..."},
     {"topo", hs_cmd_topo, "build, analyse and compare peer graphs"},
     {"bench", hs_cmd_bench, "benchmarks: step, p2p, allreduce, gossip (hearsay bench --help)"},

@@ -70,7 +70,8 @@ typedef struct hs_dist_stats {
 /* The algorithms' own options (flags of `hearsay train`; docs/algorithms.md). */
 typedef struct hs_algo_opts {
     int tau;                 /* osgp: rounds in flight; easgd/eamsgd/lsgd: period (>= 1) */
-    long max_staleness;      /* sgp/osgp: wait for in-peers' messages older than this (0: never) */
+    long delay_bound;        /* sgp/osgp: in-peers' messages of rounds <= t - D are mixed before
+                              * round t is (0: round t's own; -1: none, asynchronous) */
     int sgp_step_x;          /* sgp/osgp: 1 = the paper's step on x, 0 = the step on z */
     double alpha;            /* easgd/eamsgd: moving rate (<= 0: 0.9 / ranks) */
     const char *centers;     /* easgd/eamsgd: ranks holding the center shards (NULL/"" = all) */

@@ -27,6 +27,10 @@ typedef struct hs_boot_opts {
 /* Join the job. Fails with a clear message (e.g. a bad HS_JOB_KEY, an unreachable
  * rendezvous, or a timeout naming the ranks that never arrived). */
 int hs_boot_init(hs_boot_t **out, const hs_boot_opts_t *opts);
+/* A job whose ranks live in this process (the virtual-time simulator): rank `rank` of `size`,
+ * ranks_per_host consecutive ranks per host ("host0", "host1", ...; < 1: one host). No
+ * allgather or barrier (-ENOSYS): the simulator's execution environment has its own. */
+int hs_boot_init_fixed(hs_boot_t **out, int rank, int size, int ranks_per_host);
 int hs_boot_rank(const hs_boot_t *b);
 int hs_boot_size(const hs_boot_t *b);
 /* Ranks on the same host as this one form a contiguous "local" numbering. */

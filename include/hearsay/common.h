@@ -53,6 +53,8 @@ int hs_log_enabled(enum hs_log_level level);
 
 /* Monotonic clock in seconds. */
 double hs_now(void);
+/* CPU time of the calling thread in seconds. */
+double hs_thread_cpu_s(void);
 /* Sleep for `seconds` (>= 0), resuming after signals. */
 void hs_sleep(double seconds);
 

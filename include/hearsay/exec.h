@@ -78,6 +78,18 @@ typedef struct hs_exec_ops {
     /* Every rank of the job enters before any returns (start-up, checkpoints; never on the
      * training path). */
     int (*barrier)(hs_exec_t *x);
+    /* A piece of computation has just run: it took cpu_s seconds of this thread's CPU and
+     * wall_s seconds on the wall clock. Returns the seconds it counts for on this clock: the
+     * wall clock has already moved (wall_s); a virtual clock moves by its compute model's
+     * duration now (the straggler's delay is added by the caller with sleep). */
+    double (*compute)(hs_exec_t *x, double cpu_s, double wall_s);
+    /* An injected crash: this rank ends now with `status`, abruptly (no drain, no goodbye);
+     * never returns. Wall clock: the process exits; virtual time: the rank's threads stop and
+     * its peers see it dead. */
+    void (*crash)(hs_exec_t *x, int status);
+    /* Optional (NULL: nothing): the rank's model after `iter` iterations, z (host, n floats).
+     * The simulator, which holds every rank, measures the exact consensus distance with it. */
+    void (*observe)(hs_exec_t *x, long iter, const float *z, size_t n);
     /* Start a service; *out gets it. */
     int (*svc_start)(hs_exec_t *x, const hs_service_desc_t *desc, hs_service_t **out);
     void (*svc_lock)(hs_service_t *s);
@@ -153,6 +165,17 @@ static inline int hs_exec_alive(hs_exec_t *x, int peer, double probe_s)
 static inline int hs_exec_barrier(hs_exec_t *x)
 {
     return x->ops->barrier(x);
+}
+
+static inline double hs_exec_compute(hs_exec_t *x, double cpu_s, double wall_s)
+{
+    return x->ops->compute(x, cpu_s, wall_s);
+}
+
+__attribute__((noreturn)) static inline void hs_exec_crash(hs_exec_t *x, int status)
+{
+    x->ops->crash(x, status);
+    __builtin_unreachable();
 }
 
 static inline int hs_idle(hs_exec_t *x)

@@ -56,8 +56,8 @@ typedef struct hs_train_opts {
     const char *algo;              /* "local", "sgp", "osgp", "dpsgd", "allreduce" */
     const char *graph;             /* topology spec for the gossip algorithms */
     int tau;                       /* OSGP: send rounds that may be outstanding (>= 1) */
-    long max_staleness;            /* SGP/OSGP: wait for in-peers' messages older than this many
-                                    * iterations (0: never wait) */
+    long delay_bound;              /* SGP/OSGP: before mixing round t, every in-peer message of
+                                    * rounds <= t - D has been mixed (-1: none, asynchronous) */
     int sgp_step_x;                /* SGP/OSGP: 1 = the paper's step on x (z moves by the
                                     * step / w), 0 = the step on z (default) */
     const char *const *stragglers; /* --straggler specs (n_stragglers of them) */
@@ -164,6 +164,11 @@ struct hs_boot;
  * algorithms that tolerate them), or a negative code with a message (a failed peer under
  * all-reduce SGD or D-PSGD, a timeout, a bad option). */
 int hs_train(const hs_train_opts_t *o, struct hs_boot *boot, hs_train_result_t *res);
+struct hs_exec;
+/* hs_train in a given execution environment (hearsay/exec.h) and its transport (x->t), which
+ * the run uses and does not close: the virtual-time simulator runs every rank this way. */
+int hs_train_in(const hs_train_opts_t *o, struct hs_boot *boot, struct hs_exec *x,
+                hs_train_result_t *res);
 
 /* Check the options that need no job (algo name, tau, straggler specs against `ranks` when
  * > 0, link shaping spec, graph spec and direction for the algorithm). -EINVAL naming the

@@ -1,0 +1,50 @@
+/*
+ * hearsay/sim.h — `hearsay sim`: N workers of `hearsay train` in one process, on a virtual
+ * clock, run by a discrete-event scheduler (runtime/sim.c).
+ *
+ * Every rank runs the unchanged training loop (hs_train_in) and algorithms (optim/) against a
+ * virtual execution environment (hearsay/exec.h: clock, sleep, waits, services, liveness,
+ * barrier) and a simulated transport behind hs_transport_ops_t (tagged messages,
+ * receive-from-any, probes, liveness; no RMA windows: EASGD takes its service path, the
+ * all-reduce its ring). Each rank and each of its services is a thread of its own, but exactly
+ * one runs at a time, chosen by the scheduler in a deterministic order: with a fixed compute
+ * model a run is bit-for-bit repeatable whatever the machine's load.
+ *
+ * Time: a rank's gradient takes its compute model's duration (--sim-compute fixed:MS, or
+ * measured: the thread CPU time the step really took); every other piece of its code takes
+ * no virtual time. Messages travel over the link model of --link (hearsay/shaping.h: per-link
+ * latency, seeded jitter, bandwidth, store and forward, never reordering); without --link
+ * links are ideal (a message is delivered at the virtual time it was sent). See
+ * docs/simulation.md for the model and what it leaves out.
+ */
+#ifndef HEARSAY_SIM_H
+#define HEARSAY_SIM_H
+
+#include "hearsay/train.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hs_sim_opts {
+    int n;               /* simulated ranks (>= 1) */
+    int ranks_per_host;  /* consecutive ranks per host for host-scoped link rules (<= 0: n) */
+    const char *compute; /* "fixed:MS" (default fixed:10) or "measured" */
+    double stack_mib;    /* stack of each simulated thread (0: 2 MiB) */
+} hs_sim_opts_t;
+
+/* Check a --sim-compute spec: 0, or -EINVAL naming the bad part. *fixed_s gets the fixed
+ * duration in seconds, or -1 for "measured". */
+int hs_sim_compute_parse(const char *spec, double *fixed_s);
+
+/* Run o (as `hearsay train` would on so->n ranks) in virtual time. Files as hearsay train
+ * writes them (summary.json gains "clock": "virtual"). *res: rank 0's result. Returns 0, or
+ * the first error of a rank (with its message). */
+int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_result_t *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

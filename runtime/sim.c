@@ -1,0 +1,1152 @@
+/*
+ * runtime/sim.c — the virtual-time simulator (hearsay/sim.h): a discrete-event scheduler, the
+ * virtual execution environment (hearsay/exec.h) and the simulated transport
+ * (hs_transport_ops_t), for N ranks in one process.
+ *
+ * Threads and the baton. Each rank's training loop and each service it starts is a POSIX
+ * thread, but only the holder of the baton runs: a thread runs until it blocks (a wait, a
+ * sleep, a service wait, a barrier, a join) or ends, then hands the baton back to the
+ * scheduler (the caller of hs_sim_run), which picks the next thread. The choice is
+ * deterministic: the ready thread that became ready first (a global sequence number); when
+ * none is ready, the clock jumps to the earliest event (a message delivery or a deadline), the
+ * events due then are applied in (time, sequence) order and wake the threads they concern.
+ * Nothing depends on the host's scheduling, so a run with a fixed compute model repeats bit
+ * for bit.
+ *
+ * Messages. A send copies its payload at once (eager; the send completes then) and is
+ * delivered at the time the link model gives (hearsay/shaping.h: store and forward at the
+ * link's bandwidth, plus latency and seeded jitter, never reordering a link; ideal without
+ * --link). Delivery matches the destination's posted receives in posting order (source or
+ * HS_ANY_SOURCE, tag), else joins its unexpected queue, which later receives search first.
+ * A rank that crashed is dead: what it sent before is still delivered, what is sent to it is
+ * dropped, a send posted to it fails, and a receive naming it fails with -ECONNRESET once
+ * nothing from it is left in flight.
+ */
+#include "hearsay/sim.h"
+
+#include "hearsay/algo.h"
+#include "hearsay/bootstrap.h"
+#include "hearsay/common.h"
+#include "hearsay/exec.h"
+#include "hearsay/shaping.h"
+#include "hearsay/transport.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define IDLE_SLICE_S 0.1 /* the owner's waits call the idle hook this often (virtual s) */
+
+typedef struct sim_world sim_world_t;
+typedef struct sim_rank sim_rank_t;
+typedef struct sim_thread sim_thread_t;
+
+enum { T_NEW, T_READY, T_RUNNING, T_BLOCKED, T_DONE };
+
+struct sim_thread {
+    sim_world_t *w;
+    sim_rank_t *rk;
+    pthread_t th;
+    sem_t go;
+    int state;
+    int exited;         /* its function returned (the thread can be joined) */
+    double wake_at;     /* while blocked: the deadline (INFINITY: none) */
+    uint64_t ready_seq; /* order among ready threads */
+    void *(*fn)(void *);
+    void *arg;
+};
+
+/* A message in flight or waiting unexpected. */
+typedef struct sim_msg {
+    int src, dst;
+    uint32_t tag;
+    size_t len;
+    double at; /* delivery time */
+    uint64_t seq;
+    struct sim_msg *next; /* unexpected queue */
+    unsigned char data[];
+} sim_msg_t;
+
+struct hs_treq {
+    int send; /* 1: a send, 0: a receive */
+    int peer; /* destination, or source (HS_ANY_SOURCE) */
+    uint32_t tag;
+    void *buf;
+    size_t cap;
+    int done, err;
+    hs_tstatus_t st;
+    struct hs_treq *next; /* posted receives */
+};
+
+struct sim_rank {
+    int rank;
+    int dead;
+    hs_transport_t *t;
+    hs_exec_t *x;
+    hs_boot_t *boot;
+    hs_shaper_t *shaper;
+    struct hs_treq *posted;   /* posted receives, in order */
+    sim_msg_t *unexpected;    /* arrived, not yet received, in order */
+    long in_flight_from_dead; /* (unused for live ranks) */
+    sim_thread_t *main;
+    hs_train_result_t res;
+    int rc;
+    char msg[HS_ERRMSG_MAX];
+};
+
+/* The consensus of one iteration, summed as the ranks report it (hs_exec_t.observe). */
+typedef struct sim_cons {
+    long iter;
+    int count;
+    double t_max, norm2;
+    double *sum; /* (n) */
+} sim_cons_t;
+
+/* A finished row of consensus.csv. */
+typedef struct sim_cons_row {
+    long iter;
+    int ranks;
+    double t, dist;
+} sim_cons_row_t;
+
+struct sim_world {
+    const hs_train_opts_t *o;
+    sim_cons_t *cons; /* pending iterations */
+    int ncons, capcons;
+    sim_cons_row_t *rows;
+    long nrows, caprows;
+    size_t nparams;
+    int cons_rc;
+    double rate;
+    int n;
+    double now;
+    uint64_t seq;
+    double fixed_s; /* compute model: > 0 fixed, < 0 measured */
+    sem_t sched;
+    pthread_mutex_t mu; /* only for thread creation bookkeeping */
+    sim_thread_t *current;
+    sim_thread_t **th;
+    int nth, cap;
+    sim_rank_t *rk;
+    sim_msg_t **heap; /* messages in flight, by (at, seq) */
+    int nheap, capheap;
+    long *in_flight; /* (n) messages in flight from each rank */
+    int barrier_count;
+    uint64_t barrier_gen;
+    size_t stack_bytes;
+};
+
+/* --- the scheduler -------------------------------------------------------------------- */
+
+static void make_ready(sim_thread_t *t)
+{
+    if (t->state == T_BLOCKED || t->state == T_NEW) {
+        t->state = T_READY;
+        t->ready_seq = ++t->w->seq;
+    }
+}
+
+/* Wake every blocked thread of rank rk (something it may wait for happened). */
+static void wake_rank(sim_rank_t *rk, sim_world_t *w)
+{
+    for (int i = 0; i < w->nth; i++)
+        if (w->th[i]->rk == rk && w->th[i]->state == T_BLOCKED) make_ready(w->th[i]);
+}
+
+static void wake_all(sim_world_t *w)
+{
+    for (int i = 0; i < w->nth; i++)
+        if (w->th[i]->state == T_BLOCKED) make_ready(w->th[i]);
+}
+
+/* The running thread blocks until woken or until `deadline` (virtual seconds). */
+static void block_until(sim_world_t *w, double deadline)
+{
+    sim_thread_t *t = w->current;
+    t->state = T_BLOCKED;
+    t->wake_at = deadline;
+    sem_post(&w->sched);
+    sem_wait(&t->go);
+}
+
+static sim_thread_t *current_of(sim_world_t *w)
+{
+    return w->current;
+}
+
+static void *trampoline(void *arg)
+{
+    sim_thread_t *t = arg;
+    sem_wait(&t->go);
+    t->fn(t->arg);
+    t->state = T_DONE;
+    t->exited = 1;
+    wake_rank(t->rk, t->w); /* a joiner may wait for this thread */
+    sem_post(&t->w->sched);
+    return NULL;
+}
+
+static int spawn(sim_world_t *w, sim_rank_t *rk, void *(*fn)(void *), void *arg, sim_thread_t **out)
+{
+    sim_thread_t *t = hs_calloc(1, sizeof *t, "simulated thread");
+    if (!t) return -ENOMEM;
+    t->w = w;
+    t->rk = rk;
+    t->fn = fn;
+    t->arg = arg;
+    t->state = T_NEW;
+    t->wake_at = INFINITY;
+    sem_init(&t->go, 0, 0);
+    if (w->nth == w->cap) {
+        int nc = w->cap ? 2 * w->cap : 64;
+        sim_thread_t **nt = realloc(w->th, (size_t)nc * sizeof *nt);
+        if (!nt) {
+            free(t);
+            return HS_ERR(-ENOMEM, "out of memory for simulated threads");
+        }
+        w->th = nt;
+        w->cap = nc;
+    }
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, w->stack_bytes);
+    int rc = pthread_create(&t->th, &at, trampoline, t);
+    pthread_attr_destroy(&at);
+    if (rc != 0) {
+        free(t);
+        return HS_ERR(-rc, "cannot start a simulated thread (%d so far): %s", w->nth, strerror(rc));
+    }
+    w->th[w->nth++] = t;
+    make_ready(t);
+    if (out) *out = t;
+    return 0;
+}
+
+/* --- messages ------------------------------------------------------------------------- */
+
+static int msg_before(const sim_msg_t *a, const sim_msg_t *b)
+{
+    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
+}
+
+static int heap_push(sim_world_t *w, sim_msg_t *m)
+{
+    if (w->nheap == w->capheap) {
+        int nc = w->capheap ? 2 * w->capheap : 256;
+        sim_msg_t **nh = realloc(w->heap, (size_t)nc * sizeof *nh);
+        if (!nh) return HS_ERR(-ENOMEM, "out of memory for messages in flight");
+        w->heap = nh;
+        w->capheap = nc;
+    }
+    int i = w->nheap++;
+    w->heap[i] = m;
+    while (i > 0 && msg_before(w->heap[i], w->heap[(i - 1) / 2])) {
+        sim_msg_t *tmp = w->heap[i];
+        w->heap[i] = w->heap[(i - 1) / 2];
+        w->heap[(i - 1) / 2] = tmp;
+        i = (i - 1) / 2;
+    }
+    return 0;
+}
+
+static sim_msg_t *heap_pop(sim_world_t *w)
+{
+    sim_msg_t *top = w->heap[0];
+    w->heap[0] = w->heap[--w->nheap];
+    for (int i = 0;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < w->nheap && msg_before(w->heap[l], w->heap[m])) m = l;
+        if (r < w->nheap && msg_before(w->heap[r], w->heap[m])) m = r;
+        if (m == i) break;
+        sim_msg_t *tmp = w->heap[i];
+        w->heap[i] = w->heap[m];
+        w->heap[m] = tmp;
+        i = m;
+    }
+    return top;
+}
+
+static int matches(const struct hs_treq *r, const sim_msg_t *m)
+{
+    return r->tag == m->tag && (r->peer == HS_ANY_SOURCE || r->peer == m->src);
+}
+
+static void complete_recv(struct hs_treq *r, const sim_msg_t *m)
+{
+    if (m->len > r->cap) {
+        r->err = HS_ERR(-EMSGSIZE,
+                        "sim: message of %zu bytes from rank %d (tag %#x) for a %zu-byte "
+                        "receive",
+                        m->len, m->src, m->tag, r->cap);
+    } else {
+        memcpy(r->buf, m->data, m->len);
+    }
+    r->st = (hs_tstatus_t){.source = m->src, .tag = m->tag, .len = m->len};
+    r->done = 1;
+}
+
+/* A message reaches its destination (the clock is at m->at). */
+static void deliver(sim_world_t *w, sim_msg_t *m)
+{
+    w->in_flight[m->src]--;
+    sim_rank_t *d = &w->rk[m->dst];
+    if (d->dead) {
+        free(m);
+        return;
+    }
+    for (struct hs_treq **pp = &d->posted; *pp; pp = &(*pp)->next) {
+        struct hs_treq *r = *pp;
+        if (!matches(r, m)) continue;
+        *pp = r->next;
+        r->next = NULL;
+        complete_recv(r, m);
+        free(m);
+        wake_rank(d, w);
+        return;
+    }
+    sim_msg_t **tail = &d->unexpected;
+    while (*tail) tail = &(*tail)->next;
+    m->next = NULL;
+    *tail = m;
+    wake_rank(d, w);
+}
+
+/* --- the simulated transport ------------------------------------------------------------ */
+
+static sim_rank_t *rank_of(hs_transport_t *t)
+{
+    return t->impl;
+}
+
+static sim_world_t *world_of(sim_rank_t *rk);
+
+static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
+                    hs_treq_t **req)
+{
+    sim_rank_t *rk = rank_of(t);
+    sim_world_t *w = world_of(rk);
+    struct hs_treq *r = hs_calloc(1, sizeof *r, "sim request");
+    if (!r) return -ENOMEM;
+    r->send = 1;
+    r->peer = peer;
+    r->tag = tag;
+    r->st = (hs_tstatus_t){.source = peer, .tag = tag, .len = len};
+    r->done = 1;
+    if (w->rk[peer].dead) {
+        r->err = HS_ERR(-ECONNRESET, "sim: rank %d has exited (send of %zu bytes, tag %#x)", peer,
+                        len, tag);
+        *req = r;
+        return 0;
+    }
+    sim_msg_t *m = malloc(sizeof *m + (len ? len : 1));
+    if (!m) {
+        free(r);
+        return HS_ERR(-ENOMEM, "sim: out of memory for a %zu-byte message", len);
+    }
+    m->src = rk->rank;
+    m->dst = peer;
+    m->tag = tag;
+    m->len = len;
+    if (len) memcpy(m->data, buf, len);
+    m->at = rk->shaper ? hs_shaper_release(rk->shaper, peer, len, w->now) : w->now;
+    if (m->at < w->now) m->at = w->now;
+    m->seq = ++w->seq;
+    w->in_flight[rk->rank]++;
+    int rc = heap_push(w, m);
+    if (rc < 0) {
+        free(m);
+        free(r);
+        return rc;
+    }
+    *req = r;
+    return 0;
+}
+
+static int st_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
+                    hs_treq_t **req)
+{
+    sim_rank_t *rk = rank_of(t);
+    struct hs_treq *r = hs_calloc(1, sizeof *r, "sim request");
+    if (!r) return -ENOMEM;
+    r->peer = peer;
+    r->tag = tag;
+    r->buf = buf;
+    r->cap = cap;
+    for (sim_msg_t **pp = &rk->unexpected; *pp; pp = &(*pp)->next) {
+        sim_msg_t *m = *pp;
+        if (!matches(r, m)) continue;
+        *pp = m->next;
+        complete_recv(r, m);
+        free(m);
+        *req = r;
+        return 0;
+    }
+    struct hs_treq **tail = &rk->posted;
+    while (*tail) tail = &(*tail)->next;
+    *tail = r;
+    *req = r;
+    return 0;
+}
+
+static void unpost(sim_rank_t *rk, struct hs_treq *r)
+{
+    for (struct hs_treq **pp = &rk->posted; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            return;
+        }
+}
+
+/* A receive that names a dead rank with nothing of it left in flight fails. */
+static void check_dead_source(sim_world_t *w, sim_rank_t *rk, struct hs_treq *r)
+{
+    if (r->done || r->send || r->peer == HS_ANY_SOURCE) return;
+    if (!w->rk[r->peer].dead || w->in_flight[r->peer] > 0) return;
+    unpost(rk, r);
+    r->done = 1;
+    r->err = HS_ERR(-ECONNRESET, "sim: rank %d has exited (receive, tag %#x)", r->peer, r->tag);
+}
+
+static void req_release(hs_treq_t **req)
+{
+    free(*req);
+    *req = NULL;
+}
+
+/* Take a finished request: its status, its error, freed. */
+static int take(hs_treq_t **req, hs_tstatus_t *st)
+{
+    struct hs_treq *r = *req;
+    int err = r->err;
+    if (st) *st = r->st;
+    req_release(req);
+    return err;
+}
+
+static int st_test(hs_transport_t *t, hs_treq_t **req, int *done, hs_tstatus_t *st)
+{
+    sim_rank_t *rk = rank_of(t);
+    check_dead_source(world_of(rk), rk, *req);
+    *done = (*req)->done;
+    if (!*done) return 0;
+    return take(req, st);
+}
+
+static int poll_any(sim_world_t *w, sim_rank_t *rk, hs_treq_t **reqs, int n, int *idx,
+                    hs_tstatus_t *st, int *active)
+{
+    *active = 0;
+    for (int i = 0; i < n; i++) {
+        if (!reqs[i]) continue;
+        (*active)++;
+        check_dead_source(w, rk, reqs[i]);
+        if (reqs[i]->done) {
+            *idx = i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The running thread waits in virtual time for one of reqs (no idle hook: the transport's
+ * own waits, e.g. inside the all-reduce). */
+static int wait_reqs(sim_world_t *w, sim_rank_t *rk, hs_treq_t **reqs, int n, double timeout_s,
+                     int (*idle)(void *), void *idle_ctx, int *idx, hs_tstatus_t *st)
+{
+    *idx = -1;
+    double deadline = w->now + (timeout_s > 0 ? timeout_s : 0);
+    double next_idle = w->now + IDLE_SLICE_S;
+    for (;;) {
+        int active;
+        if (poll_any(w, rk, reqs, n, idx, st, &active)) return take(&reqs[*idx], st);
+        if (!active) return 0;
+        if (w->now >= deadline) {
+            *idx = -1;
+            return HS_ERR(-ETIMEDOUT,
+                          "sim: rank %d: no completion of %d requests within %.3g s "
+                          "(virtual)",
+                          rk->rank, active, timeout_s);
+        }
+        if (idle && w->now >= next_idle) {
+            next_idle = w->now + IDLE_SLICE_S;
+            HS_TRY(idle(idle_ctx));
+            continue;
+        }
+        block_until(w, idle ? HS_MIN(deadline, next_idle) : deadline);
+    }
+}
+
+static int st_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
+                      hs_tstatus_t *st)
+{
+    sim_rank_t *rk = rank_of(t);
+    return wait_reqs(world_of(rk), rk, reqs, n, timeout_s, NULL, NULL, index, st);
+}
+
+static int st_progress(hs_transport_t *t)
+{
+    (void)t;
+    return 0;
+}
+
+static int st_probe(hs_transport_t *t, int peer, uint32_t tag, int any_tag, int *found,
+                    hs_tstatus_t *st)
+{
+    sim_rank_t *rk = rank_of(t);
+    *found = 0;
+    for (sim_msg_t *m = rk->unexpected; m; m = m->next) {
+        if ((peer != HS_ANY_SOURCE && m->src != peer) || (!any_tag && m->tag != tag)) continue;
+        *found = 1;
+        if (st) *st = (hs_tstatus_t){.source = m->src, .tag = m->tag, .len = m->len};
+        break;
+    }
+    return 0;
+}
+
+static void st_req_free(hs_transport_t *t, hs_treq_t **req)
+{
+    if (!req || !*req) return;
+    if (!(*req)->done && !(*req)->send) unpost(rank_of(t), *req);
+    req_release(req);
+}
+
+/* Every live rank enters before any leaves (a rank that dies meanwhile is not waited for). */
+static int world_barrier(sim_world_t *w)
+{
+    uint64_t gen = w->barrier_gen;
+    w->barrier_count++;
+    for (;;) {
+        if (w->barrier_gen != gen) return 0;
+        int live = 0;
+        for (int r = 0; r < w->n; r++) live += !w->rk[r].dead;
+        if (w->barrier_count >= live) {
+            w->barrier_count = 0;
+            w->barrier_gen++;
+            wake_all(w);
+            return 0;
+        }
+        block_until(w, INFINITY);
+    }
+}
+
+static int st_barrier(hs_transport_t *t)
+{
+    return world_barrier(world_of(rank_of(t)));
+}
+
+static const char *st_provider(const hs_transport_t *t)
+{
+    (void)t;
+    return "sim";
+}
+
+static int st_no(hs_transport_t *t)
+{
+    (void)t;
+    return HS_ERR(-ENOSYS, "sim: no RMA windows in the simulated transport");
+}
+
+static int st_win_create(hs_transport_t *t, void *buf, size_t len, hs_twin_t **win)
+{
+    (void)buf;
+    (void)len;
+    *win = NULL;
+    return st_no(t);
+}
+
+static int st_peer_read_ok(const hs_transport_t *t)
+{
+    (void)t;
+    return 0;
+}
+
+static void st_close(hs_transport_t *t)
+{
+    (void)t; /* the world owns the rank's queues */
+}
+
+static const hs_transport_ops_t sim_transport_ops = {
+    .size = sizeof(hs_transport_ops_t),
+    .name = "sim",
+    .close = st_close,
+    .isend = st_isend,
+    .irecv = st_irecv,
+    .test = st_test,
+    .waitany = st_waitany,
+    .progress = st_progress,
+    .probe = st_probe,
+    .req_free = st_req_free,
+    .barrier = st_barrier,
+    .win_create = st_win_create,
+    .provider = st_provider,
+    .peer_read_ok = st_peer_read_ok,
+};
+
+/* --- the virtual execution environment --------------------------------------------------- */
+
+typedef struct sim_x {
+    sim_world_t *w;
+    sim_rank_t *rk;
+} sim_x_t;
+
+static sim_world_t *world_of(sim_rank_t *rk)
+{
+    return ((sim_x_t *)rk->x->impl)->w;
+}
+
+static double vx_now(hs_exec_t *x)
+{
+    return ((sim_x_t *)x->impl)->w->now;
+}
+
+static int vx_sleep(hs_exec_t *x, double s)
+{
+    sim_world_t *w = ((sim_x_t *)x->impl)->w;
+    double until = w->now + s;
+    while (w->now < until) block_until(w, until);
+    return 0;
+}
+
+static int vx_wait(hs_exec_t *x, hs_treq_t **reqs, int n, double timeout_s, unsigned flags,
+                   int *idx, hs_tstatus_t *st)
+{
+    sim_x_t *v = x->impl;
+    int owner = current_of(v->w) == v->rk->main;
+    int use_idle = x->idle && owner && !(flags & HS_WAIT_NO_IDLE);
+    return wait_reqs(v->w, v->rk, reqs, n, timeout_s, use_idle ? x->idle : NULL, x->idle_ctx, idx,
+                     st);
+}
+
+static int vx_alive(hs_exec_t *x, int peer, double probe_s)
+{
+    (void)probe_s;
+    sim_x_t *v = x->impl;
+    return !v->w->rk[peer].dead;
+}
+
+static int vx_barrier(hs_exec_t *x)
+{
+    return world_barrier(((sim_x_t *)x->impl)->w);
+}
+
+static double vx_compute(hs_exec_t *x, double cpu_s, double wall_s)
+{
+    (void)wall_s;
+    sim_world_t *w = ((sim_x_t *)x->impl)->w;
+    double d = w->fixed_s > 0 ? w->fixed_s : cpu_s;
+    vx_sleep(x, d);
+    return d;
+}
+
+static void vx_crash(hs_exec_t *x, int status)
+{
+    sim_x_t *v = x->impl;
+    sim_world_t *w = v->w;
+    sim_rank_t *rk = v->rk;
+    rk->dead = 1;
+    rk->rc = -status;
+    snprintf(rk->msg, sizeof rk->msg, "injected crash (status %d)", status);
+    /* its threads never run again; its queues are dropped */
+    for (int i = 0; i < w->nth; i++)
+        if (w->th[i]->rk == rk) w->th[i]->state = T_DONE;
+    while (rk->unexpected) {
+        sim_msg_t *m = rk->unexpected;
+        rk->unexpected = m->next;
+        free(m);
+    }
+    rk->posted = NULL;
+    wake_all(w); /* peers waiting on it find it dead */
+    sim_thread_t *me = current_of(w);
+    sem_post(&w->sched);
+    for (;;) sem_wait(&me->go); /* never scheduled again */
+}
+
+/* Services: one simulated thread each. */
+struct hs_service {
+    hs_exec_t *x;
+    hs_service_desc_t d;
+    int *src;
+    uint32_t *tag;
+    hs_treq_t **req;
+    unsigned char **buf;
+    sim_thread_t *thr;
+    int stop;
+    uint64_t handled;
+    int rc;
+    char msg[HS_ERRMSG_MAX];
+};
+
+static int live_ranks(const sim_world_t *w)
+{
+    int live = 0;
+    for (int r = 0; r < w->n; r++) live += !w->rk[r].dead;
+    return live;
+}
+
+/* Close the pending iteration i into a row: sqrt(mean_i ||z_i||^2 - ||mean z||^2). */
+static int cons_close(sim_world_t *w, int i)
+{
+    sim_cons_t *c = &w->cons[i];
+    double m2 = 0;
+    for (size_t e = 0; e < w->nparams; e++) {
+        double m = c->sum[e] / c->count;
+        m2 += m * m;
+    }
+    double d2 = c->norm2 / c->count - m2;
+    if (w->nrows == w->caprows) {
+        long nc = w->caprows ? 2 * w->caprows : 1024;
+        sim_cons_row_t *nr = realloc(w->rows, (size_t)nc * sizeof *nr);
+        if (!nr) return HS_ERR(-ENOMEM, "out of memory for consensus rows");
+        w->rows = nr;
+        w->caprows = nc;
+    }
+    w->rows[w->nrows++] = (sim_cons_row_t){
+        .iter = c->iter, .ranks = c->count, .t = c->t_max, .dist = sqrt(d2 > 0 ? d2 : 0)};
+    free(c->sum);
+    w->cons[i] = w->cons[--w->ncons];
+    return 0;
+}
+
+static void vx_observe(hs_exec_t *x, long iter, const float *z, size_t n)
+{
+    sim_world_t *w = ((sim_x_t *)x->impl)->w;
+    if (w->cons_rc < 0) return;
+    w->nparams = n;
+    int i;
+    for (i = 0; i < w->ncons; i++)
+        if (w->cons[i].iter == iter) break;
+    if (i == w->ncons) {
+        if (w->ncons == w->capcons) {
+            int nc = w->capcons ? 2 * w->capcons : 16;
+            sim_cons_t *ncs = realloc(w->cons, (size_t)nc * sizeof *ncs);
+            if (!ncs) {
+                w->cons_rc = HS_ERR(-ENOMEM, "out of memory for consensus sums");
+                return;
+            }
+            w->cons = ncs;
+            w->capcons = nc;
+        }
+        w->cons[i] = (sim_cons_t){.iter = iter, .sum = calloc(n, sizeof(double))};
+        if (!w->cons[i].sum) {
+            w->cons_rc = HS_ERR(-ENOMEM, "out of memory for consensus sums");
+            return;
+        }
+        w->ncons++;
+    }
+    sim_cons_t *c = &w->cons[i];
+    for (size_t e = 0; e < n; e++) {
+        c->sum[e] += z[e];
+        c->norm2 += (double)z[e] * (double)z[e];
+    }
+    c->count++;
+    if (w->now > c->t_max) c->t_max = w->now;
+    if (c->count >= live_ranks(w)) {
+        int rc = cons_close(w, i);
+        if (rc < 0) w->cons_rc = rc;
+    }
+}
+
+static int cmp_row(const void *a, const void *b)
+{
+    const sim_cons_row_t *x = a, *y = b;
+    return (x->iter > y->iter) - (x->iter < y->iter);
+}
+
+/* consensus.csv, and "consensus_rate" added to summary.json: the geometric-mean contraction
+ * per iteration over the second half of the rows whose distance is above 1e-6 of the first
+ * (the asymptotic rate, the one |lambda2| predicts). */
+static int write_consensus(sim_world_t *w)
+{
+    while (w->ncons > 0) HS_TRY(cons_close(w, w->ncons - 1)); /* incomplete: crashed ranks */
+    qsort(w->rows, (size_t)w->nrows, sizeof *w->rows, cmp_row);
+    const char *dir = w->o->out_dir;
+    double rate = NAN;
+    if (w->nrows > 1 && w->rows[0].dist > 0) {
+        /* the asymptotic rate: over the second half of the rows above the float floor (the
+         * first half is the transient of the faster modes) */
+        long last = 0;
+        for (long i = 1; i < w->nrows; i++)
+            if (w->rows[i].dist > 1e-6 * w->rows[0].dist) last = i;
+        long first = last / 2;
+        if (last > first && w->rows[first].dist > 0)
+            rate = pow(w->rows[last].dist / w->rows[first].dist,
+                       1.0 / (double)(w->rows[last].iter - w->rows[first].iter));
+    }
+    w->rate = rate;
+    if (!dir) return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/consensus.csv", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
+    fprintf(f, "iteration,virtual_s,ranks,consensus_distance\n");
+    for (long i = 0; i < w->nrows; i++)
+        fprintf(f, "%ld,%.9g,%d,%.9g\n", w->rows[i].iter, w->rows[i].t, w->rows[i].ranks,
+                w->rows[i].dist);
+    if (fclose(f) != 0) return HS_ERR(-EIO, "writing %s failed", path);
+    /* summary.json (rank 0 wrote it): one more key before its closing brace */
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    f = fopen(path, "r+");
+    if (!f) return 0; /* rank 0 failed before writing it: its error says why */
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return HS_ERR(-EIO, "%s: cannot seek", path);
+    }
+    long end = ftell(f), pos = end;
+    int ch = 0;
+    while (pos > 0) {
+        fseek(f, --pos, SEEK_SET);
+        if ((ch = fgetc(f)) == '}') break;
+    }
+    if (ch != '}') {
+        fclose(f);
+        return HS_ERR(-EPROTO, "%s: no closing brace", path);
+    }
+    long cut = pos; /* drop the newline before the brace */
+    while (cut > 0) {
+        fseek(f, cut - 1, SEEK_SET);
+        if (fgetc(f) != '\n') break;
+        cut--;
+    }
+    fseek(f, cut, SEEK_SET);
+    if (isfinite(rate))
+        fprintf(f, ",\n  \"consensus_rate\": %.9g\n}\n", rate);
+    else
+        fprintf(f, ",\n  \"consensus_rate\": null\n}\n");
+    long now = ftell(f);
+    int rc = fclose(f);
+    if (rc == 0 && now < end && truncate(path, now) != 0) rc = -1;
+    return rc == 0 ? 0 : HS_ERR(-EIO, "writing %s failed", path);
+}
+
+static void *svc_main(void *arg)
+{
+    hs_service_t *s = arg;
+    sim_x_t *v = s->x->impl;
+    int n = s->d.n_slots;
+    while (!s->stop) {
+        int idx = -1;
+        hs_tstatus_t st;
+        int rc = wait_reqs(v->w, v->rk, s->req, n, IDLE_SLICE_S, NULL, NULL, &idx, &st);
+        if (s->stop) break;
+        if (rc == 0 && idx >= 0) {
+            int hr = s->d.on_msg(s->d.ctx, idx, s->buf[idx], &st);
+            if (hr < 0 && !s->rc) {
+                s->rc = hr;
+                snprintf(s->msg, sizeof s->msg, "%s", hs_last_error());
+            }
+            s->handled++;
+            wake_rank(v->rk, v->w); /* hs_svc_wait */
+            hr = hs_transport_irecv(s->x->t, s->src[idx], s->tag[idx], s->buf[idx], s->d.slot_bytes,
+                                    &s->req[idx]);
+            if (hr < 0 && !s->rc) s->rc = hr;
+        } else if (rc == 0 && idx < 0) { /* every slot gone: nothing more can come */
+            block_until(v->w, v->w->now + IDLE_SLICE_S);
+        }
+        if (s->d.on_tick) {
+            int tr = s->d.on_tick(s->d.ctx);
+            if (tr < 0 && !s->rc) {
+                s->rc = tr;
+                snprintf(s->msg, sizeof s->msg, "%s", hs_last_error());
+            }
+        }
+    }
+    return NULL;
+}
+
+static void vx_svc_free(hs_service_t *s)
+{
+    for (int i = 0; i < s->d.n_slots; i++) {
+        if (s->req && s->req[i]) hs_transport_req_free(s->x->t, &s->req[i]);
+        if (s->buf) free(s->buf[i]);
+    }
+    free(s->req);
+    free(s->buf);
+    free(s->src);
+    free(s->tag);
+    free(s);
+}
+
+static int vx_svc_start(hs_exec_t *x, const hs_service_desc_t *desc, hs_service_t **out)
+{
+    *out = NULL;
+    sim_x_t *v = x->impl;
+    if (desc->n_slots < 1 || !desc->on_msg)
+        return HS_ERR(-EINVAL, "%s: a service needs receives and a handler", desc->name);
+    hs_service_t *s = hs_calloc(1, sizeof *s, "service");
+    if (!s) return -ENOMEM;
+    s->x = x;
+    s->d = *desc;
+    size_t n = (size_t)desc->n_slots;
+    int rc = -ENOMEM;
+    s->src = hs_malloc(n * sizeof *s->src, "service sources");
+    s->tag = hs_malloc(n * sizeof *s->tag, "service tags");
+    s->req = hs_calloc(n, sizeof *s->req, "service receives");
+    s->buf = hs_calloc(n, sizeof *s->buf, "service buffers");
+    if (!s->src || !s->tag || !s->req || !s->buf) goto fail;
+    memcpy(s->src, desc->src, n * sizeof *s->src);
+    memcpy(s->tag, desc->tag, n * sizeof *s->tag);
+    for (int i = 0; i < desc->n_slots; i++) {
+        rc = -ENOMEM;
+        if (!(s->buf[i] = hs_malloc(HS_MAX(desc->slot_bytes, (size_t)1), "service buffer")))
+            goto fail;
+        if ((rc = hs_transport_irecv(x->t, s->src[i], s->tag[i], s->buf[i], desc->slot_bytes,
+                                     &s->req[i])) < 0)
+            goto fail;
+    }
+    if ((rc = spawn(v->w, v->rk, svc_main, s, &s->thr)) < 0) goto fail;
+    *out = s;
+    return 0;
+fail:
+    vx_svc_free(s);
+    return rc;
+}
+
+static void vx_svc_lock(hs_service_t *s)
+{
+    (void)s; /* one thread runs at a time */
+}
+
+static void vx_svc_wait(hs_service_t *s, double timeout_s)
+{
+    sim_x_t *v = s->x->impl;
+    uint64_t h = s->handled;
+    double until = v->w->now + timeout_s;
+    while (s->handled == h && v->w->now < until) block_until(v->w, until);
+}
+
+static int vx_svc_error(hs_service_t *s)
+{
+    return s->rc ? HS_ERR(s->rc, "%s: %s", s->d.name, s->msg) : 0;
+}
+
+static void vx_svc_stop(hs_service_t **sp)
+{
+    hs_service_t *s = *sp;
+    sim_x_t *v = s->x->impl;
+    s->stop = 1;
+    make_ready(s->thr);
+    while (s->thr->state != T_DONE) block_until(v->w, INFINITY); /* join */
+    vx_svc_free(s);
+    *sp = NULL;
+}
+
+static void vx_destroy(hs_exec_t *x)
+{
+    free(x->impl);
+    free(x);
+}
+
+static const hs_exec_ops_t sim_exec_ops = {
+    .size = sizeof(hs_exec_ops_t),
+    .name = "virtual",
+    .now = vx_now,
+    .sleep = vx_sleep,
+    .wait = vx_wait,
+    .alive = vx_alive,
+    .barrier = vx_barrier,
+    .compute = vx_compute,
+    .crash = vx_crash,
+    .observe = vx_observe,
+    .svc_start = vx_svc_start,
+    .svc_lock = vx_svc_lock,
+    .svc_unlock = vx_svc_lock,
+    .svc_wait = vx_svc_wait,
+    .svc_error = vx_svc_error,
+    .svc_stop = vx_svc_stop,
+    .destroy = vx_destroy,
+};
+
+/* --- the run ---------------------------------------------------------------------------- */
+
+int hs_sim_compute_parse(const char *spec, double *fixed_s)
+{
+    if (!spec || !*spec) spec = "fixed:10";
+    if (!strcmp(spec, "measured")) {
+        *fixed_s = -1;
+        return 0;
+    }
+    if (!strncmp(spec, "fixed:", 6)) {
+        double ms;
+        if (hs_parse_double(spec + 6, 1e-6, 1e9, "--sim-compute fixed:MS", &ms) < 0) return -EINVAL;
+        *fixed_s = ms / 1000.0;
+        return 0;
+    }
+    return HS_ERR(
+        -EINVAL, "--sim-compute '%s': expected fixed:MS (milliseconds per step) or measured", spec);
+}
+
+static void *rank_main(void *arg)
+{
+    sim_rank_t *rk = arg;
+    sim_world_t *w = ((sim_x_t *)rk->x->impl)->w;
+    int rc = hs_train_in(w->o, rk->boot, rk->x, &rk->res);
+    if (rc < 0) {
+        rk->rc = rc;
+        snprintf(rk->msg, sizeof rk->msg, "%s", hs_last_error());
+        /* a rank that fails stops, as its process would: its peers see it dead */
+        rk->dead = 1;
+        wake_all(w);
+    }
+    return NULL;
+}
+
+static int rank_open(sim_world_t *w, sim_rank_t *rk, const hs_sim_opts_t *so, const hs_shape_t *sh,
+                     const char *const *hosts)
+{
+    HS_TRY(hs_boot_init_fixed(&rk->boot, rk->rank, w->n, so->ranks_per_host));
+    hs_transport_t *t = hs_calloc(1, sizeof *t, "sim transport");
+    hs_exec_t *x = hs_calloc(1, sizeof *x, "virtual execution environment");
+    sim_x_t *v = hs_calloc(1, sizeof *v, "virtual execution environment");
+    if (!t || !x || !v) {
+        free(t);
+        free(x);
+        free(v);
+        return -ENOMEM;
+    }
+    hs_transport_opts_default(&t->opts);
+    t->opts.provider = NULL;
+    t->opts.shaping = NULL;
+    t->ops = &sim_transport_ops;
+    t->rank = rk->rank;
+    t->size = w->n;
+    t->impl = rk;
+    v->w = w;
+    v->rk = rk;
+    x->ops = &sim_exec_ops;
+    x->t = t;
+    x->rank = rk->rank;
+    x->size = w->n;
+    x->impl = v;
+    rk->t = t;
+    rk->x = x;
+    if (sh && hs_shape_nrules(sh) > 0)
+        HS_TRY(hs_shaper_create(sh, rk->rank, w->n, hosts, w->o->seed, &rk->shaper));
+    return 0;
+}
+
+/* Advance to the next event: deliver what is due, wake what is due. 0, or 1 when nothing will
+ * ever happen again. */
+static int advance(sim_world_t *w)
+{
+    double next = INFINITY;
+    if (w->nheap > 0) next = w->heap[0]->at;
+    for (int i = 0; i < w->nth; i++)
+        if (w->th[i]->state == T_BLOCKED && w->th[i]->wake_at < next) next = w->th[i]->wake_at;
+    if (!isfinite(next)) return 1;
+    if (next > w->now) w->now = next;
+    while (w->nheap > 0 && w->heap[0]->at <= w->now) deliver(w, heap_pop(w));
+    for (int i = 0; i < w->nth; i++)
+        if (w->th[i]->state == T_BLOCKED && w->th[i]->wake_at <= w->now) make_ready(w->th[i]);
+    return 0;
+}
+
+static int run_all(sim_world_t *w)
+{
+    for (;;) {
+        sim_thread_t *pick = NULL;
+        int mains_left = 0;
+        for (int r = 0; r < w->n; r++)
+            mains_left += w->rk[r].main->state != T_DONE && !w->rk[r].dead;
+        if (!mains_left) return 0;
+        for (int i = 0; i < w->nth; i++) {
+            sim_thread_t *t = w->th[i];
+            if (t->state == T_READY && (!pick || t->ready_seq < pick->ready_seq)) pick = t;
+        }
+        if (!pick) {
+            if (advance(w))
+                return HS_ERR(-EDEADLK,
+                              "sim: deadlock at virtual time %.6f s: %d rank(s) wait for "
+                              "something that will never happen",
+                              w->now, mains_left);
+            continue;
+        }
+        w->current = pick;
+        pick->state = T_RUNNING;
+        pick->wake_at = INFINITY;
+        sem_post(&pick->go);
+        sem_wait(&w->sched);
+    }
+}
+
+int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_result_t *res)
+{
+    if (so->n < 1 || so->n > (1 << 16))
+        return HS_ERR(-EINVAL, "hearsay sim -n %d: expected 1 to 65536 ranks", so->n);
+    sim_world_t w = {.o = o, .n = so->n};
+    HS_TRY(hs_sim_compute_parse(so->compute, &w.fixed_s));
+    w.stack_bytes = (size_t)((so->stack_mib > 0 ? so->stack_mib : 2.0) * 1048576.0);
+    sem_init(&w.sched, 0, 0);
+    pthread_mutex_init(&w.mu, NULL);
+    hs_shape_t *sh = NULL;
+    char **hosts = NULL;
+    int rc = 0;
+    w.rk = hs_calloc((size_t)w.n, sizeof *w.rk, "simulated ranks");
+    w.in_flight = hs_calloc((size_t)w.n, sizeof *w.in_flight, "messages in flight");
+    hosts = hs_calloc((size_t)w.n, sizeof *hosts, "host names");
+    if (!w.rk || !w.in_flight || !hosts) rc = -ENOMEM;
+    if (rc == 0 && o->link && *o->link) rc = hs_shape_parse(o->link, &sh);
+    int rph = so->ranks_per_host > 0 ? so->ranks_per_host : w.n;
+    for (int r = 0; r < w.n && rc == 0; r++) {
+        if (!(hosts[r] = malloc(32))) {
+            rc = -ENOMEM;
+            break;
+        }
+        snprintf(hosts[r], 32, "host%d", r / rph);
+    }
+    for (int r = 0; r < w.n && rc == 0; r++) {
+        w.rk[r].rank = r;
+        rc = rank_open(&w, &w.rk[r], so, sh, (const char *const *)hosts);
+    }
+    for (int r = 0; r < w.n && rc == 0; r++)
+        rc = spawn(&w, &w.rk[r], rank_main, &w.rk[r], &w.rk[r].main);
+    if (rc == 0) rc = run_all(&w);
+    if (rc == 0) rc = w.cons_rc;
+    if (rc == 0 && w.rk[0].rc == 0) rc = write_consensus(&w);
+    if (rc == 0) {
+        for (int r = 0; r < w.n; r++) {
+            if (w.rk[r].rc < 0) {
+                /* an injected crash is the run's business (the survivors report it); any
+                 * other failure of a rank fails the run */
+                if (strstr(w.rk[r].msg, "injected crash")) continue;
+                rc = HS_ERR(w.rk[r].rc, "rank %d: %s", r, w.rk[r].msg);
+                break;
+            }
+        }
+    }
+    if (rc == 0 && res) *res = w.rk[0].res;
+    /* Threads that returned are joined and freed; those of crashed ranks stay parked on their
+     * semaphore for the life of the process (their records too). */
+    for (int i = 0; i < w.nth; i++) {
+        if (!w.th[i]->exited) continue;
+        pthread_join(w.th[i]->th, NULL);
+        sem_destroy(&w.th[i]->go);
+        free(w.th[i]);
+    }
+    for (int r = 0; r < w.n && w.rk; r++) {
+        hs_shaper_free(&w.rk[r].shaper);
+        hs_boot_finalize(&w.rk[r].boot);
+        if (w.rk[r].x) w.rk[r].x->ops->destroy(w.rk[r].x);
+        free(w.rk[r].t);
+        while (w.rk[r].unexpected) {
+            sim_msg_t *m = w.rk[r].unexpected;
+            w.rk[r].unexpected = m->next;
+            free(m);
+        }
+    }
+    for (int i = 0; i < w.ncons; i++) free(w.cons[i].sum);
+    free(w.cons);
+    free(w.rows);
+    for (int i = 0; i < w.nheap; i++) free(w.heap[i]);
+    free(w.heap);
+    for (int r = 0; hosts && r < w.n; r++) free(hosts[r]);
+    free(hosts);
+    hs_shape_free(&sh);
+    free(w.in_flight);
+    free(w.rk);
+    free(w.th);
+    return rc;
+}

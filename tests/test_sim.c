@@ -1,0 +1,284 @@
+/*
+ * tests/test_sim.c — `hearsay sim` (runtime/sim.c): the algorithms unchanged on a virtual
+ * clock. Deterministic (two runs give byte-identical files), lockstep SGP is synchronous
+ * push-sum (pure averaging contracts at the |lambda2| hearsay topo predicts; exp1peer averages
+ * exactly in log2 n steps), stragglers and crashes act on virtual time, every algorithm runs,
+ * bad input is rejected with exit status 2 and a message naming it.
+ */
+#include "hearsay/common.h"
+#include "hearsay/topology.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/runlib.h"
+
+#define AVG_TASK                                                                                   \
+    "--algo sgp --model logreg:16-4 --data gauss:dim=16,classes=4,train=64000,test=100 "           \
+    "--batch 10 --epochs 20 --lr 0 --momentum 0 --init-spread 1 --delay-bound 0 --eval-every 0 -q"
+#define TASK                                                                                       \
+    "--model mlp:16-32-4 --data gauss:dim=16,classes=4,train=4000,test=500 --batch 32 "            \
+    "--threads 1 --eval-every 0.5 -q"
+
+/* `hearsay sim SIMARGS ARGS --out DIR` in a fresh DIR, output in DIR.log: the status. */
+static int sim_job(const char *dir, const char *simargs, const char *args, double limit_s)
+{
+    char log[4200];
+    snprintf(log, sizeof log, "%s.log", dir);
+    tr_rm_rf(dir);
+    tr_args_t a;
+    tr_args_init(&a);
+    tr_args_add(&a, tr_hearsay());
+    tr_args_add(&a, "sim");
+    tr_args_split(&a, simargs);
+    tr_args_split(&a, args);
+    tr_args_add(&a, "--out");
+    tr_args_add(&a, dir);
+    tr_opts_t o = {.log = log};
+    int st = tr_cmd(TR_ARGV(&a), &o, limit_s, NULL);
+    tr_args_free(&a);
+    return st;
+}
+
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)len + 1);
+    *n = b ? fread(b, 1, (size_t)len, f) : 0;
+    fclose(f);
+    return b;
+}
+
+/* 1 when DIR_A/NAME and DIR_B/NAME hold the same bytes. */
+static int same_file(const char *a, const char *b, const char *name)
+{
+    char pa[4200], pb[4200];
+    snprintf(pa, sizeof pa, "%s/%s", a, name);
+    snprintf(pb, sizeof pb, "%s/%s", b, name);
+    size_t na = 0, nb = 0;
+    unsigned char *x = slurp(pa, &na), *y = slurp(pb, &nb);
+    int same = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* Two runs with a fixed compute model (a straggler and random pauses included): every file
+ * byte for byte the same. The second run goes to the same directory (moved away in between),
+ * so even the configuration in summary.json matches. */
+START_TEST(test_deterministic)
+{
+    char a[4096], b[4096];
+    tr_workdir_path(a, sizeof a, "det");
+    tr_workdir_path(b, sizeof b, "det_first");
+    const char *args = TASK " --algo sgp --epochs 2 --straggler slow:1:x3 "
+                            "--straggler pause:all:p=0.05:fixed=20ms --link latency=1ms,bw=1Gbit";
+    ck_assert_int_eq(sim_job(a, "-n 6 --sim-compute fixed:5", args, 60), 0);
+    tr_rm_rf(b);
+    ck_assert_int_eq(rename(a, b), 0);
+    ck_assert_int_eq(sim_job(a, "-n 6 --sim-compute fixed:5", args, 60), 0);
+    const char *files[] = {"summary.json", "eval.csv",   "consensus.csv",  "rank-0.csv",
+                           "rank-3.csv",   "rank-5.csv", "rank-1-eval.csv"};
+    for (size_t i = 0; i < HS_ARRAY_LEN(files); i++)
+        ck_assert_msg(same_file(a, b, files[i]), "%s differs between two identical runs", files[i]);
+    ck_assert(tr_summary_has(a, "\"clock\": \"virtual\""));
+    ck_assert(tr_summary_has(a, "\"transport\": \"sim\""));
+    /* 2 epochs of 20 iterations at 5 ms, the straggler x3 and the pauses: more than 0.2 s of
+     * virtual time, all of it in the files */
+    double wall = tr_summary_num(a, "wall_s");
+    ck_assert_msg(wall > 0.2 && wall < 10, "virtual wall %g s", wall);
+}
+END_TEST
+
+static double lambda2_of(const char *graph, int n)
+{
+    hs_topo_t *t = NULL;
+    hs_topo_opts_t to = {.mixing = HS_TOPO_MIX_AUTO};
+    ck_assert_int_eq(hs_topo_create(&t, graph, n, 1, &to), 0);
+    hs_topo_analysis_opts_t ao;
+    hs_topo_analysis_defaults(&ao);
+    ao.skip_sim = 1;
+    hs_topo_report_t rep;
+    ck_assert_int_eq(hs_topo_analyze(t, &ao, &rep), 0);
+    hs_topo_destroy(&t);
+    return rep.lambda2;
+}
+
+/* Pure averaging in lockstep (--delay-bound 0, equal fixed steps, ideal links) is synchronous
+ * push-sum: the consensus distance contracts at |lambda2| per iteration, within 1 %. */
+static void rate_job(const char *graph, int n, int iters)
+{
+    char dir[4096], args[1024], name[64], sa[32];
+    snprintf(name, sizeof name, "rate_%s_%d", graph, n);
+    tr_workdir_path(dir, sizeof dir, name);
+    snprintf(args, sizeof args, AVG_TASK " --graph %s --max-iters %d", graph, iters);
+    snprintf(sa, sizeof sa, "-n %d", n);
+    int st = sim_job(dir, sa, args, 120);
+    if (st != 0) tr_show_log(dir);
+    ck_assert_int_eq(st, 0);
+    double rate = tr_summary_num(dir, "consensus_rate"), l2 = lambda2_of(graph, n);
+    ck_assert_msg(fabs(rate - l2) <= 0.01 * l2, "%s n=%d: consensus rate %.6f, |lambda2| %.6f",
+                  graph, n, rate, l2);
+}
+
+START_TEST(test_rate_n16)
+{
+    rate_job("ring", 16, 300);
+    rate_job("biring", 16, 300);
+    rate_job("torus", 16, 100);
+    rate_job("exp", 16, 100);
+}
+END_TEST
+
+START_TEST(test_rate_n64)
+{
+    rate_job("ring", 64, 400);
+    rate_job("biring", 64, 400);
+    rate_job("torus", 64, 150);
+    rate_job("exp", 64, 100);
+}
+END_TEST
+
+/* The consensus distance at iteration `it` from DIR/consensus.csv (NAN when absent). */
+static double consensus_at(const char *dir, long it)
+{
+    char path[4200], line[256];
+    snprintf(path, sizeof path, "%s/consensus.csv", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return NAN;
+    double v = NAN;
+    while (fgets(line, sizeof line, f)) {
+        long i;
+        double t, d;
+        int r;
+        if (sscanf(line, "%ld,%lf,%d,%lf", &i, &t, &r, &d) == 4 && i == it) v = d;
+    }
+    fclose(f);
+    return v;
+}
+
+/* exp1peer (one peer 2^(t mod log2 n) away) averages exactly in log2 n iterations. */
+START_TEST(test_exp1peer_exact)
+{
+    const int ns[] = {16, 64};
+    for (int k = 0; k < 2; k++) {
+        int n = ns[k], lg = n == 16 ? 4 : 6;
+        char dir[4096], args[1024], name[64], sa[32];
+        snprintf(name, sizeof name, "exact_%d", n);
+        tr_workdir_path(dir, sizeof dir, name);
+        snprintf(args, sizeof args, AVG_TASK " --graph exp1peer --max-iters 10");
+        snprintf(sa, sizeof sa, "-n %d", n);
+        ck_assert_int_eq(sim_job(dir, sa, args, 120), 0);
+        double c0 = consensus_at(dir, 0), before = consensus_at(dir, lg - 1),
+               at = consensus_at(dir, lg);
+        ck_assert_msg(c0 > 0.1 && before > 1e-2 * c0 && at <= 1e-6 * c0,
+                      "n=%d: consensus %g at 0, %g at %d, %g at %d", n, c0, before, lg - 1, at, lg);
+    }
+}
+END_TEST
+
+/* Stragglers act on virtual time: all-reduce SGD waits for a x4 straggler at every step (its
+ * run is 4x as long, exactly, with fixed steps), SGP reaches the target as soon as without it. */
+START_TEST(test_straggler_virtual)
+{
+    char d1[4096], d4[4096], s1[4096], s4[4096];
+    tr_workdir_path(d1, sizeof d1, "ar_x1");
+    tr_workdir_path(d4, sizeof d4, "ar_x4");
+    tr_workdir_path(s1, sizeof s1, "sgp_x1");
+    tr_workdir_path(s4, sizeof s4, "sgp_x4");
+    const char *base = TASK " --epochs 2 --target-loss 0.5";
+    char args[1024];
+    snprintf(args, sizeof args, "%s --algo allreduce", base);
+    ck_assert_int_eq(sim_job(d1, "-n 8", args, 60), 0);
+    snprintf(args, sizeof args, "%s --algo allreduce --straggler slow:1:x4", base);
+    ck_assert_int_eq(sim_job(d4, "-n 8", args, 60), 0);
+    snprintf(args, sizeof args, "%s --algo sgp", base);
+    ck_assert_int_eq(sim_job(s1, "-n 8", args, 60), 0);
+    snprintf(args, sizeof args, "%s --algo sgp --straggler slow:1:x4", base);
+    ck_assert_int_eq(sim_job(s4, "-n 8", args, 60), 0);
+    double w1 = tr_summary_num(d1, "wall_s"), w4 = tr_summary_num(d4, "wall_s");
+    ck_assert_msg(fabs(w4 / w1 - 4.0) < 0.01, "all-reduce x4 / x1 virtual time %g / %g", w4, w1);
+    double t1 = tr_summary_num(s1, "time_to_target_s"), t4 = tr_summary_num(s4, "time_to_target_s");
+    ck_assert_msg(isfinite(t1) && isfinite(t4) && t4 <= 1.3 * t1,
+                  "SGP time to target x1 %g s, x4 %g s", t1, t4);
+}
+END_TEST
+
+/* A crashed rank: the survivors of a tolerant algorithm finish and report it. */
+START_TEST(test_crash)
+{
+    char dir[4096];
+    tr_workdir_path(dir, sizeof dir, "crash");
+    ck_assert_int_eq(
+        sim_job(dir, "-n 6", TASK " --algo sgp --epochs 2 --straggler crash:2:iter=10", 60), 0);
+    ck_assert(tr_summary_has(dir, "\"rank\": 2, \"after_iteration\""));
+    ck_assert(tr_summary_num(dir, "final_test_loss") < 0.5);
+}
+END_TEST
+
+/* Every algorithm runs unchanged in virtual time and learns the task. */
+START_TEST(test_every_algorithm)
+{
+    const char *algos[] = {"local", "sgp", "osgp", "dpsgd", "allreduce", "easgd", "eamsgd", "lsgd"};
+    for (size_t i = 0; i < HS_ARRAY_LEN(algos); i++) {
+        char dir[4096], args[1024], name[64];
+        snprintf(name, sizeof name, "algo_%s", algos[i]);
+        tr_workdir_path(dir, sizeof dir, name);
+        snprintf(args, sizeof args, TASK " --algo %s --epochs 2%s", algos[i],
+                 !strcmp(algos[i], "eamsgd") ? " --momentum 0.9" : "");
+        int st = sim_job(dir, "-n 4", args, 60);
+        if (st) tr_show_log(dir);
+        ck_assert_msg(st == 0, "%s: %s", algos[i], tr_status_text(st));
+        double loss = tr_summary_num(dir, "final_test_loss");
+        ck_assert_msg(loss < 0.5, "%s: final test loss %g", algos[i], loss);
+    }
+}
+END_TEST
+
+static void rejected(const char *simargs, const char *needle)
+{
+    char dir[4096];
+    tr_workdir_path(dir, sizeof dir, "bad");
+    int st = sim_job(dir, simargs, TASK, 30);
+    ck_assert_msg(st == 2, "'%s': %s", simargs, tr_status_text(st));
+    char log[4200];
+    snprintf(log, sizeof log, "%s.log", dir);
+    ck_assert_msg(tr_file_has(log, needle), "'%s': no '%s' in the message", simargs, needle);
+}
+
+START_TEST(test_bad_input)
+{
+    rejected("-n 0", "-n");
+    rejected("", "-n N");
+    rejected("-n 4 --sim-compute fast", "--sim-compute 'fast'");
+    rejected("-n 4 --sim-compute fixed:-3", "--sim-compute fixed:MS");
+    rejected("-n 4 --ranks-per-host 0", "--ranks-per-host");
+    rejected("-n 4 --algo sgp --graph donut", "donut");
+}
+END_TEST
+
+int main(void)
+{
+    const char *why = tr_require(NULL, NULL);
+    if (tr_workdir_init("sim") < 0) return 1;
+    Suite *s = suite_create("sim");
+    TCase *tc = tcase_create("sim");
+    tcase_set_timeout(tc, 240);
+    TR_ADD_TEST(tc, test_deterministic, why);
+    TR_ADD_TEST(tc, test_rate_n16, why);
+    TR_ADD_TEST(tc, test_rate_n64, why);
+    TR_ADD_TEST(tc, test_exp1peer_exact, why);
+    TR_ADD_TEST(tc, test_straggler_virtual, why);
+    TR_ADD_TEST(tc, test_crash, why);
+    TR_ADD_TEST(tc, test_every_algorithm, why);
+    TR_ADD_TEST(tc, test_bad_input, why);
+    suite_add_tcase(s, tc);
+    return tr_run_suite(s);
+}
