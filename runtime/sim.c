@@ -58,6 +58,8 @@ struct sim_thread {
     uint64_t ready_seq; /* order among ready threads */
     void *(*fn)(void *);
     void *arg;
+    sim_thread_t *next_ready; /* the ready queue */
+    sim_thread_t *next_in_rank;
 };
 
 /* A message in flight or waiting unexpected. */
@@ -93,6 +95,7 @@ struct sim_rank {
     sim_msg_t *unexpected;    /* arrived, not yet received, in order */
     long in_flight_from_dead; /* (unused for live ranks) */
     sim_thread_t *main;
+    sim_thread_t *threads; /* this rank's threads (next_in_rank) */
     hs_train_result_t res;
     int rc;
     char msg[HS_ERRMSG_MAX];
@@ -129,6 +132,8 @@ struct sim_world {
     sem_t sched;
     pthread_mutex_t mu; /* only for thread creation bookkeeping */
     sim_thread_t *current;
+    int mains_left;                        /* ranks whose training loop has not ended */
+    sim_thread_t *ready_head, *ready_tail; /* ready threads, in the order they became ready */
     sim_thread_t **th;
     int nth, cap;
     sim_rank_t *rk;
@@ -145,16 +150,24 @@ struct sim_world {
 static void make_ready(sim_thread_t *t)
 {
     if (t->state == T_BLOCKED || t->state == T_NEW) {
+        sim_world_t *w = t->w;
         t->state = T_READY;
-        t->ready_seq = ++t->w->seq;
+        t->ready_seq = ++w->seq;
+        t->next_ready = NULL;
+        if (w->ready_tail)
+            w->ready_tail->next_ready = t;
+        else
+            w->ready_head = t;
+        w->ready_tail = t;
     }
 }
 
 /* Wake every blocked thread of rank rk (something it may wait for happened). */
 static void wake_rank(sim_rank_t *rk, sim_world_t *w)
 {
-    for (int i = 0; i < w->nth; i++)
-        if (w->th[i]->rk == rk && w->th[i]->state == T_BLOCKED) make_ready(w->th[i]);
+    (void)w;
+    for (sim_thread_t *t = rk->threads; t; t = t->next_in_rank)
+        if (t->state == T_BLOCKED) make_ready(t);
 }
 
 static void wake_all(sim_world_t *w)
@@ -185,6 +198,7 @@ static void *trampoline(void *arg)
     t->fn(t->arg);
     t->state = T_DONE;
     t->exited = 1;
+    if (t == t->rk->main) t->w->mains_left--;
     wake_rank(t->rk, t->w); /* a joiner may wait for this thread */
     sem_post(&t->w->sched);
     return NULL;
@@ -221,6 +235,8 @@ static int spawn(sim_world_t *w, sim_rank_t *rk, void *(*fn)(void *), void *arg,
         return HS_ERR(-rc, "cannot start a simulated thread (%d so far): %s", w->nth, strerror(rc));
     }
     w->th[w->nth++] = t;
+    t->next_in_rank = rk->threads;
+    rk->threads = t;
     make_ready(t);
     if (out) *out = t;
     return 0;
@@ -648,6 +664,7 @@ static void vx_crash(hs_exec_t *x, int status)
     sim_world_t *w = v->w;
     sim_rank_t *rk = v->rk;
     rk->dead = 1;
+    w->mains_left--;
     rk->rc = -status;
     snprintf(rk->msg, sizeof rk->msg, "injected crash (status %d)", status);
     /* its threads never run again; its queues are dropped */
@@ -1048,20 +1065,19 @@ static int run_all(sim_world_t *w)
 {
     for (;;) {
         sim_thread_t *pick = NULL;
-        int mains_left = 0;
-        for (int r = 0; r < w->n; r++)
-            mains_left += w->rk[r].main->state != T_DONE && !w->rk[r].dead;
-        if (!mains_left) return 0;
-        for (int i = 0; i < w->nth; i++) {
-            sim_thread_t *t = w->th[i];
-            if (t->state == T_READY && (!pick || t->ready_seq < pick->ready_seq)) pick = t;
+        if (w->mains_left <= 0) return 0;
+        while (w->ready_head && !pick) { /* the first that is still ready (a crash ends some) */
+            sim_thread_t *t = w->ready_head;
+            w->ready_head = t->next_ready;
+            if (!w->ready_head) w->ready_tail = NULL;
+            if (t->state == T_READY) pick = t;
         }
         if (!pick) {
             if (advance(w))
                 return HS_ERR(-EDEADLK,
                               "sim: deadlock at virtual time %.6f s: %d rank(s) wait for "
                               "something that will never happen",
-                              w->now, mains_left);
+                              w->now, w->mains_left);
             continue;
         }
         w->current = pick;
@@ -1101,6 +1117,7 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
         w.rk[r].rank = r;
         rc = rank_open(&w, &w.rk[r], so, sh, (const char *const *)hosts);
     }
+    w.mains_left = w.n;
     for (int r = 0; r < w.n && rc == 0; r++)
         rc = spawn(&w, &w.rk[r], rank_main, &w.rk[r], &w.rk[r].main);
     if (rc == 0) rc = run_all(&w);
