@@ -133,6 +133,7 @@ struct sim_world {
     pthread_mutex_t mu; /* only for thread creation bookkeeping */
     sim_thread_t *current;
     int mains_left;                        /* ranks whose training loop has not ended */
+    int live;                              /* ranks not dead */
     sim_thread_t *ready_head, *ready_tail; /* ready threads, in the order they became ready */
     sim_thread_t **th;
     int nth, cap;
@@ -537,9 +538,7 @@ static int world_barrier(sim_world_t *w)
     w->barrier_count++;
     for (;;) {
         if (w->barrier_gen != gen) return 0;
-        int live = 0;
-        for (int r = 0; r < w->n; r++) live += !w->rk[r].dead;
-        if (w->barrier_count >= live) {
+        if (w->barrier_count >= w->live) {
             w->barrier_count = 0;
             w->barrier_gen++;
             wake_all(w);
@@ -664,6 +663,7 @@ static void vx_crash(hs_exec_t *x, int status)
     sim_world_t *w = v->w;
     sim_rank_t *rk = v->rk;
     rk->dead = 1;
+    w->live--;
     w->mains_left--;
     rk->rc = -status;
     snprintf(rk->msg, sizeof rk->msg, "injected crash (status %d)", status);
@@ -699,9 +699,7 @@ struct hs_service {
 
 static int live_ranks(const sim_world_t *w)
 {
-    int live = 0;
-    for (int r = 0; r < w->n; r++) live += !w->rk[r].dead;
-    return live;
+    return w->live;
 }
 
 /* Close the pending iteration i into a row: sqrt(mean_i ||z_i||^2 - ||mean z||^2). */
@@ -1006,6 +1004,7 @@ static void *rank_main(void *arg)
         snprintf(rk->msg, sizeof rk->msg, "%s", hs_last_error());
         /* a rank that fails stops, as its process would: its peers see it dead */
         rk->dead = 1;
+        w->live--;
         wake_all(w);
     }
     return NULL;
@@ -1092,8 +1091,20 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
 {
     if (so->n < 1 || so->n > (1 << 16))
         return HS_ERR(-EINVAL, "hearsay sim -n %d: expected 1 to 65536 ranks", so->n);
+    /* the data is loaded once and shared read-only by every simulated worker */
+    hs_train_opts_t oo = *o;
+    hs_dataset_t train = {0}, test = {0};
+    double fixed_s;
+    HS_TRY(hs_sim_compute_parse(so->compute, &fixed_s));
+    if (hs_data_load(o->data, o->seed, &train, &test) < 0) {
+        hs_error_prefix("--data %s", o->data);
+        return -EINVAL;
+    }
+    oo.shared_train = &train;
+    oo.shared_test = &test;
+    o = &oo;
     sim_world_t w = {.o = o, .n = so->n};
-    HS_TRY(hs_sim_compute_parse(so->compute, &w.fixed_s));
+    w.fixed_s = fixed_s;
     w.stack_bytes = (size_t)((so->stack_mib > 0 ? so->stack_mib : 2.0) * 1048576.0);
     sem_init(&w.sched, 0, 0);
     pthread_mutex_init(&w.mu, NULL);
@@ -1118,6 +1129,7 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
         rc = rank_open(&w, &w.rk[r], so, sh, (const char *const *)hosts);
     }
     w.mains_left = w.n;
+    w.live = w.n;
     for (int r = 0; r < w.n && rc == 0; r++)
         rc = spawn(&w, &w.rk[r], rank_main, &w.rk[r], &w.rk[r].main);
     if (rc == 0) rc = run_all(&w);
@@ -1162,6 +1174,8 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     for (int r = 0; hosts && r < w.n; r++) free(hosts[r]);
     free(hosts);
     hs_shape_free(&sh);
+    hs_dataset_free(&train);
+    hs_dataset_free(&test);
     free(w.in_flight);
     free(w.rk);
     free(w.th);

@@ -12,6 +12,7 @@
 struct hs_worker {
     hs_kernels_t *k;
     hs_dataset_t train, test;
+    int data_borrowed; /* train and test are o->shared_*'s buffers: not freed here */
     hs_shard_t shard;
     hs_batcher_t batches;
     hs_model_t *model;
@@ -92,8 +93,10 @@ void hs_worker_close(hs_worker_t **wp)
     hs_model_free(&w->model);
     hs_batcher_free(&w->batches);
     hs_shard_free(&w->shard);
-    hs_dataset_free(&w->train);
-    hs_dataset_free(&w->test);
+    if (!w->data_borrowed) {
+        hs_dataset_free(&w->train);
+        hs_dataset_free(&w->test);
+    }
     hs_kernels_close(&w->k);
     free(w);
     *wp = NULL;
@@ -116,7 +119,11 @@ int hs_worker_open(hs_worker_t **out, const hs_train_opts_t *o, int rank, int ra
     if ((rc = hs_device_parse(o->device, &dev, &dev_index)) < 0) goto fail;
     if ((rc = hs_kernels_open(&w->k, dev, dev_index, o->threads)) < 0) goto fail;
 
-    if ((rc = hs_data_load(o->data, o->seed, &w->train, &w->test)) < 0) {
+    if (o->shared_train && o->shared_test) {
+        w->train = *o->shared_train;
+        w->test = *o->shared_test;
+        w->data_borrowed = 1;
+    } else if ((rc = hs_data_load(o->data, o->seed, &w->train, &w->test)) < 0) {
         hs_error_prefix("--data %s", o->data);
         goto fail;
     }

@@ -81,7 +81,10 @@ typedef struct hs_train_opts {
     const char *center_path; /* EASGD: auto | rma | service (NULL: $HS_CENTER_PATH or auto) */
     /* Checkpoints (hearsay/checkpoint.h). */
     double checkpoint_every; /* epochs between checkpoints to out_dir/ckpt (0: none) */
-    const char *resume;      /* directory of a run whose ckpt/rank-R.bin to resume (NULL) */
+    /* Data already loaded from o->data, shared read-only by the workers of this process (the
+     * simulator loads it once for every rank); NULL: each worker loads its own. */
+    const hs_dataset_t *shared_train, *shared_test;
+    const char *resume; /* directory of a run whose ckpt/rank-R.bin to resume (NULL) */
 } hs_train_opts_t;
 
 /* The defaults of `hearsay train` (the synthetic Gaussian-mixture task and the MLP). */
