@@ -984,14 +984,47 @@ int hs_sim_compute_parse(const char *spec, double *fixed_s)
         *fixed_s = -1;
         return 0;
     }
+    if (!strcmp(spec, "bench")) {
+        *fixed_s = 0; /* measured once at the start of the run */
+        return 0;
+    }
     if (!strncmp(spec, "fixed:", 6)) {
         double ms;
         if (hs_parse_double(spec + 6, 1e-6, 1e9, "--sim-compute fixed:MS", &ms) < 0) return -EINVAL;
         *fixed_s = ms / 1000.0;
         return 0;
     }
-    return HS_ERR(
-        -EINVAL, "--sim-compute '%s': expected fixed:MS (milliseconds per step) or measured", spec);
+    return HS_ERR(-EINVAL,
+                  "--sim-compute '%s': expected fixed:MS (milliseconds per step), bench or "
+                  "measured",
+                  spec);
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* --sim-compute bench: the median of 15 timed steps (gradient and local step) of this model
+ * on rank 0's shard, after 3 untimed ones, like `hearsay bench step`. */
+static int bench_step(const hs_train_opts_t *o, int n, double *step_s)
+{
+    hs_worker_t *wk = NULL;
+    HS_TRY(hs_worker_open(&wk, o, 0, n));
+    double t[15];
+    int rc = 0;
+    for (int i = 0; i < 18 && rc == 0; i++) {
+        double t0 = hs_now();
+        rc = hs_worker_grad(wk, NULL, NULL, NULL);
+        if (rc == 0) rc = hs_worker_apply(wk);
+        if (i >= 3) t[i - 3] = hs_now() - t0;
+    }
+    hs_worker_close(&wk);
+    HS_TRY(rc);
+    qsort(t, 15, sizeof *t, cmp_d);
+    *step_s = t[7];
+    return 0;
 }
 
 static void *rank_main(void *arg)
@@ -1103,6 +1136,21 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     oo.shared_train = &train;
     oo.shared_test = &test;
     o = &oo;
+    if (fixed_s == 0) {
+        int brc = bench_step(o, so->n, &fixed_s);
+        if (brc < 0) {
+            hs_dataset_free(&train);
+            hs_dataset_free(&test);
+            hs_error_prefix("--sim-compute bench");
+            return brc;
+        }
+        if (!o->quiet) {
+            printf("hearsay sim: --sim-compute bench: a step of %s takes %.3f ms here (median "
+                   "of 15)\n",
+                   o->model, 1e3 * fixed_s);
+            fflush(stdout);
+        }
+    }
     sim_world_t w = {.o = o, .n = so->n};
     w.fixed_s = fixed_s;
     w.stack_bytes = (size_t)((so->stack_mib > 0 ? so->stack_mib : 2.0) * 1048576.0);

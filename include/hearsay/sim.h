@@ -31,12 +31,13 @@ extern "C" {
 typedef struct hs_sim_opts {
     int n;               /* simulated ranks (>= 1) */
     int ranks_per_host;  /* consecutive ranks per host for host-scoped link rules (<= 0: n) */
-    const char *compute; /* "fixed:MS" (default fixed:10) or "measured" */
+    const char *compute; /* "fixed:MS" (default fixed:10), "bench" or "measured" */
     double stack_mib;    /* stack of each simulated thread (0: 2 MiB) */
 } hs_sim_opts_t;
 
 /* Check a --sim-compute spec: 0, or -EINVAL naming the bad part. *fixed_s gets the fixed
- * duration in seconds, or -1 for "measured". */
+ * duration in seconds, 0 for "bench" (measured at the start of the run), or -1 for
+ * "measured". */
 int hs_sim_compute_parse(const char *spec, double *fixed_s);
 
 /* Run o (as `hearsay train` would on so->n ranks) in virtual time. Files as hearsay train
