@@ -125,6 +125,9 @@ struct sim_world {
     size_t nparams;
     int cons_rc;
     double rate;
+    int rph;                 /* ranks per host */
+    double nic_Bps;          /* each host's NIC (0: none) */
+    double *nic_tx, *nic_rx; /* (hosts) when each NIC is free again */
     int n;
     double now;
     uint64_t seq;
@@ -341,6 +344,27 @@ static sim_rank_t *rank_of(hs_transport_t *t)
 
 static sim_world_t *world_of(sim_rank_t *rk);
 
+/* When a message of len bytes sent now from src reaches dst: the sending host's NIC
+ * serialises it (inter-host only, --sim-nic), the link carries it (--link: bandwidth,
+ * latency, jitter), the receiving host's NIC serialises it again. */
+static double deliver_time(sim_world_t *w, int src, int dst, size_t len)
+{
+    double t = w->now;
+    int hs = src / w->rph, hd = dst / w->rph, nic = w->nic_Bps > 0 && hs != hd;
+    if (nic) {
+        double tx = HS_MAX(t, w->nic_tx[hs]) + (double)len / w->nic_Bps;
+        w->nic_tx[hs] = tx;
+        t = tx;
+    }
+    if (w->rk[src].shaper) t = hs_shaper_release(w->rk[src].shaper, dst, len, t);
+    if (nic) {
+        double rx = HS_MAX(t, w->nic_rx[hd]) + (double)len / w->nic_Bps;
+        w->nic_rx[hd] = rx;
+        t = rx;
+    }
+    return t < w->now ? w->now : t;
+}
+
 static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
                     hs_treq_t **req)
 {
@@ -369,8 +393,7 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
     m->tag = tag;
     m->len = len;
     if (len) memcpy(m->data, buf, len);
-    m->at = rk->shaper ? hs_shaper_release(rk->shaper, peer, len, w->now) : w->now;
-    if (m->at < w->now) m->at = w->now;
+    m->at = deliver_time(w, rk->rank, peer, len);
     m->seq = ++w->seq;
     w->in_flight[rk->rank]++;
     int rc = heap_push(w, m);
@@ -1000,6 +1023,26 @@ int hs_sim_compute_parse(const char *spec, double *fixed_s)
                   spec);
 }
 
+int hs_sim_nic_parse(const char *rate, double *Bps)
+{
+    char spec[128];
+    hs_shape_t *ns = NULL;
+    if (!rate || strlen(rate) > 64)
+        return HS_ERR(-EINVAL, "--sim-nic: expected a rate such as 10Gbit or 100MB");
+    snprintf(spec, sizeof spec, "bw=%s", rate);
+    int rc = hs_shape_parse(spec, &ns);
+    if (rc == 0) {
+        hs_link_shape_t l;
+        hs_shape_link(ns, 0, 1, NULL, NULL, &l);
+        *Bps = l.bw_Bps;
+        if (!(*Bps > 0)) rc = HS_ERR(-EINVAL, "--sim-nic %s: the rate must be > 0", rate);
+    } else {
+        hs_error_prefix("--sim-nic %s", rate);
+    }
+    hs_shape_free(&ns);
+    return rc;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -1165,6 +1208,12 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     if (!w.rk || !w.in_flight || !hosts) rc = -ENOMEM;
     if (rc == 0 && o->link && *o->link) rc = hs_shape_parse(o->link, &sh);
     int rph = so->ranks_per_host > 0 ? so->ranks_per_host : w.n;
+    w.rph = rph;
+    int nhosts = (w.n + rph - 1) / rph;
+    w.nic_tx = hs_calloc((size_t)nhosts, sizeof *w.nic_tx, "NIC state");
+    w.nic_rx = hs_calloc((size_t)nhosts, sizeof *w.nic_rx, "NIC state");
+    if (!w.nic_tx || !w.nic_rx) rc = -ENOMEM;
+    if (rc == 0 && so->nic && *so->nic) rc = hs_sim_nic_parse(so->nic, &w.nic_Bps);
     for (int r = 0; r < w.n && rc == 0; r++) {
         if (!(hosts[r] = malloc(32))) {
             rc = -ENOMEM;
@@ -1225,6 +1274,8 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     hs_dataset_free(&train);
     hs_dataset_free(&test);
     free(w.in_flight);
+    free(w.nic_tx);
+    free(w.nic_rx);
     free(w.rk);
     free(w.th);
     return rc;

@@ -242,6 +242,34 @@ START_TEST(test_every_algorithm)
 }
 END_TEST
 
+/* Hosts and their NICs: traffic inside a host never touches the NIC (the same run, to the
+ * bit, with and without --sim-nic), traffic between hosts is serialised through it. */
+START_TEST(test_nic)
+{
+    char a[4096], b[4096], c[4096];
+    tr_workdir_path(a, sizeof a, "nic_none");
+    tr_workdir_path(b, sizeof b, "nic_onehost");
+    tr_workdir_path(c, sizeof c, "nic_twohosts");
+    const char *args = "--algo allreduce --model mlp:64-256-10 "
+                       "--data gauss:dim=64,classes=10,train=4000,test=100 --epochs 1 "
+                       "--max-iters 10 --eval-every 0 -q";
+    ck_assert_int_eq(sim_job(a, "-n 8 --sim-compute fixed:0.01", args, 60), 0);
+    ck_assert_int_eq(
+        sim_job(b, "-n 8 --sim-compute fixed:0.01 --ranks-per-host 8 --sim-nic 100Mbit", args, 60),
+        0);
+    ck_assert_int_eq(
+        sim_job(c, "-n 8 --sim-compute fixed:0.01 --ranks-per-host 4 --sim-nic 100Mbit", args, 60),
+        0);
+    double wa = tr_summary_num(a, "wall_s"), wb = tr_summary_num(b, "wall_s"),
+           wc = tr_summary_num(c, "wall_s");
+    ck_assert_msg(wa == wb, "one host: %g s with a NIC, %g s without", wb, wa);
+    /* 10 all-reduces of 78 KB on a ring that crosses the hosts twice, through two NICs at
+     * 12.5 MB/s each time: tens of milliseconds, where ideal links take 10 x 10 us */
+    ck_assert_msg(wc > 0.03 && wc > 100 * wa, "two hosts behind 100 Mbit NICs: %g s, ideal: %g s",
+                  wc, wa);
+}
+END_TEST
+
 static void rejected(const char *simargs, const char *needle)
 {
     char dir[4096];
@@ -261,6 +289,7 @@ START_TEST(test_bad_input)
     rejected("-n 4 --sim-compute fixed:-3", "--sim-compute fixed:MS");
     rejected("-n 4 --ranks-per-host 0", "--ranks-per-host");
     rejected("-n 4 --algo sgp --graph donut", "donut");
+    rejected("-n 4 --sim-nic 10Gbt", "--sim-nic 10Gbt");
 }
 END_TEST
 
@@ -278,6 +307,7 @@ int main(void)
     TR_ADD_TEST(tc, test_straggler_virtual, why);
     TR_ADD_TEST(tc, test_crash, why);
     TR_ADD_TEST(tc, test_every_algorithm, why);
+    TR_ADD_TEST(tc, test_nic, why);
     TR_ADD_TEST(tc, test_bad_input, why);
     suite_add_tcase(s, tc);
     return tr_run_suite(s);

@@ -470,7 +470,8 @@ int hs_cmd_train(int argc, char **argv)
 }
 
 static const char sim_usage[] =
-    "usage: hearsay sim -n N [--sim-compute fixed:MS|measured] [--ranks-per-host R]\n"
+    "usage: hearsay sim -n N [--sim-compute fixed:MS|bench|measured] [--ranks-per-host R]\n"
+    "                   [--sim-nic RATE]\n"
     "                   [TRAIN OPTIONS]\n"
     "\n"
     "Run `hearsay train` on N simulated ranks in this one process, on a virtual clock: the\n"
@@ -486,7 +487,10 @@ static const char sim_usage[] =
     "                           CPU time)\n"
     "  --ranks-per-host R       consecutive ranks per host, for host-scoped --link rules\n"
     "                           (default: all on one host)\n"
-    "  --link SPEC              the network model (hearsay train --help; default: ideal links)\n"
+    "  --sim-nic RATE           each host's NIC (10Gbit, 100Mbit, 1GB, ..): a message between\n"
+    "                           hosts is serialised through the sender's and the receiver's\n"
+    "                           NIC, shared by the host's ranks (default: no NIC limit)\n"
+    "  --link SPEC              the links (hearsay train --help; default: ideal links)\n"
     "\n"
     "Every other option is hearsay train's (hearsay train --help), with the same meaning.\n";
 
@@ -528,6 +532,7 @@ int hs_cmd_sim(int argc, char **argv)
     const char *n = take_flag(&argc, av, "--n", "-n");
     const char *comp = take_flag(&argc, av, "--sim-compute", NULL);
     const char *rph = take_flag(&argc, av, "--ranks-per-host", NULL);
+    so.nic = take_flag(&argc, av, "--sim-nic", NULL);
     long v = 0;
     double fixed;
     int bad = 0;
@@ -540,6 +545,8 @@ int hs_cmd_sim(int argc, char **argv)
         so.compute = comp;
         if (hs_sim_compute_parse(comp, &fixed) < 0) bad = 1;
     }
+    double nic_Bps;
+    if (!bad && so.nic && hs_sim_nic_parse(so.nic, &nic_Bps) < 0) bad = 1;
     if (!bad && rph) {
         if (hs_parse_long(rph, 1, 65536, "--ranks-per-host", &v) < 0) bad = 1;
         so.ranks_per_host = (int)v;

@@ -33,12 +33,17 @@ typedef struct hs_sim_opts {
     int ranks_per_host;  /* consecutive ranks per host for host-scoped link rules (<= 0: n) */
     const char *compute; /* "fixed:MS" (default fixed:10), "bench" or "measured" */
     double stack_mib;    /* stack of each simulated thread (0: 2 MiB) */
+    const char *nic;     /* each host's NIC rate ("10Gbit"; NULL: none): inter-host messages
+                          * are serialised through the sending and the receiving host's NIC */
 } hs_sim_opts_t;
 
 /* Check a --sim-compute spec: 0, or -EINVAL naming the bad part. *fixed_s gets the fixed
  * duration in seconds, 0 for "bench" (measured at the start of the run), or -1 for
  * "measured". */
 int hs_sim_compute_parse(const char *spec, double *fixed_s);
+
+/* Check a --sim-nic rate ("10Gbit"): 0 and *Bps in bytes per second, or -EINVAL naming it. */
+int hs_sim_nic_parse(const char *rate, double *Bps);
 
 /* Run o (as `hearsay train` would on so->n ranks) in virtual time. Files as hearsay train
  * writes them (summary.json gains "clock": "virtual"). *res: rank 0's result. Returns 0, or
