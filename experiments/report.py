@@ -85,6 +85,16 @@ FIELDS = ["time_to_target_s", "final_test_loss", "final_test_acc", "wall_s", "it
           "ps_weight_sum", "consensus_distance"]
 
 
+def clock_words(runs):
+    """What the times are: the runs' summary.json says "clock": "virtual" for hearsay sim."""
+    clocks = {(r["summary"] or {}).get("clock", "wall") for r in runs if r["summary"]}
+    ranks = {(r["summary"] or {}).get("ranks") for r in runs if r["summary"]}
+    n = f"{ranks.pop()} workers, " if len(ranks) == 1 else ""
+    if clocks == {"virtual"}:
+        return n + "virtual seconds: hearsay sim"
+    return n + "seconds of wall-clock time, real processes"
+
+
 def stragglers(out, target):
     runs = load_runs(out, r"([a-z0-9]+)-x([0-9.]+)")
     if not runs:
@@ -102,8 +112,8 @@ def stragglers(out, target):
                    if a in ["allreduce", "sgp", "osgp", "dpsgd", "easgd", "eamsgd", "lsgd"] else 99)
     ks = sorted({r["slowdown"] for r in rows})
     by = {(r["algo"], r["slowdown"]): r for r in rows}
-    lines = [f"Time to test loss {target} (seconds; median over ranks of each rank's model), "
-             f"one straggler slowed down k×:", "",
+    lines = [f"Time to test loss {target} ({clock_words(runs)}; median over ranks of each rank's "
+             f"model), one straggler slowed down k×:", "",
              "| algorithm | " + " | ".join(f"×{k:g}" for k in ks) + " | final test acc (×1) |",
              "|---|" + "---|" * (len(ks) + 1)]
     for a in algos:
@@ -174,7 +184,7 @@ def topologies(out, target):
         rows.append(row)
     write_csv(os.path.join(out, "results.csv"), rows,
               ["graph", "status", "iterations_to_target"] + FIELDS)
-    lines = [f"Graphs compared (target test loss {target}):", "",
+    lines = [f"Graphs compared (target test loss {target}; times in {clock_words(runs)}):", "",
              "| graph | iterations to target (averaged model) | time to target (s) | "
              "final test loss | final consensus distance | wall (s) |",
              "|---|---|---|---|---|---|"]

@@ -19,7 +19,11 @@ usage: experiments/stragglers.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
   --algos LIST       space-separated (default "allreduce sgp osgp dpsgd easgd lsgd")
   --slowdowns LIST   straggler factors (default "1 2 4 8")
   --straggler-rank R the slowed rank (default 1)
-  --quick            fewer epochs and slowdowns "1 4" (the README's main job)
+  --quick            fewer epochs (2; 6 with --sim) and slowdowns "1 4" (the README's main job)
+  --sim              in virtual time (hearsay sim: one process, a deterministic clock; the
+                     slowdown is exact whatever the cores), workers default 16
+  --sim-compute SPEC the step time in virtual time (default bench: this model's median step
+                     measured here; fixed:MS for a step time measured elsewhere)
   --model SPEC       (default mlp:64-256-256-10)
   --data SPEC        (default gauss:dim=64,classes=10,train=128000,test=2000,sep=5)
   --batch N          per-worker batch (default 1024: compute dominates a step, as on real
@@ -45,15 +49,19 @@ epochs=3
 target=0.3
 seed=1
 quick=0
+sim=0
+simcompute=bench
 extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --out) out=$2; shift 2 ;;
-    --workers) workers=$2; shift 2 ;;
+    --workers) workers=$2; workers_set=1; shift 2 ;;
     --algos) algos=$2; shift 2 ;;
     --slowdowns) slowdowns=$2; shift 2 ;;
     --straggler-rank) srank=$2; shift 2 ;;
     --quick) quick=1; shift ;;
+    --sim) sim=1; shift ;;
+    --sim-compute) simcompute=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
     --batch) batch=$2; shift 2 ;;
@@ -67,12 +75,16 @@ while [ $# -gt 0 ]; do
     esac
 done
 if [ "$quick" = 1 ]; then
-    epochs=2
+    # virtual time: 16 workers share the data, so they need more epochs for as many steps
+    if [ "$sim" = 1 ]; then epochs=6; else epochs=2; fi
     [ "$slowdowns" = "1 2 4 8" ] && slowdowns="1 4"
 fi
+[ "$sim" = 1 ] && [ -z "${workers_set:-}" ] && workers=16
 bin=$(hs_find_bin)
+[ "$sim" = 1 ] && simcompute=$(hs_sim_compute "$bin" "$simcompute" "$model" "$batch")
+hs_launcher "$bin" "$sim" "$workers" "$simcompute"
 mkdir -p "$out"
-echo "stragglers: $workers workers, algos [$algos], slowdowns [$slowdowns] of rank $srank," \
+echo "stragglers: $workers workers$([ "$sim" = 1 ] && echo " in virtual time ($simcompute)"), algos [$algos], slowdowns [$slowdowns] of rank $srank," \
     "model $model, data $data, batch $batch, lr $lr, $epochs epochs, target loss $target -> $out"
 for k in $slowdowns; do
     for a in $algos; do
@@ -82,7 +94,7 @@ for k in $slowdowns; do
         [ "$k" != 1 ] && strag=(--straggler "slow:$srank:x$k")
         echo "== $a, straggler x$k"
         t0=$(date +%s%N)
-        if ! "$bin" run --keep-going -n "$workers" -- hearsay train --algo "$a" --model "$model" --data "$data" \
+        if ! "${HS_LAUNCH[@]}" --algo "$a" --model "$model" --data "$data" \
             --epochs "$epochs" --seed "$seed" --batch "$batch" --lr "$lr" --threads 1 --target-loss "$target" \
             --eval-every 0.25 --progress 5 --out "$dir" "${strag[@]}" "${extra[@]}" \
             >"$dir.log" 2>&1 && [ ! -f "$dir/summary.json" ]; then

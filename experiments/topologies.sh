@@ -15,10 +15,12 @@ usage() {
 usage: experiments/topologies.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
 
   --out DIR        results directory (default experiments/out/topologies)
-  --workers N      workers (default 8)
   --graphs LIST    space-separated graph specs (default "ring exp exp1peer torus complete")
   --algo A         sgp, osgp, dpsgd (undirected graphs only), ... (default sgp)
   --quick          fewer epochs
+  --sim            in virtual time (hearsay sim, deterministic; -n 64 for 64 workers)
+  -n, --workers N  workers (default 8)
+  --sim-compute S  the step time in virtual time (default bench)
   --model SPEC     (default mlp:64-256-256-10)
   --data SPEC      (default gauss:dim=64,classes=10,train=32000,test=2000,sep=5)
   --epochs N       (default 2; --quick: 1)
@@ -38,11 +40,15 @@ epochs=2
 target=0.3
 seed=1
 quick=0
+sim=0
+simcompute=bench
 extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --out) out=$2; shift 2 ;;
-    --workers) workers=$2; shift 2 ;;
+    --workers | -n) workers=$2; shift 2 ;;
+    --sim) sim=1; shift ;;
+    --sim-compute) simcompute=$2; shift 2 ;;
     --graphs) graphs=$2; shift 2 ;;
     --algo) algo=$2; shift 2 ;;
     --quick) quick=1; shift ;;
@@ -58,6 +64,8 @@ while [ $# -gt 0 ]; do
 done
 [ "$quick" = 1 ] && epochs=1
 bin=$(hs_find_bin)
+[ "$sim" = 1 ] && simcompute=$(hs_sim_compute "$bin" "$simcompute" "$model" 64)
+hs_launcher "$bin" "$sim" "$workers" "$simcompute"
 mkdir -p "$out"
 echo "topologies: $workers workers, $algo over [$graphs], model $model, data $data," \
     "$epochs epochs, target loss $target -> $out"
@@ -67,7 +75,7 @@ for g in $graphs; do
     rm -rf "$dir"
     echo "== $g"
     t0=$(date +%s%N)
-    if ! "$bin" run --keep-going -n "$workers" -- hearsay train --algo "$algo" --graph "$g" --model "$model" \
+    if ! "${HS_LAUNCH[@]}" --algo "$algo" --graph "$g" --model "$model" \
         --data "$data" --epochs "$epochs" --seed "$seed" --batch 64 --threads 1 --target-loss "$target" \
         --eval-every 0.25 --progress 5 --out "$dir" "${extra[@]}" >"$dir.log" 2>&1 && [ ! -f "$dir/summary.json" ]; then
         echo "   FAILED (log: $dir.log)"
