@@ -135,7 +135,9 @@ static void kill_job(const tr_job_t *j, int group_only)
     double end = hs_now() + 2.0;
     for (int round = 0; round < 5; round++) {
         int n = find_marked(j->token, group_only ? j->pid : 0, pids, (int)HS_ARRAY_LEN(pids));
-        kill(-j->pid, SIGKILL);
+        /* By its id only while the leader is not reaped: after that the id may already be
+         * another process group's (hearsay run makes every worker a group leader). */
+        if (!j->reaped) kill(-j->pid, SIGKILL);
         for (int i = 0; i < n; i++) kill(pids[i], SIGKILL);
         for (int i = 0; i < n; i++)
             while (!pid_gone(pids[i]) && hs_now() < end) hs_sleep(0.002);
@@ -375,11 +377,18 @@ static int decode(int st)
     return WIFEXITED(st) ? WEXITSTATUS(st) : TR_SIGNALED(WTERMSIG(st));
 }
 
-/* Reap the job's process if it has exited; 1 when it is reaped. */
+/* Reap the job's process if it has exited; 1 when it is reaped. What is left of its process
+ * group is killed first, while the exited leader (a zombie) still holds the group's id. */
 static int reap(tr_job_t *j)
 {
     int st;
-    if (!j->reaped && j->pid > 0 && waitpid(j->pid, &st, WNOHANG) == j->pid) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (!j->reaped && j->pid > 0 &&
+        waitid(P_PID, (id_t)j->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == j->pid)
+        kill(-j->pid, SIGKILL);
+    if (!j->reaped && j->pid > 0 && si.si_pid == j->pid &&
+        waitpid(j->pid, &st, WNOHANG) == j->pid) {
         j->reaped = 1;
         j->status = decode(st);
         j->elapsed = hs_now() - j->t0;
