@@ -82,7 +82,10 @@ static int th_alive(hs_exec_t *x, int peer, double probe_s)
     hs_treq_t *req = NULL;
     if (!x->t || hs_transport_irecv(x->t, peer, HS_TAG_PING, dummy, sizeof dummy, &req) < 0)
         return 1;
-    int rc = hs_transport_wait(x->t, &req, probe_s, NULL);
+    /* probe_s <= 0: one pass of the transport's liveness check, no sleep (a wait of 0 would
+     * only poll, without that check) */
+    int idx = -1;
+    int rc = hs_transport_waitany(x->t, &req, 1, probe_s > 0 ? probe_s : 1e-9, &idx, NULL);
     if (req) hs_transport_req_free(x->t, &req);
     return rc != -ECONNRESET;
 }
