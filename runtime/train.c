@@ -409,20 +409,38 @@ static int checkpoint_point(run_t *R, long done)
     return rc;
 }
 
+/* The injected crash at the start of iteration `it`: no drain, no goodbye, and a failure
+ * status, so the launcher reports it (`hearsay run --keep-going` lets the survivors run on).
+ * A push-sum algorithm first settles its own sends and stops receiving (hs_algo_ops_t.crash),
+ * and the weight the rank takes with it is written down (a last row of rank-R.csv and
+ * DIR/rank-R-lost.json, which rank 0 adds to summary.json as ps_weight_lost). */
+static void crash_now(run_t *R, long it) __attribute__((noreturn));
+static void crash_now(run_t *R, long it)
+{
+    hs_dist_t *d = &R->d;
+    fprintf(stderr,
+            "rank %d: injected crash at iteration %ld (--straggler crash): exiting with status "
+            "%d\n",
+            d->rank, it, HS_EXIT_CRASH);
+    fflush(NULL);
+    double lost = 0, *from = calloc((size_t)d->size, sizeof *from);
+    if (R->ops->crash && R->algo && d->t && from) {
+        if (R->ops->crash(R->algo, &lost, from) < 0)
+            fprintf(stderr, "rank %d: settling before the crash: %s\n", d->rank, hs_last_error());
+        hs_report_crash_t c = {
+            .done = it, .clock_s = clock_of(R), .lost = lost, .recv_from = from, .size = d->size};
+        if (hs_report_crash(R->rep, &c) < 0)
+            fprintf(stderr, "rank %d: recording the crash: %s\n", d->rank, hs_last_error());
+    }
+    fflush(NULL);
+    _exit(HS_EXIT_CRASH);
+}
+
 /* One iteration (t): crash check, gradient, injected sleep, the algorithm's step, its row. */
 static int iteration(run_t *R, long it, double *loss_out)
 {
     hs_dist_t *d = &R->d;
-    if (hs_straggler_crash(R->strag, it)) {
-        fprintf(stderr,
-                "rank %d: injected crash at iteration %ld (--straggler crash): exiting with "
-                "status %d\n",
-                d->rank, it, HS_EXIT_CRASH);
-        fflush(NULL);
-        /* Abrupt and honest: no drain, no goodbye, and a failure status, so the launcher
-         * reports it (`hearsay run --keep-going` lets the survivors run on). */
-        _exit(HS_EXIT_CRASH);
-    }
+    if (hs_straggler_crash(R->strag, it)) crash_now(R, it);
     double loss, ts = hs_exec_now(R->x), lr = hs_worker_lr(R->w);
     int correct = 0, nb = 0;
     HS_TRY(hs_worker_grad(R->w, &loss, &correct, &nb));
