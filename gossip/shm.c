@@ -337,4 +337,5 @@ const hs_transport_ops_t hs_shm_ops = {
     .peer_read = hs_shm_peer_read,
     .unsent = hs_shm_unsent,
     .leave = hs_shm_leave,
+    .peer_gone = hs_shm_peer_gone,
 };

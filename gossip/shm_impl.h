@@ -156,6 +156,8 @@ int hs_shm_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s,
 int hs_shm_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
 /* This rank is about to exit: take what arrived, stop receiving, hand back (transport.h). */
 int hs_shm_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
+/* 1 when peer's process has exited (transport.h). */
+int hs_shm_peer_gone(hs_transport_t *t, int peer);
 
 /* --- shm_msg.c --------------------------------------------------------------------------- */
 

@@ -615,3 +615,14 @@ int hs_shm_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *
     hs_shm_ring_bell(s->seg); /* waiters look at their failed receives */
     return n;
 }
+
+int hs_shm_peer_gone(hs_transport_t *t, int peer)
+{
+    shm_t *s = t->impl;
+    peer_t *pe = &s->peers[peer];
+    pthread_mutex_lock(&s->lock);
+    int dead = pe->dead;
+    pthread_mutex_unlock(&s->lock);
+    if (dead) return 1;
+    return pe->addr.pid != (uint32_t)getpid() && hs_pid_gone(pe->addr.pid);
+}

@@ -184,6 +184,14 @@ int hs_transport_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_
     return t->ops->unsent(t, peer, tag, cb, ctx);
 }
 
+int hs_transport_peer_gone(hs_transport_t *t, int peer)
+{
+    HS_TRY(check_peer(t, peer, 0, "peer_gone"));
+    if (peer == t->rank) return 0;
+    NEED_OP(t, peer_gone);
+    return t->ops->peer_gone(t, peer);
+}
+
 int hs_transport_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
 {
     HS_TRY(check_tag(t, tag, "leave"));

@@ -481,6 +481,20 @@ static int iteration(run_t *R, long it, double *loss_out)
     return 0;
 }
 
+/* Rank 0, before the summary: a rank that sent no results and still runs (same host) may be
+ * writing down the weight it takes (crash_now): let it exit first (bounded), so that its
+ * DIR/rank-R-lost.json is complete when the summary reads it. */
+static void await_failed_exit(run_t *R, const hs_rank_final_t *all)
+{
+    if (!R->t || !R->o->out_dir) return;
+    double until = hs_exec_now(R->x) + 3.0;
+    for (int q = 0; q < R->d.size; q++) {
+        if (q == R->d.rank || all[q].present || R->failed_at[q] < 0) continue;
+        while (hs_transport_peer_gone(R->t, q) == 0 && hs_exec_now(R->x) < until)
+            hs_exec_sleep(R->x, 0.01);
+    }
+}
+
 /* End of the run: the final drain and evaluation, the gather on rank 0, the summary. */
 static int finish(run_t *R, hs_train_result_t *r, long eval_period)
 {
@@ -533,6 +547,7 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     r->wall_s = wall;
     r->samples_per_s = (double)(T - R->start) * o->batch * d->size / wall;
     if (rc == 0 && d->rank == 0) {
+        await_failed_exit(R, all);
         hs_report_final_t fi = {.algo = R->ops->name,
                                 .graph = R->topo ? hs_topo_spec(R->topo) : NULL,
                                 .transport = R->t ? hs_transport_provider(R->t) : NULL,

@@ -169,6 +169,10 @@ typedef struct hs_transport_ops {
      * sends to it fail from then on, and what they wrote afterwards is theirs to take back
      * with unsent. Sending still works. Returns how many messages it handed back. */
     int (*leave)(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
+    /* Optional (NULL: -ENOSYS). 1 when peer's process has exited (same host and pid
+     * namespace: gone or a zombie), 0 while it runs, -ENOSYS when this cannot be known (another
+     * host). Never blocks (one look at /proc), no rate limit: cheap enough before a send. */
+    int (*peer_gone)(hs_transport_t *t, int peer);
 } hs_transport_ops_t;
 
 /* The context every backend shares; backends keep their own state in impl. */
@@ -246,6 +250,9 @@ int hs_transport_peer_read(hs_transport_t *t, int peer, uint64_t remote, void *l
  * know (libfabric: what was sent is the receiver's once the send completed). */
 int hs_transport_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb,
                         void *ctx);
+/* 1 when peer's process has exited, 0 while it runs, -ENOSYS when the backend cannot know
+ * (another host); never blocks (see the ops table). */
+int hs_transport_peer_gone(hs_transport_t *t, int peer);
 /* This rank is about to exit: stop receiving and hand what arrived with `tag` and was not
  * delivered to cb (see the ops table). The count, or -ENOSYS (libfabric). */
 int hs_transport_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
