@@ -367,13 +367,13 @@ static int setup(run_t *R, hs_boot_t *boot)
     }
     HS_TRY(R->ops->init(&R->algo, d));
     if (o->resume && *o->resume) {
-        HS_TRY(hs_ckpt_load_run(o->resume, rank, size, R->w, R->ops, R->algo, &R->start));
+        int rc = hs_ckpt_load_run(o->resume, rank, size, R->w, R->ops, R->algo, d->total_iters,
+                                  &R->start);
+        if (rc < 0) {
+            hs_error_prefix("--resume %s", o->resume);
+            return rc;
+        }
         d->start_iter = R->start;
-        if (R->start > d->total_iters)
-            return HS_ERR(-EINVAL,
-                          "--resume %s: the checkpoint is at iteration %ld, past the end of this "
-                          "run (%ld iterations)",
-                          o->resume, R->start, d->total_iters);
         /* Start-up only: every rank has restored its state (EASGD: its center shard) before
          * any rank's first step can reach it. */
         if (size > 1) HS_TRY(hs_exec_barrier(R->x));
