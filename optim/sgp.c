@@ -506,14 +506,16 @@ static int sgp_drain(hs_algo_t *a, int final)
         }
     }
     free(want);
-    /* Out-peers that died since they were last asked after: take back what they never took
-     * (a rank that crashed by injection took what had reached it when it left). One that
-     * exited having taken everything may just have finished first: not a failure. */
+    /* Out-peers that died or left since they were last asked after: take back what they never
+     * took (a rank that crashed by injection took what had reached it when it left; unsent
+     * says -EBUSY for one that still runs). One that exited having taken everything may just
+     * have finished first: not a failure. */
     for (int j = 0; j < d->size && rc == 0; j++) {
-        if (j == d->rank || !a->sent_n[j] || a->gone[j] == GONE_DONE) continue;
+        if (j == d->rank || !a->sent_n[j] || a->gone[j] == GONE_DONE || a->gone[j] == GONE_UNKNOWN)
+            continue;
         if (hs_dist_peer_dead(d, j)) {
             rc = reclaim(a, j);
-        } else if (!hs_exec_alive(d->x, j, 0)) {
+        } else {
             long n0 = a->taken_n[j];
             if ((rc = reclaim(a, j)) == 0 && a->taken_n[j] > n0) {
                 char why[96];

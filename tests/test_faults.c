@@ -396,9 +396,9 @@ static int ckpt_tmp_exists(const char *dir)
     "--algo allreduce --model mlp:16-32-4 --data gauss:dim=16,classes=4,train=2000,test=500 "      \
     "--batch 32 --threads 1 --quiet --epochs 2 --dump-params"
 
-/* kill -9 while rank 0 or 1 holds its second checkpoint write before the rename: the first
- * checkpoint is still there, whole (it reads back and says iteration 16), and a resume from it
- * ends at the very parameters of a run that was never interrupted (all-reduce is
+/* kill -9 while the ranks hold a checkpoint write (not the first) before its rename: the
+ * previous checkpoint is still there, whole (it reads back, checksum included), and a resume
+ * from it ends at the very parameters of a run that was never interrupted (all-reduce is
  * deterministic). */
 START_TEST(test_kill_during_checkpoint)
 {
@@ -427,22 +427,27 @@ START_TEST(test_kill_during_checkpoint)
     char p0[PATH_MAX + 32], p1[PATH_MAX + 32];
     snprintf(p0, sizeof p0, "%s/ckpt/rank-0.bin", dir);
     snprintf(p1, sizeof p1, "%s/ckpt/rank-1.bin", dir);
-    int phase = 0; /* 0: until the first checkpoint is in place; 1: until the second begins */
-    for (double t0 = hs_now(); phase < 2 && hs_now() - t0 < 30; hs_sleep(0.005)) {
-        int have = access(p0, F_OK) == 0 && access(p1, F_OK) == 0, tmp = ckpt_tmp_exists(dir);
-        if (phase == 0 && have && !tmp) phase = 1;
-        if (phase == 1 && tmp) phase = 2;
-    }
+    /* Both ranks' files in place and a temporary one: a later write is held before its
+     * rename (each rank renames its first one before it can start the next). */
+    int held = 0;
+    for (double t0 = hs_now(); !held && hs_now() - t0 < 30; hs_sleep(0.005))
+        held = ckpt_tmp_exists(dir) && access(p0, F_OK) == 0 && access(p1, F_OK) == 0;
     int st = tr_finish(&j, 0); /* SIGKILL to every process of the job */
     tr_job_free(&j);
-    ck_assert_msg(phase == 2, "never saw the second checkpoint being written (phase %d)", phase);
+    ck_assert_msg(held, "never saw a second checkpoint being written");
     ck_assert_msg(st == TR_TIMEOUT, "the job ended by itself (%s) instead of being killed",
                   tr_status_text(st));
     ck_assert_msg(ckpt_tmp_exists(dir), "no write was in progress when killed");
+    /* The checkpoint in place is whole and an earlier one (16 or 32: on a loaded machine the
+     * poll may see the second write only after it, but it is always one before the write
+     * that was killed), the same on both ranks. */
+    long at = -1;
     for (int r = 0; r < 2; r++) {
         hs_ckpt_t c;
         ck_assert_int_eq(hs_ckpt_read(r ? p1 : p0, &c), 0);
-        ck_assert_int_eq(c.iteration, 16);
+        ck_assert_msg(c.iteration == 16 || c.iteration == 32, "checkpoint at %ld", c.iteration);
+        ck_assert(at < 0 || c.iteration == at);
+        at = c.iteration;
         hs_ckpt_free(&c);
     }
     snprintf(args, sizeof args, CKPT_TASK " --resume '%s'", dir);
@@ -456,7 +461,7 @@ START_TEST(test_kill_during_checkpoint)
         ck_assert_ptr_nonnull(fp);
         ck_assert(fgets(line, sizeof line, fp) && fgets(line, sizeof line, fp));
         fclose(fp);
-        ck_assert_int_eq(strtol(line, NULL, 10), 17); /* it went on from the first checkpoint */
+        ck_assert_int_eq(strtol(line, NULL, 10), at + 1); /* it went on from the checkpoint */
         char pa[PATH_MAX + 32], pb[PATH_MAX + 32];
         snprintf(pa, sizeof pa, "%s/rank-%d.final.f32", full, r);
         snprintf(pb, sizeof pb, "%s/rank-%d.final.f32", res, r);
