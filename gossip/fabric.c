@@ -308,4 +308,5 @@ const hs_transport_ops_t hs_fabric_ops = {
     .get = hs_fab_get,
     .atomic_add = hs_fab_atomic_add,
     .provider = fab_provider,
+    .peer_gone = hs_fab_peer_gone,
 };

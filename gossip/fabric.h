@@ -123,6 +123,8 @@ int hs_fab_probe(hs_transport_t *t, int peer, uint32_t tag, int any_tag, int *fo
                  hs_tstatus_t *st);
 void hs_fab_req_free(hs_transport_t *t, hs_treq_t **req);
 int hs_fab_barrier(hs_transport_t *t);
+/* 1 when a same-host peer's process has exited, 0 while it runs, -ENOSYS on another host. */
+int hs_fab_peer_gone(hs_transport_t *t, int peer);
 /* Record a failure in a request (message formatted like HS_ERR) and complete it. */
 void hs_fab_req_fail_locked(fab_t *f, hs_treq_t *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

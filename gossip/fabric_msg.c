@@ -484,6 +484,16 @@ static int peer_dead(fab_t *f, int peer)
     return hs_pid_gone(p->pid);
 }
 
+int hs_fab_peer_gone(hs_transport_t *t, int peer)
+{
+    fab_t *f = t->impl;
+    const hs_fab_addr_v1_t *me = &f->peers[t->rank], *p = &f->peers[peer];
+    if (strcmp(me->host, p->host) || !me->pidns || me->pidns != p->pidns)
+        return HS_ERR(-ENOSYS, "rank %d: rank %d runs on another host (%s)", t->rank, peer,
+                      p->host);
+    return peer_dead(f, peer);
+}
+
 static void check_liveness_locked(fab_t *f, hs_treq_t **reqs, int n, double now)
 {
     for (int i = 0; i < n; i++) {

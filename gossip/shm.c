@@ -74,6 +74,7 @@ static int shm_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     pthread_mutex_init(&s->lock, NULL);
     s->posted.next = s->posted.prev = &s->posted;
     s->uxq.next = s->uxq.prev = &s->uxq;
+    s->doneq.next = s->doneq.prev = &s->doneq;
     int n = t->size;
     uint64_t per = n > 1 ? RING_BUDGET / ((uint64_t)n * (uint64_t)(n - 1)) : RING_MAX;
     size_t ring = (size_t)HS_MIN((uint64_t)RING_MAX, HS_MAX((uint64_t)RING_MIN, per));
@@ -293,6 +294,7 @@ static void shm_close(hs_transport_t *t)
     }
     while (s->uxq.next != &s->uxq) hs_shm_ux_unlink_free(s->uxq.next);
     while (s->posted.next != &s->posted) hs_shm_list_unlink(s->posted.next);
+    while (s->doneq.next != &s->doneq) hs_shm_list_unlink(s->doneq.next);
     if (s->seg) {
         munmap(s->seg, s->seg_bytes);
         if (!s->unlinked) shm_unlink(s->name);
@@ -333,4 +335,7 @@ const hs_transport_ops_t hs_shm_ops = {
     .provider = shm_provider,
     .peer_read_ok = hs_shm_peer_read_ok,
     .peer_read = hs_shm_peer_read,
+    .unsent = hs_shm_unsent,
+    .leave = hs_shm_leave,
+    .peer_gone = hs_shm_peer_gone,
 };

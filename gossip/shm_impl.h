@@ -43,6 +43,7 @@ struct hs_treq {
     size_t csize;
     unsigned seq;
     int rdv;                     /* send by RTS: the receiver copies from buf itself */
+    uint64_t first_pos;          /* eager sends with done > 0: ring position of the first record */
     struct hs_treq *prev, *next; /* posted receives / a peer's send queue */
 };
 
@@ -84,6 +85,7 @@ typedef struct shm {
     int unlinked;
     peer_t *peers;         /* (size) */
     struct hs_treq posted; /* sentinel: posted receives, in posting order */
+    struct hs_treq doneq;  /* sentinel: receives completed and not yet reported (leave) */
     ux_t uxq;              /* sentinel: unexpected messages, in arrival order */
     hs_shape_t *shape;
     hs_shaper_t *shaper;
@@ -94,6 +96,7 @@ typedef struct shm {
     unsigned win_seq;
     uint64_t probe_word; /* HS_SHM_PROBE_MAGIC: peers read it to check process_vm_readv */
     int peer_read_ok;    /* 1: every peer's probe word could be read */
+    int left;            /* hs_shm_leave ran: nothing more is taken from the rings */
 } shm_t;
 
 /* --- small helpers ----------------------------------------------------------------------- */
@@ -124,6 +127,14 @@ static inline int hs_shm_matches(const struct hs_treq *r, int src, int ctrl, uin
     return r->ctrl == ctrl && (r->peer < 0 || r->peer == src) && (r->any_tag || r->tag == tag);
 }
 
+/* A receive completed with its data: it waits in doneq until a test or wait reports it
+ * (hs_shm_leave hands back what is still there). */
+static inline void hs_shm_recv_done_locked(struct hs_treq *doneq, struct hs_treq *r)
+{
+    r->complete = 1;
+    hs_shm_list_append(doneq, r);
+}
+
 /* --- shm_progress.c ---------------------------------------------------------------------- */
 
 /* Tell the owner of seg there is news; wake its sleepers if it has any. */
@@ -141,6 +152,12 @@ int hs_shm_test(hs_transport_t *t, hs_treq_t **req, int *done, hs_tstatus_t *st)
 int hs_shm_progress(hs_transport_t *t);
 int hs_shm_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
                    hs_tstatus_t *st);
+/* For a peer that exited or left: hand back what it never began to take (transport.h). */
+int hs_shm_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
+/* This rank is about to exit: take what arrived, stop receiving, hand back (transport.h). */
+int hs_shm_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
+/* 1 when peer's process has exited (transport.h). */
+int hs_shm_peer_gone(hs_transport_t *t, int peer);
 
 /* --- shm_msg.c --------------------------------------------------------------------------- */
 

@@ -134,7 +134,7 @@ void hs_shm_take_rts_locked(shm_t *s, int p, const hs_shm_rec_t *rec)
             if (r->orphan)
                 hs_shm_req_destroy(r);
             else
-                r->complete = 1;
+                hs_shm_recv_done_locked(&s->doneq, r);
         }
     } else if (pe->cur_ux) {
         ux_t *u = pe->cur_ux;
@@ -184,7 +184,7 @@ static int deliver_self_locked(shm_t *s, struct hs_treq *r)
         } else {
             if (r->cap) memcpy(q->buf, r->buf, r->cap);
             q->done = r->cap;
-            q->complete = 1;
+            hs_shm_recv_done_locked(&s->doneq, q);
         }
     } else {
         ux_t *u = hs_shm_ux_new_locked(s, me, r->ctrl, r->tag, r->cap);
@@ -281,7 +281,7 @@ int hs_shm_irecv_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, int an
                 pe->cur_req = r;
                 r->bound = 1;
             } else {
-                r->complete = 1;
+                hs_shm_recv_done_locked(&s->doneq, r);
             }
         }
         hs_shm_ux_unlink_free(u);
@@ -355,6 +355,7 @@ void hs_shm_req_free(hs_transport_t *t, hs_treq_t **req)
         return;
     }
     if (r->complete) {
+        hs_shm_list_unlink(r); /* a receive waiting in doneq */
         hs_shm_req_destroy(r);
     } else if (r->kind == REQ_SEND && r->prev && r->done > 0) {
         /* Mid-message: the receiver expects the rest, and the caller's buffer may go away. */

@@ -101,26 +101,38 @@ int hs_shm_push_peer_locked(shm_t *s, int p, double now, double *next_release)
         else
             r->complete = 1;
     }
-    while (pe->dead && pe->rdvq.next != &pe->rdvq) {
+    /* A peer that left (about to exit) takes nothing more: treated as dead by the sends. */
+    int left = atomic_load_explicit(&pe->seg->left, memory_order_acquire) != 0;
+    const char *gone = left ? "has left the job" : "has exited";
+    while ((pe->dead || left) && pe->rdvq.next != &pe->rdvq) {
         struct hs_treq *r = pe->rdvq.next;
         hs_shm_list_unlink(r);
-        hs_shm_req_fail_locked(
-            s, r, -ECONNRESET,
-            "rank %d: send of %zu bytes to rank %d (tag %u): rank %d (pid %u) exited "
-            "before reading it",
-            s->t->rank, r->cap, p, r->tag, p, pe->addr.pid);
+        hs_shm_req_fail_locked(s, r, -ECONNRESET,
+                               "rank %d: send of %zu bytes to rank %d (tag %u): rank %d (pid %u) "
+                               "%s before reading it",
+                               s->t->rank, r->cap, p, r->tag, p, pe->addr.pid, gone);
         if (r->orphan) hs_shm_req_destroy(r);
         moved = 1;
     }
     while (pe->sendq.next != &pe->sendq) {
         struct hs_treq *r = pe->sendq.next;
-        if (pe->dead) {
-            hs_shm_req_fail_locked(
-                s, r, -ECONNRESET,
-                "rank %d: send of %zu bytes to rank %d (tag %u): rank %d (pid %u) has exited",
-                s->t->rank, r->cap, p, r->tag, p, pe->addr.pid);
+        if (pe->dead || left) {
             hs_shm_list_unlink(r);
-            if (r->orphan) hs_shm_req_destroy(r);
+            uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
+            if (left && !r->rdv && r->done > 0 && head > r->first_pos) {
+                /* It began to take this message before leaving and counted it (leave):
+                 * delivered as far as this rank is concerned. */
+                if (r->orphan)
+                    hs_shm_req_destroy(r);
+                else
+                    r->complete = 1;
+            } else {
+                hs_shm_req_fail_locked(
+                    s, r, -ECONNRESET,
+                    "rank %d: send of %zu bytes to rank %d (tag %u): rank %d (pid %u) %s",
+                    s->t->rank, r->cap, p, r->tag, p, pe->addr.pid, gone);
+                if (r->orphan) hs_shm_req_destroy(r);
+            }
             moved = 1;
             continue;
         }
@@ -158,6 +170,7 @@ int hs_shm_push_peer_locked(shm_t *s, int p, double now, double *next_release)
             size_t pos;
             if (!reserve_locked(s, pe, need, &tail, &pos)) return moved;
             hs_shm_rec_t *rec = (hs_shm_rec_t *)(pe->out_data + pos);
+            if (r->done == 0) r->first_pos = tail;
             rec->kind = HS_SHM_REC_DATA | (r->ctrl ? HS_SHM_REC_CTRL : 0);
             rec->tag = r->tag;
             rec->msg_len = r->cap;
@@ -192,6 +205,7 @@ static int pull_peer_locked(shm_t *s, int p)
     peer_t *pe = &s->peers[p];
     hs_shm_ring_hdr_t *ring = pe->in;
     const size_t cap = s->ring_bytes;
+    if (s->left) return 0; /* this rank left the job: nothing more is taken */
     uint64_t head = atomic_load_explicit(&ring->head, memory_order_relaxed);
     uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_acquire);
     if (head == tail) return 0;
@@ -230,7 +244,7 @@ static int pull_peer_locked(shm_t *s, int p)
                 if (r->orphan)
                     hs_shm_req_destroy(r);
                 else
-                    r->complete = 1;
+                    hs_shm_recv_done_locked(&s->doneq, r);
             }
         } else if (pe->cur_ux) {
             if (n) memcpy(pe->cur_ux->buf + off, data, n);
@@ -356,6 +370,7 @@ static int finish_locked(struct hs_treq **req, hs_tstatus_t *st)
     }
     int rc = 0;
     if (r->err) rc = HS_ERR(r->err, "%s", r->errmsg ? r->errmsg : "transport request failed");
+    hs_shm_list_unlink(r); /* a receive waiting in doneq */
     hs_shm_req_destroy(r);
     *req = NULL;
     return rc;
@@ -452,4 +467,162 @@ int hs_shm_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s,
         pthread_mutex_unlock(&s->lock);
         hs_shm_sleep_bell(s, seen, HS_MIN(HS_MIN(deadline, now + LIVENESS_PERIOD_S), nr));
     }
+}
+
+/* --- after a departure: unsent and leave ------------------------------------------------- */
+
+static hs_shm_rec_t *rec_at(peer_t *pe, size_t cap, uint64_t pos)
+{
+    return (hs_shm_rec_t *)(pe->out_data + (size_t)(pos % cap));
+}
+
+/* The ring bytes a record takes (PAD records: to the end of the ring). */
+static uint64_t rec_span(const hs_shm_rec_t *rec, size_t cap, uint64_t pos)
+{
+    if ((rec->kind & 0xFF) == HS_SHM_REC_PAD) return cap - (size_t)(pos % cap);
+    return HS_SHM_REC_HDR + hs_shm_align_up(rec->len, HS_SHM_ALIGN);
+}
+
+int hs_shm_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
+{
+    shm_t *s = t->impl;
+    peer_t *pe = &s->peers[peer];
+    if (!pe->seg) return 0;
+    pthread_mutex_lock(&s->lock);
+    int left = atomic_load(&pe->seg->left) != 0;
+    if (!pe->dead && !left && hs_pid_gone(pe->addr.pid)) pe->dead = 1;
+    if (!pe->dead && !left) {
+        pthread_mutex_unlock(&s->lock);
+        return HS_ERR(-EBUSY,
+                      "rank %d: rank %d (pid %u) still runs: what is in its ring may still be "
+                      "taken",
+                      t->rank, peer, pe->addr.pid);
+    }
+    /* Settle the queued sends first (they fail, or complete when it began to take them), so
+     * that no message in the ring grows any more. */
+    double nr = hs_now() + 3600;
+    hs_shm_push_peer_locked(s, peer, hs_now(), &nr);
+    const size_t cap = s->ring_bytes;
+    uint64_t pos = atomic_load(&pe->out->head);
+    uint64_t tail = atomic_load_explicit(&pe->out->tail, memory_order_relaxed); /* ours */
+    int n = 0, rc = 0;
+    while (pos < tail) {
+        hs_shm_rec_t *rec = rec_at(pe, cap, pos);
+        if ((rec->kind & 0xFF) != HS_SHM_REC_DATA || (rec->kind & HS_SHM_REC_CTRL) ||
+            rec->tag != tag || rec->off != 0) {
+            pos += rec_span(rec, cap, pos); /* PAD, TAKEN, RTS, another tag, or the rest of a
+                                               message it began to take */
+            continue;
+        }
+        /* A message it never began to take starts here: its records follow, only PADs
+         * between them. */
+        size_t len = (size_t)rec->msg_len, have = 0;
+        int nrec = 0, whole = 0;
+        uint64_t q = pos;
+        while (q < tail && !whole) {
+            hs_shm_rec_t *x = rec_at(pe, cap, q);
+            if ((x->kind & 0xFF) != HS_SHM_REC_PAD) {
+                have += x->len;
+                nrec++;
+                whole = have >= len;
+            }
+            q += rec_span(x, cap, q);
+        }
+        if (!whole) break; /* being written when it went: that send fails and keeps its share */
+        char *tmp = NULL;
+        const char *data = (const char *)rec + HS_SHM_REC_HDR;
+        if (nrec > 1) {
+            if (!(tmp = malloc(len))) {
+                rc = HS_ERR(-ENOMEM, "out of memory for a message of %zu bytes", len);
+                break;
+            }
+            for (uint64_t m = pos; m < q; m += rec_span(rec_at(pe, cap, m), cap, m)) {
+                const hs_shm_rec_t *x = rec_at(pe, cap, m);
+                if ((x->kind & 0xFF) == HS_SHM_REC_PAD) continue;
+                if (x->off + x->len <= len)
+                    memcpy(tmp + x->off, (const char *)x + HS_SHM_REC_HDR, x->len);
+            }
+            data = tmp;
+        }
+        cb(ctx, peer, data, len, len);
+        free(tmp);
+        for (uint64_t m = pos; m < q;) {
+            hs_shm_rec_t *x = rec_at(pe, cap, m);
+            uint64_t span = rec_span(x, cap, m);
+            if ((x->kind & 0xFF) != HS_SHM_REC_PAD) x->kind = HS_SHM_REC_TAKEN;
+            m += span;
+        }
+        n++;
+        pos = q;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc < 0 ? rc : n;
+}
+
+int hs_shm_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
+{
+    shm_t *s = t->impl;
+    pthread_mutex_lock(&s->lock);
+    if (!s->left) {
+        /* Take what has arrived; what comes later stays in the rings, the senders' to take
+         * back (a record that cannot be taken for lack of memory stays there too). */
+        for (int p = 0; p < t->size; p++)
+            if (p != t->rank && s->peers[p].seg) pull_peer_locked(s, p);
+        atomic_store(&s->seg->left, 1);
+        s->left = 1;
+    }
+    int n = 0;
+    /* completed receives nobody was told about */
+    for (struct hs_treq *r = s->doneq.next, *next; r != &s->doneq; r = next) {
+        next = r->next;
+        if (r->ctrl || r->tag != tag) continue;
+        cb(ctx, r->peer, r->buf, r->len, r->len);
+        hs_shm_list_unlink(r);
+        r->complete = 0;
+        hs_shm_req_fail_locked(s, r, -ECANCELED,
+                               "rank %d: receive from rank %d (tag %u): handed back when leaving",
+                               t->rank, r->peer, r->tag);
+        n++;
+    }
+    /* messages that had begun to arrive into a posted receive */
+    for (int p = 0; p < t->size; p++) {
+        peer_t *pe = &s->peers[p];
+        struct hs_treq *r = pe->cur_req;
+        if (!r || r->ctrl || r->tag != tag) continue;
+        pe->cur_req = NULL;
+        r->bound = 0;
+        if (r->orphan) { /* its receive was freed: the message was being dropped */
+            hs_shm_req_destroy(r);
+            continue;
+        }
+        cb(ctx, p, r->buf, r->done, r->len);
+        hs_shm_req_fail_locked(s, r, -ECANCELED,
+                               "rank %d: receive from rank %d (tag %u): handed back when leaving "
+                               "(%zu of %zu bytes had arrived)",
+                               t->rank, p, r->tag, r->done, r->len);
+        n++;
+    }
+    /* unexpected messages, whole or in part */
+    for (ux_t *u = s->uxq.next, *next; u != &s->uxq; u = next) {
+        next = u->next;
+        if (u->ctrl || u->tag != tag) continue;
+        cb(ctx, u->src, u->buf, u->got, u->len);
+        if (s->peers[u->src].cur_ux == u) s->peers[u->src].cur_ux = NULL;
+        hs_shm_ux_unlink_free(u);
+        n++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    hs_shm_ring_bell(s->seg); /* waiters look at their failed receives */
+    return n;
+}
+
+int hs_shm_peer_gone(hs_transport_t *t, int peer)
+{
+    shm_t *s = t->impl;
+    peer_t *pe = &s->peers[peer];
+    pthread_mutex_lock(&s->lock);
+    int dead = pe->dead;
+    pthread_mutex_unlock(&s->lock);
+    if (dead) return 1;
+    return pe->addr.pid != (uint32_t)getpid() && hs_pid_gone(pe->addr.pid);
 }

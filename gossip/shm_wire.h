@@ -27,6 +27,12 @@
  *   copies itself (process_vm_readv, one copy) when it reaches the record, then increments
  *   the ring's rdv_done and rings the sender's doorbell; RTS records are finished in ring
  *   order, so the sender completes its RTS sends in the order it wrote them.
+ *
+ *   Departure (version 2): a rank about to exit on purpose (an injected crash) takes what is in
+ *   its rings, then sets its segment's `left` and takes nothing more. Senders then write no
+ *   more records to it; the records it never consumed (between head and tail) are still the
+ *   sender's, who may take them back (hs_transport_unsent) and marks them TAKEN (a TAKEN
+ *   record keeps its length, so the records after it are still found).
  */
 #ifndef HEARSAY_GOSSIP_SHM_WIRE_H
 #define HEARSAY_GOSSIP_SHM_WIRE_H
@@ -35,7 +41,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define HS_SHM_WIRE_VERSION 1u
+#define HS_SHM_WIRE_VERSION 2u
 #define HS_SHM_ADDR_MAGIC   0x41535348u /* "HSSA" */
 #define HS_SHM_SEG_MAGIC    0x53535348u /* "HSSS" */
 #define HS_SHM_WIN_MAGIC    0x57535348u /* "HSSW" */
@@ -65,6 +71,8 @@ typedef struct hs_shm_seg_hdr {
     _Atomic uint32_t sleepers;  /* owner threads blocked on the doorbell */
     _Atomic uint32_t reader_ok; /* 1: the owner can read every peer's memory (checked at
                                    connect), so senders may use RTS records; 0 unknown */
+    _Atomic uint32_t left;      /* 1: the owner left the job (about to exit): it consumes
+                                   nothing more from its rings */
 } hs_shm_seg_hdr_t;
 
 typedef struct hs_shm_ring_hdr {
@@ -74,11 +82,12 @@ typedef struct hs_shm_ring_hdr {
     alignas(HS_SHM_ALIGN) _Atomic uint64_t rdv_done; /* RTS messages the consumer finished */
 } hs_shm_ring_hdr_t;
 
-enum { HS_SHM_REC_DATA = 1, HS_SHM_REC_PAD = 2, HS_SHM_REC_RTS = 3 };
+/* TAKEN: a record its producer took back from a consumer that exited or left (unsent). */
+enum { HS_SHM_REC_DATA = 1, HS_SHM_REC_PAD = 2, HS_SHM_REC_RTS = 3, HS_SHM_REC_TAKEN = 4 };
 #define HS_SHM_REC_CTRL 0x100u /* flag: the transport's own traffic (barrier, windows) */
 
 typedef struct hs_shm_rec {
-    uint32_t kind; /* HS_SHM_REC_DATA or _PAD, | HS_SHM_REC_CTRL */
+    uint32_t kind; /* HS_SHM_REC_DATA, _PAD, _RTS or _TAKEN, | HS_SHM_REC_CTRL */
     uint32_t tag;  /* user tag */
     uint64_t msg_len;
     uint64_t off;

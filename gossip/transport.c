@@ -173,6 +173,33 @@ static int check_tag(const hs_transport_t *t, uint32_t tag, const char *what)
                   HS_TAG_MAX);
 }
 
+int hs_transport_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb,
+                        void *ctx)
+{
+    HS_TRY(check_peer(t, peer, 0, "unsent"));
+    HS_TRY(check_tag(t, tag, "unsent"));
+    if (!cb) return HS_ERR(-EINVAL, "unsent: no callback");
+    if (peer == t->rank) return 0;
+    NEED_OP(t, unsent);
+    return t->ops->unsent(t, peer, tag, cb, ctx);
+}
+
+int hs_transport_peer_gone(hs_transport_t *t, int peer)
+{
+    HS_TRY(check_peer(t, peer, 0, "peer_gone"));
+    if (peer == t->rank) return 0;
+    NEED_OP(t, peer_gone);
+    return t->ops->peer_gone(t, peer);
+}
+
+int hs_transport_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
+{
+    HS_TRY(check_tag(t, tag, "leave"));
+    if (!cb) return HS_ERR(-EINVAL, "leave: no callback");
+    NEED_OP(t, leave);
+    return t->ops->leave(t, tag, cb, ctx);
+}
+
 int hs_transport_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
                        hs_treq_t **req)
 {

@@ -23,6 +23,14 @@
  * arrives, so a sleeping or paused worker still receives and its senders never stall on it;
  * step 4 swaps that accumulator out under the service lock. Nothing here waits for a peer's
  * computation.
+ *
+ * Failures (docs/algorithms.md, "Failures"): before each round every out-peer is asked after
+ * (hs_exec_alive without waiting); a dead one gets no more shares, its share of each round
+ * stays here, and what was sent to it and never taken comes back: failed sends return their
+ * share, and the messages still in its ring are taken back with hs_transport_unsent (hsshm;
+ * libfabric cannot know: those are the mass in flight). A rank that crashes by injection
+ * settles its sends, stops receiving (hs_transport_leave) and reports the weight it takes
+ * with it (sgp_crash), so that survivors + lost = N.
  */
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
@@ -67,7 +75,21 @@ struct hs_algo {
     long *last_iter; /* (size) last iteration received from each source (-1) */
     long *want;      /* (size) messages each in-peer sent up to round stale_next - 1 */
     long stale_next; /* next round whose in-peers are added to want (--delay-bound) */
+    double *recv_w;  /* (size) weight received from each source (service lock) */
+
+    /* failed peers: the account of what was sent to each (main thread) */
+    long *sent_n;              /* (size) messages posted */
+    double *sent_w;            /* (size) their weight */
+    double *returned_w;        /* (size) weight of failed sends, kept here */
+    long *taken_n;             /* (size) messages taken back from its ring (unsent) */
+    double *taken_w;           /* (size) their weight */
+    unsigned char *gone;       /* (size) GONE_* */
+    int cb_rc;                 /* the first error of a transport callback */
+    double held_w, *held_from; /* sgp_crash: what hs_transport_leave handed back, per source */
 };
+
+/* What was sent to a dead peer and never taken (gone[]). */
+enum { GONE_NO = 0, GONE_PENDING, GONE_DONE, GONE_UNKNOWN };
 
 static double elapsed(hs_algo_t *a, double t0)
 {
@@ -128,6 +150,7 @@ static int rx_apply(void *ctx, int slot, const void *buf, const hs_tstatus_t *st
     a->acc_iter_sum += (double)h->iteration;
     a->acc_bytes += st->len;
     a->recv_from[st->source]++;
+    a->recv_w[st->source] += h->weight;
     if (h->iteration > a->last_iter[st->source]) a->last_iter[st->source] = h->iteration;
     unlock(a);
     return 0;
@@ -172,18 +195,97 @@ static int fold(hs_algo_t *a)
     return rc;
 }
 
-/* A send of round r to r->peer[i] failed or timed out: its share stays here, so no mass is
- * lost on this side, and the peer is reported. */
-static int keep_failed_share(hs_algo_t *a, sgp_round_t *r, int i, const char *why)
+/* hs_transport_unsent hands back a share of ours that a dead peer never took: keep it. */
+static void take_back(void *ctx, int peer, const void *buf, size_t got, size_t len)
 {
-    HS_TRY(absorb(a, (const float *)(r->buf[i] + sizeof(hs_ps_hdr_v1_t)), r->share[i]));
-    int p = r->peer[i];
+    hs_algo_t *a = ctx;
+    const hs_ps_hdr_v1_t *h = buf;
+    if (a->cb_rc < 0) return;
+    int rc = got == len ? hs_ps_hdr_check(h, len, HS_PS_GOSSIP, a->d->rank, a->n)
+                        : HS_ERR(-EPROTO, "%zu of %zu bytes", got, len);
+    if (rc == 0 && !(h->weight >= 0 && isfinite(h->weight)))
+        rc = HS_ERR(-EPROTO, "weight %g", h->weight);
+    if (rc < 0) {
+        hs_error_prefix("rank %d: a message taken back from rank %d is not a share of ours",
+                        a->d->rank, peer);
+        a->cb_rc = rc;
+        return;
+    }
+    if ((rc = absorb(a, (const float *)(h + 1), h->weight)) < 0) {
+        a->cb_rc = rc;
+        return;
+    }
+    a->taken_n[peer]++;
+    a->taken_w[peer] += h->weight;
+}
+
+/* Peer p is dead: take back the shares it never took (once; again later while the transport
+ * says it may still take them). */
+static int reclaim(hs_algo_t *a, int p)
+{
+    hs_dist_t *d = a->d;
+    if (a->gone[p] == GONE_DONE || a->gone[p] == GONE_UNKNOWN) return 0;
+    if (!a->sent_n[p]) {
+        a->gone[p] = GONE_DONE;
+        return 0;
+    }
+    long n0 = a->taken_n[p];
+    double w0 = a->taken_w[p];
+    a->cb_rc = 0;
+    int rc = hs_transport_unsent(d->t, p, HS_TAG_GOSSIP, take_back, a);
+    if (rc == -EBUSY) {
+        a->gone[p] = GONE_PENDING; /* not gone yet (reported failed by a timeout) */
+        return 0;
+    }
+    a->gone[p] = rc == -ENOSYS ? GONE_UNKNOWN : GONE_DONE;
+    if (rc == -ENOSYS) return 0;
+    if (rc < 0) return rc;
+    if (a->cb_rc < 0) return a->cb_rc;
+    if (a->taken_n[p] > n0) {
+        char line[200];
+        snprintf(line, sizeof line,
+                 "took back %ld share(s) of weight %.9g sent to rank %d, which never received "
+                 "them",
+                 a->taken_n[p] - n0, a->taken_w[p] - w0, p);
+        HS_TRY(hs_dist_record(d, NULL, NULL, line));
+    }
+    return 0;
+}
+
+/* Peer p is gone: report it and take back what it never took. */
+static int peer_gone(hs_algo_t *a, int p, const char *why)
+{
     long last;
     lock(a);
     last = a->last_iter[p];
     unlock(a);
     hs_dist_peer_failed(a->d, p, last + 1, why);
-    return 0;
+    return reclaim(a, p);
+}
+
+/* Before sending round t to p: 1 when p is dead (known, or seen now without waiting), with
+ * what it never took taken back; 0 when it runs. */
+static int out_peer_dead(hs_algo_t *a, int p, long t, int *dead)
+{
+    hs_dist_t *d = a->d;
+    *dead = hs_dist_peer_dead(d, p);
+    if (!*dead) {
+        if (hs_exec_alive(d->x, p, 0)) return 0;
+        *dead = 1;
+        char why[96];
+        snprintf(why, sizeof why, "exited (seen before sending round %ld)", t);
+        return peer_gone(a, p, why);
+    }
+    return reclaim(a, p);
+}
+
+/* A send of round r to r->peer[i] failed or timed out: its share stays here, so no mass is
+ * lost on this side, and the peer is reported. */
+static int keep_failed_share(hs_algo_t *a, sgp_round_t *r, int i, const char *why)
+{
+    HS_TRY(absorb(a, (const float *)(r->buf[i] + sizeof(hs_ps_hdr_v1_t)), r->share[i]));
+    a->returned_w[r->peer[i]] += r->share[i];
+    return peer_gone(a, r->peer[i], why);
 }
 
 /* Wait until every send of round r has completed (bounded by the comm timeout). */
@@ -224,8 +326,9 @@ static int wait_round(hs_algo_t *a, sgp_round_t *r)
 }
 
 /* --delay-bound D: before mixing round t, wait until every live in-peer's messages of
- * rounds <= t - D have arrived (D = 0: round t's own, the paper's synchronous SGP) (bounded by the communication timeout; a peer that stays
- * silent that long is reported failed). Only neighbours are waited for, never the job. */
+ * rounds <= t - D have arrived (D = 0: round t's own, the paper's synchronous SGP) (bounded by the
+ * communication timeout; a peer that stays silent that long is reported failed). Only neighbours
+ * are waited for, never the job. */
 static int bound_staleness(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
@@ -255,9 +358,8 @@ static int bound_staleness(hs_algo_t *a, long t)
         HS_TRY(hs_dist_idle(d));
         if (elapsed(a, t0) > d->o->comm_timeout_s) {
             char why[160];
-            snprintf(why, sizeof why,
-                     "no message of round <= %ld after %.1f s (--delay-bound %ld)", upto,
-                     d->o->comm_timeout_s, d->o->delay_bound);
+            snprintf(why, sizeof why, "no message of round <= %ld after %.1f s (--delay-bound %ld)",
+                     upto, d->o->comm_timeout_s, d->o->delay_bound);
             hs_dist_peer_failed(d, late, last + 1, why);
         }
     }
@@ -285,9 +387,10 @@ static int sgp_step(hs_algo_t *a, long t)
     r->n = 0;
     r->iter = t;
     for (int i = 0; i < cnt; i++) {
-        int p = a->peers[i];
+        int p = a->peers[i], dead = 0;
         double s = a->wts[i];
-        if (hs_dist_peer_dead(d, p)) { /* keep the dead peer's share */
+        HS_TRY(out_peer_dead(a, p, t, &dead));
+        if (dead) { /* keep the dead peer's share */
             self += s;
             continue;
         }
@@ -309,6 +412,8 @@ static int sgp_step(hs_algo_t *a, long t)
             continue;
         }
         d->st.bytes_sent += a->msg_bytes;
+        a->sent_n[p]++;
+        a->sent_w[p] += r->share[m];
     }
     /* 4. keep p_self (z is unchanged by keeping a share: only w scales) */
     a->w *= self;
@@ -316,6 +421,26 @@ static int sgp_step(hs_algo_t *a, long t)
     /* 5. what has arrived (with --delay-bound D: at least up to round t - D) */
     HS_TRY(bound_staleness(a, t));
     return fold(a);
+}
+
+/* End of the run: what was sent to each failed peer and what came back, DIR/rank-R-ps-failed.csv
+ * (the in-flight account: sent - returned - taken back = what the peer received, or what
+ * was lost on the way where the transport cannot say). */
+static int record_failed(hs_algo_t *a)
+{
+    hs_dist_t *d = a->d;
+    static const char *how[] = {"no", "pending", "done", "unsupported"};
+    for (int j = 0; j < d->size; j++) {
+        if (j == d->rank || !hs_dist_peer_dead(d, j)) continue;
+        char line[256];
+        snprintf(line, sizeof line, "%d,%ld,%.17g,%.17g,%ld,%.17g,%s", j, a->sent_n[j],
+                 a->sent_w[j], a->returned_w[j], a->taken_n[j], a->taken_w[j], how[a->gone[j]]);
+        HS_TRY(hs_dist_record(d, "ps-failed.csv",
+                              "peer,msgs_sent,weight_sent,weight_returned,msgs_taken_back,"
+                              "weight_taken_back,take_back",
+                              line));
+    }
+    return 0;
 }
 
 static int sgp_drain(hs_algo_t *a, int final)
@@ -381,6 +506,29 @@ static int sgp_drain(hs_algo_t *a, int final)
         }
     }
     free(want);
+    /* Out-peers that died or left since they were last asked after: take back what they never
+     * took (a rank that crashed by injection took what had reached it when it left; unsent
+     * says -EBUSY for one that still runs). One that exited having taken everything may just
+     * have finished first: not a failure. */
+    for (int j = 0; j < d->size && rc == 0; j++) {
+        if (j == d->rank || !a->sent_n[j] || a->gone[j] == GONE_DONE || a->gone[j] == GONE_UNKNOWN)
+            continue;
+        if (hs_dist_peer_dead(d, j)) {
+            rc = reclaim(a, j);
+        } else {
+            long n0 = a->taken_n[j];
+            if ((rc = reclaim(a, j)) == 0 && a->taken_n[j] > n0) {
+                char why[96];
+                snprintf(why, sizeof why, "exited without taking %ld of our shares",
+                         a->taken_n[j] - n0);
+                lock(a);
+                long last = a->last_iter[j];
+                unlock(a);
+                hs_dist_peer_failed(d, j, last + 1, why);
+            }
+        }
+    }
+    if (rc == 0 && d->drain_until <= 0) rc = record_failed(a);
     d->st.wait_s += elapsed(a, t0);
     if (rc < 0) return rc;
     return fold(a);
@@ -409,6 +557,14 @@ static void sgp_finalize(hs_algo_t **ap)
     free(a->recv_from);
     free(a->want);
     free(a->last_iter);
+    free(a->recv_w);
+    free(a->sent_n);
+    free(a->sent_w);
+    free(a->returned_w);
+    free(a->taken_n);
+    free(a->taken_w);
+    free(a->gone);
+    free(a->held_from);
     free(a->peers);
     free(a->wts);
     if (a->scratch) d->k->ops->free(d->k, a->scratch);
@@ -447,8 +603,18 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau)
     a->last_iter = hs_calloc((size_t)d->size, sizeof *a->last_iter, "last iterations");
     a->want = hs_calloc((size_t)d->size, sizeof *a->want, "expected messages");
     a->stale_next = -1;
+    size_t ns = (size_t)d->size;
+    a->recv_w = hs_calloc(ns, sizeof *a->recv_w, "received weights");
+    a->sent_n = hs_calloc(ns, sizeof *a->sent_n, "sent counts");
+    a->sent_w = hs_calloc(ns, sizeof *a->sent_w, "sent weights");
+    a->returned_w = hs_calloc(ns, sizeof *a->returned_w, "returned weights");
+    a->taken_n = hs_calloc(ns, sizeof *a->taken_n, "taken-back counts");
+    a->taken_w = hs_calloc(ns, sizeof *a->taken_w, "taken-back weights");
+    a->gone = hs_calloc(ns, sizeof *a->gone, "failed peers");
+    a->held_from = hs_calloc(ns, sizeof *a->held_from, "held weights");
     if (!a->peers || !a->wts || !a->rounds || !a->acc[0] || !a->acc[1] || !a->recv_from ||
-        !a->last_iter || !a->want)
+        !a->last_iter || !a->want || !a->recv_w || !a->sent_n || !a->sent_w || !a->returned_w ||
+        !a->taken_n || !a->taken_w || !a->gone || !a->held_from)
         goto fail;
     for (int j = 0; j < d->size; j++) a->last_iter[j] = -1;
     for (int r = 0; r < tau; r++) {
@@ -545,6 +711,40 @@ static int sgp_state_load(hs_algo_t *a, const void *buf)
     return 0;
 }
 
+/* hs_transport_leave hands back a message that reached this rank and was not folded. */
+static void held(void *ctx, int peer, const void *buf, size_t got, size_t len)
+{
+    hs_algo_t *a = ctx;
+    const hs_ps_hdr_v1_t *h = buf;
+    /* The weight is in the header, which arrives first: a message with its header here is
+     * this rank's (the sender completes it); one without cannot be counted by anyone. */
+    if (peer < 0 || peer >= a->d->size || got < sizeof *h ||
+        hs_ps_hdr_check(h, len, HS_PS_GOSSIP, peer, a->n) < 0 ||
+        !(h->weight >= 0 && isfinite(h->weight)))
+        return;
+    a->held_w += h->weight;
+    a->held_from[peer] += h->weight;
+}
+
+/* The injected crash (hs_algo_ops_t.crash): settle own sends, stop receiving, and the weight
+ * this rank takes with it. */
+static int sgp_crash(hs_algo_t *a, double *lost, double *recv_from)
+{
+    hs_dist_t *d = a->d;
+    int rc = 0;
+    /* Own shares in flight: written whole into the receivers' rings (eager) or read by them
+     * (by address: a dead process cannot be read), else failed and kept here. */
+    for (int i = 0; i < a->tau && rc == 0; i++) rc = wait_round(a, &a->rounds[i]);
+    a->held_w = 0;
+    memset(a->held_from, 0, (size_t)d->size * sizeof *a->held_from);
+    int n = hs_transport_leave(d->t, HS_TAG_GOSSIP, held, a);
+    if (n < 0 && n != -ENOSYS && rc == 0) rc = n;
+    hs_svc_stop(d->x, &a->svc); /* its handler has folded what it took; nothing more comes */
+    *lost = a->w + a->acc_w[0] + a->acc_w[1] + a->held_w;
+    for (int j = 0; j < d->size; j++) recv_from[j] = a->recv_w[j] + a->held_from[j];
+    return rc;
+}
+
 const hs_algo_ops_t hs_algo_sgp_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "sgp",
@@ -558,6 +758,7 @@ const hs_algo_ops_t hs_algo_sgp_ops = {
     .state_bytes = sgp_state_bytes,
     .state_save = sgp_state_save,
     .state_load = sgp_state_load,
+    .crash = sgp_crash,
 };
 
 const hs_algo_ops_t hs_algo_osgp_ops = {
@@ -574,4 +775,5 @@ const hs_algo_ops_t hs_algo_osgp_ops = {
     .state_bytes = sgp_state_bytes,
     .state_save = sgp_state_save,
     .state_load = sgp_state_load,
+    .crash = sgp_crash,
 };

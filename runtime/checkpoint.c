@@ -2,7 +2,9 @@
 #include "hearsay/checkpoint.h"
 
 #include "hearsay/common.h"
+#include "hearsay/env.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,24 @@ static uint64_t checksum(const hs_ckpt_hdr_t *h, const void *params, const void 
     return s;
 }
 
+/* fsync the directory holding path (best effort: some file systems refuse). */
+static void sync_dir(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        dir[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return;
+    (void)fsync(fd);
+    close(fd);
+}
+
 int hs_ckpt_write(const char *path, const hs_ckpt_t *c)
 {
     hs_ckpt_hdr_t h;
@@ -79,11 +99,14 @@ int hs_ckpt_write(const char *path, const hs_ckpt_t *c)
         unlink(tmp);
         return HS_ERR(-EIO, "writing checkpoint %s failed: %s", tmp, strerror(err));
     }
+    double pause = 0;
+    if (hs_env_double("HS_TEST_CKPT_PAUSE", &pause) > 0 && pause > 0) hs_sleep(pause);
     if (rename(tmp, path) != 0) {
         err = errno;
         unlink(tmp);
         return HS_ERR(-err, "cannot rename %s to %s: %s", tmp, path, strerror(err));
     }
+    sync_dir(path); /* the rename itself survives a power cut */
     return 0;
 }
 
@@ -129,9 +152,16 @@ int hs_ckpt_read(const char *path, hs_ckpt_t *c)
     uint64_t np = h.num_params;
     if (h.params_bytes != np * sizeof(float) ||
         (h.velocity_bytes != 0 && h.velocity_bytes != np * sizeof(float)) ||
-        h.state_bytes > ((uint64_t)1 << 40) || np > ((uint64_t)1 << 40) || h.iteration < 0 ||
-        h.size < 1 || h.rank < 0 || h.rank >= h.size || memchr(h.algo, 0, sizeof h.algo) == NULL) {
+        h.state_bytes > ((uint64_t)1 << 40) || np > ((uint64_t)1 << 40) || h.size < 1 ||
+        h.rank < 0 || h.rank >= h.size || memchr(h.algo, 0, sizeof h.algo) == NULL) {
         rc = HS_ERR(-EINVAL, "checkpoint %s has an inconsistent header (corrupt)", path);
+        goto out;
+    }
+    if (h.iteration < 0 || h.iteration > HS_CKPT_ITER_MAX) {
+        rc = HS_ERR(-EINVAL,
+                    "checkpoint %s says iteration %lld: impossible (0 .. 2^48; corrupt or not "
+                    "written by hearsay)",
+                    path, (long long)h.iteration);
         goto out;
     }
     uint64_t want = sizeof h + h.params_bytes + h.velocity_bytes + h.state_bytes;
@@ -217,12 +247,20 @@ out:
 }
 
 int hs_ckpt_load_run(const char *dir, int rank, int size, hs_worker_t *w, const hs_algo_ops_t *ops,
-                     hs_algo_t *a, long *iteration)
+                     hs_algo_t *a, long total_iters, long *iteration)
 {
     char path[4096];
     HS_TRY(hs_ckpt_path(path, sizeof path, dir, rank));
     hs_ckpt_t c;
     HS_TRY(hs_ckpt_read(path, &c));
+    if (total_iters > 0 && c.iteration > total_iters) {
+        int rc = HS_ERR(-EINVAL,
+                        "checkpoint %s is at iteration %ld, past the end of this run (%ld "
+                        "iterations)",
+                        path, c.iteration, total_iters);
+        hs_ckpt_free(&c);
+        return rc;
+    }
     hs_kernels_t *k = hs_worker_kernels(w);
     hs_model_t *m = hs_worker_model(w);
     const char *name = ops ? ops->name : "local";

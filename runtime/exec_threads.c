@@ -81,9 +81,16 @@ static int th_alive(hs_exec_t *x, int peer, double probe_s)
 {
     char dummy[8];
     hs_treq_t *req = NULL;
-    if (!x->t || hs_transport_irecv(x->t, peer, HS_TAG_PING, dummy, sizeof dummy, &req) < 0)
-        return 1;
-    int rc = hs_transport_wait(x->t, &req, probe_s, NULL);
+    if (!x->t) return 1;
+    if (probe_s <= 0) { /* no waiting: the transport's own look at the process, where it can */
+        int gone = hs_transport_peer_gone(x->t, peer);
+        if (gone >= 0) return !gone;
+    }
+    if (hs_transport_irecv(x->t, peer, HS_TAG_PING, dummy, sizeof dummy, &req) < 0) return 1;
+    /* else one pass of the transport's liveness check, no sleep (a wait of 0 would only poll,
+     * without that check) */
+    int idx = -1;
+    int rc = hs_transport_waitany(x->t, &req, 1, probe_s > 0 ? probe_s : 1e-9, &idx, NULL);
     if (req) hs_transport_req_free(x->t, &req);
     return rc != -ECONNRESET;
 }

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_RECORDS 8 /* files an algorithm records into */
 
@@ -216,6 +217,47 @@ int hs_report_dump(hs_report_t *r, const char *what, const float *z, size_t n)
     return 0;
 }
 
+int hs_report_crash(hs_report_t *r, const hs_report_crash_t *c)
+{
+    if (!r || !r->o->out_dir) return 0;
+    if (r->csv) {
+        fprintf(r->csv, "%ld,%.6f,%.6f,nan,nan,0,0,0,0,0,0,%.17g,0,nan,nan\n", c->done, c->clock_s,
+                (double)c->done / (double)r->ipe, c->lost);
+        fflush(r->csv);
+    }
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/rank-%d-lost.json", r->o->out_dir, r->rank);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return HS_ERR(-errno, "cannot write %s: %s", tmp, strerror(errno));
+    fprintf(f, "{\"rank\": %d, \"iteration\": %ld, \"ps_weight_lost\": %.17g, \"received_from\": [",
+            r->rank, c->done, c->lost);
+    for (int j = 0; j < c->size; j++) fprintf(f, "%s%.17g", j ? ", " : "", c->recv_from[j]);
+    fprintf(f, "]}\n");
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        return HS_ERR(-err, "writing %s failed: %s", path, strerror(err));
+    }
+    return 0;
+}
+
+/* The weight rank q took with it when it crashed (DIR/rank-q-lost.json), or NAN. */
+static double lost_of(const hs_report_t *r, int q)
+{
+    char path[4096], buf[512];
+    snprintf(path, sizeof path, "%s/rank-%d-lost.json", r->o->out_dir, q);
+    FILE *f = fopen(path, "r");
+    if (!f) return NAN;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *k = strstr(buf, "\"ps_weight_lost\":");
+    char *end = NULL;
+    double v = k ? strtod(k + strlen("\"ps_weight_lost\":"), &end) : NAN;
+    return k && end != k + strlen("\"ps_weight_lost\":") && isfinite(v) ? v : NAN;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -236,7 +278,8 @@ static void json_num(FILE *f, const char *key, double v)
     fprintf(f, ",\n");
 }
 
-static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_train_result_t *res)
+static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_train_result_t *res,
+                         const double *lost)
 {
     const hs_train_opts_t *o = r->o;
     const hs_avg_eval_t *avg = fi->avg;
@@ -268,6 +311,7 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
     json_num(f, "target_acc", o->target_acc > 0 ? o->target_acc : NAN);
     json_num(f, "time_to_target_s", res->time_to_target_s);
     fprintf(f, "  \"ps_weight_sum\": %.15g,\n", res->ps_weight_sum);
+    fprintf(f, "  \"ps_weight_lost\": %.15g,\n", res->ps_weight_lost);
     json_num(f, "consensus_distance", avg->consensus);
     json_num(f, "consensus_distance_rel", avg->consensus_rel);
     fprintf(f, "  \"failed_ranks\": [");
@@ -295,6 +339,7 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
         fprintf(f, "%s\n    {\"rank\": %d, \"finished\": %s, \"ps_weight\": ", q ? "," : "", q,
                 a->present ? "true" : "false");
         hs_json_number(f, a->present ? a->weight : NAN);
+        if (isfinite(lost[q])) fprintf(f, ", \"ps_weight_lost\": %.15g", lost[q]);
         for (size_t i = 0; i < HS_ARRAY_LEN(kv); i++) {
             fprintf(f, ", \"%s\": ", kv[i].k);
             hs_json_number(f, kv[i].v);
@@ -313,11 +358,19 @@ int hs_report_finish(hs_report_t *r, const hs_report_final_t *fi, hs_train_resul
     const hs_avg_eval_t *avg = fi->avg;
     int n = r->size;
     double *tt = hs_calloc((size_t)n, sizeof *tt, "times to target");
-    if (!tt) return -ENOMEM;
-    double wsum = 0, tls = 0;
+    double *lq = hs_calloc((size_t)n, sizeof *lq, "weights lost");
+    if (!tt || !lq) {
+        free(tt);
+        free(lq);
+        return -ENOMEM;
+    }
+    double wsum = 0, tls = 0, lost = 0;
     int nt = 0, nfailed = 0;
     for (int q = 0; q < n; q++) {
         const hs_rank_final_t *a = &fi->all[q];
+        /* a rank that crashed by injection wrote down the weight it took */
+        lq[q] = !a->present && r->o->out_dir ? lost_of(r, q) : NAN;
+        if (isfinite(lq[q])) lost += lq[q];
         tt[q] = a->present && isfinite(a->ttt_s) ? a->ttt_s : INFINITY;
         if (a->present) {
             wsum += a->weight;
@@ -334,16 +387,22 @@ int hs_report_finish(hs_report_t *r, const hs_report_final_t *fi, hs_train_resul
     res->final_test_acc = avg->test_acc;
     res->final_train_loss = nt ? tls / nt : NAN;
     res->ps_weight_sum = wsum;
+    res->ps_weight_lost = lost;
     res->consensus_distance = avg->consensus;
     res->n_failed = nfailed;
     hs_report_avg_row(r->evcsv, avg, r->ipe);
-    if (r->o->out_dir) HS_TRY(write_summary(r, fi, res));
+    int rc = r->o->out_dir ? write_summary(r, fi, res, lq) : 0;
+    free(lq);
+    HS_TRY(rc);
     if (!r->o->quiet) {
         if (n > 1)
             printf("done: %ld iterations on %d ranks in %.1f s: averaged model test loss %.4f, "
                    "accuracy %.2f%%, consensus distance %.3g, sum of weights %.9g\n",
                    fi->iterations, n, fi->wall_s, avg->test_loss, 100 * avg->test_acc,
                    avg->consensus, wsum);
+        if (n > 1 && lost > 0)
+            printf("crashed ranks took weight %.9g with them (sum with the survivors' %.9g)\n",
+                   lost, wsum + lost);
         else {
             printf("done: %ld iterations in %.1f s (%.0f samples/s): test loss %.4f, test "
                    "accuracy %.2f%%",

@@ -48,6 +48,15 @@ typedef struct hs_report_final {
     const long *failed_at; /* (ranks) -1 alive */
 } hs_report_final_t;
 
+/* An injected crash: what the rank takes with it. */
+typedef struct hs_report_crash {
+    long done;               /* iterations completed */
+    double clock_s;          /* training clock */
+    double lost;             /* push-sum weight it takes with it */
+    const double *recv_from; /* (size) weight received from each rank over the run */
+    int size;
+} hs_report_crash_t;
+
 /* Open the files of this rank (none without o->out_dir; DIR is created). */
 int hs_report_open(hs_report_t **out, const hs_train_opts_t *o, int rank, int size, long ipe);
 void hs_report_close(hs_report_t **r);
@@ -69,6 +78,10 @@ int hs_report_eval(hs_report_t *r, long done, double clock_s, double loss, doubl
 int hs_report_record(hs_report_t *r, const char *file, const char *header, const char *line);
 /* DIR/rank-R.<what>.f32: n raw floats. */
 int hs_report_dump(hs_report_t *r, const char *what, const float *z, size_t n);
+/* An injected crash (the process exits next): a last row of rank-R.csv whose ps_weight is the
+ * weight taken (train_loss nan), and DIR/rank-R-lost.json (written whole: a temporary file,
+ * then rename), which rank 0 reads for summary.json. Nothing without --out. */
+int hs_report_crash(hs_report_t *r, const hs_report_crash_t *c);
 /* Rank 0: the final row of eval.csv, summary.json, the closing lines; fills *res from the
  * job's figures. */
 int hs_report_finish(hs_report_t *r, const hs_report_final_t *f, hs_train_result_t *res);

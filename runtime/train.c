@@ -376,13 +376,13 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     }
     HS_TRY(R->ops->init(&R->algo, d));
     if (o->resume && *o->resume) {
-        HS_TRY(hs_ckpt_load_run(o->resume, rank, size, R->w, R->ops, R->algo, &R->start));
+        int rc = hs_ckpt_load_run(o->resume, rank, size, R->w, R->ops, R->algo, d->total_iters,
+                                  &R->start);
+        if (rc < 0) {
+            hs_error_prefix("--resume %s", o->resume);
+            return rc;
+        }
         d->start_iter = R->start;
-        if (R->start > d->total_iters)
-            return HS_ERR(-EINVAL,
-                          "--resume %s: the checkpoint is at iteration %ld, past the end of this "
-                          "run (%ld iterations)",
-                          o->resume, R->start, d->total_iters);
         /* Start-up only: every rank has restored its state (EASGD: its center shard) before
          * any rank's first step can reach it. */
         if (size > 1) HS_TRY(hs_exec_barrier(R->x));
@@ -427,19 +427,38 @@ static int observe(run_t *R, long done)
     return 0;
 }
 
+/* The injected crash at the start of iteration `it`: no drain, no goodbye, and a failure
+ * status, so the launcher reports it (`hearsay run --keep-going` lets the survivors run on).
+ * A push-sum algorithm first settles its own sends and stops receiving (hs_algo_ops_t.crash),
+ * and the weight the rank takes with it is written down (a last row of rank-R.csv and
+ * DIR/rank-R-lost.json, which rank 0 adds to summary.json as ps_weight_lost). */
+static void crash_now(run_t *R, long it) __attribute__((noreturn));
+static void crash_now(run_t *R, long it)
+{
+    hs_dist_t *d = &R->d;
+    fprintf(stderr,
+            "rank %d: injected crash at iteration %ld (--straggler crash): exiting with status "
+            "%d\n",
+            d->rank, it, HS_EXIT_CRASH);
+    fflush(NULL);
+    double lost = 0, *from = calloc((size_t)d->size, sizeof *from);
+    if (R->ops->crash && R->algo && d->t && from) {
+        if (R->ops->crash(R->algo, &lost, from) < 0)
+            fprintf(stderr, "rank %d: settling before the crash: %s\n", d->rank, hs_last_error());
+        hs_report_crash_t c = {
+            .done = it, .clock_s = clock_of(R), .lost = lost, .recv_from = from, .size = d->size};
+        if (hs_report_crash(R->rep, &c) < 0)
+            fprintf(stderr, "rank %d: recording the crash: %s\n", d->rank, hs_last_error());
+    }
+    fflush(NULL);
+    hs_exec_crash(R->x, HS_EXIT_CRASH); /* wall clock: _exit; virtual time: the rank ends */
+}
+
 /* One iteration (t): crash check, gradient, injected sleep, the algorithm's step, its row. */
 static int iteration(run_t *R, long it, double *loss_out)
 {
     hs_dist_t *d = &R->d;
-    if (hs_straggler_crash(R->strag, it)) {
-        fprintf(stderr,
-                "rank %d: injected crash at iteration %ld (--straggler crash): exiting with "
-                "status %d\n",
-                d->rank, it, HS_EXIT_CRASH);
-        /* Abrupt and honest: no drain, no goodbye, and a failure status, so the launcher
-         * reports it (`hearsay run --keep-going` lets the survivors run on). */
-        hs_exec_crash(R->x, HS_EXIT_CRASH);
-    }
+    if (hs_straggler_crash(R->strag, it)) crash_now(R, it);
     double loss, ts = hs_exec_now(R->x), lr = hs_worker_lr(R->w);
     double w0 = hs_now(), cpu0 = hs_thread_cpu_s();
     int correct = 0, nb = 0;
@@ -482,6 +501,20 @@ static int iteration(run_t *R, long it, double *loss_out)
     memset(&d->st, 0, sizeof d->st);
     *loss_out = loss;
     return 0;
+}
+
+/* Rank 0, before the summary: a rank that sent no results and still runs (same host) may be
+ * writing down the weight it takes (crash_now): let it exit first (bounded), so that its
+ * DIR/rank-R-lost.json is complete when the summary reads it. */
+static void await_failed_exit(run_t *R, const hs_rank_final_t *all)
+{
+    if (!R->t || !R->o->out_dir) return;
+    double until = hs_exec_now(R->x) + 3.0;
+    for (int q = 0; q < R->d.size; q++) {
+        if (q == R->d.rank || all[q].present || R->failed_at[q] < 0) continue;
+        while (hs_transport_peer_gone(R->t, q) == 0 && hs_exec_now(R->x) < until)
+            hs_exec_sleep(R->x, 0.01);
+    }
 }
 
 /* End of the run: the final drain and evaluation, the gather on rank 0, the summary. */
@@ -536,6 +569,7 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     r->wall_s = wall;
     r->samples_per_s = (double)(T - R->start) * o->batch * d->size / wall;
     if (rc == 0 && d->rank == 0) {
+        await_failed_exit(R, all);
         hs_report_final_t fi = {.algo = R->ops->name,
                                 .clock = strcmp(R->x->ops->name, "virtual") ? "wall" : "virtual",
                                 .graph = R->topo ? hs_topo_spec(R->topo) : NULL,

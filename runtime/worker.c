@@ -341,20 +341,25 @@ hs_sgd_t *hs_worker_optimizer(hs_worker_t *w)
 int hs_worker_seek(hs_worker_t *w, long iteration)
 {
     if (iteration < 0) return HS_ERR(-EINVAL, "cannot seek to iteration %ld", iteration);
-    /* replay hs_worker_grad's positioning without touching the data */
+    /* Where hs_worker_grad's positioning stands after `iteration` batches, in closed form (O(1)
+     * in the iteration): schedule epoch e starts a fresh pass (epoch 0: pass 0), and a pass
+     * holds k = n / B batches (the last partial one dropped), so epoch e uses
+     * ceil(ipe / k) passes and its j-th batch is batch j % k of its pass j / k. The pass
+     * numbers stay below `iteration` (ceil(ipe / k) <= ipe): no overflow. */
     hs_batcher_t *b = &w->batches;
+    int64_t ipe = w->iters_per_epoch, k = b->n / b->batch;
+    if (k < 1) return HS_ERR(-EINVAL, "cannot seek: the shard holds no whole batch");
     w->epoch = 0;
     w->pass = 0;
-    hs_batcher_start_epoch(b, 0);
-    for (long i = 0; i < iteration; i++) {
-        int64_t want = i / w->iters_per_epoch;
-        if (want != w->epoch) {
-            w->epoch = want;
-            hs_batcher_start_epoch(b, ++w->pass);
-        }
-        if (b->n - b->pos < b->batch) hs_batcher_start_epoch(b, ++w->pass);
-        b->pos += b->batch;
+    int64_t pos = 0;
+    if (iteration > 0) {
+        int64_t last = iteration - 1, e = last / ipe, j = last % ipe;
+        w->epoch = e;
+        w->pass = e * ((ipe + k - 1) / k) + j / k;
+        pos = (j % k + 1) * (int64_t)b->batch;
     }
+    hs_batcher_start_epoch(b, w->pass);
+    b->pos = pos;
     w->iter = iteration;
     w->last_loss = NAN;
     return 0;

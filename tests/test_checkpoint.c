@@ -243,10 +243,49 @@ START_TEST(test_worker_seek)
                           ks[i], l, loss[ks[i]]);
         }
         ck_assert_int_lt(hs_worker_seek(b, -1), 0);
+        /* O(1) in the iteration: 2^62 takes no time (it used to loop once per iteration) */
+        double t0 = hs_now();
+        ck_assert_int_eq(hs_worker_seek(b, 1L << 62), 0);
+        ck_assert_int_eq(hs_worker_iteration(b), 1L << 62);
+        ck_assert_msg(hs_now() - t0 < 0.5, "seeking 2^62 took %.2f s", hs_now() - t0);
         free(loss);
         hs_worker_close(&a);
         hs_worker_close(&b);
     }
+}
+END_TEST
+
+/* A checkpoint whose iteration is absurd (2^62) or past the end of the run is refused at once,
+ * with a message naming the file and the iteration, before anything is restored (the resume
+ * used to replay the data position once per iteration: 2^62 spun for ever). The files are
+ * rewritten with a valid checksum, as a buggy or hostile writer would. */
+START_TEST(test_resume_huge_iteration)
+{
+    char a[PATH_MAX], b[PATH_MAX], p[PATH_MAX + 64], args[1024];
+    tr_workdir_path(a, sizeof a, "huge_src");
+    tr_workdir_path(b, sizeof b, "huge_dst");
+    int rc = run_job(0, a, TASK " --epochs 2 --checkpoint-every 1", 30);
+    if (rc) tr_show_log(a);
+    ck_assert_int_eq(rc, 0);
+    snprintf(p, sizeof p, "%s/ckpt/rank-0.bin", a);
+    const long its[] = {1L << 62, 1000000000000L};
+    const char *want[] = {"impossible", "past the end of this run"};
+    hs_ckpt_t c;
+    ck_assert_int_eq(hs_ckpt_read(p, &c), 0);
+    for (int i = 0; i < 2; i++) {
+        c.iteration = its[i];
+        ck_assert_int_eq(hs_ckpt_write(p, &c), 0);
+        snprintf(args, sizeof args, TASK " --epochs 2 --resume '%s'", a);
+        double el = 0;
+        rc = tr_train_job(0, NULL, b, args, 20, &el);
+        if (rc == 0 || el > 5) tr_show_log(b);
+        ck_assert_msg(rc != 0 && rc != TR_TIMEOUT, "resume from iteration %ld: %s", its[i],
+                      tr_status_text(rc));
+        ck_assert_msg(el < 5, "refusing iteration %ld took %.1f s", its[i], el);
+        ck_assert_msg(tr_log_has(b, want[i]), "no '%s' in the error", want[i]);
+        ck_assert(tr_log_has(b, "ckpt/rank-0.bin"));
+    }
+    hs_ckpt_free(&c);
 }
 END_TEST
 
@@ -393,6 +432,7 @@ static Suite *suite(void)
     TR_ADD_TEST(tc, test_allreduce_resume_exact, why);
     TR_ADD_TEST(tc, test_local_resume_exact, why);
     TR_ADD_TEST(tc, test_resume_mismatch, why);
+    TR_ADD_TEST(tc, test_resume_huge_iteration, why);
 #if HS_TEST_SGP_RESUME
     TR_ADD_TEST(tc, test_sgp_resume, why);
 #endif

@@ -294,14 +294,23 @@ START_TEST(test_sgp_crash)
         ck_assert_int_eq(c.rows, iters); /* the survivors ran every iteration */
         free(c.v);
     }
-    csv_t c; /* the crashed rank completed iterations 0..19 and no more */
+    /* The crashed rank completed iterations 0..19 and no more, then wrote the crash row:
+     * iteration 20 again, train_loss nan, ps_weight = the weight it took with it. */
+    csv_t c;
     ck_assert_int_eq(read_csv(dir, "rank-2.csv", &c), 0);
-    ck_assert_int_eq(c.rows, 20);
+    ck_assert_int_eq(c.rows, 21);
+    ck_assert(c.v[19][0] == 20 && c.v[20][0] == 20 && isnan(c.v[20][3]));
+    double lost_row = c.v[20][11];
     free(c.v);
-    /* what the survivors hold is still a weighted average: their weights sum to at most N
-     * (rank 2's weight and whatever it had not passed on are gone) */
-    double w = tr_summary_num(dir, "ps_weight_sum");
-    ck_assert_msg(w > 0 && w < 4.0 + 1e-6, "sum of the survivors' weights %g", w);
+    /* Nothing is lost on the survivors' side: their weights plus what rank 2 took is N
+     * (docs/algorithms.md, Failures); rank 2's share and its unfolded receipts are in
+     * ps_weight_lost, and the senders took back what it never received. */
+    double w = tr_summary_num(dir, "ps_weight_sum"), lost = tr_summary_num(dir, "ps_weight_lost");
+    ck_assert_msg(w > 0 && lost > 0 && fabs(lost - lost_row) < 1e-9,
+                  "survivors %g, lost %g (crash row %g)", w, lost, lost_row);
+    ck_assert_msg(fabs(w + lost - 4.0) < 1e-6, "survivors %.12g + lost %.12g = %.12g, not 4", w,
+                  lost, w + lost);
+    ck_assert(tr_summary_rank_num(dir, 2, "ps_weight_lost") == lost);
 }
 END_TEST
 

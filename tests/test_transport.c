@@ -476,6 +476,184 @@ START_TEST(test_world_alltoall8_hsshm_stress)
 }
 END_TEST
 
+/* --- after a departure: hs_transport_unsent and hs_transport_leave (hsshm) ------------- */
+
+/* Message k of these tests: tag 5, 1000 + 997 k bytes (its length tells k), filled by tt_fill. */
+#define GONE_TAG 5
+static size_t gone_len(int k)
+{
+    return 1000 + 997 * (size_t)k;
+}
+
+typedef struct gone_seen {
+    int n, bad;
+    int from[4];     /* messages per source */
+    int k_seen[200]; /* how often each k was handed back (per the one sender of a test) */
+    int me;
+} gone_seen_t;
+
+static void gone_cb(void *ctx, int peer, const void *buf, size_t got, size_t len)
+{
+    gone_seen_t *g = ctx;
+    g->n++;
+    if (peer >= 0 && peer < 4) g->from[peer]++;
+    size_t k = (len - 1000) / 997;
+    if (got != len || len < 1000 || (len - 1000) % 997 || k >= 200) {
+        g->bad++;
+        return;
+    }
+    int src = g->me == 0 ? peer : g->me, dst = g->me == 0 ? 0 : peer;
+    if (!tt_check_payload(buf, len, src, dst, (int)k)) g->bad++;
+    g->k_seen[k]++;
+}
+
+/* Wait until `peer` has exited or left: unsent stops saying -EBUSY. Returns its result. */
+static int unsent_when_gone(hs_transport_t *t, int peer, gone_seen_t *g)
+{
+    for (double t0 = hs_now(); hs_now() - t0 < 15; hs_sleep(0.01)) {
+        int rc = hs_transport_unsent(t, peer, GONE_TAG, gone_cb, g);
+        if (rc != -EBUSY) return rc;
+    }
+    return -ETIMEDOUT;
+}
+
+/* A rank that dies without a word: rank 1 sends 8 messages that rank 0 never takes (each
+ * wholly in rank 0's ring once its send completes), with *arg 2 of 100 KiB by address (RTS,
+ * never complete), then one of 40 KiB, larger than what is left of the 64 KiB ring (partly
+ * written). Once rank 0 has exited, unsent hands back exactly the 8 whole eager ones, byte
+ * for byte, once; the by-address and the partly written sends fail with -ECONNRESET. */
+static int unsent_after_death(hs_transport_t *t, void *arg)
+{
+    int rdv = arg && *(const int *)arg, nmsg = 8, nall = nmsg + 2 * rdv + 1;
+    char go = 'g';
+    if (hs_transport_rank(t) == 0) {
+        hs_treq_t *r = NULL; /* eager: in rank 1's ring at once; no transport call after it */
+        if (hs_transport_isend(t, 1, GONE_TAG + 1, &go, 1, &r)) RFAIL("isend go");
+        hs_sleep(0.5); /* takes nothing, then exits */
+        _exit(0);
+    }
+    if (hs_transport_recv(t, 0, GONE_TAG + 1, &go, 1, NULL)) RFAIL("recv go");
+    unsigned char *b[11];
+    hs_treq_t *r[11] = {NULL};
+    for (int k = 0; k < nall; k++) {
+        size_t len = k < nmsg ? gone_len(k) : k < nall - 1 ? (size_t)100 << 10 : (size_t)40 << 10;
+        b[k] = malloc(len);
+        tt_fill(b[k], len, 1, 0, k < nmsg ? k : 150 + k);
+        if (hs_transport_isend(t, 0, GONE_TAG, b[k], len, &r[k])) RFAIL("isend %d", k);
+    }
+    for (int k = 0; k < nall; k++) {
+        int done = 0;
+        if (hs_transport_test(t, &r[k], &done, NULL)) RFAIL("test %d", k);
+        if (done != (k < nmsg))
+            RFAIL("send %d (%zu bytes): done %d", k, k < nmsg ? gone_len(k) : (size_t)0, done);
+    }
+    gone_seen_t g = {.me = 1};
+    if (hs_transport_unsent(t, 0, GONE_TAG, gone_cb, &g) != -EBUSY) RFAIL("unsent while it runs");
+    int rc = unsent_when_gone(t, 0, &g);
+    if (rc != nmsg || g.n != nmsg || g.bad)
+        RFAIL("unsent: %d (%d handed back, %d bad), want %d", rc, g.n, g.bad, nmsg);
+    for (int k = 0; k < nmsg; k++)
+        if (g.k_seen[k] != 1) RFAIL("message %d handed back %d times", k, g.k_seen[k]);
+    if (hs_transport_unsent(t, 0, GONE_TAG, gone_cb, &g) != 0 || g.n != nmsg)
+        RFAIL("a second unsent handed something back");
+    for (int k = 0; k < nall; k++) {
+        if (r[k] && hs_transport_wait(t, &r[k], 5, NULL) != -ECONNRESET)
+            RFAIL("send %d to the dead rank did not fail with -ECONNRESET", k);
+        free(b[k]);
+    }
+    fprintf(stderr, "(expected) took back %d messages from a dead rank\n", g.n);
+    return 0;
+}
+
+START_TEST(test_world_unsent_after_death_hsshm)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "hsshm");
+    int rdv = 0, expect[2] = {0, 0};
+    ck_assert_int_eq(tt_run_world(2, &o, 1, unsent_after_death, &rdv, 30, expect, small_rings), 0);
+    rdv = 1;
+    ck_assert_int_eq(tt_run_world(2, &o, 1, unsent_after_death, &rdv, 30, expect, small_rings_rdv),
+                     0);
+}
+END_TEST
+
+/* A rank that leaves (an injected crash): ranks 1 and 2 send rank 0 12 messages each; rank 0
+ * has receives posted for 3 of rank 1's (completed, never waited for) and takes the rest as
+ * unexpected. hs_transport_leave hands back all 24 once, byte for byte, and fails the 3
+ * receives with -ECANCELED. Then the senders' new sends fail at once with -ECONNRESET, and
+ * unsent finds nothing: rank 0 took everything that had reached it. */
+static int leave_takes_all(hs_transport_t *t, void *arg)
+{
+    (void)arg;
+    int me = hs_transport_rank(t), nmsg = 12;
+    if (me == 0) {
+        hs_treq_t *r[3] = {NULL};
+        unsigned char *rb[3];
+        for (int i = 0; i < 3; i++) {
+            rb[i] = malloc(gone_len(nmsg));
+            if (hs_transport_irecv(t, 1, GONE_TAG, rb[i], gone_len(nmsg), &r[i])) RFAIL("irecv");
+        }
+        if (hs_transport_barrier(t)) RFAIL("barrier"); /* every send is complete */
+        gone_seen_t g = {.me = 0};
+        int n = hs_transport_leave(t, GONE_TAG, gone_cb, &g);
+        if (n != 2 * nmsg || g.n != n || g.bad || g.from[1] != nmsg || g.from[2] != nmsg)
+            RFAIL("leave handed back %d (%d from 1, %d from 2, %d bad), want %d", n, g.from[1],
+                  g.from[2], g.bad, 2 * nmsg);
+        for (int i = 0; i < 3; i++) {
+            if (hs_transport_wait(t, &r[i], 1, NULL) != -ECANCELED)
+                RFAIL("receive %d handed back but not cancelled", i);
+            free(rb[i]);
+        }
+        if (hs_transport_leave(t, GONE_TAG, gone_cb, &g) != 0) RFAIL("a second leave");
+        hs_sleep(0.3); /* stays alive while the others see it gone */
+        return 0;
+    }
+    unsigned char *b[12];
+    for (int k = 0; k < nmsg; k++) {
+        b[k] = malloc(gone_len(k));
+        tt_fill(b[k], gone_len(k), me, 0, k);
+        if (hs_transport_send(t, 0, GONE_TAG, b[k], gone_len(k))) RFAIL("send %d", k);
+    }
+    if (hs_transport_barrier(t)) RFAIL("barrier");
+    gone_seen_t g = {.me = me};
+    int rc = unsent_when_gone(t, 0, &g);
+    if (rc != 0 || g.n) RFAIL("unsent after leave: %d (%d handed back)", rc, g.n);
+    double t0 = hs_now();
+    if (hs_transport_send(t, 0, GONE_TAG, b[0], gone_len(0)) != -ECONNRESET)
+        RFAIL("a send to a rank that left did not fail with -ECONNRESET");
+    if (hs_now() - t0 > 1) RFAIL("the failed send took %.1f s", hs_now() - t0);
+    if (!strstr(hs_last_error(), "left")) RFAIL("the error does not say it left");
+    for (int k = 0; k < nmsg; k++) free(b[k]);
+    return 0;
+}
+
+START_TEST(test_world_leave_hsshm)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "hsshm");
+    ck_assert_int_eq(tt_run_world(3, &o, 1, leave_takes_all, NULL, 30, NULL, NULL), 0);
+}
+END_TEST
+
+/* libfabric cannot know what a peer took: both calls say -ENOSYS. */
+static int fabric_nosys(hs_transport_t *t, void *arg)
+{
+    (void)arg;
+    gone_seen_t g = {.me = hs_transport_rank(t)};
+    if (hs_transport_unsent(t, 1 - hs_transport_rank(t), GONE_TAG, gone_cb, &g) != -ENOSYS)
+        RFAIL("unsent on tcp");
+    if (hs_transport_leave(t, GONE_TAG, gone_cb, &g) != -ENOSYS) RFAIL("leave on tcp");
+    return g.n != 0;
+}
+
+START_TEST(test_world_unsent_nosys_tcp)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "tcp");
+    ck_assert_int_eq(tt_run_world(2, &o, 1, fabric_nosys, NULL, 30, NULL, NULL), 0);
+}
+END_TEST
+
 /* A receiver that dies before reading a message sent by address: the sender's wait fails
  * naming it, well before the 20 s timeout. Rank 1 says goodbye and exits without another
  * transport call, so nothing of it reads the message that rank 0 sends after the goodbye. */
@@ -758,6 +936,9 @@ int main(void)
     tcase_add_test(c, test_world_alltoall_hsshm_rdv);
     tcase_add_test(c, test_world_late_receives_hsshm_rdv);
     tcase_add_test(c, test_world_rdv_receiver_dies_hsshm);
+    tcase_add_test(c, test_world_unsent_after_death_hsshm);
+    tcase_add_test(c, test_world_leave_hsshm);
+    tcase_add_test(c, test_world_unsent_nosys_tcp);
     tcase_add_test(c, test_world_alltoall8_hsshm_stress);
     tcase_add_test(c, test_world_late_receives_tcp);
     tcase_add_test(c, test_world_peer_death_hsshm);

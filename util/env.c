@@ -73,6 +73,11 @@ static const hs_env_var_t table[] = {
     {"HS_CENTER_PATH", HS_ENV_STRING, "auto", NO_RANGE,
      "EASGD center: auto, rma or service (the --center-path flag overrides it)"},
 
+    /* --- checkpoints (runtime/checkpoint.c) --- */
+    {"HS_TEST_CKPT_PAUSE", HS_ENV_DOUBLE, "0", 0, 600,
+     "seconds; tests only: a checkpoint write sleeps this long between writing its temporary "
+     "file and renaming it (to kill a run mid-write)"},
+
     /* --- logging and errors (util/error.c) --- */
     {"HEARSAY_LOG", HS_ENV_STRING, "info", NO_RANGE,
      "log level: error, warn, info or debug (debug traces every transport post and "

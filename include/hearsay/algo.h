@@ -210,6 +210,14 @@ typedef struct hs_algo_ops {
     size_t (*state_bytes)(const hs_algo_t *a);
     int (*state_save)(hs_algo_t *a, void *buf);
     int (*state_load)(hs_algo_t *a, const void *buf);
+    /* An injected crash ends this rank's process right after this call (no drain, no
+     * goodbye). Push-sum algorithms settle their own sends (bounded by the comm timeout),
+     * stop receiving (hs_transport_leave) and say in *lost the weight the rank takes with
+     * it: its own plus every share it received and has not folded; recv_from (size doubles)
+     * gets the weight received from each rank over the run (for the in-flight account of
+     * transports that cannot give back what a dead rank never took). NULL slot: nothing to
+     * account (*lost stays 0). */
+    int (*crash)(hs_algo_t *a, double *lost, double *recv_from);
 } hs_algo_ops_t;
 
 extern const hs_algo_ops_t hs_algo_local_ops;     /* independent workers, no communication */

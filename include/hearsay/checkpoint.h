@@ -58,6 +58,9 @@ typedef struct hs_ckpt {
     size_t state_bytes;
 } hs_ckpt_t;
 
+/* No run takes this many iterations: a header that says more is corrupt. */
+#define HS_CKPT_ITER_MAX (1LL << 48)
+
 /* FNV-1a 64 of n bytes, continuing from h (start with HS_FNV1A_INIT). */
 #define HS_FNV1A_INIT 0xcbf29ce484222325ULL
 uint64_t hs_ckpt_fnv1a(const void *p, size_t n, uint64_t h);
@@ -65,11 +68,14 @@ uint64_t hs_ckpt_fnv1a(const void *p, size_t n, uint64_t h);
 /* DIR/ckpt/rank-R.bin into buf. -ENAMETOOLONG when it does not fit. */
 int hs_ckpt_path(char *buf, size_t cap, const char *dir, int rank);
 
-/* Write c to path atomically (path.tmp, fsync, rename); the parent directory must exist.
- * Errors name the file. */
+/* Write c to path atomically (a temporary file beside it, fsync, rename, fsync of the
+ * directory): a reader sees the previous file or the new one, whole, even when the writer is
+ * killed midway. The parent directory must exist. Errors name the file. HS_TEST_CKPT_PAUSE
+ * (seconds, tests only) sleeps between the fsync and the rename. */
 int hs_ckpt_write(const char *path, const hs_ckpt_t *c);
-/* Read and verify path (magic, version, section sizes against the file's size, checksum)
- * into *c (allocated; release with hs_ckpt_free). Errors name the file and the problem. */
+/* Read and verify path (magic, version, section sizes against the file's size, an iteration
+ * in [0, HS_CKPT_ITER_MAX], checksum) into *c (allocated; release with hs_ckpt_free). Errors name
+ * the file and the problem. */
 int hs_ckpt_read(const char *path, hs_ckpt_t *c);
 void hs_ckpt_free(hs_ckpt_t *c);
 
@@ -78,11 +84,13 @@ void hs_ckpt_free(hs_ckpt_t *c);
  * DIR/ckpt). The caller drains the algorithm first. */
 int hs_ckpt_save_run(const char *dir, int rank, int size, long iteration, hs_worker_t *w,
                      const hs_algo_ops_t *ops, hs_algo_t *a);
-/* Load DIR/ckpt/rank-R.bin into the worker (parameters, velocity, data position) and the
- * algorithm (state_load); *iteration gets the saved iteration. Checks rank, size, algorithm,
- * parameter count, velocity and state sizes; errors name the file and what differs. */
+/* Load DIR/ckpt/rank-R.bin into the worker (parameters, velocity, data position: O(1) in the
+ * iteration) and the algorithm (state_load); *iteration gets the saved iteration. Checks the
+ * iteration against the run's `total_iters` first (> 0; a checkpoint past the end is refused
+ * before anything is restored), then rank, size, algorithm, parameter count, velocity and
+ * state sizes; errors name the file and what differs. */
 int hs_ckpt_load_run(const char *dir, int rank, int size, hs_worker_t *w, const hs_algo_ops_t *ops,
-                     hs_algo_t *a, long *iteration);
+                     hs_algo_t *a, long total_iters, long *iteration);
 
 #ifdef __cplusplus
 }

@@ -73,7 +73,9 @@ typedef struct hs_exec_ops {
     int (*wait)(hs_exec_t *x, hs_treq_t **reqs, int n, double timeout_s, unsigned flags, int *idx,
                 hs_tstatus_t *st);
     /* 1 when `peer` still runs (or cannot be known: remote peers), 0 when it has exited.
-     * Takes at most probe_s. */
+     * Takes at most probe_s; probe_s <= 0: no waiting, what the transport can tell at once
+     * (it looks at a same-host peer's process at most every 0.2 s): cheap enough to ask
+     * before every send. */
     int (*alive)(hs_exec_t *x, int peer, double probe_s);
     /* Every rank of the job enters before any returns (start-up, checkpoints; never on the
      * training path). */

@@ -104,6 +104,8 @@ typedef struct hs_train_result {
     /* Distributed runs (rank 0 has the job-wide figures; other ranks their own). */
     int ranks;
     double ps_weight_sum;      /* sum of the push-sum weights of the ranks that finished */
+    double ps_weight_lost;     /* push-sum weight taken by ranks that crashed by injection
+                                * (their DIR/rank-R-lost.json; 0 without) */
     double consensus_distance; /* RMS over ranks of ||z_i - mean z|| at the end */
     int n_failed;              /* ranks reported failed */
 } hs_train_result_t;

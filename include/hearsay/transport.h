@@ -75,6 +75,12 @@ typedef struct hs_tstatus {
  * the bad variable. */
 int hs_transport_opts_default(hs_transport_opts_t *o);
 
+/* What hs_transport_unsent and hs_transport_leave hand back: one message of `len` bytes
+ * whose first `got` bytes are in buf (got < len: only a prefix arrived), sent to (unsent) or
+ * received from (leave) rank `peer`. Called with the transport's lock held: it must not call
+ * the transport. */
+typedef void (*hs_transport_msg_fn)(void *ctx, int peer, const void *buf, size_t got, size_t len);
+
 /*
  * The backend contract. Every slot receives the transport context; the generic layer has
  * already checked arguments (peer ranks in range, tags <= HS_TAG_MAX, non-NULL pointers).
@@ -147,6 +153,26 @@ typedef struct hs_transport_ops {
      * action from the peer, synchronous. The caller makes sure the peer leaves those bytes
      * alone meanwhile (collectives announce their buffers in messages). */
     int (*peer_read)(hs_transport_t *t, int peer, uint64_t remote, void *local, size_t len);
+    /* Optional (NULL: -ENOSYS; libfabric cannot know). For a peer that has exited or left
+     * (see leave): hand every message with user tag `tag` that this rank sent it and that it
+     * never began to take (eager messages wholly in its ring) to cb, then forget them (a
+     * second call does not report them again). A send it never began to take and that is
+     * not wholly written fails with -ECONNRESET instead, and one it began to take completes
+     * (the peer counted it: see leave); by-address (RTS) sends stay the caller's requests
+     * until read and fail the same way. Returns how many messages it handed back, or
+     * -EBUSY while the peer still runs and has not left (it may still take them). */
+    int (*unsent)(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
+    /* Optional (NULL: -ENOSYS). This rank is about to exit (an injected crash): take
+     * whatever has reached it, then stop receiving for good, and hand every message with
+     * user tag `tag` that arrived in whole or in part and that no test or wait reported to cb
+     * (its completed receives fail with -ECANCELED, so nothing is delivered twice). Peers'
+     * sends to it fail from then on, and what they wrote afterwards is theirs to take back
+     * with unsent. Sending still works. Returns how many messages it handed back. */
+    int (*leave)(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
+    /* Optional (NULL: -ENOSYS). 1 when peer's process has exited (same host and pid
+     * namespace: gone or a zombie), 0 while it runs, -ENOSYS when this cannot be known (another
+     * host). Never blocks (one look at /proc), no rate limit: cheap enough before a send. */
+    int (*peer_gone)(hs_transport_t *t, int peer);
 } hs_transport_ops_t;
 
 /* The context every backend shares; backends keep their own state in impl. */
@@ -217,6 +243,19 @@ int hs_transport_peer_read_ok(const hs_transport_t *t);
 int hs_transport_has_peer_read(const hs_transport_t *t);
 /* -ENOSYS where unsupported; errors name the peer (a dead one: -ECONNRESET). */
 int hs_transport_peer_read(hs_transport_t *t, int peer, uint64_t remote, void *local, size_t len);
+
+/* Push-sum bookkeeping after a peer's death (see the ops table): the messages with `tag`
+ * this rank sent to `peer`, which has exited or left, and that it never began to take, handed
+ * to cb once each. The count, -EBUSY while the peer runs, -ENOSYS where the backend cannot
+ * know (libfabric: what was sent is the receiver's once the send completed). */
+int hs_transport_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb,
+                        void *ctx);
+/* 1 when peer's process has exited, 0 while it runs, -ENOSYS when the backend cannot know
+ * (another host); never blocks (see the ops table). */
+int hs_transport_peer_gone(hs_transport_t *t, int peer);
+/* This rank is about to exit: stop receiving and hand what arrived with `tag` and was not
+ * delivered to cb (see the ops table). The count, or -ENOSYS (libfabric). */
+int hs_transport_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
 
 /* Collective: expose buf[0..len) on every rank as a window. */
 int hs_transport_win_create(hs_transport_t *t, void *buf, size_t len, hs_twin_t **win);
