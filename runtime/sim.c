@@ -69,6 +69,7 @@ typedef struct sim_msg {
     size_t len;
     double at; /* delivery time */
     uint64_t seq;
+    int reclaimed;        /* taken back by its sender (unsent): never delivered */
     struct sim_msg *next; /* unexpected queue */
     unsigned char data[];
 } sim_msg_t;
@@ -81,7 +82,10 @@ struct hs_treq {
     size_t cap;
     int done, err;
     hs_tstatus_t st;
-    struct hs_treq *next; /* posted receives */
+    struct hs_treq *next;          /* posted receives */
+    sim_rank_t *rk;                /* a receive's rank */
+    struct hs_treq *cprev, *cnext; /* completed receives not yet taken (rk->completed) */
+    int on_completed;
 };
 
 struct sim_rank {
@@ -91,9 +95,11 @@ struct sim_rank {
     hs_exec_t *x;
     hs_boot_t *boot;
     hs_shaper_t *shaper;
-    struct hs_treq *posted;   /* posted receives, in order */
-    sim_msg_t *unexpected;    /* arrived, not yet received, in order */
-    long in_flight_from_dead; /* (unused for live ranks) */
+    struct hs_treq *posted;    /* posted receives, in order */
+    struct hs_treq *completed; /* completed receives nobody has taken yet (see leave) */
+    sim_msg_t *unexpected;     /* arrived, not yet received, in order */
+    sim_msg_t *dead_letters;   /* arrived after it left or died: its senders' (unsent) */
+    int left;                  /* hs_transport_leave: receives nothing any more */
     sim_thread_t *main;
     sim_thread_t *threads; /* this rank's threads (next_in_rank) */
     hs_train_result_t res;
@@ -307,6 +313,31 @@ static void complete_recv(struct hs_treq *r, const sim_msg_t *m)
     }
     r->st = (hs_tstatus_t){.source = m->src, .tag = m->tag, .len = m->len};
     r->done = 1;
+    if (r->rk && !r->on_completed) { /* until taken: leave hands it back if never taken */
+        r->cprev = NULL;
+        r->cnext = r->rk->completed;
+        if (r->cnext) r->cnext->cprev = r;
+        r->rk->completed = r;
+        r->on_completed = 1;
+    }
+}
+
+static void off_completed(struct hs_treq *r)
+{
+    if (!r->on_completed) return;
+    if (r->cprev)
+        r->cprev->cnext = r->cnext;
+    else
+        r->rk->completed = r->cnext;
+    if (r->cnext) r->cnext->cprev = r->cprev;
+    r->on_completed = 0;
+}
+
+static void append(sim_msg_t **list, sim_msg_t *m)
+{
+    while (*list) list = &(*list)->next;
+    m->next = NULL;
+    *list = m;
 }
 
 /* A message reaches its destination (the clock is at m->at). */
@@ -314,8 +345,12 @@ static void deliver(sim_world_t *w, sim_msg_t *m)
 {
     w->in_flight[m->src]--;
     sim_rank_t *d = &w->rk[m->dst];
-    if (d->dead) {
+    if (m->reclaimed) {
         free(m);
+        return;
+    }
+    if (d->dead || d->left) { /* its sender may take it back (unsent) */
+        append(&d->dead_letters, m);
         return;
     }
     for (struct hs_treq **pp = &d->posted; *pp; pp = &(*pp)->next) {
@@ -377,7 +412,7 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
     r->tag = tag;
     r->st = (hs_tstatus_t){.source = peer, .tag = tag, .len = len};
     r->done = 1;
-    if (w->rk[peer].dead) {
+    if (w->rk[peer].dead || w->rk[peer].left) {
         r->err = HS_ERR(-ECONNRESET, "sim: rank %d has exited (send of %zu bytes, tag %#x)", peer,
                         len, tag);
         *req = r;
@@ -389,6 +424,7 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
         return HS_ERR(-ENOMEM, "sim: out of memory for a %zu-byte message", len);
     }
     m->src = rk->rank;
+    m->reclaimed = 0;
     m->dst = peer;
     m->tag = tag;
     m->len = len;
@@ -416,6 +452,7 @@ static int st_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t
     r->tag = tag;
     r->buf = buf;
     r->cap = cap;
+    r->rk = rk;
     for (sim_msg_t **pp = &rk->unexpected; *pp; pp = &(*pp)->next) {
         sim_msg_t *m = *pp;
         if (!matches(r, m)) continue;
@@ -453,6 +490,7 @@ static void check_dead_source(sim_world_t *w, sim_rank_t *rk, struct hs_treq *r)
 
 static void req_release(hs_treq_t **req)
 {
+    off_completed(*req);
     free(*req);
     *req = NULL;
 }
@@ -555,6 +593,69 @@ static void st_req_free(hs_transport_t *t, hs_treq_t **req)
 }
 
 /* Every live rank enters before any leaves (a rank that dies meanwhile is not waited for). */
+/* A sender takes back what a peer that died or left never took: messages still in flight to
+ * it, and those that reached it afterwards (its dead letters). */
+static int st_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
+{
+    sim_rank_t *rk = rank_of(t);
+    sim_world_t *w = world_of(rk);
+    sim_rank_t *p = &w->rk[peer];
+    if (!p->dead && !p->left) return -EBUSY;
+    int n = 0;
+    for (int i = 0; i < w->nheap; i++) {
+        sim_msg_t *m = w->heap[i];
+        if (m->reclaimed || m->src != rk->rank || m->dst != peer || m->tag != tag) continue;
+        cb(ctx, peer, m->data, m->len, m->len);
+        m->reclaimed = 1;
+        n++;
+    }
+    for (sim_msg_t **pp = &p->dead_letters; *pp;) {
+        sim_msg_t *m = *pp;
+        if (m->src != rk->rank || m->tag != tag) {
+            pp = &m->next;
+            continue;
+        }
+        cb(ctx, peer, m->data, m->len, m->len);
+        *pp = m->next;
+        free(m);
+        n++;
+    }
+    return n;
+}
+
+/* This rank is about to end: what reached it and nobody took goes back through cb, its
+ * completed receives fail, and it receives nothing any more. */
+static int st_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
+{
+    sim_rank_t *rk = rank_of(t);
+    int n = 0;
+    rk->left = 1;
+    for (struct hs_treq *r = rk->completed; r; r = r->cnext) {
+        if (r->send || r->tag != tag || r->err) continue;
+        cb(ctx, r->st.source, r->buf, r->st.len, r->st.len);
+        r->err = HS_ERR(-ECANCELED, "sim: rank %d left", rk->rank);
+        n++;
+    }
+    for (sim_msg_t **pp = &rk->unexpected; *pp;) {
+        sim_msg_t *m = *pp;
+        if (m->tag != tag) {
+            pp = &m->next;
+            continue;
+        }
+        cb(ctx, m->src, m->data, m->len, m->len);
+        *pp = m->next;
+        free(m);
+        n++;
+    }
+    wake_all(world_of(rk)); /* senders waiting on it see it left */
+    return n;
+}
+
+static int st_peer_gone(hs_transport_t *t, int peer)
+{
+    return world_of(rank_of(t))->rk[peer].dead;
+}
+
 static int world_barrier(sim_world_t *w)
 {
     uint64_t gen = w->barrier_gen;
@@ -622,6 +723,9 @@ static const hs_transport_ops_t sim_transport_ops = {
     .win_create = st_win_create,
     .provider = st_provider,
     .peer_read_ok = st_peer_read_ok,
+    .unsent = st_unsent,
+    .leave = st_leave,
+    .peer_gone = st_peer_gone,
 };
 
 /* --- the virtual execution environment --------------------------------------------------- */
@@ -693,12 +797,13 @@ static void vx_crash(hs_exec_t *x, int status)
     /* its threads never run again; its queues are dropped */
     for (int i = 0; i < w->nth; i++)
         if (w->th[i]->rk == rk) w->th[i]->state = T_DONE;
-    while (rk->unexpected) {
+    while (rk->unexpected) { /* its senders may take these back (unsent) */
         sim_msg_t *m = rk->unexpected;
         rk->unexpected = m->next;
-        free(m);
+        append(&rk->dead_letters, m);
     }
     rk->posted = NULL;
+    rk->completed = NULL;
     wake_all(w); /* peers waiting on it find it dead */
     sim_thread_t *me = current_of(w);
     sem_post(&w->sched);
@@ -1260,6 +1365,11 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
         while (w.rk[r].unexpected) {
             sim_msg_t *m = w.rk[r].unexpected;
             w.rk[r].unexpected = m->next;
+            free(m);
+        }
+        while (w.rk[r].dead_letters) {
+            sim_msg_t *m = w.rk[r].dead_letters;
+            w.rk[r].dead_letters = m->next;
             free(m);
         }
     }

@@ -211,7 +211,8 @@ START_TEST(test_straggler_virtual)
 }
 END_TEST
 
-/* A crashed rank: the survivors of a tolerant algorithm finish and report it. */
+/* A crashed rank: the survivors of a tolerant algorithm finish and report it, and no push-sum
+ * mass is lost. */
 START_TEST(test_crash)
 {
     char dir[4096];
@@ -220,6 +221,11 @@ START_TEST(test_crash)
         sim_job(dir, "-n 6", TASK " --algo sgp --epochs 2 --straggler crash:2:iter=10", 60), 0);
     ck_assert(tr_summary_has(dir, "\"rank\": 2, \"after_iteration\""));
     ck_assert(tr_summary_num(dir, "final_test_loss") < 0.5);
+    /* push-sum mass: the survivors' weights plus what the crashed rank took with it (the
+     * simulated transport hands back what it never took: unsent, leave) */
+    double ws = tr_summary_num(dir, "ps_weight_sum"), lost = tr_summary_num(dir, "ps_weight_lost");
+    ck_assert_msg(fabs(ws + lost - 6.0) < 1e-9, "survivors %.12g + lost %.12g, not 6", ws, lost);
+    ck_assert(lost > 0);
 }
 END_TEST
 
