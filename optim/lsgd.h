@@ -15,7 +15,7 @@
 typedef struct hs_lsgd_entry {
     double loss;    /* the rank's mean loss over its last k batches */
     long version;   /* the rank's iteration when it sent it (newer replaces older) */
-    double seen_s;  /* hs_now() when it arrived here */
+    double seen_s;  /* the clock (hs_exec_now) when it arrived here */
     long seen_iter; /* this worker's iteration when it arrived */
     int valid;      /* 0: nothing heard yet */
     int done;       /* the rank has finished its run */
