@@ -99,6 +99,54 @@ START_TEST(test_shape_parse_errors)
 }
 END_TEST
 
+/* Issue 17 item 2: every number of a shaping spec is range-checked where it is parsed (bw=1e30Gbit
+ * used to pass, overflow the chunk size to 0 and kill the sending rank with SIGFPE). */
+START_TEST(test_shape_parse_ranges)
+{
+    static const struct {
+        const char *spec, *needle;
+    } bad[] = {
+        {"bw=1e30Gbit", "bw"},
+        {"bw=1e400Gbit", "non-negative number"},
+        {"bw=1e-30bit", "bw"},
+        {"bw=nanGbit", "non-negative number"},
+        {"bw=infGbit", "non-negative number"},
+        {"bw=81Tbit", "unknown rate unit"}, /* no T unit: a unit error, not a range one */
+        {"bw=10001GB", "bw"},
+        {"latency=1e30s", "latency"},
+        {"latency=3601s", "latency"},
+        {"jitter=1e300ms", "jitter"},
+        {"jitter=-0.5ms", "non-negative"},
+        {"latency=nans", "non-negative number"},
+        {"1-99999999999:latency=1ms", "scope"},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
+        hs_shape_t *s = NULL;
+        ck_assert_msg(hs_shape_parse(bad[i].spec, &s) == -EINVAL, "spec '%s' was accepted",
+                      bad[i].spec);
+        ck_assert_ptr_null(s);
+        ck_assert_msg(strstr(hs_last_error(), bad[i].needle) != NULL, "spec '%s': got '%s'",
+                      bad[i].spec, hs_last_error());
+        ck_assert_msg(strstr(hs_last_error(), bad[i].spec) != NULL, "spec not quoted: %s",
+                      hs_last_error());
+    }
+    /* The bounds themselves are accepted, and the fastest link still gets a usable chunk. */
+    hs_shape_t *s = NULL;
+    hs_shaper_t *sh = NULL;
+    ck_assert_int_eq(hs_shape_parse("0>1:bw=10000GB,latency=3600s,jitter=3600s; 1>0:bw=1bit", &s),
+                     0);
+    ck_assert_int_eq(hs_shaper_create(s, 0, 2, NULL, 1, &sh), 0);
+    ck_assert_uint_eq(hs_shaper_chunk(sh, 1, 1 << 20), 1 << 20);
+    ck_assert(isfinite(hs_shaper_release(sh, 1, (size_t)1 << 40, 1.0)));
+    hs_shaper_free(&sh);
+    ck_assert_int_eq(hs_shaper_create(s, 1, 2, NULL, 1, &sh), 0);
+    ck_assert_uint_eq(hs_shaper_chunk(sh, 0, 1 << 20), 16384);
+    ck_assert(isfinite(hs_shaper_release(sh, 0, (size_t)1 << 40, 1.0)));
+    hs_shaper_free(&sh);
+    hs_shape_free(&s);
+}
+END_TEST
+
 START_TEST(test_shaper_model)
 {
     hs_shape_t *s = NULL;
@@ -736,6 +784,7 @@ int main(void)
     TCase *c = tcase_create("spec");
     tcase_add_test(c, test_shape_parse);
     tcase_add_test(c, test_shape_parse_errors);
+    tcase_add_test(c, test_shape_parse_ranges);
     tcase_add_test(c, test_shaper_model);
     suite_add_tcase(s, c);
     c = tcase_create("inproc");
