@@ -123,8 +123,7 @@ int hs_train_dist_check(const hs_train_opts_t *o, int ranks)
         return HS_ERR(-EINVAL, "--algo '%s': unknown algorithm (known: %s)", o->algo ? o->algo : "",
                       hs_algo_names());
     if (o->tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", o->tau);
-    for (size_t i = 0; i < o->n_stragglers; i++)
-        HS_TRY(hs_straggler_check(o->stragglers[i], ranks));
+    HS_TRY(hs_straggler_check_list(o->stragglers, o->n_stragglers, ranks));
     if (o->link && *o->link) {
         hs_shape_t *s = NULL;
         int rc = hs_shape_parse(o->link, &s);
