@@ -162,6 +162,19 @@ START_TEST(test_lr_parse_errors)
         {"cosine", "needs a length"},
         {"cosine:1:2:3", "cosine[:LENGTH"},
         {"constant:5", "no parameters"},
+        /* issue 17 item 2: every number range-checked (a gamma of 1e300 made the lr infinite
+         * after two milestones, a final lr of 1e300 likewise) */
+        {"step:30:1e300", "gamma '1e300'"},
+        {"step:30:101", "gamma '101'"},
+        {"step:30:nan", "gamma 'nan'"},
+        {"step:30:1e400", "gamma '1e400'"},
+        {"step:1e400", "milestone '1e400'"},
+        {"step:1e13", "milestone '1e13'"},
+        {"step:30,inf", "milestone 'inf'"},
+        {"cosine:10:1e300", "final lr '1e300'"},
+        {"cosine:10:nan", "final lr 'nan'"},
+        {"cosine:1e13", "length '1e13'"},
+        {"cosine:nan", "length 'nan'"},
     };
     for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
         hs_lr_schedule_t s;
@@ -177,7 +190,7 @@ START_TEST(test_lr_parse_errors)
         }
     }
     hs_lr_schedule_t s = sched("constant", 0, NULL);
-    const char *bad_w[] = {"abc", "-1", "5x", "", "nan", "1e999"};
+    const char *bad_w[] = {"abc", "-1", "5x", "", "nan", "1e999", "1e13", "1e13it", "infit"};
     for (size_t i = 0; i < HS_ARRAY_LEN(bad_w); i++) {
         ck_assert_int_eq(hs_lr_set_warmup(&s, bad_w[i]), -EINVAL);
         ck_assert_ptr_nonnull(strstr(hs_last_error(), "warm-up"));
