@@ -209,6 +209,10 @@ typedef struct hs_algo_ops {
     size_t (*state_bytes)(const hs_algo_t *a);
     int (*state_save)(hs_algo_t *a, void *buf);
     int (*state_load)(hs_algo_t *a, const void *buf);
+    /* Check the algorithm's own options before the job starts (hearsay train exits 2 on an
+     * error): ranks > 0 is the job size, 0 when not known yet. -EINVAL naming the flag. NULL:
+     * nothing beyond the generic checks. */
+    int (*check)(const hs_algo_opts_t *o, int ranks);
 } hs_algo_ops_t;
 
 extern const hs_algo_ops_t hs_algo_local_ops;     /* independent workers, no communication */
