@@ -237,6 +237,11 @@ static int fab_connect(hs_transport_t *t, const void *all, size_t stride)
         if ((int)a->rank != r)
             return HS_ERR(-EPROTO, "rank %d: address slot %d holds rank %u's address", t->rank, r,
                           a->rank);
+        if (a->epname_len == 0 || a->epname_len > HS_FAB_EPNAME_MAX)
+            return HS_ERR(-EPROTO,
+                          "rank %d: the address of rank %d has an endpoint name of %u bytes "
+                          "(1..%d): a corrupt exchange",
+                          t->rank, r, a->epname_len, HS_FAB_EPNAME_MAX);
         a->host[sizeof a->host - 1] = '\0';
         a->prov[sizeof a->prov - 1] = '\0';
         if (strcmp(a->prov, f->prov))

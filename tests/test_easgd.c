@@ -79,6 +79,45 @@ START_TEST(test_centers_spec)
 }
 END_TEST
 
+/* Issue 17 item 8: the elastic header check is overflow-safe. It computed 64 + count * 4, which
+ * wraps for count = 2^62 (to 64: a bare header passed for 2^62 floats) and for 2^62 + k (to
+ * 64 + 4k). */
+START_TEST(test_el_hdr_check_overflow)
+{
+    hs_el_hdr_v1_t h;
+    hs_el_hdr_init(&h, HS_EL_DATA, 3, 0, 3, 0);
+    ck_assert_int_eq(hs_el_hdr_check(&h, 64 + 12, 3), 0);
+    ck_assert_int_eq(hs_el_hdr_check(&h, 64 + 16, 3), -EPROTO);
+    ck_assert_int_eq(hs_el_hdr_check(&h, 64 + 14, 3), -EPROTO); /* not whole floats */
+    ck_assert_int_eq(hs_el_hdr_check(&h, 64 + 12, 2), -EPROTO); /* another sender */
+    ck_assert_int_eq(hs_el_hdr_check(&h, 63, 3), -EPROTO);
+    static const struct {
+        uint64_t count;
+        size_t len;
+    } bad[] = {
+        {1ull << 62, 64},
+        {(1ull << 62) + 1, 68},
+        {(1ull << 62) + 3, 76},
+        {1ull << 63, 64},
+        {3ull << 62, 64},
+        {UINT64_MAX, 60},
+        {UINT64_MAX, 64},
+        {UINT64_MAX - 15, 0},
+        {(UINT64_MAX >> 2) + 1, 64},
+        {(UINT64_MAX >> 2) + 17, 128},
+        {UINT64_MAX >> 2, SIZE_MAX - 3},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
+        h.count = bad[i].count;
+        hs_error_clear();
+        ck_assert_msg(hs_el_hdr_check(&h, bad[i].len, 3) == -EPROTO,
+                      "count %llu in %zu bytes accepted", (unsigned long long)bad[i].count,
+                      bad[i].len);
+        ck_assert_ptr_nonnull(strstr(hs_last_error(), "rank 3"));
+    }
+}
+END_TEST
+
 START_TEST(test_elect)
 {
     hs_lsgd_entry_t tab[6] = {0};
@@ -499,6 +538,7 @@ static Suite *suite(void)
     Suite *s = suite_create("easgd");
     TCase *tu = tcase_create("unit");
     tcase_add_test(tu, test_centers_spec);
+    tcase_add_test(tu, test_el_hdr_check_overflow);
     tcase_add_test(tu, test_elect);
     tcase_add_test(tu, test_groups);
     tcase_add_test(tu, test_snapshot_no_tear);

@@ -11,6 +11,7 @@
 #include "hearsay/rng.h"
 #include "hearsay/shaping.h"
 #include "hearsay/transport.h"
+#include "gossip/fabric_wire.h"
 
 #include <check.h>
 #include <math.h>
@@ -293,6 +294,36 @@ END_TEST
 START_TEST(test_inproc_hsshm)
 {
     inproc("hsshm");
+}
+END_TEST
+
+/* Issue 17 item 8: the libfabric address blob's lengths are checked before use: an endpoint
+ * name length past its 256-byte field is refused, naming the rank. */
+START_TEST(test_fabric_addr_lengths)
+{
+    static const uint32_t bad[] = {HS_FAB_EPNAME_MAX + 1, 0x80000000u, 0xFFFFFFFFu};
+    for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
+        hs_transport_opts_t o;
+        tt_opts(&o, "tcp");
+        hs_transport_t *t[2] = {NULL, NULL};
+        char all[2][HS_TRANSPORT_ADDR_MAX];
+        memset(all, 0, sizeof all);
+        for (int r = 0; r < 2; r++) {
+            size_t len;
+            ck_assert_int_eq(hs_transport_create(&t[r], r, 2, 1, &o), 0);
+            ck_assert_int_eq(hs_transport_address(t[r], all[r], &len), 0);
+        }
+        hs_fab_addr_v1_t a;
+        memcpy(&a, all[1], sizeof a);
+        a.epname_len = bad[i];
+        memcpy(all[1], &a, sizeof a);
+        hs_error_clear();
+        ck_assert_int_eq(hs_transport_connect(t[0], all, HS_TRANSPORT_ADDR_MAX), -EPROTO);
+        ck_assert_msg(strstr(hs_last_error(), "rank 1") && strstr(hs_last_error(), "name"), "%s",
+                      hs_last_error());
+        hs_transport_close(&t[0]);
+        hs_transport_close(&t[1]);
+    }
 }
 END_TEST
 
@@ -796,6 +827,7 @@ int main(void)
     tcase_add_test(c, test_inproc_tcp);
     tcase_add_test(c, test_inproc_hsshm);
     tcase_add_test(c, test_hsshm_errors);
+    tcase_add_test(c, test_fabric_addr_lengths);
     suite_add_tcase(s, c);
     c = tcase_create("world");
     tcase_set_timeout(c, 60);
