@@ -134,7 +134,8 @@ START_TEST(test_run_forwards_sigterm)
     double t = hs_now();
     kill(j.pid, SIGTERM);
     tr_finish(&j, 20);
-    ck_assert_msg(j.status == 0, "%s, output:\n%s", tr_status_text(j.status), j.out);
+    /* the workers exit 0 once told, yet the run was interrupted: 128 + SIGTERM */
+    ck_assert_msg(j.status == 128 + SIGTERM, "%s, output:\n%s", tr_status_text(j.status), j.out);
     ASSERT_HAS(&j, "forwarding SIGTERM to 3 workers");
     ASSERT_HAS(&j, "[0] got SIGTERM\n");
     ASSERT_HAS(&j, "[1] got SIGTERM\n");
@@ -157,10 +158,50 @@ START_TEST(test_run_second_signal_kills)
     hs_sleep(0.3);
     kill(j.pid, SIGINT);
     tr_finish(&j, 20);
-    ck_assert_msg(j.status == 128 + SIGKILL, "%s, output:\n%s", tr_status_text(j.status), j.out);
+    ck_assert_msg(j.status == 128 + SIGINT, "%s, output:\n%s", tr_status_text(j.status), j.out);
     ASSERT_HAS(&j, "SIGINT again: killing every worker");
     ck_assert_msg(j.elapsed < 15, "took %.1f s", j.elapsed);
     tr_job_free(&j);
+}
+END_TEST
+
+/* Issue 17 item 10: SIGINT or SIGTERM to `hearsay run` ends its ranks as before, and then it
+ * exits 128 + the signal as shells expect (130, 143), whatever the workers' own statuses: it
+ * used to exit 1, the status of a hearsay train worker told to stop (a library linked in,
+ * libinfinipath, exits 1 on those signals), or 0 when the workers exit 0 once told. */
+START_TEST(test_run_exit_status_on_signal)
+{
+    static const int sigs[] = {SIGINT, SIGTERM};
+    for (size_t i = 0; i < HS_ARRAY_LEN(sigs); i++) {
+        for (int train = 0; train < 2; train++) {
+            tr_args_t a;
+            tr_args_init(&a);
+            tr_args_add(&a, g_bin);
+            tr_args_split(&a, "run -n 2 --");
+            if (train) {
+                tr_args_add(&a, g_bin);
+                tr_args_split(&a, "train --algo sgp --model mlp:16-8-4 --data "
+                                  "gauss:dim=16,classes=4,train=40000,test=64 --batch 16 "
+                                  "--threads 1 --epochs 1000 --progress 0.1");
+            } else {
+                tr_args_split(&a, "/bin/sh -c 'echo ready; exec sleep 30'");
+            }
+            tr_job_t j;
+            tr_start(&j, TR_ARGV(&a), NULL);
+            const char *ready = train ? "[0] epoch" : "] ready\n";
+            ck_assert_msg(tr_wait_output(&j, ready, train ? 1 : 2, 30), "not started:\n%s", j.out);
+            double t = hs_now();
+            kill(j.pid, sigs[i]);
+            tr_finish(&j, 20);
+            ck_assert_msg(j.status == 128 + sigs[i], "%s, signal %d to %s: %s, output:\n%s",
+                          train ? "hearsay train" : "sleep", sigs[i], "hearsay run",
+                          tr_status_text(j.status), j.out);
+            ASSERT_HAS(&j, "forwarding SIG");
+            ck_assert_msg(hs_now() - t < 10, "took %.1f s to stop", hs_now() - t);
+            tr_job_free(&j);
+            tr_args_free(&a);
+        }
+    }
 }
 END_TEST
 
@@ -356,6 +397,7 @@ static Suite *launch_suite(void)
     TR_ADD_TEST(tc, test_run_killed_by_signal, why);
     TR_ADD_TEST(tc, test_run_forwards_sigterm, why);
     TR_ADD_TEST(tc, test_run_second_signal_kills, why);
+    TR_ADD_TEST(tc, test_run_exit_status_on_signal, why);
     TR_ADD_TEST(tc, test_run_wrong_key_connection_rejected, why);
     TR_ADD_TEST(tc, test_run_tampered_key_fails_cleanly, why);
     TR_ADD_TEST(tc, test_run_rendezvous_timeout_names_rank, why);
