@@ -518,6 +518,36 @@ static void pause_counts(const char *algo, int counts[4], int *others_left)
             algo, end, counts[0], counts[2], counts[3]);
 }
 
+/* Issue 17 item 5: D-PSGD cannot go on without a crashed neighbour. Its survivors used to warn
+ * "continuing without it" and then exit; now the words match what happens: each survivor says
+ * that it stops, and stops, within 10 s (start-up included), never "continuing without it". */
+START_TEST(test_dpsgd_crash_stops)
+{
+    char dir[PATH_MAX];
+    tr_workdir_path(dir, sizeof dir, "dpsgd_crash");
+    double el;
+    int st = tr_train_job(4, "--keep-going", dir,
+                          TASK " --algo dpsgd --epochs 50 --straggler crash:2:iter=20", 40, &el);
+    if (st != CRASH_STATUS || el >= 10.0) tr_show_log(dir);
+    ck_assert_int_ne(st, TR_TIMEOUT);
+    ck_assert_int_eq(st, CRASH_STATUS); /* the first failure the launcher saw */
+    ck_assert_msg(el < 10.0, "the run took %.1f s to stop (start-up included)", el);
+    ck_assert(tr_log_has(dir, "hearsay run: rank 2 exited with status 70"));
+    for (int r = 0; r < 4; r++) {
+        if (r == 2) continue;
+        char line[160];
+        /* --keep-going: the launcher ended nobody, each survivor stopped by itself */
+        snprintf(line, sizeof line, "hearsay run: rank %d exited with status 1", r);
+        ck_assert_msg(tr_log_has(dir, line), "rank %d did not stop by itself with status 1", r);
+        snprintf(line, sizeof line, "[%d] hearsay: warning: rank %d: peer rank", r, r);
+        ck_assert_msg(tr_log_has(dir, line), "rank %d gave no warning about its peer", r);
+    }
+    ck_assert(tr_log_has(dir, "--algo dpsgd cannot go on without it and stops"));
+    ck_assert_msg(!tr_log_has(dir, "continuing without it"),
+                  "a D-PSGD survivor said it continues, and stopped");
+}
+END_TEST
+
 /* Under SGP the others keep iterating while rank 1 sleeps (no barrier). */
 START_TEST(test_sgp_pause_no_barrier)
 {
@@ -552,6 +582,7 @@ static Suite *suite(void)
     TR_ADD_TEST(tc, test_allreduce_target, why);
     TR_ADD_TEST(tc, test_dpsgd_target, why);
     TR_ADD_TEST(tc, test_allreduce_crash, why);
+    TR_ADD_TEST(tc, test_dpsgd_crash_stops, why);
     TR_ADD_TEST(tc, test_sgp_target, why);
     TR_ADD_TEST(tc, test_osgp_target, why);
     TR_ADD_TEST(tc, test_sgp_step_x_target, why);
