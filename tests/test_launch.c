@@ -10,6 +10,8 @@
 #include "hearsay/common.h"
 
 #include <check.h>
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -419,6 +421,192 @@ START_TEST(test_slurm_with_rendezvous_only)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- nothing left behind */
+
+/* Issue 17 item 4: no run leaves anything behind in /dev/shm or in the temporary directory,
+ * whatever ends it. Each case starts a run with a temporary directory of its own (TMPDIR), kills
+ * it one way, waits until every process of the job is gone, and looks, before the runner's own
+ * clean-up (tr_finish removes dead processes' segments) could hide anything: no entry of
+ * /dev/shm or /tmp whose name carries one of the job's pids (the transports name their
+ * segments hearsay-PID-RANK-RANDOM), nothing at all in the job's TMPDIR. */
+
+/* 1 when `name` holds `pid` as a whole number (not part of a longer one). */
+static int name_has_pid(const char *name, pid_t pid)
+{
+    char num[24];
+    snprintf(num, sizeof num, "%d", (int)pid);
+    size_t n = strlen(num);
+    for (const char *p = strstr(name, num); p; p = strstr(p + 1, num))
+        if ((p == name || !isdigit((unsigned char)p[-1])) && !isdigit((unsigned char)p[n]))
+            return 1;
+    return 0;
+}
+
+/* Entries of dir that carry one of the pids (npids < 0: every entry), appended to out. */
+static void find_leftovers(const char *dir, const pid_t *pids, int npids, char *out, size_t cap)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        int hit = npids < 0;
+        for (int i = 0; i < npids && !hit; i++) hit = name_has_pid(e->d_name, pids[i]);
+        if (hit) {
+            size_t l = strlen(out);
+            snprintf(out + l, cap - l, " %s/%s", dir, e->d_name);
+        }
+    }
+    closedir(d);
+}
+
+/* The pid of the job's process with HS_RANK=rank in its environment, or 0. */
+static pid_t rank_pid(const pid_t *pids, int n, int rank)
+{
+    char want[32];
+    snprintf(want, sizeof want, "HS_RANK=%d", rank);
+    for (int i = 0; i < n; i++) {
+        char path[64], buf[1 << 15];
+        snprintf(path, sizeof path, "/proc/%d/environ", (int)pids[i]);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        for (size_t k = 0; k < len; k += strlen(buf + k) + 1)
+            if (!strcmp(buf + k, want)) return pids[i];
+    }
+    return 0;
+}
+
+/* 1 when /dev/shm holds a segment of rank `rank` made by one of the pids. */
+static int has_segment(const pid_t *pids, int n, int rank)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d) return 0;
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d)) != NULL)
+        for (int i = 0; i < n && !found; i++) {
+            char pre[48];
+            snprintf(pre, sizeof pre, "hearsay-%d-%d-", (int)pids[i], rank);
+            found = !strncmp(e->d_name, pre, strlen(pre));
+        }
+    closedir(d);
+    return found;
+}
+
+enum { AT_RUN, AT_STARTUP }; /* when: mid-run, or while rank 0's segment waits for rank 1 */
+enum { TO_JOB, TO_RANK0 };   /* whom: the job's process (hearsay run / train), or rank 0 */
+
+typedef struct leftover_case {
+    int ranks; /* 0: a one-rank `hearsay train` without launcher */
+    int when, whom, sig;
+    int status; /* expected */
+} leftover_case_t;
+
+static void run_leftover_case(const leftover_case_t *c)
+{
+    char tmp[] = "/tmp/hs_leftovers_XXXXXX", env_tmp[64];
+    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    snprintf(env_tmp, sizeof env_tmp, "TMPDIR=%s", tmp);
+    const char *env[] = {env_tmp, NULL};
+    tr_opts_t o = {.env = env};
+    tr_args_t a;
+    tr_args_init(&a);
+    const char *task = "--algo sgp --model mlp:16-8-4 --batch 16 --threads 1 --epochs 1000 "
+                       "--progress 0.1 --comm-timeout 20";
+    if (c->ranks == 0) {
+        tr_args_add(&a, g_bin);
+        tr_args_split(&a, "train");
+        tr_args_split(&a, task);
+        tr_args_split(&a, "--data gauss:dim=16,classes=4,train=40000,test=64");
+    } else {
+        tr_args_add(&a, g_bin);
+        char run[64];
+        snprintf(run, sizeof run, "run -n %d --grace 1 --", c->ranks);
+        tr_args_split(&a, run);
+        if (c->when == AT_RUN) {
+            tr_args_add(&a, g_bin);
+            tr_args_split(&a, "train");
+            tr_args_split(&a, task);
+            tr_args_split(&a, "--data gauss:dim=16,classes=4,train=40000,test=64");
+        } else { /* rank 1 spends seconds making its data: rank 0 waits with its segment made */
+            tr_args_split(&a, "/bin/sh -c");
+            tr_args_addf(&a,
+                         "N=4000; [ \"$HS_RANK\" = 1 ] && N=400000; exec %s train %s --data "
+                         "teacher:dim=16,hidden=2048,classes=4,train=$N,test=64",
+                         g_bin, task);
+        }
+    }
+    tr_job_t j;
+    ck_assert_int_eq(tr_start(&j, TR_ARGV(&a), &o), 0);
+    pid_t pids[64];
+    int n = 0;
+    double end = hs_now() + 60;
+    if (c->when == AT_RUN) {
+        ck_assert_msg(tr_wait_output(&j, c->ranks ? "[0] epoch" : "epoch ", 1, 60),
+                      "no progress:\n%s", j.out);
+        n = tr_job_pids(&j, pids, (int)HS_ARRAY_LEN(pids));
+    } else {
+        while (hs_now() < end) {
+            n = tr_job_pids(&j, pids, (int)HS_ARRAY_LEN(pids));
+            if (has_segment(pids, n, 0)) break;
+            hs_sleep(0.01);
+        }
+        ck_assert_msg(has_segment(pids, n, 0), "rank 0 made no segment:\n%s", j.out);
+    }
+    ck_assert_int_ge(n, c->ranks + (c->ranks > 0)); /* the job and its ranks */
+    pid_t target = c->whom == TO_JOB ? j.pid : rank_pid(pids, n, 0);
+    ck_assert_int_gt(target, 0);
+    kill(target, c->sig);
+    end = hs_now() + 20;
+    for (int i = 0; i < n; i++)
+        while (!tr_pid_gone(pids[i]) && hs_now() < end) hs_sleep(0.01);
+    for (int i = 0; i < n; i++) ck_assert_msg(tr_pid_gone(pids[i]), "pid %d still runs", pids[i]);
+    char left[4096] = "";
+    find_leftovers("/dev/shm", pids, n, left, sizeof left);
+    find_leftovers("/tmp", pids, n, left, sizeof left);
+    find_leftovers(tmp, NULL, -1, left, sizeof left);
+    tr_finish(&j, 10);
+    ck_assert_msg(!left[0], "%d rank(s), %s, signal %d to %s: left behind:%s\noutput:\n%s",
+                  c->ranks, c->when == AT_RUN ? "mid-run" : "at start-up", c->sig,
+                  c->whom == TO_JOB ? "the job" : "rank 0", left, j.out);
+    ck_assert_msg(j.status == c->status, "%d rank(s), signal %d to %s: %s, expected %s", c->ranks,
+                  c->sig, c->whom == TO_JOB ? "the job" : "rank 0", tr_status_text(j.status),
+                  tr_status_text(c->status));
+    tr_job_free(&j);
+    tr_args_free(&a);
+    tr_rm_rf(tmp);
+}
+
+START_TEST(test_nothing_left_one_rank)
+{
+    const int sigs[] = {SIGINT, SIGTERM, SIGKILL};
+    for (size_t i = 0; i < HS_ARRAY_LEN(sigs); i++) {
+        /* one rank opens no transport; it dies of the signal (no library handler exits 1) */
+        leftover_case_t c = {0, AT_RUN, TO_JOB, sigs[i], TR_SIGNALED(sigs[i])};
+        run_leftover_case(&c);
+    }
+}
+END_TEST
+
+START_TEST(test_nothing_left_hsshm)
+{
+    static const leftover_case_t cases[] = {
+        {4, AT_RUN, TO_JOB, SIGINT, 128 + SIGINT},
+        {4, AT_RUN, TO_JOB, SIGTERM, 128 + SIGTERM},
+        {4, AT_RUN, TO_JOB, SIGKILL, TR_SIGNALED(SIGKILL)},
+        {4, AT_RUN, TO_RANK0, SIGKILL, 128 + SIGKILL},
+        /* rank 0's segment is still named while it waits for rank 1's address */
+        {2, AT_STARTUP, TO_JOB, SIGINT, 128 + SIGINT},
+        {2, AT_STARTUP, TO_JOB, SIGTERM, 128 + SIGTERM},
+        {2, AT_STARTUP, TO_RANK0, SIGKILL, 128 + SIGKILL},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(cases); i++) run_leftover_case(&cases[i]);
+}
+END_TEST
+
 /* Under Open MPI's mpirun (added only where hearsay is built with MPI and mpirun is in $PATH). */
 START_TEST(test_mpirun_allgather)
 {
@@ -469,6 +657,12 @@ static Suite *launch_suite(void)
                 : !tr_in_path("valgrind") ? "no valgrind in PATH"
                                           : NULL);
     suite_add_tcase(s, tv);
+    /* runs killed each way, and what they leave behind */
+    TCase *tl = tcase_create("leftovers");
+    tcase_set_timeout(tl, 240);
+    TR_ADD_TEST(tl, test_nothing_left_one_rank, why);
+    TR_ADD_TEST(tl, test_nothing_left_hsshm, why);
+    suite_add_tcase(s, tl);
     return s;
 }
 

@@ -14,6 +14,7 @@
 #include "hearsay/rendezvous.h"
 #include "tools/commands.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -111,7 +112,8 @@ static void usage(FILE *f)
             "\n"
             "Output: each line a worker writes to stdout (stderr) is copied to stdout (stderr)\n"
             "prefixed with \"[rank] \"; a last line without a newline is flushed at exit.\n"
-            "Workers' stdin is /dev/null.\n"
+            "Workers' stdin is /dev/null. When every worker is gone, the shared-memory\n"
+            "segments they left in /dev/shm (hearsay-PID-*) are removed.\n"
             "Signals: SIGINT, SIGTERM and SIGHUP are forwarded to every worker (its process\n"
             "group); the same signal a second time kills them all with SIGKILL. Once the\n"
             "workers are gone the launcher exits 128+SIG (130 for SIGINT, 143 for SIGTERM).\n"
@@ -527,6 +529,35 @@ static int spawn(launcher_t *L, int rank, const char *path, char **env)
     return -e;
 }
 
+/* Remove the shared-memory segments the workers left: the transports name them
+ * /dev/shm/hearsay-PID-RANK-RANDOM after the creating process (gossip/shm.c, and libfabric's shm
+ * endpoints in gossip/fabric.c), and a worker ended by a signal or a crash between creating its
+ * segment and every peer mapping it (start-up: the address exchange) never unlinks the name.
+ * Only names of this launcher's own workers, and only once they are gone. */
+static void remove_segments(const launcher_t *L)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "hearsay-", 8)) continue;
+        char *end;
+        long pid = strtol(e->d_name + 8, &end, 10);
+        if (end == e->d_name + 8 || *end != '-') continue;
+        for (long r = 0; r < L->o.n; r++) {
+            const worker_t *w = &L->w[r];
+            if (w->pid <= 0 || w->alive || (long)w->pid != pid) continue;
+            if (kill(w->pid, 0) == 0) break; /* the pid runs again: not ours any more */
+            char path[PATH_MAX];
+            snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+            if (unlink(path) == 0)
+                fprintf(stderr, "hearsay run: removed %s, left by rank %ld\n", path, r);
+            break;
+        }
+    }
+    closedir(d);
+}
+
 static int main_loop(launcher_t *L)
 {
     long n = L->o.n;
@@ -593,6 +624,7 @@ static int main_loop(launcher_t *L)
     free(pf);
     free(ps);
     free(pr);
+    remove_segments(L);
     /* Interrupted: what shells expect of a command a signal ended (130 for SIGINT, 143 for
      * SIGTERM), whatever the workers, once told, exited with. */
     return L->interrupted ? 128 + L->interrupted : L->first_code;
