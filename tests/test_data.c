@@ -215,6 +215,20 @@ START_TEST(test_mnist_bad_files)
     assert_error_has(img, "truncated: header says 5 images of 28x28 (3936 bytes) but file has "
                           "2368 bytes");
     ck_assert_ptr_null(ds.x);
+    /* Issue 17 item 7: files are read whole, so they are bounded (2 GiB, regular files):
+     * /dev/zero and a sparse file past the bound are refused at once, naming the file. */
+    double t0 = hs_now();
+    ck_assert_int_eq(hs_mnist_read("/dev/zero", lab, &ds), -EINVAL);
+    assert_error_has("/dev/zero", "not a regular file");
+    tmp_path(img, sizeof(img), "huge-idx3-ubyte");
+    FILE *hf = fopen(img, "w");
+    ck_assert_ptr_nonnull(hf);
+    ck_assert_int_eq(ftruncate(fileno(hf), ((off_t)2 << 30) + 1), 0); /* sparse: no disk used */
+    fclose(hf);
+    ck_assert_int_eq(hs_mnist_read(img, lab, &ds), -EINVAL);
+    assert_error_has(img, "2147483649 bytes is too large for a dataset file");
+    unlink(img);
+    ck_assert_msg(hs_now() - t0 < 5.0, "took %.1f s", hs_now() - t0);
     /* Shorter than the header itself. */
     tmp_path(img, sizeof(img), "tiny-idx3-ubyte");
     write_file(img, (const uint8_t *)"\0\0\x08\x03\0\0", 6);
