@@ -25,7 +25,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 void hs_train_algo_opts(const hs_train_opts_t *o, hs_algo_opts_t *ao)
@@ -99,19 +98,19 @@ static int check_graph(const hs_train_opts_t *o, const hs_algo_ops_t *ops, int r
     return flag_err(rc, "--graph", o->graph);
 }
 
-/* --resume DIR: a directory, and (job size known) every rank's checkpoint file readable. */
+/* --resume DIR: the checkpoint of rank 0 (every job has one) readable before the job is
+ * known, every rank's once it is. */
 static int check_resume(const hs_train_opts_t *o, int ranks)
 {
     if (!o->resume || !*o->resume) return 0;
-    struct stat st;
-    if (stat(o->resume, &st) != 0 || !S_ISDIR(st.st_mode))
-        return HS_ERR(-ENOENT, "--resume %s: not a directory (an earlier run's --out)", o->resume);
-    for (int r = 0; r < ranks; r++) {
+    for (int r = 0; r < (ranks > 0 ? ranks : 1); r++) {
         char path[4096];
         HS_TRY(flag_err(hs_ckpt_path(path, sizeof path, o->resume, r), "--resume", o->resume));
-        if (access(path, R_OK) != 0)
-            return HS_ERR(-ENOENT, "--resume %s: no checkpoint of rank %d (%s: %s)", o->resume, r,
-                          path, strerror(errno));
+        if (access(path, R_OK) != 0) {
+            int e = errno;
+            return HS_ERR(-e, "--resume %s: cannot read the checkpoint of rank %d, %s: %s",
+                          o->resume, r, path, strerror(e));
+        }
     }
     return 0;
 }
