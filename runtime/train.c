@@ -114,7 +114,7 @@ long hs_run_failed_at(const hs_dist_t *d, int r)
     return r >= 0 && r < d->size ? R->failed_at[r] : -1;
 }
 
-/* --- checks ---------------------------------------------------------------------------- */
+/* (The flag checks, hs_train_dist_check, are in runtime/train_check.c.) */
 
 /* --- the loop -------------------------------------------------------------------------- */
 
