@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/runlib.h"
@@ -442,14 +444,23 @@ static int name_has_pid(const char *name, pid_t pid)
     return 0;
 }
 
-/* Entries of dir that carry one of the pids (npids < 0: every entry), appended to out. */
-static void find_leftovers(const char *dir, const pid_t *pids, int npids, char *out, size_t cap)
+/* Entries of dir made since `since` (real time, s) whose names start with `prefix` (NULL: any)
+ * and carry one of the pids (npids < 0: every entry), appended to out. Other suites run beside
+ * this one: their files may carry a number that is one of this job's pids (pids are reused). */
+static void find_leftovers(const char *dir, const char *prefix, double since, const pid_t *pids,
+                           int npids, char *out, size_t cap)
 {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (prefix && strncmp(e->d_name, prefix, strlen(prefix))) continue;
+        char path[PATH_MAX];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (npids >= 0 && (lstat(path, &st) != 0 || (double)st.st_ctim.tv_sec < since - 1.0))
+            continue; /* file times come from a coarse clock: allow a second */
         int hit = npids < 0;
         for (int i = 0; i < npids && !hit; i++) hit = name_has_pid(e->d_name, pids[i]);
         if (hit) {
@@ -540,6 +551,9 @@ static void run_leftover_case(const leftover_case_t *c)
         }
     }
     tr_job_t j;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const double started = (double)ts.tv_sec;
     ck_assert_int_eq(tr_start(&j, TR_ARGV(&a), &o), 0);
     pid_t pids[64];
     int n = 0;
@@ -565,9 +579,9 @@ static void run_leftover_case(const leftover_case_t *c)
         while (!tr_pid_gone(pids[i]) && hs_now() < end) hs_sleep(0.01);
     for (int i = 0; i < n; i++) ck_assert_msg(tr_pid_gone(pids[i]), "pid %d still runs", pids[i]);
     char left[4096] = "";
-    find_leftovers("/dev/shm", pids, n, left, sizeof left);
-    find_leftovers("/tmp", pids, n, left, sizeof left);
-    find_leftovers(tmp, NULL, -1, left, sizeof left);
+    find_leftovers("/dev/shm", NULL, started, pids, n, left, sizeof left);
+    find_leftovers("/tmp", "hearsay", started, pids, n, left, sizeof left);
+    find_leftovers(tmp, NULL, started, NULL, -1, left, sizeof left);
     tr_finish(&j, 10);
     ck_assert_msg(!left[0], "%d rank(s), %s, signal %d to %s: left behind:%s\noutput:\n%s",
                   c->ranks, c->when == AT_RUN ? "mid-run" : "at start-up", c->sig,
