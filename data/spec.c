@@ -230,6 +230,30 @@ int hs_data_spec_parse(const char *spec, hs_data_spec_t *out)
     return 0;
 }
 
+void hs_data_spec_shape(const hs_data_spec_t *spec, int *c, int *h, int *w, int *classes)
+{
+    *c = *h = 1;
+    *classes = 10;
+    switch (spec->kind) {
+    case HS_DATA_GAUSS:
+        *w = spec->gauss.dim;
+        *classes = spec->gauss.classes;
+        break;
+    case HS_DATA_TEACHER:
+        *w = spec->teacher.dim;
+        *classes = spec->teacher.classes;
+        break;
+    case HS_DATA_MNIST:
+        *h = *w = 28;
+        break;
+    case HS_DATA_CIFAR10:
+    default:
+        *c = 3;
+        *h = *w = 32;
+        break;
+    }
+}
+
 /* Keep the first n samples of a loaded file set (0 = all). */
 static int keep_first(hs_dataset_t *ds, int64_t n)
 {

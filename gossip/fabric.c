@@ -4,6 +4,7 @@
  * memory windows in fabric_rma.c.
  */
 #include "gossip/fabric.h"
+#include "gossip/transport_impl.h"
 #include "hearsay/common.h"
 #include "hearsay/env.h"
 
@@ -82,6 +83,20 @@ static int get_info(fab_t *f, const char *prov, struct fi_info **out)
         return ret < 0 && ret > -256 ? ret : -ENODEV;
     }
     return 0;
+}
+
+int hs_fab_provider_check(const char *name)
+{
+    struct fi_info *info = NULL;
+    const char *prov = map_provider(name, 0);
+    int rc = get_info(NULL, prov, &info);
+    if (info) fi_freeinfo(info);
+    if (rc < 0)
+        rc = HS_ERR(rc,
+                    "no libfabric provider '%s' with reliable tagged endpoints (FI_EP_RDM, "
+                    "FI_TAGGED) on this machine (fi_info -l lists them)",
+                    prov);
+    return rc;
 }
 
 static int fab_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_local)
@@ -222,6 +237,11 @@ static int fab_connect(hs_transport_t *t, const void *all, size_t stride)
         if ((int)a->rank != r)
             return HS_ERR(-EPROTO, "rank %d: address slot %d holds rank %u's address", t->rank, r,
                           a->rank);
+        if (a->epname_len == 0 || a->epname_len > HS_FAB_EPNAME_MAX)
+            return HS_ERR(-EPROTO,
+                          "rank %d: the address of rank %d has an endpoint name of %u bytes "
+                          "(1..%d): a corrupt exchange",
+                          t->rank, r, a->epname_len, HS_FAB_EPNAME_MAX);
         a->host[sizeof a->host - 1] = '\0';
         a->prov[sizeof a->prov - 1] = '\0';
         if (strcmp(a->prov, f->prov))

@@ -20,7 +20,8 @@
  *   remaining chunks at k*C once chunk 0 has arrived. A zero-length message is one chunk.
  *
  *   Address blob (exchanged at start-up, fixed-width little-endian fields):
- *     magic "HSFA", version, rank, pid, hostname, provider name, endpoint name.
+ *     magic "HSFA", version, rank, pid, hostname, provider name, endpoint name (its length
+ *     1..HS_FAB_EPNAME_MAX, checked at connect like magic, version and rank).
  *   Window descriptor (exchanged over CTRL messages when a window is created):
  *     magic "HSFW", version, base address as the target wants it, length, key.
  */

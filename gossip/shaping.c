@@ -60,14 +60,16 @@ static void trim(const char **b, const char **e)
     while (*e > *b && isspace((unsigned char)(*e)[-1])) (*e)--;
 }
 
-/* Parse a number followed by a unit from the table; value * factor into *out. */
+/* Parse a number followed by a unit from the table; value * factor into *out, which must lie
+ * in [lo, hi] (in seconds or bytes per second; `range` says so in the user's words). */
 typedef struct unit {
     const char *name;
     double factor;
 } unit_t;
 
 static int parse_quantity(const parser_t *ps, const char *b, const char *e, const unit_t *units,
-                          size_t nunits, const char *kind, double *out)
+                          size_t nunits, const char *kind, const char *key, double lo, double hi,
+                          const char *range, double *out)
 {
     char buf[64];
     size_t len = (size_t)(e - b);
@@ -83,7 +85,13 @@ static int parse_quantity(const parser_t *ps, const char *b, const char *e, cons
     if (ulen >= 2 && !strcmp(u + ulen - 2, "/s")) ulen -= 2;
     for (size_t i = 0; i < nunits; i++) {
         if (strlen(units[i].name) == ulen && !strncmp(units[i].name, u, ulen)) {
-            *out = v * units[i].factor;
+            double x = v * units[i].factor;
+            if (!(x >= lo && x <= hi)) {
+                char why[160];
+                snprintf(why, sizeof why, "%s out of range (%s)", key, range);
+                return perr(ps, b, len, why);
+            }
+            *out = x;
             return 0;
         }
     }
@@ -91,6 +99,13 @@ static int parse_quantity(const parser_t *ps, const char *b, const char *e, cons
     snprintf(why, sizeof why, "missing or unknown %s unit '%.*s'", kind, (int)ulen, u);
     return perr(ps, b, len, why);
 }
+
+/* The ranges of the parameters (hearsay/shaping.h): a link slower than 1 bit/s or faster than
+ * 80 Tbit/s, or a delay over an hour, is a typo; and the bounds keep every derived size and time
+ * finite (a 1e30 Gbit link once made a zero chunk size, and a division by it). */
+#define DELAY_MAX_S 3600.0
+#define BW_MIN_BPS  (1.0 / 8)
+#define BW_MAX_BPS  1e13
 
 static const unit_t dur_units[] = {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
 static const unit_t rate_units[] = {
@@ -112,6 +127,14 @@ static int parse_rank(const char *b, const char *e, int *out)
     return 0;
 }
 
+static int all_digits(const char *b, const char *e)
+{
+    if (b == e) return 0;
+    for (const char *p = b; p < e; p++)
+        if (!isdigit((unsigned char)*p)) return 0;
+    return 1;
+}
+
 static int parse_scope(const parser_t *ps, const char *b, const char *e, rule_t *r)
 {
     trim(&b, &e);
@@ -123,6 +146,10 @@ static int parse_scope(const parser_t *ps, const char *b, const char *e, rule_t 
     for (const char *p = b; p < e; p++) {
         if (*p == '-' || *p == '>') {
             int x, y;
+            if (all_digits(b, p) && all_digits(p + 1, e) &&
+                (parse_rank(b, p, &x) || parse_rank(p + 1, e, &y)))
+                return perr(ps, b, (size_t)(e - b),
+                            "rank out of range in scope (at most 9 digits)");
             if (!parse_rank(b, p, &x) && !parse_rank(p + 1, e, &y)) {
                 if (x == y) return perr(ps, b, (size_t)(e - b), "a link needs two different ranks");
                 r->kind = *p == '-' ? SCOPE_PAIR : SCOPE_DIRECTED;
@@ -158,17 +185,19 @@ static int parse_param(const parser_t *ps, const char *b, const char *e, rule_t 
     trim(&vb, &ve);
     size_t klen = (size_t)(ke - kb);
     if (klen == 7 && !strncmp(kb, "latency", 7)) {
-        HS_TRY(parse_quantity(ps, vb, ve, dur_units, HS_ARRAY_LEN(dur_units), "time",
-                              &r->p.latency_s));
+        HS_TRY(parse_quantity(ps, vb, ve, dur_units, HS_ARRAY_LEN(dur_units), "time", "latency", 0,
+                              DELAY_MAX_S, "0 to 3600s", &r->p.latency_s));
         r->has_lat = 1;
     } else if (klen == 6 && !strncmp(kb, "jitter", 6)) {
-        HS_TRY(
-            parse_quantity(ps, vb, ve, dur_units, HS_ARRAY_LEN(dur_units), "time", &r->p.jitter_s));
+        HS_TRY(parse_quantity(ps, vb, ve, dur_units, HS_ARRAY_LEN(dur_units), "time", "jitter", 0,
+                              DELAY_MAX_S, "0 to 3600s", &r->p.jitter_s));
         r->has_jit = 1;
     } else if (klen == 2 && !strncmp(kb, "bw", 2)) {
-        HS_TRY(
-            parse_quantity(ps, vb, ve, rate_units, HS_ARRAY_LEN(rate_units), "rate", &r->p.bw_Bps));
+        HS_TRY(parse_quantity(ps, vb, ve, rate_units, HS_ARRAY_LEN(rate_units), "rate", "bw", 0,
+                              BW_MAX_BPS, "1bit to 10000GB, i.e. 80 Tbit/s", &r->p.bw_Bps));
         if (!(r->p.bw_Bps > 0)) return perr(ps, vb, (size_t)(ve - vb), "bandwidth must be > 0");
+        if (r->p.bw_Bps < BW_MIN_BPS)
+            return perr(ps, vb, (size_t)(ve - vb), "bw out of range (1bit to 10000GB)");
         r->has_bw = 1;
     } else {
         return perr(ps, kb, klen, "unknown parameter (expected latency, jitter or bw)");
@@ -334,6 +363,7 @@ size_t hs_shaper_chunk(const hs_shaper_t *sh, int dst, size_t chunk)
 {
     if (!sh || dst < 0 || dst >= sh->size || !(sh->links[dst].p.bw_Bps > 0)) return chunk;
     double want = sh->links[dst].p.bw_Bps * 2e-3;
+    if (!(want < (double)chunk)) return chunk; /* also keeps the cast below in range */
     size_t c = want < 16384.0 ? 16384 : (size_t)want;
     return c < chunk ? c : chunk;
 }

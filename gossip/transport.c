@@ -79,6 +79,18 @@ int hs_transport_create(hs_transport_t **out, int rank, int size, int all_local,
     return 0;
 }
 
+int hs_transport_check_provider(const char *name)
+{
+    if (!name || !*name || !strcmp(name, "auto") || !strcmp(name, "hsshm")) return 0;
+    for (const char *p = name; *p; p++)
+        if (!(*p >= 'a' && *p <= 'z') && !(*p >= '0' && *p <= '9') && *p != '_' && *p != ';')
+            return HS_ERR(-EINVAL,
+                          "'%s' is not a provider name (auto, hsshm, or a libfabric provider "
+                          "such as tcp, shm, verbs, efa)",
+                          name);
+    return hs_fab_provider_check(name);
+}
+
 int hs_transport_address(hs_transport_t *t, void *buf, size_t *len)
 {
     NEED_OP(t, address);

@@ -18,6 +18,10 @@ typedef int (*hs_ctrl_irecv_fn)(hs_transport_t *t, int peer, uint32_t tag, void 
 int hs_transport_ctrl_barrier(hs_transport_t *t, uint32_t tag, hs_ctrl_isend_fn isend,
                               hs_ctrl_irecv_fn irecv);
 
+/* 0 when libfabric has provider `name` (tcp, verbs, ... as --provider takes them) with the
+ * endpoints the libfabric backend needs (gossip/fabric.c); else an error naming it. */
+int hs_fab_provider_check(const char *name);
+
 /* 1 when process pid (of this pid namespace) has exited or is a zombie, else 0. */
 int hs_pid_gone(unsigned pid);
 

@@ -19,6 +19,16 @@
 
 /* Largest size accepted anywhere in a spec, and per-sample tensor size. */
 #define MAX_SIZE (1 << 24)
+/* Most parameters a model may have (8 GiB of floats per buffer): every count, offset and fan-in
+ * derived from them then fits an int, and products of sizes are checked before they can wrap. */
+#define MAX_PARAMS ((size_t)INT_MAX)
+
+/* a * b, or SIZE_MAX when it would not fit. */
+static size_t sat_mul(size_t a, size_t b)
+{
+    size_t r;
+    return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
+}
 
 typedef struct plan {
     const char *spec;
@@ -74,8 +84,13 @@ static hs_layer_t *push(plan_t *p, hs_layer_type_t type)
 static int commit(plan_t *p, hs_layer_t *L, int c, int h, int w, size_t params)
 {
     if (c < 1 || h < 1 || w < 1) return shape_err(p, "leaves an empty output", "");
-    if ((size_t)c * h * w > MAX_SIZE)
+    if (sat_mul(sat_mul((size_t)c, (size_t)h), (size_t)w) > MAX_SIZE)
         return shape_err(p, "output is too large", "(over 2^24 values per sample)");
+    if (params > MAX_PARAMS || p->np + params > MAX_PARAMS)
+        return HS_ERR(-EINVAL,
+                      "spec '%s': layer %d '%.*s' has too many parameters (the model would pass "
+                      "2^31 - 1)",
+                      p->spec, p->n + 1, p->token_len, p->token);
     L->out_c = c;
     L->out_h = h;
     L->out_w = w;
@@ -101,10 +116,11 @@ static int add_fc(plan_t *p, int out, int init)
     if (!L) return -ENOMEM;
     L->has_bias = 1;
     L->init = init;
+    size_t weights = sat_mul((size_t)out, (size_t)L->in_n);
     L->w_off = p->np;
-    L->b_off = p->np + (size_t)out * L->in_n;
+    L->b_off = p->np + weights;
     p->flat = 1;
-    return commit(p, L, out, 1, 1, (size_t)out * L->in_n + (size_t)out);
+    return commit(p, L, out, 1, 1, weights > MAX_PARAMS ? SIZE_MAX : weights + (size_t)out);
 }
 
 static int add_conv(plan_t *p, int K, int R, int stride, int pad)
@@ -122,10 +138,11 @@ static int add_conv(plan_t *p, int K, int R, int stride, int pad)
     L->pad = pad;
     L->has_bias = 1;
     L->init = HS_INIT_XAVIER;
+    size_t weights = sat_mul(sat_mul(sat_mul((size_t)K, (size_t)p->c), (size_t)R), (size_t)R);
     L->w_off = p->np;
-    L->b_off = p->np + (size_t)K * p->c * R * R;
+    L->b_off = p->np + weights;
     int P = (p->h + 2 * pad - R) / stride + 1, Q = (p->w + 2 * pad - R) / stride + 1;
-    return commit(p, L, K, P, Q, (size_t)K * p->c * R * R + (size_t)K);
+    return commit(p, L, K, P, Q, weights > MAX_PARAMS ? SIZE_MAX : weights + (size_t)K);
 }
 
 static int add_pool(plan_t *p, int size, int stride)
@@ -166,6 +183,7 @@ static int add_block(plan_t *p, int K, int stride)
     L->stride = stride;
     L->pad = 1;
     L->has_proj = stride != 1 || C != K;
+    /* K, C <= 2^24: these products fit a size_t; commit bounds their sum. */
     L->w_off = p->np;
     L->w2_off = L->w_off + (size_t)K * C * 9;
     L->wp_off = L->w2_off + (size_t)K * K * 9;

@@ -18,48 +18,77 @@
 
 #include "hearsay/env.h"
 
+#include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The largest job size a rank list is checked against when the size is unknown. */
+#define OWNERS_MAX_RANK (INT_MAX - 1)
+
+/* A rank: digits only (no sign, no blanks), at most `hi`. Returns the characters read, 0 when
+ * there is no valid rank at p. */
+static size_t owner_rank(const char *p, long hi, long *out)
+{
+    size_t k = 0;
+    long v = 0;
+    while (isdigit((unsigned char)p[k])) {
+        if (v > (hi - (p[k] - '0')) / 10) return 0; /* past hi (or an overflow) */
+        v = v * 10 + (p[k] - '0');
+        k++;
+    }
+    *out = v;
+    return k;
+}
+
 int hs_center_parse_owners(const char *spec, int size, int **out, int *n)
 {
-    *out = NULL;
-    *n = 0;
-    char *mark = hs_calloc((size_t)size, 1, "owner set");
-    if (!mark) return -ENOMEM;
+    if (out) *out = NULL;
+    if (n) *n = 0;
+    const int check = size <= 0; /* the grammar only: no job yet */
+    char *mark = check ? NULL : hs_calloc((size_t)size, 1, "owner set");
+    if (!check && !mark) return -ENOMEM;
     int rc = 0;
     if (!spec || !*spec || !strcmp(spec, "all")) {
-        memset(mark, 1, (size_t)size);
+        if (mark) memset(mark, 1, (size_t)size);
     } else {
         const char *p = spec;
-        while (*p && rc == 0) {
-            char *end;
-            long a = strtol(p, &end, 10), b = a;
-            if (end == p) {
-                rc = HS_ERR(-EINVAL, "--centers '%s': expected a rank at '%s'", spec, p);
+        for (;;) {
+            const char *item = p, *comma = strchr(p, ',');
+            int len = comma ? (int)(comma - p) : (int)strlen(p);
+            long a, b;
+            size_t k = len > 0 ? owner_rank(p, OWNERS_MAX_RANK, &a) : 0;
+            if (len == 0) {
+                rc = HS_ERR(-EINVAL, "--centers '%s': empty entry in the rank list", spec);
                 break;
             }
-            p = end;
-            if (*p == '-') {
-                b = strtol(p + 1, &end, 10);
-                if (end == p + 1) {
-                    rc = HS_ERR(-EINVAL, "--centers '%s': expected a rank after '-'", spec);
-                    break;
-                }
-                p = end;
+            b = a;
+            if (k > 0 && p[k] == '-') {
+                size_t k2 = owner_rank(p + k + 1, OWNERS_MAX_RANK, &b);
+                k = k2 > 0 ? k + 1 + k2 : 0;
             }
-            if (a < 0 || b < a || b >= size) {
-                rc = HS_ERR(-EINVAL, "--centers '%s': range %ld-%ld is not within ranks 0-%d", spec,
-                            a, b, size - 1);
+            if (k == 0 || (int)k != len || b < a) {
+                rc = HS_ERR(-EINVAL,
+                            "--centers '%s': '%.*s' is not a rank or a range A-B (digits, "
+                            "0 <= A <= B)",
+                            spec, len, item);
                 break;
             }
-            for (long r = a; r <= b; r++) mark[r] = 1;
-            if (*p == ',')
-                p++;
-            else if (*p)
-                rc = HS_ERR(-EINVAL, "--centers '%s': unexpected '%s'", spec, p);
+            if (!check && b >= size) {
+                rc = HS_ERR(-EINVAL, "--centers '%s': '%.*s' is not within ranks 0-%d", spec, len,
+                            item, size - 1);
+                break;
+            }
+            if (mark)
+                for (long r = a; r <= b; r++) mark[r] = 1;
+            if (!comma) break;
+            p = comma + 1;
         }
+    }
+    if (check || rc < 0) {
+        free(mark);
+        return rc;
     }
     int cnt = 0;
     for (int r = 0; r < size; r++) cnt += mark[r];

@@ -44,8 +44,9 @@ typedef struct hs_center_stats {
 } hs_center_stats_t;
 
 /* Parse a rank list ("0", "0,2-3", "all"; NULL or "" = all) of a job of `size` ranks into a
- * sorted list without duplicates: *out (caller frees) with *n entries. -EINVAL names the bad
- * part. */
+ * sorted list without duplicates: *out (caller frees) with *n entries. Ranks are digits only;
+ * -EINVAL quotes the spec and names the bad part. size <= 0: the job size is unknown (flag
+ * checks at start): only the grammar is checked and no list is made (out and n may be NULL). */
 int hs_center_parse_owners(const char *spec, int size, int **out, int *n);
 
 /* Open the center of this rank over x's transport. owners: n_owners ranks (NULL = every rank, in

@@ -190,6 +190,31 @@ fail:
     return rc;
 }
 
+/* The options checked before the job starts: the center owners (against the job size when
+ * known), the moving rate, EAMSGD's momentum. */
+static int easgd_check_opts(const hs_algo_opts_t *o, int ranks, int momentum)
+{
+    if (momentum && !(o->nesterov && o->momentum > 0))
+        return HS_ERR(-EINVAL, "--algo eamsgd needs Nesterov momentum on the local steps "
+                               "(--momentum > 0 and --nesterov)");
+    if (o->alpha > 0 && !(o->alpha < 1))
+        return HS_ERR(-EINVAL, "--alpha %g: the moving rate must be in (0, 1)", o->alpha);
+    int *owners = NULL, n = 0;
+    int rc = hs_center_parse_owners(o->centers, ranks, &owners, &n);
+    free(owners);
+    return rc;
+}
+
+static int easgd_check(const hs_algo_opts_t *o, int ranks)
+{
+    return easgd_check_opts(o, ranks, 0);
+}
+
+static int eamsgd_check(const hs_algo_opts_t *o, int ranks)
+{
+    return easgd_check_opts(o, ranks, 1);
+}
+
 static int easgd_init(hs_algo_t **out, hs_dist_t *d)
 {
     return easgd_open(out, d, 0);
@@ -231,6 +256,7 @@ const hs_algo_ops_t hs_algo_easgd_ops = {
     .state_bytes = easgd_state_bytes,
     .state_save = easgd_state_save,
     .state_load = easgd_state_load,
+    .check = easgd_check,
 };
 
 const hs_algo_ops_t hs_algo_eamsgd_ops = {
@@ -246,4 +272,5 @@ const hs_algo_ops_t hs_algo_eamsgd_ops = {
     .state_bytes = easgd_state_bytes,
     .state_save = easgd_state_save,
     .state_load = easgd_state_load,
+    .check = eamsgd_check,
 };

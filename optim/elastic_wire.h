@@ -58,7 +58,9 @@ static inline void hs_el_hdr_init(hs_el_hdr_v1_t *h, hs_el_kind_t kind, int send
 }
 
 /* Check a received header: magic, version, sender, and that `len` bytes hold the header and
- * its payload. Returns 0 or -EPROTO naming what is wrong. */
+ * its payload. Overflow-safe: count is compared with the whole floats that follow the header,
+ * never multiplied (64 + count * 4 wraps for count >= 2^62). Returns 0 or -EPROTO naming what
+ * is wrong. */
 static inline int hs_el_hdr_check(const hs_el_hdr_v1_t *h, size_t len, int source)
 {
     if (len < sizeof *h)
@@ -69,7 +71,7 @@ static inline int hs_el_hdr_check(const hs_el_hdr_v1_t *h, size_t len, int sourc
                       h->magic, h->version);
     if (source >= 0 && h->sender != source)
         return HS_ERR(-EPROTO, "elastic message from rank %d claims sender %d", source, h->sender);
-    if (len != sizeof *h + h->count * sizeof(float))
+    if ((len - sizeof *h) % sizeof(float) != 0 || h->count != (len - sizeof *h) / sizeof(float))
         return HS_ERR(-EPROTO, "elastic message from rank %d: %zu bytes for %llu floats", source,
                       len, (unsigned long long)h->count);
     return 0;

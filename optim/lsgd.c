@@ -556,18 +556,25 @@ static void lsgd_finalize(hs_algo_t **ap)
     *ap = NULL;
 }
 
-static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
+/* The options, before the job starts (ranks 0: the job size is not known yet) and at init. */
+static int lsgd_check(const hs_algo_opts_t *o, int ranks)
 {
-    *out = NULL;
-    const hs_algo_opts_t *o = d->o;
     if (o->tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", o->tau);
     if (o->leader_window < 1)
         return HS_ERR(-EINVAL, "--leader-window must be at least 1 (got %d)", o->leader_window);
     if (!(o->pull_local >= 0) || !(o->pull_global >= 0))
         return HS_ERR(-EINVAL, "--pull-local %g / --pull-global %g must be >= 0", o->pull_local,
                       o->pull_global);
-    if (o->groups > d->size)
-        return HS_ERR(-EINVAL, "--groups %d: more groups than the %d ranks", o->groups, d->size);
+    if (ranks > 0 && o->groups > ranks)
+        return HS_ERR(-EINVAL, "--groups %d: more groups than the %d ranks", o->groups, ranks);
+    return 0;
+}
+
+static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
+{
+    *out = NULL;
+    const hs_algo_opts_t *o = d->o;
+    HS_TRY(lsgd_check(o, d->size));
     hs_algo_t *a = hs_calloc(1, sizeof *a, "leader-SGD state");
     if (!a) return -ENOMEM;
     a->d = d;
@@ -668,4 +675,5 @@ const hs_algo_ops_t hs_algo_lsgd_ops = {
     .state_bytes = lsgd_state_bytes,
     .state_save = lsgd_state_save,
     .state_load = lsgd_state_load,
+    .check = lsgd_check,
 };

@@ -68,7 +68,9 @@ static inline void hs_ps_hdr_init(hs_ps_hdr_v1_t *h, hs_ps_kind_t kind, int send
 }
 
 /* Check a received message of `bytes` bytes from `source`: magic, version, kind, sender,
- * length == n floats and the byte count. -EPROTO with a message naming what is wrong. */
+ * length == n floats and the byte count. Overflow-safe for any n and extra: the byte count is
+ * split, never summed (128 + n * 4 + extra wraps for n >= 2^62). -EPROTO with a message naming
+ * what is wrong. */
 static inline int hs_ps_hdr_check(const hs_ps_hdr_v1_t *h, size_t bytes, hs_ps_kind_t kind,
                                   int source, size_t n)
 {
@@ -81,7 +83,9 @@ static inline int hs_ps_hdr_check(const hs_ps_hdr_v1_t *h, size_t bytes, hs_ps_k
     if (h->kind != kind || h->sender != source)
         return HS_ERR(-EPROTO, "message from rank %d: kind %u sender %d, expected kind %d", source,
                       h->kind, h->sender, (int)kind);
-    if (h->length != n || bytes != sizeof *h + n * sizeof(float) + h->extra)
+    const size_t rest = bytes - sizeof *h; /* bytes >= sizeof *h: checked above */
+    if (h->length != n || h->extra > rest || (rest - h->extra) % sizeof(float) != 0 ||
+        (rest - h->extra) / sizeof(float) != n)
         return HS_ERR(-EPROTO,
                       "message from rank %d: %llu floats in %zu bytes, expected %zu floats "
                       "(do all ranks run the same --model?)",

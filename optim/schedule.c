@@ -11,6 +11,13 @@
 
 #define KINDS_HELP "constant, step:M1,M2,...[:GAMMA] or cosine[:LENGTH[:FINAL_LR]]"
 
+/* Ranges of the numbers in a schedule: spans (epochs or iterations) up to 1e12, gamma in
+ * (0, 100], a final lr in [0, 100] like --lr's. Beyond them the lr overflows or the span is a
+ * typo. */
+#define SPAN_MAX  1e12
+#define GAMMA_MAX 100.0
+#define LR_MAX    100.0
+
 /* Parse a span "30", "0.5", "30ep", "500it" from s[0..len). Returns 0 or -EINVAL (no message:
  * the caller names the spec). */
 static int parse_span(const char *s, size_t len, hs_lr_span_t *out)
@@ -29,7 +36,8 @@ static int parse_span(const char *s, size_t len, hs_lr_span_t *out)
     char *end;
     errno = 0;
     double v = strtod(buf, &end);
-    if (errno || end == buf || *end != '\0' || !isfinite(v) || v < 0) return -EINVAL;
+    if (errno || end == buf || *end != '\0' || !isfinite(v) || v < 0 || v > SPAN_MAX)
+        return -EINVAL;
     out->value = v;
     out->iters = iters;
     return 0;
@@ -82,8 +90,8 @@ static int parse_step(const char *spec, const char *ms, size_t mslen, hs_lr_sche
         hs_lr_span_t *m = &s->milestones[s->n_milestones];
         if (parse_span(p, l, m) < 0)
             return HS_ERR(-EINVAL,
-                          "lr schedule '%s': milestone '%.*s' is not a number of epochs >= 0 "
-                          "(or of iterations with an 'it' suffix)",
+                          "lr schedule '%s': milestone '%.*s' is not a number of epochs in [0, "
+                          "1e12] (or of iterations with an 'it' suffix)",
                           spec, (int)l, p);
         if (s->n_milestones > 0) {
             const hs_lr_span_t *prev = &s->milestones[s->n_milestones - 1];
@@ -119,9 +127,10 @@ int hs_lr_parse(const char *spec, double run_epochs, hs_lr_schedule_t *out)
         s.kind = HS_LR_STEP;
         s.gamma = 0.1;
         HS_TRY(parse_step(spec, f[1], fl[1], &s));
-        if (nf == 3 && (parse_number(f[2], fl[2], &s.gamma) < 0 || !(s.gamma > 0)))
-            return HS_ERR(-EINVAL, "lr schedule '%s': gamma '%.*s' is not a number > 0", spec,
-                          (int)fl[2], f[2]);
+        if (nf == 3 &&
+            (parse_number(f[2], fl[2], &s.gamma) < 0 || !(s.gamma > 0) || s.gamma > GAMMA_MAX))
+            return HS_ERR(-EINVAL, "lr schedule '%s': gamma '%.*s' is not a number in (0, 100]",
+                          spec, (int)fl[2], f[2]);
     } else if (kl == 6 && !strncasecmp(f[0], "cosine", 6)) {
         if (nf > 3)
             return HS_ERR(-EINVAL, "lr schedule '%s': expected cosine[:LENGTH[:FINAL_LR]]", spec);
@@ -129,8 +138,8 @@ int hs_lr_parse(const char *spec, double run_epochs, hs_lr_schedule_t *out)
         if (nf >= 2 && fl[1] > 0) {
             if (parse_span(f[1], fl[1], &s.length) < 0 || !(s.length.value > 0))
                 return HS_ERR(-EINVAL,
-                              "lr schedule '%s': length '%.*s' is not a number of epochs > 0 "
-                              "(or of iterations with an 'it' suffix)",
+                              "lr schedule '%s': length '%.*s' is not a number of epochs in (0, "
+                              "1e12] (or of iterations with an 'it' suffix)",
                               spec, (int)fl[1], f[1]);
         } else {
             if (!(run_epochs > 0) || !isfinite(run_epochs))
@@ -141,9 +150,10 @@ int hs_lr_parse(const char *spec, double run_epochs, hs_lr_schedule_t *out)
             s.length.value = run_epochs;
             s.length.iters = 0;
         }
-        if (nf == 3 && (parse_number(f[2], fl[2], &s.final_lr) < 0 || !(s.final_lr >= 0)))
-            return HS_ERR(-EINVAL, "lr schedule '%s': final lr '%.*s' is not a number >= 0", spec,
-                          (int)fl[2], f[2]);
+        if (nf == 3 && (parse_number(f[2], fl[2], &s.final_lr) < 0 || !(s.final_lr >= 0) ||
+                        s.final_lr > LR_MAX))
+            return HS_ERR(-EINVAL, "lr schedule '%s': final lr '%.*s' is not a number in [0, 100]",
+                          spec, (int)fl[2], f[2]);
     } else {
         return HS_ERR(-EINVAL, "lr schedule '%s': unknown kind '%.*s' (expected " KINDS_HELP ")",
                       spec, (int)kl, f[0]);
@@ -156,10 +166,11 @@ int hs_lr_set_warmup(hs_lr_schedule_t *s, const char *spec)
 {
     hs_lr_span_t w;
     if (!spec || parse_span(spec, strlen(spec), &w) < 0)
-        return HS_ERR(-EINVAL,
-                      "warm-up '%s': expected a number of epochs >= 0 (\"5\", \"0.5\") or of "
-                      "iterations with an 'it' suffix (\"500it\")",
-                      spec ? spec : "(null)");
+        return HS_ERR(
+            -EINVAL,
+            "warm-up '%s': expected a number of epochs in [0, 1e12] (\"5\", \"0.5\") or of "
+            "iterations with an 'it' suffix (\"500it\")",
+            spec ? spec : "(null)");
     s->warmup = w;
     return 0;
 }

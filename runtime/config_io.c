@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- INI in ------------------------------------------------------------------------------ */
 
@@ -134,6 +135,14 @@ int hs_cfg_load_file(hs_cfg_t *cfg, const char *path)
     char *buf = NULL;
     size_t len = 0, cap = 0;
     int rc = 0;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > HS_CFG_FILE_MAX) {
+        rc = HS_ERR(-EFBIG, "%s: %lld bytes, above the %d-byte bound for config files", path,
+                    (long long)st.st_size, HS_CFG_FILE_MAX);
+        goto done;
+    }
+    /* Read up to one byte past the bound (a stream has no size to check first), checking
+     * each piece for NUL bytes as it comes (/dev/zero stops at the first). */
     for (;;) {
         if (len + 4096 + 1 > cap) {
             cap = cap ? 2 * cap : 8192;
@@ -144,8 +153,18 @@ int hs_cfg_load_file(hs_cfg_t *cfg, const char *path)
             }
             buf = nb;
         }
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
+        size_t want = HS_MIN(cap - len - 1, (size_t)HS_CFG_FILE_MAX + 1 - len);
+        size_t got = fread(buf + len, 1, want, f);
+        if (memchr(buf + len, '\0', got)) {
+            rc = HS_ERR(-EINVAL, "%s: not a text file (contains NUL bytes)", path);
+            goto done;
+        }
         len += got;
+        if (len > HS_CFG_FILE_MAX) {
+            rc = HS_ERR(-EFBIG, "%s: more than the %d-byte bound for config files", path,
+                        HS_CFG_FILE_MAX);
+            goto done;
+        }
         if (got == 0) break;
     }
     if (ferror(f)) {
@@ -153,10 +172,6 @@ int hs_cfg_load_file(hs_cfg_t *cfg, const char *path)
         goto done;
     }
     buf[len] = '\0';
-    if (memchr(buf, '\0', len)) {
-        rc = HS_ERR(-EINVAL, "%s: not a text file (contains NUL bytes)", path);
-        goto done;
-    }
     rc = hs_cfg_load_string(cfg, buf, path);
 done:
     free(buf);

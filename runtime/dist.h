@@ -12,6 +12,10 @@
 
 typedef struct hs_evalc hs_evalc_t;
 
+struct hs_train_opts;
+/* The algorithm's options from hearsay train's (runtime/train_check.c). */
+void hs_train_algo_opts(const struct hs_train_opts *o, hs_algo_opts_t *ao);
+
 /* One rank's end-of-run figures (rank 0 gathers everyone's). */
 typedef struct hs_rank_final {
     int present;   /* 1: this rank's results arrived */

@@ -376,6 +376,38 @@ int hs_straggler_check(const char *spec, int ranks)
     return parse(spec, ranks, -1, &it, &applies);
 }
 
+/* The slowdowns of one rank multiply: refuse a product past FACTOR_MAX (the sleep it asks for
+ * would be longer than any run). `factor` is the product so far. */
+static int slowdown_check(const char *const *specs, size_t n, int rank, double factor)
+{
+    if (factor <= FACTOR_MAX) return 0;
+    char list[SPEC_MAX];
+    size_t pos = 0;
+    list[0] = '\0';
+    for (size_t i = 0; i < n && pos < sizeof list; i++)
+        pos += (size_t)snprintf(list + pos, sizeof list - pos, "%s'%s'", i ? ", " : "", specs[i]);
+    return HS_ERR(-EINVAL,
+                  "--straggler: the slowdowns of rank %d multiply to x%g, above x%g (specs %s)",
+                  rank, factor, FACTOR_MAX, list);
+}
+
+int hs_straggler_check_list(const char *const *specs, size_t n, int ranks)
+{
+    for (size_t i = 0; i < n; i++) HS_TRY(hs_straggler_check(specs[i], ranks));
+    for (int r = 0; r < ranks; r++) {
+        double factor = 1.0;
+        for (size_t i = 0; i < n; i++) {
+            struct item it;
+            int applies;
+            HS_TRY(parse(specs[i], ranks, r, &it, &applies));
+            if (applies && it.kind == KIND_SLOW) factor *= it.factor;
+            if (applies && it.kind == KIND_HETERO) factor *= it.hi; /* the largest draw */
+        }
+        HS_TRY(slowdown_check(specs, n, r, factor));
+    }
+    return 0;
+}
+
 int hs_straggler_create(hs_straggler_t **out, const char *const *specs, size_t n, uint64_t seed,
                         int rank, int ranks)
 {
@@ -413,6 +445,7 @@ int hs_straggler_create(hs_straggler_t **out, const char *const *specs, size_t n
             s->crash_iter = it.iter;
         s->items[s->n++] = it;
     }
+    if ((rc = slowdown_check(specs, n, rank, s->slowdown)) < 0) goto fail;
     *out = s;
     return 0;
 fail:
@@ -542,6 +575,8 @@ const char *hs_straggler_help(void)
            "  crash:RANKS:iter=N            the ranks' processes exit abruptly at iteration N\n"
            "                                  crash:2:iter=500\n"
            "  RANKS: all, a rank, a list, ranges (all | 3 | 0,2-5). D: a duration with unit\n"
-           "  us, ms, s or m (200ms, 1.5s, 2m; a bare number is seconds). Slowdowns multiply;\n"
-           "  a slowdown xK is emulated by sleeping (K-1) x the measured compute time.\n";
+           "  us, ms, s or m (200ms, 1.5s, 2m; a bare number is seconds, at most 1e6 s). "
+           "Slowdowns\n"
+           "  multiply (to at most x1e6 per rank); a slowdown xK is emulated by sleeping (K-1) x\n"
+           "  the measured compute time.\n";
 }

@@ -115,50 +115,7 @@ long hs_run_failed_at(const hs_dist_t *d, int r)
     return r >= 0 && r < d->size ? R->failed_at[r] : -1;
 }
 
-/* --- checks ---------------------------------------------------------------------------- */
-
-int hs_train_dist_check(const hs_train_opts_t *o, int ranks)
-{
-    const hs_algo_ops_t *ops = hs_algo_find(o->algo);
-    if (!ops)
-        return HS_ERR(-EINVAL, "--algo '%s': unknown algorithm (known: %s)", o->algo ? o->algo : "",
-                      hs_algo_names());
-    if (o->tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", o->tau);
-    for (size_t i = 0; i < o->n_stragglers; i++)
-        HS_TRY(hs_straggler_check(o->stragglers[i], ranks));
-    if (o->link && *o->link) {
-        hs_shape_t *s = NULL;
-        int rc = hs_shape_parse(o->link, &s);
-        hs_shape_free(&s);
-        if (rc < 0) {
-            hs_error_prefix("--link");
-            return rc;
-        }
-    }
-    if (!(o->comm_timeout_s > 0) || !(o->drain_timeout_s > 0))
-        return HS_ERR(-EINVAL, "--comm-timeout and --drain-timeout must be > 0");
-    if (!(o->checkpoint_every >= 0))
-        return HS_ERR(-EINVAL, "--checkpoint-every must be >= 0 (got %g)", o->checkpoint_every);
-    if (o->checkpoint_every > 0 && !o->out_dir)
-        return HS_ERR(-EINVAL, "--checkpoint-every needs --out DIR (checkpoints go to DIR/ckpt)");
-    if ((ops->flags & HS_ALGO_GRAPH) && ranks > 1) {
-        hs_topo_opts_t to = {.mixing = (ops->flags & HS_ALGO_UNDIRECTED) ? HS_TOPO_MIX_METROPOLIS
-                                                                         : HS_TOPO_MIX_AUTO};
-        hs_topo_t *tp = NULL;
-        int rc = hs_topo_create(&tp, o->graph, ranks, o->seed, &to);
-        if (rc == 0 && (ops->flags & HS_ALGO_UNDIRECTED) && !hs_topo_undirected(tp))
-            rc = HS_ERR(-EINVAL,
-                        "--algo %s needs an undirected graph, and --graph %s is directed (try "
-                        "biring, torus, hypercube, complete)",
-                        ops->name, o->graph);
-        hs_topo_destroy(&tp);
-        if (rc < 0) {
-            hs_error_prefix("--graph %s", o->graph);
-            return rc;
-        }
-    }
-    return 0;
-}
+/* (The flag checks, hs_train_dist_check, are in runtime/train_check.c.) */
 
 /* --- the loop -------------------------------------------------------------------------- */
 
@@ -275,21 +232,7 @@ static void close_run(run_t *R)
 
 static void algo_opts(run_t *R)
 {
-    const hs_train_opts_t *o = R->o;
-    R->ao = (hs_algo_opts_t){.tau = o->tau,
-                             .delay_bound = o->delay_bound,
-                             .sgp_step_x = o->sgp_step_x,
-                             .alpha = o->alpha,
-                             .centers = o->centers,
-                             .center_path = o->center_path,
-                             .pull_local = o->pull_local,
-                             .pull_global = o->pull_global,
-                             .groups = o->groups,
-                             .leader_window = o->leader_window,
-                             .nesterov = o->nesterov,
-                             .momentum = o->momentum,
-                             .comm_timeout_s = o->comm_timeout_s,
-                             .drain_timeout_s = o->drain_timeout_s};
+    hs_train_algo_opts(R->o, &R->ao);
 }
 
 static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)

@@ -171,6 +171,23 @@ static void clean_segments(const tr_job_t *j)
     closedir(d);
 }
 
+int tr_job_pids(const tr_job_t *j, pid_t *out, int cap)
+{
+    if (cap < 1 || j->pid <= 0) return 0;
+    int n = 0;
+    if (!pid_gone(j->pid)) out[n++] = j->pid;
+    pid_t more[256];
+    int m = find_marked(j->token, 0, more, (int)HS_ARRAY_LEN(more));
+    for (int i = 0; i < m && n < cap; i++)
+        if (more[i] != j->pid) out[n++] = more[i];
+    return n;
+}
+
+int tr_pid_gone(pid_t pid)
+{
+    return pid_gone(pid);
+}
+
 /* ---------------------------------------------------------------- starting */
 
 /* Length of the NAME part of "NAME=VALUE" (or of a bare "NAME"). */

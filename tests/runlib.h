@@ -139,6 +139,12 @@ int tr_run(tr_job_t *j, const char *const *argv, const tr_opts_t *o, double limi
  * start failed. Call it after the assertions on what the job left (test_launch checks that
  * `hearsay run` reaped its workers itself). */
 void tr_job_free(tr_job_t *j);
+/* The job's running processes (its own process and every process carrying its mark, see
+ * above), up to cap pids into out; returns how many. Look while they run: a process that is
+ * exiting no longer shows its environment. */
+int tr_job_pids(const tr_job_t *j, pid_t *out, int cap);
+/* 1 when process pid no longer runs (gone, or a zombie). */
+int tr_pid_gone(pid_t pid);
 /* tr_run and tr_job_free in one: the status; the elapsed seconds in *elapsed_s (may be NULL). */
 int tr_cmd(const char *const *argv, const tr_opts_t *o, double limit_s, double *elapsed_s);
 /* "exit status 3", "killed by signal 9 (SIGKILL)", "timed out ...", "not started" (a static

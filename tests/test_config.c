@@ -179,13 +179,42 @@ START_TEST(test_bad_values)
     static const struct {
         const char *arg, *value, *expect;
     } cases[] = {
-        {"--epochs", "ten", "integer"},     {"--epochs", "0", "[1, 1000]"},
-        {"--epochs", "1001", "[1, 1000]"},  {"--epochs", "3.5", "integer"},
-        {"--lr", "0", "(0, inf)"},          {"--lr", "fast", "number"},
-        {"--lr", "nan", "number"},          {"--momentum", "1", "[0, 1)"},
-        {"--momentum", "-0.1", "[0, 1)"},   {"--device", "tpu", "cpu|cuda"},
-        {"--nesterov", "maybe", "boolean"}, {"--workers", "0", "[1, inf)"},
-        {"--faults.drop", "1.5", "[0, 1]"}, {"--epochs", "", "integer"},
+        {"--epochs", "ten", "integer"},
+        {"--epochs", "0", "[1, 1000]"},
+        {"--epochs", "1001", "[1, 1000]"},
+        {"--epochs", "3.5", "integer"},
+        {"--lr", "0", "(0, inf)"},
+        {"--lr", "fast", "number"},
+        {"--lr", "nan", "number"},
+        {"--momentum", "1", "[0, 1)"},
+        {"--momentum", "-0.1", "[0, 1)"},
+        {"--device", "tpu", "cpu|cuda"},
+        {"--nesterov", "maybe", "boolean"},
+        {"--workers", "0", "[1, inf)"},
+        {"--faults.drop", "1.5", "[0, 1]"},
+        {"--epochs", "", "integer"},
+        /* issue 17 item 2: overflow, not-a-number, infinities, negatives, huge integers */
+        {"--epochs", "1e400", "integer"},
+        {"--epochs", "1e3", "integer"},
+        {"--epochs", "99999999999999999999", "integer"},
+        {"--epochs", "-99999999999999999999", "integer"},
+        {"--epochs", "-5", "[1, 1000]"},
+        {"--epochs", "0x10", "integer"},
+        {"--epochs", "5 apples", "integer"},
+        {"--workers", "-1", "[1, inf)"},
+        {"--workers", "9223372036854775808", "integer"},
+        {"--lr", "1e400", "number"},
+        {"--lr", "-1e400", "number"},
+        {"--lr", "inf", "number"},
+        {"--lr", "-inf", "number"},
+        {"--lr", "infinity", "number"},
+        {"--lr", "NaN", "number"},
+        {"--lr", "-nan", "number"},
+        {"--lr", "1e-400", "number"},
+        {"--lr", "-3", "(0, inf)"},
+        {"--momentum", "1e308", "[0, 1)"},
+        {"--eval-every", "1e309", "number"},
+        {"--faults.drop", "nan", "number"},
     };
     for (size_t i = 0; i < HS_ARRAY_LEN(cases); i++) {
         hs_cfg_t *cfg = make();
@@ -363,6 +392,45 @@ START_TEST(test_file_errors)
     assert_error_has("twice", NULL);
     hs_cfg_free(&cfg);
     free(path);
+}
+END_TEST
+
+/* Issue 17 item 7: a config file is read whole, so it has a size bound (1 MiB, HS_CFG_FILE_MAX):
+ * /dev/zero (endless NUL bytes) used to read 2 GB before failing; it, a large sparse file and a
+ * text file just over the bound are refused at once, naming the file and the bound. */
+START_TEST(test_file_size_bound)
+{
+    double t0 = hs_now();
+    hs_cfg_t *cfg = make();
+    ck_assert_int_eq(parse(cfg, ARGS("--config", "/dev/zero")), -EINVAL);
+    assert_error_has("/dev/zero", "not a text file");
+    hs_cfg_free(&cfg);
+    /* a sparse file of 2 GiB: no disk used */
+    char *path = write_temp("");
+    FILE *f = fopen(path, "r+");
+    ck_assert_int_eq(ftruncate(fileno(f), (off_t)2 << 30), 0);
+    fclose(f);
+    cfg = make();
+    ck_assert_int_eq(parse(cfg, ARGS("--config", path)), -EFBIG);
+    assert_error_has(path, "above the 1048576-byte bound for config files");
+    hs_cfg_free(&cfg);
+    /* text: exactly the bound is read, one byte more is not */
+    f = fopen(path, "w");
+    for (int i = 0; i < HS_CFG_FILE_MAX / 64; i++) fprintf(f, "#%62d\n", i);
+    fclose(f);
+    cfg = make();
+    ck_assert_msg(parse(cfg, ARGS("--config", path)) == 0, "%s", hs_last_error());
+    hs_cfg_free(&cfg);
+    f = fopen(path, "a");
+    fputc('\n', f);
+    fclose(f);
+    cfg = make();
+    ck_assert_int_eq(parse(cfg, ARGS("--config", path)), -EFBIG);
+    assert_error_has(path, "1048577 bytes");
+    hs_cfg_free(&cfg);
+    unlink(path);
+    free(path);
+    ck_assert_msg(hs_now() - t0 < 5.0, "took %.1f s", hs_now() - t0);
 }
 END_TEST
 
@@ -590,6 +658,7 @@ int main(void)
     tcase_add_test(tc, test_positional_and_rest);
     tcase_add_test(tc, test_file_syntax);
     tcase_add_test(tc, test_file_errors);
+    tcase_add_test(tc, test_file_size_bound);
     tcase_add_test(tc, test_lists);
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_help_text);

@@ -215,6 +215,20 @@ START_TEST(test_mnist_bad_files)
     assert_error_has(img, "truncated: header says 5 images of 28x28 (3936 bytes) but file has "
                           "2368 bytes");
     ck_assert_ptr_null(ds.x);
+    /* Issue 17 item 7: files are read whole, so they are bounded (2 GiB, regular files):
+     * /dev/zero and a sparse file past the bound are refused at once, naming the file. */
+    double t0 = hs_now();
+    ck_assert_int_eq(hs_mnist_read("/dev/zero", lab, &ds), -EINVAL);
+    assert_error_has("/dev/zero", "not a regular file");
+    tmp_path(img, sizeof(img), "huge-idx3-ubyte");
+    FILE *hf = fopen(img, "w");
+    ck_assert_ptr_nonnull(hf);
+    ck_assert_int_eq(ftruncate(fileno(hf), ((off_t)2 << 30) + 1), 0); /* sparse: no disk used */
+    fclose(hf);
+    ck_assert_int_eq(hs_mnist_read(img, lab, &ds), -EINVAL);
+    assert_error_has(img, "2147483649 bytes is too large for a dataset file");
+    unlink(img);
+    ck_assert_msg(hs_now() - t0 < 5.0, "took %.1f s", hs_now() - t0);
     /* Shorter than the header itself. */
     tmp_path(img, sizeof(img), "tiny-idx3-ubyte");
     write_file(img, (const uint8_t *)"\0\0\x08\x03\0\0", 6);
@@ -755,12 +769,20 @@ START_TEST(test_shard_for_rank_and_spec)
         hs_shards_free(s, 4);
     }
     ck_assert_int_eq(hs_shard_spec_check("dirichlet:inf"), 0);
-    const char *bad[5][2] = {{"random", "random"},
-                             {"dirichlet:", "alpha"},
-                             {"dirichlet:-1", "-1"},
-                             {"dirichlet:0.5,foo=1", "foo=1"},
-                             {"dirichlet:x", "'x'"}};
-    for (int i = 0; i < 5; i++) {
+    const char *bad[][2] = {{"random", "random"},
+                            {"dirichlet:", "alpha"},
+                            {"dirichlet:-1", "-1"},
+                            {"dirichlet:0.5,foo=1", "foo=1"},
+                            {"dirichlet:x", "'x'"},
+                            /* issue 17 item 2: every number range-checked */
+                            {"dirichlet:1e400", "'1e400'"},
+                            {"dirichlet:nan", "'nan'"},
+                            {"dirichlet:infinity", "'infinity'"},
+                            {"dirichlet:1e13", "out of range"},
+                            {"dirichlet:0.5,min=-1", "out of range"},
+                            {"dirichlet:0.5,min=99999999999999999999", "min="},
+                            {"dirichlet:0.5,min=1e3", "'1e3'"}};
+    for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
         ck_assert_int_eq(hs_shard_spec_check(bad[i][0]), -EINVAL);
         assert_error_has(bad[i][1], NULL);
     }
@@ -920,6 +942,26 @@ START_TEST(test_spec_parse)
         {"mnist:/x,norm=weird", "'weird'", NULL},
         {"mnist:/x,seed=3", "unknown key 'seed'", NULL},
         {"cifar10:/x,train=0", "train", "out of range"},
+        /* issue 17 item 2: numbers that overflow, are not finite, negative or too large */
+        {"gauss:sep=1e400", "sep", "'1e400'"},
+        {"gauss:sep=nan", "sep", "'nan'"},
+        {"gauss:noise=inf", "noise", "'inf'"},
+        {"gauss:noise=-1", "noise", "out of range"},
+        {"gauss:noise=1e7", "noise", "out of range"},
+        {"gauss:dim=99999999999999999999", "dim", "'99999999999999999999'"},
+        {"gauss:dim=16777217", "dim", "out of range"},
+        {"gauss:dim=-3", "dim", "out of range"},
+        {"gauss:dim=1e3", "dim", "'1e3'"},
+        {"gauss:classes=65537", "classes", "out of range"},
+        {"gauss:train=2147483649", "train", "out of range"},
+        {"gauss:mc=10000000001", "mc", "out of range"},
+        {"gauss:seed=-1", "seed", "out of range"},
+        {"gauss:seed=99999999999999999999", "seed", "'99999999999999999999'"},
+        {"teacher:hidden=1048577", "hidden", "out of range"},
+        {"teacher:noise=nan", "noise", "'nan'"},
+        {"teacher:noise=1e400", "noise", "'1e400'"},
+        {"mnist:/x,test=-5", "test", "out of range"},
+        {"mnist:/x,test=1e9", "test", "'1e9'"},
     };
     for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
         ck_assert_msg(hs_data_spec_parse(bad[i][0], &s) == -EINVAL, "spec '%s' accepted",

@@ -9,6 +9,7 @@
  * decay), a crashed worker, and a paused worker that does not stall the others.
  */
 #include "hearsay/common.h"
+#include "optim/center.h"
 #include "optim/elastic_wire.h"
 #include "optim/lsgd.h"
 
@@ -28,6 +29,94 @@
     "--threads 1 --quiet --comm-timeout 10 --drain-timeout 5 --provider tcp"
 
 /* --- unit ------------------------------------------------------------------------------ */
+
+/* Issue 17 item 2: --centers is parsed strictly, every rank number range-checked (strtol used to
+ * take "+1", " 1", "1-+2", a trailing comma and overflowing numbers). With size <= 0 (the job
+ * size unknown, at start) only the grammar and the numbers' bounds are checked. */
+START_TEST(test_centers_spec)
+{
+    int *own = NULL, n = 0;
+    ck_assert_int_eq(hs_center_parse_owners("0,2-3", 4, &own, &n), 0);
+    ck_assert(n == 3 && own[0] == 0 && own[1] == 2 && own[2] == 3);
+    free(own);
+    ck_assert_int_eq(hs_center_parse_owners("3,1,1", 4, &own, &n), 0);
+    ck_assert(n == 2 && own[0] == 1 && own[1] == 3);
+    free(own);
+    ck_assert_int_eq(hs_center_parse_owners("all", 3, &own, &n), 0);
+    ck_assert(n == 3 && own[2] == 2);
+    free(own);
+    ck_assert_int_eq(hs_center_parse_owners(NULL, 2, &own, &n), 0);
+    ck_assert_int_eq(n, 2);
+    free(own);
+    static const struct {
+        const char *spec, *needle;
+    } bad[] = {
+        {"1,", "empty entry"},   {",1", "empty entry"},
+        {"1,,2", "empty entry"}, {"-1", "'-1'"},
+        {"1-", "'1-'"},          {"4", "not within ranks 0-3"},
+        {"2-1", "'2-1'"},        {"99999999999999999999", "'99999999999999999999'"},
+        {"+1", "'+1'"},          {" 1", "' 1'"},
+        {"1 ", "'1 '"},          {"0x1", "'0x1'"},
+        {"1-+2", "'1-+2'"},      {"1e3", "'1e3'"},
+        {"one", "'one'"},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
+        hs_error_clear();
+        own = NULL;
+        ck_assert_msg(hs_center_parse_owners(bad[i].spec, 4, &own, &n) == -EINVAL, "'%s' accepted",
+                      bad[i].spec);
+        ck_assert_ptr_null(own);
+        ck_assert_msg(strstr(hs_last_error(), "--centers") &&
+                          strstr(hs_last_error(), bad[i].needle),
+                      "'%s': message '%s' lacks '%s'", bad[i].spec, hs_last_error(), bad[i].needle);
+        if (strcmp(bad[i].spec, "4")) /* the grammar alone refuses the others */
+            ck_assert_msg(hs_center_parse_owners(bad[i].spec, 0, NULL, NULL) == -EINVAL,
+                          "'%s' accepted without a job size", bad[i].spec);
+    }
+    /* Without a job size any rank up to the largest job passes. */
+    ck_assert_int_eq(hs_center_parse_owners("4,100-200", 0, NULL, NULL), 0);
+    ck_assert_int_eq(hs_center_parse_owners("2147483648", 0, NULL, NULL), -EINVAL);
+}
+END_TEST
+
+/* Issue 17 item 8: the elastic header check is overflow-safe. It computed 64 + count * 4, which
+ * wraps for count = 2^62 (to 64: a bare header passed for 2^62 floats) and for 2^62 + k (to
+ * 64 + 4k). */
+START_TEST(test_el_hdr_check_overflow)
+{
+    hs_el_hdr_v1_t h;
+    hs_el_hdr_init(&h, HS_EL_DATA, 3, 0, 3, 0);
+    ck_assert_int_eq(hs_el_hdr_check(&h, 64 + 12, 3), 0);
+    ck_assert_int_eq(hs_el_hdr_check(&h, 64 + 16, 3), -EPROTO);
+    ck_assert_int_eq(hs_el_hdr_check(&h, 64 + 14, 3), -EPROTO); /* not whole floats */
+    ck_assert_int_eq(hs_el_hdr_check(&h, 64 + 12, 2), -EPROTO); /* another sender */
+    ck_assert_int_eq(hs_el_hdr_check(&h, 63, 3), -EPROTO);
+    static const struct {
+        uint64_t count;
+        size_t len;
+    } bad[] = {
+        {1ull << 62, 64},
+        {(1ull << 62) + 1, 68},
+        {(1ull << 62) + 3, 76},
+        {1ull << 63, 64},
+        {3ull << 62, 64},
+        {UINT64_MAX, 60},
+        {UINT64_MAX, 64},
+        {UINT64_MAX - 15, 0},
+        {(UINT64_MAX >> 2) + 1, 64},
+        {(UINT64_MAX >> 2) + 17, 128},
+        {UINT64_MAX >> 2, SIZE_MAX - 3},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
+        h.count = bad[i].count;
+        hs_error_clear();
+        ck_assert_msg(hs_el_hdr_check(&h, bad[i].len, 3) == -EPROTO,
+                      "count %llu in %zu bytes accepted", (unsigned long long)bad[i].count,
+                      bad[i].len);
+        ck_assert_ptr_nonnull(strstr(hs_last_error(), "rank 3"));
+    }
+}
+END_TEST
 
 START_TEST(test_elect)
 {
@@ -448,6 +537,8 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("easgd");
     TCase *tu = tcase_create("unit");
+    tcase_add_test(tu, test_centers_spec);
+    tcase_add_test(tu, test_el_hdr_check_overflow);
     tcase_add_test(tu, test_elect);
     tcase_add_test(tu, test_groups);
     tcase_add_test(tu, test_snapshot_no_tear);

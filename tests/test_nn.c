@@ -69,6 +69,20 @@ START_TEST(test_spec_errors)
     expect_spec_error("seq:maxpool9-flatten-fc10", 1, 8, 8, 10, "window larger", NULL);
     /* data shape itself */
     expect_spec_error("logreg:0-10", 0, 28, 28, 10, "bad data shape", NULL);
+    /* issue 17 item 2: sizes whose products overflow. K x P x Q = 2^24 x 2^24 x 2^24 wrapped to 0
+     * and passed the per-sample bound; a 2^24-wide kernel's K x C x R x R parameters wrapped to a
+     * small count; a model of 2^48 parameters was planned and failed only at allocation. */
+    expect_spec_error("seq:conv16777216k1p8388594-flatten-fc10", 1, 28, 28, 10,
+                      "output is too large", "conv16777216k1p8388594");
+    expect_spec_error("seq:conv16777216k16777216p8388594-flatten-fc10", 1, 28, 28, 10,
+                      "too many parameters", "conv16777216k16777216p8388594");
+    expect_spec_error("seq:conv1k16777216p8388594-flatten-fc10", 1, 28, 28, 10, NULL, NULL);
+    expect_spec_error("mlp:784-16777216-16777216-10", 1, 28, 28, 10, "too many parameters", NULL);
+    expect_spec_error("mlp:784-99999999-10", 1, 28, 28, 10, "bad size '99999999'", NULL);
+    expect_spec_error("mlp:784-999999999999999999999-10", 1, 28, 28, 10, "bad size", NULL);
+    expect_spec_error("seq:fc16777217", 1, 28, 28, 10, "bad layer", NULL);
+    expect_spec_error("seq:conv4s0-flatten-fc10", 1, 8, 8, 10, "bad layer", NULL);
+    expect_spec_error("seq:maxpool2s99999999999-flatten-fc10", 1, 8, 8, 10, "bad layer", NULL);
     /* valid ones */
     ck_assert_int_eq(
         hs_model_parse_spec("seq:conv4k3s2p1-relu-maxpool2-gap-fc10", 1, 8, 8, 10, NULL), 0);

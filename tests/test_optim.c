@@ -5,6 +5,7 @@
 #include "hearsay/common.h"
 #include "hearsay/kernels.h"
 #include "hearsay/optim.h"
+#include "optim/ps_wire.h"
 #include "hearsay/rng.h"
 
 #include <check.h>
@@ -140,6 +141,46 @@ START_TEST(test_lr_warmup)
 }
 END_TEST
 
+/* Issue 17 item 8: the push-sum header check is overflow-safe whatever n the caller gives:
+ * 128 + n * 4 + extra wrapped for n = 2^62 (to 128: a bare header passed) and for n = 2^64 - 1
+ * with extra = 4. */
+START_TEST(test_ps_hdr_check_overflow)
+{
+    hs_ps_hdr_v1_t h;
+    hs_ps_hdr_init(&h, HS_PS_GOSSIP, 1, 7, 0.5, 4);
+    ck_assert_int_eq(hs_ps_hdr_check(&h, 128 + 16, HS_PS_GOSSIP, 1, 4), 0);
+    h.extra = 24;
+    ck_assert_int_eq(hs_ps_hdr_check(&h, 128 + 16 + 24, HS_PS_GOSSIP, 1, 4), 0);
+    ck_assert_int_eq(hs_ps_hdr_check(&h, 128 + 16, HS_PS_GOSSIP, 1, 4), -EPROTO);
+    ck_assert_int_eq(hs_ps_hdr_check(&h, 128 + 16 + 24, HS_PS_EVAL, 1, 4), -EPROTO);
+    ck_assert_int_eq(hs_ps_hdr_check(&h, 100, HS_PS_GOSSIP, 1, 4), -EPROTO);
+    static const struct {
+        uint64_t n;
+        uint32_t extra;
+        size_t bytes;
+    } bad[] = {
+        {1ull << 62, 0, 128},
+        {(1ull << 62) + 1, 0, 132},
+        {1ull << 63, 0, 128},
+        {UINT64_MAX, 4, 128},
+        {UINT64_MAX, 0, 124},
+        {(UINT64_MAX >> 2) + 1, 0, 128},
+        {UINT64_MAX >> 2, 0xFFFFFFFFu, 128 + 0xFFFFFFFFull - 4},
+        {(UINT64_MAX >> 2) - 1, 8, SIZE_MAX},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
+        h.length = bad[i].n;
+        h.extra = bad[i].extra;
+        hs_error_clear();
+        ck_assert_msg(hs_ps_hdr_check(&h, bad[i].bytes, HS_PS_GOSSIP, 1, (size_t)bad[i].n) ==
+                          -EPROTO,
+                      "n %llu extra %u in %zu bytes accepted", (unsigned long long)bad[i].n,
+                      bad[i].extra, bad[i].bytes);
+        ck_assert_ptr_nonnull(strstr(hs_last_error(), "rank 1"));
+    }
+}
+END_TEST
+
 START_TEST(test_lr_parse_errors)
 {
     static const struct {
@@ -162,6 +203,19 @@ START_TEST(test_lr_parse_errors)
         {"cosine", "needs a length"},
         {"cosine:1:2:3", "cosine[:LENGTH"},
         {"constant:5", "no parameters"},
+        /* issue 17 item 2: every number range-checked (a gamma of 1e300 made the lr infinite
+         * after two milestones, a final lr of 1e300 likewise) */
+        {"step:30:1e300", "gamma '1e300'"},
+        {"step:30:101", "gamma '101'"},
+        {"step:30:nan", "gamma 'nan'"},
+        {"step:30:1e400", "gamma '1e400'"},
+        {"step:1e400", "milestone '1e400'"},
+        {"step:1e13", "milestone '1e13'"},
+        {"step:30,inf", "milestone 'inf'"},
+        {"cosine:10:1e300", "final lr '1e300'"},
+        {"cosine:10:nan", "final lr 'nan'"},
+        {"cosine:1e13", "length '1e13'"},
+        {"cosine:nan", "length 'nan'"},
     };
     for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
         hs_lr_schedule_t s;
@@ -177,7 +231,7 @@ START_TEST(test_lr_parse_errors)
         }
     }
     hs_lr_schedule_t s = sched("constant", 0, NULL);
-    const char *bad_w[] = {"abc", "-1", "5x", "", "nan", "1e999"};
+    const char *bad_w[] = {"abc", "-1", "5x", "", "nan", "1e999", "1e13", "1e13it", "infit"};
     for (size_t i = 0; i < HS_ARRAY_LEN(bad_w); i++) {
         ck_assert_int_eq(hs_lr_set_warmup(&s, bad_w[i]), -EINVAL);
         ck_assert_ptr_nonnull(strstr(hs_last_error(), "warm-up"));
@@ -487,6 +541,9 @@ int main(void)
     tcase_add_test(ts, test_sgd_rejects_bad_config);
     tcase_add_test(ts, test_sgd_least_squares);
     suite_add_tcase(s, ts);
+    TCase *tw = tcase_create("wire");
+    tcase_add_test(tw, test_ps_hdr_check_overflow);
+    suite_add_tcase(s, tw);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -382,6 +382,99 @@ START_TEST(test_server_timeouts_and_departures)
 }
 END_TEST
 
+/* Issue 17 item 8: every length in a rendezvous header is checked against its type's bound
+ * before it is used (2^62, 2^63, 2^64 - 1 never reach an allocation or a multiplication). */
+START_TEST(test_hdr_lengths_overflow)
+{
+    static const uint64_t huge[] = {1ull << 62, 1ull << 63, UINT64_MAX, UINT64_MAX - 23,
+                                    (uint64_t)HS_RDV_MAX_SIZE * HS_RDV_GATHER_MAX + 1};
+    static const struct {
+        uint16_t type;
+        int to_launcher;
+        uint64_t ok; /* the largest accepted length */
+    } types[] = {
+        {HS_RDV_HELLO, 1, HS_RDV_HELLO_BYTES},
+        {HS_RDV_GATHER, 1, HS_RDV_GATHER_MAX},
+        {HS_RDV_BYE, 1, 0},
+        {HS_RDV_WELCOME, 0, (uint64_t)HS_RDV_MAX_SIZE * HS_RDV_HOST_MAX},
+        {HS_RDV_RESULT, 0, (uint64_t)HS_RDV_MAX_SIZE * HS_RDV_GATHER_MAX},
+        {HS_RDV_ERROR, 0, HS_RDV_ERR_MAX},
+    };
+    for (size_t t = 0; t < HS_ARRAY_LEN(types); t++) {
+        const char *why = NULL;
+        hs_rdv_hdr_t h = hs_rdv_hdr_make(types[t].type, 0, 1, types[t].ok);
+        ck_assert_int_eq(hs_rdv_hdr_check(&h, types[t].to_launcher, &why), 0);
+        h.len = types[t].ok + 1;
+        ck_assert_int_eq(hs_rdv_hdr_check(&h, types[t].to_launcher, &why), -EPROTO);
+        for (size_t i = 0; i < HS_ARRAY_LEN(huge); i++) {
+            h.len = huge[i];
+            why = NULL;
+            ck_assert_msg(hs_rdv_hdr_check(&h, types[t].to_launcher, &why) == -EPROTO,
+                          "type %u with %llu bytes accepted", types[t].type,
+                          (unsigned long long)huge[i]);
+            ck_assert_ptr_nonnull(strstr(why, "length"));
+        }
+        /* and never from the wrong side */
+        h.len = 0;
+        ck_assert_int_eq(hs_rdv_hdr_check(&h, !types[t].to_launcher, &why), -EPROTO);
+    }
+}
+END_TEST
+
+/* A launcher that answers HELLO with a WELCOME whose length is within the type's bound but not
+ * the job's (64 KiB of hostnames for 2 ranks) and then says nothing. */
+typedef struct fake_launcher {
+    int lfd;
+    uint64_t len;
+} fake_launcher_t;
+
+static void *fake_launcher(void *arg)
+{
+    fake_launcher_t *fl = arg;
+    struct pollfd p = {.fd = fl->lfd, .events = POLLIN};
+    if (poll(&p, 1, 5000) != 1) return NULL;
+    int fd = accept(fl->lfd, NULL, NULL);
+    if (fd < 0) return NULL;
+    uint8_t in[HS_RDV_HDR_BYTES + HS_RDV_HELLO_BYTES], hb[HS_RDV_HDR_BYTES];
+    if (hs_rdv_read_all(fd, in, sizeof in, hs_now() + 5) == 0) {
+        hs_rdv_hdr_t h = hs_rdv_hdr_make(HS_RDV_WELCOME, 0, 0, fl->len);
+        hs_rdv_hdr_encode(&h, hb);
+        hs_rdv_write_all(fd, hb, sizeof hb, hs_now() + 5);
+        char c;
+        hs_rdv_read_all(fd, &c, 1, hs_now() + 5); /* until the worker hangs up */
+    }
+    close(fd);
+    return NULL;
+}
+
+/* The worker checks a length against what it expects before it allocates or waits for the
+ * body: it used to allocate the announced length (up to 16 GiB for a RESULT) and wait for the
+ * bytes until its timeout. */
+START_TEST(test_client_checks_length_first)
+{
+    fake_launcher_t fl = {.len = (uint64_t)HS_RDV_MAX_SIZE * HS_RDV_HOST_MAX};
+    int port;
+    char addr[300], key[HS_RDV_KEY_HEX + 1];
+    ck_assert_int_eq(hs_rdv_listen("127.0.0.1", 0, &fl.lfd, &port, addr, sizeof addr), 0);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    ck_assert_int_eq(hs_rdv_key_generate(key), 0);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, fake_launcher, &fl), 0);
+    hs_rdv_client_t c;
+    char hosts[2 * HS_RDV_HOST_MAX];
+    double t0 = hs_now();
+    hs_error_clear();
+    int rc = hs_rdv_client_join(&c, addr, key, 0, 2, "h", 3, hosts);
+    double el = hs_now() - t0;
+    ck_assert_int_eq(rc, -EPROTO);
+    ck_assert_msg(strstr(hs_last_error(), "expected the hostnames of 2 ranks"), "%s",
+                  hs_last_error());
+    ck_assert_msg(el < 1.0, "the worker took %.1f s to refuse the answer", el);
+    pthread_join(th, NULL);
+    close(fl.lfd);
+}
+END_TEST
+
 static Suite *rendezvous_suite(void)
 {
     Suite *s = suite_create("rendezvous");
@@ -392,6 +485,8 @@ static Suite *rendezvous_suite(void)
     tcase_add_test(tb, test_server_rounds_and_state);
     tcase_add_test(tb, test_server_rejects_bad_input);
     tcase_add_test(tb, test_server_timeouts_and_departures);
+    tcase_add_test(tb, test_hdr_lengths_overflow);
+    tcase_add_test(tb, test_client_checks_length_first);
     suite_add_tcase(s, tb);
     return s;
 }

@@ -227,6 +227,60 @@ START_TEST(test_dpsgd_directed)
 }
 END_TEST
 
+/* Issue 17 item 6: every flag is validated at start, whatever the rank count. On one rank a
+ * gossip algorithm runs as "local" and never builds its graph, so `--algo sgp --graph donut`
+ * exited 0; each bad flag below now stops `hearsay train` at once with exit status 2 and a
+ * message naming the flag. */
+START_TEST(test_bad_flags_one_rank)
+{
+    static const struct {
+        const char *args, *flag;
+    } cases[] = {
+        {"--algo sgp --graph donut", "--graph donut"},
+        {"--algo sgp --graph file:/nonexistent/hs.edges", "--graph file:/nonexistent/hs.edges"},
+        {"--algo dpsgd --graph seq:ring+donut", "--graph seq:ring+donut"},
+        {"--algo allreduce --graph torus:3by3", "--graph torus:3by3"},
+        {"--model mlp:16-8", "--model mlp:16-8"},
+        {"--model mlp:16-8-5", "--model mlp:16-8-5"}, /* 5 outputs, 4 classes */
+        {"--model seq:conv1k16777216p8388594-flatten-fc4", "--model seq:conv1k16777216p"},
+        {"--data gauss:dim=abc", "--data gauss:dim=abc"},
+        {"--data mnist", "--data mnist"},
+        {"--shard dirichlet:0", "--shard dirichlet:0"},
+        {"--lr-schedule step:x", "--lr-schedule step:x"},
+        {"--warmup abc", "--warmup abc"},
+        {"--device gpu7", "--device gpu7"},
+        {"--algo easgd --centers 1,", "--centers '1,'"},
+        {"--algo easgd --centers 3", "--centers '3'"},
+        {"--provider nonsense", "--provider nonsense"},
+        {"--resume /nonexistent/run", "--resume /nonexistent/run"},
+        {"--algo lsgd --groups 5", "--groups 5"},
+        {"--link bw=1e30Gbit", "--link"},
+        {"--straggler slow:0:x1e6 --straggler slow:0:x1e6", "--straggler"},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(cases); i++) {
+        char dir[PATH_MAX], args[512];
+        tr_workdir_path(dir, sizeof dir, "badflag");
+        snprintf(args, sizeof args, TASK " --epochs 1 %s", cases[i].args);
+        double el;
+        int st = tr_train_job(0, "", dir, args, 30, &el);
+        if (st != 2 || !tr_log_has(dir, cases[i].flag)) tr_show_log(dir);
+        ck_assert_msg(st == 2, "'%s': %s, expected exit status 2", cases[i].args,
+                      tr_status_text(st));
+        ck_assert_msg(tr_log_has(dir, cases[i].flag), "'%s': the message does not name '%s'",
+                      cases[i].args, cases[i].flag);
+        ck_assert_msg(el < 10.0, "'%s': took %.1f s to refuse", cases[i].args, el);
+    }
+    /* the same on a job of two ranks */
+    char dir[PATH_MAX];
+    tr_workdir_path(dir, sizeof dir, "badflag2");
+    int st =
+        tr_train_job(2, "", dir, TASK " --algo sgp --graph file:/nonexistent/hs.edges", 30, NULL);
+    if (st != 2) tr_show_log(dir);
+    ck_assert_int_eq(st, 2);
+    ck_assert(tr_log_has(dir, "--graph file:/nonexistent/hs.edges"));
+}
+END_TEST
+
 /* The exit status of a rank that crashes by injection (runtime/train_dist.c). */
 #define CRASH_STATUS 70
 
@@ -473,6 +527,36 @@ static void pause_counts(const char *algo, int counts[4], int *others_left)
             algo, end, counts[0], counts[2], counts[3]);
 }
 
+/* Issue 17 item 5: D-PSGD cannot go on without a crashed neighbour. Its survivors used to warn
+ * "continuing without it" and then exit; now the words match what happens: each survivor says
+ * that it stops, and stops, within 10 s (start-up included), never "continuing without it". */
+START_TEST(test_dpsgd_crash_stops)
+{
+    char dir[PATH_MAX];
+    tr_workdir_path(dir, sizeof dir, "dpsgd_crash");
+    double el;
+    int st = tr_train_job(4, "--keep-going", dir,
+                          TASK " --algo dpsgd --epochs 50 --straggler crash:2:iter=20", 40, &el);
+    if (st != CRASH_STATUS || el >= 10.0) tr_show_log(dir);
+    ck_assert_int_ne(st, TR_TIMEOUT);
+    ck_assert_int_eq(st, CRASH_STATUS); /* the first failure the launcher saw */
+    ck_assert_msg(el < 10.0, "the run took %.1f s to stop (start-up included)", el);
+    ck_assert(tr_log_has(dir, "hearsay run: rank 2 exited with status 70"));
+    for (int r = 0; r < 4; r++) {
+        if (r == 2) continue;
+        char line[160];
+        /* --keep-going: the launcher ended nobody, each survivor stopped by itself */
+        snprintf(line, sizeof line, "hearsay run: rank %d exited with status 1", r);
+        ck_assert_msg(tr_log_has(dir, line), "rank %d did not stop by itself with status 1", r);
+        snprintf(line, sizeof line, "[%d] hearsay: warning: rank %d: peer rank", r, r);
+        ck_assert_msg(tr_log_has(dir, line), "rank %d gave no warning about its peer", r);
+    }
+    ck_assert(tr_log_has(dir, "--algo dpsgd cannot go on without it and stops"));
+    ck_assert_msg(!tr_log_has(dir, "continuing without it"),
+                  "a D-PSGD survivor said it continues, and stopped");
+}
+END_TEST
+
 /* Under SGP the others keep iterating while rank 1 sleeps (no barrier). */
 START_TEST(test_sgp_pause_no_barrier)
 {
@@ -507,6 +591,7 @@ static Suite *suite(void)
     TR_ADD_TEST(tc, test_allreduce_target, why);
     TR_ADD_TEST(tc, test_dpsgd_target, why);
     TR_ADD_TEST(tc, test_allreduce_crash, why);
+    TR_ADD_TEST(tc, test_dpsgd_crash_stops, why);
     TR_ADD_TEST(tc, test_sgp_target, why);
     TR_ADD_TEST(tc, test_osgp_target, why);
     TR_ADD_TEST(tc, test_sgp_step_x_target, why);
@@ -517,6 +602,11 @@ static Suite *suite(void)
     TR_ADD_TEST(tc, test_sgp_pause_no_barrier, why);
     TR_ADD_TEST(tc, test_allreduce_pause_stalls, why);
     suite_add_tcase(s, tc);
+    /* flag checks at start: quick jobs that stop before training */
+    TCase *tf = tcase_create("flags");
+    tcase_set_timeout(tf, 120);
+    TR_ADD_TEST(tf, test_bad_flags_one_rank, why);
+    suite_add_tcase(s, tf);
     return s;
 }
 

@@ -181,6 +181,71 @@ START_TEST(test_units)
 }
 END_TEST
 
+/* Issue 17 item 2: every number of a spec is range-checked where it is parsed: overflowing,
+ * not-a-number, infinite and huge values are refused naming the field, and slowdowns that
+ * multiply past the largest factor are refused for the rank they reach. */
+START_TEST(test_numbers_out_of_range)
+{
+    static const struct {
+        const char *spec, *shows;
+    } cases[] = {
+        {"slow:3:x1e400", "'x1e400'"},
+        {"slow:3:xnan", "'xnan'"},
+        {"slow:3:xinf", "'xinf'"},
+        {"slow:3:x1e7", "'x1e7': the slowdown factor must be in [1"},
+        {"slow:99999999999:x2", "'99999999999': not a rank"},
+        {"slow:2147483648:x2", "'2147483648': not a rank"},
+        {"slow:0-99999999999999999999:x2", "not a rank range"},
+        {"pause:1:p=nan:fixed=1s", "'p=nan'"},
+        {"pause:1:p=1e400:fixed=1s", "'p=1e400'"},
+        {"pause:1:p=0.1:fixed=1e400s", "'fixed=1e400s'"},
+        {"pause:1:p=0.1:fixed=inf", "'fixed=inf'"},
+        {"pause:1:p=0.1:fixed=nan", "'fixed=nan'"},
+        {"pause:1:p=0.1:fixed=2e6", "'fixed=2e6': duration above"},
+        {"pause:1:p=0.1:exp=1e300m", "'exp=1e300m': duration above"},
+        {"pause:1:p=0.1:lognormal=nan,1", "mu 'nan'"},
+        {"pause:1:p=0.1:lognormal=1e400,1", "mu '1e400'"},
+        {"pause:1:p=0.1:lognormal=0,1e400", "sigma '1e400'"},
+        {"pause:1:p=0.1:lognormal=0,inf", "sigma 'inf'"},
+        {"pause:1:p=0.1:fixed=1s:max=1e400s", "'max=1e400s'"},
+        {"once:1:iter=99999999999999999999:1s", "'iter=99999999999999999999'"},
+        {"once:1:iter=3:1e7", "'1e7': duration above"},
+        {"crash:1:iter=1e3", "'iter=1e3'"},
+        {"hetero:1-1e400", "'1-1e400'"},
+        {"hetero:nan-2", "'nan-2'"},
+        {"hetero:1-inf", "'1-inf'"},
+        {"hetero:1-2e6", "'1-2e6': the range must satisfy"},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(cases); i++) {
+        hs_error_clear();
+        ck_assert_msg(hs_straggler_check(cases[i].spec, 8) == -EINVAL, "'%s' accepted",
+                      cases[i].spec);
+        ck_assert_msg(strstr(hs_last_error(), cases[i].shows) != NULL,
+                      "'%s': message '%s' lacks '%s'", cases[i].spec, hs_last_error(),
+                      cases[i].shows);
+    }
+    /* Slowdowns multiply: a rank they take past 1e6 is refused, the others are not. */
+    const char *specs[] = {"slow:all:x1000", "slow:1:x1000", "hetero:2-2"};
+    hs_straggler_t *s = NULL;
+    ck_assert_int_eq(hs_straggler_create(&s, specs, 3, 1, 1, 4), -EINVAL);
+    ck_assert_ptr_null(s);
+    ck_assert_msg(strstr(hs_last_error(), "rank 1") && strstr(hs_last_error(), "multiply"), "%s",
+                  hs_last_error());
+    ck_assert_int_eq(hs_straggler_create(&s, specs, 3, 1, 0, 4), 0);
+    ck_assert(hs_straggler_slowdown(s) == 2000.0);
+    hs_straggler_free(&s);
+    /* The list check finds it at start, for the job size it is given. */
+    ck_assert_int_eq(hs_straggler_check_list(specs, 3, 4), -EINVAL);
+    ck_assert_msg(strstr(hs_last_error(), "rank 1") && strstr(hs_last_error(), "multiply"), "%s",
+                  hs_last_error());
+    ck_assert_int_eq(hs_straggler_check_list(specs, 2, 4), 0); /* x1e6 exactly is fine */
+    ck_assert_int_eq(hs_straggler_check_list(specs, 3, 0), 0); /* job size unknown */
+    const char *one_bad[] = {"slow:1:x2", "pause:1:p=2:fixed=1s"};
+    ck_assert_int_eq(hs_straggler_check_list(one_bad, 2, 0), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "'pause:1:p=2:fixed=1s'"));
+}
+END_TEST
+
 START_TEST(test_slowdown_math)
 {
     hs_straggler_t *s = make1("slow:1:x4", 1, 1, 4);
@@ -453,6 +518,7 @@ static Suite *straggler_suite(void)
     tcase_add_test(tc, test_grammar_rejected_names_bad_part);
     tcase_add_test(tc, test_rank_sets);
     tcase_add_test(tc, test_units);
+    tcase_add_test(tc, test_numbers_out_of_range);
     tcase_add_test(tc, test_slowdown_math);
     tcase_add_test(tc, test_determinism_and_call_order);
     tcase_add_test(tc, test_pause_probability);

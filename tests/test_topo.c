@@ -436,6 +436,121 @@ START_TEST(test_bad_specs_and_files)
 }
 END_TEST
 
+/* Issue 17 item 2: every number in a graph spec or an edge list is range-checked where it is
+ * parsed, and an argument too long for the parser's buffer is refused, not cut. */
+START_TEST(test_spec_numbers_out_of_range)
+{
+    expect_bad("regular:99999999999999999999", 8, "'99999999999999999999'");
+    expect_bad("regular:-2", 8, "out of range");
+    expect_bad("er:nan", 8, "'nan'");
+    expect_bad("er:1e400", 8, "'1e400'");
+    expect_bad("er:inf", 8, "'inf'");
+    expect_bad("ws:4:nan", 8, "'nan'");
+    expect_bad("ws:4:1e400", 8, "'1e400'");
+    expect_bad("ws:1e3", 8, "'1e3'");
+    expect_bad("star:-1", 8, "out of range");
+    expect_bad("star:8", 8, "out of range");
+    expect_bad("torus:99999999999x2", 8, "99999999999 is out of range");
+    expect_bad("torus:2x-4", 8, "out of range");
+    expect_bad("hier:0", 8, "out of range");
+    expect_bad("hier:4/99999999999999999999", 8, "'99999999999999999999'");
+    expect_bad("random:1e3", 8, "'1e3'");
+    expect_bad("random:8", 8, "out of range");
+    /* ws's arguments were cut to 63 characters: a bad tail was dropped unseen */
+    char longws[128] = "ws:4:0.1";
+    for (int i = 0; i < 70; i++) strcat(longws, "0");
+    strcat(longws, "x");
+    expect_bad(longws, 8, "too long");
+    /* ranks in a file are bounded by the largest job (65536 ranks), not 2^24 */
+    expect_bad_file("0 65536\n65536 0\n",
+                    ":1: expected 'SRC DST [WEIGHT]' with ranks in [0, 65535]");
+    expect_bad_file("0 99999999999999999999\n1 0\n", ":1:");
+    expect_bad_file("0 1 nan\n1 0 0.5\n", "weight 'nan'");
+    expect_bad_file("0 1 1e400\n1 0 0.5\n", "weight '1e400'");
+    expect_bad_file("n 99999999999999999999\n0 1\n1 0\n", "expected 'n N'");
+}
+END_TEST
+
+/* Issue 17 item 6: a graph spec is checked without a job size (a one-rank run never builds its
+ * graph): syntax and the numbers in it, and a file's existence and contents. */
+START_TEST(test_check_spec)
+{
+    static const char *const good[] = {
+        "ring",       "biring", "exp",      "exp1peer", "bipartite",    "hypercube",
+        "complete",   "star",   "star:3",   "torus",    "torus:3x3",    "mesh:2x5",
+        "regular:3",  "er:0.2", "ws",       "ws:4:0.2", "hier",         "hier:4",
+        "hier:3/3/2", "random", "random:2", "Ring",     "seq:ring+exp", "seq:torus:2x2+ring",
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(good); i++)
+        ck_assert_msg(hs_topo_check(good[i]) == 0, "'%s': %s", good[i], hs_last_error());
+    static const struct {
+        const char *spec, *needle;
+    } bad[] = {
+        {"donut", "unknown graph 'donut'"},
+        {"", "empty graph spec"},
+        {"ring:3", "takes no arguments"},
+        {"torus:3by3", "expected RxC"},
+        {"torus:1x4", "both sides"},
+        {"regular", "give the degree"},
+        {"regular:x", "'x'"},
+        {"er:0", "out of range"},
+        {"ws:3:2", "out of range"},
+        {"hier:0/4", "out of range"},
+        {"star:x", "'x'"},
+        {"random:0", "out of range"},
+        {"seq:ring+donut", "donut"},
+        {"seq:ring+random", "cannot be part of a seq"},
+        {"seq:", "give the members"},
+        {"file:", "give a path"},
+        {"file:/nonexistent/hs.edges", "cannot open"},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
+        hs_error_clear();
+        ck_assert_msg(hs_topo_check(bad[i].spec) == -EINVAL ||
+                          (bad[i].needle[0] == 'c' && hs_topo_check(bad[i].spec) < 0),
+                      "'%s' accepted", bad[i].spec);
+        ck_assert_msg(strstr(hs_last_error(), bad[i].needle), "'%s': message '%s' lacks '%s'",
+                      bad[i].spec, hs_last_error(), bad[i].needle);
+    }
+    /* A file is read and checked as a graph on its own n. */
+    char *path = tmp_write("n 3\n0 1\n1 2\n2 0\n");
+    char spec[64];
+    snprintf(spec, sizeof spec, "file:%s", path);
+    ck_assert_msg(hs_topo_check(spec) == 0, "%s", hs_last_error());
+    snprintf(spec, sizeof spec, "seq:ring+file:%s", path);
+    ck_assert_msg(hs_topo_check(spec) == 0, "%s", hs_last_error());
+    unlink(path);
+    free(path);
+    path = tmp_write("0 1\n1 0\n2 3\n3 2\n");
+    snprintf(spec, sizeof spec, "file:%s", path);
+    ck_assert_int_eq(hs_topo_check(spec), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "not strongly connected"));
+    unlink(path);
+    free(path);
+}
+END_TEST
+
+/* Issue 17 item 7: an edge list is read whole into memory, so it has a size bound (256 MiB):
+ * /dev/zero and a large sparse file are refused at once, naming the file and the bound. */
+START_TEST(test_edge_file_size_bound)
+{
+    double t0 = hs_now();
+    expect_bad("file:/dev/zero", 0, "/dev/zero:1: line too long");
+    char path[] = "/tmp/hs_topo_big_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, ((off_t)256 << 20) + 1), 0); /* sparse: no disk used */
+    close(fd);
+    char spec[64];
+    snprintf(spec, sizeof spec, "file:%s", path);
+    expect_bad(spec, 0, "268435457 bytes, above the 268435456-byte bound for edge lists");
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), path));
+    ck_assert_int_lt(hs_topo_check(spec), 0);
+    unlink(path);
+    ck_assert_msg(hs_now() - t0 < 5.0, "took %.1f s", hs_now() - t0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("topo");
@@ -448,6 +563,9 @@ int main(void)
     tcase_add_test(tc, test_schedule_identical_across_ranks);
     tcase_add_test(tc, test_edge_list_round_trip);
     tcase_add_test(tc, test_bad_specs_and_files);
+    tcase_add_test(tc, test_spec_numbers_out_of_range);
+    tcase_add_test(tc, test_check_spec);
+    tcase_add_test(tc, test_edge_file_size_bound);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

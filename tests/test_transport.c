@@ -11,6 +11,7 @@
 #include "hearsay/rng.h"
 #include "hearsay/shaping.h"
 #include "hearsay/transport.h"
+#include "gossip/fabric_wire.h"
 
 #include <check.h>
 #include <math.h>
@@ -95,6 +96,54 @@ START_TEST(test_shape_parse_errors)
     ck_assert_int_eq(hs_shape_parse("0-5:latency=1ms", &s), 0);
     ck_assert_int_eq(hs_shaper_create(s, 0, 4, NULL, 1, &sh), -EINVAL);
     ck_assert_ptr_nonnull(strstr(hs_last_error(), "4 ranks"));
+    hs_shape_free(&s);
+}
+END_TEST
+
+/* Issue 17 item 2: every number of a shaping spec is range-checked where it is parsed (bw=1e30Gbit
+ * used to pass, overflow the chunk size to 0 and kill the sending rank with SIGFPE). */
+START_TEST(test_shape_parse_ranges)
+{
+    static const struct {
+        const char *spec, *needle;
+    } bad[] = {
+        {"bw=1e30Gbit", "bw"},
+        {"bw=1e400Gbit", "non-negative number"},
+        {"bw=1e-30bit", "bw"},
+        {"bw=nanGbit", "non-negative number"},
+        {"bw=infGbit", "non-negative number"},
+        {"bw=81Tbit", "unknown rate unit"}, /* no T unit: a unit error, not a range one */
+        {"bw=10001GB", "bw"},
+        {"latency=1e30s", "latency"},
+        {"latency=3601s", "latency"},
+        {"jitter=1e300ms", "jitter"},
+        {"jitter=-0.5ms", "non-negative"},
+        {"latency=nans", "non-negative number"},
+        {"1-99999999999:latency=1ms", "scope"},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
+        hs_shape_t *s = NULL;
+        ck_assert_msg(hs_shape_parse(bad[i].spec, &s) == -EINVAL, "spec '%s' was accepted",
+                      bad[i].spec);
+        ck_assert_ptr_null(s);
+        ck_assert_msg(strstr(hs_last_error(), bad[i].needle) != NULL, "spec '%s': got '%s'",
+                      bad[i].spec, hs_last_error());
+        ck_assert_msg(strstr(hs_last_error(), bad[i].spec) != NULL, "spec not quoted: %s",
+                      hs_last_error());
+    }
+    /* The bounds themselves are accepted, and the fastest link still gets a usable chunk. */
+    hs_shape_t *s = NULL;
+    hs_shaper_t *sh = NULL;
+    ck_assert_int_eq(hs_shape_parse("0>1:bw=10000GB,latency=3600s,jitter=3600s; 1>0:bw=1bit", &s),
+                     0);
+    ck_assert_int_eq(hs_shaper_create(s, 0, 2, NULL, 1, &sh), 0);
+    ck_assert_uint_eq(hs_shaper_chunk(sh, 1, 1 << 20), 1 << 20);
+    ck_assert(isfinite(hs_shaper_release(sh, 1, (size_t)1 << 40, 1.0)));
+    hs_shaper_free(&sh);
+    ck_assert_int_eq(hs_shaper_create(s, 1, 2, NULL, 1, &sh), 0);
+    ck_assert_uint_eq(hs_shaper_chunk(sh, 0, 1 << 20), 16384);
+    ck_assert(isfinite(hs_shaper_release(sh, 0, (size_t)1 << 40, 1.0)));
+    hs_shaper_free(&sh);
     hs_shape_free(&s);
 }
 END_TEST
@@ -245,6 +294,36 @@ END_TEST
 START_TEST(test_inproc_hsshm)
 {
     inproc("hsshm");
+}
+END_TEST
+
+/* Issue 17 item 8: the libfabric address blob's lengths are checked before use: an endpoint
+ * name length past its 256-byte field is refused, naming the rank. */
+START_TEST(test_fabric_addr_lengths)
+{
+    static const uint32_t bad[] = {HS_FAB_EPNAME_MAX + 1, 0x80000000u, 0xFFFFFFFFu};
+    for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
+        hs_transport_opts_t o;
+        tt_opts(&o, "tcp");
+        hs_transport_t *t[2] = {NULL, NULL};
+        char all[2][HS_TRANSPORT_ADDR_MAX];
+        memset(all, 0, sizeof all);
+        for (int r = 0; r < 2; r++) {
+            size_t len;
+            ck_assert_int_eq(hs_transport_create(&t[r], r, 2, 1, &o), 0);
+            ck_assert_int_eq(hs_transport_address(t[r], all[r], &len), 0);
+        }
+        hs_fab_addr_v1_t a;
+        memcpy(&a, all[1], sizeof a);
+        a.epname_len = bad[i];
+        memcpy(all[1], &a, sizeof a);
+        hs_error_clear();
+        ck_assert_int_eq(hs_transport_connect(t[0], all, HS_TRANSPORT_ADDR_MAX), -EPROTO);
+        ck_assert_msg(strstr(hs_last_error(), "rank 1") && strstr(hs_last_error(), "name"), "%s",
+                      hs_last_error());
+        hs_transport_close(&t[0]);
+        hs_transport_close(&t[1]);
+    }
 }
 END_TEST
 
@@ -914,6 +993,7 @@ int main(void)
     TCase *c = tcase_create("spec");
     tcase_add_test(c, test_shape_parse);
     tcase_add_test(c, test_shape_parse_errors);
+    tcase_add_test(c, test_shape_parse_ranges);
     tcase_add_test(c, test_shaper_model);
     suite_add_tcase(s, c);
     c = tcase_create("inproc");
@@ -925,6 +1005,7 @@ int main(void)
     tcase_add_test(c, test_inproc_tcp);
     tcase_add_test(c, test_inproc_hsshm);
     tcase_add_test(c, test_hsshm_errors);
+    tcase_add_test(c, test_fabric_addr_lengths);
     suite_add_tcase(s, c);
     c = tcase_create("world");
     tcase_set_timeout(c, 60);

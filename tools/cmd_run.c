@@ -14,6 +14,7 @@
 #include "hearsay/rendezvous.h"
 #include "tools/commands.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -64,11 +65,12 @@ typedef struct launcher {
     run_opts_t o;
     worker_t *w; /* (n) */
     int nalive;
-    int first_code; /* exit status of the first worker that did not succeed (0: none) */
-    int failed;     /* a failure was reported and the others are being ended */
-    double kill_at; /* SIGKILL the survivors at this time (0: not scheduled) */
-    int forwarded;  /* last user signal forwarded (0: none) */
-    int sig_rd;     /* read end of the signal self-pipe */
+    int first_code;  /* exit status of the first worker that did not succeed (0: none) */
+    int failed;      /* a failure was reported and the others are being ended */
+    double kill_at;  /* SIGKILL the survivors at this time (0: not scheduled) */
+    int forwarded;   /* last user signal forwarded (0: none) */
+    int interrupted; /* the first user signal received (0: none): the exit status is 128 + it */
+    int sig_rd;      /* read end of the signal self-pipe */
     hs_rdv_server_t *srv;
 } launcher_t;
 
@@ -110,15 +112,17 @@ static void usage(FILE *f)
             "\n"
             "Output: each line a worker writes to stdout (stderr) is copied to stdout (stderr)\n"
             "prefixed with \"[rank] \"; a last line without a newline is flushed at exit.\n"
-            "Workers' stdin is /dev/null.\n"
+            "Workers' stdin is /dev/null. When every worker is gone, the shared-memory\n"
+            "segments they left in /dev/shm (hearsay-PID-*) are removed.\n"
             "Signals: SIGINT, SIGTERM and SIGHUP are forwarded to every worker (its process\n"
-            "group); the same signal a second time kills them all with SIGKILL.\n"
+            "group); the same signal a second time kills them all with SIGKILL. Once the\n"
+            "workers are gone the launcher exits 128+SIG (130 for SIGINT, 143 for SIGTERM).\n"
             "Failure: when a worker exits non-zero or is killed by a signal, the launcher\n"
             "prints \"rank R exited with status S\" or \"rank R killed by signal SIGX\", sends\n"
             "SIGTERM to the others, then SIGKILL after the grace period (unless --keep-going).\n"
-            "Exit status: 0 when every worker exited 0; otherwise the status of the first\n"
-            "worker that did not (128+SIG for a signal); 2 for usage errors; 127 when COMMAND\n"
-            "cannot be executed.\n"
+            "Exit status: 128+SIG when the launcher got SIGINT, SIGTERM or SIGHUP; else 0 when\n"
+            "every worker exited 0; otherwise the status of the first worker that did not\n"
+            "(128+SIG for a signal); 2 for usage errors; 127 when COMMAND cannot be executed.\n"
             "Under mpirun or Slurm workers need no `hearsay run`: see docs/launch.md.\n",
             RUN_MAX_RANKS);
 }
@@ -440,6 +444,7 @@ static void on_signal(launcher_t *L)
             continue;
         }
         char sb[32];
+        if (!L->interrupted) L->interrupted = sig;
         if (L->forwarded == sig) {
             fprintf(stderr, "hearsay run: %s again: killing every worker\n",
                     sig_name(sig, sb, sizeof sb));
@@ -524,6 +529,35 @@ static int spawn(launcher_t *L, int rank, const char *path, char **env)
     return -e;
 }
 
+/* Remove the shared-memory segments the workers left: the transports name them
+ * /dev/shm/hearsay-PID-RANK-RANDOM after the creating process (gossip/shm.c, and libfabric's shm
+ * endpoints in gossip/fabric.c), and a worker ended by a signal or a crash between creating its
+ * segment and every peer mapping it (start-up: the address exchange) never unlinks the name.
+ * Only names of this launcher's own workers, and only once they are gone. */
+static void remove_segments(const launcher_t *L)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "hearsay-", 8)) continue;
+        char *end;
+        long pid = strtol(e->d_name + 8, &end, 10);
+        if (end == e->d_name + 8 || *end != '-') continue;
+        for (long r = 0; r < L->o.n; r++) {
+            const worker_t *w = &L->w[r];
+            if (w->pid <= 0 || w->alive || (long)w->pid != pid) continue;
+            if (kill(w->pid, 0) == 0) break; /* the pid runs again: not ours any more */
+            char path[PATH_MAX];
+            snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+            if (unlink(path) == 0)
+                fprintf(stderr, "hearsay run: removed %s, left by rank %ld\n", path, r);
+            break;
+        }
+    }
+    closedir(d);
+}
+
 static int main_loop(launcher_t *L)
 {
     long n = L->o.n;
@@ -590,7 +624,10 @@ static int main_loop(launcher_t *L)
     free(pf);
     free(ps);
     free(pr);
-    return L->first_code;
+    remove_segments(L);
+    /* Interrupted: what shells expect of a command a signal ended (130 for SIGINT, 143 for
+     * SIGTERM), whatever the workers, once told, exited with. */
+    return L->interrupted ? 128 + L->interrupted : L->first_code;
 }
 
 static int write_env_file(const char *path, const char *text)
@@ -707,7 +744,7 @@ int hs_cmd_run(int argc, char **argv)
 stop:
     end_others(&L);
     main_loop(&L);
-    rc = L.first_code ? L.first_code : 1;
+    rc = L.interrupted ? 128 + L.interrupted : L.first_code ? L.first_code : 1;
 out:
     if (L.w)
         for (long r = 0; r < o.n; r++) {

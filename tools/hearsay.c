@@ -3,6 +3,7 @@
 #include "hearsay/env.h"
 #include "tools/commands.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,6 +53,14 @@ static void usage_env(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* libinfinipath (psm, linked in through libfabric) installs SIGINT and SIGTERM handlers in
+     * its constructor that call exit(1) inside the handler: hearsay train told to stop exited 1
+     * instead of dying of the signal (so `hearsay run` exited 1, not 130/143), ran atexit
+     * handlers and stdio flushes from a signal handler (a deadlock when the signal lands in
+     * printf). Hearsay never opens psm: the default actions come back here (hearsay run
+     * installs its own). */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     if (argc < 2) {
         usage(stderr);
         return 2;

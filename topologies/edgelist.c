@@ -7,6 +7,8 @@
  *   SRC DST        rank SRC sends to rank DST
  *   SRC DST W      ... with mixing weight W (then every edge must carry a weight)
  *   I I W          rank I keeps weight W (weighted files only; default 1 - sum of out-weights)
+ * Ranks are 0 .. 65535 (the largest job); a line has at most 1023 characters and a file at most
+ * TOPO_EDGE_FILE_MAX bytes (256 MiB; /dev/zero and other endless inputs stop there).
  */
 #include "topologies/topo_internal.h"
 
@@ -15,6 +17,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct file_edge {
     int src, dst, line;
@@ -35,7 +38,7 @@ static int parse_rank(const char *tok, long *v)
     char *end;
     errno = 0;
     *v = strtol(tok, &end, 10);
-    return (errno || *end || *v < 0 || *v >= (1L << 24)) ? -EINVAL : 0;
+    return (errno || end == tok || *end || *v < 0 || *v >= TOPO_MAX_N) ? -EINVAL : 0;
 }
 
 int topo_read_edge_file(const char *path, int n, topo_gen_t *g)
@@ -46,13 +49,26 @@ int topo_read_edge_file(const char *path, int n, topo_gen_t *g)
         return HS_ERR(-err, "cannot open edge list '%s': %s", path, strerror(err));
     }
     file_edge_t *edges = NULL;
-    long len = 0, cap = 0;
+    long len = 0, cap = 0, bytes = 0;
     int rc = 0, lineno = 0, weighted = -1, header_n = 0, max_rank = -1, nself = 0;
     char line[1024];
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > TOPO_EDGE_FILE_MAX) {
+        rc = HS_ERR(-EFBIG, "%s: %lld bytes, above the %ld-byte bound for edge lists", path,
+                    (long long)st.st_size, TOPO_EDGE_FILE_MAX);
+        goto out;
+    }
     while (fgets(line, sizeof line, f)) {
         lineno++;
-        if (!strchr(line, '\n') && !feof(f)) {
-            rc = HS_ERR(-EINVAL, "%s:%d: line too long", path, lineno);
+        size_t l = strlen(line);
+        bytes += (long)l;
+        if (!strchr(line, '\n') && !feof(f)) { /* also a NUL byte: strlen stops there */
+            rc = HS_ERR(-EINVAL, "%s:%d: line too long (or not text)", path, lineno);
+            goto out;
+        }
+        if (bytes > TOPO_EDGE_FILE_MAX) {
+            rc = HS_ERR(-EFBIG, "%s: more than the %ld-byte bound for edge lists", path,
+                        TOPO_EDGE_FILE_MAX);
             goto out;
         }
         char *hash = strchr(line, '#');
@@ -66,8 +82,9 @@ int topo_read_edge_file(const char *path, int n, topo_gen_t *g)
         if (nt == 0) continue;
         if (!strcmp(tok[0], "n")) {
             long v;
-            if (nt != 2 || hs_parse_long(tok[1], 2, 65536, "n", &v) < 0) {
-                rc = HS_ERR(-EINVAL, "%s:%d: expected 'n N' with N in [2, 65536]", path, lineno);
+            if (nt != 2 || hs_parse_long(tok[1], 2, TOPO_MAX_N, "n", &v) < 0) {
+                rc = HS_ERR(-EINVAL, "%s:%d: expected 'n N' with N in [2, %d]", path, lineno,
+                            TOPO_MAX_N);
                 goto out;
             }
             header_n = (int)v;
@@ -76,8 +93,8 @@ int topo_read_edge_file(const char *path, int n, topo_gen_t *g)
         long s, d;
         double w = NAN;
         if (nt < 2 || nt > 3 || parse_rank(tok[0], &s) < 0 || parse_rank(tok[1], &d) < 0) {
-            rc =
-                HS_ERR(-EINVAL, "%s:%d: expected 'SRC DST [WEIGHT]' with ranks >= 0", path, lineno);
+            rc = HS_ERR(-EINVAL, "%s:%d: expected 'SRC DST [WEIGHT]' with ranks in [0, %d]", path,
+                        lineno, TOPO_MAX_N - 1);
             goto out;
         }
         if (nt == 3) {

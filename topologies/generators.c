@@ -52,9 +52,15 @@ static int mod(long a, int n)
     return (int)(r < 0 ? r + n : r);
 }
 
+/* n, or the largest n when only the arguments are checked (TOPO_CHECK_N). */
+static int max_n(int n)
+{
+    return n < 0 ? TOPO_MAX_N : n;
+}
+
 static int need_n(const char *spec, int n, int min)
 {
-    if (n < min)
+    if (n >= 0 && n < min)
         return HS_ERR(-EINVAL, "graph '%s' needs at least %d ranks (n = %d)", spec, min, n);
     return 0;
 }
@@ -68,6 +74,7 @@ static int no_args(const char *spec, const char *args)
 /* Parse "RxC"; or, with no text, the most square factorisation with both sides >= min_side. */
 static int parse_grid(const char *spec, const char *args, int n, int min_side, int *R, int *C)
 {
+    if (!args && n < 0) return 0; /* the grid follows n */
     if (!args) {
         int best = 0;
         for (int r = 1; (long)r * r <= n; r++)
@@ -92,7 +99,10 @@ static int parse_grid(const char *spec, const char *args, int n, int min_side, i
     long r, c;
     HS_TRY(hs_parse_long(rbuf, 1, 1 << 20, spec, &r));
     HS_TRY(hs_parse_long(x + 1, 1, 1 << 20, spec, &c));
-    if (r * c != n)
+    if (n < 0 && r * c > TOPO_MAX_N)
+        return HS_ERR(-EINVAL, "graph '%s': %ld x %ld = %ld ranks, more than %d", spec, r, c, r * c,
+                      TOPO_MAX_N);
+    if (n >= 0 && r * c != n)
         return HS_ERR(-EINVAL, "graph '%s': %ld x %ld = %ld ranks, but n = %d", spec, r, c, r * c,
                       n);
     if (r < min_side || c < min_side)
@@ -177,6 +187,7 @@ static int gen_random(const char *spec, const char *name, const char *args, int 
                       topo_gen_t *g)
 {
     HS_TRY(need_n(spec, n, 2));
+    const int check = n < 0, top = check ? RANDOM_GRAPH_MAX_N : n;
     if (n > RANDOM_GRAPH_MAX_N)
         return HS_ERR(-EINVAL, "graph '%s': random graphs are limited to n <= %d (n = %d)", spec,
                       RANDOM_GRAPH_MAX_N, n);
@@ -184,7 +195,8 @@ static int gen_random(const char *spec, const char *name, const char *args, int 
     double p = 0, beta = 0.1;
     if (!strcmp(name, "regular")) {
         if (!args) return HS_ERR(-EINVAL, "graph '%s': give the degree, e.g. regular:4", spec);
-        HS_TRY(hs_parse_long(args, 1, n - 1, spec, &d));
+        HS_TRY(hs_parse_long(args, 1, top - 1, spec, &d));
+        if (check) return 0; /* evenness and connectivity depend on n */
         if (((long)n * d) % 2)
             return HS_ERR(-EINVAL, "graph '%s': n x degree = %d x %ld must be even", spec, n, d);
         if (d == 1 && n > 2)
@@ -195,17 +207,21 @@ static int gen_random(const char *spec, const char *name, const char *args, int 
         if (!args)
             return HS_ERR(-EINVAL, "graph '%s': give the edge probability, e.g. er:0.1", spec);
         HS_TRY(hs_parse_double(args, 1e-9, 1.0, spec, &p));
+        if (check) return 0;
     } else { /* ws[:K[:BETA]] */
         if (args) {
             char buf[64];
+            if (strlen(args) >= sizeof buf)
+                return HS_ERR(-EINVAL, "graph '%s': arguments too long", spec);
             snprintf(buf, sizeof buf, "%s", args);
             char *colon = strchr(buf, ':');
             if (colon) *colon = '\0';
-            HS_TRY(hs_parse_long(buf, 2, n - 1, spec, &k));
+            HS_TRY(hs_parse_long(buf, 2, top - 1, spec, &k));
             if (colon) HS_TRY(hs_parse_double(colon + 1, 0.0, 1.0, spec, &beta));
-        } else if (k > n - 1) {
-            k = n - 1;
+        } else if (k > top - 1) {
+            k = top - 1;
         }
+        if (check) return 0;
         if (k % 2) k -= (k > 2 ? 1 : -1);
         if (k < 2 || k > n - 1)
             return HS_ERR(-EINVAL, "graph '%s': K must be even and in [2, n-1] (n = %d)", spec, n);
@@ -267,21 +283,28 @@ static int gen_hier(const char *spec, const char *args, int n, const hs_topo_opt
                     topo_gen_t *g)
 {
     HS_TRY(need_n(spec, n, 2));
-    int *sizes = hs_calloc((size_t)n, sizeof(int), "host sizes");
+    const int check = n < 0, top = max_n(n);
+    int *sizes = hs_calloc((size_t)top, sizeof(int), "host sizes");
     if (!sizes) return -ENOMEM;
     int H = 0, rc = 0;
     long total = 0;
     if (args && strchr(args, '/')) {
         char buf[512];
+        if (strlen(args) >= sizeof buf) {
+            rc = HS_ERR(-EINVAL, "graph '%s': arguments too long", spec);
+            goto out;
+        }
         snprintf(buf, sizeof buf, "%s", args);
         for (char *save = NULL, *tok = strtok_r(buf, "/", &save); tok;
              tok = strtok_r(NULL, "/", &save)) {
             long s;
-            if ((rc = hs_parse_long(tok, 1, n, spec, &s)) < 0) goto out;
-            if (H >= n) break;
+            if ((rc = hs_parse_long(tok, 1, top, spec, &s)) < 0) goto out;
+            if (H >= top) break;
             sizes[H++] = (int)s;
             total += s;
         }
+    } else if (!args && check) {
+        goto out; /* the host layout comes from the job */
     } else if (!args && opts && opts->host_sizes && opts->n_hosts > 0) {
         for (int h = 0; h < opts->n_hosts && h < n; h++) {
             sizes[H++] = opts->host_sizes[h];
@@ -294,7 +317,8 @@ static int gen_hier(const char *spec, const char *args, int n, const hs_topo_opt
         }
     } else {
         long R = opts ? opts->ranks_per_host : 0;
-        if (args && (rc = hs_parse_long(args, 1, n, spec, &R)) < 0) goto out;
+        if (args && (rc = hs_parse_long(args, 1, top, spec, &R)) < 0) goto out;
+        if (check) goto out;
         if (R < 1) {
             rc = HS_ERR(-EINVAL,
                         "graph '%s': give the ranks per host (hier:8 or hier:8/8/4, or "
@@ -305,6 +329,12 @@ static int gen_hier(const char *spec, const char *args, int n, const hs_topo_opt
         for (long left = n; left > 0; left -= R) sizes[H++] = (int)HS_MIN(R, left);
         total = n;
     }
+    if (check && total > TOPO_MAX_N) {
+        rc = HS_ERR(-EINVAL, "graph '%s': host sizes sum to %ld, more than %d", spec, total,
+                    TOPO_MAX_N);
+        goto out;
+    }
+    if (check) goto out;
     if (total != n) {
         rc = HS_ERR(-EINVAL, "graph '%s': host sizes sum to %ld, but n = %d", spec, total, n);
         goto out;
@@ -366,6 +396,7 @@ static int gen_grid(const char *spec, const char *args, int n, int wrap, topo_ge
     int R = 0, C = 0;
     HS_TRY(need_n(spec, n, wrap ? 4 : 2));
     HS_TRY(parse_grid(spec, args, n, wrap ? 2 : 1, &R, &C));
+    if (n < 0) return 0;
     topo_edges_t *e = new_step(g);
     if (!e) return -ENOMEM;
     for (int r = 0; r < R; r++)
@@ -397,6 +428,7 @@ int topo_generate(const char *spec, const char *name, const char *args, int n, u
     if (!strcmp(name, "ring") || !strcmp(name, "biring")) {
         HS_TRY(no_args(spec, args));
         HS_TRY(need_n(spec, n, 2));
+        if (n < 0) return 0;
         int bi = name[0] == 'b';
         off[0] = 1;
         off[1] = -1;
@@ -407,6 +439,7 @@ int topo_generate(const char *spec, const char *name, const char *args, int n, u
     if (!strcmp(name, "exp") || !strcmp(name, "exp1peer")) {
         HS_TRY(no_args(spec, args));
         HS_TRY(need_n(spec, n, 2));
+        if (n < 0) return 0;
         int K = topo_ceil_log2(n); /* offsets 2^k < n: nonzero and distinct mod n */
         for (int k = 0; k < K; k++) off[k] = 1L << k;
         if (name[3] == '\0') {
@@ -420,6 +453,7 @@ int topo_generate(const char *spec, const char *name, const char *args, int n, u
     if (!strcmp(name, "bipartite")) {
         HS_TRY(no_args(spec, args));
         HS_TRY(need_n(spec, n, 2));
+        if (n < 0) return 0;
         if (n % 2) return HS_ERR(-EINVAL, "graph '%s' needs an even n (n = %d)", spec, n);
         /* odd offsets 1 and 1 + 2^k both ways: even ranks talk only to odd ranks */
         int count = 0;
@@ -438,6 +472,7 @@ int topo_generate(const char *spec, const char *name, const char *args, int n, u
     if (!strcmp(name, "hypercube")) {
         HS_TRY(no_args(spec, args));
         HS_TRY(need_n(spec, n, 2));
+        if (n < 0) return 0;
         if (n & (n - 1))
             return HS_ERR(-EINVAL, "graph '%s' needs n a power of two (n = %d)", spec, n);
         int K = topo_ceil_log2(n);
@@ -452,6 +487,7 @@ int topo_generate(const char *spec, const char *name, const char *args, int n, u
     if (!strcmp(name, "complete")) {
         HS_TRY(no_args(spec, args));
         HS_TRY(need_n(spec, n, 2));
+        if (n < 0) return 0;
         if (n > RANDOM_GRAPH_MAX_N)
             return HS_ERR(-EINVAL, "graph '%s' is limited to n <= %d", spec, RANDOM_GRAPH_MAX_N);
         topo_edges_t *e = new_step(g);
@@ -465,7 +501,8 @@ int topo_generate(const char *spec, const char *name, const char *args, int n, u
     if (!strcmp(name, "star")) {
         HS_TRY(need_n(spec, n, 2));
         long c = 0;
-        if (args) HS_TRY(hs_parse_long(args, 0, n - 1, spec, &c));
+        if (args) HS_TRY(hs_parse_long(args, 0, max_n(n) - 1, spec, &c));
+        if (n < 0) return 0;
         topo_edges_t *e = new_step(g);
         if (!e) return -ENOMEM;
         for (int i = 0; i < n; i++) {
@@ -481,7 +518,7 @@ int topo_generate(const char *spec, const char *name, const char *args, int n, u
     if (!strcmp(name, "hier")) return gen_hier(spec, args, n, opts, g);
     if (!strcmp(name, "file")) {
         if (!args || !*args) return HS_ERR(-EINVAL, "graph '%s': give a path, file:PATH", spec);
-        return topo_read_edge_file(args, n, g);
+        return topo_read_edge_file(args, n < 0 ? 0 : n, g);
     }
     return HS_ERR(-EINVAL,
                   "unknown graph '%s' (known: ring, biring, exp, exp1peer, bipartite, torus, mesh, "

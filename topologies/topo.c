@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TOPO_MAX_N          65536
 #define TOPO_STOCHASTIC_TOL 1e-12
 
 int topo_edges_add(topo_edges_t *e, int src, int dst, double w)
@@ -338,6 +337,10 @@ static int gen_spec(const char *spec, int n, uint64_t seed, const hs_topo_opts_t
         if (m.file_n) g->file_n = m.file_n;
         *expect_deg = *expect_deg == -2 || *expect_deg == m.expect_deg ? m.expect_deg : -1;
         *undirected &= m.undirected;
+        if (m.nsteps == 0) { /* hs_topo_check: arguments only */
+            topo_gen_free(&m);
+            continue;
+        }
         topo_edges_t *all = realloc(g->steps, sizeof *all * (size_t)(g->nsteps + m.nsteps));
         if (!all) {
             topo_gen_free(&m);
@@ -392,12 +395,20 @@ const topo_step_t *topo_get_step(const hs_topo_t *topo, long t, topo_step_t *scr
     return rc == 0 ? scratch : NULL;
 }
 
+/* random[:K]: K in [1, n - 1] (n unknown, TOPO_CHECK_N: any n up to TOPO_MAX_N). */
+static int random_k(const char *spec, const char *args, int n, long *k)
+{
+    *k = 1;
+    if (n >= 0 && n < 2)
+        return HS_ERR(-EINVAL, "graph '%s' needs at least 2 ranks (n = %d)", spec, n);
+    if (args) HS_TRY(hs_parse_long(args, 1, (n < 0 ? TOPO_MAX_N : n) - 1, spec, k));
+    return 0;
+}
+
 static int create_random(hs_topo_t *t, const char *args)
 {
-    long k = 1;
-    if (t->n < 2)
-        return HS_ERR(-EINVAL, "graph '%s' needs at least 2 ranks (n = %d)", t->spec, t->n);
-    if (args) HS_TRY(hs_parse_long(args, 1, t->n - 1, t->spec, &k));
+    long k;
+    HS_TRY(random_k(t->spec, args, t->n, &k));
     if (t->mixing != HS_TOPO_MIX_AUTO && t->mixing != HS_TOPO_MIX_UNIFORM)
         return HS_ERR(-EINVAL, "graph '%s': the random schedule is directed; only uniform mixing",
                       t->spec);
@@ -656,4 +667,29 @@ const char *hs_topo_spec_help(void)
            "  file:PATH         edge list 'src dst [weight]' per line, '#' comments\n"
            "  seq:A+B+...       the graphs A, B, ... in turn, one per iteration\n"
            "  random[:K]        K random out-peers per rank per iteration (seeded)\n";
+}
+
+int hs_topo_check(const char *spec)
+{
+    if (!spec) return HS_ERR(-EINVAL, "no graph spec given");
+    if (strlen(spec) >= sizeof((hs_topo_t *)NULL)->spec)
+        return HS_ERR(-EINVAL, "graph spec '%.40s...' is too long", spec);
+    char name[32];
+    const char *args;
+    HS_TRY(split_spec(spec, name, sizeof name, &args));
+    if (!strcmp(name, "random")) {
+        long k;
+        return random_k(spec, args, TOPO_CHECK_N, &k);
+    }
+    if (!strcmp(name, "file")) { /* a graph on its own n: build it, invariants and all */
+        hs_topo_t *t = NULL;
+        int rc = hs_topo_create(&t, spec, 0, 0, NULL);
+        hs_topo_destroy(&t);
+        return rc;
+    }
+    topo_gen_t g = {0};
+    int expect_deg, undirected;
+    int rc = gen_spec(spec, TOPO_CHECK_N, 0, NULL, &g, &expect_deg, &undirected);
+    topo_gen_free(&g);
+    return rc;
 }

@@ -9,6 +9,14 @@
 
 #include <stdint.h>
 
+/* The largest job a topology is built for. */
+#define TOPO_MAX_N 65536
+/* n given to the generators by hs_topo_check: no job size, check the arguments only. */
+#define TOPO_CHECK_N (-1)
+/* The largest edge-list file read (bytes): a complete graph on 4096 ranks, the largest the
+ * generators make, takes ~170 MB as text. */
+#define TOPO_EDGE_FILE_MAX ((long)256 << 20)
+
 /* A growable list of directed edges (src -> dst, optional weight). */
 typedef struct topo_edges {
     int *src, *dst;
@@ -56,10 +64,12 @@ struct hs_topo {
 int topo_edges_add(topo_edges_t *e, int src, int dst, double w);
 
 /* Generate the graph `name` with argument text `args` (may be NULL) over n ranks, appending
- * its steps to g. Reports errors naming `spec`. */
+ * its steps to g. Reports errors naming `spec`. n == TOPO_CHECK_N: check the arguments for
+ * any n (files are read with their own n) and add no steps. */
 int topo_generate(const char *spec, const char *name, const char *args, int n, uint64_t seed,
                   const hs_topo_opts_t *opts, topo_gen_t *g);
-/* Read an edge list file: "src dst [weight]" per line, '#' comments; fills g with one step. */
+/* Read an edge list file: "src dst [weight]" per line, '#' comments; fills g with one step.
+ * n == 0: the file's own n. Files over TOPO_EDGE_FILE_MAX bytes are refused. */
 int topo_read_edge_file(const char *path, int n, topo_gen_t *g);
 
 void topo_step_free(topo_step_t *st);

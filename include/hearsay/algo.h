@@ -218,6 +218,10 @@ typedef struct hs_algo_ops {
      * transports that cannot give back what a dead rank never took). NULL slot: nothing to
      * account (*lost stays 0). */
     int (*crash)(hs_algo_t *a, double *lost, double *recv_from);
+    /* Check the algorithm's own options before the job starts (hearsay train exits 2 on an
+     * error): ranks > 0 is the job size, 0 when not known yet. -EINVAL naming the flag. NULL:
+     * nothing beyond the generic checks. */
+    int (*check)(const hs_algo_opts_t *o, int ranks);
 } hs_algo_ops_t;
 
 extern const hs_algo_ops_t hs_algo_local_ops;     /* independent workers, no communication */

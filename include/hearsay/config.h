@@ -118,7 +118,12 @@ void hs_cfg_free(hs_cfg_t **cfg);
  * mean" suggestion). May be called once per hs_cfg_t. */
 int hs_cfg_parse_args(hs_cfg_t *cfg, int argc, char **argv);
 
-/* Read an INI file (precedence "file"); errors name path:line. */
+/* The largest config file read (bytes): configs are a few hundred bytes; the bound keeps
+ * --config /dev/zero or a huge file from being read whole into memory. */
+#define HS_CFG_FILE_MAX (1 << 20)
+/* Read an INI file (precedence "file"); errors name path:line. A file over HS_CFG_FILE_MAX
+ * bytes gives -EFBIG, one with a NUL byte -EINVAL (both naming the file), before the rest is
+ * read. */
 int hs_cfg_load_file(hs_cfg_t *cfg, const char *path);
 /* Same for INI text in memory; `name` stands for the file name in messages. */
 int hs_cfg_load_string(hs_cfg_t *cfg, const char *text, const char *name);

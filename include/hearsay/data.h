@@ -197,6 +197,10 @@ typedef struct hs_data_spec {
 const char *hs_data_spec_help(void);
 /* Parse a spec string into *out without loading anything. 0 or -EINVAL naming the problem. */
 int hs_data_spec_parse(const char *spec, hs_data_spec_t *out);
+/* The sample shape (c x h x w) and class count the parsed spec loads, known without loading:
+ * the synthetic sets' dim and classes (1 x 1 x dim), MNIST 1 x 28 x 28 and CIFAR-10 3 x 32 x 32
+ * with 10 classes. For checking a model spec against the data at start. */
+void hs_data_spec_shape(const hs_data_spec_t *spec, int *c, int *h, int *w, int *classes);
 /* Build the train and test sets of a parsed spec; seed is used unless the spec has seed=. */
 int hs_data_spec_load(const hs_data_spec_t *spec, uint64_t seed, hs_dataset_t *train,
                       hs_dataset_t *test);

@@ -21,6 +21,9 @@
  *                          pad P; defaults k3 s1 p0), maxpoolN[sS] (stride defaults to N),
  *                          relu, tanh, flatten, gap (global average pool), blockK[sS] (a Fixup
  *                          basic block); the last layer must output `classes` values
+ * Bounds, checked where the spec is parsed: every size 1 .. 2^24 (padding 0 .. 2^24), at most
+ * 2^24 values per sample after any layer, at most 2^31 - 1 parameters in all (products are
+ * checked before they could wrap).
  *
  * resnet20 (Zhang, Dauphin, Ma, "Fixup initialization", ICLR 2019; there is no batch-norm
  * kernel): conv3x3(16)+bias-relu, then 3 stages of 3 basic blocks with 16, 32, 64 channels

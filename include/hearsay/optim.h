@@ -22,7 +22,8 @@
  * plus an optional linear warm-up (--warmup W) composable with any of them.
  * Lengths and milestones are in epochs (fractional allowed: "0.5"), or in iterations with an
  * "it" suffix ("500it"); an "ep" suffix is accepted for epochs. Time runs in iterations:
- * t = iteration / iterations_per_epoch epochs, so fractional epochs count.
+ * t = iteration / iterations_per_epoch epochs, so fractional epochs count. Ranges: spans
+ * 0 .. 1e12, GAMMA in (0, 100], FINAL in [0, 100]; anything else is refused at parse time.
  */
 #ifndef HEARSAY_OPTIM_H
 #define HEARSAY_OPTIM_H

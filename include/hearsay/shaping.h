@@ -14,6 +14,8 @@
  *   DUR    := NUMBER ( 'ns' | 'us' | 'ms' | 's' )
  *   RATE   := NUMBER ( 'bit' | 'Kbit' | 'Mbit' | 'Gbit' | 'B' | 'KB' | 'MB' | 'GB'
  *                    | 'KiB' | 'MiB' | 'GiB' ) [ '/s' ]          (K/M/G = 1000^n)
+ * Ranges, checked where the spec is parsed: latency and jitter 0 to 3600 s, bw 1 bit/s to
+ * 1e13 B/s (80 Tbit/s); ranks in a scope have at most 9 digits (and must be in the job).
  * Rules apply in order; a later matching rule overrides the parameters it sets.
  * Example: "latency=2ms,jitter=1ms,bw=1Gbit; 0-3:latency=5ms; host1:bw=100Mbit".
  *

@@ -52,6 +52,10 @@ void hs_straggler_free(hs_straggler_t **s);
  * rank named must be < ranks; with ranks <= 0 the job size is unknown and not checked.
  * Returns 0 or -EINVAL with the same message as hs_straggler_create. */
 int hs_straggler_check(const char *spec, int ranks);
+/* Validate a list of specs (hs_straggler_check on each) and, with ranks > 0, that the
+ * slowdowns of no rank multiply past the largest factor (1e6; a hetero range counts with its
+ * HI). Returns 0 or -EINVAL with the message hs_straggler_create would give. */
+int hs_straggler_check_list(const char *const *specs, size_t n, int ranks);
 
 /* The extra seconds this rank must be delayed after computing iteration `iter` (>= 0) for
  * `compute_s` seconds: (K-1) * compute_s, where K is the product of every slowdown that applies

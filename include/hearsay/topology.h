@@ -51,6 +51,13 @@ typedef struct hs_topo_opts {
  * the spec and what is wrong. */
 int hs_topo_create(hs_topo_t **topo, const char *spec, int n, uint64_t seed,
                    const hs_topo_opts_t *opts);
+/* Check `spec` without a job size (for flag checks at start, whatever the rank count): the
+ * grammar, every number in it against its bounds for any n up to 65536, and for file:PATH (alone
+ * or in a seq) that the file exists, is within the edge-list size bound and parses; a file alone
+ * is built as a graph on its own n (connectivity, weights). Whether the spec fits a particular n
+ * (a hypercube needs a power of two) is left to hs_topo_create. 0 or -EINVAL (-ENOENT etc. for
+ * a file that cannot be opened) with a message naming the spec. */
+int hs_topo_check(const char *spec);
 /* Free a topology and null the handle (NULL is fine). */
 void hs_topo_destroy(hs_topo_t **topo);
 

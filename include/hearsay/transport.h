@@ -188,6 +188,10 @@ extern const hs_transport_ops_t hs_fabric_ops;
 /* The shared-memory backend (gossip/shm*.c). */
 extern const hs_transport_ops_t hs_shm_ops;
 
+/* Check a --provider name before any job exists: auto and hsshm, or a libfabric provider this
+ * machine has with reliable tagged endpoints. 0 or an error naming it. */
+int hs_transport_check_provider(const char *name);
+
 /* Phase 1 of opening by hand: a local endpoint for (rank, size). all_local: 1 when every
  * rank runs on this host (decides "auto"). opts NULL = hs_transport_opts_default. */
 int hs_transport_create(hs_transport_t **out, int rank, int size, int all_local,

@@ -1,0 +1,152 @@
+/*
+ * runtime/train_check.c — the flag checks of `hearsay train` that need no job: every option is
+ * validated at start, whatever the rank count (a one-rank run of a gossip algorithm never builds
+ * its graph, yet `--graph donut` is still an error). hearsay train calls hs_train_dist_check once
+ * before joining the job (ranks 0: size unknown) and once after (the job size), and exits 2 on
+ * an error; hs_train calls it again for callers of the library.
+ *
+ * Everything here is a parse or a stat: the data spec gives the sample shape without loading,
+ * the model spec is planned against it, graph files are read and built on their own n, the
+ * checkpoint files of --resume must exist, a libfabric provider must be on this machine.
+ */
+#include "runtime/dist.h"
+
+#include "hearsay/checkpoint.h"
+#include "hearsay/common.h"
+#include "hearsay/data.h"
+#include "hearsay/kernels.h"
+#include "hearsay/nn.h"
+#include "hearsay/optim.h"
+#include "hearsay/shaping.h"
+#include "hearsay/straggler.h"
+#include "hearsay/topology.h"
+#include "hearsay/train.h"
+#include "hearsay/transport.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+void hs_train_algo_opts(const hs_train_opts_t *o, hs_algo_opts_t *ao)
+{
+    *ao = (hs_algo_opts_t){.tau = o->tau,
+                           .delay_bound = o->delay_bound,
+                           .sgp_step_x = o->sgp_step_x,
+                           .alpha = o->alpha,
+                           .centers = o->centers,
+                           .center_path = o->center_path,
+                           .pull_local = o->pull_local,
+                           .pull_global = o->pull_global,
+                           .groups = o->groups,
+                           .leader_window = o->leader_window,
+                           .nesterov = o->nesterov,
+                           .momentum = o->momentum,
+                           .comm_timeout_s = o->comm_timeout_s,
+                           .drain_timeout_s = o->drain_timeout_s};
+}
+
+/* rc < 0: prefix the message with the flag and its value. */
+static int flag_err(int rc, const char *flag, const char *value)
+{
+    if (rc < 0) hs_error_prefix("%s %s", flag, value ? value : "");
+    return rc;
+}
+
+/* --data, --model (against the data's shape), --shard. */
+static int check_model_data(const hs_train_opts_t *o)
+{
+    hs_data_spec_t ds;
+    HS_TRY(flag_err(hs_data_spec_parse(o->data, &ds), "--data", o->data));
+    int c, h, w, classes;
+    hs_data_spec_shape(&ds, &c, &h, &w, &classes);
+    HS_TRY(flag_err(hs_model_parse_spec(o->model, c, h, w, classes, NULL), "--model", o->model));
+    HS_TRY(flag_err(hs_shard_spec_check(o->shard), "--shard", o->shard));
+    return 0;
+}
+
+/* --lr-schedule, --warmup, --device. */
+static int check_optimizer(const hs_train_opts_t *o)
+{
+    hs_lr_schedule_t s;
+    HS_TRY(flag_err(hs_lr_parse(o->lr_schedule, o->epochs, &s), "--lr-schedule", o->lr_schedule));
+    const char *warmup = o->warmup ? o->warmup : "0";
+    HS_TRY(flag_err(hs_lr_set_warmup(&s, warmup), "--warmup", warmup));
+    HS_TRY(flag_err(hs_device_parse(o->device, NULL, NULL), "--device", o->device));
+    return 0;
+}
+
+/* --graph: built for the job when it has peers and the algorithm uses it (its direction
+ * checked), else checked without a size. */
+static int check_graph(const hs_train_opts_t *o, const hs_algo_ops_t *ops, int ranks)
+{
+    if (!o->graph) return 0;
+    int rc;
+    if ((ops->flags & HS_ALGO_GRAPH) && ranks > 1) {
+        hs_topo_opts_t to = {.mixing = (ops->flags & HS_ALGO_UNDIRECTED) ? HS_TOPO_MIX_METROPOLIS
+                                                                         : HS_TOPO_MIX_AUTO};
+        hs_topo_t *tp = NULL;
+        rc = hs_topo_create(&tp, o->graph, ranks, o->seed, &to);
+        if (rc == 0 && (ops->flags & HS_ALGO_UNDIRECTED) && !hs_topo_undirected(tp))
+            rc = HS_ERR(-EINVAL,
+                        "--algo %s needs an undirected graph, and --graph %s is directed (try "
+                        "biring, torus, hypercube, complete)",
+                        ops->name, o->graph);
+        hs_topo_destroy(&tp);
+    } else {
+        rc = hs_topo_check(o->graph);
+    }
+    return flag_err(rc, "--graph", o->graph);
+}
+
+/* --resume DIR: the checkpoint of rank 0 (every job has one) readable before the job is
+ * known, every rank's once it is. */
+static int check_resume(const hs_train_opts_t *o, int ranks)
+{
+    if (!o->resume || !*o->resume) return 0;
+    for (int r = 0; r < (ranks > 0 ? ranks : 1); r++) {
+        char path[4096];
+        HS_TRY(flag_err(hs_ckpt_path(path, sizeof path, o->resume, r), "--resume", o->resume));
+        if (access(path, R_OK) != 0) {
+            int e = errno;
+            return HS_ERR(-e, "--resume %s: cannot read the checkpoint of rank %d, %s: %s",
+                          o->resume, r, path, strerror(e));
+        }
+    }
+    return 0;
+}
+
+int hs_train_dist_check(const hs_train_opts_t *o, int ranks)
+{
+    const hs_algo_ops_t *ops = hs_algo_find(o->algo);
+    if (!ops)
+        return HS_ERR(-EINVAL, "--algo '%s': unknown algorithm (known: %s)", o->algo ? o->algo : "",
+                      hs_algo_names());
+    if (o->tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", o->tau);
+    HS_TRY(hs_straggler_check_list(o->stragglers, o->n_stragglers, ranks));
+    if (o->link && *o->link) {
+        hs_shape_t *s = NULL;
+        int rc = hs_shape_parse(o->link, &s);
+        hs_shape_free(&s);
+        if (rc < 0) {
+            hs_error_prefix("--link");
+            return rc;
+        }
+    }
+    if (!(o->comm_timeout_s > 0) || !(o->drain_timeout_s > 0))
+        return HS_ERR(-EINVAL, "--comm-timeout and --drain-timeout must be > 0");
+    if (!(o->checkpoint_every >= 0))
+        return HS_ERR(-EINVAL, "--checkpoint-every must be >= 0 (got %g)", o->checkpoint_every);
+    if (o->checkpoint_every > 0 && !o->out_dir)
+        return HS_ERR(-EINVAL, "--checkpoint-every needs --out DIR (checkpoints go to DIR/ckpt)");
+    HS_TRY(check_model_data(o));
+    HS_TRY(check_optimizer(o));
+    HS_TRY(check_graph(o, ops, ranks));
+    if (ops->check) {
+        hs_algo_opts_t ao;
+        hs_train_algo_opts(o, &ao);
+        HS_TRY(ops->check(&ao, ranks));
+    }
+    HS_TRY(flag_err(hs_transport_check_provider(o->provider), "--provider", o->provider));
+    HS_TRY(check_resume(o, ranks));
+    return 0;
+}
