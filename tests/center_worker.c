@@ -47,6 +47,9 @@ static int run_conserve(hs_exec_t *xe, int rounds, size_t n, const char *spec, i
     hs_center_t *c = NULL;
     if ((rc = hs_center_open(&c, xe, n, init, owners, m, 10.0, NULL)) < 0)
         return fail(rank, "open", rc);
+    /* Every rank is done opening (the RMA path's window set-up exchanges descriptors) before
+     * the dead rank dies: a death during set-up is another test's business. */
+    if (dead >= 0 && (rc = hs_transport_barrier(xe->t)) < 0) return fail(rank, "barrier", rc);
     if (rank == dead) {
         fflush(stdout);
         _exit(0); /* abrupt: no finish, no goodbye */

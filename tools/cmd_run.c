@@ -376,8 +376,12 @@ static void end_others(launcher_t *L)
     L->kill_at = hs_now() + L->o.grace_s;
 }
 
+/* Reap what exited. The job's status is the first failure's; ranks found exited in the same
+ * pass cannot be ordered (under load the launcher may see a crash and the errors it caused
+ * at once), so there a specific status (a crash's 70, a signal) wins over the generic 1. */
 static void reap(launcher_t *L)
 {
+    int pass_code = 0;
     for (long r = 0; r < L->o.n; r++) {
         worker_t *w = &L->w[r];
         int st;
@@ -398,9 +402,10 @@ static void reap(launcher_t *L)
                 fprintf(stderr, "hearsay run: rank %ld killed by signal %s\n", r,
                         sig_name(WTERMSIG(st), sb, sizeof sb));
         }
-        if (code && !L->first_code) L->first_code = code;
+        if (code && (!pass_code || (pass_code == 1 && code != 1))) pass_code = code;
         if (code && !w->signalled && !L->o.keep_going) end_others(L);
     }
+    if (pass_code && !L->first_code) L->first_code = pass_code;
 }
 
 /* The write end of the self-pipe that the signal handlers feed: the one piece of process-wide
