@@ -74,6 +74,7 @@ typedef struct peer {
     ux_t *cur_ux;
     double last_alive;
     int dead;
+    int corrupt; /* it wrote a record that cannot be (pull_peer_locked): not read any more */
 } peer_t;
 
 typedef struct shm {

@@ -200,12 +200,30 @@ int hs_shm_push_peer_locked(shm_t *s, int p, double now, double *next_release)
 /* --- progress: the receiving side -------------------------------------------------------- */
 
 /* Consume the records of peer p's ring. Returns 1 when something moved. */
+/* A record that cannot be what a peer of this job writes (out of its ring, past its
+ * message, a length that changed mid-message): the peer is taken for dead, so that every
+ * request naming it fails, and nothing of its ring is read any more. */
+static int corrupt_peer_locked(shm_t *s, int p, const char *why, uint64_t a, uint64_t b)
+{
+    peer_t *pe = &s->peers[p];
+    HS_WARN("hsshm: rank %d: a corrupt record from rank %d (%s: %llu, %llu): rank %d is taken "
+            "for dead",
+            s->t->rank, p, why, (unsigned long long)a, (unsigned long long)b, p);
+    pe->dead = 1;
+    pe->cur_req = NULL;
+    pe->cur_ux = NULL;
+    return 0;
+}
+
+#define SHM_MSG_MAX (1ULL << 36) /* no message of a job is this large (64 GiB) */
+
 static int pull_peer_locked(shm_t *s, int p)
 {
     peer_t *pe = &s->peers[p];
     hs_shm_ring_hdr_t *ring = pe->in;
     const size_t cap = s->ring_bytes;
     if (s->left) return 0; /* this rank left the job: nothing more is taken */
+    if (pe->dead && pe->corrupt) return 0;
     uint64_t head = atomic_load_explicit(&ring->head, memory_order_relaxed);
     uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_acquire);
     if (head == tail) return 0;
@@ -218,6 +236,23 @@ static int pull_peer_locked(shm_t *s, int p)
         }
         int ctrl = !!(rec->kind & HS_SHM_REC_CTRL);
         size_t n = rec->len, off = (size_t)rec->off, len = (size_t)rec->msg_len;
+        /* every length checked before it is used, none multiplied or added unchecked */
+        if (pos > cap - HS_SHM_REC_HDR || n > cap - pos - HS_SHM_REC_HDR) {
+            pe->corrupt = 1;
+            return corrupt_peer_locked(s, p, "record past the ring: position, length", pos, n);
+        }
+        if ((rec->kind & 0xFF) != HS_SHM_REC_RTS &&
+            (rec->msg_len > SHM_MSG_MAX || off > len || n > len - off)) {
+            pe->corrupt = 1;
+            return corrupt_peer_locked(s, p, "data past its message: offset + length, message",
+                                       rec->off + (uint64_t)n, rec->msg_len);
+        }
+        if (off != 0 &&
+            ((pe->cur_req && pe->cur_req->len != len) || (pe->cur_ux && pe->cur_ux->len != len))) {
+            pe->corrupt = 1;
+            return corrupt_peer_locked(s, p, "message length changed: was, now",
+                                       pe->cur_req ? pe->cur_req->len : pe->cur_ux->len, len);
+        }
         if (off == 0) { /* first record: match it */
             pe->cur_req = NULL;
             pe->cur_ux = NULL;
