@@ -320,8 +320,25 @@ def el_wire():
     put("el_wire", "bad_version", inp(104, 2, el_hdr(2, 2, 0, 10, version=2)))
 
 
+# ---- regressions: inputs that crashed a harness before the fix named (issue 17)
+def regressions():
+    # gossip/shaping.c: bw * 2e-3 converted to size_t overflowed (UBSan float-cast-overflow at
+    # hs_shaper_chunk), a zero chunk then divided by in gossip/fabric_msg.c (SIGFPE).
+    put("shaping", "regress_bw_1e30Gbit", bytes([1]) + b"bw=1e30Gbit")
+    put("shaping", "regress_bw_1e50B", bytes([7]) + b"*:bw=1" + b"0" * 50 + b"B/s")
+    # optim/elastic_wire.h: 64 + count * 4 wrapped for count = 2^62 (and 2^63), so a 64-byte
+    # message passed as one carrying 2^62 floats.
+    put("el_wire", "regress_count_2p62", u64(64) + bytes([2]) + el_hdr(2, 2, 0, 1 << 62))
+    put("el_wire", "regress_count_2p63_1", u64(68) + bytes([2]) + el_hdr(2, 2, 0, (1 << 63) + 1))
+    # optim/ps_wire.h: 128 + n * 4 + extra wrapped for n = 2^62 (a receiver expecting that many
+    # floats; latent).
+    put("ps_wire", "regress_n_2p62", u64(128) + u64(1 << 62) + bytes([1, 3]) +
+        ps_hdr(1, 3, 1 << 62))
+
+
 if __name__ == "__main__":
     for fn in (config, topo_spec, topo_edges, straggler, shaping, data_spec, shard, model_spec,
-               mnist, cifar10, checkpoint, rdv_wire, rdv_server, rdv_client, ps_wire, el_wire):
+               mnist, cifar10, checkpoint, rdv_wire, rdv_server, rdv_client, ps_wire, el_wire,
+               regressions):
         fn()
     sys.exit(0)
