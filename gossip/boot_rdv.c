@@ -90,12 +90,8 @@ static int connect_retry(hs_rdv_client_t *c, const char *host, int port, double 
 }
 
 /* Receive one message from the launcher. On ERROR returns its text as an error. `*body` is
- * malloc'ed (NULL when len is 0). `what` names the wait for messages. Any other message must
- * carry exactly `expect` payload bytes: checked before anything is allocated or read, so a
- * launcher that claims gigabytes (the header allows up to 16 GiB for a RESULT) is an error,
- * not an allocation. */
-static int recv_msg(hs_rdv_client_t *c, hs_rdv_hdr_t *h, uint8_t **body, const char *what,
-                    uint64_t expect)
+ * malloc'ed (NULL when len is 0). `what` names the wait for messages. */
+static int recv_msg(hs_rdv_client_t *c, hs_rdv_hdr_t *h, uint8_t **body, const char *what)
 {
     uint8_t hb[HS_RDV_HDR_BYTES];
     double deadline = hs_now() + c->timeout_s + CLIENT_GRACE_S;
@@ -119,12 +115,6 @@ static int recv_msg(hs_rdv_client_t *c, hs_rdv_hdr_t *h, uint8_t **body, const c
     if (hs_rdv_hdr_check(h, 0, &why) < 0)
         return HS_ERR(-EPROTO, "rank %d: malformed message from the rendezvous at %s: %s", c->rank,
                       c->addr, why);
-    if (h->type != HS_RDV_ERROR && h->len != expect)
-        return HS_ERR(-EPROTO,
-                      "rank %d: unexpected answer from the rendezvous at %s while waiting for %s "
-                      "(type %u, round %u, %llu bytes; expected %llu)",
-                      c->rank, c->addr, what, h->type, h->seq, (unsigned long long)h->len,
-                      (unsigned long long)expect);
     if (h->len) {
         *body = malloc((size_t)h->len + 1);
         if (!*body)
@@ -190,8 +180,7 @@ int hs_rdv_client_join(hs_rdv_client_t *c, const char *addr, const char *key, in
     int rc = send_msg(c, HS_RDV_HELLO, 0, hb, sizeof hb);
     hs_rdv_hdr_t rh;
     uint8_t *body = NULL;
-    if (rc == 0)
-        rc = recv_msg(c, &rh, &body, "every rank to connect", (uint64_t)size * HS_RDV_HOST_MAX);
+    if (rc == 0) rc = recv_msg(c, &rh, &body, "every rank to connect");
     if (rc == 0 && (rh.type != HS_RDV_WELCOME || rh.len != (uint64_t)size * HS_RDV_HOST_MAX))
         rc = HS_ERR(-EPROTO,
                     "rank %d: unexpected answer from the rendezvous at %s (type %u, "
@@ -220,7 +209,7 @@ int hs_rdv_client_allgather(hs_rdv_client_t *c, const void *mine, size_t len, vo
     snprintf(what, sizeof what, "collective round %u", seq);
     hs_rdv_hdr_t h;
     uint8_t *body = NULL;
-    HS_TRY(recv_msg(c, &h, &body, what, (uint64_t)len * (uint64_t)c->size));
+    HS_TRY(recv_msg(c, &h, &body, what));
     int rc = 0;
     if (h.type != HS_RDV_RESULT || h.seq != seq || h.len != (uint64_t)len * (uint64_t)c->size)
         rc = HS_ERR(-EPROTO,
