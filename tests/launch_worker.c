@@ -61,65 +61,51 @@ static int fail(int rank, const char *what)
 static int do_gather(void)
 {
     hs_boot_t *b;
-    int me = env_rank(), rc = 1;
-    entry_t *all = NULL;
-    int32_t *sqs = NULL;
+    int me = env_rank();
     if (hs_boot_init(&b, NULL) < 0) return fail(me, "hs_boot_init");
     int rank = hs_boot_rank(b), size = hs_boot_size(b);
     if (rank != me || size != env_size()) {
         fprintf(stderr, "rank %d: ERROR: rank/size %d/%d disagree with HS_RANK/HS_SIZE\n", me, rank,
                 size);
-        goto out;
+        return 1;
     }
     entry_t mine = {.rank = rank, .pid = (int32_t)getpid()};
     gethostname(mine.host, sizeof mine.host - 1);
-    all = calloc((size_t)size, sizeof *all);
-    if (hs_boot_allgather(b, &mine, sizeof mine, all) < 0) {
-        rc = fail(rank, "allgather");
-        goto out;
-    }
+    entry_t *all = calloc((size_t)size, sizeof *all);
+    if (hs_boot_allgather(b, &mine, sizeof mine, all) < 0) return fail(rank, "allgather");
     for (int r = 0; r < size; r++) {
         if (all[r].rank != r || strcmp(all[r].host, mine.host) != 0 ||
             (r == rank && all[r].pid != mine.pid) || (r != rank && all[r].pid == mine.pid)) {
             fprintf(stderr, "rank %d: ERROR: bad allgather entry %d (rank %d host %s)\n", rank, r,
                     all[r].rank, all[r].host);
-            goto out;
+            return 1;
         }
         if (hs_boot_host_of(b, r) != 0 || strcmp(hs_boot_hostname(b, r), mine.host) != 0) {
             fprintf(stderr, "rank %d: ERROR: host_of(%d) = %d\n", rank, r, hs_boot_host_of(b, r));
-            goto out;
+            return 1;
         }
     }
     if (!hs_boot_all_local(b) || hs_boot_local_rank(b) != rank || hs_boot_local_size(b) != size) {
         fprintf(stderr, "rank %d: ERROR: local numbering wrong\n", rank);
-        goto out;
+        return 1;
     }
     /* A second round of a different length, then a barrier. */
-    int32_t sq = rank * rank;
-    sqs = calloc((size_t)size, sizeof *sqs);
-    if (hs_boot_allgather(b, &sq, sizeof sq, sqs) < 0) {
-        rc = fail(rank, "allgather 2");
-        goto out;
-    }
+    int32_t sq = rank * rank, *sqs = calloc((size_t)size, sizeof *sqs);
+    if (hs_boot_allgather(b, &sq, sizeof sq, sqs) < 0) return fail(rank, "allgather 2");
     for (int r = 0; r < size; r++)
         if (sqs[r] != r * r) {
             fprintf(stderr, "rank %d: ERROR: round 2 entry %d is %d\n", rank, r, sqs[r]);
-            goto out;
+            return 1;
         }
-    if (hs_boot_barrier(b) < 0) {
-        rc = fail(rank, "barrier");
-        goto out;
-    }
+    if (hs_boot_barrier(b) < 0) return fail(rank, "barrier");
     printf("rank %d of %d ok via %s\n", rank, size, hs_boot_method(b));
     fprintf(stderr, "stderr line from %d\n", rank);
     printf("partial %d", rank); /* no newline: the launcher flushes it at exit */
     fflush(stdout);
-    rc = 0;
-out: /* every path releases what it holds: LeakSanitizer turns a leak into exit status 1 */
     free(all);
     free(sqs);
     hs_boot_finalize(&b);
-    return rc;
+    return 0;
 }
 
 /* Connect to HS_RDV and send `bytes`; print what comes back. */
@@ -187,19 +173,14 @@ static int do_fail(int who, int code)
     }
     /* Everyone has said it sleeps before rank `who` fails (else the launcher may end a rank
      * before it printed, and the test would count too few). */
-    if (hs_boot_barrier(b) < 0) {
-        hs_boot_finalize(&b);
-        return fail(me, "hs_boot_barrier");
-    }
+    if (hs_boot_barrier(b) < 0) return fail(me, "hs_boot_barrier");
     if (me == who) {
         printf("rank %d failing with %d\n", me, code);
         fflush(stdout);
-        hs_boot_finalize(&b); /* exits with `code`, not with LeakSanitizer's 1 */
         return code;
     }
     hs_sleep(60);
     printf("rank %d woke up: it was not ended\n", me);
-    hs_boot_finalize(&b);
     return 0;
 }
 
