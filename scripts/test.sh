@@ -51,7 +51,7 @@ if ! make check -j"${HS_CHECK_JOBS:-2}"; then
     ok=0
     # Show the logs of the failing suites before failing.
     for f in tests/*.log; do
-        if grep -qE '^(FAIL|ERROR)' "${f%.log}.trs" 2>/dev/null; then echo "==== $f"; tail -n 60 "$f"; fi
+        if grep -qE '^:test-result: (FAIL|ERROR)' "${f%.log}.trs" 2>/dev/null; then echo "==== $f"; tail -n 60 "$f"; fi
     done
 fi
 cd "$src"
