@@ -5,7 +5,9 @@ set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
       libfabric-dev libfabric-bin libopenblas-dev liblapacke-dev check
       libopenmpi-dev openmpi-bin iproute2 clang-format
+      clang libclang-rt-14-dev
       python3-numpy python3-matplotlib)
+# clang and its runtimes build the libFuzzer harnesses (make fuzz, tests/fuzz/).
 # PyTorch is only the reference in `hearsay bench step`; install it with HS_WITH_TORCH=1.
 if [ "${HS_WITH_TORCH:-0}" = 1 ]; then pkgs+=(python3-torch); fi
 missing=()

@@ -1,0 +1,29 @@
+/*
+ * tests/fuzz/fuzz_el_wire.c — the EASGD / leader-SGD header check (optim/elastic_wire.h:
+ * hs_el_hdr_check).
+ *
+ * Input: 8 bytes for the received byte count, one for the source rank (negative: any), then the
+ * message's first bytes (the 64-byte header; zero-padded). Invariant: an accepted header has the
+ * magic and version, the source as sender, and the byte count is exactly 64 + 4 count in exact
+ * arithmetic (no wrap-around).
+ */
+#include "optim/elastic_wire.h"
+#include "tests/fuzz/fuzz_util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fz_t in = fz_init(data, size);
+    size_t len = (size_t)fz_u64(&in);
+    int source = (int)(int8_t)fz_u8(&in);
+    hs_el_hdr_v1_t h;
+    memset(&h, 0, sizeof h);
+    memcpy(&h, in.p, HS_MIN(in.n, sizeof h));
+    if (hs_el_hdr_check(&h, len, source) == 0) {
+        FZ_CHECK(h.magic == HS_EL_MAGIC && h.version == HS_EL_VERSION, "magic/version");
+        FZ_CHECK(source < 0 || h.sender == source, "sender %d from %d", h.sender, source);
+        unsigned __int128 want = (unsigned __int128)sizeof h + (unsigned __int128)h.count * 4;
+        FZ_CHECK(want == len, "accepted %zu bytes for %llu floats (the size wrapped around)", len,
+                 (unsigned long long)h.count);
+    }
+    return 0;
+}
