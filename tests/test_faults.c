@@ -470,6 +470,59 @@ START_TEST(test_kill_during_checkpoint)
 }
 END_TEST
 
+/* A hostile rank in a live job (tests/rogue_worker): rank 2 of 3 joins as a training rank does,
+ * then sends every other rank bursts of malformed messages on every training tag. The
+ * decoders in the receive path of each algorithm refuse them: no honest rank is killed by a
+ * signal or hangs; each finishes (what it received was ignored or rejected) or stops with a
+ * message, within the time limit. Seeded: each algorithm gets two seeds. */
+static const char *const rogue_algos[] = {"sgp", "dpsgd", "allreduce", "easgd", "lsgd"};
+
+START_TEST(test_rogue_rank)
+{
+    const char *algo = rogue_algos[_i / 2];
+    char dir[PATH_MAX], name[64], log[PATH_MAX + 8], seed[16];
+    snprintf(name, sizeof name, "rogue_%s_%d", algo, _i % 2);
+    tr_workdir_path(dir, sizeof dir, name);
+    snprintf(log, sizeof log, "%s.log", dir);
+    snprintf(seed, sizeof seed, "%d", 11 + _i);
+    tr_rm_rf(dir);
+    tr_args_t a;
+    tr_args_init(&a);
+    tr_args_add(&a, tr_hearsay());
+    tr_args_split(&a, "run --keep-going -n 3 --");
+    tr_args_add(&a, tr_helper("rogue_worker"));
+    tr_args_add(&a, "2");
+    tr_args_add(&a, seed);
+    tr_args_add(&a, "--");
+    tr_args_add(&a, tr_hearsay());
+    tr_args_add(&a, "train");
+    tr_args_addf(&a, "--algo");
+    tr_args_add(&a, algo);
+    tr_args_split(&a, "--model mlp:16-32-4 --data gauss:dim=16,classes=4,train=4000,test=500 "
+                      "--batch 16 --epochs 1 --threads 1 --quiet --comm-timeout 5 "
+                      "--drain-timeout 3 --straggler pause:all:p=1:fixed=2ms");
+    tr_args_add(&a, "--out");
+    tr_args_add(&a, dir);
+    tr_opts_t o = {.log = log};
+    int st = tr_cmd(TR_ARGV(&a), &o, 80, NULL);
+    tr_args_free(&a);
+    if (st == TR_TIMEOUT || TR_IS_SIGNALED(st)) tr_show_log(dir);
+    ck_assert_msg(st != TR_TIMEOUT, "%s: the job hung with a rogue rank", algo);
+    ck_assert_msg(!TR_IS_SIGNALED(st), "%s: the job died of a signal", algo);
+    ck_assert_msg(tr_file_has(log, "rogue: sent"), "%s: the rogue rank did not get to send", algo);
+    for (int r = 0; r < 2; r++) {
+        char line[96];
+        snprintf(line, sizeof line, "hearsay run: rank %d killed by signal", r);
+        ck_assert_msg(!tr_file_has(log, line), "%s: rank %d was killed by a signal", algo, r);
+        snprintf(line, sizeof line, "hearsay run: rank %d exited with status", r);
+        if (tr_file_has(log, line)) { /* an honest rank that stopped said why */
+            snprintf(line, sizeof line, "hearsay train: rank %d:", r);
+            ck_assert_msg(tr_file_has(log, line), "%s: rank %d stopped without a message", algo, r);
+        }
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("faults");
@@ -493,6 +546,14 @@ static Suite *suite(void)
         tcase_add_test(tc, test_easgd_server_hsshm);
         tcase_add_loop_test(tc, test_lsgd_leader, 0, 2);
     }
+    suite_add_tcase(s, tc);
+    tc = tcase_create("rogue");
+    tcase_set_timeout(tc, 100);
+    const char *no_rogue = why ? why : tr_helper("rogue_worker") ? NULL : tr_why();
+    if (no_rogue)
+        tr_skip("test_rogue_rank", "%s", no_rogue);
+    else
+        tcase_add_loop_test(tc, test_rogue_rank, 0, 2 * (int)HS_ARRAY_LEN(rogue_algos));
     suite_add_tcase(s, tc);
     tc = tcase_create("checkpoint");
     tcase_set_timeout(tc, 120);
