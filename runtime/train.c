@@ -393,6 +393,7 @@ static void crash_now(run_t *R, long it)
         if (hs_report_crash(R->rep, &c) < 0)
             fprintf(stderr, "rank %d: recording the crash: %s\n", d->rank, hs_last_error());
     }
+    free(from);
     fflush(NULL);
     hs_exec_crash(R->x, HS_EXIT_CRASH); /* wall clock: _exit; virtual time: the rank ends */
 }
