@@ -9,6 +9,7 @@
  * latches the first error, and stops when told (it re-checks every SVC_POLL_S).
  */
 #include "hearsay/exec.h"
+#include "runtime/exec_svc.h"
 
 #include "hearsay/algo.h"
 #include "hearsay/bootstrap.h"
@@ -32,10 +33,7 @@ typedef struct threads {
 struct hs_service {
     hs_exec_t *x;
     hs_service_desc_t d;
-    int *src;
-    uint32_t *tag;
-    hs_treq_t **req;     /* (n_slots) */
-    unsigned char **buf; /* (n_slots) */
+    hs_svc_slots_t sl;
     pthread_t thr;
     int thr_on;
     pthread_mutex_t mu; /* the service lock (hs_svc_lock) */
@@ -128,12 +126,6 @@ static void svc_latch(hs_service_t *s, int rc)
     pthread_mutex_unlock(&s->mu);
 }
 
-static int svc_post(hs_service_t *s, int i)
-{
-    return hs_transport_irecv(s->x->t, s->src[i], s->tag[i], s->buf[i], s->d.slot_bytes,
-                              &s->req[i]);
-}
-
 static void *svc_main(void *arg)
 {
     hs_service_t *s = arg;
@@ -145,20 +137,20 @@ static void *svc_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         if (stop) break;
         int active = 0;
-        for (int i = 0; i < n; i++) active += s->req[i] != NULL;
+        for (int i = 0; i < n; i++) active += s->sl.req[i] != NULL;
         int idx = -1, rc = -ETIMEDOUT;
         hs_tstatus_t st;
         if (active)
-            rc = hs_transport_waitany(t, s->req, n, SVC_POLL_S, &idx, &st);
+            rc = hs_transport_waitany(t, s->sl.req, n, SVC_POLL_S, &idx, &st);
         else
             hs_sleep(SVC_POLL_S); /* every peer has exited: nothing more can come */
         if (rc == 0 && idx >= 0) {
-            int hr = s->d.on_msg(s->d.ctx, idx, s->buf[idx], &st);
+            int hr = s->d.on_msg(s->d.ctx, idx, s->sl.buf[idx], &st);
             if (hr < 0) svc_latch(s, hr);
             pthread_mutex_lock(&s->mu);
             pthread_cond_broadcast(&s->cv);
             pthread_mutex_unlock(&s->mu);
-            if ((hr = svc_post(s, idx)) < 0) svc_latch(s, hr);
+            if ((hr = hs_svc_slots_post(&s->sl, t, idx)) < 0) svc_latch(s, hr);
         } else if (rc < 0 && rc != -ETIMEDOUT && idx < 0) { /* the transport itself failed */
             svc_latch(s, rc);
             hs_sleep(SVC_POLL_S);
@@ -181,14 +173,7 @@ static void th_svc_stop(hs_service_t **sp)
         pthread_mutex_unlock(&s->mu);
         pthread_join(s->thr, NULL);
     }
-    for (int i = 0; i < s->d.n_slots; i++) {
-        if (s->req && s->req[i]) hs_transport_req_free(s->x->t, &s->req[i]);
-        if (s->buf) free(s->buf[i]);
-    }
-    free(s->req);
-    free(s->buf);
-    free(s->src);
-    free(s->tag);
+    hs_svc_slots_close(&s->sl, s->x->t);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -207,21 +192,8 @@ static int th_svc_start(hs_exec_t *x, const hs_service_desc_t *desc, hs_service_
     pthread_cond_init(&s->cv, NULL);
     s->x = x;
     s->d = *desc;
-    size_t n = (size_t)desc->n_slots;
-    int rc = -ENOMEM;
-    s->src = hs_malloc(n * sizeof *s->src, "service sources");
-    s->tag = hs_malloc(n * sizeof *s->tag, "service tags");
-    s->req = hs_calloc(n, sizeof *s->req, "service receives");
-    s->buf = hs_calloc(n, sizeof *s->buf, "service buffers");
-    if (!s->src || !s->tag || !s->req || !s->buf) goto fail;
-    memcpy(s->src, desc->src, n * sizeof *s->src);
-    memcpy(s->tag, desc->tag, n * sizeof *s->tag);
-    for (int i = 0; i < desc->n_slots; i++) {
-        rc = -ENOMEM;
-        if (!(s->buf[i] = hs_malloc(HS_MAX(desc->slot_bytes, (size_t)1), "service buffer")))
-            goto fail;
-        if ((rc = svc_post(s, i)) < 0) goto fail;
-    }
+    int rc = hs_svc_slots_open(&s->sl, x->t, desc);
+    if (rc < 0) goto fail;
     if ((rc = pthread_create(&s->thr, NULL, svc_main, s)) != 0) {
         rc = HS_ERR(-rc, "cannot start the %s thread: %s", desc->name, strerror(rc));
         goto fail;

@@ -30,6 +30,7 @@
 #include "hearsay/exec.h"
 #include "hearsay/shaping.h"
 #include "hearsay/transport.h"
+#include "runtime/exec_svc.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -814,10 +815,7 @@ static void vx_crash(hs_exec_t *x, int status)
 struct hs_service {
     hs_exec_t *x;
     hs_service_desc_t d;
-    int *src;
-    uint32_t *tag;
-    hs_treq_t **req;
-    unsigned char **buf;
+    hs_svc_slots_t sl;
     sim_thread_t *thr;
     int stop;
     uint64_t handled;
@@ -973,18 +971,17 @@ static void *svc_main(void *arg)
     while (!s->stop) {
         int idx = -1;
         hs_tstatus_t st;
-        int rc = wait_reqs(v->w, v->rk, s->req, n, IDLE_SLICE_S, NULL, NULL, &idx, &st);
+        int rc = wait_reqs(v->w, v->rk, s->sl.req, n, IDLE_SLICE_S, NULL, NULL, &idx, &st);
         if (s->stop) break;
         if (rc == 0 && idx >= 0) {
-            int hr = s->d.on_msg(s->d.ctx, idx, s->buf[idx], &st);
+            int hr = s->d.on_msg(s->d.ctx, idx, s->sl.buf[idx], &st);
             if (hr < 0 && !s->rc) {
                 s->rc = hr;
                 snprintf(s->msg, sizeof s->msg, "%s", hs_last_error());
             }
             s->handled++;
             wake_rank(v->rk, v->w); /* hs_svc_wait */
-            hr = hs_transport_irecv(s->x->t, s->src[idx], s->tag[idx], s->buf[idx], s->d.slot_bytes,
-                                    &s->req[idx]);
+            hr = hs_svc_slots_post(&s->sl, s->x->t, idx);
             if (hr < 0 && !s->rc) s->rc = hr;
         } else if (rc == 0 && idx < 0) { /* every slot gone: nothing more can come */
             block_until(v->w, v->w->now + IDLE_SLICE_S);
@@ -1002,14 +999,7 @@ static void *svc_main(void *arg)
 
 static void vx_svc_free(hs_service_t *s)
 {
-    for (int i = 0; i < s->d.n_slots; i++) {
-        if (s->req && s->req[i]) hs_transport_req_free(s->x->t, &s->req[i]);
-        if (s->buf) free(s->buf[i]);
-    }
-    free(s->req);
-    free(s->buf);
-    free(s->src);
-    free(s->tag);
+    hs_svc_slots_close(&s->sl, s->x->t);
     free(s);
 }
 
@@ -1023,23 +1013,8 @@ static int vx_svc_start(hs_exec_t *x, const hs_service_desc_t *desc, hs_service_
     if (!s) return -ENOMEM;
     s->x = x;
     s->d = *desc;
-    size_t n = (size_t)desc->n_slots;
-    int rc = -ENOMEM;
-    s->src = hs_malloc(n * sizeof *s->src, "service sources");
-    s->tag = hs_malloc(n * sizeof *s->tag, "service tags");
-    s->req = hs_calloc(n, sizeof *s->req, "service receives");
-    s->buf = hs_calloc(n, sizeof *s->buf, "service buffers");
-    if (!s->src || !s->tag || !s->req || !s->buf) goto fail;
-    memcpy(s->src, desc->src, n * sizeof *s->src);
-    memcpy(s->tag, desc->tag, n * sizeof *s->tag);
-    for (int i = 0; i < desc->n_slots; i++) {
-        rc = -ENOMEM;
-        if (!(s->buf[i] = hs_malloc(HS_MAX(desc->slot_bytes, (size_t)1), "service buffer")))
-            goto fail;
-        if ((rc = hs_transport_irecv(x->t, s->src[i], s->tag[i], s->buf[i], desc->slot_bytes,
-                                     &s->req[i])) < 0)
-            goto fail;
-    }
+    int rc = hs_svc_slots_open(&s->sl, x->t, desc);
+    if (rc < 0) goto fail;
     if ((rc = spawn(v->w, v->rk, svc_main, s, &s->thr)) < 0) goto fail;
     *out = s;
     return 0;
