@@ -7,7 +7,7 @@
  * thread, but only the holder of the baton runs: a thread runs until it blocks (a wait, a
  * sleep, a service wait, a barrier, a join) or ends, then hands the baton back to the
  * scheduler (the caller of hs_sim_run), which picks the next thread. The choice is
- * deterministic: the ready thread that became ready first (a global sequence number); when
+ * deterministic: the ready thread that became ready first (a first-in first-out queue); when
  * none is ready, the clock jumps to the earliest event (a message delivery or a deadline), the
  * events due then are applied in (time, sequence) order and wake the threads they concern.
  * Nothing depends on the host's scheduling, so a run with a fixed compute model repeats bit
@@ -54,9 +54,8 @@ struct sim_thread {
     pthread_t th;
     sem_t go;
     int state;
-    int exited;         /* its function returned (the thread can be joined) */
-    double wake_at;     /* while blocked: the deadline (INFINITY: none) */
-    uint64_t ready_seq; /* order among ready threads */
+    int exited;     /* its function returned (the thread can be joined) */
+    double wake_at; /* while blocked: the deadline (INFINITY: none) */
     void *(*fn)(void *);
     void *arg;
     sim_thread_t *next_ready; /* the ready queue */
@@ -131,7 +130,6 @@ struct sim_world {
     long nrows, caprows;
     size_t nparams;
     int cons_rc;
-    double rate;
     int rph;                 /* ranks per host */
     double nic_Bps;          /* each host's NIC (0: none) */
     double *nic_tx, *nic_rx; /* (hosts) when each NIC is free again */
@@ -140,7 +138,6 @@ struct sim_world {
     uint64_t seq;
     double fixed_s; /* compute model: > 0 fixed, < 0 measured */
     sem_t sched;
-    pthread_mutex_t mu; /* only for thread creation bookkeeping */
     sim_thread_t *current;
     int mains_left;                        /* ranks whose training loop has not ended */
     int live;                              /* ranks not dead */
@@ -163,7 +160,6 @@ static void make_ready(sim_thread_t *t)
     if (t->state == T_BLOCKED || t->state == T_NEW) {
         sim_world_t *w = t->w;
         t->state = T_READY;
-        t->ready_seq = ++w->seq;
         t->next_ready = NULL;
         if (w->ready_tail)
             w->ready_tail->next_ready = t;
@@ -174,9 +170,8 @@ static void make_ready(sim_thread_t *t)
 }
 
 /* Wake every blocked thread of rank rk (something it may wait for happened). */
-static void wake_rank(sim_rank_t *rk, sim_world_t *w)
+static void wake_rank(sim_rank_t *rk)
 {
-    (void)w;
     for (sim_thread_t *t = rk->threads; t; t = t->next_in_rank)
         if (t->state == T_BLOCKED) make_ready(t);
 }
@@ -210,7 +205,7 @@ static void *trampoline(void *arg)
     t->state = T_DONE;
     t->exited = 1;
     if (t == t->rk->main) t->w->mains_left--;
-    wake_rank(t->rk, t->w); /* a joiner may wait for this thread */
+    wake_rank(t->rk); /* a joiner may wait for this thread */
     sem_post(&t->w->sched);
     return NULL;
 }
@@ -361,14 +356,14 @@ static void deliver(sim_world_t *w, sim_msg_t *m)
         r->next = NULL;
         complete_recv(r, m);
         free(m);
-        wake_rank(d, w);
+        wake_rank(d);
         return;
     }
     sim_msg_t **tail = &d->unexpected;
     while (*tail) tail = &(*tail)->next;
     m->next = NULL;
     *tail = m;
-    wake_rank(d, w);
+    wake_rank(d);
 }
 
 /* --- the simulated transport ------------------------------------------------------------ */
@@ -917,7 +912,6 @@ static int write_consensus(sim_world_t *w)
             rate = pow(w->rows[last].dist / w->rows[first].dist,
                        1.0 / (double)(w->rows[last].iter - w->rows[first].iter));
     }
-    w->rate = rate;
     if (!dir) return 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/consensus.csv", dir);
@@ -980,7 +974,7 @@ static void *svc_main(void *arg)
                 snprintf(s->msg, sizeof s->msg, "%s", hs_last_error());
             }
             s->handled++;
-            wake_rank(v->rk, v->w); /* hs_svc_wait */
+            wake_rank(v->rk); /* hs_svc_wait */
             hr = hs_svc_slots_post(&s->sl, s->x->t, idx);
             if (hr < 0 && !s->rc) s->rc = hr;
         } else if (rc == 0 && idx < 0) { /* every slot gone: nothing more can come */
@@ -1278,7 +1272,6 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     w.fixed_s = fixed_s;
     w.stack_bytes = (size_t)((so->stack_mib > 0 ? so->stack_mib : 2.0) * 1048576.0);
     sem_init(&w.sched, 0, 0);
-    pthread_mutex_init(&w.mu, NULL);
     hs_shape_t *sh = NULL;
     char **hosts = NULL;
     int rc = 0;
