@@ -398,17 +398,30 @@ static void crash_now(run_t *R, long it)
     hs_exec_crash(R->x, HS_EXIT_CRASH); /* wall clock: _exit; virtual time: the rank ends */
 }
 
+/* The gradient: local work (hs_exec_local), which the simulator may run beside other ranks'. */
+typedef struct grad_job {
+    hs_worker_t *w;
+    double loss;
+    int correct, nb;
+} grad_job_t;
+
+static int grad_fn(void *ctx)
+{
+    grad_job_t *g = ctx;
+    return hs_worker_grad(g->w, &g->loss, &g->correct, &g->nb);
+}
+
 /* One iteration (t): crash check, gradient, injected sleep, the algorithm's step, its row. */
 static int iteration(run_t *R, long it, double *loss_out)
 {
     hs_dist_t *d = &R->d;
     if (hs_straggler_crash(R->strag, it)) crash_now(R, it);
-    double loss, ts = hs_exec_now(R->x), lr = hs_worker_lr(R->w);
-    double w0 = hs_now(), cpu0 = hs_thread_cpu_s();
-    int correct = 0, nb = 0;
-    HS_TRY(hs_worker_grad(R->w, &loss, &correct, &nb));
+    double ts = hs_exec_now(R->x), lr = hs_worker_lr(R->w), counted;
     /* the gradient's time on this environment's clock (virtual time: its compute model) */
-    hs_exec_compute(R->x, hs_thread_cpu_s() - cpu0, hs_now() - w0);
+    grad_job_t g = {.w = R->w};
+    HS_TRY(hs_exec_local(R->x, grad_fn, &g, &counted));
+    double loss = g.loss;
+    int correct = g.correct, nb = g.nb;
     if (!isfinite(loss))
         return HS_ERR(-ERANGE,
                       "rank %d: training diverged: loss is %g at iteration %ld (lr %g); try a "

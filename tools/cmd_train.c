@@ -471,7 +471,7 @@ int hs_cmd_train(int argc, char **argv)
 
 static const char sim_usage[] =
     "usage: hearsay sim -n N [--sim-compute fixed:MS|bench|measured] [--ranks-per-host R]\n"
-    "                   [--sim-nic RATE]\n"
+    "                   [--sim-nic RATE] [--sim-threads P]\n"
     "                   [TRAIN OPTIONS]\n"
     "\n"
     "Run `hearsay train` on N simulated ranks in this one process, on a virtual clock: the\n"
@@ -491,6 +491,10 @@ static const char sim_usage[] =
     "                           hosts is serialised through the sender's and the receiver's\n"
     "                           NIC, shared by the host's ranks (default: no NIC limit)\n"
     "  --link SPEC              the links (hearsay train --help; default: ideal links)\n"
+    "  --sim-threads P          host threads that compute ranks' gradients at the same time\n"
+    "                           (default: the online CPUs); the results are the same for any\n"
+    "                           P, only the wall time changes. --threads 0 (the default)\n"
+    "                           means one BLAS thread per gradient here\n"
     "\n"
     "Every other option is hearsay train's (hearsay train --help), with the same meaning.\n";
 
@@ -533,6 +537,7 @@ int hs_cmd_sim(int argc, char **argv)
     const char *comp = take_flag(&argc, av, "--sim-compute", NULL);
     const char *rph = take_flag(&argc, av, "--ranks-per-host", NULL);
     so.nic = take_flag(&argc, av, "--sim-nic", NULL);
+    const char *thr = take_flag(&argc, av, "--sim-threads", NULL);
     long v = 0;
     double fixed;
     int bad = 0;
@@ -550,6 +555,10 @@ int hs_cmd_sim(int argc, char **argv)
     if (!bad && rph) {
         if (hs_parse_long(rph, 1, 65536, "--ranks-per-host", &v) < 0) bad = 1;
         so.ranks_per_host = (int)v;
+    }
+    if (!bad && thr) {
+        if (hs_parse_long(thr, 1, 1024, "--sim-threads", &v) < 0) bad = 1;
+        so.threads = (int)v;
     }
     if (bad) {
         fprintf(stderr, "hearsay sim: %s\n(see hearsay sim --help)\n", hs_last_error());

@@ -35,6 +35,8 @@ typedef struct hs_sim_opts {
     double stack_mib;    /* stack of each simulated thread (0: 2 MiB) */
     const char *nic;     /* each host's NIC rate ("10Gbit"; NULL: none): inter-host messages
                           * are serialised through the sending and the receiving host's NIC */
+    int threads;         /* host threads that run ranks' gradients at once (<= 0: the online
+                          * CPUs); results are identical whatever the count */
 } hs_sim_opts_t;
 
 /* Check a --sim-compute spec: 0, or -EINVAL naming the bad part. *fixed_s gets the fixed
