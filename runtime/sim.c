@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define IDLE_SLICE_S 0.1 /* the owner's waits call the idle hook this often (virtual s) */
@@ -56,6 +57,8 @@ struct sim_thread {
     int state;
     int exited;     /* its function returned (the thread can be joined) */
     int sleeping;   /* blocked in a sleep: only its deadline wakes it */
+    int depth;      /* > 0: in the simulator's code (accounting: sim_in, sim_out) */
+    double left_at; /* its CPU time when it last went back to the workers' code */
     double wake_at; /* while blocked: the deadline (INFINITY: none) */
     void *(*fn)(void *);
     void *arg;
@@ -163,6 +166,13 @@ struct sim_world {
     int pending;
     sim_msg_t *pool; /* freed messages kept for reuse (msg_get/msg_put) */
     size_t pool_bytes;
+    /* Accounting: CPU seconds spent in the workers' own code (training loop, algorithms,
+     * handlers, gradients) as opposed to the simulator's (scheduling, thread switches, the
+     * simulated transport, the consensus measurement). CPU time, not wall time: a loaded host
+     * delays threads without changing what each piece costs. local_s: gradients run off the
+     * baton (vx_local with par > 1; under mu). */
+    double worker_s, local_s;
+    long steps;
 };
 
 /* --- the scheduler -------------------------------------------------------------------- */
@@ -218,11 +228,17 @@ static sim_thread_t *current_of(sim_world_t *w)
     return w->current;
 }
 
+static void sim_in(sim_world_t *w);
+
 static void *trampoline(void *arg)
 {
     sim_thread_t *t = arg;
     sem_wait(&t->go);
+    /* a rank's main thread starts in the workers' code; a service's in the simulator's */
+    t->depth = t == t->rk->main ? 0 : 1;
+    t->left_at = hs_thread_cpu_s();
     t->fn(t->arg);
+    if (t == t->rk->main) sim_in(t->w);
     t->state = T_DONE;
     t->exited = 1;
     if (t == t->rk->main) t->w->mains_left--;
@@ -349,17 +365,18 @@ static int matches(const struct hs_treq *r, const sim_msg_t *m)
     return r->tag == m->tag && (r->peer == HS_ANY_SOURCE || r->peer == m->src);
 }
 
-static void complete_recv(struct hs_treq *r, const sim_msg_t *m)
+static void complete_recv_from(struct hs_treq *r, int src, uint32_t tag, const void *data,
+                               size_t len)
 {
-    if (m->len > r->cap) {
+    if (len > r->cap) {
         r->err = HS_ERR(-EMSGSIZE,
                         "sim: message of %zu bytes from rank %d (tag %#x) for a %zu-byte "
                         "receive",
-                        m->len, m->src, m->tag, r->cap);
-    } else {
-        memcpy(r->buf, m->data, m->len);
+                        len, src, tag, r->cap);
+    } else if (len) {
+        memcpy(r->buf, data, len);
     }
-    r->st = (hs_tstatus_t){.source = m->src, .tag = m->tag, .len = m->len};
+    r->st = (hs_tstatus_t){.source = src, .tag = tag, .len = len};
     r->done = 1;
     if (r->rk && !r->on_completed) { /* until taken: leave hands it back if never taken */
         r->cprev = NULL;
@@ -368,6 +385,25 @@ static void complete_recv(struct hs_treq *r, const sim_msg_t *m)
         r->rk->completed = r;
         r->on_completed = 1;
     }
+}
+
+static void complete_recv(struct hs_treq *r, const sim_msg_t *m)
+{
+    complete_recv_from(r, m->src, m->tag, m->data, m->len);
+}
+
+/* The first posted receive of rank d that matches (src, tag), taken off the posted list;
+ * NULL when none. */
+static struct hs_treq *take_posted(sim_rank_t *d, int src, uint32_t tag)
+{
+    for (struct hs_treq **pp = &d->posted; *pp; pp = &(*pp)->next) {
+        struct hs_treq *r = *pp;
+        if (r->tag != tag || (r->peer != HS_ANY_SOURCE && r->peer != src)) continue;
+        *pp = r->next;
+        r->next = NULL;
+        return r;
+    }
+    return NULL;
 }
 
 static void off_completed(struct hs_treq *r)
@@ -401,11 +437,8 @@ static void deliver(sim_world_t *w, sim_msg_t *m)
         append(&d->dead_letters, m);
         return;
     }
-    for (struct hs_treq **pp = &d->posted; *pp; pp = &(*pp)->next) {
-        struct hs_treq *r = *pp;
-        if (!matches(r, m)) continue;
-        *pp = r->next;
-        r->next = NULL;
+    struct hs_treq *r = take_posted(d, m->src, m->tag);
+    if (r) {
         complete_recv(r, m);
         msg_put(w, m);
         wake_rank(d);
@@ -466,6 +499,19 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
         *req = r;
         return 0;
     }
+    /* A message due now (an ideal link), with nothing of this sender in flight that it could
+     * overtake, and a receive posted for it: delivered at once, one copy from the sender's
+     * buffer (the receiver's threads are woken as a delivery from the event queue would). */
+    double at = deliver_time(w, rk->rank, peer, len);
+    if (at <= w->now && w->in_flight[rk->rank] == 0) {
+        struct hs_treq *pr = take_posted(&w->rk[peer], rk->rank, tag);
+        if (pr) {
+            complete_recv_from(pr, rk->rank, tag, buf, len);
+            wake_rank(&w->rk[peer]);
+            *req = r;
+            return 0;
+        }
+    }
     sim_msg_t *m = msg_get(w, len);
     if (!m) {
         free(r);
@@ -477,7 +523,7 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
     m->tag = tag;
     m->len = len;
     if (len) memcpy(m->data, buf, len);
-    m->at = deliver_time(w, rk->rank, peer, len);
+    m->at = at;
     m->seq = ++w->seq;
     w->in_flight[rk->rank]++;
     int rc = heap_push(w, m);
@@ -756,23 +802,110 @@ static void st_close(hs_transport_t *t)
     (void)t; /* the world owns the rank's queues */
 }
 
+/* --- accounting: the workers' code and the simulator's ----------------------------------- */
+
+/* The running thread enters the simulator's code (from the workers'). */
+static void sim_in(sim_world_t *w)
+{
+    sim_thread_t *t = w->current;
+    if (t && t->depth++ == 0) w->worker_s += hs_thread_cpu_s() - t->left_at;
+}
+
+/* ... and goes back to the workers' code. */
+static void sim_out(sim_world_t *w)
+{
+    sim_thread_t *t = w->current;
+    if (t && --t->depth == 0) t->left_at = hs_thread_cpu_s();
+}
+
+#define SIM_CALL(w, type, call)                                                                    \
+    do {                                                                                           \
+        sim_world_t *w_ = (w);                                                                     \
+        sim_in(w_);                                                                                \
+        type r_ = call;                                                                            \
+        sim_out(w_);                                                                               \
+        return r_;                                                                                 \
+    } while (0)
+#define SIM_CALL_VOID(w, call)                                                                     \
+    do {                                                                                           \
+        sim_world_t *w_ = (w);                                                                     \
+        sim_in(w_);                                                                                \
+        call;                                                                                      \
+        sim_out(w_);                                                                               \
+    } while (0)
+#define TW(t) world_of(rank_of(t))
+
+static int a_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
+                   hs_treq_t **req)
+{
+    SIM_CALL(TW(t), int, st_isend(t, peer, tag, buf, len, req));
+}
+
+static int a_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
+                   hs_treq_t **req)
+{
+    SIM_CALL(TW(t), int, st_irecv(t, peer, tag, buf, cap, req));
+}
+
+static int a_test(hs_transport_t *t, hs_treq_t **req, int *done, hs_tstatus_t *st)
+{
+    SIM_CALL(TW(t), int, st_test(t, req, done, st));
+}
+
+static int a_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
+                     hs_tstatus_t *st)
+{
+    SIM_CALL(TW(t), int, st_waitany(t, reqs, n, timeout_s, index, st));
+}
+
+static int a_progress(hs_transport_t *t)
+{
+    SIM_CALL(TW(t), int, st_progress(t));
+}
+
+static int a_probe(hs_transport_t *t, int peer, uint32_t tag, int any_tag, int *found,
+                   hs_tstatus_t *st)
+{
+    SIM_CALL(TW(t), int, st_probe(t, peer, tag, any_tag, found, st));
+}
+
+static void a_req_free(hs_transport_t *t, hs_treq_t **req)
+{
+    SIM_CALL_VOID(TW(t), st_req_free(t, req));
+}
+
+static int a_barrier(hs_transport_t *t)
+{
+    SIM_CALL(TW(t), int, st_barrier(t));
+}
+
+static int a_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
+{
+    SIM_CALL(TW(t), int, st_unsent(t, peer, tag, cb, ctx));
+}
+
+static int a_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
+{
+    SIM_CALL(TW(t), int, st_leave(t, tag, cb, ctx));
+}
+
 static const hs_transport_ops_t sim_transport_ops = {
     .size = sizeof(hs_transport_ops_t),
     .name = "sim",
     .close = st_close,
-    .isend = st_isend,
-    .irecv = st_irecv,
-    .test = st_test,
-    .waitany = st_waitany,
-    .progress = st_progress,
-    .probe = st_probe,
-    .req_free = st_req_free,
-    .barrier = st_barrier,
+    .isend = a_isend,
+    .irecv = a_irecv,
+    .test = a_test,
+    .waitany = a_waitany,
+    .progress = a_progress,
+    .probe = a_probe,
+    .req_free = a_req_free,
+    .barrier = a_barrier,
     .win_create = st_win_create,
     .provider = st_provider,
     .peer_read_ok = st_peer_read_ok,
-    .unsent = st_unsent,
-    .leave = st_leave,
+    .unsent = a_unsent,
+    .leave = a_leave,
     .peer_gone = st_peer_gone,
 };
 
@@ -845,11 +978,15 @@ static int vx_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *count
     sim_world_t *w = v->w;
     double start = w->now;
     if (w->par <= 1) {
+        w->steps++;
         double c0 = hs_thread_cpu_s();
         int rc = fn(ctx);
-        *counted = vx_compute(x, hs_thread_cpu_s() - c0, 0);
+        double cpu = hs_thread_cpu_s() - c0;
+        w->worker_s += cpu;
+        *counted = vx_compute(x, cpu, 0);
         return rc;
     }
+    w->steps++;
     int measured = !(w->fixed_s > 0);
     sim_thread_t *t = current_of(w);
     pthread_mutex_lock(&w->mu);
@@ -867,6 +1004,7 @@ static int vx_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *count
     double cpu = hs_thread_cpu_s() - c0;
     sem_post(&w->slots);
     pthread_mutex_lock(&w->mu);
+    w->local_s += cpu;
     if (measured) {
         until = start + cpu;
         t->wake_at = until;
@@ -950,7 +1088,12 @@ static int cons_close(sim_world_t *w, int i)
 }
 
 /* sum += z; returns ||z||^2. Blocks of 8 independent lanes, which GCC vectorises at -O2
- * (one double accumulator is a serial dependency chain: it took 30 % of a run's time). */
+ * (one double accumulator is a serial dependency chain: it took 30 % of a run's time), built
+ * for AVX2 as well where the compiler can (the kernels' HS_KCPU_SIMD does the same). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&     \
+    __GNUC__ >= 12
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
 static double cons_add(size_t n, const float *restrict z, double *restrict sum)
 {
     double acc[8] = {0};
@@ -1088,7 +1231,9 @@ static void *svc_main(void *arg)
         int rc = wait_reqs(v->w, v->rk, s->sl.req, n, IDLE_SLICE_S, NULL, NULL, &idx, &st);
         if (s->stop) break;
         if (rc == 0 && idx >= 0) {
+            sim_out(v->w);
             int hr = s->d.on_msg(s->d.ctx, idx, s->sl.buf[idx], &st);
+            sim_in(v->w);
             if (hr < 0 && !s->rc) {
                 s->rc = hr;
                 snprintf(s->msg, sizeof s->msg, "%s", hs_last_error());
@@ -1101,7 +1246,9 @@ static void *svc_main(void *arg)
             block_until(v->w, v->w->now + IDLE_SLICE_S);
         }
         if (s->d.on_tick) {
+            sim_out(v->w);
             int tr = s->d.on_tick(s->d.ctx);
+            sim_in(v->w);
             if (tr < 0 && !s->rc) {
                 s->rc = tr;
                 snprintf(s->msg, sizeof s->msg, "%s", hs_last_error());
@@ -1166,6 +1313,60 @@ static void vx_svc_stop(hs_service_t **sp)
     *sp = NULL;
 }
 
+#define XW(x) (((sim_x_t *)(x)->impl)->w)
+
+static int ax_sleep(hs_exec_t *x, double s)
+{
+    SIM_CALL(XW(x), int, vx_sleep(x, s));
+}
+
+static int ax_wait(hs_exec_t *x, hs_treq_t **reqs, int n, double timeout_s, unsigned flags,
+                   int *idx, hs_tstatus_t *st)
+{
+    SIM_CALL(XW(x), int, vx_wait(x, reqs, n, timeout_s, flags, idx, st));
+}
+
+static int ax_barrier(hs_exec_t *x)
+{
+    SIM_CALL(XW(x), int, vx_barrier(x));
+}
+
+static double ax_compute(hs_exec_t *x, double cpu_s, double wall_s)
+{
+    SIM_CALL(XW(x), double, vx_compute(x, cpu_s, wall_s));
+}
+
+static int ax_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *counted)
+{
+    SIM_CALL(XW(x), int, vx_local(x, fn, ctx, counted));
+}
+
+static void ax_crash(hs_exec_t *x, int status)
+{
+    sim_in(XW(x));
+    vx_crash(x, status);
+}
+
+static void ax_observe(hs_exec_t *x, long iter, const float *z, size_t n)
+{
+    SIM_CALL_VOID(XW(x), vx_observe(x, iter, z, n));
+}
+
+static int ax_svc_start(hs_exec_t *x, const hs_service_desc_t *desc, hs_service_t **out)
+{
+    SIM_CALL(XW(x), int, vx_svc_start(x, desc, out));
+}
+
+static void ax_svc_wait(hs_service_t *s, double timeout_s)
+{
+    SIM_CALL_VOID(XW(s->x), vx_svc_wait(s, timeout_s));
+}
+
+static void ax_svc_stop(hs_service_t **sp)
+{
+    SIM_CALL_VOID(XW((*sp)->x), vx_svc_stop(sp));
+}
+
 static void vx_destroy(hs_exec_t *x)
 {
     free(x->impl);
@@ -1176,20 +1377,20 @@ static const hs_exec_ops_t sim_exec_ops = {
     .size = sizeof(hs_exec_ops_t),
     .name = "virtual",
     .now = vx_now,
-    .sleep = vx_sleep,
-    .wait = vx_wait,
+    .sleep = ax_sleep,
+    .wait = ax_wait,
     .alive = vx_alive,
-    .barrier = vx_barrier,
-    .compute = vx_compute,
-    .local = vx_local,
-    .crash = vx_crash,
-    .observe = vx_observe,
-    .svc_start = vx_svc_start,
+    .barrier = ax_barrier,
+    .compute = ax_compute,
+    .local = ax_local,
+    .crash = ax_crash,
+    .observe = ax_observe,
+    .svc_start = ax_svc_start,
     .svc_lock = vx_svc_lock,
     .svc_unlock = vx_svc_lock,
-    .svc_wait = vx_svc_wait,
+    .svc_wait = ax_svc_wait,
     .svc_error = vx_svc_error,
-    .svc_stop = vx_svc_stop,
+    .svc_stop = ax_svc_stop,
     .destroy = vx_destroy,
 };
 
@@ -1236,6 +1437,43 @@ int hs_sim_nic_parse(const char *rate, double *Bps)
     }
     hs_shape_free(&ns);
     return rc;
+}
+
+/* DIR/sim.json: what the run cost on the host (kept out of summary.json, which two runs of
+ * one seed write byte for byte the same). */
+static int write_stats(const hs_train_opts_t *o, const hs_sim_stats_t *s)
+{
+    if (!o->quiet) {
+        printf("hearsay sim: %.2f s on the host, %ld steps (%.0f steps/s, %d thread%s)", s->host_wall_s,
+               s->steps, s->steps_per_s, s->threads, s->threads > 1 ? "s" : "");
+        if (isfinite(s->overhead))
+            printf("; the simulator's own share %.0f %%", 100 * s->overhead);
+        printf("\n");
+        fflush(stdout);
+    }
+    if (!o->out_dir) return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/sim.json", o->out_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
+    fprintf(f,
+            "{\n  \"sim_threads\": %d,\n  \"host_wall_s\": %.6f,\n  \"host_cpu_s\": %.6f,\n"
+            "  \"worker_s\": %.6f,\n  \"local_s\": %.6f,\n  \"steps\": %ld,\n"
+            "  \"steps_per_s\": %.3f,\n",
+            s->threads, s->host_wall_s, s->host_cpu_s, s->worker_s, s->local_s, s->steps,
+            s->steps_per_s);
+    if (isfinite(s->overhead))
+        fprintf(f, "  \"overhead\": %.6f\n}\n", s->overhead);
+    else
+        fprintf(f, "  \"overhead\": null\n}\n");
+    return fclose(f) == 0 ? 0 : HS_ERR(-EIO, "writing %s failed", path);
+}
+
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -1451,7 +1689,9 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     w.live = w.n;
     for (int r = 0; r < w.n && rc == 0; r++)
         rc = spawn(&w, &w.rk[r], rank_main, &w.rk[r], &w.rk[r].main);
+    double host0 = hs_now(), cpu0 = process_cpu_s();
     if (rc == 0) rc = run_all(&w);
+    double host_wall = hs_now() - host0, host_cpu = process_cpu_s() - cpu0;
     if (rc == 0) rc = w.cons_rc;
     if (rc == 0 && w.rk[0].rc == 0) rc = write_consensus(&w);
     if (rc == 0) {
@@ -1466,6 +1706,19 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
         }
     }
     if (rc == 0 && res) *res = w.rk[0].res;
+    if (rc == 0) {
+        double worker = w.worker_s + w.local_s;
+        hs_sim_stats_t stats = {.threads = w.par,
+                                .host_wall_s = host_wall,
+                                .host_cpu_s = host_cpu,
+                                .worker_s = worker,
+                                .local_s = w.local_s,
+                                .overhead = host_cpu > 0 ? 1 - worker / host_cpu : NAN,
+                                .steps = w.steps,
+                                .steps_per_s = host_wall > 0 ? (double)w.steps / host_wall : NAN};
+        if (so->stats) *so->stats = stats;
+        rc = write_stats(o, &stats);
+    }
     /* Threads that returned are joined and freed; those of crashed ranks stay parked on their
      * semaphore for the life of the process (their records too). */
     for (int i = 0; i < w.nth; i++) {
