@@ -158,12 +158,13 @@ struct sim_world {
     uint64_t barrier_gen;
     size_t stack_bytes;
     /* Parallel local work (vx_local): at most `par` ranks' gradients run at once, off the
-     * baton; mu guards the busy flags and `pending` (measured durations not known yet). */
+     * baton; mu guards the busy flags and local_s. */
     int par;
     sem_t slots;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int pending;
+    int end_rc; /* why the run ended early (pick_next), with its message */
+    char end_msg[256];
     sim_msg_t *pool; /* freed messages kept for reuse (msg_get/msg_put) */
     size_t pool_bytes;
     /* Accounting: CPU seconds spent in the workers' own code (training loop, algorithms,
@@ -205,6 +206,65 @@ static void wake_all(sim_world_t *w)
         if (w->th[i]->state == T_BLOCKED && !w->th[i]->sleeping) make_ready(w->th[i]);
 }
 
+static int advance(sim_world_t *w);
+
+/* The baton holder picks the thread to run next: the first still ready (a crash ends some),
+ * else the clock moves to the next event. NULL when the run is over (every rank's training
+ * loop ended) or when nothing can ever happen again (w->end_rc and end_msg say so). */
+static sim_thread_t *pick_next(sim_world_t *w)
+{
+    for (;;) {
+        if (w->mains_left <= 0) return NULL;
+        while (w->ready_head) {
+            sim_thread_t *t = w->ready_head;
+            w->ready_head = t->next_ready;
+            if (!w->ready_head) w->ready_tail = NULL;
+            if (t->state == T_READY) return t;
+        }
+        if (advance(w)) {
+            w->end_rc = -EDEADLK;
+            snprintf(w->end_msg, sizeof w->end_msg,
+                     "sim: deadlock at virtual time %.6f s: %d rank(s) wait for something that "
+                     "will never happen",
+                     w->now, w->mains_left);
+            return NULL;
+        }
+    }
+}
+
+/* Hand the baton to t (NULL: back to hs_sim_run, the run is over). The threads hand it to
+ * each other directly: one switch per hand-over, not two through a scheduler thread. */
+static void hand_to(sim_world_t *w, sim_thread_t *t)
+{
+    if (!t) {
+        w->current = NULL;
+        sem_post(&w->sched);
+        return;
+    }
+    if (w->par > 1) { /* its rank's local work must end first */
+        pthread_mutex_lock(&w->mu);
+        while (t->rk->busy) pthread_cond_wait(&w->cv, &w->mu);
+        pthread_mutex_unlock(&w->mu);
+    }
+    w->current = t;
+    t->state = T_RUNNING;
+    t->wake_at = INFINITY;
+    sem_post(&t->go);
+}
+
+/* The running thread `me` (already marked blocked) gives up the baton until its turn. */
+static void yield_baton(sim_world_t *w, sim_thread_t *me)
+{
+    sim_thread_t *next = pick_next(w);
+    if (next == me) { /* its own deadline came first: it goes on */
+        me->state = T_RUNNING;
+        me->wake_at = INFINITY;
+        return;
+    }
+    hand_to(w, next);
+    sem_wait(&me->go);
+}
+
 /* The running thread blocks until woken or until `deadline` (virtual seconds); with
  * `sleeping`, until the deadline only. */
 static void block_for(sim_world_t *w, double deadline, int sleeping)
@@ -213,8 +273,7 @@ static void block_for(sim_world_t *w, double deadline, int sleeping)
     t->state = T_BLOCKED;
     t->sleeping = sleeping;
     t->wake_at = deadline;
-    sem_post(&w->sched);
-    sem_wait(&t->go);
+    yield_baton(w, t);
     t->sleeping = 0;
 }
 
@@ -243,7 +302,7 @@ static void *trampoline(void *arg)
     t->exited = 1;
     if (t == t->rk->main) t->w->mains_left--;
     wake_rank(t->rk); /* a joiner may wait for this thread */
-    sem_post(&t->w->sched);
+    hand_to(t->w, pick_next(t->w));
     return NULL;
 }
 
@@ -965,20 +1024,21 @@ static double vx_compute(hs_exec_t *x, double cpu_s, double wall_s)
     return d;
 }
 
-/* Local work in parallel. The rank's main thread gives the baton back before fn runs and
- * blocks (sleeping) until the step's end: now + the fixed duration, or, measured, now + fn's
- * CPU time once known (the scheduler waits for every pending duration before it moves the
- * clock). Meanwhile the scheduler runs other threads exactly as if fn had already run (fn
- * touches only this rank's own model, data and kernels), and before it runs another thread
- * of this rank it waits for fn to finish. So the order of every event, and every result, is
- * the same as with one thread. */
+/* Local work in parallel (--sim-threads > 1, fixed or bench compute). The rank's main
+ * thread blocks (sleeping) until the step's end, now + the fixed duration, hands the baton on
+ * and runs fn while other threads go on exactly as if fn had already run: fn touches only
+ * this rank's own model, data and kernels, and before the baton goes to another thread of
+ * this rank, fn has finished (hand_to waits for it). So the order of every event, and every
+ * result, is the same as with one thread. A measured step runs alone: its CPU time must not
+ * be stretched by a neighbour's on the same core or memory bus. */
 static int vx_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *counted)
 {
     sim_x_t *v = x->impl;
     sim_world_t *w = v->w;
     double start = w->now;
-    if (w->par <= 1) {
-        w->steps++;
+    w->steps++;
+    /* (measured: the step's own CPU time, undisturbed by a neighbour's; one at a time) */
+    if (w->par <= 1 || !(w->fixed_s > 0)) {
         double c0 = hs_thread_cpu_s();
         int rc = fn(ctx);
         double cpu = hs_thread_cpu_s() - c0;
@@ -986,34 +1046,35 @@ static int vx_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *count
         *counted = vx_compute(x, cpu, 0);
         return rc;
     }
-    w->steps++;
-    int measured = !(w->fixed_s > 0);
     sim_thread_t *t = current_of(w);
-    pthread_mutex_lock(&w->mu);
-    v->rk->busy = 1;
-    if (measured) w->pending++;
-    pthread_mutex_unlock(&w->mu);
+    sim_rank_t *rk = v->rk;
+    double until = start + w->fixed_s;
     t->state = T_BLOCKED;
     t->sleeping = 1;
-    t->wake_at = measured ? INFINITY : start + w->fixed_s;
-    double until = t->wake_at;
-    sem_post(&w->sched); /* the baton goes back: the scheduler goes on meanwhile */
-    sem_wait(&w->slots);
+    t->wake_at = until;
+    pthread_mutex_lock(&w->mu);
+    rk->busy = 1;
+    pthread_mutex_unlock(&w->mu);
+    sim_thread_t *next = pick_next(w);
+    int inline_fn = !next || next->rk == rk; /* itself or its own service runs next */
+    if (!inline_fn) hand_to(w, next); /* the baton goes on meanwhile */
+    if (!inline_fn) sem_wait(&w->slots);
     double c0 = hs_thread_cpu_s();
     int rc = fn(ctx);
     double cpu = hs_thread_cpu_s() - c0;
-    sem_post(&w->slots);
+    if (!inline_fn) sem_post(&w->slots);
     pthread_mutex_lock(&w->mu);
     w->local_s += cpu;
-    if (measured) {
-        until = start + cpu;
-        t->wake_at = until;
-        w->pending--;
-    }
-    v->rk->busy = 0;
+    rk->busy = 0;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
-    sem_wait(&t->go); /* the scheduler runs it again at `until` */
+    if (next == t) { /* its own deadline came first */
+        t->state = T_RUNNING;
+        t->wake_at = INFINITY;
+    } else {
+        if (inline_fn) hand_to(w, next);
+        sem_wait(&t->go); /* its turn again, at `until` */
+    }
     t->sleeping = 0;
     while (w->now < until) block_for(w, until, 1);
     *counted = until - start;
@@ -1042,7 +1103,7 @@ static void vx_crash(hs_exec_t *x, int status)
     rk->completed = NULL;
     wake_all(w); /* peers waiting on it find it dead */
     sim_thread_t *me = current_of(w);
-    sem_post(&w->sched);
+    hand_to(w, pick_next(w));
     for (;;) sem_wait(&me->go); /* never scheduled again */
 }
 
@@ -1568,11 +1629,6 @@ static int rank_open(sim_world_t *w, sim_rank_t *rk, const hs_sim_opts_t *so, co
  * ever happen again. */
 static int advance(sim_world_t *w)
 {
-    if (w->par > 1) { /* measured local work in progress: its duration decides */
-        pthread_mutex_lock(&w->mu);
-        while (w->pending > 0) pthread_cond_wait(&w->cv, &w->mu);
-        pthread_mutex_unlock(&w->mu);
-    }
     double next = INFINITY;
     if (w->nheap > 0) next = w->heap[0]->at;
     for (int i = 0; i < w->nth; i++)
@@ -1585,36 +1641,13 @@ static int advance(sim_world_t *w)
     return 0;
 }
 
+/* Start the first thread and wait until the run is over: the threads pass the baton among
+ * themselves (hand_to) and give it back at the end. */
 static int run_all(sim_world_t *w)
 {
-    for (;;) {
-        sim_thread_t *pick = NULL;
-        if (w->mains_left <= 0) return 0;
-        while (w->ready_head && !pick) { /* the first that is still ready (a crash ends some) */
-            sim_thread_t *t = w->ready_head;
-            w->ready_head = t->next_ready;
-            if (!w->ready_head) w->ready_tail = NULL;
-            if (t->state == T_READY) pick = t;
-        }
-        if (!pick) {
-            if (advance(w))
-                return HS_ERR(-EDEADLK,
-                              "sim: deadlock at virtual time %.6f s: %d rank(s) wait for "
-                              "something that will never happen",
-                              w->now, w->mains_left);
-            continue;
-        }
-        if (w->par > 1) { /* its rank's local work must end first */
-            pthread_mutex_lock(&w->mu);
-            while (pick->rk->busy) pthread_cond_wait(&w->cv, &w->mu);
-            pthread_mutex_unlock(&w->mu);
-        }
-        w->current = pick;
-        pick->state = T_RUNNING;
-        pick->wake_at = INFINITY;
-        sem_post(&pick->go);
-        sem_wait(&w->sched);
-    }
+    hand_to(w, pick_next(w));
+    sem_wait(&w->sched);
+    return w->end_rc < 0 ? HS_ERR(w->end_rc, "%s", w->end_msg) : 0;
 }
 
 int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_result_t *res)
