@@ -1057,7 +1057,7 @@ static int vx_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *count
     pthread_mutex_unlock(&w->mu);
     sim_thread_t *next = pick_next(w);
     int inline_fn = !next || next->rk == rk; /* itself or its own service runs next */
-    if (!inline_fn) hand_to(w, next); /* the baton goes on meanwhile */
+    if (!inline_fn) hand_to(w, next);        /* the baton goes on meanwhile */
     if (!inline_fn) sem_wait(&w->slots);
     double c0 = hs_thread_cpu_s();
     int rc = fn(ctx);
@@ -1151,11 +1151,12 @@ static int cons_close(sim_world_t *w, int i)
 /* sum += z; returns ||z||^2. Blocks of 8 independent lanes, which GCC vectorises at -O2
  * (one double accumulator is a serial dependency chain: it took 30 % of a run's time), built
  * for AVX2 as well where the compiler can (the kernels' HS_KCPU_SIMD does the same). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&     \
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&       \
     __GNUC__ >= 12
 __attribute__((target_clones("arch=x86-64-v3", "default")))
 #endif
-static double cons_add(size_t n, const float *restrict z, double *restrict sum)
+static double
+cons_add(size_t n, const float *restrict z, double *restrict sum)
 {
     double acc[8] = {0};
     size_t e = 0;
@@ -1170,8 +1171,7 @@ static double cons_add(size_t n, const float *restrict z, double *restrict sum)
         sum[e] += z[e];
         tail += (double)z[e] * z[e];
     }
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) +
-           tail;
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
 }
 
 static void vx_observe(hs_exec_t *x, long iter, const float *z, size_t n)
@@ -1505,10 +1505,9 @@ int hs_sim_nic_parse(const char *rate, double *Bps)
 static int write_stats(const hs_train_opts_t *o, const hs_sim_stats_t *s)
 {
     if (!o->quiet) {
-        printf("hearsay sim: %.2f s on the host, %ld steps (%.0f steps/s, %d thread%s)", s->host_wall_s,
-               s->steps, s->steps_per_s, s->threads, s->threads > 1 ? "s" : "");
-        if (isfinite(s->overhead))
-            printf("; the simulator's own share %.0f %%", 100 * s->overhead);
+        printf("hearsay sim: %.2f s on the host, %ld steps (%.0f steps/s, %d thread%s)",
+               s->host_wall_s, s->steps, s->steps_per_s, s->threads, s->threads > 1 ? "s" : "");
+        if (isfinite(s->overhead)) printf("; the simulator's own share %.0f %%", 100 * s->overhead);
         printf("\n");
         fflush(stdout);
     }
