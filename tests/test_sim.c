@@ -70,9 +70,10 @@ static int same_file(const char *a, const char *b, const char *name)
     return same;
 }
 
-/* Two runs with a fixed compute model (a straggler and random pauses included): every file
- * byte for byte the same. The second run goes to the same directory (moved away in between),
- * so even the configuration in summary.json matches. */
+/* Two runs with a fixed compute model (a straggler and random pauses included), the first on
+ * one host thread, the second computing gradients on two side by side (--sim-threads): every
+ * file byte for byte the same. The second run goes to the same directory (moved away in
+ * between), so even the configuration in summary.json matches. */
 START_TEST(test_deterministic)
 {
     char a[4096], b[4096];
@@ -80,10 +81,10 @@ START_TEST(test_deterministic)
     tr_workdir_path(b, sizeof b, "det_first");
     const char *args = TASK " --algo sgp --epochs 2 --straggler slow:1:x3 "
                             "--straggler pause:all:p=0.05:fixed=20ms --link latency=1ms,bw=1Gbit";
-    ck_assert_int_eq(sim_job(a, "-n 6 --sim-compute fixed:5", args, 60), 0);
+    ck_assert_int_eq(sim_job(a, "-n 6 --sim-compute fixed:5 --sim-threads 1", args, 60), 0);
     tr_rm_rf(b);
     ck_assert_int_eq(rename(a, b), 0);
-    ck_assert_int_eq(sim_job(a, "-n 6 --sim-compute fixed:5", args, 60), 0);
+    ck_assert_int_eq(sim_job(a, "-n 6 --sim-compute fixed:5 --sim-threads 2", args, 60), 0);
     const char *files[] = {"summary.json", "eval.csv",   "consensus.csv",  "rank-0.csv",
                            "rank-3.csv",   "rank-5.csv", "rank-1-eval.csv"};
     for (size_t i = 0; i < HS_ARRAY_LEN(files); i++)
@@ -94,6 +95,19 @@ START_TEST(test_deterministic)
      * virtual time, all of it in the files */
     double wall = tr_summary_num(a, "wall_s");
     ck_assert_msg(wall > 0.2 && wall < 10, "virtual wall %g s", wall);
+    /* sim.json: what the run cost on the host; every rank's 40 gradients counted */
+    char sj[4200];
+    snprintf(sj, sizeof sj, "%s/sim.json", a);
+    size_t len = 0;
+    char *text = (char *)slurp(sj, &len);
+    ck_assert_msg(text != NULL, "%s missing", sj);
+    ck_assert(strstr(text, "\"sim_threads\": 2") != NULL);
+    ck_assert_msg(strstr(text, "\"steps\": 240,") != NULL, "sim.json: %s", text);
+    const char *ov = strstr(text, "\"overhead\": ");
+    ck_assert(ov != NULL);
+    double o = strtod(ov + 12, NULL);
+    ck_assert_msg(o > 0 && o < 1, "overhead %g", o);
+    free(text);
 }
 END_TEST
 
