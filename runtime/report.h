@@ -42,6 +42,7 @@ typedef struct hs_report_final {
     int tau, progress_thread;
     size_t num_params;
     long iterations;
+    double time_budget_s; /* --time-budget (0: none) */
     double wall_s, samples_per_s, bayes_acc;
     const hs_rank_final_t *all; /* (ranks) */
     const hs_avg_eval_t *avg;
