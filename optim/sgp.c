@@ -397,7 +397,7 @@ static int bound_staleness(hs_algo_t *a, long t)
     }
     if (inp != in) free(inp);
     if (rc < 0) return rc;
-    double t0 = hs_exec_now(d->x);
+    double t0 = hs_exec_now(d->x), next_probe = t0 + 0.25;
     for (;;) {
         int late = -1;
         lock(a);
@@ -410,11 +410,18 @@ static int bound_staleness(hs_algo_t *a, long t)
         unlock(a);
         if (late < 0) break;
         HS_TRY(hs_dist_idle(d));
-        if (elapsed(a, t0) > d->o->comm_timeout_s) {
-            char why[160];
+        double now = hs_exec_now(d->x);
+        char why[160];
+        if (now - t0 > d->o->comm_timeout_s) {
             snprintf(why, sizeof why, "no message of round <= %ld after %.1f s (--delay-bound %ld)",
                      upto, d->o->comm_timeout_s, a->bound);
             hs_dist_peer_failed(d, late, last + 1, why);
+        } else if (now >= next_probe) { /* a dead in-peer is not waited for until the timeout */
+            next_probe = now + 0.25;
+            if (!hs_exec_alive(d->x, late, 0)) {
+                snprintf(why, sizeof why, "exited (seen while waiting for its round %ld)", upto);
+                HS_TRY(peer_gone(a, late, why));
+            }
         }
     }
     d->st.wait_s += elapsed(a, t0);
