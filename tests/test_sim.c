@@ -308,6 +308,44 @@ START_TEST(test_time_budget)
 }
 END_TEST
 
+/* Weight health: when iterations are far shorter than a message's trip (1 ms steps, 20 ms
+ * links), asynchronous ranks run 20 rounds ahead of what they receive and their weights halve
+ * each round (to 1e-6 here): each rank warns once, and summary.json says how far they fell.
+ * The faithful default waits for round t's messages: every weight stays 1. */
+START_TEST(test_weight_health)
+{
+    char dir[4096], log[4200];
+    tr_workdir_path(dir, sizeof dir, "health_async");
+    const char *args = "--model mlp:16-32-4 --data gauss:dim=16,classes=4,train=4000,test=500 "
+                       "--batch 32 --threads 1 --epochs 2 --algo sgp --link latency=20ms";
+    char a[1024];
+    snprintf(a, sizeof a, "%s --delay-bound none --sgp-step z", args);
+    int st = sim_job(dir, "-n 4 --sim-compute fixed:1", a, 60);
+    if (st) tr_show_log(dir);
+    ck_assert_int_eq(st, 0);
+    ck_assert_msg(tr_summary_num(dir, "ps_weight_min") < 1e-3, "weights fell to %g only",
+                  tr_summary_num(dir, "ps_weight_min"));
+    ck_assert(tr_summary_num(dir, "staleness_p99") >= 10);
+    snprintf(log, sizeof log, "%s.log", dir);
+    size_t n = 0;
+    unsigned char *text = slurp(log, &n);
+    ck_assert(text);
+    int warnings = 0;
+    for (const char *p = (const char *)text; (p = strstr(p, "left [0.001, 1000]")); p++) warnings++;
+    free(text);
+    ck_assert_msg(warnings == 4, "%d weight warnings for 4 ranks", warnings);
+    tr_workdir_path(dir, sizeof dir, "health_faithful");
+    st = sim_job(dir, "-n 4 --sim-compute fixed:1", args, 60);
+    if (st) tr_show_log(dir);
+    ck_assert_int_eq(st, 0);
+    ck_assert(tr_summary_num(dir, "ps_weight_min") == 1 &&
+              tr_summary_num(dir, "ps_weight_max") == 1);
+    ck_assert(tr_summary_num(dir, "staleness_max") == 0);
+    snprintf(log, sizeof log, "%s.log", dir);
+    ck_assert(!tr_file_has(log, "left [0.001, 1000]"));
+}
+END_TEST
+
 /* A crashed rank: the survivors of a tolerant algorithm finish and report it, and no push-sum
  * mass is lost. */
 START_TEST(test_crash)
@@ -412,6 +450,7 @@ int main(void)
     TR_ADD_TEST(tc, test_exp1peer_exact, why);
     TR_ADD_TEST(tc, test_straggler_virtual, why);
     TR_ADD_TEST(tc, test_end_answers, why);
+    TR_ADD_TEST(tc, test_weight_health, why);
     TR_ADD_TEST(tc, test_time_budget, why);
     TR_ADD_TEST(tc, test_crash, why);
     TR_ADD_TEST(tc, test_every_algorithm, why);
