@@ -277,7 +277,7 @@ static int reclaim(hs_algo_t *a, int p)
 {
     hs_dist_t *d = a->d;
     if (a->gone[p] == GONE_DONE || a->gone[p] == GONE_UNKNOWN) return 0;
-    if (!a->sent_n[p]) {
+    if (!a->sent_n[p] && !a->replies_sent[p]) {
         a->gone[p] = GONE_DONE;
         return 0;
     }
@@ -515,7 +515,8 @@ static int settle(hs_algo_t *a)
      * says -EBUSY for one that still runs). One that exited having taken everything may just
      * have finished first: not a failure. */
     for (int j = 0; j < d->size && rc == 0; j++) {
-        if (j == d->rank || !a->sent_n[j] || a->gone[j] == GONE_DONE || a->gone[j] == GONE_UNKNOWN)
+        if (j == d->rank || (!a->sent_n[j] && !a->replies_sent[j]) || a->gone[j] == GONE_DONE ||
+            a->gone[j] == GONE_UNKNOWN)
             continue;
         if (hs_dist_peer_dead(d, j)) {
             rc = reclaim(a, j);
@@ -574,6 +575,14 @@ static int answer(hs_algo_t *a)
 {
     hs_dist_t *d = a->d;
     int k = 0;
+    /* the previous answers delivered first (a failed one's share comes back here, which moves
+     * z: every share below is then sent from one z) */
+    for (int j = 0; j < d->size; j++) {
+        lock(a);
+        long owed = a->owe[j];
+        unlock(a);
+        if (owed) HS_TRY(settle_reply(a, j));
+    }
     lock(a);
     for (int j = 0; j < d->size; j++) {
         if (a->owe[j] && hs_dist_peer_dead(d, j)) a->owe[j] = 0;
@@ -581,41 +590,43 @@ static int answer(hs_algo_t *a)
     }
     unlock(a);
     if (!k) return 0;
-    double t0 = hs_exec_now(d->x), share = a->w / (k + 1), kept = a->w;
+    double t0 = hs_exec_now(d->x), share = a->w / (k + 1), sent = 0;
     const float *host = NULL;
-    for (int j = 0; j < d->size; j++) {
+    int rc = 0;
+    for (int j = 0; j < d->size && rc == 0; j++) {
         lock(a);
         long owed = a->owe[j], it = a->last_iter[j];
         a->owe[j] = 0;
         unlock(a);
-        if (!owed) continue;
-        HS_TRY(settle_reply(a, j));
-        if (hs_dist_peer_dead(d, j)) continue;
-        if (!a->rep_buf[j] && !(a->rep_buf[j] = hs_malloc(a->msg_bytes, "answer snapshot")))
-            return -ENOMEM;
+        if (!owed || hs_dist_peer_dead(d, j)) continue;
+        if (!a->rep_buf[j] && !(a->rep_buf[j] = hs_malloc(a->msg_bytes, "answer snapshot"))) {
+            rc = -ENOMEM;
+            break;
+        }
         hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)a->rep_buf[j];
         float *pz = (float *)(a->rep_buf[j] + sizeof *h);
         if (host)
             memcpy(pz, host, a->n * sizeof(float));
-        else
-            HS_TRY(d->k->ops->to_host(d->k, pz, model_z(a), a->n * sizeof(float)));
+        else if ((rc = d->k->ops->to_host(d->k, pz, model_z(a), a->n * sizeof(float))) < 0)
+            break;
         host = pz;
         hs_ps_hdr_init(h, HS_PS_REPLY, d->rank, it, share, a->n);
         if (hs_transport_isend(d->t, j, HS_TAG_GOSSIP, a->rep_buf[j], a->msg_bytes,
                                &a->rep_req[j]) < 0) {
+            /* nothing left: its share stays (what it never took is taken back at the end) */
             a->rep_req[j] = NULL;
-            HS_TRY(peer_gone(a, j, hs_last_error()));
+            hs_dist_peer_failed(d, j, it + 1, hs_last_error());
             continue;
         }
         a->rep_share[j] = share;
         a->replies_sent[j]++;
         a->sent_w[j] += share;
-        kept -= share;
+        sent += share;
         d->st.bytes_sent += a->msg_bytes;
     }
-    a->w = kept; /* (z is unchanged by keeping a share: only w scales) */
+    a->w -= sent; /* (z is unchanged by keeping a share: only w scales) */
     d->st.comm_s += elapsed(a, t0);
-    return 0;
+    return rc;
 }
 
 /* An end-of-run notice (DONE or FIN, no payload) to p; a failed one reports p. */

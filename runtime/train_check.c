@@ -144,6 +144,9 @@ static int check_bounds(const hs_train_opts_t *o, const hs_algo_ops_t *ops)
                       "--time-budget applies to --algo %s (--algo %s needs every rank to run the "
                       "same iterations)",
                       algos_with(HS_ALGO_BUDGET, names, sizeof names), ops->name);
+    if (o->time_budget_s > 0 && o->checkpoint_every > 0)
+        return HS_ERR(-EINVAL, "--time-budget and --checkpoint-every: every rank checkpoints at "
+                               "the same iteration, which a time budget cannot promise; give one");
     return 0;
 }
 
