@@ -3,26 +3,29 @@
  *
  * Push-sum state: the weight w (double, starts at 1) and the numerator x = w z. This file
  * keeps (z, w) rather than (x, w): the model's parameter buffer holds z, the point where the
- * gradient is computed, and x is implicit. Round t:
- *   1. the local optimizer steps z (momentum local, never gossiped, never scaled by w), and
- *      x moves by w times that step (see docs/algorithms.md, "de-biased step");
+ * gradient is computed, and x is implicit. Round t (docs/algorithms.md has the equations):
+ *   1. the local step on x, as in the paper: the optimizer runs on z with lr / w, so x moves by
+ *      lr times the update (momentum local, never gossiped, never scaled by w); --sgp-step z
+ *      steps z instead (x moves by w times the step), a robustness option;
  *   2. wait until the sends of round t - tau have completed (their snapshot buffers are
  *      reused): SGP has tau = 1, OSGP --tau K lets K rounds travel behind the computation;
  *   3. for each out-peer j of iteration t: a snapshot of its own (never a buffer that is
  *      accumulated into) holding the weight share s_j = p_j w and z (the x share is s_j z),
  *      posted; keep p_self w (plus the shares of peers known dead);
- *   4. add what has arrived: x += sum_m s_m z_m, w += sum_m s_m, i.e.
- *      z <- (w_kept z + sum_m s_m z_m) / (w_kept + sum_m s_m);
- *   5. the model's parameters are z.
- * Keeping z and only ever forming weighted means is the same push-sum, but immune to the
- * scale of w: a rank whose out-peer is silent (paused) loses weight geometrically, and an
- * explicit float x = w z would underflow to zero within a few hundred rounds (and an unscaled
- * step on x would move z by lr / w; --sgp-step x takes that step, for fidelity to the
- * paper, and needs --delay-bound). A service (hearsay/exec.h) keeps receives posted per
- * in-peer (HS_TAG_GOSSIP) and folds every message into a running weighted mean as soon as it
- * arrives, so a sleeping or paused worker still receives and its senders never stall on it;
- * step 4 swaps that accumulator out under the service lock. Nothing here waits for a peer's
- * computation.
+ *   4. the delay bound D (--delay-bound; sgp 0, osgp tau, none: asynchronous): wait until every
+ *      live in-peer's messages of rounds <= t - D are in (bound_staleness);
+ *   5. add what has arrived: x += sum_m s_m z_m, w += sum_m s_m, i.e.
+ *      z <- (w_kept z + sum_m s_m z_m) / (w_kept + sum_m s_m); the model's parameters are z.
+ * Keeping z and only ever forming weighted means is the same push-sum without a float x that
+ * could underflow when w drifts. A service (hearsay/exec.h) keeps receives posted per in-peer
+ * and out-peer (HS_TAG_GOSSIP) and folds every message into a running weighted mean as soon as
+ * it arrives, so a sleeping or paused worker still receives and its senders never stall on it;
+ * step 5 swaps that accumulator out under the service lock. Only step 4 waits for peers'
+ * computation, for in-peers only.
+ *
+ * The end of the run (sgp_finish): DONE to the out-peers (how many messages each got), then
+ * every GOSSIP that arrives is answered (REPLY) until the in-peers are done (FIN to each) and
+ * the out-peers' answers are in: nothing is lost, and a rank still training is never alone.
  *
  * Failures (docs/algorithms.md, "Failures"): before each round every out-peer is asked after
  * (hs_exec_alive without waiting); a dead one gets no more shares, its share of each round
