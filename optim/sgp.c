@@ -873,12 +873,6 @@ static void sgp_finalize(hs_algo_t **ap)
     *ap = NULL;
 }
 
-/* The delay bound in force: --delay-bound, or the paper's (SGP: 0; OSGP: tau). */
-static long bound_of(const hs_dist_t *d, long paper)
-{
-    return d->o->delay_bound == HS_DELAY_AUTO ? paper : d->o->delay_bound;
-}
-
 static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound)
 {
     *out = NULL;
@@ -1008,12 +1002,12 @@ fail:
 
 static int sgp_init(hs_algo_t **out, hs_dist_t *d)
 {
-    return sgp_open(out, d, 1, bound_of(d, 0));
+    return sgp_open(out, d, 1, hs_algo_delay_bound(&hs_algo_sgp_ops, d->o));
 }
 
 static int osgp_init(hs_algo_t **out, hs_dist_t *d)
 {
-    return sgp_open(out, d, d->o->tau, bound_of(d, d->o->tau));
+    return sgp_open(out, d, d->o->tau, hs_algo_delay_bound(&hs_algo_osgp_ops, d->o));
 }
 
 static double sgp_weight(const hs_algo_t *a)

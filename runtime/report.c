@@ -324,6 +324,13 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
     json_num(f, "target_acc", o->target_acc > 0 ? o->target_acc : NAN);
     json_num(f, "time_to_target_s", res->time_to_target_s);
     json_num(f, "time_budget_s", fi->time_budget_s > 0 ? fi->time_budget_s : NAN);
+    if (fi->sgp_step) { /* the variant of SGP that ran (docs/algorithms.md) */
+        if (fi->delay_bound >= 0)
+            fprintf(f, "  \"delay_bound\": %ld,\n", fi->delay_bound);
+        else
+            json_str(f, "delay_bound", "none");
+        json_str(f, "sgp_step", fi->sgp_step);
+    }
     /* health over every rank that finished: the weight's range, the staleness of every applied
      * message (one histogram for the job), the iterations each trained */
     double wmin = INFINITY, wmax = -INFINITY, smax = -1, hist[HS_STALE_BINS] = {0};

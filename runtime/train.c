@@ -552,21 +552,24 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
         (d->rank == 0 ? trained : (double)(T - R->start) * d->size) * o->batch / wall;
     if (rc == 0 && d->rank == 0) {
         await_failed_exit(R, all);
-        hs_report_final_t fi = {.algo = R->ops->name,
-                                .clock = strcmp(R->x->ops->name, "virtual") ? "wall" : "virtual",
-                                .graph = R->topo ? hs_topo_spec(R->topo) : NULL,
-                                .transport = R->t ? hs_transport_provider(R->t) : NULL,
-                                .tau = (R->ops->flags & HS_ALGO_TAU) ? o->tau : 1,
-                                .progress_thread = R->t ? o->progress_thread : 0,
-                                .num_params = d->n,
-                                .iterations = T,
-                                .time_budget_s = o->time_budget_s,
-                                .wall_s = wall,
-                                .samples_per_s = r->samples_per_s,
-                                .bayes_acc = r->bayes_acc,
-                                .all = all,
-                                .avg = &avg,
-                                .failed_at = R->failed_at};
+        hs_report_final_t fi = {
+            .algo = R->ops->name,
+            .clock = strcmp(R->x->ops->name, "virtual") ? "wall" : "virtual",
+            .graph = R->topo ? hs_topo_spec(R->topo) : NULL,
+            .transport = R->t ? hs_transport_provider(R->t) : NULL,
+            .tau = (R->ops->flags & HS_ALGO_TAU) ? o->tau : 1,
+            .progress_thread = R->t ? o->progress_thread : 0,
+            .num_params = d->n,
+            .iterations = T,
+            .time_budget_s = o->time_budget_s,
+            .delay_bound = hs_algo_delay_bound(R->ops, &R->ao),
+            .sgp_step = (R->ops->flags & HS_ALGO_DELAY) ? (o->sgp_step_x ? "x" : "z") : NULL,
+            .wall_s = wall,
+            .samples_per_s = r->samples_per_s,
+            .bayes_acc = r->bayes_acc,
+            .all = all,
+            .avg = &avg,
+            .failed_at = R->failed_at};
         rc = hs_report_finish(R->rep, &fi, r);
     } else if (rc == 0) {
         r->final_test_loss = tl;

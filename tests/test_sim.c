@@ -334,6 +334,8 @@ START_TEST(test_weight_health)
     for (const char *p = (const char *)text; (p = strstr(p, "left [0.001, 1000]")); p++) warnings++;
     free(text);
     ck_assert_msg(warnings == 4, "%d weight warnings for 4 ranks", warnings);
+    ck_assert(tr_summary_has(dir, "\"delay_bound\": \"none\""));
+    ck_assert(tr_summary_has(dir, "\"sgp_step\": \"z\""));
     tr_workdir_path(dir, sizeof dir, "health_faithful");
     st = sim_job(dir, "-n 4 --sim-compute fixed:1", args, 60);
     if (st) tr_show_log(dir);
@@ -343,6 +345,15 @@ START_TEST(test_weight_health)
     ck_assert(tr_summary_num(dir, "staleness_max") == 0);
     snprintf(log, sizeof log, "%s.log", dir);
     ck_assert(!tr_file_has(log, "left [0.001, 1000]"));
+    /* the variant that ran is in the summary: the papers' bounds (SGP 0, OSGP tau) */
+    ck_assert(tr_summary_has(dir, "\"delay_bound\": 0,"));
+    ck_assert(tr_summary_has(dir, "\"sgp_step\": \"x\""));
+    tr_workdir_path(dir, sizeof dir, "health_osgp");
+    snprintf(a, sizeof a, "%s --algo osgp --tau 3", args);
+    ck_assert_int_eq(sim_job(dir, "-n 4 --sim-compute fixed:1", a, 60), 0);
+    ck_assert(tr_summary_has(dir, "\"delay_bound\": 3,"));
+    ck_assert_msg(tr_summary_num(dir, "staleness_max") <= 3, "OSGP tau 3: staleness %g",
+                  tr_summary_num(dir, "staleness_max"));
 }
 END_TEST
 

@@ -266,6 +266,15 @@ const hs_algo_ops_t *hs_algo_find(const char *name);
 const char *hs_algo_names(void);
 /* The i-th registered algorithm (NULL past the end). */
 const hs_algo_ops_t *hs_algo_at(int i);
+/* The delay bound in force for `ops` (HS_ALGO_DELAY) with options o: --delay-bound, or the
+ * paper's (tau with HS_ALGO_TAU: OSGP; else 0: SGP); HS_DELAY_NONE without one. */
+static inline long hs_algo_delay_bound(const hs_algo_ops_t *ops, const hs_algo_opts_t *o)
+{
+    if (!(ops->flags & HS_ALGO_DELAY)) return HS_DELAY_NONE;
+    if (o->delay_bound != HS_DELAY_AUTO) return o->delay_bound;
+    return (ops->flags & HS_ALGO_TAU) ? o->tau : 0;
+}
+
 /* The push-sum weight of a (1 without one). */
 static inline double hs_algo_weight(const hs_algo_ops_t *ops, const hs_algo_t *a)
 {
