@@ -32,6 +32,8 @@ void hs_train_algo_opts(const hs_train_opts_t *o, hs_algo_opts_t *ao)
     *ao = (hs_algo_opts_t){.tau = o->tau,
                            .delay_bound = o->delay_bound,
                            .sgp_step_x = o->sgp_step_x,
+                           .period = o->period,
+                           .seed = o->seed,
                            .alpha = o->alpha,
                            .centers = o->centers,
                            .center_path = o->center_path,

@@ -54,6 +54,7 @@ void hs_train_opts_defaults(hs_train_opts_t *o)
     o->pull_local = 0.1;
     o->pull_global = 0.1;
     o->leader_window = 10;
+    o->period = 4;
 }
 
 int hs_mkdir_p(const char *path)

@@ -60,6 +60,7 @@ typedef struct hs_train_opts {
                                     * rounds <= t - D has been mixed (-1: none, asynchronous) */
     int sgp_step_x;                /* SGP/OSGP: 1 = the paper's step on x (z moves by the
                                     * step / w), 0 = the step on z (default) */
+    int period;                    /* local SGD: local steps between two averages (>= 1) */
     const char *const *stragglers; /* --straggler specs (n_stragglers of them) */
     size_t n_stragglers;
     const char *link;       /* link shaping spec (NULL: none), hearsay/shaping.h */
@@ -71,6 +72,7 @@ typedef struct hs_train_opts {
     double init_spread;     /* add N(0, init_spread) noise per rank to the initial
                                parameters (gossip-averaging studies and tests) */
     int dump_params;        /* write DIR/rank-R.init.f32 and DIR/rank-R.final.f32 */
+    int dump_trajectory;    /* write DIR/rank-R.traj.f32: the parameters after every iteration */
     /* EASGD / EAMSGD and leader-SGD (o->tau is their communication period, default 1). */
     double alpha;            /* EASGD moving rate (<= 0: 0.9 / ranks) */
     const char *centers;     /* ranks holding the center shards ("0,2-3"; NULL/"" = all) */
