@@ -249,9 +249,12 @@ static int active_round(hs_algo_t *a, long t)
 static int adpsgd_step(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
+    /* a passive's step and the copy of x into the parameters are one critical section: the
+     * next gradient is taken at x right after this step, whatever is averaged in later */
     lock(a);
     int rc = local_step(a);
     if (rc == 0) a->steps++;
+    if (rc == 0 && a->passive) rc = publish(a);
     long msgs = a->msgs, bin = a->bytes_in;
     uint64_t bout = a->bytes_out;
     a->msgs = a->bytes_in = 0;
@@ -261,12 +264,10 @@ static int adpsgd_step(hs_algo_t *a, long t)
     d->st.msgs_applied += msgs;
     d->st.bytes_recv += (uint64_t)bin;
     d->st.bytes_sent += bout;
-    if (!a->passive) HS_TRY(active_round(a, t));
     HS_TRY(hs_svc_error(d->x, a->svc));
-    lock(a);
-    rc = publish(a);
-    unlock(a);
-    return rc;
+    if (a->passive) return 0;
+    HS_TRY(active_round(a, t));
+    return publish(a); /* an active is the only writer of its x */
 }
 
 /* The end of an active's run: FIN to every passive neighbour still alive. */
@@ -546,7 +547,7 @@ const hs_algo_ops_t hs_algo_adpsgd_ops = {
     .name = "adpsgd",
     .help = "AD-PSGD: asynchronous pairwise averaging with a random neighbour (bipartite graph)",
     .flags = HS_ALGO_GRAPH | HS_ALGO_UNDIRECTED | HS_ALGO_COMM | HS_ALGO_TOLERANT,
-    .default_graph = "biring",
+    .default_graph = "bipartite",
     .init = adpsgd_init,
     .step = adpsgd_step,
     .drain = adpsgd_drain,

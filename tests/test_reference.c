@@ -1,0 +1,147 @@
+/*
+ * tests/test_reference.c — reference equivalence: every distributed algorithm follows an
+ * independent reference of its paper's equations, iteration by iteration.
+ *
+ * Each case runs `hearsay sim` in lockstep (fixed 10 ms steps, so the run is deterministic)
+ * on a convex task (logistic regression on a small gauss mixture; momentum 0.9 and weight decay
+ * 5e-4 as the defaults are) for 50 iterations on 4 and on 8 workers, with --dump-params (the
+ * initial parameters) and --dump-trajectory (every rank's parameters after every iteration).
+ * tests/ref_algos.py (plain NumPy, run with /usr/bin/python3; it shares no code with optim/)
+ * rebuilds the data, the shards and the data order from the documented generators, runs the
+ * algorithm in float64 and fails when any rank's parameters leave it by more than 1e-5
+ * relative (infinity norm) at any iteration. The figures go to this test's log.
+ *   - sgp: --sgp-step x --delay-bound 0 over exp1peer (the paper's synchronous SGP);
+ *   - osgp --tau 2 --delay-bound 2 with 15 ms links: every message is mixed exactly 2 rounds
+ *     after it was sent (it arrives 2.5 steps later), which the reference mirrors;
+ *   - dpsgd (biring, Metropolis weights), allreduce, easgd (tau 1, alpha 0.9 / n: every
+ *     worker meets the same center), eamsgd (Nesterov, tau 2), localsgd --period 5;
+ *   - adpsgd over the bipartite graph, given the pairings the run logged
+ *     (DIR/rank-R-adpsgd.csv): the reference replays them.
+ * Skipped (exit 77) without /usr/bin/python3 and NumPy.
+ */
+#include "hearsay/common.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/runlib.h"
+
+#define PYTHON "/usr/bin/python3"
+#define TASK                                                                                       \
+    "--model logreg:8-3 --data gauss:dim=8,classes=3,train=512,test=100 --batch 8 --epochs 8 "     \
+    "--max-iters 50 --eval-every 0 -q --dump-params --dump-trajectory"
+
+static char g_script[4096];
+
+typedef struct ref_case {
+    const char *algo;
+    const char *flags;   /* the algorithm's own flags, explicit (no default is relied on) */
+    const char *refargs; /* extra arguments of the reference */
+} ref_case_t;
+
+static const ref_case_t cases[] = {
+    {"sgp", "--graph exp1peer --sgp-step x --delay-bound 0", ""},
+    {"osgp", "--graph exp1peer --sgp-step x --tau 2 --delay-bound 2 --link latency=15ms",
+     "--delay 2"},
+    {"dpsgd", "--graph biring", ""},
+    {"allreduce", "", ""},
+    {"easgd", "--tau 1 --alpha 0", ""},
+    {"eamsgd", "--tau 2 --alpha 0 --nesterov", ""},
+    {"localsgd", "--period 5", ""},
+    {"adpsgd", "--graph bipartite", ""},
+};
+
+/* Print FILE (the reference's verdict) to this test's log. */
+static void show(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) fputs(line, stdout);
+    fclose(f);
+    fflush(stdout);
+}
+
+static void check_case(const ref_case_t *c, int n)
+{
+    char dir[4096], name[64], log[4200], rlog[4200];
+    snprintf(name, sizeof name, "%s_%d", c->algo, n);
+    tr_workdir_path(dir, sizeof dir, name);
+    snprintf(log, sizeof log, "%s.log", dir);
+    snprintf(rlog, sizeof rlog, "%s.ref.log", dir);
+    tr_rm_rf(dir);
+    tr_args_t a;
+    tr_args_init(&a);
+    tr_args_add(&a, tr_hearsay());
+    tr_args_add(&a, "sim");
+    tr_args_add(&a, "-n");
+    tr_args_addf(&a, "%d", n);
+    tr_args_split(&a, "--sim-compute fixed:10 --algo");
+    tr_args_add(&a, c->algo);
+    tr_args_split(&a, TASK);
+    tr_args_split(&a, c->flags);
+    tr_args_add(&a, "--out");
+    tr_args_add(&a, dir);
+    tr_opts_t o = {.log = log};
+    int st = tr_cmd(TR_ARGV(&a), &o, 60, NULL);
+    tr_args_free(&a);
+    if (st != 0) tr_show_log(dir);
+    ck_assert_msg(st == 0, "%s n=%d: hearsay sim: %s", c->algo, n, tr_status_text(st));
+
+    tr_args_init(&a);
+    tr_args_add(&a, PYTHON);
+    tr_args_add(&a, g_script);
+    tr_args_add(&a, dir);
+    tr_args_add(&a, c->algo);
+    tr_args_split(&a, c->refargs);
+    tr_args_split(&a, "--tol 1e-5");
+    tr_opts_t ro = {.log = rlog};
+    st = tr_cmd(TR_ARGV(&a), &ro, 60, NULL);
+    tr_args_free(&a);
+    show(rlog);
+    ck_assert_msg(st == 0, "%s n=%d: the trajectory leaves the reference (%s; see %s)", c->algo, n,
+                  tr_status_text(st), rlog);
+}
+
+START_TEST(test_reference)
+{
+    const ref_case_t *c = &cases[_i / 2];
+    check_case(c, _i % 2 ? 8 : 4);
+}
+END_TEST
+
+/* NULL when /usr/bin/python3 with NumPy and the reference script are here, else why not. */
+static const char *need_python(void)
+{
+    static char why[4200];
+    const char *src = getenv("HS_SRCDIR");
+    snprintf(g_script, sizeof g_script, "%s/tests/ref_algos.py", src && *src ? src : ".");
+    FILE *f = fopen(g_script, "r");
+    if (!f) {
+        snprintf(why, sizeof why, "%s not found (set HS_SRCDIR to the source tree)", g_script);
+        return why;
+    }
+    fclose(f);
+    const char *argv[] = {PYTHON, "-c", "import numpy", NULL};
+    tr_opts_t o = {0};
+    if (tr_cmd(argv, &o, 30, NULL) != 0) return PYTHON " with NumPy is not available";
+    return NULL;
+}
+
+int main(void)
+{
+    const char *why = tr_require(NULL, NULL);
+    if (!why) why = need_python();
+    if (tr_workdir_init("reference") < 0) return 1;
+    Suite *s = suite_create("reference");
+    TCase *tc = tcase_create("reference");
+    tcase_set_timeout(tc, 120);
+    if (why)
+        tr_skip("test_reference", "%s", why);
+    else
+        tcase_add_loop_test(tc, test_reference, 0, 2 * (int)HS_ARRAY_LEN(cases));
+    suite_add_tcase(s, tc);
+    return tr_run_suite(s);
+}
