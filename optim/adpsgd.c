@@ -73,6 +73,7 @@ struct hs_algo {
     long msgs, bytes_in; /* not yet counted in d->st */
     uint64_t bytes_out;
     unsigned char *fin; /* (size) FIN received from an active */
+    long *last;         /* (size) iterations a partner had done when last heard from */
     long exchanges;     /* active: averages done (checkpoint state) */
 };
 
@@ -143,6 +144,7 @@ static int pas_msg(void *ctx, int slot, const void *buf, const hs_tstatus_t *st)
     float *xr = (float *)(r + 1);
     const float *xi = (const float *)(h + 1);
     lock(a);
+    a->last[src] = h->iteration + 1;
     hs_ps_hdr_init(r, HS_PS_PAIR_REP, d->rank, a->steps, 1.0, a->n);
     r->aux[0] = (double)a->served++;
     memcpy(xr, a->x, a->n * sizeof(float));
@@ -190,7 +192,7 @@ static int await_reply(hs_algo_t *a, int p, long t, hs_treq_t **reqs)
         }
         for (int i = 0; i < 2; i++)
             if (reqs[i]) hs_transport_req_free(d->t, &reqs[i]);
-        hs_dist_peer_failed(d, p, t, why);
+        hs_dist_peer_failed(d, p, a->last[p], why);
         return 0;
     }
     return got;
@@ -211,7 +213,7 @@ static int active_round(hs_algo_t *a, long t)
     if (!hs_exec_alive(d->x, p, 0)) {
         char why[96];
         snprintf(why, sizeof why, "exited (seen before round %ld's average)", t);
-        hs_dist_peer_failed(d, p, t, why);
+        hs_dist_peer_failed(d, p, a->last[p], why);
         return 0;
     }
     double t0 = hs_exec_now(d->x);
@@ -224,7 +226,7 @@ static int active_round(hs_algo_t *a, long t)
     if (rc < 0) {
         for (int i = 0; i < 2; i++)
             if (reqs[i]) hs_transport_req_free(d->t, &reqs[i]);
-        hs_dist_peer_failed(d, p, t, hs_last_error());
+        hs_dist_peer_failed(d, p, a->last[p], hs_last_error());
         return 0;
     }
     d->st.bytes_sent += a->msg_bytes;
@@ -236,6 +238,7 @@ static int active_round(hs_algo_t *a, long t)
     if (!got) return 0;
     const hs_ps_hdr_v1_t *r = (const hs_ps_hdr_v1_t *)a->rbuf;
     half(a->x, (const float *)(r + 1), a->n);
+    a->last[p] = r->iteration;
     a->exchanges++;
     d->st.msgs_applied++;
     d->st.staleness_sum += (double)(t + 1 - r->iteration);
@@ -324,12 +327,13 @@ static int await_fins(hs_algo_t *a)
         for (int j = 0; j < d->size; j++) {
             lock(a);
             int waiting = a->nbr[j] && !a->fin[j];
+            long last = a->last[j];
             unlock(a);
             if (!waiting || hs_dist_peer_dead(d, j)) continue;
             if (silent)
-                hs_dist_peer_failed(d, j, d->iter, "silent at the end of the run (AD-PSGD)");
+                hs_dist_peer_failed(d, j, last, "silent at the end of the run (AD-PSGD)");
             else if (!hs_dist_probe_alive(d, j))
-                hs_dist_peer_failed(d, j, d->iter, "exited before the end of its run (AD-PSGD)");
+                hs_dist_peer_failed(d, j, last, "exited before the end of its run (AD-PSGD)");
         }
     }
 }
@@ -360,6 +364,7 @@ static void adpsgd_finalize(hs_algo_t **ap)
     free(a->reply_req);
     free(a->reply);
     free(a->fin);
+    free(a->last);
     free(a->nbr);
     free(a->peers);
     free(a->x);
@@ -450,14 +455,15 @@ static int adpsgd_init(hs_algo_t **out, hs_dist_t *d)
     a->peers = hs_calloc((size_t)a->maxdeg, sizeof *a->peers, "neighbours");
     a->nbr = hs_calloc(ns, 1, "neighbour set");
     a->fin = hs_calloc(ns, 1, "finished actives");
+    a->last = hs_calloc(ns, sizeof *a->last, "last heard");
     a->reply = hs_calloc(ns, sizeof *a->reply, "reply buffers");
     a->reply_req = hs_calloc(ns, sizeof *a->reply_req, "reply requests");
     a->x = hs_malloc(a->n * sizeof(float), "model");
     a->sbuf = hs_malloc(a->msg_bytes, "request buffer");
     a->rbuf = hs_malloc(a->msg_bytes, "reply buffer");
     colour = hs_malloc(ns * sizeof *colour, "sides");
-    if (!a->peers || !a->nbr || !a->fin || !a->reply || !a->reply_req || !a->x || !a->sbuf ||
-        !a->rbuf || !colour)
+    if (!a->peers || !a->nbr || !a->fin || !a->last || !a->reply || !a->reply_req || !a->x ||
+        !a->sbuf || !a->rbuf || !colour)
         goto fail;
     if (!a->on_host && (rc = d->k->ops->alloc(d->k, a->n * sizeof(float), (void **)&a->dev)) < 0)
         goto fail;
