@@ -9,9 +9,9 @@
  * The paper avoids deadlock with a bipartite split, and so does the SGP reference code that
  * ships an AD-PSGD (facebookresearch/stochastic_gradient_push: even ranks passive, odd ranks
  * active, a blocking send then receive on the active side, a pending receive on the passive
- * side). Here: the graph (--graph, undirected; default biring) must be bipartite, its
- * 2-colouring (breadth-first from rank 0 = passive) splits the ranks; every edge joins an
- * active and a passive rank.
+ * side). Here: the graph (--graph, undirected; default `bipartite`, the reference's) must be
+ * bipartite, its 2-colouring (breadth-first from rank 0 = passive) splits the ranks; every edge
+ * joins an active and a passive rank.
  *   - An active rank i, in round t: takes its local step on its model x_i (gradient at the
  *     x_i it left in the parameters at the end of round t-1), draws a neighbour j of iteration t
  *     uniformly among those not known dead (seeded by --seed, the rank and t), sends x_i to j
@@ -249,6 +249,17 @@ static int active_round(hs_algo_t *a, long t)
                           line);
 }
 
+/* The service's averages since the last call, into this iteration's counters (lock held). */
+static void take_counts(hs_algo_t *a)
+{
+    hs_dist_t *d = a->d;
+    d->st.msgs_applied += a->msgs;
+    d->st.bytes_recv += (uint64_t)a->bytes_in;
+    d->st.bytes_sent += a->bytes_out;
+    a->msgs = a->bytes_in = 0;
+    a->bytes_out = 0;
+}
+
 static int adpsgd_step(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
@@ -258,15 +269,9 @@ static int adpsgd_step(hs_algo_t *a, long t)
     int rc = local_step(a);
     if (rc == 0) a->steps++;
     if (rc == 0 && a->passive) rc = publish(a);
-    long msgs = a->msgs, bin = a->bytes_in;
-    uint64_t bout = a->bytes_out;
-    a->msgs = a->bytes_in = 0;
-    a->bytes_out = 0;
+    take_counts(a);
     unlock(a);
     HS_TRY(rc);
-    d->st.msgs_applied += msgs;
-    d->st.bytes_recv += (uint64_t)bin;
-    d->st.bytes_sent += bout;
     HS_TRY(hs_svc_error(d->x, a->svc));
     if (a->passive) return 0;
     HS_TRY(active_round(a, t));
@@ -347,6 +352,7 @@ static int adpsgd_drain(hs_algo_t *a, int final)
     HS_TRY(hs_svc_error(d->x, a->svc));
     lock(a);
     int rc = publish(a);
+    take_counts(a);
     unlock(a);
     return rc;
 }
@@ -373,65 +379,6 @@ static void adpsgd_finalize(hs_algo_t **ap)
     if (a->dev) d->k->ops->free(d->k, a->dev);
     free(a);
     *ap = NULL;
-}
-
-/* The 2-colouring of the graph (the union over a period), breadth-first from the lowest
- * uncoloured rank with colour 0 (passive). -EINVAL naming the graph when it is not bipartite. */
-static int bipartition(hs_dist_t *d, int maxdeg, int *colour)
-{
-    int n = d->size, period = hs_topo_period(d->topo), rc = 0;
-    if (period < 1)
-        return HS_ERR(-EINVAL,
-                      "--algo adpsgd needs a static or periodic graph to split into active and "
-                      "passive ranks, and --graph %s is aperiodic",
-                      hs_topo_spec(d->topo));
-    unsigned char *adj = hs_calloc((size_t)n * n, 1, "adjacency");
-    int *queue = hs_malloc((size_t)n * sizeof *queue, "queue");
-    int *peers = hs_malloc((size_t)maxdeg * sizeof *peers, "peers");
-    if (!adj || !queue || !peers) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    for (long t = 0; t < period && rc == 0; t++)
-        for (int i = 0; i < n && rc == 0; i++) {
-            int c = 0;
-            rc = hs_topo_out_peers(d->topo, t, i, peers, NULL, maxdeg, &c, NULL);
-            for (int k = 0; k < c && rc == 0; k++) {
-                adj[(size_t)i * n + peers[k]] = 1;
-                adj[(size_t)peers[k] * n + i] = 1;
-            }
-        }
-    for (int i = 0; i < n; i++) colour[i] = -1;
-    for (int s = 0; s < n && rc == 0; s++) {
-        if (colour[s] >= 0) continue;
-        int head = 0, tail = 0;
-        colour[s] = 0;
-        queue[tail++] = s;
-        while (head < tail && rc == 0) {
-            int i = queue[head++];
-            for (int j = 0; j < n; j++) {
-                if (!adj[(size_t)i * n + j] || i == j) continue;
-                if (colour[j] < 0) {
-                    colour[j] = 1 - colour[i];
-                    queue[tail++] = j;
-                } else if (colour[j] == colour[i]) {
-                    rc = HS_ERR(-EINVAL,
-                                "--algo adpsgd pairs an active with a passive rank (Lian et al. "
-                                "2018), so its graph must be bipartite, and --graph %s on %d "
-                                "ranks is not (ranks %d and %d are neighbours on the same side; "
-                                "try biring or ring with an even number of ranks, hypercube, or "
-                                "torus with even sides)",
-                                hs_topo_spec(d->topo), n, i, j);
-                    break;
-                }
-            }
-        }
-    }
-out:
-    free(adj);
-    free(queue);
-    free(peers);
-    return rc;
 }
 
 static int adpsgd_init(hs_algo_t **out, hs_dist_t *d)
@@ -467,7 +414,11 @@ static int adpsgd_init(hs_algo_t **out, hs_dist_t *d)
         goto fail;
     if (!a->on_host && (rc = d->k->ops->alloc(d->k, a->n * sizeof(float), (void **)&a->dev)) < 0)
         goto fail;
-    if ((rc = bipartition(d, a->maxdeg, colour)) < 0) goto fail;
+    if ((rc = hs_topo_sides(d->topo, colour)) < 0) {
+        hs_error_prefix("--algo adpsgd pairs an active with a passive rank (Lian et al. 2018): "
+                        "its --graph must be bipartite");
+        goto fail;
+    }
     a->passive = colour[d->rank] == 0;
     for (long t = 0; t < hs_topo_period(d->topo) && rc == 0; t++) {
         int c = 0;
@@ -552,7 +503,8 @@ const hs_algo_ops_t hs_algo_adpsgd_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "adpsgd",
     .help = "AD-PSGD: asynchronous pairwise averaging with a random neighbour (bipartite graph)",
-    .flags = HS_ALGO_GRAPH | HS_ALGO_UNDIRECTED | HS_ALGO_COMM | HS_ALGO_TOLERANT,
+    .flags =
+        HS_ALGO_GRAPH | HS_ALGO_UNDIRECTED | HS_ALGO_BIPARTITE | HS_ALGO_COMM | HS_ALGO_TOLERANT,
     .default_graph = "bipartite",
     .init = adpsgd_init,
     .step = adpsgd_step,
