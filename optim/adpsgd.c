@@ -184,7 +184,11 @@ static int await_reply(hs_algo_t *a, int p, long t, hs_treq_t **reqs)
         } else {
             if (idx == 1) {
                 const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)a->rbuf;
-                HS_TRY(hs_ps_hdr_check(h, st.len, HS_PS_PAIR_REP, p, a->n));
+                int bad = hs_ps_hdr_check(h, st.len, HS_PS_PAIR_REP, p, a->n);
+                if (bad < 0) {
+                    if (reqs[0]) hs_transport_req_free(d->t, &reqs[0]);
+                    return bad;
+                }
                 d->st.bytes_recv += st.len;
                 got = 1;
             }
