@@ -446,6 +446,20 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
         return 2;
     }
     int rank0 = sim || hs_boot_rank(boot) == 0;
+    /* config.ini and summary.json record what runs: the algorithm's own defaults too (it
+     * showed graph = exp1peer for a dpsgd run on biring, nesterov = false for eamsgd) */
+    char num[32];
+    if (ops->default_graph && hs_cfg_source(cfg, "graph") == HS_CFG_DEFAULT)
+        hs_cfg_set(cfg, "graph", ops->default_graph);
+    if ((ops->flags & HS_ALGO_TAU) && hs_cfg_source(cfg, "tau") == HS_CFG_DEFAULT) {
+        snprintf(num, sizeof num, "%d", o.tau);
+        hs_cfg_set(cfg, "tau", num);
+    }
+    if ((ops->flags & HS_ALGO_PERIOD) && hs_cfg_source(cfg, "period") == HS_CFG_DEFAULT) {
+        snprintf(num, sizeof num, "%d", o.period);
+        hs_cfg_set(cfg, "period", num);
+    }
+    if (o.nesterov && !hs_cfg_bool(cfg, "nesterov")) hs_cfg_set(cfg, "nesterov", "true");
 
     if (o.out_dir) {
         char path[4096];
