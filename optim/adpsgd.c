@@ -2,21 +2,23 @@
  * optim/adpsgd.c — AD-PSGD, asynchronous decentralized parallel SGD (Lian, Zhang, Zhang, Liu,
  * ICML 2018): pairwise averaging with a random neighbour, atomic per pair, no barrier.
  *
- * The paper's update, for the worker i whose gradient is ready (x^ a possibly stale read of
- * x_i taken when the gradient computation started, j a random neighbour):
+ * The paper's update (its Algorithm 1), for the worker i whose gradient g(x^_i) is ready (x^_i
+ * a possibly stale read of x_i taken when the gradient computation started, j a random
+ * neighbour):
  *     x_i, x_j <- (x_i + x_j) / 2          atomically for the pair
- *     x_i      <- x_i - lr g(x^_i)         the local optimizer's step (momentum local)
+ *     x_i      <- x_i - lr u(g(x^_i))      then the local optimizer's step (momentum local)
  * The paper avoids deadlock with a bipartite split, and so does the SGP reference code that
  * ships an AD-PSGD (facebookresearch/stochastic_gradient_push: even ranks passive, odd ranks
  * active, a blocking send then receive on the active side, a pending receive on the passive
  * side). Here: the graph (--graph, undirected; default `bipartite`, the reference's) must be
  * bipartite, its 2-colouring (breadth-first from rank 0 = passive) splits the ranks; every edge
  * joins an active and a passive rank.
- *   - An active rank i, in round t: takes its local step on its model x_i (gradient at the
- *     x_i it left in the parameters at the end of round t-1), draws a neighbour j of iteration t
- *     uniformly among those not known dead (seeded by --seed, the rank and t), sends x_i to j
- *     and waits for j's reply x_j, then x_i <- (x_i + x_j) / 2 and the next gradient is taken at
- *     x_i. It is the only writer of x_i, so nothing changes x_i between its send and the reply.
+ *   - An active rank i, in round t (its gradient was taken at the x_i it left in the
+ *     parameters at the end of round t-1): draws a neighbour j of iteration t uniformly among
+ *     those not known dead (seeded by --seed, the rank and t), sends x_i to j and waits for j's
+ *     reply x_j, sets x_i <- (x_i + x_j) / 2, then takes its local step on x_i, where the next
+ *     gradient is taken. It is the only writer of x_i, so nothing changes x_i between its send
+ *     and the reply.
  *   - A passive rank j keeps a service (hearsay/exec.h) that answers every request at once, its
  *     own computation notwithstanding: under the service lock it copies x_j into the reply and
  *     sets x_j <- (x_i + x_j) / 2, then sends the reply. Its main thread takes its local steps
@@ -202,7 +204,7 @@ static int await_reply(hs_algo_t *a, int p, long t, hs_treq_t **reqs)
     return got;
 }
 
-/* One pairwise average of round t with a random live neighbour. */
+/* One pairwise average of round t with a random live neighbour (before the local step). */
 static int active_round(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
@@ -267,19 +269,19 @@ static void take_counts(hs_algo_t *a)
 static int adpsgd_step(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
+    /* an active averages first, then applies its gradient to the average (the paper's
+     * Algorithm 1: steps 3 and 4); it is the only writer of its x */
+    if (!a->passive) HS_TRY(active_round(a, t));
     /* a passive's step and the copy of x into the parameters are one critical section: the
      * next gradient is taken at x right after this step, whatever is averaged in later */
     lock(a);
     int rc = local_step(a);
     if (rc == 0) a->steps++;
-    if (rc == 0 && a->passive) rc = publish(a);
+    if (rc == 0) rc = publish(a);
     take_counts(a);
     unlock(a);
     HS_TRY(rc);
-    HS_TRY(hs_svc_error(d->x, a->svc));
-    if (a->passive) return 0;
-    HS_TRY(active_round(a, t));
-    return publish(a); /* an active is the only writer of its x */
+    return hs_svc_error(d->x, a->svc);
 }
 
 /* The end of an active's run: FIN to every passive neighbour still alive. */

@@ -320,7 +320,6 @@ def run_adpsgd(task, n, T, x0, log):
     steps = [0] * n
     seq = [0] * n
     nxt = [0] * n
-    stepped = [False] * n
     at = {p: sorted((v[2], v[1]) for a in log for v in log[a].values() if v[0] == p)
           for p in passives}
     traj = [[None] * n for _ in range(T + 1)]
@@ -338,11 +337,8 @@ def run_adpsgd(task, n, T, x0, log):
             t = nxt[a]
             if t >= T:
                 continue
-            if not stepped[a]:
-                local_step(a)
-                stepped[a] = True
             rec = log[a].get(t)
-            if rec is not None:
+            if rec is not None:  # the average first (Algorithm 1: steps 3 and 4)
                 p, ps, pq = rec
                 if steps[p] != ps or seq[p] != pq:
                     continue
@@ -350,9 +346,9 @@ def run_adpsgd(task, n, T, x0, log):
                 x[p] = 0.5 * x[p] + 0.5 * x[a]
                 x[a] = 0.5 * x[a] + 0.5 * old
                 seq[p] += 1
+            local_step(a)  # then the gradient taken at the end of round t-1
             snap[a] = x[a].copy()
             traj[t + 1][a] = x[a].copy()
-            stepped[a] = False
             nxt[a] += 1
             progress = True
         for p in passives:
