@@ -17,8 +17,8 @@
  *     worker meets the same center), eamsgd (Nesterov, tau 2), localsgd --period 5;
  *   - adpsgd over the bipartite graph, given the pairings the run logged
  *     (DIR/rank-R-adpsgd.csv): the reference replays them; every active averaged every round,
- *     and on 8 ranks two actives picked one passive in the same round (seen: 51 rounds of 50 x 4
- *     exchanges; 19 on 4 ranks), so pairs that meet a third rank are covered.
+ *     and on 8 ranks two actives picked one passive in the same round (seen: 51 times in 200
+ *     exchanges; 19 in 100 on 4 ranks), so pairs that meet a third rank are covered.
  * Skipped (exit 77) without /usr/bin/python3 and NumPy.
  */
 #include "hearsay/common.h"
