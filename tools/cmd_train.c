@@ -116,8 +116,9 @@ static hs_option_t train_options[] = {
      .type = HS_OPT_STRING,
      .def = "exp1peer",
      .metavar = "SPEC",
-     .help = "peer graph of sgp/osgp/dpsgd (see hearsay topo --help; an algorithm may have its "
-             "own default: dpsgd needs an undirected graph and defaults to biring)"},
+     .help = "peer graph of sgp/osgp/dpsgd/adpsgd (see hearsay topo --help; an algorithm may have "
+             "its own default: dpsgd needs an undirected graph and defaults to biring, adpsgd a "
+             "bipartite one and defaults to bipartite)"},
     {.name = "delay-bound",
      .type = HS_OPT_STRING,
      .def = "none",
@@ -150,7 +151,7 @@ static hs_option_t train_options[] = {
      .def = "4",
      .range = "[1, 1000000]",
      .metavar = "H",
-     .help = "localsgd: local steps between two exact averages of the models (default 4)"},
+     .help = "localsgd: local steps between two exact averages of the models"},
     {.name = "alpha",
      .type = HS_OPT_DOUBLE,
      .def = "0",
