@@ -58,7 +58,7 @@ static int loc_step(hs_algo_t *a, long t)
     hs_dist_t *d = a->d;
     HS_TRY(hs_dist_apply(d, 1.0));
     a->iters_done = t + 1;
-    if ((t + 1) % d->o->period == 0) return average(a, t);
+    if (a->ar && (t + 1) % d->o->period == 0) return average(a, t);
     return 0;
 }
 
@@ -66,7 +66,7 @@ static int loc_step(hs_algo_t *a, long t)
  * iterations were local. */
 static int loc_drain(hs_algo_t *a, int final)
 {
-    if (!final || a->iters_done == 0 || a->last_avg == a->iters_done) return 0;
+    if (!final || !a->ar || a->iters_done == 0 || a->last_avg == a->iters_done) return 0;
     return average(a, a->iters_done - 1);
 }
 
@@ -89,6 +89,10 @@ static int loc_init(hs_algo_t **out, hs_dist_t *d)
     if (!a) return -ENOMEM;
     a->d = d;
     a->last_avg = -1;
+    if (d->size == 1 || !d->t) { /* one worker: its own average */
+        *out = a;
+        return 0;
+    }
     hs_allreduce_opts_t ao;
     int rc = hs_allreduce_opts_default(&ao);
     if (rc < 0) goto fail;
