@@ -184,8 +184,8 @@ typedef struct hs_algo hs_algo_t;
 #define HS_ALGO_NESTEROV   0x20u  /* its local steps use Nesterov momentum (turned on) */
 #define HS_ALGO_PROGRESS   0x40u  /* needs the transport's progress thread (turned on) */
 #define HS_ALGO_TOLERANT   0x80u  /* survives failed peers (reports them, finishes) */
-#define HS_ALGO_PERIOD     0x100u /* uses --period */
-#define HS_ALGO_BIPARTITE  0x200u /* needs a bipartite graph (active and passive sides) */
+#define HS_ALGO_PERIOD     0x400u /* uses --period */
+#define HS_ALGO_BIPARTITE  0x800u /* needs a bipartite graph (active and passive sides) */
 
 typedef struct hs_algo_ops {
     size_t size;      /* sizeof(hs_algo_ops_t) of the build that filled it */
