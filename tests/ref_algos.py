@@ -8,14 +8,16 @@ initial parameters (DIR/rank-R.init.f32, --dump-params), runs the algorithm's eq
 its paper in float64 on logistic regression, and compares every rank's parameters after every
 iteration with DIR/rank-R.traj.f32 (--dump-trajectory).
 
-    ref_algos.py DIR ALGO [--delay D] [--tol 1e-5]
+    ref_algos.py DIR ALGO [--delay D] [--easgd-order alg1|alg2] [--tol 1e-5]
 
 reads the run's options from DIR/config.ini. ALGO: sgp, osgp, dpsgd, allreduce, easgd,
 localsgd, adpsgd (which replays the pairings of DIR/rank-R-adpsgd.csv). --delay D: a push-sum
 message of round t is mixed in round t + D (the run makes it so: lockstep steps of C ms and,
 for D > 0, links of (D - 0.5) C ms latency). Prints the largest relative deviation
 max_t,i ||x_i(t) - ref||_inf / ||ref||_inf and exits 0 when it is within --tol, 1 otherwise,
-2 on bad input.
+2 on bad input. --easgd-order: the paper's Algorithm 1 (easgd's default: the elastic exchange
+before the gradient step, at the point the gradient was taken) or Algorithm 2 as the code runs
+it (eamsgd's default: the exchange after the step).
 """
 import configparser
 import math
@@ -293,19 +295,32 @@ def run_localsgd(task, n, T, x0, period):
     return traj
 
 
-def run_easgd(task, n, T, x0, tau, alpha):
+def run_easgd(task, n, T, x0, tau, alpha, order):
+    """EASGD / EAMSGD with a synchronous center: in lockstep every worker reads the same x~,
+    then the adds land. order "alg1": the paper's Algorithm 1 (EASGD), the exchange at the
+    point where iteration t's gradient was taken when tau divides t, then the gradient step
+    from the moved x_i; "alg2": Algorithm 2's (EAMSGD) as the code runs it, the exchange after
+    the step of iteration t when tau divides t + 1 (the exchange that opens iteration t + 1)."""
     x = [p.copy() for p in x0]
     center = x0[0].copy()
     vel = [np.zeros_like(p) for p in x0]
     traj = [[p.copy() for p in x]]
-    for t in range(T):
+
+    def exchange():
+        nonlocal center
+        diffs = [alpha * (x[i] - center) for i in range(n)]
         for i in range(n):
-            x[i] = x[i] - task.lr * task.update(task.grad(i, t, x[i]), x[i], vel[i])
-        if (t + 1) % tau == 0:  # every worker meets the same center x~(t), then the adds land
-            diffs = [alpha * (x[i] - center) for i in range(n)]
-            for i in range(n):
-                x[i] = x[i] - diffs[i]
-            center = center + sum(diffs)
+            x[i] = x[i] - diffs[i]
+        center = center + sum(diffs)
+
+    for t in range(T):
+        grads = [task.grad(i, t, x[i]) for i in range(n)]
+        if order == "alg1" and t % tau == 0:
+            exchange()
+        for i in range(n):
+            x[i] = x[i] - task.lr * task.update(grads[i], x[i], vel[i])
+        if order == "alg2" and (t + 1) % tau == 0:
+            exchange()
         traj.append([p.copy() for p in x])
     return traj
 
@@ -403,7 +418,11 @@ def main():
         traj = run_localsgd(task, n, T, x0, int(cfg["period"]))
     elif algo in ("easgd", "eamsgd"):
         alpha = float(cfg["alpha"]) or 0.9 / n
-        traj = run_easgd(task, n, T, x0, int(cfg["tau"]), alpha)
+        order = opts.get("--easgd-order", "alg1" if algo == "easgd" else "alg2")
+        if order not in ("alg1", "alg2"):
+            print("reference: --easgd-order %s (alg1 or alg2)" % order)
+            return 2
+        traj = run_easgd(task, n, T, x0, int(cfg["tau"]), alpha, order)
     elif algo == "adpsgd":
         log = {}
         for r in range(n):
