@@ -19,14 +19,14 @@
 #define HS_PS_VERSION 1u
 
 typedef enum hs_ps_kind {
-    HS_PS_GOSSIP = 1,   /* SGP share: payload p * x, weight p * w */
-    HS_PS_NEIGHBOR = 2, /* D-PSGD: payload x (weight 1) */
-    HS_PS_EVAL = 3,     /* z snapshot to rank 0; aux: see hs_ps_eval_aux */
-    HS_PS_FINAL = 4,    /* end-of-run z + results; aux: see hs_ps_final_aux */
-    HS_PS_PAIR_REQ = 5, /* AD-PSGD active -> passive: x_i, iteration = the active's round */
-    HS_PS_PAIR_REP = 6, /* AD-PSGD passive -> active: x_j before the average; iteration = the
-                         * passive's local steps in x_j, aux[0] = its exchange number */
-    HS_PS_PAIR_FIN = 7, /* AD-PSGD active -> passive: no more requests (no payload) */
+    HS_PS_GOSSIP = 1,    /* SGP share: payload p * x, weight p * w */
+    HS_PS_NEIGHBOR = 2,  /* D-PSGD: payload x (weight 1) */
+    HS_PS_EVAL = 3,      /* z snapshot to rank 0; aux: see hs_ps_eval_aux */
+    HS_PS_FINAL = 4,     /* end-of-run z + results; aux: see hs_ps_final_aux */
+    HS_PS_PAIR_REQ = 8,  /* AD-PSGD active -> passive: x_i, iteration = the active's round */
+    HS_PS_PAIR_REP = 9,  /* AD-PSGD passive -> active: x_j before the average; iteration = the
+                          * passive's local steps in x_j, aux[0] = its exchange number */
+    HS_PS_PAIR_FIN = 10, /* AD-PSGD active -> passive: no more requests (no payload) */
 } hs_ps_kind_t;
 
 /* aux[] slots of EVAL and FINAL messages. */
