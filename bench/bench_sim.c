@@ -5,7 +5,7 @@
  *   scale     N workers of SGP on exp1peer with a small model (default 1,024 x logreg:64-10,
  *             200 iterations): host seconds, worker-steps per second, peak resident memory;
  *   overhead  a mid-sized model (default 64 x mlp:64-256-256-10, 200 iterations): the
- *             simulator's own share of the CPU (DIR/sim.json "overhead": scheduling, thread
+ *             simulator's own share of the run (DIR/sim.json "overhead": scheduling, thread
  *             switches, the simulated transport, the consensus measurement; everything that is
  *             not the workers' own code) and worker-steps per second.
  * The files of every thread count are compared byte for byte with those of the first: a
@@ -244,20 +244,23 @@ static int measure(const char *what, const char *self, int n, const char *model,
             same = ok ? "yes" : "NO";
             rm_dir(tmpl);
         }
+        char ov[32], ovj[32];
+        snprintf(ov, sizeof ov, isfinite(m.overhead) ? "%5.1f %%" : "    -  ", 100 * m.overhead);
+        snprintf(ovj, sizeof ovj, isfinite(m.overhead) ? "%.4f" : "null", m.overhead);
         if (json)
             printf("{\"bench\": \"sim\", \"measure\": \"%s\", \"algo\": \"sgp\", \"graph\": "
                    "\"exp1peer\", \"model\": \"%s\", \"n\": %d, \"iters\": %d, \"sim_threads\": "
-                   "%d, \"host_s\": %.3f, \"host_cpu_s\": %.3f, \"worker_cpu_s\": %.3f, "
-                   "\"overhead\": %.4f, \"steps\": %ld, \"steps_per_s\": %.1f, \"peak_rss_mib\": "
+                   "%d, \"host_s\": %.3f, \"host_cpu_s\": %.3f, \"worker_s\": %.3f, "
+                   "\"overhead\": %s, \"steps\": %ld, \"steps_per_s\": %.1f, \"peak_rss_mib\": "
                    "%.0f, \"same_as_first\": %s}\n",
-                   what, model, n, iters, threads[i], m.host_s, m.cpu_s, m.worker_s, m.overhead,
-                   m.steps, m.steps_per_s, m.rss_mib,
+                   what, model, n, iters, threads[i], m.host_s, m.cpu_s, m.worker_s, ovj, m.steps,
+                   m.steps_per_s, m.rss_mib,
                    i == 0 ? "null" : (!strcmp(same, "yes") ? "true" : "false"));
         else
-            printf("%-8s %-18s N %5d  %4d it  threads %d  host %7.2f s  %8.0f steps/s  peak "
-                   "%6.0f MiB  simulator %4.1f %% of %6.2f CPU s  same files: %s\n",
-                   what, model, n, iters, threads[i], m.host_s, m.steps_per_s, m.rss_mib,
-                   100 * m.overhead, m.cpu_s, same);
+            printf("%-8s %-18s N %5d  %4d it  threads %d  host %7.2f s (CPU %6.2f s)  %6.0f "
+                   "steps/s  peak %5.0f MiB  simulator %s  same files: %s\n",
+                   what, model, n, iters, threads[i], m.host_s, m.cpu_s, m.steps_per_s, m.rss_mib,
+                   ov, same);
         fflush(stdout);
     }
     if (first[0]) rm_dir(first);
@@ -295,10 +298,16 @@ int hs_bench_sim(int argc, char **argv)
     int iters = (int)hs_cfg_int(cfg, "iters"), json = hs_cfg_bool(cfg, "json");
     double limit = hs_cfg_double(cfg, "limit");
     int sn = (int)hs_cfg_int(cfg, "scale-n"), on = (int)hs_cfg_int(cfg, "overhead-n");
+    double load[1] = {NAN};
+    if (getloadavg(load, 1) < 1) load[0] = NAN;
     if (!json)
         printf("# hearsay bench sim: SGP on exp1peer, batch 32; OPENBLAS_CORETYPE %s (core %s); "
-               "%ld online CPUs\n",
-               hs_bench_coretype_env(), hs_bench_blas_core(), sysconf(_SC_NPROCESSORS_ONLN));
+               "%ld online CPUs, load average %.2f at the start\n"
+               "# simulator: the share of the run's wall time outside the workers' code (one "
+               "host thread only); a loaded host inflates it (thread hand-overs wait for a "
+               "CPU)\n",
+               hs_bench_coretype_env(), hs_bench_blas_core(), sysconf(_SC_NPROCESSORS_ONLN),
+               load[0]);
     if (sn > 0 && measure("scale", self, sn, hs_cfg_str(cfg, "scale-model"), iters, threads, nt,
                           limit, json) < 0) {
         fprintf(stderr, "hearsay bench sim: %s\n", hs_last_error());

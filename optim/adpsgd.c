@@ -50,9 +50,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RX_SLOTS 2           /* receives kept posted per active neighbour (request, FIN) */
-#define PROBE_S  0.5         /* liveness probe of a silent partner */
-#define STREAM   0xAD5617EDu /* partner draws: hs_rng_seed(seed ^ STREAM, rank, t) */
+#define RX_SLOTS   2           /* receives kept posted per active neighbour (request, FIN) */
+#define PROBE_S    0.5         /* liveness probe of a silent partner */
+#define STREAM     0xAD5617EDu /* partner draws: hs_rng_seed(seed ^ STREAM, rank, t) */
+#define STALE_KEEP 64          /* staleness values kept between two steps (the rest: the last) */
 
 struct hs_algo {
     hs_dist_t *d;
@@ -70,9 +71,10 @@ struct hs_algo {
     hs_treq_t **reply_req; /* (size) passive: the reply in flight to each active */
     hs_service_t *svc;
     /* under the service lock */
-    long steps;          /* local steps taken into x */
-    long served;         /* exchanges served (passive) */
-    long msgs, bytes_in; /* not yet counted in d->st */
+    long steps;             /* local steps taken into x */
+    long served;            /* exchanges served (passive) */
+    long msgs, bytes_in;    /* not yet counted in d->st */
+    long stale[STALE_KEEP]; /* their staleness (the passive's steps - the active's round) */
     uint64_t bytes_out;
     unsigned char *fin; /* (size) FIN received from an active */
     long *last;         /* (size) iterations a partner had done when last heard from */
@@ -147,6 +149,7 @@ static int pas_msg(void *ctx, int slot, const void *buf, const hs_tstatus_t *st)
     const float *xi = (const float *)(h + 1);
     lock(a);
     a->last[src] = h->iteration + 1;
+    a->stale[a->msgs < STALE_KEEP ? a->msgs : STALE_KEEP - 1] = a->steps - h->iteration;
     hs_ps_hdr_init(r, HS_PS_PAIR_REP, d->rank, a->steps, 1.0, a->n);
     r->aux[0] = (double)a->served++;
     memcpy(xr, a->x, a->n * sizeof(float));
@@ -246,8 +249,8 @@ static int active_round(hs_algo_t *a, long t)
     half(a->x, (const float *)(r + 1), a->n);
     a->last[p] = r->iteration;
     a->exchanges++;
-    d->st.msgs_applied++;
-    d->st.staleness_sum += (double)(t + 1 - r->iteration);
+    /* staleness: the partner's local steps behind this rank's (t done before this round) */
+    hs_dist_staleness(d, t - r->iteration);
     char line[160];
     snprintf(line, sizeof line, "%ld,%d,%d,%lld,%.0f", t, d->rank, p, (long long)r->iteration,
              r->aux[0]);
@@ -259,7 +262,8 @@ static int active_round(hs_algo_t *a, long t)
 static void take_counts(hs_algo_t *a)
 {
     hs_dist_t *d = a->d;
-    d->st.msgs_applied += a->msgs;
+    for (long i = 0; i < a->msgs; i++)
+        hs_dist_staleness(d, a->stale[i < STALE_KEEP ? i : STALE_KEEP - 1]);
     d->st.bytes_recv += (uint64_t)a->bytes_in;
     d->st.bytes_sent += a->bytes_out;
     a->msgs = a->bytes_in = 0;
@@ -509,8 +513,8 @@ const hs_algo_ops_t hs_algo_adpsgd_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "adpsgd",
     .help = "AD-PSGD: asynchronous pairwise averaging with a random neighbour (bipartite graph)",
-    .flags =
-        HS_ALGO_GRAPH | HS_ALGO_UNDIRECTED | HS_ALGO_BIPARTITE | HS_ALGO_COMM | HS_ALGO_TOLERANT,
+    .flags = HS_ALGO_GRAPH | HS_ALGO_UNDIRECTED | HS_ALGO_BIPARTITE | HS_ALGO_COMM |
+             HS_ALGO_TOLERANT | HS_ALGO_BUDGET,
     .default_graph = "bipartite",
     .init = adpsgd_init,
     .step = adpsgd_step,

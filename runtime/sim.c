@@ -58,7 +58,7 @@ struct sim_thread {
     int exited;     /* its function returned (the thread can be joined) */
     int sleeping;   /* blocked in a sleep: only its deadline wakes it */
     int depth;      /* > 0: in the simulator's code (accounting: sim_in, sim_out) */
-    double left_at; /* its CPU time when it last went back to the workers' code */
+    double left_at; /* when it last went back to the workers' code (hs_now) */
     double wake_at; /* while blocked: the deadline (INFINITY: none) */
     void *(*fn)(void *);
     void *arg;
@@ -167,11 +167,11 @@ struct sim_world {
     char end_msg[256];
     sim_msg_t *pool; /* freed messages kept for reuse (msg_get/msg_put) */
     size_t pool_bytes;
-    /* Accounting: CPU seconds spent in the workers' own code (training loop, algorithms,
+    /* Accounting: wall seconds spent in the workers' own code (training loop, algorithms,
      * handlers, gradients) as opposed to the simulator's (scheduling, thread switches, the
-     * simulated transport, the consensus measurement). CPU time, not wall time: a loaded host
-     * delays threads without changing what each piece costs. local_s: gradients run off the
-     * baton (vx_local with par > 1; under mu). */
+     * simulated transport, the consensus measurement), on the monotonic clock (a thread's CPU
+     * clock is a system call, 1.7 us here: reading it at every entry into the simulator cost
+     * a tenth of a run). local_s: gradients (under mu when run off the baton). */
     double worker_s, local_s;
     long steps;
 };
@@ -295,7 +295,7 @@ static void *trampoline(void *arg)
     sem_wait(&t->go);
     /* a rank's main thread starts in the workers' code; a service's in the simulator's */
     t->depth = t == t->rk->main ? 0 : 1;
-    t->left_at = hs_thread_cpu_s();
+    t->left_at = hs_now();
     t->fn(t->arg);
     if (t == t->rk->main) sim_in(t->w);
     t->state = T_DONE;
@@ -867,14 +867,14 @@ static void st_close(hs_transport_t *t)
 static void sim_in(sim_world_t *w)
 {
     sim_thread_t *t = w->current;
-    if (t && t->depth++ == 0) w->worker_s += hs_thread_cpu_s() - t->left_at;
+    if (t && t->depth++ == 0) w->worker_s += hs_now() - t->left_at;
 }
 
 /* ... and goes back to the workers' code. */
 static void sim_out(sim_world_t *w)
 {
     sim_thread_t *t = w->current;
-    if (t && --t->depth == 0) t->left_at = hs_thread_cpu_s();
+    if (t && --t->depth == 0) t->left_at = hs_now();
 }
 
 #define SIM_CALL(w, type, call)                                                                    \
@@ -1039,11 +1039,12 @@ static int vx_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *count
     w->steps++;
     /* (measured: the step's own CPU time, undisturbed by a neighbour's; one at a time) */
     if (w->par <= 1 || !(w->fixed_s > 0)) {
-        double c0 = hs_thread_cpu_s();
+        double c0 = hs_thread_cpu_s(), t0 = hs_now();
         int rc = fn(ctx);
-        double cpu = hs_thread_cpu_s() - c0;
-        w->worker_s += cpu;
-        *counted = vx_compute(x, cpu, 0);
+        double wall = hs_now() - t0;
+        w->worker_s += wall;
+        w->local_s += wall;
+        *counted = vx_compute(x, hs_thread_cpu_s() - c0, 0);
         return rc;
     }
     sim_thread_t *t = current_of(w);
@@ -1059,12 +1060,12 @@ static int vx_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *count
     int inline_fn = !next || next->rk == rk; /* itself or its own service runs next */
     if (!inline_fn) hand_to(w, next);        /* the baton goes on meanwhile */
     if (!inline_fn) sem_wait(&w->slots);
-    double c0 = hs_thread_cpu_s();
+    double t0 = hs_now();
     int rc = fn(ctx);
-    double cpu = hs_thread_cpu_s() - c0;
+    double wall = hs_now() - t0;
     if (!inline_fn) sem_post(&w->slots);
     pthread_mutex_lock(&w->mu);
-    w->local_s += cpu;
+    w->local_s += wall;
     rk->busy = 0;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
@@ -1739,13 +1740,14 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     }
     if (rc == 0 && res) *res = w.rk[0].res;
     if (rc == 0) {
-        double worker = w.worker_s + w.local_s;
+        /* one thread: the run's wall time is the workers' code or the simulator's */
         hs_sim_stats_t stats = {.threads = w.par,
                                 .host_wall_s = host_wall,
                                 .host_cpu_s = host_cpu,
-                                .worker_s = worker,
+                                .worker_s = w.worker_s,
                                 .local_s = w.local_s,
-                                .overhead = host_cpu > 0 ? 1 - worker / host_cpu : NAN,
+                                .overhead =
+                                    w.par == 1 && host_wall > 0 ? 1 - w.worker_s / host_wall : NAN,
                                 .steps = w.steps,
                                 .steps_per_s = host_wall > 0 ? (double)w.steps / host_wall : NAN};
         if (so->stats) *so->stats = stats;

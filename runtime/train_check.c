@@ -23,6 +23,7 @@
 #include "hearsay/train.h"
 #include "hearsay/transport.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,40 @@ static int check_resume(const hs_train_opts_t *o, int ranks)
     return 0;
 }
 
+/* The algorithms whose flags include `flag`, "a b c". */
+static const char *algos_with(unsigned flag, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; hs_algo_at(i) && len < n; i++)
+        if (hs_algo_at(i)->flags & flag)
+            len +=
+                (size_t)snprintf(buf + len, n - len, "%s%s", len ? " " : "", hs_algo_at(i)->name);
+    return buf;
+}
+
+/* --delay-bound and --time-budget, for the algorithms that have them. */
+static int check_bounds(const hs_train_opts_t *o, const hs_algo_ops_t *ops)
+{
+    char names[256];
+    if (o->delay_bound != HS_DELAY_AUTO && !(ops->flags & HS_ALGO_DELAY))
+        return HS_ERR(-EINVAL, "--delay-bound applies to --algo %s (--algo %s has no delay bound)",
+                      algos_with(HS_ALGO_DELAY, names, sizeof names), ops->name);
+    if (o->delay_bound < HS_DELAY_AUTO)
+        return HS_ERR(-EINVAL, "--delay-bound %ld: give D >= 0, none or auto", o->delay_bound);
+    if (!(o->time_budget_s >= 0) || !isfinite(o->time_budget_s))
+        return HS_ERR(-EINVAL, "--time-budget %g: give seconds >= 0", o->time_budget_s);
+    if (o->time_budget_s > 0 && !(ops->flags & HS_ALGO_BUDGET))
+        return HS_ERR(-EINVAL,
+                      "--time-budget applies to --algo %s (--algo %s needs every rank to run the "
+                      "same iterations)",
+                      algos_with(HS_ALGO_BUDGET, names, sizeof names), ops->name);
+    if (o->time_budget_s > 0 && o->checkpoint_every > 0)
+        return HS_ERR(-EINVAL, "--time-budget and --checkpoint-every: every rank checkpoints at "
+                               "the same iteration, which a time budget cannot promise; give one");
+    return 0;
+}
+
 int hs_train_dist_check(const hs_train_opts_t *o, int ranks)
 {
     const hs_algo_ops_t *ops = hs_algo_find(o->algo);
@@ -139,6 +174,7 @@ int hs_train_dist_check(const hs_train_opts_t *o, int ranks)
         return HS_ERR(-EINVAL, "--algo '%s': unknown algorithm (known: %s)", o->algo ? o->algo : "",
                       hs_algo_names());
     if (o->tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", o->tau);
+    HS_TRY(check_bounds(o, ops));
     HS_TRY(hs_straggler_check_list(o->stragglers, o->n_stragglers, ranks));
     if (o->link && *o->link) {
         hs_shape_t *s = NULL;

@@ -14,7 +14,8 @@
  *   - osgp --tau 2 --delay-bound 2 with 15 ms links: every message is mixed exactly 2 rounds
  *     after it was sent (it arrives 2.5 steps later), which the reference mirrors;
  *   - dpsgd (biring, Metropolis weights), allreduce, easgd (tau 1, alpha 0.9 / n: every
- *     worker meets the same center), eamsgd (Nesterov, tau 2), localsgd --period 5;
+ *     worker meets the same center; Algorithm 1's order), eamsgd (Nesterov, tau 2; Algorithm
+ *     2's), localsgd --period 5;
  *   - adpsgd over the bipartite graph, given the pairings the run logged
  *     (DIR/rank-R-adpsgd.csv): the reference replays them; every active averaged every round,
  *     and on 8 ranks two actives picked one passive in the same round (seen: 51 times in 200
@@ -49,10 +50,7 @@ static const ref_case_t cases[] = {
      "--delay 2"},
     {"dpsgd", "--graph biring", ""},
     {"allreduce", "", ""},
-    /* main's EASGD exchanges after the step (Algorithm 2's order) until issue 13's "EASGD in
-     * Algorithm 1's order" (branch h13a) lands; then this argument goes and the reference
-     * checks the paper's Algorithm 1, its default for easgd */
-    {"easgd", "--tau 1 --alpha 0", "--easgd-order alg2"},
+    {"easgd", "--tau 1 --alpha 0", ""}, /* the paper's Algorithm 1 (the reference's default) */
     {"eamsgd", "--tau 2 --alpha 0 --nesterov", ""},
     {"localsgd", "--period 5", ""},
     {"adpsgd", "--graph bipartite", ""},

@@ -141,11 +141,10 @@ START_TEST(test_sgp_target)
 }
 END_TEST
 
-/* The paper's step on x (--sgp-step x) reaches the target too, with the bounded delay it
- * needs (without it a rank's w drifted to 0.01 here and lr / w diverged). */
-START_TEST(test_sgp_step_x_target)
+/* The robustness variant (the old default): asynchronous, the step on z. */
+START_TEST(test_sgp_async_z_target)
 {
-    reaches_target("sgp", "--sgp-step x --max-staleness 1");
+    reaches_target("sgp", "--delay-bound none --sgp-step z");
 }
 END_TEST
 
@@ -185,14 +184,14 @@ START_TEST(test_sgp_weight_sum)
 }
 END_TEST
 
-/* --max-staleness S: no message older than S rounds is ever mixed in, even with a straggler
- * and random pauses, and no weight is lost. */
+/* --delay-bound 1: no message older than 1 round is ever mixed in, even with a straggler and
+ * random pauses, and no weight is lost. */
 START_TEST(test_sgp_max_staleness)
 {
     char dir[PATH_MAX], name[32];
     tr_workdir_path(dir, sizeof dir, "stale");
     int st = tr_train_job(4, "", dir,
-                          TASK " --algo sgp --epochs 2 --max-staleness 1 --straggler slow:1:x3 "
+                          TASK " --algo sgp --epochs 2 --delay-bound 1 --straggler slow:1:x3 "
                                "--straggler pause:all:p=0.2:exp=2ms",
                           90, NULL);
     if (st) tr_show_log(dir);
@@ -529,11 +528,12 @@ static void pause_counts(const char *algo, int counts[4], int *others_left)
 {
     char dir[PATH_MAX], args[1024], name[32];
     tr_workdir_path(dir, sizeof dir, algo);
+    /* (SGP asynchronous: with a delay bound D the paused rank's out-peers stop after D rounds) */
     snprintf(args, sizeof args,
              "--model mlp:16-32-4 --data gauss:dim=16,classes=4,train=12000,test=100 --batch 10 "
              "--threads 1 --quiet --comm-timeout 10 --drain-timeout 5 --epochs 1 --eval-every 0 "
-             "--algo %s --straggler once:1:iter=20:2s --straggler pause:all:p=1:fixed=5ms",
-             algo);
+             "--algo %s --straggler once:1:iter=20:2s --straggler pause:all:p=1:fixed=5ms%s",
+             algo, strcmp(algo, "sgp") ? "" : " --delay-bound none --sgp-step z");
     int st = tr_train_job(4, "", dir, args, 60, NULL);
     if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
@@ -597,7 +597,7 @@ START_TEST(test_dpsgd_crash_stops)
 }
 END_TEST
 
-/* Under SGP the others keep iterating while rank 1 sleeps (no barrier). */
+/* Under asynchronous SGP the others keep iterating while rank 1 sleeps (no barrier). */
 START_TEST(test_sgp_pause_no_barrier)
 {
     int cnt[4], left;
@@ -637,7 +637,7 @@ static Suite *suite(void)
     TR_ADD_TEST(tc, test_dpsgd_crash_stops, why);
     TR_ADD_TEST(tc, test_sgp_target, why);
     TR_ADD_TEST(tc, test_osgp_target, why);
-    TR_ADD_TEST(tc, test_sgp_step_x_target, why);
+    TR_ADD_TEST(tc, test_sgp_async_z_target, why);
     TR_ADD_TEST(tc, test_sgp_weight_sum, why);
     TR_ADD_TEST(tc, test_sgp_max_staleness, why);
     TR_ADD_TEST(tc, test_sgp_crash, why);

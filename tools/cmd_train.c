@@ -53,6 +53,13 @@ static hs_option_t train_options[] = {
      .def = "0",
      .range = "[0, )",
      .help = "stop after this many iterations (0: no limit)"},
+    {.name = "time-budget",
+     .type = HS_OPT_DOUBLE,
+     .def = "0",
+     .range = "[0, )",
+     .metavar = "SECONDS",
+     .help = "local/sgp/osgp: every rank stops training this long after the start (wall or "
+             "virtual time), whatever its iteration (0: none; --epochs still caps the run)"},
     {.name = "batch",
      .type = HS_OPT_INT,
      .def = "128",
@@ -121,24 +128,24 @@ static hs_option_t train_options[] = {
              "bipartite one and defaults to bipartite)"},
     {.name = "delay-bound",
      .type = HS_OPT_STRING,
-     .def = "none",
+     .def = "auto",
      .metavar = "D",
      .help = "sgp/osgp: before mixing round t, wait (bounded by --comm-timeout) for every message "
-             "the in-peers sent up to round t-D; 0: round t's own (the paper's synchronous SGP), "
-             "none: never wait (asynchronous, the default)"},
+             "the in-peers sent up to round t-D; 0: round t's own (the SGP paper), none: never "
+             "wait (asynchronous); auto: sgp 0, osgp --tau (the papers' bounded delays)"},
     {.name = "max-staleness",
      .type = HS_OPT_INT,
      .def = "0",
      .range = "[0, 1000000]",
      .metavar = "S",
-     .help = "sgp/osgp: the same as --delay-bound S for S > 0 (0: never wait, the default)"},
+     .help = "deprecated: --delay-bound S (S > 0)"},
     {.name = "sgp-step",
      .type = HS_OPT_ENUM,
-     .def = "z",
-     .choices = "z|x",
-     .help = "sgp/osgp: take the local step on z (the default: z moves by the optimizer's step "
-             "whatever w is) or on x as in the SGP paper (z moves by the step / w; use it with "
-             "--delay-bound 0, 1 or 2: unbounded delays let w drift toward 0 and lr / w diverge)"},
+     .def = "x",
+     .choices = "x|z",
+     .help = "sgp/osgp: take the local step on x as in the SGP paper (the default: z moves by "
+             "the step / w) or on z (z moves by the step whatever w is: a robustness option for "
+             "--delay-bound none, where w may drift toward 0 and lr / w diverge)"},
     {.name = "tau",
      .type = HS_OPT_INT,
      .def = "1",
@@ -378,28 +385,35 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
                 "(--no-progress-thread): its "
                 "services wait on the main thread's progress (much slower)\n",
                 o.algo);
-    /* --delay-bound D (none | D >= 0); --max-staleness S > 0 is the same as --delay-bound S */
+    /* --delay-bound D (auto | none | D >= 0); --max-staleness S > 0 is the deprecated
+     * spelling of --delay-bound S */
     const char *db = hs_cfg_str(cfg, "delay-bound");
-    o.delay_bound = -1;
-    if (db && strcmp(db, "none")) {
+    o.delay_bound = HS_DELAY_AUTO;
+    if (db && !strcmp(db, "none")) {
+        o.delay_bound = HS_DELAY_NONE;
+    } else if (db && strcmp(db, "auto")) {
         long v;
         if (hs_parse_long(db, 0, 1000000, "--delay-bound", &v) < 0) {
-            fprintf(stderr, "%s: %s (or none)\n", cmd, hs_last_error());
+            fprintf(stderr, "%s: %s (or none, auto)\n", cmd, hs_last_error());
             hs_cfg_free(&cfg);
             return 2;
         }
         o.delay_bound = v;
     }
     if (hs_cfg_int(cfg, "max-staleness") > 0) {
-        if (o.delay_bound >= 0) {
-            fprintf(stderr, "%s: --max-staleness and --delay-bound say the same thing: give one\n",
+        if (hs_cfg_source(cfg, "delay-bound") != HS_CFG_DEFAULT) {
+            fprintf(stderr,
+                    "%s: --max-staleness and --delay-bound say the same thing: give one "
+                    "(--max-staleness is deprecated)\n",
                     cmd);
             hs_cfg_free(&cfg);
             return 2;
         }
+        fprintf(stderr, "%s: warning: --max-staleness S is deprecated: use --delay-bound S\n", cmd);
         o.delay_bound = hs_cfg_int(cfg, "max-staleness");
     }
     o.sgp_step_x = !strcmp(hs_cfg_str(cfg, "sgp-step"), "x");
+    o.time_budget_s = hs_cfg_double(cfg, "time-budget");
     o.alpha = hs_cfg_double(cfg, "alpha");
     o.centers = hs_cfg_str(cfg, "centers");
     /* The flag wins; left at its default, $HS_CENTER_PATH (or auto) decides. */
