@@ -58,7 +58,7 @@ static hs_option_t train_options[] = {
      .def = "0",
      .range = "[0, )",
      .metavar = "SECONDS",
-     .help = "local/sgp/osgp: every rank stops training this long after the start (wall or "
+     .help = "local/sgp/osgp/adpsgd: every rank stops training this long after the start (wall or "
              "virtual time), whatever its iteration (0: none; --epochs still caps the run)"},
     {.name = "batch",
      .type = HS_OPT_INT,
