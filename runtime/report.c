@@ -217,6 +217,18 @@ int hs_report_dump(hs_report_t *r, const char *what, const float *z, size_t n)
     return 0;
 }
 
+int hs_report_trajectory(hs_report_t *r, int first, const float *z, size_t n)
+{
+    if (!r->o->out_dir) return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank-%d.traj.f32", r->o->out_dir, r->rank);
+    FILE *f = fopen(path, first ? "wb" : "ab");
+    if (!f) return HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
+    size_t got = fwrite(z, sizeof(float), n, f);
+    if (fclose(f) != 0 || got != n) return HS_ERR(-EIO, "writing %s failed", path);
+    return 0;
+}
+
 int hs_report_crash(hs_report_t *r, const hs_report_crash_t *c)
 {
     if (!r || !r->o->out_dir) return 0;

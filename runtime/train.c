@@ -367,12 +367,16 @@ static int checkpoint_point(run_t *R, long done)
     return rc;
 }
 
-/* Hand the model after `done` iterations to the environment when it watches (hearsay sim). */
+/* Hand the model after `done` iterations to the environment when it watches (hearsay sim),
+ * and to DIR/rank-R.traj.f32 with --dump-trajectory. */
 static int observe(run_t *R, long done)
 {
-    if (!R->x->ops->observe) return 0;
+    int traj = R->o->dump_trajectory;
+    if (!R->x->ops->observe && !traj) return 0;
     HS_TRY(pull_z(R));
-    R->x->ops->observe(R->x, done, R->zh, R->d.n);
+    if (R->x->ops->observe) R->x->ops->observe(R->x, done, R->zh, R->d.n);
+    /* --dump-trajectory: the parameters at the start and after every iteration */
+    if (traj) HS_TRY(hs_report_trajectory(R->rep, done == R->start, R->zh, R->d.n));
     return 0;
 }
 

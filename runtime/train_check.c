@@ -25,6 +25,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -33,6 +34,8 @@ void hs_train_algo_opts(const hs_train_opts_t *o, hs_algo_opts_t *ao)
     *ao = (hs_algo_opts_t){.tau = o->tau,
                            .delay_bound = o->delay_bound,
                            .sgp_step_x = o->sgp_step_x,
+                           .period = o->period,
+                           .seed = o->seed,
                            .alpha = o->alpha,
                            .centers = o->centers,
                            .center_path = o->center_path,
@@ -83,8 +86,9 @@ static int check_graph(const hs_train_opts_t *o, const hs_algo_ops_t *ops, int r
     if (!o->graph) return 0;
     int rc;
     if ((ops->flags & HS_ALGO_GRAPH) && ranks > 1) {
-        hs_topo_opts_t to = {.mixing = (ops->flags & HS_ALGO_UNDIRECTED) ? HS_TOPO_MIX_METROPOLIS
-                                                                         : HS_TOPO_MIX_AUTO};
+        /* its direction first (Metropolis weights of a directed graph fail without naming
+         * the algorithm that needs them) */
+        hs_topo_opts_t to = {.mixing = HS_TOPO_MIX_AUTO};
         hs_topo_t *tp = NULL;
         rc = hs_topo_create(&tp, o->graph, ranks, o->seed, &to);
         if (rc == 0 && (ops->flags & HS_ALGO_UNDIRECTED) && !hs_topo_undirected(tp))
@@ -92,6 +96,19 @@ static int check_graph(const hs_train_opts_t *o, const hs_algo_ops_t *ops, int r
                         "--algo %s needs an undirected graph, and --graph %s is directed (try "
                         "biring, torus, hypercube, complete)",
                         ops->name, o->graph);
+        if (rc == 0 && (ops->flags & HS_ALGO_UNDIRECTED)) {
+            hs_topo_destroy(&tp);
+            to.mixing = HS_TOPO_MIX_METROPOLIS;
+            rc = hs_topo_create(&tp, o->graph, ranks, o->seed, &to);
+        }
+        if (rc == 0 && (ops->flags & HS_ALGO_BIPARTITE)) {
+            int *side = hs_malloc((size_t)ranks * sizeof *side, "sides");
+            rc = side ? hs_topo_sides(tp, side) : -ENOMEM;
+            if (rc == -EINVAL)
+                hs_error_prefix("--algo %s pairs ranks of two sides and needs a bipartite graph",
+                                ops->name);
+            free(side);
+        }
         hs_topo_destroy(&tp);
     } else {
         rc = hs_topo_check(o->graph);

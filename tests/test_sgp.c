@@ -154,6 +154,19 @@ START_TEST(test_osgp_target)
 }
 END_TEST
 
+/* AD-PSGD (bipartite graph, even ranks passive) and local SGD reach the target too. */
+START_TEST(test_adpsgd_target)
+{
+    reaches_target("adpsgd", "--graph bipartite");
+}
+END_TEST
+
+START_TEST(test_localsgd_target)
+{
+    reaches_target("localsgd", "--period 4");
+}
+END_TEST
+
 /* Push-sum weight is conserved: sum over ranks = N at the end, with random stragglers. */
 START_TEST(test_sgp_weight_sum)
 {
@@ -226,6 +239,31 @@ START_TEST(test_dpsgd_directed)
 }
 END_TEST
 
+/* AD-PSGD needs an undirected bipartite graph: a usage error (exit status 2) naming the graph
+ * and the algorithm, on a job of 4 ranks (directed ring; complete graph) and of 3 (biring). */
+START_TEST(test_adpsgd_bad_graph)
+{
+    static const struct {
+        int n;
+        const char *graph, *needle;
+    } cases[] = {
+        {4, "ring", "--algo adpsgd needs an undirected graph, and --graph ring is directed"},
+        {4, "complete", "graph 'complete' on 4 ranks is not bipartite"},
+        {3, "biring", "graph 'biring' on 3 ranks is not bipartite"},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(cases); i++) {
+        char dir[PATH_MAX], args[512];
+        tr_workdir_path(dir, sizeof dir, "adpsgd_graph");
+        snprintf(args, sizeof args, TASK " --epochs 1 --algo adpsgd --graph %s", cases[i].graph);
+        int st = tr_train_job(cases[i].n, "", dir, args, 30, NULL);
+        if (st != 2 || !tr_log_has(dir, cases[i].needle)) tr_show_log(dir);
+        ck_assert_msg(st == 2, "adpsgd --graph %s on %d: %s", cases[i].graph, cases[i].n,
+                      tr_status_text(st));
+        ck_assert_msg(tr_log_has(dir, cases[i].needle), "no '%s' in the message", cases[i].needle);
+    }
+}
+END_TEST
+
 /* Issue 17 item 6: every flag is validated at start, whatever the rank count. On one rank a
  * gossip algorithm runs as "local" and never builds its graph, so `--algo sgp --graph donut`
  * exited 0; each bad flag below now stops `hearsay train` at once with exit status 2 and a
@@ -255,6 +293,8 @@ START_TEST(test_bad_flags_one_rank)
         {"--algo lsgd --groups 5", "--groups 5"},
         {"--link bw=1e30Gbit", "--link"},
         {"--straggler slow:0:x1e6 --straggler slow:0:x1e6", "--straggler"},
+        {"--algo localsgd --period 0", "--period"},
+        {"--algo sgp --period 3", "--period applies to --algo localsgd"},
     };
     for (size_t i = 0; i < HS_ARRAY_LEN(cases); i++) {
         char dir[PATH_MAX], args[512];
@@ -588,6 +628,9 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     TR_ADD_TEST(tc, test_bad_straggler_spec, why);
     TR_ADD_TEST(tc, test_dpsgd_directed, why);
+    TR_ADD_TEST(tc, test_adpsgd_bad_graph, why);
+    TR_ADD_TEST(tc, test_adpsgd_target, why);
+    TR_ADD_TEST(tc, test_localsgd_target, why);
     TR_ADD_TEST(tc, test_allreduce_target, why);
     TR_ADD_TEST(tc, test_dpsgd_target, why);
     TR_ADD_TEST(tc, test_allreduce_crash, why);

@@ -58,7 +58,7 @@ static hs_option_t train_options[] = {
      .def = "0",
      .range = "[0, )",
      .metavar = "SECONDS",
-     .help = "local/sgp/osgp: every rank stops training this long after the start (wall or "
+     .help = "local/sgp/osgp/adpsgd: every rank stops training this long after the start (wall or "
              "virtual time), whatever its iteration (0: none; --epochs still caps the run)"},
     {.name = "batch",
      .type = HS_OPT_INT,
@@ -123,8 +123,9 @@ static hs_option_t train_options[] = {
      .type = HS_OPT_STRING,
      .def = "exp1peer",
      .metavar = "SPEC",
-     .help = "peer graph of sgp/osgp/dpsgd (see hearsay topo --help; an algorithm may have its "
-             "own default: dpsgd needs an undirected graph and defaults to biring)"},
+     .help = "peer graph of sgp/osgp/dpsgd/adpsgd (see hearsay topo --help; an algorithm may have "
+             "its own default: dpsgd needs an undirected graph and defaults to biring, adpsgd a "
+             "bipartite one and defaults to bipartite)"},
     {.name = "delay-bound",
      .type = HS_OPT_STRING,
      .def = "auto",
@@ -152,6 +153,12 @@ static hs_option_t train_options[] = {
      .metavar = "K",
      .help = "osgp: send rounds that may be in flight while computing (default 2; sgp is tau "
              "1); easgd/eamsgd/lsgd: communication period in local steps (default 1)"},
+    {.name = "period",
+     .type = HS_OPT_INT,
+     .def = "4",
+     .range = "[1, 1000000]",
+     .metavar = "H",
+     .help = "localsgd: local steps between two exact averages of the models"},
     {.name = "alpha",
      .type = HS_OPT_DOUBLE,
      .def = "0",
@@ -230,6 +237,11 @@ static hs_option_t train_options[] = {
      .type = HS_OPT_BOOL,
      .def = "false",
      .help = "write DIR/rank-R.init.f32 and DIR/rank-R.final.f32 (raw float32 z)"},
+    {.name = "dump-trajectory",
+     .type = HS_OPT_BOOL,
+     .def = "false",
+     .help = "write DIR/rank-R.traj.f32: the parameters (raw float32 z) at the start and after "
+             "every iteration (reference tests; small models only)"},
     {.name = "checkpoint-every",
      .type = HS_OPT_DOUBLE,
      .def = "0",
@@ -262,7 +274,7 @@ static hs_option_t train_options[] = {
 static const hs_cfg_spec_t train_spec = {
     .usage = "hearsay train [--config FILE] [OPTIONS]\n"
              "       hearsay run -n N -- hearsay train --algo "
-             "sgp|osgp|dpsgd|allreduce|easgd|eamsgd|lsgd "
+             "sgp|osgp|dpsgd|allreduce|easgd|eamsgd|lsgd|localsgd|adpsgd "
              "[OPTIONS]",
     .summary = "Train a model on one worker, or on every rank of a job with a distributed\n"
                "algorithm. Every option can also be set in an INI file (--config FILE,\n"
@@ -352,6 +364,17 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
         hs_cfg_free(&cfg);
         return 2;
     }
+    o.period = (int)hs_cfg_int(cfg, "period");
+    if (hs_cfg_source(cfg, "period") == HS_CFG_DEFAULT && ops->default_period > 0)
+        o.period = ops->default_period;
+    if (!(ops->flags & HS_ALGO_PERIOD) && hs_cfg_source(cfg, "period") != HS_CFG_DEFAULT) {
+        fprintf(stderr, "%s: --period applies to --algo", cmd);
+        for (int i = 0; hs_algo_at(i); i++)
+            if (hs_algo_at(i)->flags & HS_ALGO_PERIOD) fprintf(stderr, " %s", hs_algo_at(i)->name);
+        fprintf(stderr, " (--algo %s has no period)\n", o.algo);
+        hs_cfg_free(&cfg);
+        return 2;
+    }
     if (ops->flags & HS_ALGO_NESTEROV) o.nesterov = 1;
     o.progress_thread = hs_cfg_source(cfg, "progress-thread") == HS_CFG_DEFAULT
                             ? (ops->flags & HS_ALGO_PROGRESS) != 0
@@ -409,6 +432,7 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
     o.drain_timeout_s = hs_cfg_double(cfg, "drain-timeout");
     o.init_spread = hs_cfg_double(cfg, "init-spread");
     o.dump_params = hs_cfg_bool(cfg, "dump-params");
+    o.dump_trajectory = hs_cfg_bool(cfg, "dump-trajectory");
     o.checkpoint_every = hs_cfg_double(cfg, "checkpoint-every");
     o.resume = hs_cfg_str(cfg, "resume");
     if (o.resume && !*o.resume) o.resume = NULL;
@@ -437,6 +461,20 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
         return 2;
     }
     int rank0 = sim || hs_boot_rank(boot) == 0;
+    /* config.ini and summary.json record what runs: the algorithm's own defaults too (it
+     * showed graph = exp1peer for a dpsgd run on biring, nesterov = false for eamsgd) */
+    char num[32];
+    if (ops->default_graph && hs_cfg_source(cfg, "graph") == HS_CFG_DEFAULT)
+        hs_cfg_set(cfg, "graph", ops->default_graph);
+    if ((ops->flags & HS_ALGO_TAU) && hs_cfg_source(cfg, "tau") == HS_CFG_DEFAULT) {
+        snprintf(num, sizeof num, "%d", o.tau);
+        hs_cfg_set(cfg, "tau", num);
+    }
+    if ((ops->flags & HS_ALGO_PERIOD) && hs_cfg_source(cfg, "period") == HS_CFG_DEFAULT) {
+        snprintf(num, sizeof num, "%d", o.period);
+        hs_cfg_set(cfg, "period", num);
+    }
+    if (o.nesterov && !hs_cfg_bool(cfg, "nesterov")) hs_cfg_set(cfg, "nesterov", "true");
 
     if (o.out_dir) {
         char path[4096];

@@ -49,6 +49,8 @@ extern "C" {
 #define HS_TAG_PING     0x47004u /* never sent: a receive on it probes a peer's liveness */
 #define HS_TAG_ACK      0x47005u /* rank 0 -> r: your end-of-run results are in, you may exit */
 #define HS_TAG_WIREUP   0x47006u /* start-up: one byte each way between every pair of ranks */
+#define HS_TAG_PAIR_REQ 0x47007u /* AD-PSGD: active -> passive, x_i (or the end of its run) */
+#define HS_TAG_PAIR_REP 0x47008u /* AD-PSGD: passive -> active, x_j before the average */
 /* EASGD center service and leader-SGD (optim/center.c, optim/lsgd.c) */
 #define HS_TAG_CENTER_REQ 0x47010u /* worker -> center owner: read / add / finish a shard */
 #define HS_TAG_CENTER_REP 0x47011u /* center owner -> worker: shard contents */
@@ -86,6 +88,8 @@ typedef struct hs_algo_opts {
                               * round t is (0: round t's own; HS_DELAY_NONE: asynchronous;
                               * HS_DELAY_AUTO: the algorithm's default, sgp 0, osgp tau) */
     int sgp_step_x;          /* sgp/osgp: 1 = the paper's step on x (default), 0 = on z */
+    int period;              /* localsgd: local steps between two averages (>= 1) */
+    uint64_t seed;           /* --seed (adpsgd draws its partners from it) */
     double alpha;            /* easgd/eamsgd: moving rate (<= 0: 0.9 / ranks) */
     const char *centers;     /* easgd/eamsgd: ranks holding the center shards (NULL/"" = all) */
     const char *center_path; /* easgd/eamsgd: auto | rma | service (NULL: $HS_CENTER_PATH) */
@@ -205,8 +209,10 @@ typedef struct hs_algo hs_algo_t;
 #define HS_ALGO_TOLERANT   0x80u  /* survives failed peers (reports them, finishes) */
 #define HS_ALGO_DELAY      0x100u /* bounds delays with --delay-bound (sgp, osgp) */
 #define HS_ALGO_BUDGET                                                                             \
-    0x200u /* ends at --time-budget: its ranks may stop at different                               \
-            * iterations (local, sgp, osgp) */
+    0x200u                       /* ends at --time-budget: its ranks may stop at different         \
+                                  * iterations (local, sgp, osgp) */
+#define HS_ALGO_PERIOD    0x400u /* uses --period */
+#define HS_ALGO_BIPARTITE 0x800u /* needs a bipartite graph (active and passive sides) */
 
 typedef struct hs_algo_ops {
     size_t size;      /* sizeof(hs_algo_ops_t) of the build that filled it */
@@ -216,6 +222,7 @@ typedef struct hs_algo_ops {
     /* Defaults of its own (applied by `hearsay train` where the user gave no value). */
     int default_tau;           /* --tau (with HS_ALGO_TAU) */
     const char *default_graph; /* --graph (NULL: the global default) */
+    int default_period;        /* --period (with HS_ALGO_PERIOD) */
     /* Build the algorithm's state for d (which outlives it). May use the transport for
      * non-blocking set-up only (no barrier). */
     int (*init)(hs_algo_t **out, hs_dist_t *d);
@@ -259,6 +266,8 @@ extern const hs_algo_ops_t hs_algo_allreduce_ops; /* synchronous SGD, ring all-r
 extern const hs_algo_ops_t hs_algo_easgd_ops;     /* elastic averaging SGD (asynchronous) */
 extern const hs_algo_ops_t hs_algo_eamsgd_ops;    /* EASGD with Nesterov momentum locally */
 extern const hs_algo_ops_t hs_algo_lsgd_ops;      /* leader-SGD (local and global leaders) */
+extern const hs_algo_ops_t hs_algo_localsgd_ops;  /* local SGD: H local steps, then an average */
+extern const hs_algo_ops_t hs_algo_adpsgd_ops;    /* AD-PSGD: asynchronous pairwise averaging */
 
 /* The ops table of `name`, or NULL. */
 const hs_algo_ops_t *hs_algo_find(const char *name);

@@ -63,6 +63,7 @@ typedef struct hs_train_opts {
                                     * step / w; the default), 0 = the step on z */
     double time_budget_s;          /* > 0: every rank stops training at this time (wall or
                                     * virtual, from the start) or at its last iteration */
+    int period;                    /* local SGD: local steps between two averages (>= 1) */
     const char *const *stragglers; /* --straggler specs (n_stragglers of them) */
     size_t n_stragglers;
     const char *link;       /* link shaping spec (NULL: none), hearsay/shaping.h */
@@ -74,6 +75,7 @@ typedef struct hs_train_opts {
     double init_spread;     /* add N(0, init_spread) noise per rank to the initial
                                parameters (gossip-averaging studies and tests) */
     int dump_params;        /* write DIR/rank-R.init.f32 and DIR/rank-R.final.f32 */
+    int dump_trajectory;    /* write DIR/rank-R.traj.f32: the parameters after every iteration */
     /* EASGD / EAMSGD and leader-SGD (o->tau is their communication period, default 1). */
     double alpha;            /* EASGD moving rate (<= 0: 0.9 / ranks) */
     const char *centers;     /* ranks holding the center shards ("0,2-3"; NULL/"" = all) */
