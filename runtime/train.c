@@ -247,8 +247,9 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     int rank = hs_boot_rank(boot), size = hs_boot_size(boot);
     R->ops = hs_algo_find(o->algo);
     HS_TRY(hs_train_dist_check(o, size));
-    if ((R->ops->flags & HS_ALGO_GRAPH) && size == 1)
-        R->ops = &hs_algo_local_ops; /* a one-rank job has nobody to gossip with */
+    /* a one-rank job has nobody to talk to: every algorithm is then plain SGD (all-reduce and
+     * local SGD exactly; a gossip graph, an EASGD center, a leader are not built) */
+    if ((R->ops->flags & HS_ALGO_COMM) && size == 1) R->ops = &hs_algo_local_ops;
     HS_TRY(hs_straggler_create(&R->strag, o->stragglers, o->n_stragglers, o->seed, rank, size));
     HS_TRY(hs_worker_open(&R->w, o, rank, size));
     HS_TRY(hs_worker_perturb(R->w, o->init_spread, o->seed, rank));
