@@ -24,6 +24,7 @@ struct hs_model {
     float *dx_scratch; /* (max_batch, in_n of the first real layer) when that layer is a block */
     hs_param_view_t *views;
     int n_views;
+    hs_init_scheme_t init; /* the scheme hs_model_init_params uses */
 };
 
 int hs_model_parse_spec(const char *spec, int in_c, int in_h, int in_w, int classes,
@@ -209,10 +210,21 @@ int hs_model_init_params(hs_model_t *m, uint64_t seed)
     if (m->n_params == 0) return 0;
     float *host = hs_malloc(m->n_params * sizeof(float), "initial parameters");
     if (!host) return -ENOMEM;
-    hs_nn_init_host(m->layers, m->n_layers, seed, host);
+    hs_nn_init_host(m->layers, m->n_layers, seed, m->init, host);
     int rc = m->k->ops->to_device(m->k, m->params, host, m->n_params * sizeof(float));
     free(host);
     return rc;
+}
+
+int hs_model_set_init(hs_model_t *m, hs_init_scheme_t scheme, uint64_t seed)
+{
+    m->init = scheme;
+    return hs_model_init_params(m, seed);
+}
+
+hs_init_scheme_t hs_model_init_scheme(const hs_model_t *m)
+{
+    return m->init;
 }
 
 static int check_batch(const hs_model_t *m, const float *x, int B)

@@ -69,8 +69,9 @@ int hs_nn_plan(const char *spec, int in_c, int in_h, int in_w, int classes, hs_l
 /* The parameter views of a planned layer list (allocated; *n_views set). */
 int hs_nn_views(const hs_layer_t *layers, int n_layers, hs_param_view_t **views, int *n_views);
 
-/* Fill host buffer p (n_params floats) with the initial parameters for `seed`. */
-void hs_nn_init_host(const hs_layer_t *layers, int n_layers, uint64_t seed, float *p);
+/* Fill host buffer p (n_params floats) with the initial parameters for `seed` under `scheme`. */
+void hs_nn_init_host(const hs_layer_t *layers, int n_layers, uint64_t seed,
+                     hs_init_scheme_t scheme, float *p);
 
 /* Workspace bytes the layer's conv calls need at batch B (0 for other layers). */
 size_t hs_nn_layer_workspace(hs_kernels_t *k, const hs_layer_t *L, int B);

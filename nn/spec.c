@@ -472,19 +472,40 @@ static void fill_normal(hs_rng_t *r, float *p, size_t n, double std)
     for (size_t i = 0; i < n; i++) p[i] = (float)(std * hs_rng_normal(r));
 }
 
-static void fill_weights(hs_rng_t *r, float *p, size_t n, int init, int fan_in, int fan_out)
+static void fill_uniform(hs_rng_t *r, float *p, size_t n, double bound)
 {
-    if (init == HS_INIT_ZERO) {
+    for (size_t i = 0; i < n; i++) p[i] = (float)(bound * (2.0 * hs_rng_uniform(r) - 1.0));
+}
+
+/* Weights (n) of a fc / conv layer whose own kind is `kind` (HS_INIT_*) under `scheme`. */
+static void fill_weights(hs_rng_t *r, float *p, size_t n, int kind, hs_init_scheme_t scheme,
+                         int fan_in, int fan_out)
+{
+    if (kind == HS_INIT_ZERO) {
         memset(p, 0, n * sizeof(float));
-    } else if (init == HS_INIT_HE) {
+    } else if (scheme == HS_INIT_SCHEME_TORCH) {
+        /* kaiming_uniform_(a = sqrt(5)): gain sqrt(2 / (1 + 5)), bound gain * sqrt(3 / fan_in) */
+        fill_uniform(r, p, n, 1.0 / sqrt((double)fan_in));
+    } else if (scheme == HS_INIT_SCHEME_HE && kind == HS_INIT_HE) {
         fill_normal(r, p, n, sqrt(2.0 / fan_in));
     } else {
-        double a = sqrt(6.0 / (fan_in + fan_out));
-        for (size_t i = 0; i < n; i++) p[i] = (float)(a * (2.0 * hs_rng_uniform(r) - 1.0));
+        fill_uniform(r, p, n, sqrt(6.0 / (fan_in + fan_out)));
     }
 }
 
-void hs_nn_init_host(const hs_layer_t *layers, int n_layers, uint64_t seed, float *p)
+/* Biases (n) of a fc / conv layer: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) under torch (drawn after
+ * the weights from the same stream, as PyTorch's reset_parameters does), else zero. */
+static void fill_bias(hs_rng_t *r, float *p, size_t n, int kind, hs_init_scheme_t scheme,
+                      int fan_in)
+{
+    if (kind != HS_INIT_ZERO && scheme == HS_INIT_SCHEME_TORCH)
+        fill_uniform(r, p, n, 1.0 / sqrt((double)fan_in));
+    else
+        memset(p, 0, n * sizeof(float));
+}
+
+void hs_nn_init_host(const hs_layer_t *layers, int n_layers, uint64_t seed, hs_init_scheme_t scheme,
+                     float *p)
 {
     int n_blocks = 0;
     for (int i = 0; i < n_layers; i++) n_blocks += layers[i].type == HS_LAYER_BLOCK;
@@ -495,14 +516,18 @@ void hs_nn_init_host(const hs_layer_t *layers, int n_layers, uint64_t seed, floa
         hs_rng_t r;
         hs_rng_seed(&r, seed, (uint64_t)i + 1);
         int C = L->in_c, K = L->out_c, R = L->ksize;
+        /* A Fixup network keeps its own initialisation whatever the scheme. */
+        hs_init_scheme_t sc = n_blocks > 0 ? HS_INIT_SCHEME_HE : scheme;
         switch (L->type) {
         case HS_LAYER_FC:
-            fill_weights(&r, p + L->w_off, (size_t)L->out_n * L->in_n, L->init, L->in_n, L->out_n);
-            memset(p + L->b_off, 0, (size_t)L->out_n * sizeof(float));
+            fill_weights(&r, p + L->w_off, (size_t)L->out_n * L->in_n, L->init, sc, L->in_n,
+                         L->out_n);
+            fill_bias(&r, p + L->b_off, (size_t)L->out_n, L->init, sc, L->in_n);
             break;
         case HS_LAYER_CONV:
-            fill_weights(&r, p + L->w_off, (size_t)K * C * R * R, L->init, C * R * R, K * R * R);
-            memset(p + L->b_off, 0, (size_t)K * sizeof(float));
+            fill_weights(&r, p + L->w_off, (size_t)K * C * R * R, L->init, sc, C * R * R,
+                         K * R * R);
+            fill_bias(&r, p + L->b_off, (size_t)K, L->init, sc, C * R * R);
             break;
         case HS_LAYER_BLOCK:
             fill_normal(&r, p + L->w_off, (size_t)K * C * 9, sqrt(2.0 / (C * 9)) * fixup);
@@ -515,4 +540,24 @@ void hs_nn_init_host(const hs_layer_t *layers, int n_layers, uint64_t seed, floa
             break;
         }
     }
+}
+
+int hs_init_parse(const char *s, hs_init_scheme_t *out)
+{
+    static const char *const names[] = {[HS_INIT_SCHEME_TORCH] = "torch",
+                                        [HS_INIT_SCHEME_HE] = "he",
+                                        [HS_INIT_SCHEME_XAVIER] = "xavier"};
+    for (size_t i = 0; s && i < HS_ARRAY_LEN(names); i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = (hs_init_scheme_t)i;
+            return 0;
+        }
+    return HS_ERR(-EINVAL, "unknown initialisation '%s': expected torch, he or xavier", s ? s : "");
+}
+
+const char *hs_init_name(hs_init_scheme_t scheme)
+{
+    return scheme == HS_INIT_SCHEME_HE       ? "he"
+           : scheme == HS_INIT_SCHEME_XAVIER ? "xavier"
+                                             : "torch";
 }

@@ -3,7 +3,7 @@
 # Skips the install when everything is already there; needs root (or sudo) otherwise.
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
-      libfabric-dev libfabric-bin libopenblas-dev liblapacke-dev check
+      libfabric-dev libfabric-bin libopenblas-dev liblapacke-dev zlib1g-dev check
       libopenmpi-dev openmpi-bin iproute2 clang-format
       clang libclang-rt-14-dev
       python3-numpy python3-matplotlib)

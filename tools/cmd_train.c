@@ -22,6 +22,11 @@ static hs_option_t train_options[] = {
      .group = "Model and data",
      .metavar = "SPEC",
      .help = "model: logreg:IN-OUT, mlp:IN-H1-..-OUT, lenet5, resnet20, seq:LAYERS (see README)"},
+    {.name = "init",
+     .type = HS_OPT_ENUM,
+     .def = "torch",
+     .choices = "torch|he|xavier",
+     .help = "initialisation of fc and conv layers: torch (PyTorch 1.13's defaults), he, xavier"},
     {.name = "data",
      .type = HS_OPT_STRING,
      .def = "gauss",
@@ -308,6 +313,7 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
     hs_train_opts_t o;
     hs_train_opts_defaults(&o);
     o.model = hs_cfg_str(cfg, "model");
+    o.init = hs_cfg_str(cfg, "init");
     o.data = hs_cfg_str(cfg, "data");
     o.shard = hs_cfg_str(cfg, "shard");
     o.device = hs_cfg_str(cfg, "device");

@@ -39,10 +39,15 @@
  * multiplier 1, and the classifier (fc) is zero-initialised. So the network starts as the
  * identity along each residual path, which is what lets it train without normalization.
  *
- * Initialisation elsewhere: fc and conv weights followed by relu are He-normal
- * (std sqrt(2 / fan_in)), others Xavier-uniform (a = sqrt(6 / (fan_in + fan_out))), biases
- * zero; layer i draws from hs_rng stream (seed, i + 1), so the same seed gives the same
- * parameters bit for bit.
+ * Initialisation elsewhere (hs_init_scheme_t, `--init`; a Fixup network keeps its own):
+ *   torch (default)  PyTorch 1.13's defaults for nn.Linear and nn.Conv2d: weights
+ *                    kaiming_uniform_(a = sqrt(5)) = U(-1/sqrt(fan_in), 1/sqrt(fan_in)), biases
+ *                    U(-1/sqrt(fan_in), 1/sqrt(fan_in)); fan_in = IN (fc) or C*R*S (conv)
+ *   he               fc and conv weights followed by relu He-normal (std sqrt(2 / fan_in)),
+ *                    others Xavier-uniform (a = sqrt(6 / (fan_in + fan_out))), biases zero
+ *   xavier           every fc and conv weight Xavier-uniform, biases zero
+ * Layer i draws from hs_rng stream (seed, i + 1), so the same seed gives the same parameters bit
+ * for bit.
  *
  * Inputs x are (B, C*H*W) float rows (NCHW per sample), labels (B) int32 in [0, classes), both
  * device pointers; 1 <= B <= max_batch. Weight layouts follow PyTorch: fc weight (OUT, IN),
@@ -62,6 +67,17 @@ extern "C" {
 #endif
 
 typedef struct hs_model hs_model_t;
+
+/* How fc and conv parameters are initialised (see above). */
+typedef enum hs_init_scheme {
+    HS_INIT_SCHEME_TORCH = 0,
+    HS_INIT_SCHEME_HE = 1,
+    HS_INIT_SCHEME_XAVIER = 2,
+} hs_init_scheme_t;
+
+/* "torch", "he", "xavier" -> *out; -EINVAL naming the value and the choices. */
+int hs_init_parse(const char *s, hs_init_scheme_t *out);
+const char *hs_init_name(hs_init_scheme_t scheme);
 
 /* One named parameter tensor: floats [offset, offset + count) of the flat parameter buffer
  * (and of the gradient buffer). Views are listed in layer order, contiguous, and cover the
@@ -83,7 +99,7 @@ int hs_model_parse_spec(const char *spec, int in_c, int in_h, int in_w, int clas
 
 /* Build the model of `spec` on backend `k` (not owned; must outlive the model), allocate the
  * flat parameter and gradient buffers and activations for up to `max_batch` rows, and
- * initialise the parameters from `seed` (see hs_model_init_params). */
+ * initialise the parameters from `seed` with the torch scheme (see hs_model_init_params). */
 int hs_model_create(hs_model_t **out, hs_kernels_t *k, const char *spec, int in_c, int in_h,
                     int in_w, int classes, int max_batch, uint64_t seed);
 /* Free everything and set *m to NULL (NULL is fine). */
@@ -107,8 +123,12 @@ int hs_model_classes(const hs_model_t *m);
 /* Input values per sample: C*H*W. */
 int hs_model_input_size(const hs_model_t *m);
 
-/* Re-initialise every parameter from `seed` (deterministic: same seed, same bits). */
+/* Re-initialise every parameter from `seed` under the model's scheme (torch unless
+ * hs_model_set_init chose another; deterministic: same seed, same bits). */
 int hs_model_init_params(hs_model_t *m, uint64_t seed);
+/* Choose the initialisation scheme and re-initialise every parameter from `seed`. */
+int hs_model_set_init(hs_model_t *m, hs_init_scheme_t scheme, uint64_t seed);
+hs_init_scheme_t hs_model_init_scheme(const hs_model_t *m);
 
 /* One training step's gradient: forward x (B, C*H*W), softmax cross-entropy against labels (B),
  * backward. Afterwards grads = d(mean loss)/d(params) (every gradient is overwritten, no
