@@ -169,7 +169,8 @@ int data_load_file(const char *path, uint8_t **buf, size_t *len)
             use = gz;
             rc = file_size(gz, &size);
         } else {
-            hs_error_prefix("(nor %s.gz)", path);
+            return HS_ERR(-ENOENT, "%s: missing file (no such file or directory, nor %s.gz)", path,
+                          path);
         }
     }
     if (rc < 0) return rc;

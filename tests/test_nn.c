@@ -213,11 +213,53 @@ START_TEST(test_views_and_init)
     free(pc);
     pc = host_params(c);
     ck_assert(memcmp(pa, pc, n * sizeof(float)) == 0);
-    /* He normal before relu, Xavier uniform on the last layer, zero biases */
     double mean, sd, mx;
     const hs_param_view_t *w1 = find_view(a, "fc1.w"), *w3 = find_view(a, "fc3.w");
     ck_assert_int_eq(w1->shape[0], 1024);
     ck_assert_int_eq(w1->shape[1], 784);
+    /* torch (the default): weights and biases U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
+    ck_assert_int_eq(hs_model_init_scheme(a), HS_INIT_SCHEME_TORCH);
+    static const struct {
+        const char *name;
+        int fan_in;
+    } tv[] = {{"fc1.w", 784}, {"fc1.b", 784}, {"fc2.w", 1024}, {"fc3.w", 1024}, {"fc3.b", 1024}};
+    for (size_t i = 0; i < HS_ARRAY_LEN(tv); i++) {
+        const hs_param_view_t *v = find_view(a, tv[i].name);
+        double bd = 1.0 / sqrt(tv[i].fan_in);
+        moments(pa + v->offset, v->count, &mean, &sd, &mx);
+        ck_assert_msg(mx <= bd && mx > (v->count > 100 ? 0.99 : 0.5) * bd, "%s max %g bound %g",
+                      v->name, mx, bd);
+        if (v->count > 1000)
+            ck_assert_msg(fabs(sd / (bd / sqrt(3.0)) - 1) < 0.02, "%s std %g", v->name, sd);
+    }
+    /* a conv's fan-in is C*R*S (lenet5's conv2: 6*5*5) */
+    hs_model_t *le = NULL;
+    ck_assert_int_eq(hs_model_create(&le, k, "lenet5", 1, 28, 28, 10, 2, 3), 0);
+    float *pl = host_params(le);
+    const hs_param_view_t *c2 = find_view(le, "conv2.w"), *c2b = find_view(le, "conv2.b");
+    moments(pl + c2->offset, c2->count, &mean, &sd, &mx);
+    ck_assert_msg(mx <= 1 / sqrt(150.0) && mx > 0.99 / sqrt(150.0), "conv2.w max %g", mx);
+    moments(pl + c2b->offset, c2b->count, &mean, &sd, &mx);
+    ck_assert_msg(mx <= 1 / sqrt(150.0) && mx > 0, "conv2.b max %g", mx);
+    free(pl);
+    hs_model_free(&le);
+    /* xavier: every weight Xavier-uniform, zero biases */
+    ck_assert_int_eq(hs_model_set_init(a, HS_INIT_SCHEME_XAVIER, 7), 0);
+    free(pa);
+    pa = host_params(a);
+    moments(pa + w1->offset, w1->count, &mean, &sd, &mx);
+    ck_assert_msg(mx <= sqrt(6.0 / (784 + 1024)) && mx > 0.99 * sqrt(6.0 / (784 + 1024)),
+                  "xavier fc1 max %g", mx);
+    for (int i = 0; i < hs_model_num_views(a); i++) {
+        const hs_param_view_t *v = hs_model_view(a, i);
+        if (v->ndim != 1) continue;
+        for (size_t j = 0; j < v->count; j++) ck_assert(pa[v->offset + j] == 0.0f);
+    }
+    /* he: He normal before relu, Xavier uniform on the last layer, zero biases */
+    ck_assert_int_eq(hs_model_set_init(a, HS_INIT_SCHEME_HE, 7), 0);
+    ck_assert_int_eq(hs_model_init_scheme(a), HS_INIT_SCHEME_HE);
+    free(pa);
+    pa = host_params(a);
     moments(pa + w1->offset, w1->count, &mean, &sd, &mx);
     ck_assert_msg(fabs(sd / sqrt(2.0 / 784) - 1) < 0.02, "fc1 std %g", sd);
     ck_assert(fabs(mean) < 0.001);
@@ -268,6 +310,22 @@ START_TEST(test_views_and_init)
         hs_model_free(&a);
     }
     hs_kernels_close(&k);
+}
+END_TEST
+
+START_TEST(test_init_parse)
+{
+    hs_init_scheme_t sc = HS_INIT_SCHEME_HE;
+    ck_assert_int_eq(hs_init_parse("torch", &sc), 0);
+    ck_assert_int_eq(sc, HS_INIT_SCHEME_TORCH);
+    ck_assert_int_eq(hs_init_parse("xavier", &sc), 0);
+    ck_assert_int_eq(sc, HS_INIT_SCHEME_XAVIER);
+    ck_assert_int_eq(hs_init_parse("he", &sc), 0);
+    ck_assert_int_eq(sc, HS_INIT_SCHEME_HE);
+    ck_assert_str_eq(hs_init_name(sc), "he");
+    ck_assert_int_eq(hs_init_parse("kaiming", &sc), -EINVAL);
+    ck_assert_msg(strstr(hs_last_error(), "'kaiming'") && strstr(hs_last_error(), "torch, he"),
+                  "%s", hs_last_error());
 }
 END_TEST
 
@@ -720,6 +778,7 @@ int main(void)
     tcase_add_test(tc, test_spec_errors);
     tcase_add_test(tc, test_param_counts);
     tcase_add_test(tc, test_views_and_init);
+    tcase_add_test(tc, test_init_parse);
     tcase_add_test(tc, test_create_errors_and_print);
     tcase_add_test(tc, test_logreg_forward_reference);
     tcase_add_test(tc, test_training_loss_falls);
