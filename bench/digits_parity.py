@@ -29,6 +29,7 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=5e-4)
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant")
     ap.add_argument("--init", default="torch", help="Hearsay's --init (torch, he, xavier)")
     ap.add_argument("--check", type=float, default=None, metavar="POINTS")
     args = ap.parse_args()
@@ -50,7 +51,7 @@ def main():
     data = torch_digits.load_digits(path, 28)
     targs = argparse.Namespace(epochs=args.epochs, batch=args.batch, lr=args.lr,
                                momentum=args.momentum, weight_decay=args.weight_decay,
-                               init="torch")
+                               init="torch", lr_schedule=args.lr_schedule)
     seeds = [int(s) for s in args.seeds.split(",")]
     rows = []
     for seed in seeds:
@@ -58,7 +59,7 @@ def main():
             cmd = [args.hearsay, "train", "--model", "lenet5", "--data", f"digits:{path}",
                    "--init", args.init, "--lr", str(args.lr), "--momentum", str(args.momentum),
                    "--weight-decay", str(args.weight_decay), "--batch", str(args.batch),
-                   "--epochs", str(args.epochs), "--seed", str(seed), "--threads", "1",
+                   "--epochs", str(args.epochs), "--lr-schedule", args.lr_schedule, "--seed", str(seed), "--threads", "1",
                    "--eval-every", "0", "--quiet", "--out", out]
             r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             if r.returncode != 0:
@@ -71,7 +72,7 @@ def main():
         rows.append((seed, 100 * hs["final_test_acc"], 100 * t["test_acc"]))
     print(f"LeNet-5 on digits (1438 train / 359 test, 28x28), lr {args.lr} momentum "
           f"{args.momentum} weight decay {args.weight_decay} batch {args.batch}, {args.epochs} "
-          f"epochs; Hearsay --init {args.init}, PyTorch {torch.__version__} defaults")
+          f"epochs, {args.lr_schedule} lr; Hearsay --init {args.init}, PyTorch {torch.__version__} defaults")
     print(f"| seed | Hearsay test acc % | PyTorch test acc % |")
     print(f"|---:|---:|---:|")
     for seed, h, t in rows:

@@ -9,13 +9,14 @@ mean and (population) standard deviation. Model: conv5x5(6, pad 2)-relu-maxpool2
 relu-maxpool2-fc120-relu-fc84-relu-fc10, PyTorch's default initialisation (--init torch), or
 Hearsay's former He/Xavier scheme (--init he: kaiming_normal for fc layers followed by relu,
 xavier_uniform for the convs and the last fc, zero biases). Training: SGD with momentum and
-weight decay, constant learning rate, shuffled batches with the last partial batch dropped.
+weight decay, a constant learning rate (or Hearsay's per-iteration cosine to 0), shuffled batches with the last partial batch dropped.
 
 Prints one JSON line per seed: {"seed", "test_acc", "test_loss", "first_losses", "wall_s"}.
 """
 import argparse
 import gzip
 import json
+import math
 import sys
 import time
 
@@ -75,11 +76,18 @@ def run(seed, data, args):
     g = torch.Generator().manual_seed(seed)
     n = len(ytr)
     first = []
+    ipe = n // args.batch
+    total = args.epochs * ipe
+    it = 0
     t0 = time.perf_counter()
     for _ in range(args.epochs):
         perm = torch.randperm(n, generator=g)
-        for b in range(n // args.batch):
+        for b in range(ipe):
             idx = perm[b * args.batch:(b + 1) * args.batch]
+            if args.lr_schedule == "cosine":  # Hearsay's cosine: per iteration, down to 0
+                for group in opt.param_groups:
+                    group["lr"] = 0.5 * args.lr * (1 + math.cos(math.pi * it / total))
+            it += 1
             opt.zero_grad()
             loss = loss_fn(model(xtr[idx]), ytr[idx])
             loss.backward()
@@ -104,6 +112,7 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=5e-4)
+    ap.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant")
     ap.add_argument("--init", choices=("torch", "he"), default="torch")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
