@@ -126,6 +126,17 @@ int hs_model_input_size(const hs_model_t *m);
 /* Re-initialise every parameter from `seed` under the model's scheme (torch unless
  * hs_model_set_init chose another; deterministic: same seed, same bits). */
 int hs_model_init_params(hs_model_t *m, uint64_t seed);
+/* Running statistics of the batch-norm layers (mean then variance per layer, in layer order;
+ * PyTorch's running_mean / running_var buffers): their count (0 without bn) and the device
+ * buffer. A training step (hs_model_train_step, hs_model_loss_grad) normalises with the batch's
+ * statistics and updates these (momentum 0.1, unbiased variance); hs_model_evaluate and
+ * hs_model_forward normalise with them, as PyTorch's eval(). hs_model_init_params resets them
+ * (means 0, variances 1). They are not parameters: no gradient, no weight decay. */
+size_t hs_model_num_state(const hs_model_t *m);
+float *hs_model_state(hs_model_t *m);
+/* on = 1: hs_model_evaluate / hs_model_forward use the batch's own statistics and leave the
+ * running ones alone (PyTorch's train() without an update; gradient checks). */
+void hs_model_set_eval_batch_stats(hs_model_t *m, int on);
 /* Choose the initialisation scheme and re-initialise every parameter from `seed`. */
 int hs_model_set_init(hs_model_t *m, hs_init_scheme_t scheme, uint64_t seed);
 hs_init_scheme_t hs_model_init_scheme(const hs_model_t *m);
