@@ -1,12 +1,15 @@
 #!/usr/bin/python3
-"""Hearsay and PyTorch 1.13 on IDENTICAL weights and batches: LeNet-5 on the digits.
+"""Hearsay and PyTorch 1.13 on IDENTICAL weights and batches: LeNet-5 on the digits, or the
+CIFAR ResNet-20 with batch norm on random 3x32x32 batches (--model resnet20).
 
-Loads libhearsay.so with ctypes, builds lenet5 (1x28x28, 10 classes) with the chosen --init and
---seed, copies its flat parameter vector into a PyTorch nn.Sequential of the same layers, then
+Loads libhearsay.so with ctypes, builds the model with the chosen --init and --seed, copies its
+flat parameter vector into a PyTorch model of the same layers (same parameter order), then
 runs --steps SGD steps (lr, momentum, weight decay as given) on the same batches in both and
 prints, per step: each side's loss and gradient norm, the largest gradient difference relative
 to the gradient norm, and the largest parameter difference after the step. This separates what
-the framework computes (kernels, loss, optimizer) from where it starts (initialisation).
+the framework computes (kernels, loss, optimizer) from where it starts (initialisation). For
+resnet20 it also compares the batch-norm running statistics after the steps and the
+evaluation-mode (running statistics) loss.
 
 --check TOL exits 1 when a step's relative gradient difference or loss difference passes TOL
 (used by tests/test_torch_parity.sh); exit 77 when torch, numpy or the digits are missing.
@@ -18,6 +21,39 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def resnet20_torch(classes=10):
+    """He et al. 2016's CIFAR ResNet-20 (option A shortcuts), as Hearsay's resnet20 lays it out."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        def __init__(self, cin, k, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, k, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(k)
+            self.conv2 = nn.Conv2d(k, k, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(k)
+            self.stride, self.pad = stride, (k - cin) // 2
+
+        def forward(self, x):
+            out = F.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            sc = x
+            if self.stride != 1 or self.pad:
+                sc = F.pad(x[:, :, ::self.stride, ::self.stride],
+                           (0, 0, 0, 0, self.pad, self.pad))
+            return F.relu(out + sc)
+
+    layers = [nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()]
+    cin = 16
+    for s, k in enumerate((16, 32, 64)):
+        for b in range(3):
+            layers.append(Block(cin, k, 2 if s > 0 and b == 0 else 1))
+            cin = k
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, classes)]
+    return nn.Sequential(*layers)
 
 
 class SgdCfg(C.Structure):
@@ -43,6 +79,11 @@ def open_lib(path):
     lib.hs_sgd_open.argtypes = [C.POINTER(P), P, C.c_size_t, C.POINTER(SgdCfg)]
     lib.hs_sgd_step.argtypes = [P, C.POINTER(C.c_float), C.POINTER(C.c_float), C.c_float]
     lib.hs_last_error.restype = C.c_char_p
+    lib.hs_model_num_state.argtypes = [P]
+    lib.hs_model_num_state.restype = C.c_size_t
+    lib.hs_model_state.argtypes = [P]
+    lib.hs_model_state.restype = C.POINTER(C.c_float)
+    lib.hs_model_evaluate.argtypes = lib.hs_model_train_step.argtypes
     return lib
 
 
@@ -56,6 +97,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default=os.path.join(HERE, "..", "_build", ".libs", "libhearsay.so"))
     ap.add_argument("--path", default=None, help="digits.csv(.gz)")
+    ap.add_argument("--model", choices=("lenet5", "resnet20"), default="lenet5")
     ap.add_argument("--init", default="he", help="torch, he, xavier (Hearsay's scheme)")
     ap.add_argument("--seed", type=int, default=6)
     ap.add_argument("--steps", type=int, default=5)
@@ -74,18 +116,25 @@ def main():
     sys.path.insert(0, HERE)
     import torch_digits
 
-    path = args.path or torch_digits.DEFAULT_PATH
-    if not os.path.exists(path):
-        print(f"torch_parity.py: skipped: {path} missing (install python3-sklearn)",
-              file=sys.stderr)
-        return 77
     torch.set_num_threads(1)
-    xtr, ytr, _, _ = torch_digits.load_digits(path, 28)
+    if args.model == "lenet5":
+        path = args.path or torch_digits.DEFAULT_PATH
+        if not os.path.exists(path):
+            print(f"torch_parity.py: skipped: {path} missing (install python3-sklearn)",
+                  file=sys.stderr)
+            return 77
+        xtr, ytr, _, _ = torch_digits.load_digits(path, 28)
+        shape = (1, 28, 28)
+    else:
+        gen = torch.Generator().manual_seed(args.seed)
+        xtr = torch.randn(16 * args.batch, 3, 32, 32, generator=gen)
+        ytr = torch.randint(0, 10, (16 * args.batch,), generator=gen)
+        shape = (3, 32, 32)
 
     lib = open_lib(args.lib)
     k, m, opt = C.c_void_p(), C.c_void_p(), C.c_void_p()
     check(lib, lib.hs_kernels_open(C.byref(k), 0, 0, 1), "hs_kernels_open")
-    check(lib, lib.hs_model_create(C.byref(m), k, b"lenet5", 1, 28, 28, 10, args.batch,
+    check(lib, lib.hs_model_create(C.byref(m), k, args.model.encode(), *shape, 10, args.batch,
                                    args.seed), "hs_model_create")
     scheme = C.c_int()
     check(lib, lib.hs_init_parse(args.init.encode(), C.byref(scheme)), "--init")
@@ -96,7 +145,8 @@ def main():
     hp = np.ctypeslib.as_array(lib.hs_model_params(m), shape=(n,))
     hg = np.ctypeslib.as_array(lib.hs_model_grads(m), shape=(n,))
 
-    model = torch_digits.lenet5("torch")
+    model = torch_digits.lenet5("torch") if args.model == "lenet5" else resnet20_torch()
+    model.train()
     params = list(model.parameters())
     assert sum(p.numel() for p in params) == n, "layouts differ"
     with torch.no_grad():
@@ -110,7 +160,7 @@ def main():
 
     g = torch.Generator().manual_seed(args.seed)
     perm = torch.randperm(len(ytr), generator=g)
-    print(f"lenet5 on digits, --init {args.init} --seed {args.seed}, lr {args.lr} momentum "
+    print(f"{args.model} on {'digits' if args.model == 'lenet5' else 'random CIFAR-shaped data'}, --init {args.init} --seed {args.seed}, lr {args.lr} momentum "
           f"{args.momentum} wd {args.weight_decay} batch {args.batch}; identical weights and "
           f"batches")
     print(f"{'step':>4} {'loss hearsay':>13} {'loss torch':>11} {'|g| hearsay':>12} "
@@ -142,6 +192,25 @@ def main():
             worst = max(worst, rel, ld)
         else:
             worst = math.inf
+    if args.model == "resnet20":
+        ns = lib.hs_model_num_state(m)
+        hst = np.ctypeslib.as_array(lib.hs_model_state(m), shape=(ns,))
+        tst = torch.cat([t.reshape(-1) for mod in model.modules()
+                         if isinstance(mod, torch.nn.BatchNorm2d)
+                         for t in (mod.running_mean, mod.running_var)]).numpy()
+        ds = float(np.abs(hst - tst).max() / max(1e-30, np.abs(tst).max()))
+        model.eval()
+        with torch.no_grad():
+            tl = loss_fn(model(xtr[:args.batch]), ytr[:args.batch]).item()
+        x = np.ascontiguousarray(xtr[:args.batch].numpy().reshape(args.batch, -1))
+        y = np.ascontiguousarray(ytr[:args.batch].numpy(), dtype=np.int32)
+        loss = C.c_double()
+        check(lib, lib.hs_model_evaluate(m, x.ctypes.data_as(C.POINTER(C.c_float)),
+                                         y.ctypes.data_as(C.POINTER(C.c_int32)), args.batch,
+                                         C.byref(loss), None), "evaluate")
+        print(f"running statistics ({ns} values): max difference / max value {ds:.2e}; "
+              f"evaluation loss (running statistics): hearsay {loss.value:.6f} torch {tl:.6f}")
+        worst = max(worst, ds, abs(loss.value - tl) / max(1.0, abs(tl)))
     if args.check is not None and not worst <= args.check:
         print(f"torch_parity.py: FAIL: difference {worst:.2e} > {args.check}", file=sys.stderr)
         return 1

@@ -226,7 +226,8 @@ int hs_nn_layer_fwd(hs_kernels_t *k, hs_layer_t *L, int B, const float *p, float
         return o->add_bias(k, B, L->out_n, p + L->b_off, L->y_rt);
     case HS_LAYER_CONV: {
         hs_conv2d_desc_t d = layer_conv(L, B);
-        return o->conv2d_fwd(k, &d, L->x_rt, p + L->w_off, p + L->b_off, L->y_rt, ws, ws_bytes);
+        return o->conv2d_fwd(k, &d, L->x_rt, p + L->w_off, L->has_bias ? p + L->b_off : NULL,
+                             L->y_rt, ws, ws_bytes);
     }
     case HS_LAYER_MAXPOOL: {
         hs_pool2d_desc_t d = pool_desc(L, B);
@@ -270,8 +271,8 @@ int hs_nn_layer_bwd(hs_kernels_t *k, hs_layer_t *L, int B, const float *p, float
     case HS_LAYER_CONV: {
         hs_conv2d_desc_t d = layer_conv(L, B);
         HS_TRY(o->zero(k, g + L->p_off, L->p_len * sizeof(float)));
-        return o->conv2d_bwd(k, &d, L->x_rt, p + L->w_off, L->dy_rt, dx, g + L->w_off, g + L->b_off,
-                             ws, ws_bytes);
+        return o->conv2d_bwd(k, &d, L->x_rt, p + L->w_off, L->dy_rt, dx, g + L->w_off,
+                             L->has_bias ? g + L->b_off : NULL, ws, ws_bytes);
     }
     case HS_LAYER_MAXPOOL: {
         if (!dx) return 0;

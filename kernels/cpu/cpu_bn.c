@@ -56,11 +56,12 @@ int hs_kcpu_batchnorm_fwd_train(hs_kernels_t *k, int B, int C, int HW, const flo
             running_var[c] =
                 (1.0f - momentum) * running_var[c] + momentum * (float)(v / (double)(n - 1));
         }
-        const float sc = gamma[c] * invstd, sh = beta[c] - (float)mean * sc;
+        /* (x - mean) first: x * sc + (beta - mean * sc) cancels when |mean| >> std */
+        const float sc = gamma[c] * invstd, mf = (float)mean, bc = beta[c];
         for (int b = 0; b < B; b++) {
             const float *xp = x + ((size_t)b * C + c) * HW;
             float *yp = y + ((size_t)b * C + c) * HW;
-            for (int i = 0; i < HW; i++) yp[i] = xp[i] * sc + sh;
+            for (int i = 0; i < HW; i++) yp[i] = (xp[i] - mf) * sc + bc;
         }
     }
     return 0;
@@ -74,12 +75,11 @@ int hs_kcpu_batchnorm_fwd_eval(hs_kernels_t *k, int B, int C, int HW, const floa
     if (!beta || !running_mean || !running_var)
         return HS_ERR(-EINVAL, "batchnorm_fwd_eval: NULL tensor");
     for (int c = 0; c < C; c++) {
-        const float sc = gamma[c] / sqrtf(running_var[c] + eps);
-        const float sh = beta[c] - running_mean[c] * sc;
+        const float sc = gamma[c] / sqrtf(running_var[c] + eps), mf = running_mean[c], bc = beta[c];
         for (int b = 0; b < B; b++) {
             const float *xp = x + ((size_t)b * C + c) * HW;
             float *yp = y + ((size_t)b * C + c) * HW;
-            for (int i = 0; i < HW; i++) yp[i] = xp[i] * sc + sh;
+            for (int i = 0; i < HW; i++) yp[i] = (xp[i] - mf) * sc + bc;
         }
     }
     return 0;
