@@ -11,7 +11,8 @@ the framework computes (kernels, loss, optimizer) from where it starts (initiali
 resnet20 it also compares the batch-norm running statistics after the steps and the
 evaluation-mode (running statistics) loss.
 
---check TOL exits 1 when a step's relative gradient difference or loss difference passes TOL
+--check TOL exits 1 when a step's relative difference of gradients (to the gradient norm), loss,
+or parameters after the step (to the largest parameter) passes TOL
 (used by tests/test_torch_parity.sh); exit 77 when torch, numpy or the digits are missing.
 """
 import argparse
@@ -92,37 +93,14 @@ def check(lib, rc, what):
         raise RuntimeError(f"{what}: {lib.hs_last_error().decode()}")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lib", default=os.path.join(HERE, "..", "_build", ".libs", "libhearsay.so"))
-    ap.add_argument("--path", default=None, help="digits.csv(.gz)")
-    ap.add_argument("--model", choices=("lenet5", "resnet20"), default="lenet5")
-    ap.add_argument("--init", default="he", help="torch, he, xavier (Hearsay's scheme)")
-    ap.add_argument("--seed", type=int, default=6)
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--weight-decay", type=float, default=5e-4)
-    ap.add_argument("--check", type=float, default=None)
-    args = ap.parse_args()
-    try:
-        import numpy as np
-        import torch
-    except ImportError as e:
-        print(f"torch_parity.py: skipped: {e} (install python3-torch)", file=sys.stderr)
-        return 77
-    sys.path.insert(0, HERE)
-    import torch_digits
-
-    torch.set_num_threads(1)
-    if args.model == "lenet5":
+def compare(args, model_name, lib, np, torch, torch_digits):
+    """One model: the step table; returns the worst relative difference (or 77: skip)."""
+    if model_name == "lenet5":
         path = args.path or torch_digits.DEFAULT_PATH
         if not os.path.exists(path):
             print(f"torch_parity.py: skipped: {path} missing (install python3-sklearn)",
                   file=sys.stderr)
-            return 77
+            return None
         xtr, ytr, _, _ = torch_digits.load_digits(path, 28)
         shape = (1, 28, 28)
     else:
@@ -131,10 +109,9 @@ def main():
         ytr = torch.randint(0, 10, (16 * args.batch,), generator=gen)
         shape = (3, 32, 32)
 
-    lib = open_lib(args.lib)
     k, m, opt = C.c_void_p(), C.c_void_p(), C.c_void_p()
     check(lib, lib.hs_kernels_open(C.byref(k), 0, 0, 1), "hs_kernels_open")
-    check(lib, lib.hs_model_create(C.byref(m), k, args.model.encode(), *shape, 10, args.batch,
+    check(lib, lib.hs_model_create(C.byref(m), k, model_name.encode(), *shape, 10, args.batch,
                                    args.seed), "hs_model_create")
     scheme = C.c_int()
     check(lib, lib.hs_init_parse(args.init.encode(), C.byref(scheme)), "--init")
@@ -145,7 +122,7 @@ def main():
     hp = np.ctypeslib.as_array(lib.hs_model_params(m), shape=(n,))
     hg = np.ctypeslib.as_array(lib.hs_model_grads(m), shape=(n,))
 
-    model = torch_digits.lenet5("torch") if args.model == "lenet5" else resnet20_torch()
+    model = torch_digits.lenet5("torch") if model_name == "lenet5" else resnet20_torch()
     model.train()
     params = list(model.parameters())
     assert sum(p.numel() for p in params) == n, "layouts differ"
@@ -160,7 +137,7 @@ def main():
 
     g = torch.Generator().manual_seed(args.seed)
     perm = torch.randperm(len(ytr), generator=g)
-    print(f"{args.model} on {'digits' if args.model == 'lenet5' else 'random CIFAR-shaped data'}, --init {args.init} --seed {args.seed}, lr {args.lr} momentum "
+    print(f"{model_name} on {'digits' if model_name == 'lenet5' else 'random CIFAR-shaped data'}, --init {args.init} --seed {args.seed}, lr {args.lr} momentum "
           f"{args.momentum} wd {args.weight_decay} batch {args.batch}; identical weights and "
           f"batches")
     print(f"{'step':>4} {'loss hearsay':>13} {'loss torch':>11} {'|g| hearsay':>12} "
@@ -188,11 +165,12 @@ def main():
         print(f"{s + 1:4d} {loss.value:13.4f} {tl.item():11.4f} {gn_h:12.4f} {gn_t:10.4f} "
               f"{rel:12.2e} {dw:14.2e}")
         ld = abs(loss.value - tl.item()) / max(1.0, abs(tl.item()))
+        dwr = dw / max(1e-30, float(np.abs(tw).max()))
         if math.isfinite(rel):
-            worst = max(worst, rel, ld)
+            worst = max(worst, rel, ld, dwr)
         else:
             worst = math.inf
-    if args.model == "resnet20":
+    if model_name == "resnet20":
         ns = lib.hs_model_num_state(m)
         hst = np.ctypeslib.as_array(lib.hs_model_state(m), shape=(ns,))
         tst = torch.cat([t.reshape(-1) for mod in model.modules()
@@ -211,6 +189,43 @@ def main():
         print(f"running statistics ({ns} values): max difference / max value {ds:.2e}; "
               f"evaluation loss (running statistics): hearsay {loss.value:.6f} torch {tl:.6f}")
         worst = max(worst, ds, abs(loss.value - tl) / max(1.0, abs(tl)))
+    return worst
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", default=os.path.join(HERE, "..", "_build", ".libs", "libhearsay.so"))
+    ap.add_argument("--path", default=None, help="digits.csv(.gz)")
+    ap.add_argument("--model", default="lenet5",
+                    help="lenet5 (digits), resnet20 (random CIFAR-shaped data), or both: "
+                         "lenet5,resnet20")
+    ap.add_argument("--init", default="he", help="torch, he, xavier (Hearsay's scheme)")
+    ap.add_argument("--seed", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=5e-4)
+    ap.add_argument("--check", type=float, default=None)
+    args = ap.parse_args()
+    try:
+        import numpy as np
+        import torch
+    except ImportError as e:
+        print(f"torch_parity.py: skipped: {e} (install python3-torch)", file=sys.stderr)
+        return 77
+    sys.path.insert(0, HERE)
+    import torch_digits
+
+    torch.set_num_threads(1)
+    lib = open_lib(args.lib)
+    worst = 0.0
+    for name in args.model.split(","):
+        w = compare(args, name, lib, np, torch, torch_digits)
+        if w is None:
+            return 77
+        worst = max(worst, w)
     if args.check is not None and not worst <= args.check:
         print(f"torch_parity.py: FAIL: difference {worst:.2e} > {args.check}", file=sys.stderr)
         return 1
