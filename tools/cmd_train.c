@@ -21,7 +21,8 @@ static hs_option_t train_options[] = {
      .def = "mlp:784-1024-1024-10",
      .group = "Model and data",
      .metavar = "SPEC",
-     .help = "model: logreg:IN-OUT, mlp:IN-H1-..-OUT, lenet5, resnet20, seq:LAYERS (see README)"},
+     .help = "model: logreg:IN-OUT, mlp:IN-H1-..-OUT, lenet5, resnet20 (batch norm), "
+             "resnet20-fixup, seq:LAYERS (see README)"},
     {.name = "init",
      .type = HS_OPT_ENUM,
      .def = "torch",
@@ -31,7 +32,8 @@ static hs_option_t train_options[] = {
      .type = HS_OPT_STRING,
      .def = "gauss",
      .metavar = "SPEC",
-     .help = "dataset: gauss[:k=v,..], teacher[:..], mnist:DIR, cifar10:DIR (see below)"},
+     .help = "dataset: gauss[:k=v,..], teacher[:..], mnist:DIR, cifar10:DIR, digits[:PATH] (see "
+             "below)"},
     {.name = "shard",
      .type = HS_OPT_STRING,
      .def = "iid",

@@ -16,28 +16,36 @@
  *   lenet5                 conv5x5(6)-relu-maxpool2-conv5x5(16)-relu-maxpool2-flatten-
  *                          fc120-relu-fc84-relu-fc(classes); the first conv pads by 2 when the
  *                          input is smaller than 32x32 (1x28x28 MNIST), else 0 (3x32x32 CIFAR)
- *   resnet20               CIFAR ResNet-20 without normalization, the Fixup way (below)
+ *   resnet20               the standard CIFAR ResNet-20 with batch norm (He et al. 2016):
+ *                          conv3x3(16, no bias)-bn-relu, 3 stages of 3 resK blocks (16, 32, 64
+ *                          channels, stride 2 at the start of stages 2 and 3), gap, fc(classes);
+ *                          269,722 parameters for 3x32x32 and 10 classes
+ *   resnet20-fixup         CIFAR ResNet-20 without normalization, the Fixup way (below)
  *   seq:L-L-...            any list of layers: fcN, convK[kR][sS][pP] (K filters RxR, stride S,
  *                          pad P; defaults k3 s1 p0), maxpoolN[sS] (stride defaults to N),
- *                          relu, tanh, flatten, gap (global average pool), blockK[sS] (a Fixup
- *                          basic block); the last layer must output `classes` values
+ *                          relu, tanh, flatten, gap (global average pool), bn (batch norm of
+ *                          the conv's channels or the fc's features; must directly follow a
+ *                          conv or fc, and not be last), blockK[sS] (a Fixup basic block),
+ *                          resK[sS] (a basic block with batch norm: relu(bn(conv3x3(relu(bn(
+ *                          conv3x3/S(x))))) + shortcut), the shortcut x or, when the stride or
+ *                          width changes, x subsampled by S with its channels zero-padded
+ *                          evenly to K: "option A"); the last layer must output `classes`
+ *                          values
  * Bounds, checked where the spec is parsed: every size 1 .. 2^24 (padding 0 .. 2^24), at most
  * 2^24 values per sample after any layer, at most 2^31 - 1 parameters in all (products are
  * checked before they could wrap).
  *
- * resnet20 (Zhang, Dauphin, Ma, "Fixup initialization", ICLR 2019; there is no batch-norm
- * kernel): conv3x3(16)+bias-relu, then 3 stages of 3 basic blocks with 16, 32, 64 channels
- * (stride 2 at the start of stages 2 and 3), global average pool, fc(classes). A basic block
- * with input x computes, with scalar parameters b1a b1b b2a b2b (biases) and s (multiplier):
- *     h   = relu(conv3x3(x + b1a) + b1b)
- *     br  = s * conv3x3(h + b2a) + b2b
- *     out = relu(br + shortcut),  shortcut = x, or conv1x1/stride2(x + b1a) (projection, no
- *                                 bias) when the stride or channel count changes.
- * Branch convs carry no bias. Initialisation: the first conv of each branch is He-normal scaled
- * by L^(-1/(2m-2)) = L^(-1/2) (L residual branches, m = 2 convs per branch), the second conv
- * of each branch is zero, projections and the stem conv are He-normal, scalar biases 0 and the
- * multiplier 1, and the classifier (fc) is zero-initialised. So the network starts as the
- * identity along each residual path, which is what lets it train without normalization.
+ * resnet20-fixup (Zhang, Dauphin, Ma, "Fixup initialization", ICLR 2019): conv3x3(16)+bias-relu,
+ * then 3 stages of 3 basic blocks with 16, 32, 64 channels (stride 2 at the start of stages 2 and
+ * 3), global average pool, fc(classes). A basic block with input x computes, with scalar parameters
+ * b1a b1b b2a b2b (biases) and s (multiplier): h   = relu(conv3x3(x + b1a) + b1b) br  = s *
+ * conv3x3(h + b2a) + b2b out = relu(br + shortcut),  shortcut = x, or conv1x1/stride2(x + b1a)
+ * (projection, no bias) when the stride or channel count changes. Branch convs carry no bias.
+ * Initialisation: the first conv of each branch is He-normal scaled by L^(-1/(2m-2)) = L^(-1/2) (L
+ * residual branches, m = 2 convs per branch), the second conv of each branch is zero, projections
+ * and the stem conv are He-normal, scalar biases 0 and the multiplier 1, and the classifier (fc) is
+ * zero-initialised. So the network starts as the identity along each residual path, which is what
+ * lets it train without normalization.
  *
  * Initialisation elsewhere (hs_init_scheme_t, `--init`; a Fixup network keeps its own):
  *   torch (default)  PyTorch 1.13's defaults for nn.Linear and nn.Conv2d: weights
