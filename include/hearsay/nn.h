@@ -35,17 +35,19 @@
  * 2^24 values per sample after any layer, at most 2^31 - 1 parameters in all (products are
  * checked before they could wrap).
  *
- * resnet20-fixup (Zhang, Dauphin, Ma, "Fixup initialization", ICLR 2019): conv3x3(16)+bias-relu,
- * then 3 stages of 3 basic blocks with 16, 32, 64 channels (stride 2 at the start of stages 2 and
- * 3), global average pool, fc(classes). A basic block with input x computes, with scalar parameters
- * b1a b1b b2a b2b (biases) and s (multiplier): h   = relu(conv3x3(x + b1a) + b1b) br  = s *
- * conv3x3(h + b2a) + b2b out = relu(br + shortcut),  shortcut = x, or conv1x1/stride2(x + b1a)
- * (projection, no bias) when the stride or channel count changes. Branch convs carry no bias.
- * Initialisation: the first conv of each branch is He-normal scaled by L^(-1/(2m-2)) = L^(-1/2) (L
- * residual branches, m = 2 convs per branch), the second conv of each branch is zero, projections
- * and the stem conv are He-normal, scalar biases 0 and the multiplier 1, and the classifier (fc) is
- * zero-initialised. So the network starts as the identity along each residual path, which is what
- * lets it train without normalization.
+ * resnet20-fixup (Zhang, Dauphin, Ma, "Fixup initialization", ICLR 2019):
+ * conv3x3(16)+bias-relu, then 3 stages of 3 basic blocks with 16, 32, 64 channels (stride 2 at
+ * the start of stages 2 and 3), global average pool, fc(classes). A basic block with input x
+ * computes, with scalar parameters b1a b1b b2a b2b (biases) and s (multiplier):
+ *     h   = relu(conv3x3(x + b1a) + b1b)
+ *     br  = s * conv3x3(h + b2a) + b2b
+ *     out = relu(br + shortcut),  shortcut = x, or conv1x1/stride2(x + b1a) (projection, no
+ *                                 bias) when the stride or channel count changes.
+ * Branch convs carry no bias. Initialisation: the first conv of each branch is He-normal scaled
+ * by L^(-1/(2m-2)) = L^(-1/2) (L residual branches, m = 2 convs per branch), the second conv
+ * of each branch is zero, projections and the stem conv are He-normal, scalar biases 0 and the
+ * multiplier 1, and the classifier (fc) is zero-initialised. So the network starts as the
+ * identity along each residual path, which is what lets it train without normalization.
  *
  * Initialisation elsewhere (hs_init_scheme_t, `--init`; a Fixup network keeps its own):
  *   torch (default)  PyTorch 1.13's defaults for nn.Linear and nn.Conv2d: weights
