@@ -104,9 +104,9 @@ int hs_digits_read(const char *path, int size, hs_dataset_t *train, hs_dataset_t
     int32_t *lab = NULL;
     if (rows < 5 || rows > DIGITS_MAX) {
         rc = HS_ERR(-EINVAL,
-                    "%s: not the digits CSV: %lld lines (expected 5 .. %d lines of 64 pixel "
+                    "%s: not the digits CSV: %lld line%s (expected 5 .. %d lines of 64 pixel "
                     "values and a label; sklearn's file has 1797)",
-                    path, (long long)rows, DIGITS_MAX);
+                    path, (long long)rows, rows == 1 ? "" : "s", DIGITS_MAX);
         goto done;
     }
     pix = hs_malloc((size_t)rows * DIGITS_PIXELS * sizeof(float), "digits pixels");

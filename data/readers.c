@@ -161,6 +161,8 @@ int data_load_file(const char *path, uint8_t **buf, size_t *len)
     char gz[4096];
     const char *use = path;
     int rc = file_size(path, &size);
+    size_t plen = strlen(path);
+    if (rc == -ENOENT && plen > 3 && strcmp(path + plen - 3, ".gz") == 0) return rc;
     if (rc == -ENOENT) {
         /* FILE missing: FILE.gz will do */
         struct stat st;
