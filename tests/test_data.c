@@ -513,6 +513,49 @@ static uint8_t *write_cifar(const char *path, int n, uint64_t seed)
     return buf;
 }
 
+/* CIFAR-10 batches gzipped one by one, in the archive's cifar-10-batches-bin/ (the parent
+ * given), read directly; a truncated one is an error naming it. */
+START_TEST(test_cifar_gzip)
+{
+    char dir[512], sub[600], path[700], gz[720];
+    make_subdir(dir, sizeof(dir), "cifargz");
+    snprintf(sub, sizeof(sub), "%s/cifar-10-batches-bin", dir);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    uint8_t *files[6];
+    for (int f = 0; f < 6; f++) {
+        if (f < 5)
+            snprintf(path, sizeof(path), "%s/data_batch_%d.bin", sub, f + 1);
+        else
+            snprintf(path, sizeof(path), "%s/test_batch.bin", sub);
+        files[f] = write_cifar(path, 2, (uint64_t)f + 7);
+        snprintf(gz, sizeof(gz), "%s.gz", path);
+        gzip_file(path, gz);
+    }
+    hs_dataset_t tr, te;
+    ck_assert_msg(hs_data_cifar10(dir, HS_NORM_NONE, &tr, &te) == 0, "%s", hs_last_error());
+    ck_assert_int_eq(tr.n, 10);
+    ck_assert_int_eq(te.n, 2);
+    for (int f = 0; f < 5; f++)
+        for (int i = 0; i < 2; i++) {
+            const uint8_t *rec = files[f] + (size_t)i * 3073;
+            ck_assert_int_eq(tr.y[2 * f + i], rec[0]);
+            for (int j = 0; j < 3072; j++)
+                ck_assert(tr.x[(2 * f + i) * 3072 + j] == rec[1 + j] / 255.0f);
+        }
+    hs_dataset_free(&tr);
+    hs_dataset_free(&te);
+    static uint8_t whole[1 << 15];
+    snprintf(gz, sizeof(gz), "%s/data_batch_3.bin.gz", sub);
+    size_t n = file_bytes(gz, whole, sizeof(whole));
+    ck_assert(n > 100 && n < sizeof(whole));
+    write_file(gz, whole, n / 2);
+    ck_assert_int_eq(hs_data_cifar10(dir, HS_NORM_NONE, &tr, &te), -EINVAL);
+    assert_error_has("data_batch_3.bin.gz", "truncated gzip file");
+    ck_assert_ptr_null(tr.x);
+    for (int f = 0; f < 6; f++) free(files[f]);
+}
+END_TEST
+
 START_TEST(test_cifar_roundtrip)
 {
     char dir[512], path[600];
@@ -1221,6 +1264,7 @@ int main(void)
     tcase_add_test(files, test_mnist_roundtrip);
     tcase_add_test(files, test_mnist_bad_files);
     tcase_add_test(files, test_mnist_gzip);
+    tcase_add_test(files, test_cifar_gzip);
     tcase_add_test(files, test_digits);
     tcase_add_test(files, test_cifar_roundtrip);
     tcase_add_test(files, test_cifar_bad_files);
