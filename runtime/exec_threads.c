@@ -289,3 +289,13 @@ void hs_exec_destroy(hs_exec_t **x)
     (*x)->ops->destroy(*x);
     *x = NULL;
 }
+
+int hs_exec_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *counted)
+{
+    if (x->ops->size >= offsetof(hs_exec_ops_t, local) + sizeof x->ops->local && x->ops->local)
+        return x->ops->local(x, fn, ctx, counted);
+    double w0 = hs_now(), c0 = hs_thread_cpu_s();
+    int rc = fn(ctx);
+    *counted = x->ops->compute(x, hs_thread_cpu_s() - c0, hs_now() - w0);
+    return rc;
+}

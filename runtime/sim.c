@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define IDLE_SLICE_S 0.1 /* the owner's waits call the idle hook this often (virtual s) */
@@ -55,6 +56,9 @@ struct sim_thread {
     sem_t go;
     int state;
     int exited;     /* its function returned (the thread can be joined) */
+    int sleeping;   /* blocked in a sleep: only its deadline wakes it */
+    int depth;      /* > 0: in the simulator's code (accounting: sim_in, sim_out) */
+    double left_at; /* when it last went back to the workers' code (hs_now) */
     double wake_at; /* while blocked: the deadline (INFINITY: none) */
     void *(*fn)(void *);
     void *arg;
@@ -69,7 +73,9 @@ typedef struct sim_msg {
     size_t len;
     double at; /* delivery time */
     uint64_t seq;
+    size_t cap;           /* bytes data[] can hold (messages are recycled: msg_get) */
     int reclaimed;        /* taken back by its sender (unsent): never delivered */
+    struct hs_treq *sreq; /* its send request, completed when it is delivered (NULL: none) */
     struct sim_msg *next; /* unexpected queue */
     unsigned char data[];
 } sim_msg_t;
@@ -86,11 +92,13 @@ struct hs_treq {
     sim_rank_t *rk;                /* a receive's rank */
     struct hs_treq *cprev, *cnext; /* completed receives not yet taken (rk->completed) */
     int on_completed;
+    struct sim_msg *msg; /* a send: its message while in flight */
 };
 
 struct sim_rank {
     int rank;
     int dead;
+    int busy; /* its main thread runs local work off the baton (vx_local; w->mu) */
     hs_transport_t *t;
     hs_exec_t *x;
     hs_boot_t *boot;
@@ -151,6 +159,23 @@ struct sim_world {
     int barrier_count;
     uint64_t barrier_gen;
     size_t stack_bytes;
+    /* Parallel local work (vx_local): at most `par` ranks' gradients run at once, off the
+     * baton; mu guards the busy flags and local_s. */
+    int par;
+    sem_t slots;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int end_rc; /* why the run ended early (pick_next), with its message */
+    char end_msg[256];
+    sim_msg_t *pool; /* freed messages kept for reuse (msg_get/msg_put) */
+    size_t pool_bytes;
+    /* Accounting: wall seconds spent in the workers' own code (training loop, algorithms,
+     * handlers, gradients) as opposed to the simulator's (scheduling, thread switches, the
+     * simulated transport, the consensus measurement), on the monotonic clock (a thread's CPU
+     * clock is a system call, 1.7 us here: reading it at every entry into the simulator cost
+     * a tenth of a run). local_s: gradients (under mu when run off the baton). */
+    double worker_s, local_s;
+    long steps;
 };
 
 /* --- the scheduler -------------------------------------------------------------------- */
@@ -169,27 +194,94 @@ static void make_ready(sim_thread_t *t)
     }
 }
 
-/* Wake every blocked thread of rank rk (something it may wait for happened). */
+/* Wake every blocked thread of rank rk (something it may wait for happened); a sleeping
+ * thread waits for its deadline only. */
 static void wake_rank(sim_rank_t *rk)
 {
     for (sim_thread_t *t = rk->threads; t; t = t->next_in_rank)
-        if (t->state == T_BLOCKED) make_ready(t);
+        if (t->state == T_BLOCKED && !t->sleeping) make_ready(t);
 }
 
 static void wake_all(sim_world_t *w)
 {
     for (int i = 0; i < w->nth; i++)
-        if (w->th[i]->state == T_BLOCKED) make_ready(w->th[i]);
+        if (w->th[i]->state == T_BLOCKED && !w->th[i]->sleeping) make_ready(w->th[i]);
 }
 
-/* The running thread blocks until woken or until `deadline` (virtual seconds). */
-static void block_until(sim_world_t *w, double deadline)
+static int advance(sim_world_t *w);
+
+/* The baton holder picks the thread to run next: the first still ready (a crash ends some),
+ * else the clock moves to the next event. NULL when the run is over (every rank's training
+ * loop ended) or when nothing can ever happen again (w->end_rc and end_msg say so). */
+static sim_thread_t *pick_next(sim_world_t *w)
+{
+    for (;;) {
+        if (w->mains_left <= 0) return NULL;
+        while (w->ready_head) {
+            sim_thread_t *t = w->ready_head;
+            w->ready_head = t->next_ready;
+            if (!w->ready_head) w->ready_tail = NULL;
+            if (t->state == T_READY) return t;
+        }
+        if (advance(w)) {
+            w->end_rc = -EDEADLK;
+            snprintf(w->end_msg, sizeof w->end_msg,
+                     "sim: deadlock at virtual time %.6f s: %d rank(s) wait for something that "
+                     "will never happen",
+                     w->now, w->mains_left);
+            return NULL;
+        }
+    }
+}
+
+/* Hand the baton to t (NULL: back to hs_sim_run, the run is over). The threads hand it to
+ * each other directly: one switch per hand-over, not two through a scheduler thread. */
+static void hand_to(sim_world_t *w, sim_thread_t *t)
+{
+    if (!t) {
+        w->current = NULL;
+        sem_post(&w->sched);
+        return;
+    }
+    if (w->par > 1) { /* its rank's local work must end first */
+        pthread_mutex_lock(&w->mu);
+        while (t->rk->busy) pthread_cond_wait(&w->cv, &w->mu);
+        pthread_mutex_unlock(&w->mu);
+    }
+    w->current = t;
+    t->state = T_RUNNING;
+    t->wake_at = INFINITY;
+    sem_post(&t->go);
+}
+
+/* The running thread `me` (already marked blocked) gives up the baton until its turn. */
+static void yield_baton(sim_world_t *w, sim_thread_t *me)
+{
+    sim_thread_t *next = pick_next(w);
+    if (next == me) { /* its own deadline came first: it goes on */
+        me->state = T_RUNNING;
+        me->wake_at = INFINITY;
+        return;
+    }
+    hand_to(w, next);
+    sem_wait(&me->go);
+}
+
+/* The running thread blocks until woken or until `deadline` (virtual seconds); with
+ * `sleeping`, until the deadline only. */
+static void block_for(sim_world_t *w, double deadline, int sleeping)
 {
     sim_thread_t *t = w->current;
     t->state = T_BLOCKED;
+    t->sleeping = sleeping;
     t->wake_at = deadline;
-    sem_post(&w->sched);
-    sem_wait(&t->go);
+    yield_baton(w, t);
+    t->sleeping = 0;
+}
+
+static void block_until(sim_world_t *w, double deadline)
+{
+    block_for(w, deadline, 0);
 }
 
 static sim_thread_t *current_of(sim_world_t *w)
@@ -197,16 +289,22 @@ static sim_thread_t *current_of(sim_world_t *w)
     return w->current;
 }
 
+static void sim_in(sim_world_t *w);
+
 static void *trampoline(void *arg)
 {
     sim_thread_t *t = arg;
     sem_wait(&t->go);
+    /* a rank's main thread starts in the workers' code; a service's in the simulator's */
+    t->depth = t == t->rk->main ? 0 : 1;
+    t->left_at = hs_now();
     t->fn(t->arg);
+    if (t == t->rk->main) sim_in(t->w);
     t->state = T_DONE;
     t->exited = 1;
     if (t == t->rk->main) t->w->mains_left--;
     wake_rank(t->rk); /* a joiner may wait for this thread */
-    sem_post(&t->w->sched);
+    hand_to(t->w, pick_next(t->w));
     return NULL;
 }
 
@@ -249,6 +347,37 @@ static int spawn(sim_world_t *w, sim_rank_t *rk, void *(*fn)(void *), void *arg,
 }
 
 /* --- messages ------------------------------------------------------------------------- */
+
+/* Messages are recycled: a model-sized message is above malloc's mmap threshold, and a fresh
+ * mapping per send cost a page fault per 4 KiB (a quarter of a 64-rank run's time). */
+#define POOL_MAX_BYTES ((size_t)256 << 20)
+
+static sim_msg_t *msg_get(sim_world_t *w, size_t len)
+{
+    int looked = 0;
+    for (sim_msg_t **pp = &w->pool; *pp && looked < 8; pp = &(*pp)->next, looked++) {
+        sim_msg_t *m = *pp;
+        if (m->cap < len) continue;
+        *pp = m->next;
+        w->pool_bytes -= m->cap;
+        return m;
+    }
+    size_t cap = len ? len : 1;
+    sim_msg_t *m = malloc(sizeof *m + cap);
+    if (m) m->cap = cap;
+    return m;
+}
+
+static void msg_put(sim_world_t *w, sim_msg_t *m)
+{
+    if (w->pool_bytes + m->cap > POOL_MAX_BYTES) {
+        free(m);
+        return;
+    }
+    m->next = w->pool;
+    w->pool = m;
+    w->pool_bytes += m->cap;
+}
 
 static int msg_before(const sim_msg_t *a, const sim_msg_t *b)
 {
@@ -297,17 +426,18 @@ static int matches(const struct hs_treq *r, const sim_msg_t *m)
     return r->tag == m->tag && (r->peer == HS_ANY_SOURCE || r->peer == m->src);
 }
 
-static void complete_recv(struct hs_treq *r, const sim_msg_t *m)
+static void complete_recv_from(struct hs_treq *r, int src, uint32_t tag, const void *data,
+                               size_t len)
 {
-    if (m->len > r->cap) {
+    if (len > r->cap) {
         r->err = HS_ERR(-EMSGSIZE,
                         "sim: message of %zu bytes from rank %d (tag %#x) for a %zu-byte "
                         "receive",
-                        m->len, m->src, m->tag, r->cap);
-    } else {
-        memcpy(r->buf, m->data, m->len);
+                        len, src, tag, r->cap);
+    } else if (len) {
+        memcpy(r->buf, data, len);
     }
-    r->st = (hs_tstatus_t){.source = m->src, .tag = m->tag, .len = m->len};
+    r->st = (hs_tstatus_t){.source = src, .tag = tag, .len = len};
     r->done = 1;
     if (r->rk && !r->on_completed) { /* until taken: leave hands it back if never taken */
         r->cprev = NULL;
@@ -316,6 +446,25 @@ static void complete_recv(struct hs_treq *r, const sim_msg_t *m)
         r->rk->completed = r;
         r->on_completed = 1;
     }
+}
+
+static void complete_recv(struct hs_treq *r, const sim_msg_t *m)
+{
+    complete_recv_from(r, m->src, m->tag, m->data, m->len);
+}
+
+/* The first posted receive of rank d that matches (src, tag), taken off the posted list;
+ * NULL when none. */
+static struct hs_treq *take_posted(sim_rank_t *d, int src, uint32_t tag)
+{
+    for (struct hs_treq **pp = &d->posted; *pp; pp = &(*pp)->next) {
+        struct hs_treq *r = *pp;
+        if (r->tag != tag || (r->peer != HS_ANY_SOURCE && r->peer != src)) continue;
+        *pp = r->next;
+        r->next = NULL;
+        return r;
+    }
+    return NULL;
 }
 
 static void off_completed(struct hs_treq *r)
@@ -337,25 +486,33 @@ static void append(sim_msg_t **list, sim_msg_t *m)
 }
 
 /* A message reaches its destination (the clock is at m->at). */
+/* A message has left its sender's side (delivered, or taken back): its send completes. */
+static void complete_send(sim_world_t *w, sim_msg_t *m)
+{
+    if (!m->sreq) return;
+    m->sreq->done = 1;
+    m->sreq->msg = NULL;
+    m->sreq = NULL;
+    wake_rank(&w->rk[m->src]);
+}
+
 static void deliver(sim_world_t *w, sim_msg_t *m)
 {
     w->in_flight[m->src]--;
+    complete_send(w, m);
     sim_rank_t *d = &w->rk[m->dst];
     if (m->reclaimed) {
-        free(m);
+        msg_put(w, m);
         return;
     }
     if (d->dead || d->left) { /* its sender may take it back (unsent) */
         append(&d->dead_letters, m);
         return;
     }
-    for (struct hs_treq **pp = &d->posted; *pp; pp = &(*pp)->next) {
-        struct hs_treq *r = *pp;
-        if (!matches(r, m)) continue;
-        *pp = r->next;
-        r->next = NULL;
+    struct hs_treq *r = take_posted(d, m->src, m->tag);
+    if (r) {
         complete_recv(r, m);
-        free(m);
+        msg_put(w, m);
         wake_rank(d);
         return;
     }
@@ -377,7 +534,8 @@ static sim_world_t *world_of(sim_rank_t *rk);
 
 /* When a message of len bytes sent now from src reaches dst: the sending host's NIC
  * serialises it (inter-host only, --sim-nic), the link carries it (--link: bandwidth,
- * latency, jitter), the receiving host's NIC serialises it again. */
+ * latency, jitter), the receiving host's NIC takes it in, shared with the host's other
+ * arrivals (cut through: an idle NIC adds nothing to the last byte's arrival). */
 static double deliver_time(sim_world_t *w, int src, int dst, size_t len)
 {
     double t = w->now;
@@ -388,8 +546,9 @@ static double deliver_time(sim_world_t *w, int src, int dst, size_t len)
         t = tx;
     }
     if (w->rk[src].shaper) t = hs_shaper_release(w->rk[src].shaper, dst, len, t);
-    if (nic) {
-        double rx = HS_MAX(t, w->nic_rx[hd]) + (double)len / w->nic_Bps;
+    if (nic) { /* the receiving NIC takes the bytes in as they arrive (cut through): done
+                * when the last has arrived, or len / nic after it is free again */
+        double rx = HS_MAX(t, w->nic_rx[hd] + (double)len / w->nic_Bps);
         w->nic_rx[hd] = rx;
         t = rx;
     }
@@ -414,25 +573,45 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
         *req = r;
         return 0;
     }
-    sim_msg_t *m = malloc(sizeof *m + (len ? len : 1));
+    /* A message due now (an ideal link), with nothing of this sender in flight that it could
+     * overtake, and a receive posted for it: delivered at once, one copy from the sender's
+     * buffer (the receiver's threads are woken as a delivery from the event queue would). */
+    double at = deliver_time(w, rk->rank, peer, len);
+    if (at <= w->now && w->in_flight[rk->rank] == 0) {
+        struct hs_treq *pr = take_posted(&w->rk[peer], rk->rank, tag);
+        if (pr) {
+            complete_recv_from(pr, rk->rank, tag, buf, len);
+            wake_rank(&w->rk[peer]);
+            *req = r;
+            return 0;
+        }
+    }
+    sim_msg_t *m = msg_get(w, len);
     if (!m) {
         free(r);
         return HS_ERR(-ENOMEM, "sim: out of memory for a %zu-byte message", len);
     }
     m->src = rk->rank;
     m->reclaimed = 0;
+    m->sreq = NULL;
     m->dst = peer;
     m->tag = tag;
     m->len = len;
     if (len) memcpy(m->data, buf, len);
-    m->at = deliver_time(w, rk->rank, peer, len);
+    m->at = at;
     m->seq = ++w->seq;
     w->in_flight[rk->rank]++;
     int rc = heap_push(w, m);
     if (rc < 0) {
-        free(m);
+        msg_put(w, m);
         free(r);
         return rc;
+    }
+    if (at > w->now) { /* the send completes when its last byte has arrived (a shaped hsshm
+                        * send completes when its last chunk is in the receiver's ring) */
+        r->done = 0;
+        r->msg = m;
+        m->sreq = r;
     }
     *req = r;
     return 0;
@@ -454,7 +633,7 @@ static int st_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t
         if (!matches(r, m)) continue;
         *pp = m->next;
         complete_recv(r, m);
-        free(m);
+        msg_put(world_of(rk), m);
         *req = r;
         return 0;
     }
@@ -486,6 +665,7 @@ static void check_dead_source(sim_world_t *w, sim_rank_t *rk, struct hs_treq *r)
 
 static void req_release(hs_treq_t **req)
 {
+    if ((*req)->msg) (*req)->msg->sreq = NULL; /* a send freed in flight: the message goes on */
     off_completed(*req);
     free(*req);
     *req = NULL;
@@ -603,6 +783,7 @@ static int st_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg
         if (m->reclaimed || m->src != rk->rank || m->dst != peer || m->tag != tag) continue;
         cb(ctx, peer, m->data, m->len, m->len);
         m->reclaimed = 1;
+        complete_send(w, m); /* (its share came back through cb: the send itself succeeds) */
         n++;
     }
     for (sim_msg_t **pp = &p->dead_letters; *pp;) {
@@ -613,7 +794,7 @@ static int st_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg
         }
         cb(ctx, peer, m->data, m->len, m->len);
         *pp = m->next;
-        free(m);
+        msg_put(w, m);
         n++;
     }
     return n;
@@ -640,7 +821,7 @@ static int st_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, voi
         }
         cb(ctx, m->src, m->data, m->len, m->len);
         *pp = m->next;
-        free(m);
+        msg_put(world_of(rk), m);
         n++;
     }
     wake_all(world_of(rk)); /* senders waiting on it see it left */
@@ -704,23 +885,110 @@ static void st_close(hs_transport_t *t)
     (void)t; /* the world owns the rank's queues */
 }
 
+/* --- accounting: the workers' code and the simulator's ----------------------------------- */
+
+/* The running thread enters the simulator's code (from the workers'). */
+static void sim_in(sim_world_t *w)
+{
+    sim_thread_t *t = w->current;
+    if (t && t->depth++ == 0) w->worker_s += hs_now() - t->left_at;
+}
+
+/* ... and goes back to the workers' code. */
+static void sim_out(sim_world_t *w)
+{
+    sim_thread_t *t = w->current;
+    if (t && --t->depth == 0) t->left_at = hs_now();
+}
+
+#define SIM_CALL(w, type, call)                                                                    \
+    do {                                                                                           \
+        sim_world_t *w_ = (w);                                                                     \
+        sim_in(w_);                                                                                \
+        type r_ = call;                                                                            \
+        sim_out(w_);                                                                               \
+        return r_;                                                                                 \
+    } while (0)
+#define SIM_CALL_VOID(w, call)                                                                     \
+    do {                                                                                           \
+        sim_world_t *w_ = (w);                                                                     \
+        sim_in(w_);                                                                                \
+        call;                                                                                      \
+        sim_out(w_);                                                                               \
+    } while (0)
+#define TW(t) world_of(rank_of(t))
+
+static int a_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
+                   hs_treq_t **req)
+{
+    SIM_CALL(TW(t), int, st_isend(t, peer, tag, buf, len, req));
+}
+
+static int a_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
+                   hs_treq_t **req)
+{
+    SIM_CALL(TW(t), int, st_irecv(t, peer, tag, buf, cap, req));
+}
+
+static int a_test(hs_transport_t *t, hs_treq_t **req, int *done, hs_tstatus_t *st)
+{
+    SIM_CALL(TW(t), int, st_test(t, req, done, st));
+}
+
+static int a_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
+                     hs_tstatus_t *st)
+{
+    SIM_CALL(TW(t), int, st_waitany(t, reqs, n, timeout_s, index, st));
+}
+
+static int a_progress(hs_transport_t *t)
+{
+    SIM_CALL(TW(t), int, st_progress(t));
+}
+
+static int a_probe(hs_transport_t *t, int peer, uint32_t tag, int any_tag, int *found,
+                   hs_tstatus_t *st)
+{
+    SIM_CALL(TW(t), int, st_probe(t, peer, tag, any_tag, found, st));
+}
+
+static void a_req_free(hs_transport_t *t, hs_treq_t **req)
+{
+    SIM_CALL_VOID(TW(t), st_req_free(t, req));
+}
+
+static int a_barrier(hs_transport_t *t)
+{
+    SIM_CALL(TW(t), int, st_barrier(t));
+}
+
+static int a_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
+{
+    SIM_CALL(TW(t), int, st_unsent(t, peer, tag, cb, ctx));
+}
+
+static int a_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
+{
+    SIM_CALL(TW(t), int, st_leave(t, tag, cb, ctx));
+}
+
 static const hs_transport_ops_t sim_transport_ops = {
     .size = sizeof(hs_transport_ops_t),
     .name = "sim",
     .close = st_close,
-    .isend = st_isend,
-    .irecv = st_irecv,
-    .test = st_test,
-    .waitany = st_waitany,
-    .progress = st_progress,
-    .probe = st_probe,
-    .req_free = st_req_free,
-    .barrier = st_barrier,
+    .isend = a_isend,
+    .irecv = a_irecv,
+    .test = a_test,
+    .waitany = a_waitany,
+    .progress = a_progress,
+    .probe = a_probe,
+    .req_free = a_req_free,
+    .barrier = a_barrier,
     .win_create = st_win_create,
     .provider = st_provider,
     .peer_read_ok = st_peer_read_ok,
-    .unsent = st_unsent,
-    .leave = st_leave,
+    .unsent = a_unsent,
+    .leave = a_leave,
     .peer_gone = st_peer_gone,
 };
 
@@ -745,7 +1013,7 @@ static int vx_sleep(hs_exec_t *x, double s)
 {
     sim_world_t *w = ((sim_x_t *)x->impl)->w;
     double until = w->now + s;
-    while (w->now < until) block_until(w, until);
+    while (w->now < until) block_for(w, until, 1);
     return 0;
 }
 
@@ -780,6 +1048,64 @@ static double vx_compute(hs_exec_t *x, double cpu_s, double wall_s)
     return d;
 }
 
+/* Local work in parallel (--sim-threads > 1, fixed or bench compute). The rank's main
+ * thread blocks (sleeping) until the step's end, now + the fixed duration, hands the baton on
+ * and runs fn while other threads go on exactly as if fn had already run: fn touches only
+ * this rank's own model, data and kernels, and before the baton goes to another thread of
+ * this rank, fn has finished (hand_to waits for it). So the order of every event, and every
+ * result, is the same as with one thread. A measured step runs alone: its CPU time must not
+ * be stretched by a neighbour's on the same core or memory bus. */
+static int vx_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *counted)
+{
+    sim_x_t *v = x->impl;
+    sim_world_t *w = v->w;
+    double start = w->now;
+    w->steps++;
+    /* (measured: the step's own CPU time, undisturbed by a neighbour's; one at a time) */
+    if (w->par <= 1 || !(w->fixed_s > 0)) {
+        double c0 = hs_thread_cpu_s(), t0 = hs_now();
+        int rc = fn(ctx);
+        double wall = hs_now() - t0;
+        w->worker_s += wall;
+        w->local_s += wall;
+        *counted = vx_compute(x, hs_thread_cpu_s() - c0, 0);
+        return rc;
+    }
+    sim_thread_t *t = current_of(w);
+    sim_rank_t *rk = v->rk;
+    double until = start + w->fixed_s;
+    t->state = T_BLOCKED;
+    t->sleeping = 1;
+    t->wake_at = until;
+    pthread_mutex_lock(&w->mu);
+    rk->busy = 1;
+    pthread_mutex_unlock(&w->mu);
+    sim_thread_t *next = pick_next(w);
+    int inline_fn = !next || next->rk == rk; /* itself or its own service runs next */
+    if (!inline_fn) hand_to(w, next);        /* the baton goes on meanwhile */
+    if (!inline_fn) sem_wait(&w->slots);
+    double t0 = hs_now();
+    int rc = fn(ctx);
+    double wall = hs_now() - t0;
+    if (!inline_fn) sem_post(&w->slots);
+    pthread_mutex_lock(&w->mu);
+    w->local_s += wall;
+    rk->busy = 0;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    if (next == t) { /* its own deadline came first */
+        t->state = T_RUNNING;
+        t->wake_at = INFINITY;
+    } else {
+        if (inline_fn) hand_to(w, next);
+        sem_wait(&t->go); /* its turn again, at `until` */
+    }
+    t->sleeping = 0;
+    while (w->now < until) block_for(w, until, 1);
+    *counted = until - start;
+    return rc;
+}
+
 static void vx_crash(hs_exec_t *x, int status)
 {
     sim_x_t *v = x->impl;
@@ -802,7 +1128,7 @@ static void vx_crash(hs_exec_t *x, int status)
     rk->completed = NULL;
     wake_all(w); /* peers waiting on it find it dead */
     sim_thread_t *me = current_of(w);
-    sem_post(&w->sched);
+    hand_to(w, pick_next(w));
     for (;;) sem_wait(&me->go); /* never scheduled again */
 }
 
@@ -847,6 +1173,32 @@ static int cons_close(sim_world_t *w, int i)
     return 0;
 }
 
+/* sum += z; returns ||z||^2. Blocks of 8 independent lanes, which GCC vectorises at -O2
+ * (one double accumulator is a serial dependency chain: it took 30 % of a run's time), built
+ * for AVX2 as well where the compiler can (the kernels' HS_KCPU_SIMD does the same). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&       \
+    __GNUC__ >= 12
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+static double
+cons_add(size_t n, const float *restrict z, double *restrict sum)
+{
+    double acc[8] = {0};
+    size_t e = 0;
+    for (; e + 8 <= n; e += 8)
+        for (int j = 0; j < 8; j++) {
+            double v = z[e + j];
+            sum[e + j] += v;
+            acc[j] += v * v;
+        }
+    double tail = 0;
+    for (; e < n; e++) {
+        sum[e] += z[e];
+        tail += (double)z[e] * z[e];
+    }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+}
+
 static void vx_observe(hs_exec_t *x, long iter, const float *z, size_t n)
 {
     sim_world_t *w = ((sim_x_t *)x->impl)->w;
@@ -874,10 +1226,7 @@ static void vx_observe(hs_exec_t *x, long iter, const float *z, size_t n)
         w->ncons++;
     }
     sim_cons_t *c = &w->cons[i];
-    for (size_t e = 0; e < n; e++) {
-        c->sum[e] += z[e];
-        c->norm2 += (double)z[e] * (double)z[e];
-    }
+    c->norm2 += cons_add(n, z, c->sum);
     c->count++;
     if (w->now > c->t_max) c->t_max = w->now;
     if (c->count >= live_ranks(w)) {
@@ -968,7 +1317,9 @@ static void *svc_main(void *arg)
         int rc = wait_reqs(v->w, v->rk, s->sl.req, n, IDLE_SLICE_S, NULL, NULL, &idx, &st);
         if (s->stop) break;
         if (rc == 0 && idx >= 0) {
+            sim_out(v->w);
             int hr = s->d.on_msg(s->d.ctx, idx, s->sl.buf[idx], &st);
+            sim_in(v->w);
             if (hr < 0 && !s->rc) {
                 s->rc = hr;
                 snprintf(s->msg, sizeof s->msg, "%s", hs_last_error());
@@ -981,7 +1332,9 @@ static void *svc_main(void *arg)
             block_until(v->w, v->w->now + IDLE_SLICE_S);
         }
         if (s->d.on_tick) {
+            sim_out(v->w);
             int tr = s->d.on_tick(s->d.ctx);
+            sim_in(v->w);
             if (tr < 0 && !s->rc) {
                 s->rc = tr;
                 snprintf(s->msg, sizeof s->msg, "%s", hs_last_error());
@@ -1046,6 +1399,60 @@ static void vx_svc_stop(hs_service_t **sp)
     *sp = NULL;
 }
 
+#define XW(x) (((sim_x_t *)(x)->impl)->w)
+
+static int ax_sleep(hs_exec_t *x, double s)
+{
+    SIM_CALL(XW(x), int, vx_sleep(x, s));
+}
+
+static int ax_wait(hs_exec_t *x, hs_treq_t **reqs, int n, double timeout_s, unsigned flags,
+                   int *idx, hs_tstatus_t *st)
+{
+    SIM_CALL(XW(x), int, vx_wait(x, reqs, n, timeout_s, flags, idx, st));
+}
+
+static int ax_barrier(hs_exec_t *x)
+{
+    SIM_CALL(XW(x), int, vx_barrier(x));
+}
+
+static double ax_compute(hs_exec_t *x, double cpu_s, double wall_s)
+{
+    SIM_CALL(XW(x), double, vx_compute(x, cpu_s, wall_s));
+}
+
+static int ax_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *counted)
+{
+    SIM_CALL(XW(x), int, vx_local(x, fn, ctx, counted));
+}
+
+static void ax_crash(hs_exec_t *x, int status)
+{
+    sim_in(XW(x));
+    vx_crash(x, status);
+}
+
+static void ax_observe(hs_exec_t *x, long iter, const float *z, size_t n)
+{
+    SIM_CALL_VOID(XW(x), vx_observe(x, iter, z, n));
+}
+
+static int ax_svc_start(hs_exec_t *x, const hs_service_desc_t *desc, hs_service_t **out)
+{
+    SIM_CALL(XW(x), int, vx_svc_start(x, desc, out));
+}
+
+static void ax_svc_wait(hs_service_t *s, double timeout_s)
+{
+    SIM_CALL_VOID(XW(s->x), vx_svc_wait(s, timeout_s));
+}
+
+static void ax_svc_stop(hs_service_t **sp)
+{
+    SIM_CALL_VOID(XW((*sp)->x), vx_svc_stop(sp));
+}
+
 static void vx_destroy(hs_exec_t *x)
 {
     free(x->impl);
@@ -1056,19 +1463,20 @@ static const hs_exec_ops_t sim_exec_ops = {
     .size = sizeof(hs_exec_ops_t),
     .name = "virtual",
     .now = vx_now,
-    .sleep = vx_sleep,
-    .wait = vx_wait,
+    .sleep = ax_sleep,
+    .wait = ax_wait,
     .alive = vx_alive,
-    .barrier = vx_barrier,
-    .compute = vx_compute,
-    .crash = vx_crash,
-    .observe = vx_observe,
-    .svc_start = vx_svc_start,
+    .barrier = ax_barrier,
+    .compute = ax_compute,
+    .local = ax_local,
+    .crash = ax_crash,
+    .observe = ax_observe,
+    .svc_start = ax_svc_start,
     .svc_lock = vx_svc_lock,
     .svc_unlock = vx_svc_lock,
-    .svc_wait = vx_svc_wait,
+    .svc_wait = ax_svc_wait,
     .svc_error = vx_svc_error,
-    .svc_stop = vx_svc_stop,
+    .svc_stop = ax_svc_stop,
     .destroy = vx_destroy,
 };
 
@@ -1117,6 +1525,42 @@ int hs_sim_nic_parse(const char *rate, double *Bps)
     return rc;
 }
 
+/* DIR/sim.json: what the run cost on the host (kept out of summary.json, which two runs of
+ * one seed write byte for byte the same). */
+static int write_stats(const hs_train_opts_t *o, const hs_sim_stats_t *s)
+{
+    if (!o->quiet) {
+        printf("hearsay sim: %.2f s on the host, %ld steps (%.0f steps/s, %d thread%s)",
+               s->host_wall_s, s->steps, s->steps_per_s, s->threads, s->threads > 1 ? "s" : "");
+        if (isfinite(s->overhead)) printf("; the simulator's own share %.0f %%", 100 * s->overhead);
+        printf("\n");
+        fflush(stdout);
+    }
+    if (!o->out_dir) return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/sim.json", o->out_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
+    fprintf(f,
+            "{\n  \"sim_threads\": %d,\n  \"host_wall_s\": %.6f,\n  \"host_cpu_s\": %.6f,\n"
+            "  \"worker_s\": %.6f,\n  \"local_s\": %.6f,\n  \"steps\": %ld,\n"
+            "  \"steps_per_s\": %.3f,\n",
+            s->threads, s->host_wall_s, s->host_cpu_s, s->worker_s, s->local_s, s->steps,
+            s->steps_per_s);
+    if (isfinite(s->overhead))
+        fprintf(f, "  \"overhead\": %.6f\n}\n", s->overhead);
+    else
+        fprintf(f, "  \"overhead\": null\n}\n");
+    return fclose(f) == 0 ? 0 : HS_ERR(-EIO, "writing %s failed", path);
+}
+
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -1142,6 +1586,17 @@ static int bench_step(const hs_train_opts_t *o, int n, double *step_s)
     qsort(t, 15, sizeof *t, cmp_d);
     *step_s = t[7];
     return 0;
+}
+
+/* Worker threads for local work: --sim-threads, else the cores this process may use. */
+static int sim_threads(const hs_sim_opts_t *so)
+{
+    int p = so->threads;
+    if (p <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        p = c > 0 ? (int)c : 1;
+    }
+    return HS_MAX(1, HS_MIN(p, so->n));
 }
 
 static void *rank_main(void *arg)
@@ -1210,31 +1665,13 @@ static int advance(sim_world_t *w)
     return 0;
 }
 
+/* Start the first thread and wait until the run is over: the threads pass the baton among
+ * themselves (hand_to) and give it back at the end. */
 static int run_all(sim_world_t *w)
 {
-    for (;;) {
-        sim_thread_t *pick = NULL;
-        if (w->mains_left <= 0) return 0;
-        while (w->ready_head && !pick) { /* the first that is still ready (a crash ends some) */
-            sim_thread_t *t = w->ready_head;
-            w->ready_head = t->next_ready;
-            if (!w->ready_head) w->ready_tail = NULL;
-            if (t->state == T_READY) pick = t;
-        }
-        if (!pick) {
-            if (advance(w))
-                return HS_ERR(-EDEADLK,
-                              "sim: deadlock at virtual time %.6f s: %d rank(s) wait for "
-                              "something that will never happen",
-                              w->now, w->mains_left);
-            continue;
-        }
-        w->current = pick;
-        pick->state = T_RUNNING;
-        pick->wake_at = INFINITY;
-        sem_post(&pick->go);
-        sem_wait(&w->sched);
-    }
+    hand_to(w, pick_next(w));
+    sem_wait(&w->sched);
+    return w->end_rc < 0 ? HS_ERR(w->end_rc, "%s", w->end_msg) : 0;
 }
 
 int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_result_t *res)
@@ -1243,6 +1680,9 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
         return HS_ERR(-EINVAL, "hearsay sim -n %d: expected 1 to 65536 ranks", so->n);
     /* the data is loaded once and shared read-only by every simulated worker */
     hs_train_opts_t oo = *o;
+    /* one BLAS thread per gradient unless told otherwise: ranks' gradients run side by side
+     * (--sim-threads), and a measured step is the CPU time of the thread that ran it */
+    if (oo.threads == 0) oo.threads = 1;
     hs_dataset_t train = {0}, test = {0};
     double fixed_s;
     HS_TRY(hs_sim_compute_parse(so->compute, &fixed_s));
@@ -1272,6 +1712,10 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     w.fixed_s = fixed_s;
     w.stack_bytes = (size_t)((so->stack_mib > 0 ? so->stack_mib : 2.0) * 1048576.0);
     sem_init(&w.sched, 0, 0);
+    w.par = sim_threads(so);
+    sem_init(&w.slots, 0, (unsigned)w.par);
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
     hs_shape_t *sh = NULL;
     char **hosts = NULL;
     int rc = 0;
@@ -1302,7 +1746,9 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     w.live = w.n;
     for (int r = 0; r < w.n && rc == 0; r++)
         rc = spawn(&w, &w.rk[r], rank_main, &w.rk[r], &w.rk[r].main);
+    double host0 = hs_now(), cpu0 = process_cpu_s();
     if (rc == 0) rc = run_all(&w);
+    double host_wall = hs_now() - host0, host_cpu = process_cpu_s() - cpu0;
     if (rc == 0) rc = w.cons_rc;
     if (rc == 0 && w.rk[0].rc == 0) rc = write_consensus(&w);
     if (rc == 0) {
@@ -1317,6 +1763,20 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
         }
     }
     if (rc == 0 && res) *res = w.rk[0].res;
+    if (rc == 0) {
+        /* one thread: the run's wall time is the workers' code or the simulator's */
+        hs_sim_stats_t stats = {.threads = w.par,
+                                .host_wall_s = host_wall,
+                                .host_cpu_s = host_cpu,
+                                .worker_s = w.worker_s,
+                                .local_s = w.local_s,
+                                .overhead =
+                                    w.par == 1 && host_wall > 0 ? 1 - w.worker_s / host_wall : NAN,
+                                .steps = w.steps,
+                                .steps_per_s = host_wall > 0 ? (double)w.steps / host_wall : NAN};
+        if (so->stats) *so->stats = stats;
+        rc = write_stats(o, &stats);
+    }
     /* Threads that returned are joined and freed; those of crashed ranks stay parked on their
      * semaphore for the life of the process (their records too). */
     for (int i = 0; i < w.nth; i++) {
@@ -1345,6 +1805,11 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     free(w.cons);
     free(w.rows);
     for (int i = 0; i < w.nheap; i++) free(w.heap[i]);
+    while (w.pool) {
+        sim_msg_t *m = w.pool;
+        w.pool = m->next;
+        free(m);
+    }
     free(w.heap);
     for (int r = 0; hosts && r < w.n; r++) free(hosts[r]);
     free(hosts);
@@ -1356,5 +1821,9 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     free(w.nic_rx);
     free(w.rk);
     free(w.th);
+    sem_destroy(&w.slots);
+    sem_destroy(&w.sched);
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
     return rc;
 }

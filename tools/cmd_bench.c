@@ -13,6 +13,7 @@ static const struct {
     {"p2p", hs_bench_p2p, "bandwidth and latency of tagged sends between 2 ranks"},
     {"allreduce", hs_bench_allreduce, "ring all-reduce vs MPI_Allreduce on 2/4/8 local ranks"},
     {"gossip", hs_bench_gossip, "one SGP exchange (exp1peer) vs PyTorch+gloo"},
+    {"sim", hs_bench_sim, "the virtual-time simulator's cost: scale, overhead, thread counts"},
 };
 
 static void usage(FILE *f)

@@ -104,6 +104,12 @@ typedef struct hs_exec_ops {
     void (*svc_stop)(hs_service_t **s);
     /* Free the environment (after every service stopped). */
     void (*destroy)(hs_exec_t *x);
+    /* Optional (NULL: fn runs at once, then compute for its CPU and wall time): run fn(ctx),
+     * a piece of computation that reads and writes only this rank's own state (its model,
+     * data, kernels; never the transport, a service's state or the clock), and move the clock
+     * as compute does for it; *counted gets the seconds it counts for. Returns fn's result.
+     * The virtual environment may run several ranks' fn at the same time. */
+    int (*local)(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *counted);
 } hs_exec_ops_t;
 
 /* The part every implementation shares. */
@@ -173,6 +179,9 @@ static inline double hs_exec_compute(hs_exec_t *x, double cpu_s, double wall_s)
 {
     return x->ops->compute(x, cpu_s, wall_s);
 }
+
+/* Run local computation fn(ctx) and count it on this clock (the `local` slot). */
+int hs_exec_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *counted);
 
 __attribute__((noreturn)) static inline void hs_exec_crash(hs_exec_t *x, int status)
 {

@@ -28,13 +28,32 @@
 extern "C" {
 #endif
 
+/* What a run cost on the host (DIR/sim.json has the same). */
+typedef struct hs_sim_stats {
+    int threads;        /* --sim-threads used */
+    double host_wall_s; /* the ranks' run, set-up and data loading excluded */
+    double host_cpu_s;  /* CPU time of the process over the same span, all threads */
+    double worker_s;    /* wall seconds the baton spent in the workers' own code: training
+                         * loop, algorithms, handlers, gradients run on the baton */
+    double local_s;     /* wall seconds of gradients, all ranks (with threads > 1 most run
+                         * off the baton, side by side, and overlap) */
+    double overhead;    /* threads == 1: 1 - worker_s / host_wall_s, the share of the run
+                         * spent in the simulator's own code (scheduling, thread switches,
+                         * simulated transport, consensus); NAN with more threads */
+    long steps;         /* gradients computed, over all ranks */
+    double steps_per_s; /* steps / host_wall_s */
+} hs_sim_stats_t;
+
 typedef struct hs_sim_opts {
-    int n;               /* simulated ranks (>= 1) */
-    int ranks_per_host;  /* consecutive ranks per host for host-scoped link rules (<= 0: n) */
-    const char *compute; /* "fixed:MS" (default fixed:10), "bench" or "measured" */
-    double stack_mib;    /* stack of each simulated thread (0: 2 MiB) */
-    const char *nic;     /* each host's NIC rate ("10Gbit"; NULL: none): inter-host messages
-                          * are serialised through the sending and the receiving host's NIC */
+    int n;                 /* simulated ranks (>= 1) */
+    int ranks_per_host;    /* consecutive ranks per host for host-scoped link rules (<= 0: n) */
+    const char *compute;   /* "fixed:MS" (default fixed:10), "bench" or "measured" */
+    double stack_mib;      /* stack of each simulated thread (0: 2 MiB) */
+    const char *nic;       /* each host's NIC rate ("10Gbit"; NULL: none): inter-host messages
+                            * are serialised through the sending and the receiving host's NIC */
+    int threads;           /* host threads that run ranks' gradients at once (<= 0: the online
+                            * CPUs); results are identical whatever the count */
+    hs_sim_stats_t *stats; /* optional: filled at the end of a run */
 } hs_sim_opts_t;
 
 /* Check a --sim-compute spec: 0, or -EINVAL naming the bad part. *fixed_s gets the fixed
