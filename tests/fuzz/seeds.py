@@ -225,7 +225,7 @@ def checkpoint():
     put("checkpoint", "huge_params", b"\x01" + ckpt(np_=0, vel=False, state=b"",
                                                     params_bytes=1 << 42)[:88])
     put("checkpoint", "long_algo", b"\x03" + ckpt(algo=b"x" * 16))
-    put("checkpoint", "header_only", b"\x01" + ckpt()[:80])
+    put("checkpoint", "header_only", b"\x01" + ckpt()[:88])
 
 
 # ---- rendezvous frames
