@@ -455,11 +455,21 @@ static int iteration(run_t *R, long it, double *loss_out)
     HS_TRY(hs_exec_local(R->x, grad_fn, &g, &counted));
     double loss = g.loss;
     int correct = g.correct, nb = g.nb;
-    if (!isfinite(loss))
+    if (!isfinite(loss)) {
+        /* push-sum with the step on x moves z by lr / w: say so when w has fallen */
+        double w = hs_algo_weight(R->ops, R->algo), wmin = R->tot.w_min;
+        if ((R->ops->flags & HS_ALGO_PUSHSUM) && R->o->sgp_step_x && wmin < 0.1)
+            return HS_ERR(-ERANGE,
+                          "rank %d: training diverged: loss is %g at iteration %ld (lr %g; its "
+                          "push-sum weight fell to %.3g, w %.3g now, and the step on x moves z "
+                          "by lr / w): bound delays tighter (--delay-bound 0..2), or take the "
+                          "step on z (--sgp-step z), or a smaller --lr",
+                          d->rank, loss, it, lr, wmin, w);
         return HS_ERR(-ERANGE,
                       "rank %d: training diverged: loss is %g at iteration %ld (lr %g); try a "
                       "smaller --lr",
                       d->rank, loss, it, lr);
+    }
     d->iter = it;
     d->loss = loss;
     double compute = hs_exec_now(R->x) - ts;
