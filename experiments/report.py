@@ -3,6 +3,8 @@
 
     report.py stragglers OUT [--target-loss X]   runs OUT/ALGO-xK/ (one straggler slowed K times), OUT/ALGO-pauses/
     report.py topologies OUT [--target-loss X]   runs OUT/GRAPH/
+    report.py validate OUT [--tolerance 0.15]    pairs of runs listed in OUT/pairs.tsv
+                                                 (experiments/validate_sim.sh)
 
 Each run directory is a `hearsay train --out` directory: summary.json, eval.csv (the averaged
 model and the consensus distance at evaluation points) and rank-R.csv / rank-R-eval.csv.
@@ -257,15 +259,110 @@ def topologies(out, target):
             plt.close(fig)
 
 
+def rank_split(d):
+    """Per-iteration means over ranks of the rank-R.csv time columns (ms), the loop only (no
+    final drain): compute, comm, wait, and the iterations per second of the loop's clock."""
+    rows = []
+    r = 0
+    while os.path.exists(os.path.join(d, f"rank-{r}.csv")):
+        rows.append(read_csv(os.path.join(d, f"rank-{r}.csv")))
+        r += 1
+    if not rows or not all(rows):
+        return None
+    n = sum(len(x) for x in rows)
+    split = {k: 1e3 * sum(row[k] for x in rows for row in x) / n
+             for k in ("compute_s", "comm_s", "wait_s")}
+    clocks = sorted(x[-1]["wall_s"] for x in rows)
+    split["clock_s"] = clocks[len(clocks) // 2]
+    split["iterations"] = len(rows[0])
+    return split
+
+
+def validate(out, tol):
+    """Real against virtual: OUT/pairs.tsv lines CONFIG, ALGO, REAL_DIR, SIM_DIR, LOAD, NOTE."""
+    path = os.path.join(out, "pairs.tsv")
+    if not os.path.exists(path):
+        sys.exit(f"report: {path} not found (written by experiments/validate_sim.sh)")
+    with open(path) as f:
+        pairs = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    lines = ["Real runs against the same configuration in virtual time (hearsay sim "
+             "--sim-compute measured); ratio = virtual / real, "
+             f"flagged (!) when outside ±{100 * tol:.0f} %:", "",
+             "| configuration | algorithm | time to target: real | virtual | ratio | "
+             "it/s: real | virtual | ratio | ms/it compute+comm+wait: real | virtual | "
+             "load (1 min) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows, bad = [], 0
+    for p in pairs:
+        cfg, algo, rd, sd, load = p[:5]
+        res = {}
+        for kind, d in (("real", rd), ("sim", sd)):
+            d = os.path.join(out, d)
+            summ = None
+            if os.path.exists(os.path.join(d, "summary.json")):
+                with open(os.path.join(d, "summary.json")) as f:
+                    summ = json.load(f)
+            sp = rank_split(d)
+            res[kind] = {"ttt": get(summ, "time_to_target_s"),
+                         "its": sp["iterations"] / sp["clock_s"] if sp and sp["clock_s"] > 0
+                         else None, "split": sp}
+
+        def ratio(k):
+            a, b = res["real"][k], res["sim"][k]
+            if a is None or b is None or a <= 0:
+                return None, "—"
+            r = b / a
+            flag = abs(r - 1) > tol
+            return r, f"{r:.3f}" + (" (!)" if flag else "")
+
+        def split(sp):
+            if not sp:
+                return "—"
+            return f"{sp['compute_s']:.2f}+{sp['comm_s']:.2f}+{sp['wait_s']:.2f}"
+
+        r_ttt, c_ttt = ratio("ttt")
+        r_its, c_its = ratio("its")
+        ok = r_ttt is not None and r_its is not None and abs(r_ttt - 1) <= tol and \
+            abs(r_its - 1) <= tol
+        bad += not ok
+        lines.append(f"| {cfg} | {algo} | {fmt(res['real']['ttt'])} | {fmt(res['sim']['ttt'])} | "
+                     f"{c_ttt} | {fmt(res['real']['its'], 1)} | {fmt(res['sim']['its'], 1)} | "
+                     f"{c_its} | {split(res['real']['split'])} | {split(res['sim']['split'])} | "
+                     f"{load} |")
+        rows.append({"configuration": cfg, "algorithm": algo,
+                     "real_time_to_target_s": res["real"]["ttt"],
+                     "sim_time_to_target_s": res["sim"]["ttt"], "ttt_ratio": r_ttt,
+                     "real_it_per_s": res["real"]["its"], "sim_it_per_s": res["sim"]["its"],
+                     "its_ratio": r_its, "load": load, "within_tolerance": int(ok)})
+    lines.append("")
+    lines.append(f"{len(pairs) - bad} of {len(pairs)} within ±{100 * tol:.0f} % on both figures" +
+                 ("" if not bad else f"; {bad} outside (or missing): see docs/simulation.md, "
+                  "\"Validation against real runs\""))
+    notes = [p[5] for p in pairs if len(p) > 5 and p[5]]
+    for n in dict.fromkeys(notes):
+        lines.append(f"- {n}")
+    write_csv(os.path.join(out, "results.csv"), rows, list(rows[0].keys()) if rows else [])
+    table = "\n".join(lines) + "\n"
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write(table)
+    print(table)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("study", choices=["stragglers", "topologies"])
+    ap.add_argument("study", choices=["stragglers", "topologies", "validate"])
     ap.add_argument("out")
-    ap.add_argument("--target-loss", type=float, required=True)
+    ap.add_argument("--target-loss", type=float)
+    ap.add_argument("--tolerance", type=float, default=0.15)
     a = ap.parse_args()
     if not os.path.isdir(a.out):
         sys.exit(f"report: {a.out} is not a directory")
+    if a.study == "validate":
+        validate(a.out, a.tolerance)
+        return
+    if a.target_loss is None:
+        ap.error("--target-loss is required")
     (stragglers if a.study == "stragglers" else topologies)(a.out, a.target_loss)
 
 
