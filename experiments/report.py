@@ -2,7 +2,8 @@
 """Summarise a study's runs: results.csv, table.md and PNG plots.
 
     report.py stragglers OUT [--target-loss X]   runs OUT/ALGO-xK/ (one straggler slowed K times), OUT/ALGO-pauses/
-    report.py topologies OUT [--target-loss X]   runs OUT/GRAPH/
+    report.py topologies OUT [--target-loss X] [--eps E]   runs OUT/GRAPH/, pure averaging
+                                                 runs OUT/averaging/GRAPH/
     report.py validate OUT [--tolerance 0.15]    pairs of runs listed in OUT/pairs.tsv
                                                  (experiments/validate_sim.sh)
 
@@ -209,8 +210,119 @@ def stragglers(out, target):
         plt.close(fig)
 
 
-def topologies(out, target):
-    runs = load_runs(out, r"([a-z0-9]+)")
+def by_iteration(rows):
+    """Rows in iteration order (a simulated run may append evaluations out of order)."""
+    return sorted((r for r in rows if isinstance(r.get("iteration"), float)),
+                  key=lambda r: r["iteration"])
+
+
+def first_crossing(rows, key, target):
+    for e in by_iteration(rows):
+        if isinstance(e.get(key), float) and e[key] <= target:
+            return e
+    return None
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if xs else None
+
+
+def read_json(path):
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def rank_iters_to_target(d, target):
+    """Median over ranks of the first evaluated iteration where the rank's own model reaches the
+    target (None when half the ranks or more never do)."""
+    its, n, r = [], 0, 0
+    while os.path.exists(os.path.join(d, f"rank-{r}-eval.csv")):
+        e = first_crossing(read_csv(os.path.join(d, f"rank-{r}-eval.csv")), "test_loss", target)
+        n += 1
+        its.append(e["iteration"] if e else math.inf)
+        r += 1
+    m = median(its)
+    return None if m is None or math.isinf(m) else m
+
+
+def averaging(d, eps):
+    """Pure averaging run: (iterations until the distance is eps of its start or None, the
+    iterations run, the curve [(t, d / d0)], summary's consensus_rate)."""
+    rows = read_csv(os.path.join(d, "consensus.csv"))
+    rows = [r for r in rows if isinstance(r.get("consensus_distance"), float)]
+    if not rows or rows[0]["consensus_distance"] <= 0:
+        return None, None, [], None
+    d0 = rows[0]["consensus_distance"]
+    curve = [(r["iteration"], r["consensus_distance"] / d0) for r in rows]
+    hit = next((t for t, v in curve if v <= eps), None)
+    return hit, curve[-1][0], curve, get(read_json(os.path.join(d, "summary.json")),
+                                             "consensus_rate")
+
+
+def persistent_gain(steps):
+    """How far apart a graph lets the ranks drift under a persistent disagreement: every rank
+    adds its own fixed u_i (zero mean over ranks) before each mixing, e <- W_t (e + u) (a fixed
+    shard pulls each rank's model its own way every iteration); the steady state's ||e|| / ||u||,
+    averaged over random u and over a period. 0 for exact averaging in one step. |lambda2| is the
+    decay rate of an initial disagreement instead: the two differ, e.g. a directed ring's complex
+    modes carry a disagreement round the ring (|1 - lambda| ~ pi/n) where the bidirectional ring
+    only diffuses it (1 - lambda ~ (2/3)(2 pi/n)^2). steps: hearsay topo --json's "steps"."""
+    if not steps:
+        return None
+    try:
+        import numpy as np
+    except ImportError:
+        return None
+    n = len(steps[0])
+    ws = []
+    for step in steps:
+        w = np.zeros((n, n))
+        for r in step:
+            i = r["rank"]
+            w[i, i] = r["self"]
+            for j, x in zip(r["out"], r["weights"]):
+                w[j, i] = x  # column-stochastic: i keeps self, sends x to j
+        ws.append(w)
+    u = np.random.default_rng(1).standard_normal((n, 8))
+    u -= u.mean(0)
+    e = np.zeros_like(u)
+    period, last = len(ws), None
+    for k in range(200000):
+        e = ws[k % period] @ (e + u)
+        e -= e.mean(0)
+        if k % period == period - 1:
+            g = np.linalg.norm(e) / np.linalg.norm(u)
+            if last is not None and abs(g - last) <= 1e-6 * max(g, 1e-12):
+                break
+            last = g
+    norms = []
+    for k in range(period):  # average over the phase of the period
+        e = ws[k % period] @ (e + u)
+        e -= e.mean(0)
+        norms.append(np.linalg.norm(e) / np.linalg.norm(u))
+    return float(np.mean(norms))
+
+
+def order_check(rows, key, what, pred="pred_iters", pred_name="predicted"):
+    """Pairs that contradict the spectral prediction: a graph predicted to need strictly fewer
+    iterations (hearsay topo, to the same eps) that measured strictly more."""
+    bad = []
+    for a in rows:
+        for b in rows:
+            pa, pb, ma, mb = a[pred], b[pred], a.get(key), b.get(key)
+            if None in (pa, pb, ma, mb):
+                continue
+            if pa < pb * (1 - 1e-3) and ma > mb:
+                bad.append(f"{a['graph']} ({pred_name} {pa:.3g}) {what} {ma:.3g}, "
+                           f"{b['graph']} ({pred_name} {pb:.3g}) {mb:.3g}")
+    return bad
+
+
+def topologies(out, target, eps):
+    runs = [r for r in load_runs(out, r"([a-z0-9]+)") if r["name"] != "averaging"]
     if not runs:
         sys.exit(f"report: no runs found in {out}")
     rows = []
@@ -218,45 +330,153 @@ def topologies(out, target):
         row = {"graph": r["name"], "status": "ok" if r["summary"] else "failed"}
         for f in FIELDS:
             row[f] = get(r["summary"], f)
-        it = None
-        for e in r["eval"]:
-            if e.get("avg_test_loss") is not None and e["avg_test_loss"] <= target:
-                it = e["iteration"]
-                break
-        row["iterations_to_target"] = it
+        full = read_json(os.path.join(r["dir"], "topo.json")) or \
+            read_json(os.path.join(out, "averaging", r["name"], "topo.json")) or {}
+        topo = full.get("report", full)
+        row["persistent_gain"] = persistent_gain(full.get("steps"))
+        row["gap_per_iter"] = topo.get("gap_per_iter")
+        row["lambda2"] = topo.get("lambda2")
+        row["period"] = topo.get("period")
+        row["pred_iters"] = topo.get("predicted_iters")
+        e = first_crossing(r["eval"], "avg_test_loss", target)
+        row["iterations_to_target_avg_model"] = e["iteration"] if e else None
+        row["iterations_to_target"] = rank_iters_to_target(r["dir"], target)
+        hit, ran, curve, rate = averaging(os.path.join(out, "averaging", r["name"]), eps)
+        row["avg_iters_to_eps"], row["avg_iters_run"], row["avg_rate"] = hit, ran, rate
+        r["avg_curve"] = curve
+        # consensus distance while training: every iteration (virtual time) or evaluations
+        cons = read_csv(os.path.join(r["dir"], "consensus.csv"))
+        if cons:
+            r["train_cons"] = [(c["iteration"], c["consensus_distance"]) for c in cons
+                               if isinstance(c.get("consensus_distance"), float)]
+        else:
+            r["train_cons"] = [(e["iteration"], e["consensus"]) for e in by_iteration(r["eval"])
+                               if isinstance(e.get("consensus"), float)]
+        half = r["train_cons"][len(r["train_cons"]) // 2:]
+        row["train_consensus_mean"] = sum(v for _, v in half) / len(half) if half else None
         rows.append(row)
+    rows.sort(key=lambda x: (x["pred_iters"] is None, x["pred_iters"] or 0,
+                             -(x["gap_per_iter"] or 0)))
     write_csv(os.path.join(out, "results.csv"), rows,
-              ["graph", "status", "iterations_to_target"] + FIELDS)
-    lines = [f"Graphs compared (target test loss {target}; times in {clock_words(runs)}):", "",
-             "| graph | iterations to target (averaged model) | time to target (s) | "
-             "final test loss | final consensus distance | wall (s) |",
-             "|---|---|---|---|---|---|"]
+              ["graph", "status", "lambda2", "period", "gap_per_iter", "pred_iters",
+               "avg_iters_to_eps", "avg_iters_run", "avg_rate", "persistent_gain",
+               "iterations_to_target",
+               "iterations_to_target_avg_model", "train_consensus_mean"] + FIELDS)
+    have_avg = any(r["avg_iters_run"] for r in rows)
+    lines = [f"Graphs compared ({clock_words(runs)}), in the order their spectral gaps predict "
+             f"(hearsay topo: iterations to consensus {eps:g}, one period at least):", ""]
+    head = "| graph | 1−\\|λ2\\| per iteration | predicted iterations to " + f"{eps:g} |"
+    sep = "|---|---|---|"
+    if have_avg:
+        head += f" averaging: iterations to {eps:g} | measured rate |"
+        sep += "---|---|"
+    head += (f" iterations to loss {target} (rank median) | ... averaged model | time to target "
+             "(ms) | persistent-disagreement gain | consensus distance, 2nd half of training | "
+             "final test loss |")
+    sep += "---|---|---|---|---|---|"
+    lines += [head, sep]
     for r in rows:
-        lines.append(f"| {r['graph']} | {fmt(r['iterations_to_target'], 0)} | "
-                     f"{fmt(r['time_to_target_s'])} | {fmt(r['final_test_loss'], 4)} | "
-                     f"{fmt(r['consensus_distance'], 4)} | {fmt(r['wall_s'], 1)} |")
+        cells = [r["graph"], fmt(r["gap_per_iter"], 4), fmt(r["pred_iters"], 0)]
+        if have_avg:
+            a = r["avg_iters_to_eps"]
+            cells.append(fmt(a, 0) if a is not None else
+                         (f"> {r['avg_iters_run']:g}" if r["avg_iters_run"] else "—"))
+            cells.append(fmt(r["avg_rate"], 4))
+        ttt = r["time_to_target_s"]
+        cells += [fmt(r["iterations_to_target"], 0), fmt(r["iterations_to_target_avg_model"], 0),
+                  fmt(1e3 * ttt if ttt is not None else None, 1),
+                  fmt(r["persistent_gain"], 3), f"{r['train_consensus_mean']:.3g}"
+                  if r["train_consensus_mean"] is not None else "—",
+                  fmt(r["final_test_loss"], 4)]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    checks = (("avg_iters_to_eps", "averaging iterations", "pred_iters", "predicted iterations",
+               "the spectral gaps"),
+              ("iterations_to_target", "iterations to the target loss", "pred_iters",
+               "predicted iterations", "the spectral gaps"),
+              ("train_consensus_mean", "consensus distance while training", "pred_iters",
+               "predicted iterations", "the spectral gaps"),
+              ("iterations_to_target", "iterations to the target loss", "persistent_gain",
+               "gain", "the persistent-disagreement gains"),
+              ("train_consensus_mean", "consensus distance while training", "persistent_gain",
+               "gain", "the persistent-disagreement gains"))
+    for key, what, pred, pred_name, by in checks:
+        if not any(r.get(key) is not None for r in rows) or \
+                not any(r.get(pred) is not None for r in rows):
+            continue
+        bad = order_check(rows, key, what, pred, pred_name)
+        if bad:
+            lines.append(f"Order of the {what}: {len(bad)} pair(s) contradict {by}:")
+            lines += [f"  - {b}" for b in bad]
+        else:
+            lines.append(f"Order of the {what}: as {by} predict (ties allowed).")
     table = "\n".join(lines) + "\n"
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(table)
     print(table)
-    if plots_available():
-        import matplotlib.pyplot as plt
-        for key, ylabel, fname in (("consensus", "consensus distance ‖z_i − z̄‖", "consensus.png"),
-                                   ("avg_test_loss", "test loss of the averaged model",
-                                    "loss_vs_time.png")):
-            fig, ax = plt.subplots(figsize=(7, 4.5))
-            for r in runs:
-                ev = [e for e in r["eval"] if isinstance(e.get(key), float) and e[key] > 0]
-                if ev:
-                    ax.plot([e["clock_s"] for e in ev], [e[key] for e in ev], marker="o", ms=3,
-                            label=r["name"])
+    if not plots_available():
+        return
+    import matplotlib.pyplot as plt
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    order = {r["graph"]: i for i, r in enumerate(rows)}
+    runs.sort(key=lambda r: order.get(r["name"], 99))
+    info = {r["graph"]: r for r in rows}
+    floor = 1e-9
+    if have_avg:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+        for ax, xmax in zip(axes, (60, None)):
+            top = 0
+            for i, r in enumerate(runs):
+                curve = r["avg_curve"]
+                if not curve:
+                    continue
+                c = colors[i % len(colors)]
+                ts = [t for t, _ in curve if xmax is None or t <= xmax]
+                vs = [max(v, floor) for t, v in curve if xmax is None or t <= xmax]
+                ax.plot(ts, vs, color=c, lw=1.6, label=r["name"])
+                top = max(top, ts[-1])
+                lam, per = info[r["name"]]["lambda2"], info[r["name"]]["period"] or 1
+                if lam is not None and lam > 0:
+                    rate = abs(lam) ** (1.0 / per)
+                    pts = [(t, rate ** t) for t in ts if rate ** t >= floor]
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], color=c, ls="--", lw=1)
             ax.set_yscale("log")
-            ax.set_xlabel("training time (s)")
-            ax.set_ylabel(ylabel)
-            ax.legend()
-            fig.tight_layout()
-            fig.savefig(os.path.join(out, fname), dpi=110)
-            plt.close(fig)
+            ax.set_ylim(floor / 2, 2)
+            ax.set_xlabel("iteration")
+            ax.set_ylabel("consensus distance / its start")
+            ax.set_title("first 60 iterations" if xmax else "whole runs")
+        axes[0].legend(title="measured (solid), |λ2|^t (dashed)", fontsize=8)
+        fig.suptitle(f"pure averaging (SGP, --lr 0 --init-spread 1), {clock_words(runs)}")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "consensus.png"), dpi=110)
+        plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, r in enumerate(runs):
+        pts = [(t, v) for t, v in r["train_cons"] if v > 0]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colors[i % len(colors)],
+                    label=r["name"])
+    ax.set_yscale("log")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("consensus distance ‖z_i − z̄‖ while training")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "consensus_training.png"), dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, r in enumerate(runs):
+        ev = [e for e in by_iteration(r["eval"]) if isinstance(e.get("avg_test_loss"), float)]
+        if ev:
+            ax.plot([e["clock_s"] for e in ev], [e["avg_test_loss"] for e in ev], marker="o",
+                    ms=3, color=colors[i % len(colors)], label=r["name"])
+    ax.axhline(target, color="gray", ls="--", lw=1, label=f"target {target}")
+    ax.set_yscale("log")
+    ax.set_xlabel("training time (s)")
+    ax.set_ylabel("test loss of the averaged model")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "loss_vs_time.png"), dpi=110)
+    plt.close(fig)
 
 
 def rank_split(d):
@@ -355,6 +575,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--target-loss", type=float)
     ap.add_argument("--tolerance", type=float, default=0.15)
+    ap.add_argument("--eps", type=float, default=1e-3)
     a = ap.parse_args()
     if not os.path.isdir(a.out):
         sys.exit(f"report: {a.out} is not a directory")
@@ -363,7 +584,10 @@ def main():
         return
     if a.target_loss is None:
         ap.error("--target-loss is required")
-    (stragglers if a.study == "stragglers" else topologies)(a.out, a.target_loss)
+    if a.study == "stragglers":
+        stragglers(a.out, a.target_loss)
+    else:
+        topologies(a.out, a.target_loss, a.eps)
 
 
 if __name__ == "__main__":
