@@ -36,8 +36,9 @@ usage: experiments/validate_sim.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
   --epochs N        (default 2)
   --target-loss X   test loss to time (default 0.3)
   --link SPEC       link of (a) (default latency=10ms,bw=100Mbit)
-  --rate RATE       tbf rate of (b), tc syntax (default 100mbit; the virtual side is given the
-                    same rate)
+  --rate RATE       tbf rate of (b), tc syntax: NUMBER kbit|mbit|gbit (default 100mbit)
+  --goodput F       the virtual links of (b) carry RATE x F of message bytes (default
+                    1448/1514: TCP payload per Ethernet frame; tbf counts frames)
   --tolerance X     flag ratios outside 1 ± X (default 0.15)
   --seed N          (default 1)
   -h, --help
@@ -58,6 +59,10 @@ link=latency=10ms,bw=100Mbit
 rate=100mbit
 tol=0.15
 seed=1
+# The virtual side counts message bytes, tbf counts frames: a TCP segment carries 1448 bytes
+# of payload (MSS of a 1500-byte MTU with timestamps) in a 1514-byte frame, so the virtual
+# links of (b) get the tbf rate x 1448/1514 (--goodput 1 turns that off).
+goodput=$(awk 'BEGIN { printf "%.6f", 1448 / 1514 }')
 extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -71,6 +76,7 @@ while [ $# -gt 0 ]; do
     --link) link=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --tolerance) tol=$2; shift 2 ;;
+    --goodput) goodput=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     --) shift; extra=("$@"); break ;;
@@ -84,11 +90,12 @@ for a in $algos; do
     case "$a" in allreduce | sgp-sync | sgp) ;; *) hs_die "--algos: unknown '$a'" ;; esac
 done
 case "$rate" in
-*[0-9]mbit) simrate=${rate%mbit}Mbit ;;
-*[0-9]gbit) simrate=${rate%gbit}Gbit ;;
-*[0-9]kbit) simrate=${rate%kbit}Kbit ;;
+*[0-9]kbit) bits=$(awk -v r="${rate%kbit}" 'BEGIN { print r * 1e3 }') ;;
+*[0-9]mbit) bits=$(awk -v r="${rate%mbit}" 'BEGIN { print r * 1e6 }') ;;
+*[0-9]gbit) bits=$(awk -v r="${rate%gbit}" 'BEGIN { print r * 1e9 }') ;;
 *) hs_die "--rate: expected NUMBER followed by kbit, mbit or gbit (tc's units)" ;;
 esac
+simrate=$(awk -v b="$bits" -v g="$goodput" 'BEGIN { printf "%.6gMbit", b * g / 1e6 }')
 bin=$(hs_find_bin)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -117,6 +124,14 @@ ok_run() { # DIR LOG: the run wrote its summary
     return 1
 }
 failed=0
+# Run a command in the background and wait for it: a signal then interrupts the wait at once
+# (bash runs a trap only after a foreground command ends) and cleanup stops the command.
+bg_wait() {
+    "$@" &
+    local p=$!
+    pids+=("$p")
+    wait "$p"
+}
 
 # --- namespaces: made by setup_netns, always removed ------------------------------------------
 tag=hsv$$
@@ -249,7 +264,7 @@ for c in $configs; do
         l=$(load1)
         echo "== ($c) $a: real (load $l)"
         if [ "$c" = a ]; then
-            timeout "$limit" "$bin" run -n 2 -- hearsay train "${flags[@]}" --link "$link" \
+            bg_wait timeout "$limit" "$bin" run -n 2 -- hearsay train "${flags[@]}" --link "$link" \
                 --out "$out/$real" >"$out/$real.log" 2>&1 || true
         else
             run_netns "$out/$real" "$out/$real.log" "$a" || true
@@ -267,7 +282,7 @@ for c in $configs; do
             sim=$c-$a-$kind
             rm -rf "${out:?}/$sim"
             echo "== ($c) $a: virtual, ${s#*:}"
-            timeout "$limit" "$bin" sim -n "$([ "$c" = a ] && echo 2 || echo 4)" \
+            bg_wait timeout "$limit" "$bin" sim -n "$([ "$c" = a ] && echo 2 || echo 4)" \
                 --sim-compute measured "${simflags[@]}" "${flags[@]}" --out "$out/$sim" \
                 >"$out/$sim.log" 2>&1 || true
             ok_run "$out/$sim" "$out/$sim.log" || continue
