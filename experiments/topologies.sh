@@ -160,4 +160,5 @@ for g in $graphs; do
     t1=$(date +%s%N)
     echo "   training done in $(((t1 - t0) / 1000000)) ms"
 done
-"$HS_PY" "$here/report.py" topologies "$out" --target-loss "$target" --eps "$eps"
+"$HS_PY" "$here/report.py" topologies "$out" --target-loss "$target" --eps "$eps" \
+    --eval-every "$evalevery"
