@@ -505,6 +505,9 @@ def rank_split(d):
              for k in ("compute_s", "comm_s", "wait_s")}
     clocks = sorted(x[-1]["wall_s"] for x in rows)
     split["clock_s"] = clocks[len(clocks) // 2]
+    # spread of one iteration's duration (rank 0's loop clock; evaluations included)
+    dts = sorted(1e3 * (b["wall_s"] - a["wall_s"]) for a, b in zip(rows[0], rows[0][1:]))
+    split["dt"] = [dts[int(q * (len(dts) - 1))] for q in (0.1, 0.5, 0.9)] if dts else None
     split["iterations"] = len(rows[0])
     return split
 
@@ -521,8 +524,8 @@ def validate(out, tol):
              f"flagged (!) when outside ±{100 * tol:.0f} %:", "",
              "| configuration | algorithm | time to target: real | virtual | ratio | "
              "it/s: real | virtual | ratio | ms/it compute+comm+wait: real | virtual | "
-             "load (1 min) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "ms/it p10/p50/p90: real | virtual | load (1 min) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     rows, bad = [], 0
     for p in pairs:
         cfg, algo, rd, sd, load = p[:5]
@@ -551,6 +554,11 @@ def validate(out, tol):
                 return "—"
             return f"{sp['compute_s']:.2f}+{sp['comm_s']:.2f}+{sp['wait_s']:.2f}"
 
+        def spread(sp):
+            if not sp or not sp["dt"]:
+                return "—"
+            return "/".join(f"{v:.1f}" for v in sp["dt"])
+
         r_ttt, c_ttt = ratio("ttt")
         r_its, c_its = ratio("its")
         ok = r_ttt is not None and r_its is not None and abs(r_ttt - 1) <= tol and \
@@ -559,7 +567,7 @@ def validate(out, tol):
         lines.append(f"| {cfg} | {algo} | {fmt(res['real']['ttt'])} | {fmt(res['sim']['ttt'])} | "
                      f"{c_ttt} | {fmt(res['real']['its'], 1)} | {fmt(res['sim']['its'], 1)} | "
                      f"{c_its} | {split(res['real']['split'])} | {split(res['sim']['split'])} | "
-                     f"{load} |")
+                     f"{spread(res['real']['split'])} | {spread(res['sim']['split'])} | {load} |")
         rows.append({"configuration": cfg, "algorithm": algo,
                      "real_time_to_target_s": res["real"]["ttt"],
                      "sim_time_to_target_s": res["sim"]["ttt"], "ttt_ratio": r_ttt,
