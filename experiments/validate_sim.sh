@@ -30,10 +30,13 @@ usage: experiments/validate_sim.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
   --configs LIST    which comparisons: "a b" (default), "a" or "b"
   --algos LIST      among allreduce, sgp-sync (sgp --delay-bound 0) and sgp (asynchronous, the
                     default of hearsay train) (default "allreduce sgp-sync sgp")
-  --model SPEC      (default mlp:64-128-64-10: 17,226 parameters, a 69 kB SGP message takes
-                    5.5 ms at 100 Mbit/s)
+  --model SPEC      model of (a) (default mlp:64-128-64-10: 17,226 parameters, a 69 kB SGP
+                    message takes 5.5 ms at 100 Mbit/s, the 10 ms latency dominates)
+  --model-b SPEC    model of (b) (default mlp:64-512-512-10: 300,554 parameters, 1.2 MB, 100 ms
+                    a message: the network, not the 4 ranks' scheduling on 2 cores, dominates)
   --data SPEC       (default gauss:dim=64,classes=10,train=20000,test=2000,sep=5)
-  --epochs N        (default 2)
+  --epochs N        (a) (default 2)
+  --epochs-b N      (b) (default 1)
   --target-loss X   test loss to time (default 0.3)
   --link SPEC       link of (a) (default latency=10ms,bw=100Mbit)
   --rate RATE       tbf rate of (b), tc syntax: NUMBER kbit|mbit|gbit (default 100mbit)
@@ -52,6 +55,8 @@ out=experiments/out/validate_sim
 configs="a b"
 algos="allreduce sgp-sync sgp"
 model=mlp:64-128-64-10
+modelb=mlp:64-512-512-10
+epochsb=1
 data=gauss:dim=64,classes=10,train=20000,test=2000,sep=5
 epochs=2
 target=0.3
@@ -70,6 +75,8 @@ while [ $# -gt 0 ]; do
     --configs) configs=$2; shift 2 ;;
     --algos) algos=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
+    --model-b) modelb=$2; shift 2 ;;
+    --epochs-b) epochsb=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --target-loss) target=$2; shift 2 ;;
@@ -110,9 +117,11 @@ algo_flags() { # NAME
     esac
 }
 load1() { cut -d' ' -f1 /proc/loadavg; }
-train_flags() { # ALGO
+train_flags() { # ALGO CONFIG
+    local m=$model e=$epochs
+    if [ "$2" = b ]; then m=$modelb e=$epochsb; fi
     # shellcheck disable=SC2046
-    printf '%s\n' $(algo_flags "$1") --model "$model" --data "$data" --epochs "$epochs" \
+    printf '%s\n' $(algo_flags "$1") --model "$m" --data "$data" --epochs "$e" \
         --batch 64 --threads 1 --seed "$seed" --target-loss "$target" --eval-every 0.25 \
         --progress 0 "${extra[@]}"
 }
@@ -204,7 +213,7 @@ setup_netns() {
 run_netns() { # DIR LOG ALGO
     local dir=$1 log=$2 rdvdir r ns dev i rc=0
     local -a flags
-    mapfile -t flags < <(train_flags "$3")
+    mapfile -t flags < <(train_flags "$3" b)
     rdvdir=$(mktemp -d)
     timeout "$limit" ip netns exec "$nsa" "$bin" run --rendezvous-only -n 4 --bind 10.79.0.1 \
         --env-file "$rdvdir/rdv.env" --timeout 60 >"$rdvdir/rdv.log" 2>&1 &
@@ -245,8 +254,8 @@ run_netns() { # DIR LOG ALGO
     return "$rc"
 }
 
-echo "validate_sim: $model on $data, $epochs epochs, target test loss $target, algorithms" \
-    "[$algos] -> $out"
+echo "validate_sim: (a) $model, $epochs epochs, (b) $modelb, $epochsb epochs, on $data," \
+    "target test loss $target, algorithms [$algos] -> $out"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) on $(nproc) cores"
 for c in $configs; do
     if [ "$c" = b ]; then
@@ -258,7 +267,7 @@ for c in $configs; do
         setup_netns || continue
     fi
     for a in $algos; do
-        mapfile -t flags < <(train_flags "$a")
+        mapfile -t flags < <(train_flags "$a" "$c")
         real=$c-$a-real
         rm -rf "${out:?}/$real"
         l=$(load1)
