@@ -314,7 +314,10 @@ def order_check(rows, key, what, pred="pred_iters", pred_name="predicted", margi
     for a in rows:
         for b in rows:
             pa, pb, ma, mb = a[pred], b[pred], a.get(key), b.get(key)
-            if None in (pa, pb, ma, mb):
+            if key == "iterations_to_target":  # a run that never reached it: infinitely many
+                ma = math.inf if ma is None and a["status"] == "ok" else ma
+                mb = math.inf if mb is None and b["status"] == "ok" else mb
+            if None in (pa, pb, ma, mb) or (math.isinf(ma) and math.isinf(mb)):
                 continue
             if pa < pb * (1 - 1e-3) and ma > mb + margin:
                 bad.append(f"{a['graph']} ({pred_name} {pa:.3g}) {what} {ma:.3g}, "
