@@ -269,7 +269,7 @@ def persistent_gain(steps):
     averaged over random u and over a period. 0 for exact averaging in one step. |lambda2| is the
     decay rate of an initial disagreement instead: the two differ, e.g. a directed ring's complex
     modes carry a disagreement round the ring (|1 - lambda| ~ pi/n) where the bidirectional ring
-    only diffuses it (1 - lambda ~ (2/3)(2 pi/n)^2). steps: hearsay topo --json's "steps"."""
+    only diffuses it (1 - lambda ~ (2 pi/n)^2 / 3). steps: hearsay topo --json's "steps"."""
     if not steps:
         return None
     try:
