@@ -28,8 +28,9 @@ usage: experiments/validate_sim.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
 
   --out DIR         results directory (default experiments/out/validate_sim)
   --configs LIST    which comparisons: "a b" (default), "a" or "b"
-  --algos LIST      among allreduce, sgp-sync (sgp --delay-bound 0) and sgp (asynchronous, the
-                    default of hearsay train) (default "allreduce sgp-sync sgp")
+  --algos LIST      among allreduce, sgp-sync (sgp --delay-bound 0, hearsay train's default)
+                    and sgp-async (sgp --delay-bound none --sgp-step z: never waits for
+                    arrivals) (default "allreduce sgp-sync sgp-async")
   --model SPEC      model of (a) (default mlp:64-128-64-10: 17,226 parameters, a 69 kB SGP
                     message takes 5.5 ms at 100 Mbit/s, the 10 ms latency dominates)
   --model-b SPEC    model of (b) (default mlp:64-512-512-10: 300,554 parameters, 1.2 MB, 100 ms
@@ -55,7 +56,7 @@ EOF2
 
 out=experiments/out/validate_sim
 configs="a b"
-algos="allreduce sgp-sync sgp"
+algos="allreduce sgp-sync sgp-async"
 model=mlp:64-128-64-10
 modelb=mlp:64-512-512-10
 datab=gauss:dim=64,classes=10,train=20000,test=500,sep=5
@@ -98,7 +99,7 @@ for c in $configs; do
     case "$c" in a | b) ;; *) hs_die "--configs: unknown configuration '$c' (a, b)" ;; esac
 done
 for a in $algos; do
-    case "$a" in allreduce | sgp-sync | sgp) ;; *) hs_die "--algos: unknown '$a'" ;; esac
+    case "$a" in allreduce | sgp-sync | sgp-async) ;; *) hs_die "--algos: unknown '$a'" ;; esac
 done
 case "$rate" in
 *[0-9]kbit) bits=$(awk -v r="${rate%kbit}" 'BEGIN { print r * 1e3 }') ;;
@@ -117,7 +118,7 @@ algo_flags() { # NAME
     case "$1" in
     allreduce) echo "--algo allreduce" ;;
     sgp-sync) echo "--algo sgp --delay-bound 0" ;;
-    sgp) echo "--algo sgp" ;;
+    sgp-async) echo "--algo sgp --delay-bound none --sgp-step z" ;;
     esac
 }
 load1() { cut -d' ' -f1 /proc/loadavg; }
