@@ -41,10 +41,11 @@ usage: experiments/topologies.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
                     1.5x its predicted iterations plus 10, up to K)
   --model SPEC      (default mlp:64-128-64-10)
   --data SPEC       (default gauss:dim=64,classes=10,train=32000,test=2000,sep=5)
-  --epochs N        (default 2, with --sim 8; --quick: 1, with --sim 6)
+  --epochs N        (default 2, with --sim 10; --quick: 1, with --sim 8)
   --eval-every E    epochs between evaluations (default 0.25, with --sim 0.125: about every
                     iteration at 64 workers)
-  --target-loss X   test loss to time (default 0.3)
+  --target-loss X   test loss to time (default 0.3, with --sim 0.2: every graph reaches it
+                    at 64 workers, and the ranks' own models differ by then)
   --seed N          (default 1)
   -h, --help
 EOF2
@@ -58,7 +59,7 @@ model=mlp:64-128-64-10
 data=gauss:dim=64,classes=10,train=32000,test=2000,sep=5
 epochs=
 evalevery=
-target=0.3
+target=
 seed=1
 quick=0
 sim=0
@@ -92,10 +93,13 @@ while [ $# -gt 0 ]; do
 done
 if [ -z "$epochs" ]; then
     # virtual time: 64 workers share the data, so they need more epochs for as many steps
-    if [ "$sim" = 1 ]; then epochs=8; else epochs=2; fi
+    if [ "$sim" = 1 ]; then epochs=10; else epochs=2; fi
     if [ "$quick" = 1 ]; then
-        if [ "$sim" = 1 ]; then epochs=6; else epochs=1; fi
+        if [ "$sim" = 1 ]; then epochs=8; else epochs=1; fi
     fi
+fi
+if [ -z "$target" ]; then
+    if [ "$sim" = 1 ]; then target=0.2; else target=0.3; fi
 fi
 [ -z "$dbound" ] && [ "$sim" = 1 ] && dbound=0
 if [ -z "$evalevery" ]; then
