@@ -189,6 +189,31 @@ int hs_compress_unbiased(const hs_compress_spec_t *s)
     return s->kind == HS_COMPRESS_NONE || (s->kind == HS_COMPRESS_INT8 && s->stochastic);
 }
 
+int hs_compress_check_algo(const char *spec, const char *algo, int takes)
+{
+    hs_compress_spec_t s;
+    HS_TRY(hs_compress_parse(spec, &s));
+    if (s.kind == HS_COMPRESS_NONE || takes) return 0;
+    static const struct {
+        const char *algo, *why;
+    } reasons[] = {
+        {"local", "it does not communicate"},
+        {"dpsgd",
+         "it averages the neighbours' models as received, so every compression error would "
+         "stay in the models with nothing to correct it (use --algo choco: D-PSGD with public "
+         "copies and error feedback, Koloskova et al. 2019)"},
+        {"sgp", "a compressed push-sum (an exact weight, error feedback on the shares) is not "
+                "implemented; rounding the shares as they are breaks the conservation of mass"},
+        {"osgp", "a compressed push-sum (an exact weight, error feedback on the shares) is not "
+                 "implemented; rounding the shares as they are breaks the conservation of mass"},
+    };
+    const char *why = "it has no error feedback for what a compressor drops";
+    for (size_t i = 0; i < HS_ARRAY_LEN(reasons); i++)
+        if (!strcmp(reasons[i].algo, algo)) why = reasons[i].why;
+    return HS_ERR(-EINVAL, "--compress %s: --algo %s cannot use a compressor: %s", s.text, algo,
+                  why);
+}
+
 /* ---- random stream ---------------------------------------------------------------------- */
 
 /* A counter-based hash (lowbias32): 32-bit multiplies and shifts, which vectorise. */

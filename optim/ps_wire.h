@@ -23,6 +23,8 @@ typedef enum hs_ps_kind {
     HS_PS_NEIGHBOR = 2, /* D-PSGD: payload x (weight 1) */
     HS_PS_EVAL = 3,     /* z snapshot to rank 0; aux: see hs_ps_eval_aux */
     HS_PS_FINAL = 4,    /* end-of-run z + results; aux: see hs_ps_final_aux */
+    HS_PS_COMPRESSED = 16, /* CHOCO-SGD: length = n, no floats, `extra` bytes of compressed
+                            * data (hearsay/compress.h) */
 } hs_ps_kind_t;
 
 /* aux[] slots of EVAL and FINAL messages. */

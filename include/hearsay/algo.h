@@ -84,6 +84,9 @@ typedef struct hs_algo_opts {
     double momentum;         /* the local optimizer's momentum */
     double comm_timeout_s;   /* bound on every wait for a peer (> 0) */
     double drain_timeout_s;  /* bound on the end-of-run drain (> 0) */
+    const char *compress;    /* --compress SPEC (hearsay/compress.h; NULL/"none": none), for
+                              * the algorithms with HS_ALGO_COMPRESS */
+    double consensus_step;   /* choco: gamma (<= 0: the compressor's default) */
 } hs_algo_opts_t;
 
 /* What the loop gives an algorithm. */
@@ -180,6 +183,7 @@ typedef struct hs_algo hs_algo_t;
 #define HS_ALGO_NESTEROV   0x20u /* its local steps use Nesterov momentum (turned on) */
 #define HS_ALGO_PROGRESS   0x40u /* needs the transport's progress thread (turned on) */
 #define HS_ALGO_TOLERANT   0x80u /* survives failed peers (reports them, finishes) */
+#define HS_ALGO_COMPRESS   0x100u /* takes --compress (its check says which compressors) */
 
 typedef struct hs_algo_ops {
     size_t size;      /* sizeof(hs_algo_ops_t) of the build that filled it */
@@ -232,6 +236,7 @@ extern const hs_algo_ops_t hs_algo_allreduce_ops; /* synchronous SGD, ring all-r
 extern const hs_algo_ops_t hs_algo_easgd_ops;     /* elastic averaging SGD (asynchronous) */
 extern const hs_algo_ops_t hs_algo_eamsgd_ops;    /* EASGD with Nesterov momentum locally */
 extern const hs_algo_ops_t hs_algo_lsgd_ops;      /* leader-SGD (local and global leaders) */
+extern const hs_algo_ops_t hs_algo_choco_ops;     /* CHOCO-SGD: compressed D-PSGD */
 
 /* The ops table of `name`, or NULL. */
 const hs_algo_ops_t *hs_algo_find(const char *name);

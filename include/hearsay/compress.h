@@ -63,6 +63,11 @@ int hs_compress_unbiased(const hs_compress_spec_t *s);
 /* The grammar, one line per kind, for --help. */
 const char *hs_compress_help(void);
 
+/* The generic check of `--compress spec` for `--algo algo` (takes = the algorithm declares
+ * HS_ALGO_COMPRESS): the spec parses, and an algorithm that cannot keep its guarantee under
+ * compression is refused with the reason. */
+int hs_compress_check_algo(const char *spec, const char *algo, int takes);
+
 typedef struct hs_compressor hs_compressor_t;
 
 /* A compressor of vectors of n floats (n >= 1) for the spec (checked with hs_compress_k),
