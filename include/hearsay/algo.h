@@ -55,6 +55,7 @@ extern "C" {
 #define HS_TAG_LSGD_LOSS  0x47012u /* leader-SGD: (recent loss, rank, version) gossip */
 #define HS_TAG_LSGD_REQ   0x47013u /* leader-SGD: request of a leader's published snapshot */
 #define HS_TAG_LSGD_SNAP  0x47014u /* leader-SGD: a versioned, checksummed snapshot */
+#define HS_TAG_EF_GATHER  0x47020u /* all-reduce SGD with --compress: compressed gradients */
 
 /* Per-iteration counters an algorithm adds to (the loop writes them to rank-R.csv and zeroes
  * them before each iteration). */
