@@ -202,10 +202,12 @@ int hs_compress_check_algo(const char *spec, const char *algo, int takes)
          "it averages the neighbours' models as received, so every compression error would "
          "stay in the models with nothing to correct it (use --algo choco: D-PSGD with public "
          "copies and error feedback, Koloskova et al. 2019)"},
-        {"sgp", "a compressed push-sum (an exact weight, error feedback on the shares) is not "
-                "implemented; rounding the shares as they are breaks the conservation of mass"},
-        {"osgp", "a compressed push-sum (an exact weight, error feedback on the shares) is not "
-                 "implemented; rounding the shares as they are breaks the conservation of mass"},
+        {"sgp", "its shares are mixed as received, so rounding them would break the "
+                "conservation of mass; use --algo qsgp (compressed push-sum with public copies and "
+                "an exact weight, on a static graph)"},
+        {"osgp", "its shares are mixed as received, so rounding them would break the "
+                 "conservation of mass; use --algo qsgp (compressed push-sum with public copies "
+                 "and an exact weight, on a static graph)"},
     };
     const char *why = "it has no error feedback for what a compressor drops";
     for (size_t i = 0; i < HS_ARRAY_LEN(reasons); i++)

@@ -186,14 +186,14 @@ static hs_option_t train_options[] = {
      .type = HS_OPT_STRING,
      .def = "none",
      .metavar = "SPEC",
-     .help = "choco, allreduce (error feedback): compress what is sent: none, fp16, bf16, "
+     .help = "choco, qsgp, allreduce (error feedback): compress what is sent: none, fp16, bf16, "
              "int8[:nearest|:stochastic][:chunk=C], topk:K, randk:K (K a count or P%)"},
     {.name = "consensus-step",
      .type = HS_OPT_DOUBLE,
      .def = "0",
      .range = "[0, 1]",
      .metavar = "GAMMA",
-     .help = "choco: consensus step size gamma (0: 1 for fp16/bf16/int8/none, 0.05 for "
+     .help = "choco, qsgp: consensus step size gamma (0: 1 for fp16/bf16/int8/none, 0.05 for "
              "topk/randk)"},
     {.name = "straggler",
      .type = HS_OPT_LIST,

@@ -176,14 +176,14 @@ static inline int hs_dist_probe_alive(hs_dist_t *d, int peer)
 typedef struct hs_algo hs_algo_t;
 
 /* Algorithm flags. */
-#define HS_ALGO_GRAPH      0x1u  /* uses --graph */
-#define HS_ALGO_UNDIRECTED 0x2u  /* needs an undirected graph (Metropolis weights) */
-#define HS_ALGO_PUSHSUM    0x4u  /* keeps a push-sum weight; tolerates failed peers */
-#define HS_ALGO_COMM       0x8u  /* communicates (everything but "local") */
-#define HS_ALGO_TAU        0x10u /* uses --tau */
-#define HS_ALGO_NESTEROV   0x20u /* its local steps use Nesterov momentum (turned on) */
-#define HS_ALGO_PROGRESS   0x40u /* needs the transport's progress thread (turned on) */
-#define HS_ALGO_TOLERANT   0x80u /* survives failed peers (reports them, finishes) */
+#define HS_ALGO_GRAPH      0x1u   /* uses --graph */
+#define HS_ALGO_UNDIRECTED 0x2u   /* needs an undirected graph (Metropolis weights) */
+#define HS_ALGO_PUSHSUM    0x4u   /* keeps a push-sum weight; tolerates failed peers */
+#define HS_ALGO_COMM       0x8u   /* communicates (everything but "local") */
+#define HS_ALGO_TAU        0x10u  /* uses --tau */
+#define HS_ALGO_NESTEROV   0x20u  /* its local steps use Nesterov momentum (turned on) */
+#define HS_ALGO_PROGRESS   0x40u  /* needs the transport's progress thread (turned on) */
+#define HS_ALGO_TOLERANT   0x80u  /* survives failed peers (reports them, finishes) */
 #define HS_ALGO_COMPRESS   0x100u /* takes --compress (its check says which compressors) */
 
 typedef struct hs_algo_ops {
@@ -238,6 +238,7 @@ extern const hs_algo_ops_t hs_algo_easgd_ops;     /* elastic averaging SGD (asyn
 extern const hs_algo_ops_t hs_algo_eamsgd_ops;    /* EASGD with Nesterov momentum locally */
 extern const hs_algo_ops_t hs_algo_lsgd_ops;      /* leader-SGD (local and global leaders) */
 extern const hs_algo_ops_t hs_algo_choco_ops;     /* CHOCO-SGD: compressed D-PSGD */
+extern const hs_algo_ops_t hs_algo_qsgp_ops;      /* compressed push-sum SGD, static graph */
 
 /* The ops table of `name`, or NULL. */
 const hs_algo_ops_t *hs_algo_find(const char *name);
