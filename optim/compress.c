@@ -386,12 +386,35 @@ CQ_SIMD static void int8_nearest(const float *restrict x, int8_t *restrict q, si
 CQ_SIMD static void int8_stoch(const float *restrict x, int8_t *restrict q, size_t n, float inv,
                                uint32_t key, uint32_t base)
 {
-    /* floor(x * inv + u), u uniform in [0, 1) from hash(key, index): unbiased */
-    CQ_FOR(i, n, {
-        uint32_t h = cq_hash((base + (uint32_t)i) * 0x9e3779b9u ^ key);
-        float u = (float)(int32_t)(h >> 8) * 0x1p-24f;
-        q[i] = (int8_t)((int)(x[i] * inv + u + 128.0f) - 128);
-    });
+    /* floor(x * inv + u), u uniform in [0, 1): unbiased. u comes from 16 xorshift32 streams
+     * (one per lane of a block of 16, seeded from the call's key and the chunk's offset), which
+     * vectorise without 32-bit multiplies. */
+    uint32_t st[16];
+    for (uint32_t l = 0; l < 16; l++) st[l] = cq_hash((base + l) * 0x9e3779b9u ^ key) | 1u;
+    size_t b = 0;
+    for (; b + 16 <= n; b += 16)
+        for (uint32_t l = 0; l < 16; l++) {
+            uint32_t v = st[l];
+            v ^= v << 13;
+            v ^= v >> 17;
+            v ^= v << 5;
+            st[l] = v;
+            float u = (float)(int32_t)(v >> 8) * 0x1p-24f;
+            q[b + l] = (int8_t)((int)(x[b + l] * inv + u + 128.0f) - 128);
+        }
+    for (uint32_t l = 0; b < n; b++, l++) {
+        uint32_t v = st[l];
+        v ^= v << 13;
+        v ^= v >> 17;
+        v ^= v << 5;
+        float u = (float)(int32_t)(v >> 8) * 0x1p-24f;
+        q[b] = (int8_t)((int)(x[b] * inv + u + 128.0f) - 128);
+    }
+}
+
+CQ_SIMD static void f32_axpy(const float *restrict x, float *restrict y, size_t n, float alpha)
+{
+    CQ_FOR(i, n, y[i] += alpha * x[i]);
 }
 
 CQ_SIMD static void int8_dec(const int8_t *restrict q, float *restrict y, size_t n, float scale)
@@ -701,7 +724,7 @@ static int dec(const hs_compressor_t *c, const void *in_, size_t bytes, float al
         if (!add)
             memcpy(y, x, n * 4);
         else
-            for (size_t i = 0; i < n; i++) y[i] += alpha * x[i];
+            f32_axpy(x, y, n, alpha);
         return 0;
     }
     case HS_COMPRESS_FP16:
