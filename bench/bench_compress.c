@@ -2,8 +2,8 @@
  * bench/bench_compress.c — `hearsay bench compress`: compress and decompress speed of every
  * compressor (hearsay/compress.h) on one core, in GB/s of float32 input (4 n bytes over the
  * time of one call), beside memcpy of the same 4 n bytes measured in the same run. Medians
- * over --reps calls after a warm-up call; the input is a fresh buffer larger than the caches
- * by default (--n 4194304 floats = 16 MiB), as a model's parameters are.
+ * over --reps calls after a warm-up call. Default input: --n 4194304 floats (16 MiB, a model
+ * of 4M parameters; it may fit a large L3, so give --n 67108864 for a memory-bound figure).
  */
 #include "bench/bench_util.h"
 #include "hearsay/common.h"
