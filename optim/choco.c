@@ -237,6 +237,13 @@ static int choco_init(hs_algo_t **out, hs_dist_t *d)
     }
     a->gamma = choco_gamma(d->o, hs_compressor_spec(a->q));
     a->max_bytes = hs_compressor_max_bytes(a->q);
+    if (a->max_bytes > UINT32_MAX) {
+        rc = HS_ERR(-EINVAL,
+                    "%s: %zu bytes of compressed model do not fit a message header's "
+                    "32-bit length (use a smaller --model or a stronger --compress)",
+                    "--algo choco", a->max_bytes);
+        goto fail;
+    }
     a->msg_cap = sizeof(hs_ps_hdr_v1_t) + a->max_bytes;
     rc = -ENOMEM;
     a->peers = hs_calloc((size_t)a->maxdeg, sizeof *a->peers, "neighbours");

@@ -177,6 +177,13 @@ int efsgd_create(efsgd_t **out, hs_dist_t *d)
         goto fail;
     }
     e->cap = sizeof(hs_ps_hdr_v1_t) + hs_compressor_max_bytes(e->c);
+    if (hs_compressor_max_bytes(e->c) > UINT32_MAX) {
+        rc = HS_ERR(-EINVAL,
+                    "--algo allreduce --compress: %zu bytes of compressed gradient do "
+                    "not fit a message header's 32-bit length",
+                    hs_compressor_max_bytes(e->c));
+        goto fail;
+    }
     rc = -ENOMEM;
     const size_t N = (size_t)d->size;
     e->sreq = hs_calloc(N, sizeof *e->sreq, "send requests");

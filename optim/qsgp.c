@@ -230,6 +230,13 @@ static int qsgp_init(hs_algo_t **out, hs_dist_t *d)
         goto fail;
     }
     a->cap = sizeof(hs_ps_hdr_v1_t) + hs_compressor_max_bytes(a->c);
+    if (hs_compressor_max_bytes(a->c) > UINT32_MAX) {
+        rc = HS_ERR(-EINVAL,
+                    "--algo qsgp: %zu bytes of compressed model do not fit a message "
+                    "header's 32-bit length",
+                    hs_compressor_max_bytes(a->c));
+        goto fail;
+    }
     hs_compress_kind_t kind = hs_compressor_spec(a->c)->kind;
     a->gamma = d->o->consensus_step > 0                                ? (float)d->o->consensus_step
                : kind == HS_COMPRESS_TOPK || kind == HS_COMPRESS_RANDK ? 0.05f

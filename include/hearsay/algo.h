@@ -184,7 +184,7 @@ typedef struct hs_algo hs_algo_t;
 #define HS_ALGO_NESTEROV   0x20u  /* its local steps use Nesterov momentum (turned on) */
 #define HS_ALGO_PROGRESS   0x40u  /* needs the transport's progress thread (turned on) */
 #define HS_ALGO_TOLERANT   0x80u  /* survives failed peers (reports them, finishes) */
-#define HS_ALGO_COMPRESS   0x100u /* takes --compress (its check says which compressors) */
+#define HS_ALGO_COMPRESS   0x1000u /* takes --compress (its check says which compressors) */
 
 typedef struct hs_algo_ops {
     size_t size;      /* sizeof(hs_algo_ops_t) of the build that filled it */
