@@ -88,6 +88,30 @@ done:
     return rc;
 }
 
+/* Rank `rank`'s part of hs_shard_iid only: the same permutation, one slice sorted (a
+ * simulator holding N ranks calls this N times: sorting every shard each time was
+ * O(N n log n) in all). */
+static int shard_iid_one(int64_t n, int workers, int rank, uint64_t seed, hs_shard_t *out)
+{
+    if (workers < 1 || n < workers)
+        return HS_ERR(-EINVAL, "iid shards: cannot split %lld samples over %d workers",
+                      (long long)n, workers);
+    int64_t *perm = hs_malloc((size_t)n * sizeof(int64_t), "shard permutation");
+    if (!perm) return -ENOMEM;
+    for (int64_t i = 0; i < n; i++) perm[i] = i;
+    hs_rng_t rng;
+    hs_rng_seed(&rng, seed, STREAM_IID);
+    shuffle_i64(&rng, perm, n);
+    int64_t lo = (int64_t)rank * n / workers, size = (int64_t)(rank + 1) * n / workers - lo;
+    int rc = shards_alloc(out, 1, &size);
+    if (rc == 0) {
+        memcpy(out->idx, perm + lo, (size_t)size * sizeof(int64_t));
+        qsort(out->idx, (size_t)size, sizeof(int64_t), cmp_i64);
+    }
+    free(perm);
+    return rc;
+}
+
 int hs_shard_dirichlet(const int32_t *labels, int64_t n, int classes, int workers, double alpha,
                        int64_t min_per_worker, uint64_t seed, hs_shard_t *shards)
 {
@@ -270,9 +294,14 @@ int hs_shard_for_rank(const hs_dataset_t *ds, const char *spec, int workers, int
     HS_TRY(shard_spec_parse(spec, &s));
     if (workers < 1 || rank < 0 || rank >= workers)
         return HS_ERR(-EINVAL, "shard: rank %d out of range for %d workers", rank, workers);
+    int rc;
+    if (!s.dirichlet) {
+        rc = shard_iid_one(ds->n, workers, rank, seed, out);
+        if (rc < 0) hs_error_prefix("sharding %s over %d workers", ds->name, workers);
+        return rc;
+    }
     hs_shard_t *all = hs_calloc((size_t)workers, sizeof(hs_shard_t), "shards");
     if (!all) return -ENOMEM;
-    int rc;
     if (s.dirichlet) {
         int64_t min = s.min;
         if (min < 0) {

@@ -2,7 +2,8 @@
  * optim/easgd.c — asynchronous EASGD and EAMSGD (Zhang, Choromanska, LeCun, NIPS 2015).
  *
  * Every worker i runs local steps on its own x_i (EAMSGD: Nesterov momentum, local, never
- * exchanged). Every tau steps (--tau, default 1) it meets the center x~ alone:
+ * exchanged). Every tau steps (--tau, default 1) it meets the center x~ alone (in the paper's
+ * order: easgd_step):
  *     x~ <- read from the center owners (optim/center.c)
  *     diff = alpha (x_i - x~);   x_i <- x_i - diff;   x~ <- x~ + diff (float atomic adds into the
  *     owners' windows where the provider has them, else sent to the owners' service threads,
@@ -31,6 +32,7 @@
 struct hs_algo {
     hs_dist_t *d;
     int tau;
+    int eamsgd; /* Algorithm 2's order (the exchange before the gradient), else Algorithm 1's */
     double alpha;
     hs_center_t *c;
     float *x;      /* (n) host copy of x_i */
@@ -100,10 +102,16 @@ static int exchange(hs_algo_t *a, long t)
     return 0;
 }
 
+/* The paper's order. EASGD (Algorithm 1): when tau divides t, the elastic exchange at x, the
+ * point where this iteration's gradient was taken, then the gradient step from the moved x_i:
+ * x_i <- x - alpha (x - x~) - lr g(x). EAMSGD (Algorithm 2): the exchange opens iteration t
+ * (tau divides t), before its gradient, which is then taken at the moved x_i: here it closes
+ * iteration t - 1 (at t = 0 the paper's exchange is a no-op: x_i = x~). */
 static int easgd_step(hs_algo_t *a, long t)
 {
+    if (!a->eamsgd && t % a->tau == 0) HS_TRY(exchange(a, t));
     HS_TRY(hs_dist_apply(a->d, 1.0));
-    if ((t + 1) % a->tau == 0) return exchange(a, t);
+    if (a->eamsgd && (t + 1) % a->tau == 0) return exchange(a, t);
     return 0;
 }
 
@@ -169,6 +177,7 @@ static int easgd_open(hs_algo_t **out, hs_dist_t *d, int momentum)
     if (!a) return -ENOMEM;
     a->d = d;
     a->tau = o->tau;
+    a->eamsgd = momentum;
     a->alpha = alpha;
     int *owners = NULL, nown = 0, rc = hs_center_parse_owners(o->centers, d->size, &owners, &nown);
     if (rc < 0) goto fail;

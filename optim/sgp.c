@@ -3,26 +3,29 @@
  *
  * Push-sum state: the weight w (double, starts at 1) and the numerator x = w z. This file
  * keeps (z, w) rather than (x, w): the model's parameter buffer holds z, the point where the
- * gradient is computed, and x is implicit. Round t:
- *   1. the local optimizer steps z (momentum local, never gossiped, never scaled by w), and
- *      x moves by w times that step (see docs/algorithms.md, "de-biased step");
+ * gradient is computed, and x is implicit. Round t (docs/algorithms.md has the equations):
+ *   1. the local step on x, as in the paper: the optimizer runs on z with lr / w, so x moves by
+ *      lr times the update (momentum local, never gossiped, never scaled by w); --sgp-step z
+ *      steps z instead (x moves by w times the step), a robustness option;
  *   2. wait until the sends of round t - tau have completed (their snapshot buffers are
  *      reused): SGP has tau = 1, OSGP --tau K lets K rounds travel behind the computation;
  *   3. for each out-peer j of iteration t: a snapshot of its own (never a buffer that is
  *      accumulated into) holding the weight share s_j = p_j w and z (the x share is s_j z),
  *      posted; keep p_self w (plus the shares of peers known dead);
- *   4. add what has arrived: x += sum_m s_m z_m, w += sum_m s_m, i.e.
- *      z <- (w_kept z + sum_m s_m z_m) / (w_kept + sum_m s_m);
- *   5. the model's parameters are z.
- * Keeping z and only ever forming weighted means is the same push-sum, but immune to the
- * scale of w: a rank whose out-peer is silent (paused) loses weight geometrically, and an
- * explicit float x = w z would underflow to zero within a few hundred rounds (and an unscaled
- * step on x would move z by lr / w; --sgp-step x takes that step, for fidelity to the
- * paper, and needs --delay-bound). A service (hearsay/exec.h) keeps receives posted per
- * in-peer (HS_TAG_GOSSIP) and folds every message into a running weighted mean as soon as it
- * arrives, so a sleeping or paused worker still receives and its senders never stall on it;
- * step 4 swaps that accumulator out under the service lock. Nothing here waits for a peer's
- * computation.
+ *   4. the delay bound D (--delay-bound; sgp 0, osgp tau, none: asynchronous): wait until every
+ *      live in-peer's messages of rounds <= t - D are in (bound_staleness);
+ *   5. add what has arrived: x += sum_m s_m z_m, w += sum_m s_m, i.e.
+ *      z <- (w_kept z + sum_m s_m z_m) / (w_kept + sum_m s_m); the model's parameters are z.
+ * Keeping z and only ever forming weighted means is the same push-sum without a float x that
+ * could underflow when w drifts. A service (hearsay/exec.h) keeps receives posted per in-peer
+ * and out-peer (HS_TAG_GOSSIP) and folds every message into a running weighted mean as soon as
+ * it arrives, so a sleeping or paused worker still receives and its senders never stall on it;
+ * step 5 swaps that accumulator out under the service lock. Only step 4 waits for peers'
+ * computation, for in-peers only.
+ *
+ * The end of the run (sgp_finish): DONE to the out-peers (how many messages each got), then
+ * every GOSSIP that arrives is answered (REPLY) until the in-peers are done (FIN to each) and
+ * the out-peers' answers are in: nothing is lost, and a rank still training is never alone.
  *
  * Failures (docs/algorithms.md, "Failures"): before each round every out-peer is asked after
  * (hs_exec_alive without waiting); a dead one gets no more shares, its share of each round
@@ -68,7 +71,6 @@ struct hs_algo {
     float *acc[2];   /* (n) host: weighted mean of the z received since the last fold */
     double acc_w[2]; /* their total weight share */
     int cur;         /* the thread folds into acc[cur] */
-    double acc_iter_sum;
     long acc_msgs;
     uint64_t acc_bytes;
     long *recv_from; /* (size) messages received per source */
@@ -76,6 +78,24 @@ struct hs_algo {
     long *want;      /* (size) messages each in-peer sent up to round stale_next - 1 */
     long stale_next; /* next round whose in-peers are added to want (--delay-bound) */
     double *recv_w;  /* (size) weight received from each source (service lock) */
+    long *acc_it[2]; /* sender iterations of the messages in acc[i] (staleness) */
+    size_t acc_nit[2], acc_cap[2];
+    long bound;   /* the delay bound in force (HS_DELAY_NONE: none) */
+    long trained; /* rounds trained (the next round's number) */
+
+    /* the end of the run (sgp_finish; the counters under the service lock) */
+    unsigned char *in_set, *out_set; /* (size) ranks that may send here / that we send to */
+    int lingering;                   /* training is over: every GOSSIP is answered */
+    long *owe;                       /* (size) GOSSIP received since the last answer */
+    long *reply_recv;                /* (size) REPLY messages received from each */
+    long *done_cnt;                  /* (size) -1, or the GOSSIP count of its DONE */
+    long *fin_cnt;                   /* (size) -1, or the REPLY count of its FIN */
+    long *replies_sent;              /* (size) */
+    unsigned char *fin_sent;         /* (size) */
+    hs_treq_t **done_req, **fin_req, **rep_req; /* (size) sends in flight */
+    hs_ps_hdr_v1_t *done_hdr, *fin_hdr;         /* (size) */
+    unsigned char **rep_buf;                    /* (size) REPLY snapshots, made when needed */
+    double *rep_share;                          /* (size) the weight of the REPLY in flight */
 
     /* failed peers: the account of what was sent to each (main thread) */
     long *sent_n;              /* (size) messages posted */
@@ -128,30 +148,63 @@ static int absorb(hs_algo_t *a, const float *v, double s)
 
 /* --- the receiving service ------------------------------------------------------------ */
 
-/* Fold one message into the running weighted mean (the service calls this for each). */
+/* Fold one message into the running weighted mean (the service calls this for each): a
+ * GOSSIP share or a REPLY; DONE and FIN only update the end-of-run counters. */
 static int rx_apply(void *ctx, int slot, const void *buf, const hs_tstatus_t *st)
 {
     hs_algo_t *a = ctx;
     (void)slot;
     const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)buf;
-    HS_TRY(hs_ps_hdr_check(h, st->len, HS_PS_GOSSIP, st->source, a->n));
+    int src = st->source;
+    unsigned kind = st->len >= sizeof *h ? h->kind : HS_PS_GOSSIP;
+    if (kind == HS_PS_DONE || kind == HS_PS_FIN) {
+        HS_TRY(hs_ps_hdr_check(h, st->len, (hs_ps_kind_t)kind, src, 0));
+        if (!(h->aux[0] >= 0 && h->aux[0] < 1e15))
+            return HS_ERR(-EPROTO, "end-of-run notice from rank %d counts %g messages", src,
+                          h->aux[0]);
+        lock(a);
+        if (kind == HS_PS_DONE)
+            a->done_cnt[src] = (long)h->aux[0];
+        else
+            a->fin_cnt[src] = (long)h->aux[0];
+        unlock(a);
+        return 0;
+    }
+    if (kind != HS_PS_REPLY) kind = HS_PS_GOSSIP;
+    HS_TRY(hs_ps_hdr_check(h, st->len, (hs_ps_kind_t)kind, src, a->n));
     if (!(h->weight >= 0 && isfinite(h->weight)))
-        return HS_ERR(-EPROTO, "message from rank %d carries weight %g", st->source, h->weight);
+        return HS_ERR(-EPROTO, "message from rank %d carries weight %g", src, h->weight);
     const float *zm = (const float *)((const unsigned char *)buf + sizeof *h);
     lock(a);
-    float *acc = a->acc[a->cur];
-    double total = a->acc_w[a->cur] + h->weight;
-    if (total > 0) { /* running weighted mean: acc += (s / total) (z_m - acc) */
-        float c = (float)(h->weight / total);
-        for (size_t i = 0; i < a->n; i++) acc[i] += c * (zm[i] - acc[i]);
+    int c = a->cur;
+    if (a->acc_nit[c] == a->acc_cap[c]) {
+        size_t cap = a->acc_cap[c] ? 2 * a->acc_cap[c] : 64;
+        long *its = realloc(a->acc_it[c], cap * sizeof *its);
+        if (!its) {
+            unlock(a);
+            return HS_ERR(-ENOMEM, "out of memory for the staleness of %zu messages", cap);
+        }
+        a->acc_it[c] = its;
+        a->acc_cap[c] = cap;
     }
-    a->acc_w[a->cur] = total;
+    a->acc_it[c][a->acc_nit[c]++] = h->iteration;
+    float *acc = a->acc[c];
+    double total = a->acc_w[c] + h->weight;
+    if (total > 0) { /* running weighted mean: acc += (s / total) (z_m - acc) */
+        float cw = (float)(h->weight / total);
+        for (size_t i = 0; i < a->n; i++) acc[i] += cw * (zm[i] - acc[i]);
+    }
+    a->acc_w[c] = total;
     a->acc_msgs++;
-    a->acc_iter_sum += (double)h->iteration;
     a->acc_bytes += st->len;
-    a->recv_from[st->source]++;
-    a->recv_w[st->source] += h->weight;
-    if (h->iteration > a->last_iter[st->source]) a->last_iter[st->source] = h->iteration;
+    a->recv_w[src] += h->weight;
+    if (kind == HS_PS_REPLY) {
+        a->reply_recv[src]++;
+    } else {
+        a->recv_from[src]++;
+        if (a->lingering) a->owe[src]++;
+        if (h->iteration > a->last_iter[src]) a->last_iter[src] = h->iteration;
+    }
     unlock(a);
     return 0;
 }
@@ -171,11 +224,10 @@ static int fold(hs_algo_t *a)
     lock(a);
     int mine = a->cur;
     long msgs = a->acc_msgs;
-    double wsum = a->acc_w[mine], isum = a->acc_iter_sum;
+    double wsum = a->acc_w[mine];
     uint64_t bytes = a->acc_bytes;
     if (msgs) {
         a->cur ^= 1;
-        a->acc_iter_sum = 0;
         a->acc_msgs = 0;
         a->acc_bytes = 0;
     }
@@ -188,8 +240,8 @@ static int fold(hs_algo_t *a)
     memset(a->acc[mine], 0, a->n * sizeof(float));
     a->acc_w[mine] = 0;
     long now_it = d->iter; /* the round just taken */
-    d->st.msgs_applied += msgs;
-    d->st.staleness_sum += (double)msgs * (double)now_it - isum;
+    for (size_t i = 0; i < a->acc_nit[mine]; i++) hs_dist_staleness(d, now_it - a->acc_it[mine][i]);
+    a->acc_nit[mine] = 0; /* (the service writes the other list until the next swap) */
     d->st.bytes_recv += bytes;
     d->st.comm_s += elapsed(a, t0);
     return rc;
@@ -201,7 +253,10 @@ static void take_back(void *ctx, int peer, const void *buf, size_t got, size_t l
     hs_algo_t *a = ctx;
     const hs_ps_hdr_v1_t *h = buf;
     if (a->cb_rc < 0) return;
-    int rc = got == len ? hs_ps_hdr_check(h, len, HS_PS_GOSSIP, a->d->rank, a->n)
+    if (got == len && len >= sizeof *h && (h->kind == HS_PS_DONE || h->kind == HS_PS_FIN))
+        return; /* an end-of-run notice: no weight */
+    hs_ps_kind_t kind = len >= sizeof *h && h->kind == HS_PS_REPLY ? HS_PS_REPLY : HS_PS_GOSSIP;
+    int rc = got == len ? hs_ps_hdr_check(h, len, kind, a->d->rank, a->n)
                         : HS_ERR(-EPROTO, "%zu of %zu bytes", got, len);
     if (rc == 0 && !(h->weight >= 0 && isfinite(h->weight)))
         rc = HS_ERR(-EPROTO, "weight %g", h->weight);
@@ -225,7 +280,7 @@ static int reclaim(hs_algo_t *a, int p)
 {
     hs_dist_t *d = a->d;
     if (a->gone[p] == GONE_DONE || a->gone[p] == GONE_UNKNOWN) return 0;
-    if (!a->sent_n[p]) {
+    if (!a->sent_n[p] && !a->replies_sent[p]) {
         a->gone[p] = GONE_DONE;
         return 0;
     }
@@ -332,8 +387,8 @@ static int wait_round(hs_algo_t *a, sgp_round_t *r)
 static int bound_staleness(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
-    long upto = t - d->o->delay_bound;
-    if (d->o->delay_bound < 0 || upto < d->start_iter) return 0;
+    long upto = t - a->bound;
+    if (a->bound < 0 || upto < d->start_iter) return 0;
     if (a->stale_next < d->start_iter) a->stale_next = d->start_iter;
     int cap = HS_MAX(1, hs_topo_max_in_degree(d->topo));
     int in[cap > 64 ? 64 : cap], *inp = in, c = 0;
@@ -345,22 +400,31 @@ static int bound_staleness(hs_algo_t *a, long t)
     }
     if (inp != in) free(inp);
     if (rc < 0) return rc;
-    double t0 = hs_exec_now(d->x);
+    double t0 = hs_exec_now(d->x), next_probe = t0 + 0.25;
     for (;;) {
         int late = -1;
         lock(a);
-        for (int j = 0; j < d->size && late < 0; j++)
-            if (j != d->rank && !hs_dist_peer_dead(d, j) && a->recv_from[j] < a->want[j]) late = j;
+        for (int j = 0; j < d->size && late < 0; j++) /* (a DONE says how many will ever come) */
+            if (j != d->rank && !hs_dist_peer_dead(d, j) && a->recv_from[j] < a->want[j] &&
+                !(a->done_cnt[j] >= 0 && a->recv_from[j] >= a->done_cnt[j]))
+                late = j;
         if (late >= 0) hs_svc_wait(d->x, a->svc, 0.05);
         long last = late >= 0 ? a->last_iter[late] : 0;
         unlock(a);
         if (late < 0) break;
         HS_TRY(hs_dist_idle(d));
-        if (elapsed(a, t0) > d->o->comm_timeout_s) {
-            char why[160];
+        double now = hs_exec_now(d->x);
+        char why[160];
+        if (now - t0 > d->o->comm_timeout_s) {
             snprintf(why, sizeof why, "no message of round <= %ld after %.1f s (--delay-bound %ld)",
-                     upto, d->o->comm_timeout_s, d->o->delay_bound);
+                     upto, d->o->comm_timeout_s, a->bound);
             hs_dist_peer_failed(d, late, last + 1, why);
+        } else if (now >= next_probe) { /* a dead in-peer is not waited for until the timeout */
+            next_probe = now + 0.25;
+            if (!hs_exec_alive(d->x, late, 0)) {
+                snprintf(why, sizeof why, "exited (seen while waiting for its round %ld)", upto);
+                HS_TRY(peer_gone(a, late, why));
+            }
         }
     }
     d->st.wait_s += elapsed(a, t0);
@@ -374,6 +438,7 @@ static int sgp_step(hs_algo_t *a, long t)
     /* 1. the local step, taken on z (x moves by w times it); --sgp-step x: on x as in the
      * paper, x -= lr * update, i.e. z moves by the update / w */
     HS_TRY(hs_dist_apply(d, d->o->sgp_step_x ? 1.0 / a->w : 1.0));
+    a->trained = t + 1;
 
     /* 2. the snapshot buffers of this slot must be free */
     sgp_round_t *r = &a->rounds[t % a->tau];
@@ -443,9 +508,244 @@ static int record_failed(hs_algo_t *a)
     return 0;
 }
 
+/* After the drain: out-peers that died or left since they were last asked after. */
+static int settle(hs_algo_t *a)
+{
+    hs_dist_t *d = a->d;
+    int rc = 0;
+    /* Out-peers that died or left since they were last asked after: take back what they never
+     * took (a rank that crashed by injection took what had reached it when it left; unsent
+     * says -EBUSY for one that still runs). One that exited having taken everything may just
+     * have finished first: not a failure. */
+    for (int j = 0; j < d->size && rc == 0; j++) {
+        if (j == d->rank || (!a->sent_n[j] && !a->replies_sent[j]) || a->gone[j] == GONE_DONE ||
+            a->gone[j] == GONE_UNKNOWN)
+            continue;
+        if (hs_dist_peer_dead(d, j)) {
+            rc = reclaim(a, j);
+        } else {
+            long n0 = a->taken_n[j];
+            if ((rc = reclaim(a, j)) == 0 && a->taken_n[j] > n0) {
+                char why[96];
+                snprintf(why, sizeof why, "exited without taking %ld of our shares",
+                         a->taken_n[j] - n0);
+                lock(a);
+                long last = a->last_iter[j];
+                unlock(a);
+                hs_dist_peer_failed(d, j, last + 1, why);
+            }
+        }
+    }
+    return rc;
+}
+
+/* Wait (bounded by the comm timeout) for one send of ours to peer p; -ETIMEDOUT frees it. */
+static int wait_send(hs_algo_t *a, hs_treq_t **req)
+{
+    hs_dist_t *d = a->d;
+    double t0 = hs_exec_now(d->x);
+    while (*req) {
+        double remain = d->o->comm_timeout_s - elapsed(a, t0);
+        int idx = -1,
+            rc = remain > 0 ? hs_exec_wait(d->x, req, 1, remain, 0, &idx, NULL) : -ETIMEDOUT;
+        if (rc < 0) {
+            if (*req) hs_transport_req_free(d->t, req);
+            d->st.wait_s += elapsed(a, t0);
+            return rc;
+        }
+    }
+    d->st.wait_s += elapsed(a, t0);
+    return 0;
+}
+
+/* The REPLY in flight to p is done: a failed one's share stays here. */
+static int settle_reply(hs_algo_t *a, int p)
+{
+    if (!a->rep_req[p]) return 0;
+    if (wait_send(a, &a->rep_req[p]) == 0) return 0;
+    HS_TRY(absorb(a, (const float *)(a->rep_buf[p] + sizeof(hs_ps_hdr_v1_t)), a->rep_share[p]));
+    a->returned_w[p] += a->rep_share[p];
+    char why[160];
+    snprintf(why, sizeof why, "answer after the end of training not delivered (%s)",
+             hs_last_error());
+    return peer_gone(a, p, why);
+}
+
+/* Answer every source whose GOSSIP was folded since the last answer (after the end of
+ * training): (z, w) is split evenly between this rank and them, a column-stochastic mix like
+ * any round's, so a rank still training keeps receiving what it gives. */
+static int answer(hs_algo_t *a)
+{
+    hs_dist_t *d = a->d;
+    int k = 0;
+    /* the previous answers delivered first (a failed one's share comes back here, which moves
+     * z: every share below is then sent from one z) */
+    for (int j = 0; j < d->size; j++) {
+        lock(a);
+        long owed = a->owe[j];
+        unlock(a);
+        if (owed) HS_TRY(settle_reply(a, j));
+    }
+    lock(a);
+    for (int j = 0; j < d->size; j++) {
+        if (a->owe[j] && hs_dist_peer_dead(d, j)) a->owe[j] = 0;
+        k += a->owe[j] > 0;
+    }
+    unlock(a);
+    if (!k) return 0;
+    double t0 = hs_exec_now(d->x), share = a->w / (k + 1), sent = 0;
+    const float *host = NULL;
+    int rc = 0;
+    for (int j = 0; j < d->size && rc == 0; j++) {
+        lock(a);
+        long owed = a->owe[j], it = a->last_iter[j];
+        a->owe[j] = 0;
+        unlock(a);
+        if (!owed || hs_dist_peer_dead(d, j)) continue;
+        if (!a->rep_buf[j] && !(a->rep_buf[j] = hs_malloc(a->msg_bytes, "answer snapshot"))) {
+            rc = -ENOMEM;
+            break;
+        }
+        hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)a->rep_buf[j];
+        float *pz = (float *)(a->rep_buf[j] + sizeof *h);
+        if (host)
+            memcpy(pz, host, a->n * sizeof(float));
+        else if ((rc = d->k->ops->to_host(d->k, pz, model_z(a), a->n * sizeof(float))) < 0)
+            break;
+        host = pz;
+        hs_ps_hdr_init(h, HS_PS_REPLY, d->rank, it, share, a->n);
+        if (hs_transport_isend(d->t, j, HS_TAG_GOSSIP, a->rep_buf[j], a->msg_bytes,
+                               &a->rep_req[j]) < 0) {
+            /* nothing left: its share stays (what it never took is taken back at the end) */
+            a->rep_req[j] = NULL;
+            hs_dist_peer_failed(d, j, it + 1, hs_last_error());
+            continue;
+        }
+        a->rep_share[j] = share;
+        a->replies_sent[j]++;
+        a->sent_w[j] += share;
+        sent += share;
+        d->st.bytes_sent += a->msg_bytes;
+    }
+    a->w -= sent; /* (z is unchanged by keeping a share: only w scales) */
+    d->st.comm_s += elapsed(a, t0);
+    return rc;
+}
+
+/* An end-of-run notice (DONE or FIN, no payload) to p; a failed one reports p. */
+static int notify(hs_algo_t *a, int p, hs_ps_kind_t kind, long count, hs_ps_hdr_v1_t *h,
+                  hs_treq_t **req)
+{
+    hs_dist_t *d = a->d;
+    hs_ps_hdr_init(h, kind, d->rank, a->trained, 0, 0);
+    h->aux[0] = (double)count;
+    if (hs_transport_isend(d->t, p, HS_TAG_GOSSIP, h, sizeof *h, req) < 0) {
+        *req = NULL;
+        return peer_gone(a, p, hs_last_error());
+    }
+    d->st.bytes_sent += sizeof *h;
+    return 0;
+}
+
+/* The end of the run. Training is over here, not necessarily elsewhere: this rank tells each
+ * out-peer how many GOSSIP messages it sent it (DONE), then keeps receiving and answers every
+ * GOSSIP that arrives with a REPLY (answer()), so a rank still training never trains alone.
+ * An in-peer whose DONE and every message are in gets a FIN (how many REPLY it was sent); the
+ * rank ends when every live in-peer has its FIN and every live out-peer's FIN and REPLY
+ * messages are in. Nothing sent is lost; every rank may have trained a different number of
+ * rounds (--time-budget). A silent peer is declared failed as in the drain (liveness probes,
+ * --drain-timeout of silence). */
+static int sgp_finish(hs_algo_t *a)
+{
+    hs_dist_t *d = a->d;
+    int rc = 0;
+    for (int i = 0; i < a->tau; i++) HS_TRY(wait_round(a, &a->rounds[i]));
+    double t0 = hs_exec_now(d->x);
+    lock(a);
+    a->lingering = 1;
+    unlock(a);
+    for (int j = 0; j < d->size && rc == 0; j++)
+        if (j != d->rank && a->out_set[j] && !hs_dist_peer_dead(d, j))
+            rc = notify(a, j, HS_PS_DONE, a->sent_n[j], &a->done_hdr[j], &a->done_req[j]);
+    long total_prev = -1;
+    double last_progress = t0, next_probe = t0 + 0.5;
+    while (rc == 0) {
+        if ((rc = fold(a)) < 0 || (rc = answer(a)) < 0) break;
+        int waiting = 0, ready = 0;
+        long total = 0;
+        lock(a);
+        for (int j = 0; j < d->size; j++) {
+            total +=
+                a->recv_from[j] + a->reply_recv[j] + (a->done_cnt[j] >= 0) + (a->fin_cnt[j] >= 0);
+            if (j == d->rank || hs_dist_peer_dead(d, j)) continue;
+            if (a->in_set[j] && !a->fin_sent[j]) {
+                if (a->done_cnt[j] >= 0 && a->recv_from[j] >= a->done_cnt[j] && !a->owe[j])
+                    ready++;
+                else
+                    waiting++;
+            }
+            if (a->out_set[j] && (a->fin_cnt[j] < 0 || a->reply_recv[j] < a->fin_cnt[j])) waiting++;
+        }
+        if (waiting && !ready && !a->acc_msgs) hs_svc_wait(d->x, a->svc, 0.1);
+        unlock(a);
+        for (int j = 0; j < d->size && ready && rc == 0; j++) {
+            if (j == d->rank || !a->in_set[j] || a->fin_sent[j] || hs_dist_peer_dead(d, j))
+                continue;
+            lock(a);
+            int ok = a->done_cnt[j] >= 0 && a->recv_from[j] >= a->done_cnt[j] && !a->owe[j];
+            unlock(a);
+            if (!ok) continue;
+            if ((rc = settle_reply(a, j)) == 0 && !hs_dist_peer_dead(d, j))
+                rc = notify(a, j, HS_PS_FIN, a->replies_sent[j], &a->fin_hdr[j], &a->fin_req[j]);
+            a->fin_sent[j] = 1;
+        }
+        if (rc < 0 || (!waiting && !ready)) break;
+        if (ready) continue;
+        if ((rc = hs_dist_idle(d)) < 0) break;
+        double now = hs_exec_now(d->x);
+        if (total != total_prev) last_progress = now, total_prev = total;
+        int silent = now - last_progress >= d->o->drain_timeout_s, probe = now >= next_probe;
+        if (!silent && !probe) continue;
+        if (probe) next_probe = now + 0.5;
+        for (int j = 0; j < d->size; j++) {
+            if (j == d->rank || hs_dist_peer_dead(d, j)) continue;
+            lock(a);
+            int in_wait = a->in_set[j] && !a->fin_sent[j];
+            int out_wait = a->out_set[j] && (a->fin_cnt[j] < 0 || a->reply_recv[j] < a->fin_cnt[j]);
+            long got = a->recv_from[j], last = a->last_iter[j], want = a->done_cnt[j];
+            unlock(a);
+            if (!in_wait && !out_wait) continue;
+            char why[200];
+            if (silent) {
+                snprintf(why, sizeof why,
+                         "%ld messages arrived (%ld announced), then %.1f s of silence at the end "
+                         "of the run",
+                         got, want, d->o->drain_timeout_s);
+                hs_dist_peer_failed(d, j, last + 1, why);
+            } else if (!hs_dist_probe_alive(d, j)) {
+                snprintf(why, sizeof why, "exited at the end of the run after sending %ld messages",
+                         got);
+                hs_dist_peer_failed(d, j, last + 1, why);
+            }
+        }
+    }
+    /* own answers and notices delivered (a failed answer's share stays here) */
+    for (int j = 0; j < d->size && rc == 0; j++) {
+        rc = settle_reply(a, j);
+        if (a->done_req[j] && wait_send(a, &a->done_req[j]) < 0) hs_error_clear();
+        if (a->fin_req[j] && wait_send(a, &a->fin_req[j]) < 0) hs_error_clear();
+    }
+    if (rc == 0) rc = settle(a);
+    if (rc == 0) rc = record_failed(a);
+    d->st.wait_s += elapsed(a, t0);
+    if (rc < 0) return rc;
+    return fold(a);
+}
+
 static int sgp_drain(hs_algo_t *a, int final)
 {
     hs_dist_t *d = a->d;
+    if (final && d->drain_until <= 0) return sgp_finish(a);
     for (int i = 0; i < a->tau; i++) HS_TRY(wait_round(a, &a->rounds[i]));
     if (!final) return fold(a);
     double t0 = hs_exec_now(d->x);
@@ -506,29 +806,7 @@ static int sgp_drain(hs_algo_t *a, int final)
         }
     }
     free(want);
-    /* Out-peers that died or left since they were last asked after: take back what they never
-     * took (a rank that crashed by injection took what had reached it when it left; unsent
-     * says -EBUSY for one that still runs). One that exited having taken everything may just
-     * have finished first: not a failure. */
-    for (int j = 0; j < d->size && rc == 0; j++) {
-        if (j == d->rank || !a->sent_n[j] || a->gone[j] == GONE_DONE || a->gone[j] == GONE_UNKNOWN)
-            continue;
-        if (hs_dist_peer_dead(d, j)) {
-            rc = reclaim(a, j);
-        } else {
-            long n0 = a->taken_n[j];
-            if ((rc = reclaim(a, j)) == 0 && a->taken_n[j] > n0) {
-                char why[96];
-                snprintf(why, sizeof why, "exited without taking %ld of our shares",
-                         a->taken_n[j] - n0);
-                lock(a);
-                long last = a->last_iter[j];
-                unlock(a);
-                hs_dist_peer_failed(d, j, last + 1, why);
-            }
-        }
-    }
-    if (rc == 0 && d->drain_until <= 0) rc = record_failed(a);
+    if (rc == 0) rc = settle(a);
     d->st.wait_s += elapsed(a, t0);
     if (rc < 0) return rc;
     return fold(a);
@@ -552,6 +830,29 @@ static void sgp_finalize(hs_algo_t **ap)
         free(rd->share);
     }
     free(a->rounds);
+    for (int j = 0; j < d->size && a->rep_req; j++) {
+        if (a->rep_req[j]) hs_transport_req_free(d->t, &a->rep_req[j]);
+        if (a->done_req[j]) hs_transport_req_free(d->t, &a->done_req[j]);
+        if (a->fin_req[j]) hs_transport_req_free(d->t, &a->fin_req[j]);
+        if (a->rep_buf) free(a->rep_buf[j]);
+    }
+    free(a->rep_req);
+    free(a->done_req);
+    free(a->fin_req);
+    free(a->rep_buf);
+    free(a->rep_share);
+    free(a->done_hdr);
+    free(a->fin_hdr);
+    free(a->in_set);
+    free(a->out_set);
+    free(a->owe);
+    free(a->reply_recv);
+    free(a->done_cnt);
+    free(a->fin_cnt);
+    free(a->replies_sent);
+    free(a->fin_sent);
+    free(a->acc_it[0]);
+    free(a->acc_it[1]);
     free(a->acc[0]);
     free(a->acc[1]);
     free(a->recv_from);
@@ -572,18 +873,21 @@ static void sgp_finalize(hs_algo_t **ap)
     *ap = NULL;
 }
 
-static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau)
+static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound)
 {
     *out = NULL;
     if (!d->topo) return HS_ERR(-EINVAL, "SGP needs a graph (--graph)");
     if (tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", tau);
-    if (d->o->sgp_step_x && d->o->delay_bound < 0 && d->rank == 0)
-        HS_WARN("--sgp-step x without --delay-bound: under unbounded delays a rank's w can "
-                "drift toward 0 and its step lr / w diverge (use --delay-bound 0, 1 or 2)");
+    if (d->o->sgp_step_x && bound < 0 && d->rank == 0)
+        HS_WARN("the step on x (--sgp-step x, the default) with --delay-bound none: under "
+                "unbounded delays a rank's w can drift toward 0 and its step lr / w diverge "
+                "(--sgp-step z is the robust choice there)");
     hs_algo_t *a = hs_calloc(1, sizeof *a, "SGP state");
     if (!a) return -ENOMEM;
     a->d = d;
     a->tau = tau;
+    a->bound = bound;
+    a->trained = d->start_iter;
     a->n = d->n;
     a->w = 1.0;
     a->msg_bytes = sizeof(hs_ps_hdr_v1_t) + a->n * sizeof(float);
@@ -616,7 +920,26 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau)
         !a->last_iter || !a->want || !a->recv_w || !a->sent_n || !a->sent_w || !a->returned_w ||
         !a->taken_n || !a->taken_w || !a->gone || !a->held_from)
         goto fail;
-    for (int j = 0; j < d->size; j++) a->last_iter[j] = -1;
+    a->in_set = hs_calloc(ns, 1, "in-peer set");
+    a->out_set = hs_calloc(ns, 1, "out-peer set");
+    a->owe = hs_calloc(ns, sizeof *a->owe, "answers owed");
+    a->reply_recv = hs_calloc(ns, sizeof *a->reply_recv, "answers received");
+    a->done_cnt = hs_calloc(ns, sizeof *a->done_cnt, "announced counts");
+    a->fin_cnt = hs_calloc(ns, sizeof *a->fin_cnt, "announced answers");
+    a->replies_sent = hs_calloc(ns, sizeof *a->replies_sent, "answers sent");
+    a->fin_sent = hs_calloc(ns, 1, "FIN sent");
+    a->done_req = hs_calloc(ns, sizeof *a->done_req, "DONE requests");
+    a->fin_req = hs_calloc(ns, sizeof *a->fin_req, "FIN requests");
+    a->rep_req = hs_calloc(ns, sizeof *a->rep_req, "answer requests");
+    a->done_hdr = hs_calloc(ns, sizeof *a->done_hdr, "DONE headers");
+    a->fin_hdr = hs_calloc(ns, sizeof *a->fin_hdr, "FIN headers");
+    a->rep_buf = hs_calloc(ns, sizeof *a->rep_buf, "answer buffers");
+    a->rep_share = hs_calloc(ns, sizeof *a->rep_share, "answer shares");
+    if (!a->in_set || !a->out_set || !a->owe || !a->reply_recv || !a->done_cnt || !a->fin_cnt ||
+        !a->replies_sent || !a->fin_sent || !a->done_req || !a->fin_req || !a->rep_req ||
+        !a->done_hdr || !a->fin_hdr || !a->rep_buf || !a->rep_share)
+        goto fail;
+    for (int j = 0; j < d->size; j++) a->last_iter[j] = -1, a->done_cnt[j] = -1, a->fin_cnt[j] = -1;
     for (int r = 0; r < tau; r++) {
         sgp_round_t *rd = &a->rounds[r];
         rd->iter = -1;
@@ -628,29 +951,31 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau)
         for (int i = 0; i < a->maxdeg; i++)
             if (!(rd->buf[i] = hs_malloc(a->msg_bytes, "send snapshot"))) goto fail;
     }
-    /* Receives are posted per in-peer (every rank that sends here in some iteration of a
-     * period; all ranks for an aperiodic schedule), RX_SLOTS each, and reposted at once. */
+    /* Receives are posted per peer (every rank that sends here or that this rank sends to in
+     * some iteration of a period, the latter for the answers at the end of the run; all ranks
+     * for an aperiodic schedule), RX_SLOTS each, and reposted at once. */
     int period = hs_topo_period(d->topo), cap = HS_MAX(1, hs_topo_max_in_degree(d->topo));
-    char *from = hs_calloc((size_t)d->size, 1, "in-peer set");
     int *in = hs_malloc((size_t)cap * sizeof *in, "in-peers");
-    if (!from || !in) {
-        free(from);
-        free(in);
-        goto fail;
-    }
+    if (!in) goto fail;
     int nsrc = 0;
     rc = 0;
     for (long t = 0; t < (period > 0 ? period : 1); t++) {
         int c = 0;
+        double self = 0;
         if (period == 0) {
-            for (int j = 0; j < d->size; j++) from[j] = j != d->rank;
+            for (int j = 0; j < d->size; j++) a->in_set[j] = a->out_set[j] = j != d->rank;
             break;
         }
         if ((rc = hs_topo_in_peers(d->topo, t, d->rank, in, NULL, cap, &c)) < 0) break;
-        for (int i = 0; i < c; i++) from[in[i]] = 1;
+        for (int i = 0; i < c; i++) a->in_set[in[i]] = 1;
+        if ((rc = hs_topo_out_peers(d->topo, t, d->rank, a->peers, a->wts, a->maxdeg, &c, &self)) <
+            0)
+            break;
+        for (int i = 0; i < c; i++) a->out_set[a->peers[i]] = 1;
     }
     free(in);
-    for (int j = 0; j < d->size; j++) nsrc += from[j];
+    a->in_set[d->rank] = a->out_set[d->rank] = 0;
+    for (int j = 0; j < d->size; j++) nsrc += a->in_set[j] || a->out_set[j];
     hs_service_desc_t sd = {.name = "gossip receiver",
                             .n_slots = HS_MAX(1, nsrc * RX_SLOTS),
                             .slot_bytes = a->msg_bytes,
@@ -660,8 +985,8 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau)
     uint32_t *tag = hs_malloc((size_t)sd.n_slots * sizeof *tag, "receive tags");
     if (rc == 0 && (!src || !tag)) rc = -ENOMEM;
     for (int j = 0, i = 0; j < d->size && rc == 0; j++)
-        for (int k = 0; from[j] && k < RX_SLOTS; k++, i++) src[i] = j, tag[i] = HS_TAG_GOSSIP;
-    free(from);
+        for (int k = 0; (a->in_set[j] || a->out_set[j]) && k < RX_SLOTS; k++, i++)
+            src[i] = j, tag[i] = HS_TAG_GOSSIP;
     sd.src = src;
     sd.tag = tag;
     if (rc == 0 && nsrc > 0) rc = hs_svc_start(d->x, &sd, &a->svc);
@@ -677,12 +1002,12 @@ fail:
 
 static int sgp_init(hs_algo_t **out, hs_dist_t *d)
 {
-    return sgp_open(out, d, 1);
+    return sgp_open(out, d, 1, hs_algo_delay_bound(&hs_algo_sgp_ops, d->o));
 }
 
 static int osgp_init(hs_algo_t **out, hs_dist_t *d)
 {
-    return sgp_open(out, d, d->o->tau);
+    return sgp_open(out, d, d->o->tau, hs_algo_delay_bound(&hs_algo_osgp_ops, d->o));
 }
 
 static double sgp_weight(const hs_algo_t *a)
@@ -719,7 +1044,8 @@ static void held(void *ctx, int peer, const void *buf, size_t got, size_t len)
     /* The weight is in the header, which arrives first: a message with its header here is
      * this rank's (the sender completes it); one without cannot be counted by anyone. */
     if (peer < 0 || peer >= a->d->size || got < sizeof *h ||
-        hs_ps_hdr_check(h, len, HS_PS_GOSSIP, peer, a->n) < 0 ||
+        hs_ps_hdr_check(h, len, h->kind == HS_PS_REPLY ? HS_PS_REPLY : HS_PS_GOSSIP, peer, a->n) <
+            0 ||
         !(h->weight >= 0 && isfinite(h->weight)))
         return;
     a->held_w += h->weight;
@@ -749,7 +1075,8 @@ const hs_algo_ops_t hs_algo_sgp_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "sgp",
     .help = "Stochastic Gradient Push (push-sum gossip, directed graphs)",
-    .flags = HS_ALGO_GRAPH | HS_ALGO_PUSHSUM | HS_ALGO_COMM | HS_ALGO_TOLERANT,
+    .flags = HS_ALGO_GRAPH | HS_ALGO_PUSHSUM | HS_ALGO_COMM | HS_ALGO_TOLERANT | HS_ALGO_DELAY |
+             HS_ALGO_BUDGET,
     .init = sgp_init,
     .step = sgp_step,
     .drain = sgp_drain,
@@ -765,7 +1092,8 @@ const hs_algo_ops_t hs_algo_osgp_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "osgp",
     .help = "overlap SGP: --tau rounds of gossip in flight behind the computation",
-    .flags = HS_ALGO_GRAPH | HS_ALGO_PUSHSUM | HS_ALGO_COMM | HS_ALGO_TOLERANT | HS_ALGO_TAU,
+    .flags = HS_ALGO_GRAPH | HS_ALGO_PUSHSUM | HS_ALGO_COMM | HS_ALGO_TOLERANT | HS_ALGO_TAU |
+             HS_ALGO_DELAY | HS_ALGO_BUDGET,
     .default_tau = 2,
     .init = osgp_init,
     .step = sgp_step,

@@ -23,7 +23,17 @@ typedef struct hs_rank_final {
     double test_loss, test_acc, ttt_s, train_loss, clock_s;
     double compute_s, comm_s, wait_s, straggle_s, msgs;
     double dist; /* ||z_i - mean z|| (rank 0 computes it when z_i arrives) */
+    /* health (docs/algorithms.md, "Health"): the push-sum weight's range over the run (after
+     * every round and at the end), iterations trained (the last one's number + 1), time of the
+     * iterations in which nothing was applied, and the staleness of every applied message */
+    double w_min, w_max, iters, alone_s;
+    double stale_max;                 /* -1: no message */
+    double stale_hist[HS_STALE_BINS]; /* hs_dist_stats_t.stale_hist summed */
 } hs_rank_final_t;
+
+/* The values of hs_rank_final_t's health that travel in the FINAL message (after the failure
+ * reports): w_min, w_max, iters, alone_s, stale_max, stale_hist. */
+#define HS_HEALTH_DOUBLES (5 + HS_STALE_BINS)
 
 /* The averaged model and consensus distance at one evaluation point. */
 typedef struct hs_avg_eval {

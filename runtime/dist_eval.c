@@ -276,12 +276,13 @@ int hs_eval_send(hs_dist_t *d, unsigned char *buf, hs_treq_t **req, long iter, c
 int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, hs_rank_final_t *all,
                     hs_avg_eval_t *avg)
 {
-    size_t extra = (size_t)d->size * sizeof(int64_t);
+    size_t extra = (size_t)d->size * sizeof(int64_t) + HS_HEALTH_DOUBLES * sizeof(double);
     size_t bytes = sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float) + extra;
     unsigned char *buf = hs_malloc(bytes, "end-of-run message");
     if (!buf) return -ENOMEM;
     hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)buf;
     int64_t *fa = (int64_t *)(buf + sizeof *h + d->n * sizeof(float));
+    double *hl = (double *)(fa + d->size); /* (HS_HEALTH_DOUBLES) */
     int rc = 0;
     if (d->rank != 0) {
         hs_ps_hdr_init(h, HS_PS_FINAL, d->rank, d->total_iters, mine->weight, d->n);
@@ -299,6 +300,12 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         h->aux[HS_AUX_MSGS] = mine->msgs;
         memcpy(buf + sizeof *h, z, d->n * sizeof(float));
         for (int r = 0; r < d->size; r++) fa[r] = hs_run_failed_at(d, r);
+        hl[0] = mine->w_min;
+        hl[1] = mine->w_max;
+        hl[2] = mine->iters;
+        hl[3] = mine->alone_s;
+        hl[4] = mine->stale_max;
+        memcpy(hl + 5, mine->stale_hist, sizeof mine->stale_hist);
         /* The ack from rank 0 says it has our results: exiting earlier could fail its
          * receive (a peer that exits is declared dead), so every rank stays until then. */
         hs_treq_t *req = NULL, *ack = NULL;
@@ -345,6 +352,11 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
             continue;
         }
         if ((rc = hs_ps_hdr_check(h, st.len, HS_PS_FINAL, r, d->n)) < 0) goto out;
+        if (h->extra != extra) {
+            rc = HS_ERR(-EPROTO, "end-of-run results of rank %d: %u trailing bytes, expected %zu",
+                        r, h->extra, extra);
+            goto out;
+        }
         if (hs_transport_isend(d->t, r, HS_TAG_ACK, ackmsg, sizeof ackmsg, &acks[r]) < 0)
             acks[r] = NULL;
         hs_rank_final_t *f = &all[r];
@@ -360,6 +372,12 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         f->wait_s = h->aux[HS_AUX_WAIT];
         f->straggle_s = h->aux[HS_AUX_STRAG];
         f->msgs = h->aux[HS_AUX_MSGS];
+        f->w_min = hl[0];
+        f->w_max = hl[1];
+        f->iters = hl[2];
+        f->alone_s = hl[3];
+        f->stale_max = hl[4];
+        memcpy(f->stale_hist, hl + 5, sizeof f->stale_hist);
         const float *zr = (const float *)(buf + sizeof *h);
         for (size_t e = 0; e < d->n; e++) sum[e] += zr[e];
         norm2 += h->aux[HS_AUX_NORM2];

@@ -217,6 +217,18 @@ int hs_report_dump(hs_report_t *r, const char *what, const float *z, size_t n)
     return 0;
 }
 
+int hs_report_trajectory(hs_report_t *r, int first, const float *z, size_t n)
+{
+    if (!r->o->out_dir) return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank-%d.traj.f32", r->o->out_dir, r->rank);
+    FILE *f = fopen(path, first ? "wb" : "ab");
+    if (!f) return HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
+    size_t got = fwrite(z, sizeof(float), n, f);
+    if (fclose(f) != 0 || got != n) return HS_ERR(-EIO, "writing %s failed", path);
+    return 0;
+}
+
 int hs_report_crash(hs_report_t *r, const hs_report_crash_t *c)
 {
     if (!r || !r->o->out_dir) return 0;
@@ -262,6 +274,19 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* The q-quantile (0..1) of a staleness histogram, NAN when it is empty. */
+static double hist_quantile(const double *hist, double q)
+{
+    double total = 0, cum = 0;
+    for (int b = 0; b < HS_STALE_BINS; b++) total += hist[b];
+    if (!(total > 0)) return NAN;
+    for (int b = 0; b < HS_STALE_BINS; b++) {
+        cum += hist[b];
+        if (cum >= q * total) return b;
+    }
+    return HS_STALE_BINS - 1;
 }
 
 static void json_str(FILE *f, const char *key, const char *v)
@@ -310,6 +335,38 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
     json_num(f, "target_loss", o->target_loss > 0 ? o->target_loss : NAN);
     json_num(f, "target_acc", o->target_acc > 0 ? o->target_acc : NAN);
     json_num(f, "time_to_target_s", res->time_to_target_s);
+    json_num(f, "time_budget_s", fi->time_budget_s > 0 ? fi->time_budget_s : NAN);
+    if (fi->sgp_step) { /* the variant of SGP that ran (docs/algorithms.md) */
+        if (fi->delay_bound >= 0)
+            fprintf(f, "  \"delay_bound\": %ld,\n", fi->delay_bound);
+        else
+            json_str(f, "delay_bound", "none");
+        json_str(f, "sgp_step", fi->sgp_step);
+    }
+    /* health over every rank that finished: the weight's range, the staleness of every applied
+     * message (one histogram for the job), the iterations each trained */
+    double wmin = INFINITY, wmax = -INFINITY, smax = -1, hist[HS_STALE_BINS] = {0};
+    double imin = INFINITY, imax = -INFINITY;
+    for (int q = 0; q < r->size; q++) {
+        const hs_rank_final_t *a = &fi->all[q];
+        if (!a->present) continue;
+        if (a->w_min < wmin) wmin = a->w_min;
+        if (a->w_max > wmax) wmax = a->w_max;
+        if (a->stale_max > smax) smax = a->stale_max;
+        if (a->iters < imin) imin = a->iters;
+        if (a->iters > imax) imax = a->iters;
+        for (int b = 0; b < HS_STALE_BINS; b++) hist[b] += a->stale_hist[b];
+    }
+    fprintf(f, "  \"ps_weight_min\": ");
+    hs_json_number(f, isfinite(wmin) ? wmin : NAN);
+    fprintf(f, ",\n  \"ps_weight_max\": ");
+    hs_json_number(f, isfinite(wmax) ? wmax : NAN);
+    fprintf(f, ",\n");
+    json_num(f, "staleness_p50", hist_quantile(hist, 0.5));
+    json_num(f, "staleness_p99", hist_quantile(hist, 0.99));
+    json_num(f, "staleness_max", smax >= 0 ? smax : NAN);
+    json_num(f, "iterations_min", isfinite(imin) ? imin : NAN);
+    json_num(f, "iterations_max", isfinite(imax) ? imax : NAN);
     fprintf(f, "  \"ps_weight_sum\": %.15g,\n", res->ps_weight_sum);
     fprintf(f, "  \"ps_weight_lost\": %.15g,\n", res->ps_weight_lost);
     json_num(f, "consensus_distance", avg->consensus);
@@ -331,11 +388,24 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
         const struct {
             const char *k;
             double v;
-        } kv[] = {{"test_loss", a->test_loss},    {"test_acc", a->test_acc},
-                  {"time_to_target_s", a->ttt_s}, {"train_loss", a->train_loss},
-                  {"clock_s", a->clock_s},        {"compute_s", a->compute_s},
-                  {"comm_s", a->comm_s},          {"wait_s", a->wait_s},
-                  {"straggle_s", a->straggle_s},  {"msgs_applied", a->msgs}};
+        } kv[] = {{"test_loss", a->test_loss},
+                  {"test_acc", a->test_acc},
+                  {"time_to_target_s", a->ttt_s},
+                  {"train_loss", a->train_loss},
+                  {"clock_s", a->clock_s},
+                  {"compute_s", a->compute_s},
+                  {"comm_s", a->comm_s},
+                  {"wait_s", a->wait_s},
+                  {"straggle_s", a->straggle_s},
+                  {"msgs_applied", a->msgs},
+                  {"iterations", a->present ? a->iters : NAN},
+                  {"msgs_per_iter", a->present && a->iters > 0 ? a->msgs / a->iters : NAN},
+                  {"alone_s", a->present ? a->alone_s : NAN},
+                  {"ps_weight_min", a->present ? a->w_min : NAN},
+                  {"ps_weight_max", a->present ? a->w_max : NAN},
+                  {"staleness_p50", hist_quantile(a->stale_hist, 0.5)},
+                  {"staleness_p99", hist_quantile(a->stale_hist, 0.99)},
+                  {"staleness_max", a->present && a->stale_max >= 0 ? a->stale_max : NAN}};
         fprintf(f, "%s\n    {\"rank\": %d, \"finished\": %s, \"ps_weight\": ", q ? "," : "", q,
                 a->present ? "true" : "false");
         hs_json_number(f, a->present ? a->weight : NAN);

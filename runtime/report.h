@@ -42,6 +42,9 @@ typedef struct hs_report_final {
     int tau, progress_thread;
     size_t num_params;
     long iterations;
+    double time_budget_s; /* --time-budget (0: none) */
+    long delay_bound;     /* in force (HS_DELAY_NONE: none, or no such bound) */
+    const char *sgp_step; /* "x" or "z" (sgp/osgp), NULL for the others */
     double wall_s, samples_per_s, bayes_acc;
     const hs_rank_final_t *all; /* (ranks) */
     const hs_avg_eval_t *avg;
@@ -78,6 +81,8 @@ int hs_report_eval(hs_report_t *r, long done, double clock_s, double loss, doubl
 int hs_report_record(hs_report_t *r, const char *file, const char *header, const char *line);
 /* DIR/rank-R.<what>.f32: n raw floats. */
 int hs_report_dump(hs_report_t *r, const char *what, const float *z, size_t n);
+/* --dump-trajectory: append z (n floats) to DIR/rank-R.traj.f32 (first: start the file). */
+int hs_report_trajectory(hs_report_t *r, int first, const float *z, size_t n);
 /* An injected crash (the process exits next): a last row of rank-R.csv whose ps_weight is the
  * weight taken (train_loss nan), and DIR/rank-R-lost.json (written whole: a temporary file,
  * then rename), which rank 0 reads for summary.json. Nothing without --out. */

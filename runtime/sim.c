@@ -75,6 +75,7 @@ typedef struct sim_msg {
     uint64_t seq;
     size_t cap;           /* bytes data[] can hold (messages are recycled: msg_get) */
     int reclaimed;        /* taken back by its sender (unsent): never delivered */
+    struct hs_treq *sreq; /* its send request, completed when it is delivered (NULL: none) */
     struct sim_msg *next; /* unexpected queue */
     unsigned char data[];
 } sim_msg_t;
@@ -91,6 +92,7 @@ struct hs_treq {
     sim_rank_t *rk;                /* a receive's rank */
     struct hs_treq *cprev, *cnext; /* completed receives not yet taken (rk->completed) */
     int on_completed;
+    struct sim_msg *msg; /* a send: its message while in flight */
 };
 
 struct sim_rank {
@@ -484,9 +486,20 @@ static void append(sim_msg_t **list, sim_msg_t *m)
 }
 
 /* A message reaches its destination (the clock is at m->at). */
+/* A message has left its sender's side (delivered, or taken back): its send completes. */
+static void complete_send(sim_world_t *w, sim_msg_t *m)
+{
+    if (!m->sreq) return;
+    m->sreq->done = 1;
+    m->sreq->msg = NULL;
+    m->sreq = NULL;
+    wake_rank(&w->rk[m->src]);
+}
+
 static void deliver(sim_world_t *w, sim_msg_t *m)
 {
     w->in_flight[m->src]--;
+    complete_send(w, m);
     sim_rank_t *d = &w->rk[m->dst];
     if (m->reclaimed) {
         msg_put(w, m);
@@ -521,7 +534,8 @@ static sim_world_t *world_of(sim_rank_t *rk);
 
 /* When a message of len bytes sent now from src reaches dst: the sending host's NIC
  * serialises it (inter-host only, --sim-nic), the link carries it (--link: bandwidth,
- * latency, jitter), the receiving host's NIC serialises it again. */
+ * latency, jitter), the receiving host's NIC takes it in, shared with the host's other
+ * arrivals (cut through: an idle NIC adds nothing to the last byte's arrival). */
 static double deliver_time(sim_world_t *w, int src, int dst, size_t len)
 {
     double t = w->now;
@@ -532,8 +546,9 @@ static double deliver_time(sim_world_t *w, int src, int dst, size_t len)
         t = tx;
     }
     if (w->rk[src].shaper) t = hs_shaper_release(w->rk[src].shaper, dst, len, t);
-    if (nic) {
-        double rx = HS_MAX(t, w->nic_rx[hd]) + (double)len / w->nic_Bps;
+    if (nic) { /* the receiving NIC takes the bytes in as they arrive (cut through): done
+                * when the last has arrived, or len / nic after it is free again */
+        double rx = HS_MAX(t, w->nic_rx[hd] + (double)len / w->nic_Bps);
         w->nic_rx[hd] = rx;
         t = rx;
     }
@@ -578,6 +593,7 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
     }
     m->src = rk->rank;
     m->reclaimed = 0;
+    m->sreq = NULL;
     m->dst = peer;
     m->tag = tag;
     m->len = len;
@@ -590,6 +606,12 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
         msg_put(w, m);
         free(r);
         return rc;
+    }
+    if (at > w->now) { /* the send completes when its last byte has arrived (a shaped hsshm
+                        * send completes when its last chunk is in the receiver's ring) */
+        r->done = 0;
+        r->msg = m;
+        m->sreq = r;
     }
     *req = r;
     return 0;
@@ -643,6 +665,7 @@ static void check_dead_source(sim_world_t *w, sim_rank_t *rk, struct hs_treq *r)
 
 static void req_release(hs_treq_t **req)
 {
+    if ((*req)->msg) (*req)->msg->sreq = NULL; /* a send freed in flight: the message goes on */
     off_completed(*req);
     free(*req);
     *req = NULL;
@@ -760,6 +783,7 @@ static int st_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg
         if (m->reclaimed || m->src != rk->rank || m->dst != peer || m->tag != tag) continue;
         cb(ctx, peer, m->data, m->len, m->len);
         m->reclaimed = 1;
+        complete_send(w, m); /* (its share came back through cb: the send itself succeeds) */
         n++;
     }
     for (sim_msg_t **pp = &p->dead_letters; *pp;) {

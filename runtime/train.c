@@ -60,7 +60,13 @@ typedef struct run {
     long ipe;        /* iterations per epoch */
     int *host_of;    /* (size) for hs_dist_t.host_of */
     long *failed_at; /* (size) -1 alive, else the iteration at/after which the rank failed */
+    long done;       /* iterations done (the last one's number + 1) */
+    int warned_w;    /* the weight left [1e-3, 1e3] once: said so */
 } run_t;
+
+/* The push-sum weight's healthy range: outside it the progress line warns (once). */
+#define W_WARN_LO 1e-3
+#define W_WARN_HI 1e3
 
 /* --- hs_dist_t's loop side ------------------------------------------------------------- */
 
@@ -361,12 +367,16 @@ static int checkpoint_point(run_t *R, long done)
     return rc;
 }
 
-/* Hand the model after `done` iterations to the environment when it watches (hearsay sim). */
+/* Hand the model after `done` iterations to the environment when it watches (hearsay sim),
+ * and to DIR/rank-R.traj.f32 with --dump-trajectory. */
 static int observe(run_t *R, long done)
 {
-    if (!R->x->ops->observe) return 0;
+    int traj = R->o->dump_trajectory;
+    if (!R->x->ops->observe && !traj) return 0;
     HS_TRY(pull_z(R));
-    R->x->ops->observe(R->x, done, R->zh, R->d.n);
+    if (R->x->ops->observe) R->x->ops->observe(R->x, done, R->zh, R->d.n);
+    /* --dump-trajectory: the parameters at the start and after every iteration */
+    if (traj) HS_TRY(hs_report_trajectory(R->rep, done == R->start, R->zh, R->d.n));
     return 0;
 }
 
@@ -396,6 +406,28 @@ static void crash_now(run_t *R, long it)
     free(from);
     fflush(NULL);
     hs_exec_crash(R->x, HS_EXIT_CRASH); /* wall clock: _exit; virtual time: the rank ends */
+}
+
+/* Health figures of one iteration (or of the final drain): the weight's range, the staleness
+ * of what was applied, the time alone; the warning once when the weight leaves its range. */
+static void account_health(run_t *R, double w, double span_s)
+{
+    hs_dist_t *d = &R->d;
+    hs_rank_final_t *h = &R->tot;
+    if (w < h->w_min) h->w_min = w;
+    if (w > h->w_max) h->w_max = w;
+    if (d->st.msgs_applied > 0) {
+        for (int b = 0; b < HS_STALE_BINS; b++) h->stale_hist[b] += d->st.stale_hist[b];
+        if ((double)d->st.stale_max > h->stale_max) h->stale_max = (double)d->st.stale_max;
+    } else if ((R->ops->flags & HS_ALGO_COMM) && d->size > 1) {
+        h->alone_s += span_s;
+    }
+    if (!R->warned_w && !(w >= W_WARN_LO && w <= W_WARN_HI)) {
+        R->warned_w = 1;
+        HS_WARN("rank %d: push-sum weight %.3g left [%g, %g] at iteration %ld: the rank runs "
+                "ahead of what it receives (try --delay-bound 0, docs/algorithms.md, \"Health\")",
+                d->rank, w, W_WARN_LO, W_WARN_HI, d->iter + 1);
+    }
 }
 
 /* The gradient: local work (hs_exec_local), which the simulator may run beside other ranks'. */
@@ -442,6 +474,8 @@ static int iteration(run_t *R, long it, double *loss_out)
     R->tot.wait_s += d->st.wait_s;
     R->tot.straggle_s += delay;
     R->tot.msgs += (double)d->st.msgs_applied;
+    double w = hs_algo_weight(R->ops, R->algo);
+    account_health(R, w, hs_exec_now(R->x) - ts);
     hs_report_iter_t row = {.done = it + 1,
                             .clock_s = clock_of(R),
                             .loss = loss,
@@ -449,7 +483,7 @@ static int iteration(run_t *R, long it, double *loss_out)
                             .lr = lr,
                             .compute_s = compute,
                             .straggle_s = delay,
-                            .w = hs_algo_weight(R->ops, R->algo),
+                            .w = w,
                             .st = &d->st,
                             .wait_total_s = R->tot.wait_s};
     HS_TRY(hs_report_iteration(R->rep, &row));
@@ -479,7 +513,7 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
 {
     const hs_train_opts_t *o = R->o;
     hs_dist_t *d = &R->d;
-    long T = d->total_iters;
+    long T = R->done;
     double train_end = clock_of(R);
     memset(&d->st, 0, sizeof d->st);
     HS_TRY(R->ops->drain(R->algo, 1)); /* nothing in flight, nothing lost */
@@ -487,6 +521,8 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     R->tot.comm_s += d->st.comm_s;
     R->tot.msgs += (double)d->st.msgs_applied;
     double tl, tacc, w = hs_algo_weight(R->ops, R->algo);
+    account_health(R, w, 0);
+    R->tot.iters = (double)T;
     HS_TRY(hs_worker_evaluate(R->w, NULL, &tl, &tacc));
     if (hit_target(o, tl, tacc) && !isfinite(R->ttt)) R->ttt = train_end;
     HS_TRY(pull_z(R));
@@ -497,9 +533,12 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     R->tot.test_acc = tacc;
     R->tot.ttt_s = R->ttt;
     R->tot.clock_s = train_end;
+    /* (under --time-budget every rank evaluated at its own points: the rounds are what came) */
     if (R->ec)
         HS_TRY(hs_evalc_finish(R->ec,
-                               eval_period > 0 ? (T - 1) / eval_period - R->start / eval_period : 0,
+                               eval_period > 0 && !(o->time_budget_s > 0)
+                                   ? (T - 1) / eval_period - R->start / eval_period
+                                   : 0,
                                o->drain_timeout_s));
     hs_rank_final_t *all = hs_calloc((size_t)d->size, sizeof *all, "per-rank results");
     if (!all) return -ENOMEM;
@@ -520,27 +559,34 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
                               .rank_loss_max = tl,
                               .rank_acc_mean = tacc};
     }
-    double wall = hs_exec_now(R->x) - R->t0;
+    double wall = hs_exec_now(R->x) - R->t0, trained = 0;
+    for (int q = 0; q < d->size; q++)
+        if (all[q].present) trained += all[q].iters - (double)R->start;
     r->iterations = T;
     r->epochs = (double)T / (double)R->ipe;
     r->wall_s = wall;
-    r->samples_per_s = (double)(T - R->start) * o->batch * d->size / wall;
+    r->samples_per_s =
+        (d->rank == 0 ? trained : (double)(T - R->start) * d->size) * o->batch / wall;
     if (rc == 0 && d->rank == 0) {
         await_failed_exit(R, all);
-        hs_report_final_t fi = {.algo = R->ops->name,
-                                .clock = strcmp(R->x->ops->name, "virtual") ? "wall" : "virtual",
-                                .graph = R->topo ? hs_topo_spec(R->topo) : NULL,
-                                .transport = R->t ? hs_transport_provider(R->t) : NULL,
-                                .tau = (R->ops->flags & HS_ALGO_TAU) ? o->tau : 1,
-                                .progress_thread = R->t ? o->progress_thread : 0,
-                                .num_params = d->n,
-                                .iterations = T,
-                                .wall_s = wall,
-                                .samples_per_s = r->samples_per_s,
-                                .bayes_acc = r->bayes_acc,
-                                .all = all,
-                                .avg = &avg,
-                                .failed_at = R->failed_at};
+        hs_report_final_t fi = {
+            .algo = R->ops->name,
+            .clock = strcmp(R->x->ops->name, "virtual") ? "wall" : "virtual",
+            .graph = R->topo ? hs_topo_spec(R->topo) : NULL,
+            .transport = R->t ? hs_transport_provider(R->t) : NULL,
+            .tau = (R->ops->flags & HS_ALGO_TAU) ? o->tau : 1,
+            .progress_thread = R->t ? o->progress_thread : 0,
+            .num_params = d->n,
+            .iterations = T,
+            .time_budget_s = o->time_budget_s,
+            .delay_bound = hs_algo_delay_bound(R->ops, &R->ao),
+            .sgp_step = (R->ops->flags & HS_ALGO_DELAY) ? (o->sgp_step_x ? "x" : "z") : NULL,
+            .wall_s = wall,
+            .samples_per_s = r->samples_per_s,
+            .bayes_acc = r->bayes_acc,
+            .all = all,
+            .avg = &avg,
+            .failed_at = R->failed_at};
         rc = hs_report_finish(R->rep, &fi, r);
     } else if (rc == 0) {
         r->final_test_loss = tl;
@@ -591,14 +637,24 @@ int hs_train_in(const hs_train_opts_t *o, hs_boot_t *boot, hs_exec_t *x, hs_trai
     hs_report_banner(R.rep, &banner);
     if ((rc = observe(&R, R.start)) < 0) goto out;
     R.t0 = hs_exec_now(R.x);
+    R.done = R.start;
+    R.tot.w_min = INFINITY;
+    R.tot.w_max = -INFINITY;
+    R.tot.stale_max = -1;
     double epoch_loss = 0;
     long epoch_batches = 0;
     for (long it = R.start; it < T; it++) {
+        /* --time-budget: every rank stops at the same time from the start, wherever it is */
+        if (o->time_budget_s > 0 && hs_exec_now(R.x) - R.t0 >= o->time_budget_s) {
+            if (epoch_batches) R.tot.train_loss = epoch_loss / (double)epoch_batches;
+            break;
+        }
         double loss = 0;
         if ((rc = iteration(&R, it, &loss)) < 0) goto out;
         epoch_loss += loss;
         epoch_batches++;
         long done = it + 1;
+        R.done = done;
         if (done % ipe == 0 || done == T) {
             R.tot.train_loss = epoch_loss / (double)epoch_batches;
             epoch_loss = 0;

@@ -24,7 +24,9 @@
 #include "hearsay/train.h"
 #include "hearsay/transport.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -33,6 +35,8 @@ void hs_train_algo_opts(const hs_train_opts_t *o, hs_algo_opts_t *ao)
     *ao = (hs_algo_opts_t){.tau = o->tau,
                            .delay_bound = o->delay_bound,
                            .sgp_step_x = o->sgp_step_x,
+                           .period = o->period,
+                           .seed = o->seed,
                            .alpha = o->alpha,
                            .centers = o->centers,
                            .center_path = o->center_path,
@@ -85,8 +89,9 @@ static int check_graph(const hs_train_opts_t *o, const hs_algo_ops_t *ops, int r
     if (!o->graph) return 0;
     int rc;
     if ((ops->flags & HS_ALGO_GRAPH) && ranks > 1) {
-        hs_topo_opts_t to = {.mixing = (ops->flags & HS_ALGO_UNDIRECTED) ? HS_TOPO_MIX_METROPOLIS
-                                                                         : HS_TOPO_MIX_AUTO};
+        /* its direction first (Metropolis weights of a directed graph fail without naming
+         * the algorithm that needs them) */
+        hs_topo_opts_t to = {.mixing = HS_TOPO_MIX_AUTO};
         hs_topo_t *tp = NULL;
         rc = hs_topo_create(&tp, o->graph, ranks, o->seed, &to);
         if (rc == 0 && (ops->flags & HS_ALGO_UNDIRECTED) && !hs_topo_undirected(tp))
@@ -94,6 +99,19 @@ static int check_graph(const hs_train_opts_t *o, const hs_algo_ops_t *ops, int r
                         "--algo %s needs an undirected graph, and --graph %s is directed (try "
                         "biring, torus, hypercube, complete)",
                         ops->name, o->graph);
+        if (rc == 0 && (ops->flags & HS_ALGO_UNDIRECTED)) {
+            hs_topo_destroy(&tp);
+            to.mixing = HS_TOPO_MIX_METROPOLIS;
+            rc = hs_topo_create(&tp, o->graph, ranks, o->seed, &to);
+        }
+        if (rc == 0 && (ops->flags & HS_ALGO_BIPARTITE)) {
+            int *side = hs_malloc((size_t)ranks * sizeof *side, "sides");
+            rc = side ? hs_topo_sides(tp, side) : -ENOMEM;
+            if (rc == -EINVAL)
+                hs_error_prefix("--algo %s pairs ranks of two sides and needs a bipartite graph",
+                                ops->name);
+            free(side);
+        }
         hs_topo_destroy(&tp);
     } else {
         rc = hs_topo_check(o->graph);
@@ -118,6 +136,40 @@ static int check_resume(const hs_train_opts_t *o, int ranks)
     return 0;
 }
 
+/* The algorithms whose flags include `flag`, "a b c". */
+static const char *algos_with(unsigned flag, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; hs_algo_at(i) && len < n; i++)
+        if (hs_algo_at(i)->flags & flag)
+            len +=
+                (size_t)snprintf(buf + len, n - len, "%s%s", len ? " " : "", hs_algo_at(i)->name);
+    return buf;
+}
+
+/* --delay-bound and --time-budget, for the algorithms that have them. */
+static int check_bounds(const hs_train_opts_t *o, const hs_algo_ops_t *ops)
+{
+    char names[256];
+    if (o->delay_bound != HS_DELAY_AUTO && !(ops->flags & HS_ALGO_DELAY))
+        return HS_ERR(-EINVAL, "--delay-bound applies to --algo %s (--algo %s has no delay bound)",
+                      algos_with(HS_ALGO_DELAY, names, sizeof names), ops->name);
+    if (o->delay_bound < HS_DELAY_AUTO)
+        return HS_ERR(-EINVAL, "--delay-bound %ld: give D >= 0, none or auto", o->delay_bound);
+    if (!(o->time_budget_s >= 0) || !isfinite(o->time_budget_s))
+        return HS_ERR(-EINVAL, "--time-budget %g: give seconds >= 0", o->time_budget_s);
+    if (o->time_budget_s > 0 && !(ops->flags & HS_ALGO_BUDGET))
+        return HS_ERR(-EINVAL,
+                      "--time-budget applies to --algo %s (--algo %s needs every rank to run the "
+                      "same iterations)",
+                      algos_with(HS_ALGO_BUDGET, names, sizeof names), ops->name);
+    if (o->time_budget_s > 0 && o->checkpoint_every > 0)
+        return HS_ERR(-EINVAL, "--time-budget and --checkpoint-every: every rank checkpoints at "
+                               "the same iteration, which a time budget cannot promise; give one");
+    return 0;
+}
+
 int hs_train_dist_check(const hs_train_opts_t *o, int ranks)
 {
     const hs_algo_ops_t *ops = hs_algo_find(o->algo);
@@ -125,6 +177,7 @@ int hs_train_dist_check(const hs_train_opts_t *o, int ranks)
         return HS_ERR(-EINVAL, "--algo '%s': unknown algorithm (known: %s)", o->algo ? o->algo : "",
                       hs_algo_names());
     if (o->tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", o->tau);
+    HS_TRY(check_bounds(o, ops));
     HS_TRY(hs_straggler_check_list(o->stragglers, o->n_stragglers, ranks));
     if (o->link && *o->link) {
         hs_shape_t *s = NULL;

@@ -54,6 +54,9 @@ void hs_train_opts_defaults(hs_train_opts_t *o)
     o->pull_local = 0.1;
     o->pull_global = 0.1;
     o->leader_window = 10;
+    o->delay_bound = -2; /* HS_DELAY_AUTO: the algorithm's own */
+    o->sgp_step_x = 1;   /* the SGP paper's step on x */
+    o->period = 4;
 }
 
 int hs_mkdir_p(const char *path)

@@ -300,15 +300,19 @@ static int same_file(const char *p, const char *q)
     return same;
 }
 
-/* All-reduce SGD is deterministic: resuming from the checkpoint at epoch 2 of 3 ends at the
- * very parameters of the run that wrote it. */
-START_TEST(test_allreduce_resume_exact)
+/* All-reduce SGD and local SGD are deterministic: resuming from the checkpoint at epoch 2 of
+ * 3 ends at the very parameters of the run that wrote it. algo: "allreduce" or "localsgd
+ * --period P". */
+static void resume_exact(const char *algo, const char *name)
 {
-    char a[PATH_MAX], b[PATH_MAX], args[1024], p[PATH_MAX + 64], q[PATH_MAX + 64];
-    tr_workdir_path(a, sizeof a, "ar_full");
-    tr_workdir_path(b, sizeof b, "ar_resumed");
-    snprintf(args, sizeof args,
-             TASK " --algo allreduce --epochs 3 --checkpoint-every 1 --dump-params");
+    char a[PATH_MAX], b[PATH_MAX], args[1024], p[PATH_MAX + 64], q[PATH_MAX + 64], full[64],
+        res[64];
+    snprintf(full, sizeof full, "%s_full", name);
+    snprintf(res, sizeof res, "%s_resumed", name);
+    tr_workdir_path(a, sizeof a, full);
+    tr_workdir_path(b, sizeof b, res);
+    snprintf(args, sizeof args, TASK " --algo %s --epochs 3 --checkpoint-every 1 --dump-params",
+             algo);
     int rc = run_job(2, a, args, 30);
     if (rc) tr_show_log(a);
     ck_assert_int_eq(rc, 0);
@@ -318,10 +322,10 @@ START_TEST(test_allreduce_resume_exact)
     long ipe = (long)tr_summary_num(a, "iterations") / 3;
     ck_assert_int_gt(ipe, 1);
     ck_assert_int_eq(c.iteration, 2 * ipe); /* the last one (epoch 2) replaced epoch 1's */
-    ck_assert_str_eq(c.algo, "allreduce");
+    ck_assert(!strncmp(algo, c.algo, strlen(c.algo)));
     ck_assert_ptr_nonnull(c.velocity); /* momentum 0.9 by default */
     hs_ckpt_free(&c);
-    snprintf(args, sizeof args, TASK " --algo allreduce --epochs 3 --dump-params --resume '%s'", a);
+    snprintf(args, sizeof args, TASK " --algo %s --epochs 3 --dump-params --resume '%s'", algo, a);
     rc = run_job(2, b, args, 30);
     if (rc) tr_show_log(b);
     ck_assert_int_eq(rc, 0);
@@ -332,6 +336,18 @@ START_TEST(test_allreduce_resume_exact)
         ck_assert_msg(same_file(p, q), "rank %d: resumed final parameters differ", r);
     }
     ck_assert(tr_summary_num(a, "final_test_loss") == tr_summary_num(b, "final_test_loss"));
+}
+
+START_TEST(test_allreduce_resume_exact)
+{
+    resume_exact("allreduce", "ar");
+}
+END_TEST
+
+/* (period 3: the checkpoint falls between two averages) */
+START_TEST(test_localsgd_resume_exact)
+{
+    resume_exact("localsgd --period 3", "localsgd");
 }
 END_TEST
 
@@ -383,6 +399,39 @@ START_TEST(test_resume_mismatch)
 }
 END_TEST
 
+/* AD-PSGD: its checkpoint holds the exchange counters beside parameters and velocity; the
+ * resumed run takes the restored parameters as every rank's model, continues after the
+ * checkpoint with every pair (no rank missing) and trains on. Asynchronous: not bit for bit. */
+START_TEST(test_adpsgd_resume)
+{
+    char a[PATH_MAX], b[PATH_MAX], args[1024], p[PATH_MAX + 64];
+    tr_workdir_path(a, sizeof a, "adpsgd_full");
+    tr_workdir_path(b, sizeof b, "adpsgd_resumed");
+    snprintf(args, sizeof args, TASK " --algo adpsgd --epochs 3 --checkpoint-every 1");
+    int rc = run_job(4, a, args, 40);
+    if (rc) tr_show_log(a);
+    ck_assert_int_eq(rc, 0);
+    long ipe = (long)tr_summary_num(a, "iterations") / 3;
+    for (int r = 0; r < 4; r++) {
+        snprintf(p, sizeof p, "%s/ckpt/rank-%d.bin", a, r);
+        hs_ckpt_t c;
+        ck_assert_int_eq(hs_ckpt_read(p, &c), 0);
+        ck_assert_str_eq(c.algo, "adpsgd");
+        ck_assert_int_eq(c.iteration, 2 * ipe);
+        ck_assert_int_eq((int)c.state_bytes, 24); /* steps, exchanges served, exchanges made */
+        hs_ckpt_free(&c);
+    }
+    snprintf(args, sizeof args, TASK " --algo adpsgd --epochs 3 --resume '%s'", a);
+    rc = run_job(4, b, args, 40);
+    if (rc) tr_show_log(b);
+    ck_assert_int_eq(rc, 0);
+    for (int r = 0; r < 4; r++) ck_assert_int_eq(first_row(b, r), 2 * ipe + 1);
+    double la = tr_summary_num(a, "final_test_loss"), lb = tr_summary_num(b, "final_test_loss");
+    ck_assert_msg(la < 0.5 && lb < 0.5, "losses %g (full) and %g (resumed): not trained", la, lb);
+    ck_assert(!tr_log_has(b, "failed"));
+}
+END_TEST
+
 #if HS_TEST_SGP_RESUME
 /* SGP: the resumed run continues after the checkpoint and ends near the uninterrupted one. */
 START_TEST(test_sgp_resume)
@@ -430,6 +479,8 @@ static Suite *suite(void)
     tc = tcase_create("resume");
     tcase_set_timeout(tc, 90);
     TR_ADD_TEST(tc, test_allreduce_resume_exact, why);
+    TR_ADD_TEST(tc, test_localsgd_resume_exact, why);
+    TR_ADD_TEST(tc, test_adpsgd_resume, why);
     TR_ADD_TEST(tc, test_local_resume_exact, why);
     TR_ADD_TEST(tc, test_resume_mismatch, why);
     TR_ADD_TEST(tc, test_resume_huge_iteration, why);

@@ -680,6 +680,25 @@ START_TEST(test_shard_iid)
 }
 END_TEST
 
+/* hs_shard_for_rank computes only its rank's iid shard: the same as hs_shard_iid's. */
+START_TEST(test_shard_for_rank_iid)
+{
+    hs_dataset_t ds = {.name = "t", .n = 1003, .classes = 2};
+    hs_shard_t all[7];
+    ck_assert_int_eq(hs_shard_iid(1003, 7, 42, all), 0);
+    for (int r = 0; r < 7; r++) {
+        hs_shard_t one;
+        ck_assert_int_eq(hs_shard_for_rank(&ds, "iid", 7, r, 42, &one), 0);
+        ck_assert_int_eq(one.n, all[r].n);
+        ck_assert_int_eq(memcmp(one.idx, all[r].idx, (size_t)one.n * sizeof(int64_t)), 0);
+        hs_shard_free(&one);
+    }
+    hs_shards_free(all, 7);
+    hs_shard_t bad;
+    ck_assert_int_eq(hs_shard_for_rank(&ds, "iid", 2000, 3, 42, &bad), -EINVAL);
+}
+END_TEST
+
 /* Mean over workers of the total-variation distance between the worker's label distribution
  * and the uniform one (labels are balanced). */
 static double label_skew(const hs_shard_t *s, int workers, const int32_t *labels, int classes)
@@ -1032,6 +1051,7 @@ int main(void)
     suite_add_tcase(s, synth);
     TCase *split = tcase_create("shard_batch_spec");
     tcase_add_test(split, test_shard_iid);
+    tcase_add_test(split, test_shard_for_rank_iid);
     tcase_add_test(split, test_shard_dirichlet);
     tcase_add_test(split, test_shard_for_rank_and_spec);
     tcase_add_test(split, test_batcher);

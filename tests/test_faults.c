@@ -8,8 +8,10 @@
  *     (HS_SHM_RDV_BYTES); on tcp within what was provably in flight (sent to rank 2, neither
  *     returned nor taken back, and not received by it: the senders' rank-R-ps-failed.csv
  *     against rank 2's received_from), which is printed;
- *   - dpsgd, allreduce: every survivor stops with an error naming the dead rank within 10 s
- *     of the crash, and no summary is written;
+ *   - dpsgd, allreduce, localsgd: every survivor stops with an error naming the dead rank
+ *     within 10 s of the crash, and no summary is written;
+ *   - adpsgd (rank 2 is passive): the actives that draw it find it dead and go on with their
+ *     other neighbours; every survivor finishes and reports it;
  *   - easgd, eamsgd (rank 2 owns a center shard; also the only owner, --centers 2) and lsgd
  *     (rank 2 made the global leader: a one-class shard, so the lowest loss): they finish
  *     and report it.
@@ -133,6 +135,8 @@ static void check_stopped(const fault_run_t *f, const char *algo)
     ck_assert(tr_log_has(f->dir, "has exited"));
     if (!strcmp(algo, "dpsgd"))
         ck_assert(tr_log_has(f->dir, "--algo dpsgd cannot go on without it and stops"));
+    else if (!strcmp(algo, "localsgd")) /* --period 4: the first average after the crash */
+        ck_assert(tr_log_has(f->dir, "local SGD, iteration 23"));
     else
         ck_assert(tr_log_has(f->dir, "all-reduce SGD, iteration 20"));
     ck_assert_msg(!tr_log_has(f->dir, "continuing without it"), "%s: says it continues", f->dir);
@@ -287,8 +291,8 @@ START_TEST(test_osgp_tcp)
 }
 END_TEST
 
-/* dpsgd and allreduce on both transports: loop index = algo * 2 + transport */
-static const char *const stop_algo[] = {"dpsgd", "allreduce"};
+/* dpsgd, allreduce and localsgd on both transports: loop index = algo * 2 + transport */
+static const char *const stop_algo[] = {"dpsgd", "allreduce", "localsgd"};
 static const char *const prov[] = {"hsshm", "tcp"};
 
 START_TEST(test_stops)
@@ -314,6 +318,21 @@ START_TEST(test_elastic)
     run_crash(&f, name, algo, p, NULL, NULL);
     check_finished(&f);
     ck_assert(tr_log_has(f.dir, "center shard"));
+}
+END_TEST
+
+/* AD-PSGD on both transports: rank 2 is passive (bipartite graph, even ranks passive); the
+ * actives that draw it find it dead and average with their other neighbours, rank 0 (passive)
+ * hears of it, and every survivor finishes. */
+START_TEST(test_adpsgd)
+{
+    const char *p = prov[_i];
+    char name[64];
+    snprintf(name, sizeof name, "adpsgd_%s", p);
+    fault_run_t f;
+    run_crash(&f, name, "adpsgd", p, NULL, NULL);
+    check_finished(&f);
+    ck_assert(tr_log_has(f.dir, "peer rank 2 failed"));
 }
 END_TEST
 
@@ -352,8 +371,9 @@ START_TEST(test_lsgd_leader)
     }
     fclose(fp);
     /* rank 2 led up to its crash (at the start of its iteration 20; rank 0 may be a little
-     * behind or ahead of it) */
-    ck_assert_msg(led_until >= 16 && led_until <= 22,
+     * behind or ahead of it: the leader table ages entries by time, and on a loaded 2-core
+     * host rank 0 was seen 5 iterations ahead before it noticed) */
+    ck_assert_msg(led_until >= 16 && led_until <= 26,
                   "%s: rank 2 led until iteration %ld, not until its crash at 20", f.dir,
                   led_until);
     ck_assert_msg(last >= 0 && last != DEAD, "%s: rank 2 still leads at the end (%ld)", f.dir,
@@ -541,7 +561,8 @@ static Suite *suite(void)
     if (why) {
         tr_skip("test_stops, test_elastic, test_easgd_server_hsshm, test_lsgd_leader", "%s", why);
     } else {
-        tcase_add_loop_test(tc, test_stops, 0, 4);
+        tcase_add_loop_test(tc, test_stops, 0, 2 * (int)HS_ARRAY_LEN(stop_algo));
+        tcase_add_loop_test(tc, test_adpsgd, 0, 2);
         tcase_add_loop_test(tc, test_elastic, 0, 4);
         tcase_add_test(tc, test_easgd_server_hsshm);
         tcase_add_loop_test(tc, test_lsgd_leader, 0, 2);

@@ -141,17 +141,29 @@ START_TEST(test_sgp_target)
 }
 END_TEST
 
-/* The paper's step on x (--sgp-step x) reaches the target too, with the bounded delay it
- * needs (without it a rank's w drifted to 0.01 here and lr / w diverged). */
-START_TEST(test_sgp_step_x_target)
+/* The robustness variant (the old default): asynchronous, the step on z. */
+START_TEST(test_sgp_async_z_target)
 {
-    reaches_target("sgp", "--sgp-step x --max-staleness 1");
+    reaches_target("sgp", "--delay-bound none --sgp-step z");
 }
 END_TEST
 
 START_TEST(test_osgp_target)
 {
     reaches_target("osgp", "--tau 3");
+}
+END_TEST
+
+/* AD-PSGD (bipartite graph, even ranks passive) and local SGD reach the target too. */
+START_TEST(test_adpsgd_target)
+{
+    reaches_target("adpsgd", "--graph bipartite");
+}
+END_TEST
+
+START_TEST(test_localsgd_target)
+{
+    reaches_target("localsgd", "--period 4");
 }
 END_TEST
 
@@ -172,14 +184,14 @@ START_TEST(test_sgp_weight_sum)
 }
 END_TEST
 
-/* --max-staleness S: no message older than S rounds is ever mixed in, even with a straggler
- * and random pauses, and no weight is lost. */
+/* --delay-bound 1: no message older than 1 round is ever mixed in, even with a straggler and
+ * random pauses, and no weight is lost. */
 START_TEST(test_sgp_max_staleness)
 {
     char dir[PATH_MAX], name[32];
     tr_workdir_path(dir, sizeof dir, "stale");
     int st = tr_train_job(4, "", dir,
-                          TASK " --algo sgp --epochs 2 --max-staleness 1 --straggler slow:1:x3 "
+                          TASK " --algo sgp --epochs 2 --delay-bound 1 --straggler slow:1:x3 "
                                "--straggler pause:all:p=0.2:exp=2ms",
                           90, NULL);
     if (st) tr_show_log(dir);
@@ -227,6 +239,31 @@ START_TEST(test_dpsgd_directed)
 }
 END_TEST
 
+/* AD-PSGD needs an undirected bipartite graph: a usage error (exit status 2) naming the graph
+ * and the algorithm, on a job of 4 ranks (directed ring; complete graph) and of 3 (biring). */
+START_TEST(test_adpsgd_bad_graph)
+{
+    static const struct {
+        int n;
+        const char *graph, *needle;
+    } cases[] = {
+        {4, "ring", "--algo adpsgd needs an undirected graph, and --graph ring is directed"},
+        {4, "complete", "graph 'complete' on 4 ranks is not bipartite"},
+        {3, "biring", "graph 'biring' on 3 ranks is not bipartite"},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(cases); i++) {
+        char dir[PATH_MAX], args[512];
+        tr_workdir_path(dir, sizeof dir, "adpsgd_graph");
+        snprintf(args, sizeof args, TASK " --epochs 1 --algo adpsgd --graph %s", cases[i].graph);
+        int st = tr_train_job(cases[i].n, "", dir, args, 30, NULL);
+        if (st != 2 || !tr_log_has(dir, cases[i].needle)) tr_show_log(dir);
+        ck_assert_msg(st == 2, "adpsgd --graph %s on %d: %s", cases[i].graph, cases[i].n,
+                      tr_status_text(st));
+        ck_assert_msg(tr_log_has(dir, cases[i].needle), "no '%s' in the message", cases[i].needle);
+    }
+}
+END_TEST
+
 /* Issue 17 item 6: every flag is validated at start, whatever the rank count. On one rank a
  * gossip algorithm runs as "local" and never builds its graph, so `--algo sgp --graph donut`
  * exited 0; each bad flag below now stops `hearsay train` at once with exit status 2 and a
@@ -256,6 +293,8 @@ START_TEST(test_bad_flags_one_rank)
         {"--algo lsgd --groups 5", "--groups 5"},
         {"--link bw=1e30Gbit", "--link"},
         {"--straggler slow:0:x1e6 --straggler slow:0:x1e6", "--straggler"},
+        {"--algo localsgd --period 0", "--period"},
+        {"--algo sgp --period 3", "--period applies to --algo localsgd"},
     };
     for (size_t i = 0; i < HS_ARRAY_LEN(cases); i++) {
         char dir[PATH_MAX], args[512];
@@ -489,11 +528,12 @@ static void pause_counts(const char *algo, int counts[4], int *others_left)
 {
     char dir[PATH_MAX], args[1024], name[32];
     tr_workdir_path(dir, sizeof dir, algo);
+    /* (SGP asynchronous: with a delay bound D the paused rank's out-peers stop after D rounds) */
     snprintf(args, sizeof args,
              "--model mlp:16-32-4 --data gauss:dim=16,classes=4,train=12000,test=100 --batch 10 "
              "--threads 1 --quiet --comm-timeout 10 --drain-timeout 5 --epochs 1 --eval-every 0 "
-             "--algo %s --straggler once:1:iter=20:2s --straggler pause:all:p=1:fixed=5ms",
-             algo);
+             "--algo %s --straggler once:1:iter=20:2s --straggler pause:all:p=1:fixed=5ms%s",
+             algo, strcmp(algo, "sgp") ? "" : " --delay-bound none --sgp-step z");
     int st = tr_train_job(4, "", dir, args, 60, NULL);
     if (st) tr_show_log(dir);
     ck_assert_int_eq(st, 0);
@@ -557,7 +597,7 @@ START_TEST(test_dpsgd_crash_stops)
 }
 END_TEST
 
-/* Under SGP the others keep iterating while rank 1 sleeps (no barrier). */
+/* Under asynchronous SGP the others keep iterating while rank 1 sleeps (no barrier). */
 START_TEST(test_sgp_pause_no_barrier)
 {
     int cnt[4], left;
@@ -588,13 +628,16 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     TR_ADD_TEST(tc, test_bad_straggler_spec, why);
     TR_ADD_TEST(tc, test_dpsgd_directed, why);
+    TR_ADD_TEST(tc, test_adpsgd_bad_graph, why);
+    TR_ADD_TEST(tc, test_adpsgd_target, why);
+    TR_ADD_TEST(tc, test_localsgd_target, why);
     TR_ADD_TEST(tc, test_allreduce_target, why);
     TR_ADD_TEST(tc, test_dpsgd_target, why);
     TR_ADD_TEST(tc, test_allreduce_crash, why);
     TR_ADD_TEST(tc, test_dpsgd_crash_stops, why);
     TR_ADD_TEST(tc, test_sgp_target, why);
     TR_ADD_TEST(tc, test_osgp_target, why);
-    TR_ADD_TEST(tc, test_sgp_step_x_target, why);
+    TR_ADD_TEST(tc, test_sgp_async_z_target, why);
     TR_ADD_TEST(tc, test_sgp_weight_sum, why);
     TR_ADD_TEST(tc, test_sgp_max_staleness, why);
     TR_ADD_TEST(tc, test_sgp_crash, why);

@@ -532,6 +532,52 @@ END_TEST
 
 /* Issue 17 item 7: an edge list is read whole into memory, so it has a size bound (256 MiB):
  * /dev/zero and a large sparse file are refused at once, naming the file and the bound. */
+/* hs_topo_sides: the two sides of a bipartite graph (AD-PSGD's active and passive ranks), every
+ * edge across; a graph with an odd cycle is refused with a message naming it. */
+START_TEST(test_bipartite_sides)
+{
+    static const struct {
+        const char *spec;
+        int n;
+    } ok[] = {{"bipartite", 4}, {"bipartite", 8},  {"bipartite", 16}, {"biring", 6},
+              {"hypercube", 8}, {"torus:4x4", 16}, {"star", 5}};
+    for (size_t c = 0; c < HS_ARRAY_LEN(ok); c++) {
+        hs_topo_t *t = make(ok[c].spec, ok[c].n, 1, HS_TOPO_MIX_AUTO);
+        int n = ok[c].n, side[64], peers[64], cnt = 0;
+        ck_assert_msg(hs_topo_sides(t, side) == 0, "%s n=%d: %s", ok[c].spec, n, hs_last_error());
+        ck_assert_int_eq(side[0], 0);
+        int count[2] = {0, 0};
+        for (int i = 0; i < n; i++) {
+            ck_assert(side[i] == 0 || side[i] == 1);
+            count[side[i]]++;
+            for (long it = 0; it < hs_topo_period(t); it++) {
+                ck_assert_int_eq(hs_topo_out_peers(t, it, i, peers, NULL, 64, &cnt, NULL), 0);
+                for (int k = 0; k < cnt; k++)
+                    ck_assert_msg(side[peers[k]] != side[i], "%s n=%d: %d -> %d on one side",
+                                  ok[c].spec, n, i, peers[k]);
+            }
+        }
+        ck_assert(count[0] > 0 && count[1] > 0);
+        if (!strcmp(ok[c].spec, "bipartite")) /* the SGP reference's split: even ranks passive */
+            for (int i = 0; i < n; i++) ck_assert_int_eq(side[i], i % 2);
+        hs_topo_destroy(&t);
+    }
+    static const struct {
+        const char *spec;
+        int n;
+    } bad[] = {{"complete", 4}, {"biring", 5}, {"exp", 8}, {"ring", 3}, {"exp1peer", 8}};
+    for (size_t c = 0; c < HS_ARRAY_LEN(bad); c++) {
+        hs_topo_t *t = make(bad[c].spec, bad[c].n, 1, HS_TOPO_MIX_AUTO);
+        int side[64];
+        ck_assert_int_eq(hs_topo_sides(t, side), -EINVAL);
+        ck_assert_msg(strstr(hs_last_error(), "is not bipartite") &&
+                          strstr(hs_last_error(), bad[c].spec),
+                      "%s: %s", bad[c].spec, hs_last_error());
+        hs_topo_destroy(&t);
+    }
+}
+END_TEST
+
 START_TEST(test_edge_file_size_bound)
 {
     double t0 = hs_now();
@@ -566,6 +612,7 @@ int main(void)
     tcase_add_test(tc, test_spec_numbers_out_of_range);
     tcase_add_test(tc, test_check_spec);
     tcase_add_test(tc, test_edge_file_size_bound);
+    tcase_add_test(tc, test_bipartite_sides);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -53,6 +53,13 @@ static hs_option_t train_options[] = {
      .def = "0",
      .range = "[0, )",
      .help = "stop after this many iterations (0: no limit)"},
+    {.name = "time-budget",
+     .type = HS_OPT_DOUBLE,
+     .def = "0",
+     .range = "[0, )",
+     .metavar = "SECONDS",
+     .help = "local/sgp/osgp/adpsgd: every rank stops training this long after the start (wall or "
+             "virtual time), whatever its iteration (0: none; --epochs still caps the run)"},
     {.name = "batch",
      .type = HS_OPT_INT,
      .def = "128",
@@ -116,28 +123,29 @@ static hs_option_t train_options[] = {
      .type = HS_OPT_STRING,
      .def = "exp1peer",
      .metavar = "SPEC",
-     .help = "peer graph of sgp/osgp/dpsgd (see hearsay topo --help; an algorithm may have its "
-             "own default: dpsgd needs an undirected graph and defaults to biring)"},
+     .help = "peer graph of sgp/osgp/dpsgd/adpsgd (see hearsay topo --help; an algorithm may have "
+             "its own default: dpsgd needs an undirected graph and defaults to biring, adpsgd a "
+             "bipartite one and defaults to bipartite)"},
     {.name = "delay-bound",
      .type = HS_OPT_STRING,
-     .def = "none",
+     .def = "auto",
      .metavar = "D",
      .help = "sgp/osgp: before mixing round t, wait (bounded by --comm-timeout) for every message "
-             "the in-peers sent up to round t-D; 0: round t's own (the paper's synchronous SGP), "
-             "none: never wait (asynchronous, the default)"},
+             "the in-peers sent up to round t-D; 0: round t's own (the SGP paper), none: never "
+             "wait (asynchronous); auto: sgp 0, osgp --tau (the papers' bounded delays)"},
     {.name = "max-staleness",
      .type = HS_OPT_INT,
      .def = "0",
      .range = "[0, 1000000]",
      .metavar = "S",
-     .help = "sgp/osgp: the same as --delay-bound S for S > 0 (0: never wait, the default)"},
+     .help = "deprecated: --delay-bound S (S > 0)"},
     {.name = "sgp-step",
      .type = HS_OPT_ENUM,
-     .def = "z",
-     .choices = "z|x",
-     .help = "sgp/osgp: take the local step on z (the default: z moves by the optimizer's step "
-             "whatever w is) or on x as in the SGP paper (z moves by the step / w; use it with "
-             "--delay-bound 0, 1 or 2: unbounded delays let w drift toward 0 and lr / w diverge)"},
+     .def = "x",
+     .choices = "x|z",
+     .help = "sgp/osgp: take the local step on x as in the SGP paper (the default: z moves by "
+             "the step / w) or on z (z moves by the step whatever w is: a robustness option for "
+             "--delay-bound none, where w may drift toward 0 and lr / w diverge)"},
     {.name = "tau",
      .type = HS_OPT_INT,
      .def = "1",
@@ -145,6 +153,12 @@ static hs_option_t train_options[] = {
      .metavar = "K",
      .help = "osgp: send rounds that may be in flight while computing (default 2; sgp is tau "
              "1); easgd/eamsgd/lsgd: communication period in local steps (default 1)"},
+    {.name = "period",
+     .type = HS_OPT_INT,
+     .def = "4",
+     .range = "[1, 1000000]",
+     .metavar = "H",
+     .help = "localsgd: local steps between two exact averages of the models"},
     {.name = "alpha",
      .type = HS_OPT_DOUBLE,
      .def = "0",
@@ -236,6 +250,11 @@ static hs_option_t train_options[] = {
      .type = HS_OPT_BOOL,
      .def = "false",
      .help = "write DIR/rank-R.init.f32 and DIR/rank-R.final.f32 (raw float32 z)"},
+    {.name = "dump-trajectory",
+     .type = HS_OPT_BOOL,
+     .def = "false",
+     .help = "write DIR/rank-R.traj.f32: the parameters (raw float32 z) at the start and after "
+             "every iteration (reference tests; small models only)"},
     {.name = "checkpoint-every",
      .type = HS_OPT_DOUBLE,
      .def = "0",
@@ -268,7 +287,7 @@ static hs_option_t train_options[] = {
 static const hs_cfg_spec_t train_spec = {
     .usage = "hearsay train [--config FILE] [OPTIONS]\n"
              "       hearsay run -n N -- hearsay train --algo "
-             "sgp|osgp|dpsgd|allreduce|easgd|eamsgd|lsgd "
+             "sgp|osgp|dpsgd|allreduce|easgd|eamsgd|lsgd|localsgd|adpsgd "
              "[OPTIONS]",
     .summary = "Train a model on one worker, or on every rank of a job with a distributed\n"
                "algorithm. Every option can also be set in an INI file (--config FILE,\n"
@@ -358,6 +377,17 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
         hs_cfg_free(&cfg);
         return 2;
     }
+    o.period = (int)hs_cfg_int(cfg, "period");
+    if (hs_cfg_source(cfg, "period") == HS_CFG_DEFAULT && ops->default_period > 0)
+        o.period = ops->default_period;
+    if (!(ops->flags & HS_ALGO_PERIOD) && hs_cfg_source(cfg, "period") != HS_CFG_DEFAULT) {
+        fprintf(stderr, "%s: --period applies to --algo", cmd);
+        for (int i = 0; hs_algo_at(i); i++)
+            if (hs_algo_at(i)->flags & HS_ALGO_PERIOD) fprintf(stderr, " %s", hs_algo_at(i)->name);
+        fprintf(stderr, " (--algo %s has no period)\n", o.algo);
+        hs_cfg_free(&cfg);
+        return 2;
+    }
     if (ops->flags & HS_ALGO_NESTEROV) o.nesterov = 1;
     o.progress_thread = hs_cfg_source(cfg, "progress-thread") == HS_CFG_DEFAULT
                             ? (ops->flags & HS_ALGO_PROGRESS) != 0
@@ -368,28 +398,35 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
                 "(--no-progress-thread): its "
                 "services wait on the main thread's progress (much slower)\n",
                 o.algo);
-    /* --delay-bound D (none | D >= 0); --max-staleness S > 0 is the same as --delay-bound S */
+    /* --delay-bound D (auto | none | D >= 0); --max-staleness S > 0 is the deprecated
+     * spelling of --delay-bound S */
     const char *db = hs_cfg_str(cfg, "delay-bound");
-    o.delay_bound = -1;
-    if (db && strcmp(db, "none")) {
+    o.delay_bound = HS_DELAY_AUTO;
+    if (db && !strcmp(db, "none")) {
+        o.delay_bound = HS_DELAY_NONE;
+    } else if (db && strcmp(db, "auto")) {
         long v;
         if (hs_parse_long(db, 0, 1000000, "--delay-bound", &v) < 0) {
-            fprintf(stderr, "%s: %s (or none)\n", cmd, hs_last_error());
+            fprintf(stderr, "%s: %s (or none, auto)\n", cmd, hs_last_error());
             hs_cfg_free(&cfg);
             return 2;
         }
         o.delay_bound = v;
     }
     if (hs_cfg_int(cfg, "max-staleness") > 0) {
-        if (o.delay_bound >= 0) {
-            fprintf(stderr, "%s: --max-staleness and --delay-bound say the same thing: give one\n",
+        if (hs_cfg_source(cfg, "delay-bound") != HS_CFG_DEFAULT) {
+            fprintf(stderr,
+                    "%s: --max-staleness and --delay-bound say the same thing: give one "
+                    "(--max-staleness is deprecated)\n",
                     cmd);
             hs_cfg_free(&cfg);
             return 2;
         }
+        fprintf(stderr, "%s: warning: --max-staleness S is deprecated: use --delay-bound S\n", cmd);
         o.delay_bound = hs_cfg_int(cfg, "max-staleness");
     }
     o.sgp_step_x = !strcmp(hs_cfg_str(cfg, "sgp-step"), "x");
+    o.time_budget_s = hs_cfg_double(cfg, "time-budget");
     o.alpha = hs_cfg_double(cfg, "alpha");
     o.centers = hs_cfg_str(cfg, "centers");
     /* The flag wins; left at its default, $HS_CENTER_PATH (or auto) decides. */
@@ -410,6 +447,7 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
     o.drain_timeout_s = hs_cfg_double(cfg, "drain-timeout");
     o.init_spread = hs_cfg_double(cfg, "init-spread");
     o.dump_params = hs_cfg_bool(cfg, "dump-params");
+    o.dump_trajectory = hs_cfg_bool(cfg, "dump-trajectory");
     o.checkpoint_every = hs_cfg_double(cfg, "checkpoint-every");
     o.resume = hs_cfg_str(cfg, "resume");
     if (o.resume && !*o.resume) o.resume = NULL;
@@ -438,6 +476,20 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
         return 2;
     }
     int rank0 = sim || hs_boot_rank(boot) == 0;
+    /* config.ini and summary.json record what runs: the algorithm's own defaults too (it
+     * showed graph = exp1peer for a dpsgd run on biring, nesterov = false for eamsgd) */
+    char num[32];
+    if (ops->default_graph && hs_cfg_source(cfg, "graph") == HS_CFG_DEFAULT)
+        hs_cfg_set(cfg, "graph", ops->default_graph);
+    if ((ops->flags & HS_ALGO_TAU) && hs_cfg_source(cfg, "tau") == HS_CFG_DEFAULT) {
+        snprintf(num, sizeof num, "%d", o.tau);
+        hs_cfg_set(cfg, "tau", num);
+    }
+    if ((ops->flags & HS_ALGO_PERIOD) && hs_cfg_source(cfg, "period") == HS_CFG_DEFAULT) {
+        snprintf(num, sizeof num, "%d", o.period);
+        hs_cfg_set(cfg, "period", num);
+    }
+    if (o.nesterov && !hs_cfg_bool(cfg, "nesterov")) hs_cfg_set(cfg, "nesterov", "true");
 
     if (o.out_dir) {
         char path[4096];

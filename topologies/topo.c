@@ -546,6 +546,59 @@ int hs_topo_undirected(const hs_topo_t *topo)
 {
     return topo->undirected;
 }
+
+int hs_topo_sides(const hs_topo_t *topo, int *side)
+{
+    int n = topo->n, period = topo->period, rc = 0;
+    if (period < 1)
+        return HS_ERR(-EINVAL, "graph '%s' is aperiodic: it has no fixed two sides",
+                      hs_topo_spec(topo));
+    int cap = HS_MAX(1, topo->max_out);
+    unsigned char *adj = hs_calloc((size_t)n * n, 1, "adjacency");
+    int *queue = hs_malloc((size_t)n * sizeof *queue, "queue");
+    int *peers = hs_malloc((size_t)cap * sizeof *peers, "peers");
+    if (!adj || !queue || !peers) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (long t = 0; t < period && rc == 0; t++)
+        for (int i = 0; i < n && rc == 0; i++) {
+            int c = 0;
+            rc = hs_topo_out_peers(topo, t, i, peers, NULL, cap, &c, NULL);
+            for (int k = 0; k < c && rc == 0; k++) {
+                adj[(size_t)i * n + peers[k]] = 1;
+                adj[(size_t)peers[k] * n + i] = 1;
+            }
+        }
+    for (int i = 0; i < n; i++) side[i] = -1;
+    for (int s = 0; s < n && rc == 0; s++) {
+        if (side[s] >= 0) continue;
+        int head = 0, tail = 0;
+        side[s] = 0;
+        queue[tail++] = s;
+        while (head < tail && rc == 0) {
+            int i = queue[head++];
+            for (int j = 0; j < n && rc == 0; j++) {
+                if (!adj[(size_t)i * n + j] || i == j) continue;
+                if (side[j] < 0) {
+                    side[j] = 1 - side[i];
+                    queue[tail++] = j;
+                } else if (side[j] == side[i]) {
+                    rc = HS_ERR(-EINVAL,
+                                "graph '%s' on %d ranks is not bipartite (ranks %d and %d are "
+                                "neighbours on the same side; try biring on an even number "
+                                "of ranks, bipartite, hypercube, or torus with even sides)",
+                                hs_topo_spec(topo), n, i, j);
+                }
+            }
+        }
+    }
+out:
+    free(adj);
+    free(queue);
+    free(peers);
+    return rc;
+}
 hs_topo_mixing_t hs_topo_mixing(const hs_topo_t *topo)
 {
     return topo->mixing;

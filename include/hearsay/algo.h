@@ -49,6 +49,8 @@ extern "C" {
 #define HS_TAG_PING     0x47004u /* never sent: a receive on it probes a peer's liveness */
 #define HS_TAG_ACK      0x47005u /* rank 0 -> r: your end-of-run results are in, you may exit */
 #define HS_TAG_WIREUP   0x47006u /* start-up: one byte each way between every pair of ranks */
+#define HS_TAG_PAIR_REQ 0x47007u /* AD-PSGD: active -> passive, x_i (or the end of its run) */
+#define HS_TAG_PAIR_REP 0x47008u /* AD-PSGD: passive -> active, x_j before the average */
 /* EASGD center service and leader-SGD (optim/center.c, optim/lsgd.c) */
 #define HS_TAG_CENTER_REQ 0x47010u /* worker -> center owner: read / add / finish a shard */
 #define HS_TAG_CENTER_REP 0x47011u /* center owner -> worker: shard contents */
@@ -56,6 +58,14 @@ extern "C" {
 #define HS_TAG_LSGD_REQ   0x47013u /* leader-SGD: request of a leader's published snapshot */
 #define HS_TAG_LSGD_SNAP  0x47014u /* leader-SGD: a versioned, checksummed snapshot */
 #define HS_TAG_EF_GATHER  0x47020u /* all-reduce SGD with --compress: compressed gradients */
+
+/* Bins of the per-message staleness histogram (hs_dist_stats_t.stale_hist). */
+#define HS_STALE_BINS 256
+
+/* --delay-bound (hs_algo_opts_t.delay_bound): none (asynchronous), or the algorithm's own
+ * default (sgp: 0, osgp: tau). */
+#define HS_DELAY_NONE (-1L)
+#define HS_DELAY_AUTO (-2L)
 
 /* Per-iteration counters an algorithm adds to (the loop writes them to rank-R.csv and zeroes
  * them before each iteration). */
@@ -66,14 +76,21 @@ typedef struct hs_dist_stats {
     uint64_t bytes_recv;  /* payload + headers applied */
     long msgs_applied;    /* messages added into the local state */
     double staleness_sum; /* sum over applied messages of (my iteration - sender's) */
+    /* per applied message, its staleness max(0, my iteration - sender's): a histogram (the last
+     * bin counts HS_STALE_BINS - 1 and more) and the largest; hs_dist_staleness() fills all */
+    uint32_t stale_hist[HS_STALE_BINS];
+    long stale_max;
 } hs_dist_stats_t;
 
 /* The algorithms' own options (flags of `hearsay train`; docs/algorithms.md). */
 typedef struct hs_algo_opts {
     int tau;                 /* osgp: rounds in flight; easgd/eamsgd/lsgd: period (>= 1) */
     long delay_bound;        /* sgp/osgp: in-peers' messages of rounds <= t - D are mixed before
-                              * round t is (0: round t's own; -1: none, asynchronous) */
-    int sgp_step_x;          /* sgp/osgp: 1 = the paper's step on x, 0 = the step on z */
+                              * round t is (0: round t's own; HS_DELAY_NONE: asynchronous;
+                              * HS_DELAY_AUTO: the algorithm's default, sgp 0, osgp tau) */
+    int sgp_step_x;          /* sgp/osgp: 1 = the paper's step on x (default), 0 = on z */
+    int period;              /* localsgd: local steps between two averages (>= 1) */
+    uint64_t seed;           /* --seed (adpsgd draws its partners from it) */
     double alpha;            /* easgd/eamsgd: moving rate (<= 0: 0.9 / ranks) */
     const char *centers;     /* easgd/eamsgd: ranks holding the center shards (NULL/"" = all) */
     const char *center_path; /* easgd/eamsgd: auto | rma | service (NULL: $HS_CENTER_PATH) */
@@ -161,6 +178,16 @@ static inline int hs_dist_record(hs_dist_t *d, const char *file, const char *hea
     return d->record ? d->record(d->ctx, file, header, line) : 0;
 }
 
+/* Count one applied message of staleness s (my iteration - the sender's) in d->st. */
+static inline void hs_dist_staleness(hs_dist_t *d, long s)
+{
+    d->st.msgs_applied++;
+    d->st.staleness_sum += (double)s;
+    long b = s < 0 ? 0 : s;
+    if (b > d->st.stale_max) d->st.stale_max = b;
+    d->st.stale_hist[b < HS_STALE_BINS ? b : HS_STALE_BINS - 1]++;
+}
+
 /* The loop's idle hook, for waits that do not go through hs_exec_wait. */
 static inline int hs_dist_idle(hs_dist_t *d)
 {
@@ -184,7 +211,13 @@ typedef struct hs_algo hs_algo_t;
 #define HS_ALGO_NESTEROV   0x20u  /* its local steps use Nesterov momentum (turned on) */
 #define HS_ALGO_PROGRESS   0x40u  /* needs the transport's progress thread (turned on) */
 #define HS_ALGO_TOLERANT   0x80u  /* survives failed peers (reports them, finishes) */
-#define HS_ALGO_COMPRESS   0x1000u /* takes --compress (its check says which compressors) */
+#define HS_ALGO_DELAY      0x100u /* bounds delays with --delay-bound (sgp, osgp) */
+#define HS_ALGO_BUDGET                                                                             \
+    0x200u                        /* ends at --time-budget: its ranks may stop at different        \
+                                   * iterations (local, sgp, osgp) */
+#define HS_ALGO_PERIOD    0x400u  /* uses --period */
+#define HS_ALGO_BIPARTITE 0x800u  /* needs a bipartite graph (active and passive sides) */
+#define HS_ALGO_COMPRESS  0x1000u /* takes --compress (its check says which compressors) */
 
 typedef struct hs_algo_ops {
     size_t size;      /* sizeof(hs_algo_ops_t) of the build that filled it */
@@ -194,6 +227,7 @@ typedef struct hs_algo_ops {
     /* Defaults of its own (applied by `hearsay train` where the user gave no value). */
     int default_tau;           /* --tau (with HS_ALGO_TAU) */
     const char *default_graph; /* --graph (NULL: the global default) */
+    int default_period;        /* --period (with HS_ALGO_PERIOD) */
     /* Build the algorithm's state for d (which outlives it). May use the transport for
      * non-blocking set-up only (no barrier). */
     int (*init)(hs_algo_t **out, hs_dist_t *d);
@@ -237,6 +271,8 @@ extern const hs_algo_ops_t hs_algo_allreduce_ops; /* synchronous SGD, ring all-r
 extern const hs_algo_ops_t hs_algo_easgd_ops;     /* elastic averaging SGD (asynchronous) */
 extern const hs_algo_ops_t hs_algo_eamsgd_ops;    /* EASGD with Nesterov momentum locally */
 extern const hs_algo_ops_t hs_algo_lsgd_ops;      /* leader-SGD (local and global leaders) */
+extern const hs_algo_ops_t hs_algo_localsgd_ops;  /* local SGD: H local steps, then an average */
+extern const hs_algo_ops_t hs_algo_adpsgd_ops;    /* AD-PSGD: asynchronous pairwise averaging */
 extern const hs_algo_ops_t hs_algo_choco_ops;     /* CHOCO-SGD: compressed D-PSGD */
 extern const hs_algo_ops_t hs_algo_qsgp_ops;      /* compressed push-sum SGD, static graph */
 
@@ -246,6 +282,15 @@ const hs_algo_ops_t *hs_algo_find(const char *name);
 const char *hs_algo_names(void);
 /* The i-th registered algorithm (NULL past the end). */
 const hs_algo_ops_t *hs_algo_at(int i);
+/* The delay bound in force for `ops` (HS_ALGO_DELAY) with options o: --delay-bound, or the
+ * paper's (tau with HS_ALGO_TAU: OSGP; else 0: SGP); HS_DELAY_NONE without one. */
+static inline long hs_algo_delay_bound(const hs_algo_ops_t *ops, const hs_algo_opts_t *o)
+{
+    if (!(ops->flags & HS_ALGO_DELAY)) return HS_DELAY_NONE;
+    if (o->delay_bound != HS_DELAY_AUTO) return o->delay_bound;
+    return (ops->flags & HS_ALGO_TAU) ? o->tau : 0;
+}
+
 /* The push-sum weight of a (1 without one). */
 static inline double hs_algo_weight(const hs_algo_ops_t *ops, const hs_algo_t *a)
 {

@@ -69,6 +69,11 @@ int hs_topo_period(const hs_topo_t *topo);
 const char *hs_topo_spec(const hs_topo_t *topo);
 /* 1 when every step's graph is undirected (j in out(i) iff i in out(j)). */
 int hs_topo_undirected(const hs_topo_t *topo);
+/* The two sides of a bipartite graph (the union of the steps of one period): side (n) gets 0
+ * or 1 per rank, breadth-first from the lowest rank of each component, which is on side 0; every
+ * edge joins the sides. -EINVAL with a message naming the graph and two neighbours on one side
+ * when it is not bipartite or is aperiodic, -ENOMEM. */
+int hs_topo_sides(const hs_topo_t *topo, int *side);
 /* The mixing actually used (never AUTO). */
 hs_topo_mixing_t hs_topo_mixing(const hs_topo_t *topo);
 /* Largest out-/in-degree over all iterations: the capacity the peer queries need. */

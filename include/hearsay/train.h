@@ -57,9 +57,13 @@ typedef struct hs_train_opts {
     const char *graph;             /* topology spec for the gossip algorithms */
     int tau;                       /* OSGP: send rounds that may be outstanding (>= 1) */
     long delay_bound;              /* SGP/OSGP: before mixing round t, every in-peer message of
-                                    * rounds <= t - D has been mixed (-1: none, asynchronous) */
+                                    * rounds <= t - D has been mixed (HS_DELAY_NONE:
+                                    * asynchronous; HS_DELAY_AUTO, the default: sgp 0, osgp tau) */
     int sgp_step_x;                /* SGP/OSGP: 1 = the paper's step on x (z moves by the
-                                    * step / w), 0 = the step on z (default) */
+                                    * step / w; the default), 0 = the step on z */
+    double time_budget_s;          /* > 0: every rank stops training at this time (wall or
+                                    * virtual, from the start) or at its last iteration */
+    int period;                    /* local SGD: local steps between two averages (>= 1) */
     const char *const *stragglers; /* --straggler specs (n_stragglers of them) */
     size_t n_stragglers;
     const char *link;       /* link shaping spec (NULL: none), hearsay/shaping.h */
@@ -71,6 +75,7 @@ typedef struct hs_train_opts {
     double init_spread;     /* add N(0, init_spread) noise per rank to the initial
                                parameters (gossip-averaging studies and tests) */
     int dump_params;        /* write DIR/rank-R.init.f32 and DIR/rank-R.final.f32 */
+    int dump_trajectory;    /* write DIR/rank-R.traj.f32: the parameters after every iteration */
     /* EASGD / EAMSGD and leader-SGD (o->tau is their communication period, default 1). */
     double alpha;            /* EASGD moving rate (<= 0: 0.9 / ranks) */
     const char *centers;     /* ranks holding the center shards ("0,2-3"; NULL/"" = all) */
