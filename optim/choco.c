@@ -14,10 +14,10 @@
  *
  * Since the rows of W sum to 1, sum_j W_ij (x^_j - x^_i) = s_i - x^_i with s_i = sum_j W_ij x^_j
  * (the self term included), so a worker keeps two vectors, x^_i and s_i, instead of one copy
- * per neighbour: s_i += W_ij q_j for every message (the paper's memory-efficient form, its
- * Algorithm 6). Both start at 0. What Q drops now is in x_i - x^_i and is sent later: that is
- * the error feedback that lets biased compressors (top-k) converge. The weights must not change
- * between rounds (s_i sums them over time), so time-varying graphs are refused.
+ * per neighbour: s_i += W_ij q_j for every message (a rewrite of the paper's update that
+ * saves the per-neighbour copies). Both start at 0. What Q drops now is in x_i - x^_i and is sent
+ * later: that is the error feedback that lets biased compressors (top-k) converge. The weights must
+ * not change between rounds (s_i sums them over time), so time-varying graphs are refused.
  *
  * Messages: hs_ps_hdr_v1_t of kind HS_PS_COMPRESSED (length = n, extra = the compressed bytes)
  * then the compressed q_i, on HS_TAG_NEIGHBOR, one per neighbour and round; a neighbour cannot
