@@ -198,6 +198,12 @@ int hs_compress_check_algo(const char *spec, const char *algo, int takes)
         const char *algo, *why;
     } reasons[] = {
         {"local", "it does not communicate"},
+        {"easgd", "compressed center reads and elastic adds are not implemented (the one-sided "
+                  "path adds float32 atomically)"},
+        {"eamsgd", "compressed center reads and elastic adds are not implemented (the one-sided "
+                   "path adds float32 atomically)"},
+        {"lsgd", "compressed leader snapshots are not implemented (they are checksummed as "
+                 "float32)"},
         {"dpsgd",
          "it averages the neighbours' models as received, so every compression error would "
          "stay in the models with nothing to correct it (use --algo choco: D-PSGD with public "
@@ -209,7 +215,8 @@ int hs_compress_check_algo(const char *spec, const char *algo, int takes)
                  "conservation of mass; use --algo qsgp (compressed push-sum with public copies "
                  "and an exact weight, on a static graph)"},
     };
-    const char *why = "it has no error feedback for what a compressor drops";
+    const char *why = "it has no error feedback for what a compressor drops (use choco, qsgp "
+                      "or allreduce)";
     for (size_t i = 0; i < HS_ARRAY_LEN(reasons); i++)
         if (!strcmp(reasons[i].algo, algo)) why = reasons[i].why;
     return HS_ERR(-EINVAL, "--compress %s: --algo %s cannot use a compressor: %s", s.text, algo,
