@@ -198,10 +198,6 @@ int hs_compress_check_algo(const char *spec, const char *algo, int takes)
         const char *algo, *why;
     } reasons[] = {
         {"local", "it does not communicate"},
-        {"easgd", "compressed center reads and elastic adds are not implemented (the one-sided "
-                  "path adds float32 atomically)"},
-        {"eamsgd", "compressed center reads and elastic adds are not implemented (the one-sided "
-                   "path adds float32 atomically)"},
         {"lsgd", "compressed leader snapshots are not implemented (they are checksummed as "
                  "float32)"},
         {"dpsgd",
@@ -771,6 +767,35 @@ static int dec(const hs_compressor_t *c, const void *in_, size_t bytes, float al
     }
     }
     return HS_ERR(-EINVAL, "compressor kind %d", (int)c->s.kind);
+}
+
+void hs_half_encode(int bf16, const float *x, uint16_t *y, size_t n)
+{
+    if (bf16) {
+        bf16_enc(x, y, n);
+        return;
+    }
+    hs_compressor_t c = {.f16c = 0};
+#if CQ_X86
+    c.f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+#endif
+    fp16_enc(&c, x, y, n);
+}
+
+void hs_half_decode(int bf16, const uint16_t *x, float *y, size_t n, float alpha, int add)
+{
+    if (bf16) {
+        if (add)
+            bf16_dec_add(x, y, n, alpha);
+        else
+            bf16_dec(x, y, n);
+        return;
+    }
+    hs_compressor_t c = {.f16c = 0};
+#if CQ_X86
+    c.f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+#endif
+    fp16_dec(&c, x, y, n, alpha, add);
 }
 
 int hs_decompress(const hs_compressor_t *c, const void *in, size_t bytes, float *y)

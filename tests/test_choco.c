@@ -4,7 +4,8 @@
  * compressed (int8, top-1 %, fp16) it reaches D-PSGD's target sooner over a 100 Mbit link; the
  * bytes each rank sends per iteration are the wire formula's; compressors given to algorithms
  * that cannot use them and bad specs are refused with a message naming them. EF-SGD
- * (all-reduce SGD with --compress) too, and the compressed push-sum (qsgp) conserves the mass.
+ * (all-reduce SGD with --compress) too, the compressed push-sum (qsgp) conserves the mass, and
+ * EASGD with fp16/bf16 center transfers.
  */
 #include "hearsay/common.h"
 
@@ -148,6 +149,37 @@ START_TEST(test_efsgd)
 }
 END_TEST
 
+/* EASGD with --compress bf16 / fp16: center reads and elastic adds in half precision (the
+ * service path): half the bytes per iteration, the same accuracy, sooner at 100 Mbit. */
+START_TEST(test_easgd_half)
+{
+    char base[4096];
+    tr_workdir_path(base, sizeof base, "easgd");
+    run_ok(base, "--algo easgd");
+    double t0 = tr_summary_num(base, "time_to_target_s"),
+           l0 = tr_summary_num(base, "final_test_loss");
+    long rows0 = 0;
+    double sent0 = csv_sum(base, 9, &rows0) / rows0;
+    const char *specs[] = {"bf16", "fp16"};
+    for (size_t i = 0; i < HS_ARRAY_LEN(specs); i++) {
+        char dir[4096], args[128];
+        snprintf(dir, sizeof dir, "%s-%s", base, specs[i]);
+        snprintf(args, sizeof args, "--algo easgd --compress %s", specs[i]);
+        run_ok(dir, args);
+        double t = tr_summary_num(dir, "time_to_target_s"),
+               l = tr_summary_num(dir, "final_test_loss");
+        ck_assert_msg(isfinite(t) && t * 1.2 <= t0, "%s: %g s to target, float32 %g s", specs[i], t,
+                      t0);
+        ck_assert_msg(fabs(l - l0) <= 0.01, "%s: final loss %g, float32 %g", specs[i], l, l0);
+        long rows = 0;
+        double sent = csv_sum(dir, 9, &rows) / rows;
+        /* rank 0 adds to the 3 shards it does not own: half the payload, the same headers */
+        ck_assert_msg(sent > 0.49 * sent0 && sent < 0.51 * sent0,
+                      "%s: %g bytes per iteration, float32 %g", specs[i], sent, sent0);
+    }
+}
+END_TEST
+
 static float *read_f32(const char *dir, const char *name, size_t *n)
 {
     char path[4200];
@@ -256,6 +288,9 @@ START_TEST(test_choco_bad_input)
     rejected("--algo choco --compress randk:-5", 2, "k must be at least 1");
     rejected("--algo choco --compress topk:90000", 0, "larger than the model (85002 parameters)");
     rejected("--algo choco --graph ring", 2, "undirected");
+    rejected("--algo easgd --compress int8", 2, "takes fp16 or bf16 only");
+    rejected("--algo easgd --compress fp16 --center-path rma", 2, "adds float32 atomically");
+    rejected("--algo lsgd --compress fp16", 2, "leader snapshots");
     rejected("--algo choco --consensus-step 1.5", 2, "consensus-step");
 }
 END_TEST
@@ -271,6 +306,7 @@ int main(void)
     TR_ADD_TEST(tc, test_choco_compressed_sooner, why);
     TR_ADD_TEST(tc, test_efsgd, why);
     TR_ADD_TEST(tc, test_qsgp_conserves_mass, why);
+    TR_ADD_TEST(tc, test_easgd_half, why);
     TR_ADD_TEST(tc, test_choco_bad_input, why);
     suite_add_tcase(s, tc);
     return tr_run_suite(s);

@@ -91,6 +91,11 @@ int hs_decompress(const hs_compressor_t *c, const void *in, size_t bytes, float 
 int hs_decompress_add(const hs_compressor_t *c, const void *in, size_t bytes, float alpha,
                       float *y);
 
+/* Elementwise half precision for callers with their own message layout (EASGD's center):
+ * y (n) = fp16 or bf16 (bf16 != 0) of x, nearest even; and back: y = x, or y += alpha x. */
+void hs_half_encode(int bf16, const float *x, uint16_t *y, size_t n);
+void hs_half_decode(int bf16, const uint16_t *x, float *y, size_t n, float alpha, int add);
+
 #ifdef __cplusplus
 }
 #endif
