@@ -198,8 +198,6 @@ int hs_compress_check_algo(const char *spec, const char *algo, int takes)
         const char *algo, *why;
     } reasons[] = {
         {"local", "it does not communicate"},
-        {"lsgd", "compressed leader snapshots are not implemented (they are checksummed as "
-                 "float32)"},
         {"dpsgd",
          "it averages the neighbours' models as received, so every compression error would "
          "stay in the models with nothing to correct it (use --algo choco: D-PSGD with public "

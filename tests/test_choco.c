@@ -5,7 +5,7 @@
  * bytes each rank sends per iteration are the wire formula's; compressors given to algorithms
  * that cannot use them and bad specs are refused with a message naming them. EF-SGD
  * (all-reduce SGD with --compress) too, the compressed push-sum (qsgp) conserves the mass, and
- * EASGD with fp16/bf16 center transfers.
+ * EASGD and leader-SGD with fp16/bf16 transfers.
  */
 #include "hearsay/common.h"
 
@@ -180,6 +180,30 @@ START_TEST(test_easgd_half)
 }
 END_TEST
 
+/* Leader-SGD with --compress bf16: every fetched snapshot is 64 + 2 n bytes (float32: 64 + 4 n)
+ * and the run ends near the float32 run. */
+START_TEST(test_lsgd_half)
+{
+    char base[4096], dir[4096];
+    tr_workdir_path(base, sizeof base, "lsgd");
+    tr_workdir_path(dir, sizeof dir, "lsgd-bf16");
+    run_ok(base, "--algo lsgd");
+    run_ok(dir, "--algo lsgd --compress bf16");
+    const char *dirs[] = {base, dir};
+    const double want[] = {64 + 4.0 * N_PARAMS, 64 + 2.0 * N_PARAMS};
+    for (int i = 0; i < 2; i++) {
+        long rows = 0;
+        double recv = csv_sum(dirs[i], 10, &rows), msgs = csv_sum(dirs[i], 12, &rows);
+        ck_assert_msg(msgs > 0 && fabs(recv / msgs - want[i]) < 0.5,
+                      "%s: %g bytes per fetched snapshot, expected %g", dirs[i], recv / msgs,
+                      want[i]);
+    }
+    double l0 = tr_summary_num(base, "final_test_loss"), l = tr_summary_num(dir, "final_test_loss");
+    ck_assert_msg(fabs(l - l0) <= 0.02, "bf16: final loss %g, float32 %g", l, l0);
+    ck_assert(isfinite(tr_summary_num(dir, "time_to_target_s")));
+}
+END_TEST
+
 static float *read_f32(const char *dir, const char *name, size_t *n)
 {
     char path[4200];
@@ -290,7 +314,7 @@ START_TEST(test_choco_bad_input)
     rejected("--algo choco --graph ring", 2, "undirected");
     rejected("--algo easgd --compress int8", 2, "takes fp16 or bf16 only");
     rejected("--algo easgd --compress fp16 --center-path rma", 2, "adds float32 atomically");
-    rejected("--algo lsgd --compress fp16", 2, "leader snapshots");
+    rejected("--algo lsgd --compress topk:1%", 2, "takes fp16 or bf16 only");
     rejected("--algo choco --consensus-step 1.5", 2, "consensus-step");
 }
 END_TEST
@@ -307,6 +331,7 @@ int main(void)
     TR_ADD_TEST(tc, test_efsgd, why);
     TR_ADD_TEST(tc, test_qsgp_conserves_mass, why);
     TR_ADD_TEST(tc, test_easgd_half, why);
+    TR_ADD_TEST(tc, test_lsgd_half, why);
     TR_ADD_TEST(tc, test_choco_bad_input, why);
     suite_add_tcase(s, tc);
     return tr_run_suite(s);

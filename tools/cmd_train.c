@@ -200,8 +200,8 @@ static hs_option_t train_options[] = {
      .type = HS_OPT_STRING,
      .def = "none",
      .metavar = "SPEC",
-     .help = "choco, qsgp, allreduce (error feedback), easgd/eamsgd (fp16, bf16): compress what "
-             "is sent: none, fp16, bf16, "
+     .help = "choco, qsgp, allreduce (error feedback), easgd/eamsgd/lsgd (fp16, bf16): compress "
+             "what is sent: none, fp16, bf16, "
              "int8[:nearest|:stochastic][:chunk=C], topk:K, randk:K (K a count or P%)"},
     {.name = "consensus-step",
      .type = HS_OPT_DOUBLE,
