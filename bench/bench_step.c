@@ -28,7 +28,8 @@ static const hs_option_t step_options[] = {
      .type = HS_OPT_STRING,
      .def = "auto",
      .metavar = "CxHxW",
-     .help = "input shape (auto: 1x28x28 for lenet5, 3x32x32 for resnet20, else the spec's IN)"},
+     .help = "input shape (auto: 1x28x28 for lenet5, 3x32x32 for resnet20(-fixup), else the spec's "
+             "IN)"},
     {.name = "classes",
      .type = HS_OPT_INT,
      .def = "10",
@@ -90,7 +91,7 @@ static int input_shape(const char *text, const char *model, int *c, int *h, int 
     *c = 1, *h = 1, *w = 1;
     if (!strcmp(model, "lenet5"))
         *h = *w = 28;
-    else if (!strcmp(model, "resnet20"))
+    else if (!strcmp(model, "resnet20") || !strcmp(model, "resnet20-fixup"))
         *c = 3, *h = *w = 32;
     else {
         const char *colon = strchr(model, ':');

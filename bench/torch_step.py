@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Reference for `hearsay bench step`: the same training step in PyTorch (CPU).
 
-One step = forward + softmax cross-entropy + backward + SGD-momentum update of an MLP,
+One step = forward + softmax cross-entropy + backward + SGD-momentum update of an MLP, LeNet-5
+(1x28x28) or the batch-norm ResNet-20 (3x32x32),
 timed like hearsay's benchmark (warm-up, then the median of --reps steps). Prints one JSON
 object. Run with Debian's python3 (python3-torch); `hearsay bench step --reference torch`
 calls it with the same thread count and OpenBLAS environment.
@@ -16,7 +17,8 @@ import time
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--model", default="mlp:784-1024-1024-10", help="mlp:IN-H1-...-OUT")
+    ap.add_argument("--model", default="mlp:784-1024-1024-10",
+                    help="mlp:IN-H1-...-OUT, logreg:IN-OUT, lenet5, resnet20")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=50)
@@ -28,22 +30,32 @@ def main():
         print(f"torch_step.py: PyTorch not available ({e}); install python3-torch", file=sys.stderr)
         return 2
     kind, _, sizes = args.model.partition(":")
-    if kind not in ("mlp", "logreg") or not sizes:
-        print(f"torch_step.py: only mlp:/logreg: specs are supported, got '{args.model}'", file=sys.stderr)
-        return 2
-    dims = [int(s) for s in sizes.split("-")]
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    layers = []
-    for i in range(len(dims) - 1):
-        layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
-        if i < len(dims) - 2:
-            layers.append(torch.nn.ReLU(inplace=True))
-    model = torch.nn.Sequential(*layers)
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    if args.model == "lenet5":  # MNIST shape, as Hearsay's lenet5 on 1x28x28
+        import torch_digits
+        model, x, classes = torch_digits.lenet5("torch"), torch.randn(args.batch, 1, 28, 28), 10
+    elif args.model == "resnet20":  # CIFAR shape, He et al.'s ResNet-20 with batch norm
+        import torch_parity
+        model, x, classes = torch_parity.resnet20_torch(), torch.randn(args.batch, 3, 32, 32), 10
+    elif kind in ("mlp", "logreg") and sizes:
+        dims = [int(s) for s in sizes.split("-")]
+        layers = []
+        for i in range(len(dims) - 1):
+            layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
+            if i < len(dims) - 2:
+                layers.append(torch.nn.ReLU(inplace=True))
+        model, x, classes = torch.nn.Sequential(*layers), torch.randn(args.batch, dims[0]), dims[-1]
+    else:
+        print(f"torch_step.py: supported models: mlp:, logreg:, lenet5, resnet20; got "
+              f"'{args.model}'", file=sys.stderr)
+        return 2
+    model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
-    x = torch.randn(args.batch, dims[0])
-    y = torch.randint(0, dims[-1], (args.batch,))
+    y = torch.randint(0, classes, (args.batch,))
 
     def step():
         opt.zero_grad(set_to_none=False)

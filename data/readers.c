@@ -1,12 +1,13 @@
 /*
- * data/readers.c — MNIST idx and CIFAR-10 binary readers.
+ * data/readers.c — MNIST idx and CIFAR-10 binary readers, plain or gzip-compressed.
  *
- * Each file is read whole into memory after checking its size against what its header
- * (idx) or record size (CIFAR) implies; every access is bounded by the file length, so a
+ * Each file is read whole into memory (a .gz file, by name or by its gzip magic, is inflated
+ * with zlib, its CRC and length checked) and then its size is checked against what its header
+ * (idx) or record size (CIFAR) implies; every access is bounded by the data's length, so a
  * truncated or corrupt file gives an error message naming the file, never a read past a
- * buffer. Plain files only: this build has no zlib, and a .gz file (by name or by its gzip
- * magic) is rejected with a message saying so.
+ * buffer. A missing FILE is looked for as FILE.gz too (MNIST ships as .gz files).
  */
+#include "data/data_internal.h"
 #include "hearsay/common.h"
 #include "hearsay/data.h"
 
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 const double hs_mnist_mean[1] = {0.1307};
 const double hs_mnist_std[1] = {0.3081};
@@ -27,36 +29,12 @@ const double hs_cifar10_std[3] = {0.2470, 0.2435, 0.2616};
 #define CIFAR_RECORD   3073
 #define CIFAR_PIXELS   3072
 
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-static int gz_error(const char *path)
-{
-    return HS_ERR(-ENOTSUP,
-                  "%s: gzip-compressed files are not supported (this build has no zlib): "
-                  "decompress it first (gunzip)",
-                  path);
-}
-
-/* Size of a regular file, or an error naming it (missing: -ENOENT, with a hint when a .gz
- * sibling exists). */
+/* Size of a regular file, or an error naming it (-ENOENT when missing). */
 static int file_size(const char *path, off_t *size)
 {
     struct stat st;
-    if (ends_with(path, ".gz")) return gz_error(path);
     if (stat(path, &st) != 0) {
         int e = errno;
-        char gz[4096];
-        struct stat st2;
-        snprintf(gz, sizeof(gz), "%s.gz", path);
-        if (e == ENOENT && stat(gz, &st2) == 0)
-            return HS_ERR(-ENOENT,
-                          "%s: missing file (found %s, but gzip-compressed files are not "
-                          "supported in this build without zlib: gunzip it)",
-                          path, gz);
         return HS_ERR(e == ENOENT ? -ENOENT : -EIO, "%s: %s", path,
                       e == ENOENT ? "missing file (no such file or directory)" : strerror(e));
     }
@@ -97,11 +75,121 @@ static int read_all(const char *path, size_t expect, uint8_t **out)
         free(buf);
         return HS_ERR(-EIO, "%s: file shrank while reading (%zu of %zu bytes)", path, got, expect);
     }
-    if (expect >= 2 && buf[0] == 0x1f && buf[1] == 0x8b) {
-        free(buf);
-        return gz_error(path);
+    *out = buf;
+    return 0;
+}
+
+/* Inflate the gzip data in (in_len bytes; one or more members) into a new buffer of at most
+ * MAX_FILE_BYTES. Truncated or corrupt data (a bad header, a bad deflate stream, a CRC or length
+ * mismatch, trailing bytes that are not another member) is -EINVAL naming `path`. */
+static int gunzip_all(const char *path, const uint8_t *in, size_t in_len, uint8_t **out,
+                      size_t *out_len)
+{
+    *out = NULL;
+    z_stream z;
+    memset(&z, 0, sizeof(z));
+    if (inflateInit2(&z, 15 + 16) != Z_OK)
+        return HS_ERR(-ENOMEM, "%s: cannot start zlib's inflate", path);
+    size_t cap = in_len < ((size_t)1 << 26) ? 4 * in_len + 4096 : (size_t)MAX_FILE_BYTES, len = 0;
+    uint8_t *buf = hs_malloc(cap, "decompressed dataset file");
+    int rc = 0;
+    if (!buf) {
+        rc = -ENOMEM;
+        goto done;
+    }
+    z.next_in = (Bytef *)in;
+    z.avail_in = (uInt)in_len; /* in_len <= 2 GiB */
+    for (;;) {
+        if (len == cap) {
+            if (cap >= (size_t)MAX_FILE_BYTES) {
+                rc = HS_ERR(-EINVAL, "%s: decompresses to more than %lld bytes (too large)", path,
+                            (long long)MAX_FILE_BYTES);
+                goto done;
+            }
+            cap = HS_MIN(2 * cap, (size_t)MAX_FILE_BYTES);
+            uint8_t *nb = realloc(buf, cap);
+            if (!nb) {
+                rc = HS_ERR(-ENOMEM, "%s: out of memory decompressing (%zu bytes)", path, cap);
+                goto done;
+            }
+            buf = nb;
+        }
+        z.next_out = buf + len;
+        z.avail_out = (uInt)HS_MIN(cap - len, (size_t)1 << 30);
+        uInt before = z.avail_out;
+        int r = inflate(&z, Z_NO_FLUSH);
+        len += before - z.avail_out;
+        if (r == Z_STREAM_END) {
+            if (z.avail_in == 0) break;
+            if (z.avail_in >= 2 && z.next_in[0] == 0x1f && z.next_in[1] == 0x8b) {
+                inflateReset(&z); /* another gzip member follows */
+                continue;
+            }
+            rc = HS_ERR(-EINVAL, "%s: corrupt gzip file: %u bytes of trailing garbage", path,
+                        z.avail_in);
+            goto done;
+        }
+        if (r == Z_OK || (r == Z_BUF_ERROR && z.avail_out == 0)) continue; /* more room */
+        if (r == Z_BUF_ERROR) {
+            rc = HS_ERR(-EINVAL,
+                        "%s: truncated gzip file: the compressed data ends early (%zu bytes "
+                        "inflated so far)",
+                        path, len);
+            goto done;
+        }
+        if (r == Z_MEM_ERROR) {
+            rc = HS_ERR(-ENOMEM, "%s: out of memory in zlib", path);
+            goto done;
+        }
+        rc = HS_ERR(-EINVAL, "%s: corrupt gzip file: %s", path, z.msg ? z.msg : "bad data");
+        goto done;
     }
     *out = buf;
+    *out_len = len;
+    buf = NULL;
+done:
+    inflateEnd(&z);
+    free(buf);
+    return rc;
+}
+
+int data_load_file(const char *path, uint8_t **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    off_t size;
+    char gz[4096];
+    const char *use = path;
+    int rc = file_size(path, &size);
+    size_t plen = strlen(path);
+    if (rc == -ENOENT && plen > 3 && strcmp(path + plen - 3, ".gz") == 0) return rc;
+    if (rc == -ENOENT) {
+        /* FILE missing: FILE.gz will do */
+        struct stat st;
+        snprintf(gz, sizeof(gz), "%s.gz", path);
+        if (strlen(path) + 4 < sizeof(gz) && stat(gz, &st) == 0) {
+            use = gz;
+            rc = file_size(gz, &size);
+        } else {
+            return HS_ERR(-ENOENT, "%s: missing file (no such file or directory, nor %s.gz)", path,
+                          path);
+        }
+    }
+    if (rc < 0) return rc;
+    uint8_t *raw;
+    HS_TRY(read_all(use, (size_t)size, &raw));
+    if (size >= 2 && raw[0] == 0x1f && raw[1] == 0x8b) {
+        rc = gunzip_all(use, raw, (size_t)size, buf, len);
+        free(raw);
+        return rc;
+    }
+    size_t n = strlen(use);
+    if (n > 3 && strcmp(use + n - 3, ".gz") == 0) {
+        free(raw);
+        return HS_ERR(-EINVAL, "%s: corrupt gzip file: no gzip magic (1f 8b) at the start", use);
+    }
+    *buf = raw;
+    *len = (size_t)size;
     return 0;
 }
 
@@ -112,10 +200,7 @@ static uint32_t be32(const uint8_t *p)
 
 static int load_file(const char *path, uint8_t **buf, size_t *len)
 {
-    off_t size;
-    HS_TRY(file_size(path, &size));
-    *len = (size_t)size;
-    return read_all(path, (size_t)size, buf);
+    return data_load_file(path, buf, len);
 }
 
 /* ---- MNIST idx ---------------------------------------------------------------------------- */
@@ -265,20 +350,18 @@ fail:
 
 /* ---- CIFAR-10 binary ---------------------------------------------------------------------- */
 
-static int cifar_records(const char *path, int64_t *records)
+/* Records in a CIFAR file of len bytes, or -EINVAL naming it. */
+static int cifar_records(const char *path, size_t len, int64_t *records)
 {
-    off_t size;
-    HS_TRY(file_size(path, &size));
-    if (size == 0) return HS_ERR(-EINVAL, "%s: empty file (expected 3073-byte records)", path);
-    if (size % CIFAR_RECORD != 0) {
-        const char *hint = size % 3074 == 0 ? " (looks like CIFAR-100's 3074-byte records)" : "";
+    if (len == 0) return HS_ERR(-EINVAL, "%s: empty file (expected 3073-byte records)", path);
+    if (len % CIFAR_RECORD != 0) {
+        const char *hint = len % 3074 == 0 ? " (looks like CIFAR-100's 3074-byte records)" : "";
         return HS_ERR(-EINVAL,
-                      "%s: truncated or corrupt: %lld bytes is not a whole number of 3073-byte "
-                      "records (%lld records + %lld bytes)%s",
-                      path, (long long)size, (long long)(size / CIFAR_RECORD),
-                      (long long)(size % CIFAR_RECORD), hint);
+                      "%s: truncated or corrupt: %zu bytes is not a whole number of 3073-byte "
+                      "records (%zu records + %zu bytes)%s",
+                      path, len, len / CIFAR_RECORD, len % CIFAR_RECORD, hint);
     }
-    *records = size / CIFAR_RECORD;
+    *records = (int64_t)(len / CIFAR_RECORD);
     return 0;
 }
 
@@ -286,45 +369,49 @@ int hs_cifar10_read(const char *const *paths, int nfiles, hs_dataset_t *out)
 {
     memset(out, 0, sizeof(*out));
     if (nfiles < 1) return HS_ERR(-EINVAL, "cifar10: no files to read");
+    if (nfiles > 64) return HS_ERR(-EINVAL, "cifar10: too many files (%d, at most 64)", nfiles);
+    uint8_t *bufs[64] = {0};
+    size_t lens[64] = {0};
     int64_t total = 0;
+    int rc = 0;
     for (int f = 0; f < nfiles; f++) {
         int64_t r = 0;
-        HS_TRY(cifar_records(paths[f], &r));
+        if ((rc = load_file(paths[f], &bufs[f], &lens[f])) < 0 ||
+            (rc = cifar_records(paths[f], lens[f], &r)) < 0)
+            goto done;
         total += r;
     }
-    HS_TRY(hs_dataset_alloc(out, "cifar10", total, 3, 32, 32, 10));
+    if ((rc = hs_dataset_alloc(out, "cifar10", total, 3, 32, 32, 10)) < 0) goto done;
     int64_t at = 0;
     for (int f = 0; f < nfiles; f++) {
-        uint8_t *buf;
-        size_t len;
-        int rc = load_file(paths[f], &buf, &len);
-        if (rc == 0 && (len % CIFAR_RECORD != 0 || at + (int64_t)(len / CIFAR_RECORD) > total)) {
-            free(buf);
-            rc = HS_ERR(-EIO, "%s: file changed while reading", paths[f]);
-        }
-        if (rc < 0) {
-            hs_dataset_free(out);
-            return rc;
-        }
-        const int64_t nrec = (int64_t)(len / CIFAR_RECORD);
+        const int64_t nrec = (int64_t)(lens[f] / CIFAR_RECORD);
         for (int64_t r = 0; r < nrec; r++) {
-            const uint8_t *rec = buf + r * CIFAR_RECORD;
+            const uint8_t *rec = bufs[f] + r * CIFAR_RECORD;
             if (rec[0] > 9) {
                 rc = HS_ERR(-EINVAL,
                             "%s: label out of range: label %u in record %lld (expected 0..9)",
                             paths[f], rec[0], (long long)r);
-                free(buf);
                 hs_dataset_free(out);
-                return rc;
+                goto done;
             }
             out->y[at + r] = rec[0];
             float *xi = out->x + (at + r) * CIFAR_PIXELS; // (3, 32, 32)
             for (int j = 0; j < CIFAR_PIXELS; j++) xi[j] = (float)rec[1 + j] / 255.0f;
         }
         at += nrec;
-        free(buf);
     }
-    return 0;
+done:
+    for (int f = 0; f < nfiles; f++) free(bufs[f]);
+    return rc;
+}
+
+/* FILE or FILE.gz exists. */
+static int exists_maybe_gz(const char *path)
+{
+    struct stat st;
+    char gz[4200];
+    snprintf(gz, sizeof(gz), "%s.gz", path);
+    return stat(path, &st) == 0 || stat(gz, &st) == 0;
 }
 
 int hs_data_cifar10(const char *dir, enum hs_data_norm norm, hs_dataset_t *train,
@@ -332,17 +419,16 @@ int hs_data_cifar10(const char *dir, enum hs_data_norm norm, hs_dataset_t *train
 {
     char base[4096], paths[6][4096];
     const char *ptrs[6];
-    struct stat st;
     int rc;
     memset(test, 0, sizeof(*test));
     memset(train, 0, sizeof(*train));
     snprintf(base, sizeof(base), "%s", dir);
     /* The official archive unpacks into cifar-10-batches-bin/: accept its parent too. */
     if ((rc = join_path(paths[0], sizeof(paths[0]), dir, "data_batch_1.bin")) < 0) return rc;
-    if (stat(paths[0], &st) != 0) {
+    if (!exists_maybe_gz(paths[0])) {
         char sub[4096];
         if (join_path(sub, sizeof(sub), dir, "cifar-10-batches-bin/data_batch_1.bin") == 0 &&
-            stat(sub, &st) == 0)
+            exists_maybe_gz(sub))
             snprintf(base, sizeof(base), "%s/cifar-10-batches-bin", dir);
     }
     for (int f = 0; f < 5; f++) {

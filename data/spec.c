@@ -21,15 +21,21 @@ const char *hs_data_spec_help(void)
            "             keys: dim=784 hidden=64 classes=10 train=20000 test=2000 noise=0 (label\n"
            "             noise: Bayes accuracy 1 - noise) seed=S\n"
            "  mnist:DIR  DIR/train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-\n"
-           "             ubyte, t10k-labels-idx1-ubyte (plain files, not .gz)\n"
+           "             ubyte, t10k-labels-idx1-ubyte (plain or .gz)\n"
            "  cifar10:DIR  DIR/data_batch_1.bin .. data_batch_5.bin, test_batch.bin (binary "
-           "version)\n"
+           "version; plain or .gz)\n"
            "             keys for mnist and cifar10: norm=known|train|none (standardise per "
            "channel\n"
            "             with the published or the train-set statistics, or keep [0, 1]), train=N\n"
            "             test=N (keep the first N samples), dir=DIR\n"
+           "  digits[:PATH]  scikit-learn's 1797 8x8 handwritten digits (digits.csv.gz; default:\n"
+           "             where Debian's python3-sklearn puts it); fixed split: sample i is test\n"
+           "             when i % 5 == 4 (1438 train, 359 test); keys: size=28 (upscaled\n"
+           "             bilinearly, for lenet5; default) or size=8 (native), norm=train|none\n"
+           "             (default train), train=N test=N, path=PATH\n"
            "  examples: gauss   gauss:dim=100,classes=5,sep=5   teacher:hidden=32,noise=0.1\n"
            "            mnist:data/mnist   cifar10:data/cifar-10-batches-bin,norm=train\n"
+           "            digits   digits:size=8   digits:/path/to/digits.csv.gz\n"
            "  seed= fixes the data; without it the run's --seed is used.";
 }
 
@@ -131,10 +137,17 @@ static int set_teacher(parser_t *p, hs_data_spec_t *o, const char *key, const ch
 static int set_files(parser_t *p, hs_data_spec_t *o, const char *key, const char *val)
 {
     long v;
-    if (strcmp(key, "dir") == 0) {
-        if (!*val) return HS_ERR(-EINVAL, "data spec '%s': empty dir", p->spec);
+    const int digits = o->kind == HS_DATA_DIGITS;
+    if (digits && strcmp(key, "size") == 0) {
+        HS_TRY(get_long(p, key, val, 8, 28, &v));
+        if (v != 8 && v != 28)
+            return HS_ERR(-EINVAL, "data spec '%s': size %ld is not 28 (upscaled) or 8 (native)",
+                          p->spec, v);
+        o->size = (int)v;
+    } else if (strcmp(key, digits ? "path" : "dir") == 0) {
+        if (!*val) return HS_ERR(-EINVAL, "data spec '%s': empty %s", p->spec, key);
         if (strlen(val) >= sizeof(o->dir))
-            return HS_ERR(-EINVAL, "data spec '%s': directory name too long", p->spec);
+            return HS_ERR(-EINVAL, "data spec '%s': %s name too long", p->spec, key);
         snprintf(o->dir, sizeof(o->dir), "%s", val);
     } else if (strcmp(key, "norm") == 0) {
         if (strcmp(val, "known") == 0)
@@ -144,8 +157,13 @@ static int set_files(parser_t *p, hs_data_spec_t *o, const char *key, const char
         else if (strcmp(val, "none") == 0)
             o->norm = HS_NORM_NONE;
         else
-            return HS_ERR(-EINVAL, "data spec '%s': norm '%s' is not one of known, train, none",
-                          p->spec, val);
+            return HS_ERR(-EINVAL, "data spec '%s': norm '%s' is not one of %s", p->spec, val,
+                          digits ? "train, none" : "known, train, none");
+        if (digits && o->norm == HS_NORM_KNOWN)
+            return HS_ERR(-EINVAL,
+                          "data spec '%s': norm=known: the digits have no published statistics "
+                          "(use train or none)",
+                          p->spec);
     } else if (strcmp(key, "train") == 0) {
         HS_TRY(get_long(p, key, val, 1, 1L << 31, &v));
         o->n_train = v;
@@ -153,7 +171,8 @@ static int set_files(parser_t *p, hs_data_spec_t *o, const char *key, const char
         HS_TRY(get_long(p, key, val, 1, 1L << 31, &v));
         o->n_test = v;
     } else {
-        return unknown_key(p, key, "dir, norm, train, test");
+        return unknown_key(p, key,
+                           digits ? "path, size, norm, train, test" : "dir, norm, train, test");
     }
     return 0;
 }
@@ -179,12 +198,19 @@ int hs_data_spec_parse(const char *spec, hs_data_spec_t *out)
         out->kind = HS_DATA_MNIST;
     else if (strcmp(buf, "cifar10") == 0)
         out->kind = HS_DATA_CIFAR10;
+    else if (strcmp(buf, "digits") == 0)
+        out->kind = HS_DATA_DIGITS;
     else
         return HS_ERR(-EINVAL,
-                      "data spec '%s': unknown kind '%s' (expected gauss, teacher, mnist or "
-                      "cifar10)",
+                      "data spec '%s': unknown kind '%s' (expected gauss, teacher, mnist, cifar10 "
+                      "or digits)",
                       spec, buf);
-    const int files = out->kind == HS_DATA_MNIST || out->kind == HS_DATA_CIFAR10;
+    const int files =
+        out->kind == HS_DATA_MNIST || out->kind == HS_DATA_CIFAR10 || out->kind == HS_DATA_DIGITS;
+    if (out->kind == HS_DATA_DIGITS) {
+        out->norm = HS_NORM_TRAIN;
+        out->size = 28;
+    }
     if (args && !*args) return HS_ERR(-EINVAL, "data spec '%s': nothing after ':'", spec);
     int item = 0;
     for (char *tok = args; tok; item++) {
@@ -194,8 +220,9 @@ int hs_data_spec_parse(const char *spec, hs_data_spec_t *out)
         char *eq = strchr(tok, '=');
         if (!eq) {
             if (files && item == 0) {
-                HS_TRY(key_once(&p, "dir"));
-                HS_TRY(set_files(&p, out, "dir", tok));
+                const char *what = out->kind == HS_DATA_DIGITS ? "path" : "dir";
+                HS_TRY(key_once(&p, what));
+                HS_TRY(set_files(&p, out, what, tok));
                 tok = next;
                 continue;
             }
@@ -219,7 +246,7 @@ int hs_data_spec_parse(const char *spec, hs_data_spec_t *out)
         }
         tok = next;
     }
-    if (files && !out->dir[0])
+    if (files && out->kind != HS_DATA_DIGITS && !out->dir[0])
         return HS_ERR(-EINVAL, "data spec '%s': %s needs a directory (%s:DIR)", spec, buf, buf);
     if (out->kind == HS_DATA_TEACHER) {
         const double max = (double)(out->teacher.classes - 1) / out->teacher.classes;
@@ -245,6 +272,9 @@ void hs_data_spec_shape(const hs_data_spec_t *spec, int *c, int *h, int *w, int 
         break;
     case HS_DATA_MNIST:
         *h = *w = 28;
+        break;
+    case HS_DATA_DIGITS:
+        *h = *w = spec->size;
         break;
     case HS_DATA_CIFAR10:
     default:
@@ -288,6 +318,22 @@ int hs_data_spec_load(const hs_data_spec_t *spec, uint64_t seed, hs_dataset_t *t
             (rc = keep_first(test, spec->n_test)) < 0 ||
             (rc = hs_data_normalize(spec->norm, mnist ? hs_mnist_mean : hs_cifar10_mean,
                                     mnist ? hs_mnist_std : hs_cifar10_std, train, test)) < 0) {
+            hs_dataset_free(train);
+            hs_dataset_free(test);
+            return rc;
+        }
+        return 0;
+    }
+    case HS_DATA_DIGITS: {
+        char path[sizeof(spec->dir)];
+        if (spec->dir[0])
+            snprintf(path, sizeof(path), "%s", spec->dir);
+        else
+            HS_TRY(hs_digits_find(path, sizeof(path)));
+        HS_TRY(hs_digits_read(path, spec->size, train, test));
+        if ((rc = keep_first(train, spec->n_train)) < 0 ||
+            (rc = keep_first(test, spec->n_test)) < 0 ||
+            (rc = hs_data_normalize(spec->norm, NULL, NULL, train, test)) < 0) {
             hs_dataset_free(train);
             hs_dataset_free(test);
             return rc;

@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# Topology study: SGP on W workers over several peer graphs (ring, static exponential,
-# 1-peer time-varying exponential, torus, complete): iterations and time to a target test
-# loss, and the consensus distance over time.
+# Topology study: SGP on W workers over several peer graphs (ring, bidirectional ring, torus,
+# static exponential, 1-peer time-varying exponential, complete): iterations and time to a
+# target test loss, the consensus distance over time, each beside the graph's spectral gap
+# (hearsay topo).
 #
-# Writes OUT/results.csv, OUT/table.md, OUT/consensus.png, OUT/loss_vs_time.png and one run
-# directory per graph. Runs on one 2-core machine in a few minutes.
+# In virtual time (--sim, e.g. -n 64) each graph also gets a pure-averaging run (--lr 0
+# --init-spread 1, synchronous SGP: push-sum on the graph's mixing matrices) whose consensus
+# distance is written at every iteration: the iterations it takes to fall to --eps of its start
+# are what the spectral gap predicts, and OUT/consensus.png draws each curve beside
+# |lambda2|^t. Training in virtual time is synchronous SGP too (--delay-bound 0) unless
+# --delay-bound says otherwise.
+#
+# Writes OUT/results.csv, OUT/table.md, OUT/consensus.png (virtual time),
+# OUT/consensus_training.png, OUT/loss_vs_time.png and one run directory per graph
+# (OUT/GRAPH: training; OUT/averaging/GRAPH: pure averaging; each with the graph's
+# topo.json). A few minutes on one 2-core machine either way.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=experiments/lib.sh
@@ -14,34 +24,49 @@ usage() {
     cat <<EOF2
 usage: experiments/topologies.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
 
-  --out DIR        results directory (default experiments/out/topologies)
-  --graphs LIST    space-separated graph specs (default "ring exp exp1peer torus complete")
-  --algo A         sgp, osgp, dpsgd (undirected graphs only), ... (default sgp)
-  --quick          fewer epochs
-  --sim            in virtual time (hearsay sim, deterministic; -n 64 for 64 workers)
-  -n, --workers N  workers (default 8)
-  --sim-compute S  the step time in virtual time (default bench)
-  --model SPEC     (default mlp:64-256-256-10)
-  --data SPEC      (default gauss:dim=64,classes=10,train=32000,test=2000,sep=5)
-  --epochs N       (default 2; --quick: 1)
-  --target-loss X  test loss to time (default 0.3)
-  --seed N         (default 1)
+  --out DIR         results directory (default experiments/out/topologies)
+  --graphs LIST     space-separated graph specs (default "ring biring torus exp exp1peer
+                    complete")
+  --algo A          sgp, osgp, dpsgd (undirected graphs only), ... (default sgp)
+  --quick           fewer epochs
+  --sim             in virtual time (hearsay sim, deterministic; -n 64 for 64 workers), with
+                    a pure-averaging run per graph
+  -n, --workers N   workers (default 8)
+  --sim-compute S   the step time in virtual time (default bench)
+  --delay-bound D   sgp/osgp --delay-bound (default: 0 with --sim, the synchronous SGP of the
+                    theory; the algorithm's own default for real runs)
+  --eps X           averaging runs: iterations until the consensus distance is X times its
+                    start (default 1e-3)
+  --max-avg-iters K averaging runs: at most K iterations (default 8000; a graph is run for
+                    1.5x its predicted iterations plus 10, up to K)
+  --model SPEC      (default mlp:64-128-64-10)
+  --data SPEC       (default gauss:dim=64,classes=10,train=32000,test=2000,sep=5)
+  --epochs N        (default 2, with --sim 10; --quick: 1, with --sim 8)
+  --eval-every E    epochs between evaluations (default 0.25, with --sim 0.125: about every
+                    iteration at 64 workers)
+  --target-loss X   test loss to time (default 0.3, with --sim 0.2: every graph reaches it
+                    at 64 workers, and the ranks' own models differ by then)
+  --seed N          (default 1)
   -h, --help
 EOF2
 }
 
 out=experiments/out/topologies
 workers=8
-graphs="ring exp exp1peer torus complete"
+graphs="ring biring torus exp exp1peer complete"
 algo=sgp
-model=mlp:64-256-256-10
+model=mlp:64-128-64-10
 data=gauss:dim=64,classes=10,train=32000,test=2000,sep=5
-epochs=2
-target=0.3
+epochs=
+evalevery=
+target=
 seed=1
 quick=0
 sim=0
 simcompute=bench
+dbound=
+eps=1e-3
+maxavg=8000
 extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -49,12 +74,16 @@ while [ $# -gt 0 ]; do
     --workers | -n) workers=$2; shift 2 ;;
     --sim) sim=1; shift ;;
     --sim-compute) simcompute=$2; shift 2 ;;
+    --delay-bound) dbound=$2; shift 2 ;;
+    --eps) eps=$2; shift 2 ;;
+    --max-avg-iters) maxavg=$2; shift 2 ;;
     --graphs) graphs=$2; shift 2 ;;
     --algo) algo=$2; shift 2 ;;
     --quick) quick=1; shift ;;
     --model) model=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
+    --eval-every) evalevery=$2; shift 2 ;;
     --target-loss) target=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
@@ -62,27 +91,78 @@ while [ $# -gt 0 ]; do
     *) usage >&2; hs_die "unknown option '$1'" ;;
     esac
 done
-[ "$quick" = 1 ] && epochs=1
+if [ -z "$epochs" ]; then
+    # virtual time: 64 workers share the data, so they need more epochs for as many steps
+    if [ "$sim" = 1 ]; then epochs=10; else epochs=2; fi
+    if [ "$quick" = 1 ]; then
+        if [ "$sim" = 1 ]; then epochs=8; else epochs=1; fi
+    fi
+fi
+if [ -z "$target" ]; then
+    if [ "$sim" = 1 ]; then target=0.2; else target=0.3; fi
+fi
+[ -z "$dbound" ] && [ "$sim" = 1 ] && dbound=0
+if [ -z "$evalevery" ]; then
+    if [ "$sim" = 1 ]; then evalevery=0.125; else evalevery=0.25; fi
+fi
+dflags=()
+case "$algo" in sgp | osgp) [ -n "$dbound" ] && dflags=(--delay-bound "$dbound") ;; esac
 bin=$(hs_find_bin)
 [ "$sim" = 1 ] && simcompute=$(hs_sim_compute "$bin" "$simcompute" "$model" 64)
 hs_launcher "$bin" "$sim" "$workers" "$simcompute"
 mkdir -p "$out"
-echo "topologies: $workers workers, $algo over [$graphs], model $model, data $data," \
-    "$epochs epochs, target loss $target -> $out"
+echo "topologies: $workers workers, $algo ${dflags[*]} over [$graphs], model $model, data" \
+    "$data, $epochs epochs, target loss $target -> $out"
+
+# The graph's spectral analysis and mixing matrices (hearsay topo --json) into FILE; prints the
+# iterations it predicts to consensus eps.
+topo_json() { # GRAPH FILE
+    "$bin" topo --graph "$1" --n "$workers" --seed "$seed" --target "$eps" --json >"$2.tmp"
+    mv "$2.tmp" "$2"
+    "$HS_PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["report"]["predicted_iters"])' "$2"
+}
+
 for g in $graphs; do
     name=${g%%:*}
     dir="$out/$name"
     rm -rf "$dir"
     echo "== $g"
+    pred=$(topo_json "$g" "$out/$name.topo.json") || {
+        echo "   hearsay topo --graph $g --n $workers failed"
+        continue
+    }
+    if [ "$sim" = 1 ]; then
+        # pure averaging: push-sum of random initial models (any model will do: logreg is the
+        # cheapest), a step of 1 ms, no learning
+        adir="$out/averaging/$name"
+        rm -rf "$adir"
+        mkdir -p "$out/averaging"
+        iters=$(awk -v p="$pred" -v m="$maxavg" 'BEGIN { k = int(1.5 * p + 10); print (k > m ? m : k) }')
+        t0=$(date +%s%N)
+        if ! "$bin" sim -n "$workers" --sim-compute fixed:1 --algo "$algo" --graph "$g" \
+            "${dflags[@]}" --lr 0 --momentum 0 --weight-decay 0 --init-spread 1 \
+            --model logreg:64-10 --data "gauss:dim=64,classes=10,train=$((workers * 8)),test=10" \
+            --batch 8 --threads 1 --epochs 100000 --max-iters "$iters" --eval-every 0 \
+            --seed "$seed" --progress 0 --out "$adir" >"$adir.log" 2>&1 ||
+            [ ! -f "$adir/summary.json" ]; then
+            echo "   averaging FAILED (log: $adir.log)"
+            tail -n 5 "$adir.log" | sed 's/^/   /'
+        else
+            cp "$out/$name.topo.json" "$adir/topo.json"
+            echo "   averaging: $iters iterations in $((($(date +%s%N) - t0) / 1000000)) ms"
+        fi
+    fi
     t0=$(date +%s%N)
-    if ! "${HS_LAUNCH[@]}" --algo "$algo" --graph "$g" --model "$model" \
+    if ! "${HS_LAUNCH[@]}" --algo "$algo" --graph "$g" "${dflags[@]}" --model "$model" \
         --data "$data" --epochs "$epochs" --seed "$seed" --batch 64 --threads 1 --target-loss "$target" \
-        --eval-every 0.25 --progress 5 --out "$dir" "${extra[@]}" >"$dir.log" 2>&1 && [ ! -f "$dir/summary.json" ]; then
+        --eval-every "$evalevery" --progress 5 --out "$dir" "${extra[@]}" >"$dir.log" 2>&1 && [ ! -f "$dir/summary.json" ]; then
         echo "   FAILED (log: $dir.log)"
         tail -n 5 "$dir.log" | sed 's/^/   /'
         continue
     fi
+    mv "$out/$name.topo.json" "$dir/topo.json"
     t1=$(date +%s%N)
-    echo "   done in $(((t1 - t0) / 1000000)) ms"
+    echo "   training done in $(((t1 - t0) / 1000000)) ms"
 done
-"$HS_PY" "$here/report.py" topologies "$out" --target-loss "$target"
+"$HS_PY" "$here/report.py" topologies "$out" --target-loss "$target" --eps "$eps" \
+    --eval-every "$evalevery"

@@ -244,7 +244,10 @@ int hs_shm_isend_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, const 
     double nr = hs_now() + 3600;
     hs_shm_push_peer_locked(s, peer, hs_now(), &nr);
     pthread_mutex_unlock(&s->lock);
-    if (r->rel && s->thread_on) hs_shm_ring_bell(s->seg); /* the thread re-plans its sleep */
+    /* A shaped send waits for its release time: whoever sleeps on this rank's doorbell (the
+     * progress thread, or another thread of this rank blocked in a wait, e.g. a service's
+     * receive) re-plans its sleep, else the chunks wait for the next pass (up to 0.2 s). */
+    if (r->rel && (s->thread_on || atomic_load(&s->seg->sleepers) > 0)) hs_shm_ring_bell(s->seg);
     *req = r;
     return 0;
 }

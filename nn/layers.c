@@ -50,7 +50,7 @@ size_t hs_nn_layer_workspace(hs_kernels_t *k, const hs_layer_t *L, int B)
         hs_conv2d_desc_t d = layer_conv(L, B);
         return k->ops->conv2d_workspace(k, &d);
     }
-    if (L->type == HS_LAYER_BLOCK) {
+    if (L->type == HS_LAYER_BLOCK || L->type == HS_LAYER_RESBLOCK) {
         size_t ws = 0;
         for (int which = 1; which <= (L->has_proj ? 3 : 2); which++) {
             hs_conv2d_desc_t d = block_conv(L, B, which);
@@ -138,8 +138,83 @@ static int block_bwd(hs_kernels_t *k, hs_layer_t *L, int B, const float *p, floa
     return o->axpy(k, (size_t)rin, 1.0f, dy, dx);
 }
 
-int hs_nn_layer_fwd(hs_kernels_t *k, hs_layer_t *L, int B, const float *p, void *ws,
-                    size_t ws_bytes)
+/* Batch norm of x (B, C, HW) into y with gamma/beta at p + off, running statistics at st (mean
+ * C, then var C; NULL with HS_FWD_BATCH), saved statistics sm, si (C). */
+static int bn_fwd(hs_kernels_t *k, int mode, int B, int C, int HW, const float *x, const float *p,
+                  size_t off, float *st, float *sm, float *si, float *y)
+{
+    const float *g = p + off, *b = p + off + C;
+    if (mode == HS_FWD_EVAL)
+        return k->ops->batchnorm_fwd_eval(k, B, C, HW, x, g, b, st, st + C, HS_BN_EPS, y);
+    float *rm = mode == HS_FWD_TRAIN ? st : NULL, *rv = mode == HS_FWD_TRAIN ? st + C : NULL;
+    return k->ops->batchnorm_fwd_train(k, B, C, HW, x, g, b, y, sm, si, rm, rv, HS_BN_MOMENTUM,
+                                       HS_BN_EPS);
+}
+
+/* Basic block with batch norm forward (nn/spec.c, add_resblock). */
+static int resblock_fwd(hs_kernels_t *k, hs_layer_t *L, int B, const float *p, float *st, int mode,
+                        void *ws, size_t ws_bytes)
+{
+    const hs_kernel_ops_t *o = k->ops;
+    const int K = L->out_c, PQ = L->out_h * L->out_w;
+    const size_t rout = (size_t)B * L->out_n;
+    hs_conv2d_desc_t d1 = block_conv(L, B, 1), d2 = block_conv(L, B, 2);
+    float *st1 = st ? st + L->st_off : NULL, *st2 = st ? st + L->st_off + 2 * (size_t)K : NULL;
+    /* (B, K, P, Q) c1 = conv1(x); a1 = relu(bn1(c1)) */
+    HS_TRY(o->conv2d_fwd(k, &d1, L->x_rt, p + L->w_off, NULL, L->c1, ws, ws_bytes));
+    HS_TRY(bn_fwd(k, mode, B, K, PQ, L->c1, p, L->bn1_off, st1, L->sm, L->si, L->a1));
+    HS_TRY(o->relu_fwd(k, rout, L->a1, L->a1));
+    /* c2 = conv2(a1); y = relu(bn2(c2) + shortcut(x)) */
+    HS_TRY(o->conv2d_fwd(k, &d2, L->a1, p + L->w2_off, NULL, L->c2, ws, ws_bytes));
+    HS_TRY(bn_fwd(k, mode, B, K, PQ, L->c2, p, L->bn2_off, st2, L->sm2, L->si2, L->y_rt));
+    if (L->has_proj) {
+        /* option A: a 1x1 stride-S conv with constant 0/1 weights picks x[:, :, ::S, ::S]
+         * into the middle channels; dtmp holds it */
+        hs_conv2d_desc_t dp = block_conv(L, B, 3);
+        HS_TRY(o->conv2d_fwd(k, &dp, L->x_rt, L->pw, NULL, L->dtmp, ws, ws_bytes));
+        HS_TRY(o->axpy(k, rout, 1.0f, L->dtmp, L->y_rt));
+    } else {
+        HS_TRY(o->axpy(k, rout, 1.0f, L->x_rt, L->y_rt));
+    }
+    return o->relu_fwd(k, rout, L->y_rt, L->y_rt);
+}
+
+static int resblock_bwd(hs_kernels_t *k, hs_layer_t *L, int B, const float *p, float *g, float *dx,
+                        void *ws, size_t ws_bytes)
+{
+    const hs_kernel_ops_t *o = k->ops;
+    const int K = L->out_c, PQ = L->out_h * L->out_w;
+    const size_t rout = (size_t)B * L->out_n;
+    hs_conv2d_desc_t d1 = block_conv(L, B, 1), d2 = block_conv(L, B, 2);
+    float *dz = L->dy_rt;
+    HS_TRY(o->zero(k, g + L->p_off, L->p_len * sizeof(float)));
+    /* dz = d loss / d(bn2 out + shortcut), in place */
+    HS_TRY(o->relu_bwd(k, rout, L->y_rt, dz, dz));
+    /* through bn2 into dmid = d c2 */
+    HS_TRY(o->batchnorm_bwd(k, B, K, PQ, L->c2, dz, p + L->bn2_off, L->sm2, L->si2, HS_BN_EPS,
+                            L->dmid, g + L->bn2_off, g + L->bn2_off + K));
+    /* through conv2 into c2 := d a1 (c2 is no longer needed), then relu and bn1 into dmid */
+    HS_TRY(o->conv2d_bwd(k, &d2, L->a1, p + L->w2_off, L->dmid, L->c2, g + L->w2_off, NULL, ws,
+                         ws_bytes));
+    HS_TRY(o->relu_bwd(k, rout, L->a1, L->c2, L->c2));
+    HS_TRY(o->batchnorm_bwd(k, B, K, PQ, L->c1, L->c2, p + L->bn1_off, L->sm, L->si, HS_BN_EPS,
+                            L->dmid, g + L->bn1_off, g + L->bn1_off + K));
+    /* through conv1 into dx, then the shortcut's share */
+    HS_TRY(o->conv2d_bwd(k, &d1, L->x_rt, p + L->w_off, L->dmid, dx, g + L->w_off, NULL, ws,
+                         ws_bytes));
+    if (!dx) return 0;
+    if (L->has_proj) {
+        hs_conv2d_desc_t dp = block_conv(L, B, 3);
+        const size_t rin = (size_t)B * L->in_n;
+        HS_TRY(o->zero(k, L->pdw, (size_t)K * L->in_c * sizeof(float)));
+        HS_TRY(o->conv2d_bwd(k, &dp, L->x_rt, L->pw, dz, L->dtmp, L->pdw, NULL, ws, ws_bytes));
+        return o->axpy(k, rin, 1.0f, L->dtmp, dx);
+    }
+    return o->axpy(k, rout, 1.0f, dz, dx);
+}
+
+int hs_nn_layer_fwd(hs_kernels_t *k, hs_layer_t *L, int B, const float *p, float *st, int mode,
+                    void *ws, size_t ws_bytes)
 {
     const hs_kernel_ops_t *o = k->ops;
     size_t n = (size_t)B * L->out_n;
@@ -151,7 +226,8 @@ int hs_nn_layer_fwd(hs_kernels_t *k, hs_layer_t *L, int B, const float *p, void 
         return o->add_bias(k, B, L->out_n, p + L->b_off, L->y_rt);
     case HS_LAYER_CONV: {
         hs_conv2d_desc_t d = layer_conv(L, B);
-        return o->conv2d_fwd(k, &d, L->x_rt, p + L->w_off, p + L->b_off, L->y_rt, ws, ws_bytes);
+        return o->conv2d_fwd(k, &d, L->x_rt, p + L->w_off, L->has_bias ? p + L->b_off : NULL,
+                             L->y_rt, ws, ws_bytes);
     }
     case HS_LAYER_MAXPOOL: {
         hs_pool2d_desc_t d = pool_desc(L, B);
@@ -167,6 +243,11 @@ int hs_nn_layer_fwd(hs_kernels_t *k, hs_layer_t *L, int B, const float *p, void 
         return o->avgpool_global_fwd(k, B, L->in_c, L->in_h * L->in_w, L->x_rt, L->y_rt);
     case HS_LAYER_BLOCK:
         return block_fwd(k, L, B, p, ws, ws_bytes);
+    case HS_LAYER_BN:
+        return bn_fwd(k, mode, B, L->bn_c, L->bn_hw, L->x_rt, p, L->bn1_off,
+                      st ? st + L->st_off : NULL, L->sm, L->si, L->y_rt);
+    case HS_LAYER_RESBLOCK:
+        return resblock_fwd(k, L, B, p, st, mode, ws, ws_bytes);
     }
     return HS_ERR(-EINVAL, "layer %s: unknown type %d", L->name, (int)L->type);
 }
@@ -190,8 +271,8 @@ int hs_nn_layer_bwd(hs_kernels_t *k, hs_layer_t *L, int B, const float *p, float
     case HS_LAYER_CONV: {
         hs_conv2d_desc_t d = layer_conv(L, B);
         HS_TRY(o->zero(k, g + L->p_off, L->p_len * sizeof(float)));
-        return o->conv2d_bwd(k, &d, L->x_rt, p + L->w_off, L->dy_rt, dx, g + L->w_off, g + L->b_off,
-                             ws, ws_bytes);
+        return o->conv2d_bwd(k, &d, L->x_rt, p + L->w_off, L->dy_rt, dx, g + L->w_off,
+                             L->has_bias ? g + L->b_off : NULL, ws, ws_bytes);
     }
     case HS_LAYER_MAXPOOL: {
         if (!dx) return 0;
@@ -208,6 +289,15 @@ int hs_nn_layer_bwd(hs_kernels_t *k, hs_layer_t *L, int B, const float *p, float
         return dx ? o->avgpool_global_bwd(k, B, L->in_c, L->in_h * L->in_w, L->dy_rt, dx) : 0;
     case HS_LAYER_BLOCK:
         return block_bwd(k, L, B, p, g, dx, ws, ws_bytes);
+    case HS_LAYER_BN: {
+        /* dx is needed as scratch when the caller wants none (bn never comes first) */
+        const int C = L->bn_c;
+        if (!dx) return HS_ERR(-EINVAL, "layer %s: batch norm backward needs dx", L->name);
+        return o->batchnorm_bwd(k, B, C, L->bn_hw, L->x_rt, L->dy_rt, p + L->bn1_off, L->sm, L->si,
+                                HS_BN_EPS, dx, g + L->bn1_off, g + L->bn1_off + C);
+    }
+    case HS_LAYER_RESBLOCK:
+        return resblock_bwd(k, L, B, p, g, dx, ws, ws_bytes);
     }
     return HS_ERR(-EINVAL, "layer %s: unknown type %d", L->name, (int)L->type);
 }

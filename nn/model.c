@@ -19,11 +19,15 @@ struct hs_model {
     size_t n_params;
     float *params; /* (n_params) device */
     float *grads;  /* (n_params) device */
-    void *ws;      /* conv workspace shared by all layers */
+    size_t n_state;
+    float *state;         /* (n_state) device: running statistics of the batch-norm layers */
+    int eval_batch_stats; /* evaluate / forward with batch statistics (gradient checks) */
+    void *ws;             /* conv workspace shared by all layers */
     size_t ws_bytes;
     float *dx_scratch; /* (max_batch, in_n of the first real layer) when that layer is a block */
     hs_param_view_t *views;
     int n_views;
+    hs_init_scheme_t init; /* the scheme hs_model_init_params uses */
 };
 
 int hs_model_parse_spec(const char *spec, int in_c, int in_h, int in_w, int classes,
@@ -32,7 +36,7 @@ int hs_model_parse_spec(const char *spec, int in_c, int in_h, int in_w, int clas
     hs_layer_t *layers = NULL;
     int n = 0;
     size_t np = 0;
-    HS_TRY(hs_nn_plan(spec, in_c, in_h, in_w, classes, &layers, &n, &np));
+    HS_TRY(hs_nn_plan(spec, in_c, in_h, in_w, classes, &layers, &n, &np, NULL));
     free(layers);
     if (num_params) *num_params = np;
     return 0;
@@ -55,15 +59,44 @@ static int alloc_layer(hs_model_t *m, int i)
     hs_layer_t *L = &m->layers[i];
     size_t in = (size_t)m->max_batch * L->in_n, out = (size_t)m->max_batch * L->out_n;
     int prev_linear =
-        i > 0 && (m->layers[i - 1].type == HS_LAYER_FC || m->layers[i - 1].type == HS_LAYER_CONV);
-    /* fc and conv backward read only their input, so an activation after them can overwrite
-     * their output (and its gradient) in place. */
+        i > 0 && (m->layers[i - 1].type == HS_LAYER_FC || m->layers[i - 1].type == HS_LAYER_CONV ||
+                  m->layers[i - 1].type == HS_LAYER_BN);
+    /* fc, conv and bn backward read only their input, so an activation after them can
+     * overwrite their output (and its gradient) in place. */
     L->alias = L->type == HS_LAYER_FLATTEN ||
                ((L->type == HS_LAYER_RELU || L->type == HS_LAYER_TANH) && prev_linear);
     if (L->alias) return 0;
     HS_TRY(DEV_ALLOC(m, out, sizeof(float), L->y, "activations"));
     HS_TRY(DEV_ALLOC(m, out, sizeof(float), L->dy, "activation gradients"));
     if (L->type == HS_LAYER_MAXPOOL) HS_TRY(DEV_ALLOC(m, out, sizeof(int32_t), L->amax, "argmax"));
+    if (L->type == HS_LAYER_BN || L->type == HS_LAYER_RESBLOCK) {
+        size_t C = L->type == HS_LAYER_BN ? (size_t)L->bn_c : (size_t)L->out_c;
+        HS_TRY(DEV_ALLOC(m, C, sizeof(float), L->sm, "batch statistics"));
+        HS_TRY(DEV_ALLOC(m, C, sizeof(float), L->si, "batch statistics"));
+    }
+    if (L->type == HS_LAYER_RESBLOCK) {
+        size_t K = (size_t)L->out_c, C = (size_t)L->in_c;
+        HS_TRY(DEV_ALLOC(m, K, sizeof(float), L->sm2, "batch statistics"));
+        HS_TRY(DEV_ALLOC(m, K, sizeof(float), L->si2, "batch statistics"));
+        HS_TRY(DEV_ALLOC(m, out, sizeof(float), L->c1, "block activations"));
+        HS_TRY(DEV_ALLOC(m, out, sizeof(float), L->a1, "block activations"));
+        HS_TRY(DEV_ALLOC(m, out, sizeof(float), L->c2, "block activations"));
+        HS_TRY(DEV_ALLOC(m, out, sizeof(float), L->dmid, "block gradients"));
+        if (L->has_proj) {
+            /* option A shortcut: weight (K, C) = 1 where k = c + (K - C) / 2 */
+            HS_TRY(DEV_ALLOC(
+                m, (size_t)m->max_batch * L->in_n > out ? (size_t)m->max_batch * L->in_n : out,
+                sizeof(float), L->dtmp, "block shortcut"));
+            HS_TRY(DEV_ALLOC(m, K * C, sizeof(float), L->pw, "block shortcut weights"));
+            HS_TRY(DEV_ALLOC(m, K * C, sizeof(float), L->pdw, "block shortcut scratch"));
+            float *w = hs_calloc(K * C, sizeof(float), "block shortcut weights");
+            if (!w) return -ENOMEM;
+            for (size_t c = 0; c < C; c++) w[(c + (K - C) / 2) * C + c] = 1.0f;
+            int rc = m->k->ops->to_device(m->k, L->pw, w, K * C * sizeof(float));
+            free(w);
+            HS_TRY(rc);
+        }
+    }
     if (L->type == HS_LAYER_BLOCK) {
         HS_TRY(DEV_ALLOC(m, in, sizeof(float), L->xb, "block input"));
         HS_TRY(DEV_ALLOC(m, out, sizeof(float), L->h1, "block activations"));
@@ -77,7 +110,8 @@ static int alloc_layer(hs_model_t *m, int i)
 
 static void free_layer(hs_kernels_t *k, hs_layer_t *L)
 {
-    float *bufs[] = {L->y, L->dy, L->xb, L->h1, L->hb, L->h2, L->dmid, L->dtmp};
+    float *bufs[] = {L->y,  L->dy,  L->xb,  L->h1, L->hb, L->h2, L->dmid, L->dtmp, L->sm,
+                     L->si, L->sm2, L->si2, L->c1, L->a1, L->c2, L->pw,   L->pdw};
     for (size_t i = 0; i < HS_ARRAY_LEN(bufs); i++) k->ops->free(k, bufs[i]);
     k->ops->free(k, L->amax);
 }
@@ -90,6 +124,7 @@ void hs_model_free(hs_model_t **mp)
     for (int i = 0; i < m->n_layers && m->layers; i++) free_layer(k, &m->layers[i]);
     k->ops->free(k, m->params);
     k->ops->free(k, m->grads);
+    k->ops->free(k, m->state);
     k->ops->free(k, m->ws);
     k->ops->free(k, m->dx_scratch);
     free(m->layers);
@@ -107,7 +142,8 @@ int hs_model_create(hs_model_t **out, hs_kernels_t *k, const char *spec, int in_
     hs_model_t *m = hs_calloc(1, sizeof(*m), "model");
     if (!m) return -ENOMEM;
     m->k = k;
-    int rc = hs_nn_plan(spec, in_c, in_h, in_w, classes, &m->layers, &m->n_layers, &m->n_params);
+    int rc = hs_nn_plan(spec, in_c, in_h, in_w, classes, &m->layers, &m->n_layers, &m->n_params,
+                        &m->n_state);
     if (rc < 0) goto fail;
     m->spec = strdup(spec);
     if (!m->spec) {
@@ -130,6 +166,9 @@ int hs_model_create(hs_model_t **out, hs_kernels_t *k, const char *spec, int in_
     if ((rc = DEV_ALLOC(m, m->n_params, sizeof(float), m->params, "parameters")) < 0) goto fail;
     if ((rc = DEV_ALLOC(m, m->n_params, sizeof(float), m->grads, "gradients")) < 0) goto fail;
     if ((rc = k->ops->zero(k, m->grads, m->n_params * sizeof(float))) < 0) goto fail;
+    if (m->n_state &&
+        (rc = DEV_ALLOC(m, m->n_state, sizeof(float), m->state, "running statistics")) < 0)
+        goto fail;
     for (int i = 0; i < m->n_layers; i++) {
         if ((rc = alloc_layer(m, i)) < 0) goto fail;
         m->ws_bytes = HS_MAX(m->ws_bytes, hs_nn_layer_workspace(k, &m->layers[i], max_batch));
@@ -207,12 +246,40 @@ int hs_model_input_size(const hs_model_t *m)
 int hs_model_init_params(hs_model_t *m, uint64_t seed)
 {
     if (m->n_params == 0) return 0;
-    float *host = hs_malloc(m->n_params * sizeof(float), "initial parameters");
+    float *host = hs_malloc((m->n_params + m->n_state) * sizeof(float), "initial parameters");
     if (!host) return -ENOMEM;
-    hs_nn_init_host(m->layers, m->n_layers, seed, host);
+    hs_nn_init_host(m->layers, m->n_layers, seed, m->init, host, host + m->n_params);
     int rc = m->k->ops->to_device(m->k, m->params, host, m->n_params * sizeof(float));
+    if (rc == 0 && m->n_state)
+        rc = m->k->ops->to_device(m->k, m->state, host + m->n_params, m->n_state * sizeof(float));
     free(host);
     return rc;
+}
+
+size_t hs_model_num_state(const hs_model_t *m)
+{
+    return m->n_state;
+}
+
+float *hs_model_state(hs_model_t *m)
+{
+    return m->state;
+}
+
+void hs_model_set_eval_batch_stats(hs_model_t *m, int on)
+{
+    m->eval_batch_stats = on;
+}
+
+int hs_model_set_init(hs_model_t *m, hs_init_scheme_t scheme, uint64_t seed)
+{
+    m->init = scheme;
+    return hs_model_init_params(m, seed);
+}
+
+hs_init_scheme_t hs_model_init_scheme(const hs_model_t *m)
+{
+    return m->init;
 }
 
 static int check_batch(const hs_model_t *m, const float *x, int B)
@@ -224,14 +291,14 @@ static int check_batch(const hs_model_t *m, const float *x, int B)
     return 0;
 }
 
-static int forward(hs_model_t *m, const float *x, int B)
+static int forward(hs_model_t *m, const float *x, int B, int mode)
 {
     const float *in = x;
     for (int i = 0; i < m->n_layers; i++) {
         hs_layer_t *L = &m->layers[i];
         L->x_rt = in;
         L->y_rt = L->alias ? (float *)in : L->y;
-        int rc = hs_nn_layer_fwd(m->k, L, B, m->params, m->ws, m->ws_bytes);
+        int rc = hs_nn_layer_fwd(m->k, L, B, m->params, m->state, mode, m->ws, m->ws_bytes);
         if (rc < 0) {
             hs_error_prefix("model '%s', layer %s forward", m->spec, L->name);
             return rc;
@@ -244,7 +311,7 @@ static int forward(hs_model_t *m, const float *x, int B)
 int hs_model_forward(hs_model_t *m, const float *x, int B, const float **logits)
 {
     HS_TRY(check_batch(m, x, B));
-    HS_TRY(forward(m, x, B));
+    HS_TRY(forward(m, x, B, m->eval_batch_stats ? HS_FWD_BATCH : HS_FWD_EVAL));
     *logits = m->layers[m->n_layers - 1].y_rt;
     return 0;
 }
@@ -254,7 +321,7 @@ int hs_model_loss_grad(hs_model_t *m, const float *x, const int32_t *labels, int
 {
     HS_TRY(check_batch(m, x, B));
     if (!labels) return HS_ERR(-EINVAL, "model '%s': no labels", m->spec);
-    HS_TRY(forward(m, x, B));
+    HS_TRY(forward(m, x, B, HS_FWD_TRAIN));
     /* where each layer's output gradient lives this step */
     for (int i = 0; i < m->n_layers; i++) {
         hs_layer_t *L = &m->layers[i];
@@ -293,7 +360,7 @@ int hs_model_evaluate(hs_model_t *m, const float *x, const int32_t *labels, int 
 {
     HS_TRY(check_batch(m, x, B));
     if (!labels) return HS_ERR(-EINVAL, "model '%s': no labels", m->spec);
-    HS_TRY(forward(m, x, B));
+    HS_TRY(forward(m, x, B, m->eval_batch_stats ? HS_FWD_BATCH : HS_FWD_EVAL));
     double l = 0;
     int rc = m->k->ops->softmax_xent(m->k, B, m->classes, m->layers[m->n_layers - 1].y_rt, labels,
                                      NULL, NULL, &l, correct);

@@ -14,8 +14,9 @@
 #include <string.h>
 
 #define VALID_FORMS                                                                                \
-    "valid forms: logreg:IN-OUT, mlp:IN-H1-...-OUT, lenet5, resnet20, seq:LAYER-LAYER-... "        \
-    "(layers: fcN, convK[kR][sS][pP], maxpoolN[sS], relu, tanh, flatten, gap, blockK[sS])"
+    "valid forms: logreg:IN-OUT, mlp:IN-H1-...-OUT, lenet5, resnet20, resnet20-fixup, "            \
+    "seq:LAYER-LAYER-... (layers: fcN, convK[kR][sS][pP], maxpoolN[sS], relu, tanh, flatten, "     \
+    "gap, bn, blockK[sS], resK[sS])"
 
 /* Largest size accepted anywhere in a spec, and per-sample tensor size. */
 #define MAX_SIZE (1 << 24)
@@ -37,15 +38,17 @@ typedef struct plan {
     int n, cap;
     int c, h, w, flat; /* current per-sample shape; flat after fc / flatten / gap */
     size_t np;
-    int count[HS_LAYER_BLOCK + 1];
+    size_t nst; /* running statistics (batch norm) */
+    int count[HS_LAYER_RESBLOCK + 1];
     const char *token; /* the spec token being added, for messages */
     int token_len;
 } plan_t;
 
 static const char *const type_names[] = {
-    [HS_LAYER_FC] = "fc",     [HS_LAYER_CONV] = "conv",   [HS_LAYER_MAXPOOL] = "maxpool",
-    [HS_LAYER_RELU] = "relu", [HS_LAYER_TANH] = "tanh",   [HS_LAYER_FLATTEN] = "flatten",
-    [HS_LAYER_GAP] = "gap",   [HS_LAYER_BLOCK] = "block",
+    [HS_LAYER_FC] = "fc",        [HS_LAYER_CONV] = "conv",   [HS_LAYER_MAXPOOL] = "maxpool",
+    [HS_LAYER_RELU] = "relu",    [HS_LAYER_TANH] = "tanh",   [HS_LAYER_FLATTEN] = "flatten",
+    [HS_LAYER_GAP] = "gap",      [HS_LAYER_BLOCK] = "block", [HS_LAYER_BN] = "bn",
+    [HS_LAYER_RESBLOCK] = "res",
 };
 
 static int shape_err(plan_t *p, const char *fmt, const char *what)
@@ -123,7 +126,7 @@ static int add_fc(plan_t *p, int out, int init)
     return commit(p, L, out, 1, 1, weights > MAX_PARAMS ? SIZE_MAX : weights + (size_t)out);
 }
 
-static int add_conv(plan_t *p, int K, int R, int stride, int pad)
+static int add_conv(plan_t *p, int K, int R, int stride, int pad, int bias)
 {
     HS_TRY(need_image(p));
     hs_layer_t *L = push(p, HS_LAYER_CONV);
@@ -136,13 +139,14 @@ static int add_conv(plan_t *p, int K, int R, int stride, int pad)
     L->ksize = R;
     L->stride = stride;
     L->pad = pad;
-    L->has_bias = 1;
+    L->has_bias = bias;
     L->init = HS_INIT_XAVIER;
     size_t weights = sat_mul(sat_mul(sat_mul((size_t)K, (size_t)p->c), (size_t)R), (size_t)R);
     L->w_off = p->np;
     L->b_off = p->np + weights;
     int P = (p->h + 2 * pad - R) / stride + 1, Q = (p->w + 2 * pad - R) / stride + 1;
-    return commit(p, L, K, P, Q, weights > MAX_PARAMS ? SIZE_MAX : weights + (size_t)K);
+    return commit(p, L, K, P, Q,
+                  weights > MAX_PARAMS ? SIZE_MAX : weights + (bias ? (size_t)K : 0));
 }
 
 static int add_pool(plan_t *p, int size, int stride)
@@ -193,6 +197,55 @@ static int add_block(plan_t *p, int K, int stride)
     return commit(p, L, K, P, Q, params);
 }
 
+/* Batch normalisation of the previous layer's output: per channel of an image, per feature of
+ * a flat vector. It must directly follow a conv or fc layer (where PyTorch's models put it,
+ * before the activation); checked here and, for the last layer, in hs_nn_plan. */
+static int add_bn(plan_t *p)
+{
+    const hs_layer_t *prev = p->n > 0 ? &p->L[p->n - 1] : NULL;
+    if (!prev || (prev->type != HS_LAYER_CONV && prev->type != HS_LAYER_FC))
+        return HS_ERR(-EINVAL,
+                      "spec '%s': layer %d '%.*s' must directly follow a conv or fc layer (it "
+                      "normalises their outputs, before the activation), not %s",
+                      p->spec, p->n + 1, p->token_len, p->token,
+                      prev ? type_names[prev->type] : "the input");
+    hs_layer_t *L = push(p, HS_LAYER_BN);
+    if (!L) return -ENOMEM;
+    L->bn_c = p->flat ? p->c * p->h * p->w : p->c;
+    L->bn_hw = p->flat ? 1 : p->h * p->w;
+    L->bn1_off = p->np;
+    L->st_off = p->nst;
+    p->nst += 2 * (size_t)L->bn_c;
+    return commit(p, L, p->c, p->h, p->w, 2 * (size_t)L->bn_c);
+}
+
+/* Basic block with batch norm: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), convs 3x3
+ * without bias, the first with the stride; shortcut x, or (stride or width change) option A of
+ * He et al. 2016: x subsampled by the stride, its channels zero-padded evenly to K. */
+static int add_resblock(plan_t *p, int K, int stride)
+{
+    HS_TRY(need_image(p));
+    hs_layer_t *L = push(p, HS_LAYER_RESBLOCK);
+    if (!L) return -ENOMEM;
+    int C = p->c;
+    if (K < C || (K - C) % 2)
+        return shape_err(p, "cannot pad its shortcut evenly",
+                         "(res blocks keep or widen the channels by an even number)");
+    L->ksize = 3;
+    L->stride = stride;
+    L->pad = 1;
+    L->has_proj = stride != 1 || C != K;
+    L->w_off = p->np;
+    L->bn1_off = L->w_off + (size_t)K * C * 9;
+    L->w2_off = L->bn1_off + 2 * (size_t)K;
+    L->bn2_off = L->w2_off + (size_t)K * K * 9;
+    size_t params = L->bn2_off + 2 * (size_t)K - p->np;
+    L->st_off = p->nst;
+    p->nst += 4 * (size_t)K;
+    int P = (p->h - 1) / stride + 1, Q = (p->w - 1) / stride + 1;
+    return commit(p, L, K, P, Q, params);
+}
+
 /* Parse a positive integer of `len` characters at s; -1 when malformed or too large. */
 static int parse_size(const char *s, int len)
 {
@@ -229,11 +282,13 @@ static int seq_layer(plan_t *p, const char *tok, int len)
     for (size_t i = 0; i < HS_ARRAY_LEN(simple); i++)
         if ((int)strlen(simple[i].name) == len && !strncmp(tok, simple[i].name, len))
             return add_simple(p, simple[i].type);
+    if (len == 2 && !strncmp(tok, "bn", 2)) return add_bn(p);
 
-    static const char *const heads[] = {"fc", "conv", "maxpool", "block"};
-    static const char *const forms[] = {"fcN", "convK[kR][sS][pP]", "maxpoolN[sS]", "blockK[sS]"};
-    static const char *const suffixes[] = {"", "ksp", "s", "s"};
-    for (int h = 0; h < 4; h++) {
+    static const char *const heads[] = {"fc", "conv", "maxpool", "block", "res"};
+    static const char *const forms[] = {"fcN", "convK[kR][sS][pP]", "maxpoolN[sS]", "blockK[sS]",
+                                        "resK[sS]"};
+    static const char *const suffixes[] = {"", "ksp", "s", "s", "s"};
+    for (int h = 0; h < 5; h++) {
         int hl = (int)strlen(heads[h]);
         if (len <= hl || strncmp(tok, heads[h], hl) || tok[hl] < '0' || tok[hl] > '9') continue;
         /* the main number, then letter-number pairs from the allowed suffix letters */
@@ -261,11 +316,13 @@ static int seq_layer(plan_t *p, const char *tok, int len)
             return add_fc(p, vals[0], HS_INIT_XAVIER);
         case 1:
             return add_conv(p, vals[0], seen[1] ? vals[1] : 3, seen[2] ? vals[2] : 1,
-                            seen[3] ? vals[3] : 0);
+                            seen[3] ? vals[3] : 0, 1);
         case 2:
             return add_pool(p, vals[0], seen[2] ? vals[2] : vals[0]);
-        default:
+        case 3:
             return add_block(p, vals[0], seen[2] ? vals[2] : 1);
+        default:
+            return add_resblock(p, vals[0], seen[2] ? vals[2] : 1);
         }
     bad:
         return HS_ERR(-EINVAL, "bad layer '%.*s' in spec '%s': expected %s with positive sizes; %s",
@@ -317,10 +374,10 @@ static int plan_lenet5(plan_t *p)
     p->token = "lenet5";
     p->token_len = 6;
     int pad = (p->h < 32 || p->w < 32) ? 2 : 0;
-    HS_TRY(add_conv(p, 6, 5, 1, pad));
+    HS_TRY(add_conv(p, 6, 5, 1, pad, 1));
     HS_TRY(add_simple(p, HS_LAYER_RELU));
     HS_TRY(add_pool(p, 2, 2));
-    HS_TRY(add_conv(p, 16, 5, 1, 0));
+    HS_TRY(add_conv(p, 16, 5, 1, 0, 1));
     HS_TRY(add_simple(p, HS_LAYER_RELU));
     HS_TRY(add_pool(p, 2, 2));
     HS_TRY(add_simple(p, HS_LAYER_FLATTEN));
@@ -331,11 +388,28 @@ static int plan_lenet5(plan_t *p)
     return add_fc(p, p->classes, HS_INIT_XAVIER);
 }
 
+/* CIFAR ResNet-20 (He et al. 2016): conv3x3(16)-bn-relu, 3 stages of 3 basic blocks with batch
+ * norm (16, 32, 64 channels, stride 2 at the start of stages 2 and 3, option A shortcuts),
+ * global average pool, fc. 0.27 M parameters. */
 static int plan_resnet20(plan_t *p)
 {
     p->token = "resnet20";
     p->token_len = 8;
-    HS_TRY(add_conv(p, 16, 3, 1, 1));
+    HS_TRY(add_conv(p, 16, 3, 1, 1, 0));
+    HS_TRY(add_bn(p));
+    HS_TRY(add_simple(p, HS_LAYER_RELU));
+    static const int widths[3] = {16, 32, 64};
+    for (int s = 0; s < 3; s++)
+        for (int b = 0; b < 3; b++) HS_TRY(add_resblock(p, widths[s], s > 0 && b == 0 ? 2 : 1));
+    HS_TRY(add_simple(p, HS_LAYER_GAP));
+    return add_fc(p, p->classes, HS_INIT_XAVIER);
+}
+
+static int plan_resnet20_fixup(plan_t *p)
+{
+    p->token = "resnet20-fixup";
+    p->token_len = 14;
+    HS_TRY(add_conv(p, 16, 3, 1, 1, 1));
     HS_TRY(add_simple(p, HS_LAYER_RELU));
     static const int widths[3] = {16, 32, 64};
     for (int s = 0; s < 3; s++)
@@ -345,7 +419,7 @@ static int plan_resnet20(plan_t *p)
 }
 
 int hs_nn_plan(const char *spec, int in_c, int in_h, int in_w, int classes, hs_layer_t **layers,
-               int *n_layers, size_t *n_params)
+               int *n_layers, size_t *n_params, size_t *n_state)
 {
     if (!spec || !*spec) return HS_ERR(-EINVAL, "empty model spec; " VALID_FORMS);
     if (in_c < 1 || in_h < 1 || in_w < 1 || classes < 2 || (long)in_c * in_h * in_w > MAX_SIZE)
@@ -373,6 +447,8 @@ int hs_nn_plan(const char *spec, int in_c, int in_h, int in_w, int classes, hs_l
         rc = plan_lenet5(&p);
     } else if (!strcmp(spec, "resnet20")) {
         rc = plan_resnet20(&p);
+    } else if (!strcmp(spec, "resnet20-fixup")) {
+        rc = plan_resnet20_fixup(&p);
     } else if (nlen == 3 && !strncmp(spec, "seq", 3) && args) {
         rc = 0;
         const char *s = args;
@@ -384,7 +460,8 @@ int hs_nn_plan(const char *spec, int in_c, int in_h, int in_w, int classes, hs_l
             s = e + 1;
         }
     } else if (args && ((nlen == 6 && !strncmp(spec, "lenet5", 6)) ||
-                        (nlen == 8 && !strncmp(spec, "resnet20", 8)))) {
+                        (nlen == 8 && !strncmp(spec, "resnet20", 8)) ||
+                        (nlen == 14 && !strncmp(spec, "resnet20-fixup", 14)))) {
         rc = HS_ERR(-EINVAL,
                     "spec '%s': %.*s takes no sizes (the data shape and class count set them); "
                     "write just '%.*s'",
@@ -394,6 +471,11 @@ int hs_nn_plan(const char *spec, int in_c, int in_h, int in_w, int classes, hs_l
                     spec);
     }
     if (rc == 0 && p.n == 0) rc = HS_ERR(-EINVAL, "spec '%s' has no layers", spec);
+    if (rc == 0 && p.L[p.n - 1].type == HS_LAYER_BN)
+        rc = HS_ERR(-EINVAL,
+                    "spec '%s': layer %d 'bn' is the last layer: a model ends with its logits "
+                    "(put bn before the activation of a hidden layer)",
+                    spec, p.n);
     if (rc == 0 && (p.L[p.n - 1].out_n != classes))
         rc = HS_ERR(-EINVAL,
                     "spec '%s' does not fit the data (%dx%dx%d, %d classes): the model ends with "
@@ -403,16 +485,18 @@ int hs_nn_plan(const char *spec, int in_c, int in_h, int in_w, int classes, hs_l
         free(p.L);
         return rc;
     }
-    /* He init for fc / conv feeding a relu; Xavier otherwise (ZERO stays). */
+    /* He init for fc / conv feeding a relu (through a bn or not); Xavier otherwise (ZERO
+     * stays). */
     for (int i = 0; i < p.n; i++) {
         hs_layer_t *L = &p.L[i];
+        int j = i + 1 < p.n && p.L[i + 1].type == HS_LAYER_BN ? i + 2 : i + 1;
         if ((L->type == HS_LAYER_FC || L->type == HS_LAYER_CONV) && L->init != HS_INIT_ZERO)
-            L->init =
-                (i + 1 < p.n && p.L[i + 1].type == HS_LAYER_RELU) ? HS_INIT_HE : HS_INIT_XAVIER;
+            L->init = (j < p.n && p.L[j].type == HS_LAYER_RELU) ? HS_INIT_HE : HS_INIT_XAVIER;
     }
     *layers = p.L;
     *n_layers = p.n;
     *n_params = p.np;
+    if (n_state) *n_state = p.nst;
     return 0;
 }
 
@@ -449,7 +533,19 @@ int hs_nn_views(const hs_layer_t *layers, int n_layers, hs_param_view_t **views,
             break;
         case HS_LAYER_CONV:
             view(&v[n++], L, i, "w", L->w_off, 4, K, C, R, R);
-            view(&v[n++], L, i, "b", L->b_off, 1, K, 1, 1, 1);
+            if (L->has_bias) view(&v[n++], L, i, "b", L->b_off, 1, K, 1, 1, 1);
+            break;
+        case HS_LAYER_BN:
+            view(&v[n++], L, i, "g", L->bn1_off, 1, L->bn_c, 1, 1, 1);
+            view(&v[n++], L, i, "b", L->bn1_off + L->bn_c, 1, L->bn_c, 1, 1, 1);
+            break;
+        case HS_LAYER_RESBLOCK:
+            view(&v[n++], L, i, "conv1.w", L->w_off, 4, K, C, 3, 3);
+            view(&v[n++], L, i, "bn1.g", L->bn1_off, 1, K, 1, 1, 1);
+            view(&v[n++], L, i, "bn1.b", L->bn1_off + K, 1, K, 1, 1, 1);
+            view(&v[n++], L, i, "conv2.w", L->w2_off, 4, K, K, 3, 3);
+            view(&v[n++], L, i, "bn2.g", L->bn2_off, 1, K, 1, 1, 1);
+            view(&v[n++], L, i, "bn2.b", L->bn2_off + K, 1, K, 1, 1, 1);
             break;
         case HS_LAYER_BLOCK:
             view(&v[n++], L, i, "conv1.w", L->w_off, 4, K, C, 3, 3);
@@ -472,19 +568,40 @@ static void fill_normal(hs_rng_t *r, float *p, size_t n, double std)
     for (size_t i = 0; i < n; i++) p[i] = (float)(std * hs_rng_normal(r));
 }
 
-static void fill_weights(hs_rng_t *r, float *p, size_t n, int init, int fan_in, int fan_out)
+static void fill_uniform(hs_rng_t *r, float *p, size_t n, double bound)
 {
-    if (init == HS_INIT_ZERO) {
+    for (size_t i = 0; i < n; i++) p[i] = (float)(bound * (2.0 * hs_rng_uniform(r) - 1.0));
+}
+
+/* Weights (n) of a fc / conv layer whose own kind is `kind` (HS_INIT_*) under `scheme`. */
+static void fill_weights(hs_rng_t *r, float *p, size_t n, int kind, hs_init_scheme_t scheme,
+                         int fan_in, int fan_out)
+{
+    if (kind == HS_INIT_ZERO) {
         memset(p, 0, n * sizeof(float));
-    } else if (init == HS_INIT_HE) {
+    } else if (scheme == HS_INIT_SCHEME_TORCH) {
+        /* kaiming_uniform_(a = sqrt(5)): gain sqrt(2 / (1 + 5)), bound gain * sqrt(3 / fan_in) */
+        fill_uniform(r, p, n, 1.0 / sqrt((double)fan_in));
+    } else if (scheme == HS_INIT_SCHEME_HE && kind == HS_INIT_HE) {
         fill_normal(r, p, n, sqrt(2.0 / fan_in));
     } else {
-        double a = sqrt(6.0 / (fan_in + fan_out));
-        for (size_t i = 0; i < n; i++) p[i] = (float)(a * (2.0 * hs_rng_uniform(r) - 1.0));
+        fill_uniform(r, p, n, sqrt(6.0 / (fan_in + fan_out)));
     }
 }
 
-void hs_nn_init_host(const hs_layer_t *layers, int n_layers, uint64_t seed, float *p)
+/* Biases (n) of a fc / conv layer: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) under torch (drawn after
+ * the weights from the same stream, as PyTorch's reset_parameters does), else zero. */
+static void fill_bias(hs_rng_t *r, float *p, size_t n, int kind, hs_init_scheme_t scheme,
+                      int fan_in)
+{
+    if (kind != HS_INIT_ZERO && scheme == HS_INIT_SCHEME_TORCH)
+        fill_uniform(r, p, n, 1.0 / sqrt((double)fan_in));
+    else
+        memset(p, 0, n * sizeof(float));
+}
+
+void hs_nn_init_host(const hs_layer_t *layers, int n_layers, uint64_t seed, hs_init_scheme_t scheme,
+                     float *p, float *st)
 {
     int n_blocks = 0;
     for (int i = 0; i < n_layers; i++) n_blocks += layers[i].type == HS_LAYER_BLOCK;
@@ -495,14 +612,41 @@ void hs_nn_init_host(const hs_layer_t *layers, int n_layers, uint64_t seed, floa
         hs_rng_t r;
         hs_rng_seed(&r, seed, (uint64_t)i + 1);
         int C = L->in_c, K = L->out_c, R = L->ksize;
+        /* A Fixup network keeps its own initialisation whatever the scheme. */
+        hs_init_scheme_t sc = n_blocks > 0 ? HS_INIT_SCHEME_HE : scheme;
         switch (L->type) {
         case HS_LAYER_FC:
-            fill_weights(&r, p + L->w_off, (size_t)L->out_n * L->in_n, L->init, L->in_n, L->out_n);
-            memset(p + L->b_off, 0, (size_t)L->out_n * sizeof(float));
+            fill_weights(&r, p + L->w_off, (size_t)L->out_n * L->in_n, L->init, sc, L->in_n,
+                         L->out_n);
+            fill_bias(&r, p + L->b_off, (size_t)L->out_n, L->init, sc, L->in_n);
             break;
         case HS_LAYER_CONV:
-            fill_weights(&r, p + L->w_off, (size_t)K * C * R * R, L->init, C * R * R, K * R * R);
-            memset(p + L->b_off, 0, (size_t)K * sizeof(float));
+            fill_weights(&r, p + L->w_off, (size_t)K * C * R * R, L->init, sc, C * R * R,
+                         K * R * R);
+            if (L->has_bias) fill_bias(&r, p + L->b_off, (size_t)K, L->init, sc, C * R * R);
+            break;
+        case HS_LAYER_BN: /* gamma 1, beta 0; running mean 0, var 1 */
+            for (int c = 0; c < L->bn_c; c++) {
+                p[L->bn1_off + c] = 1.0f;
+                p[L->bn1_off + L->bn_c + c] = 0.0f;
+                if (st) {
+                    st[L->st_off + c] = 0.0f;
+                    st[L->st_off + L->bn_c + c] = 1.0f;
+                }
+            }
+            break;
+        case HS_LAYER_RESBLOCK:
+            fill_weights(&r, p + L->w_off, (size_t)K * C * 9, HS_INIT_HE, sc, C * 9, K * 9);
+            fill_weights(&r, p + L->w2_off, (size_t)K * K * 9, HS_INIT_HE, sc, K * 9, K * 9);
+            for (int c = 0; c < K; c++) {
+                p[L->bn1_off + c] = p[L->bn2_off + c] = 1.0f;
+                p[L->bn1_off + K + c] = p[L->bn2_off + K + c] = 0.0f;
+                if (st)
+                    for (int j = 0; j < 2; j++) {
+                        st[L->st_off + 2 * (size_t)j * K + c] = 0.0f;
+                        st[L->st_off + (2 * (size_t)j + 1) * K + c] = 1.0f;
+                    }
+            }
             break;
         case HS_LAYER_BLOCK:
             fill_normal(&r, p + L->w_off, (size_t)K * C * 9, sqrt(2.0 / (C * 9)) * fixup);
@@ -515,4 +659,24 @@ void hs_nn_init_host(const hs_layer_t *layers, int n_layers, uint64_t seed, floa
             break;
         }
     }
+}
+
+int hs_init_parse(const char *s, hs_init_scheme_t *out)
+{
+    static const char *const names[] = {[HS_INIT_SCHEME_TORCH] = "torch",
+                                        [HS_INIT_SCHEME_HE] = "he",
+                                        [HS_INIT_SCHEME_XAVIER] = "xavier"};
+    for (size_t i = 0; s && i < HS_ARRAY_LEN(names); i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = (hs_init_scheme_t)i;
+            return 0;
+        }
+    return HS_ERR(-EINVAL, "unknown initialisation '%s': expected torch, he or xavier", s ? s : "");
+}
+
+const char *hs_init_name(hs_init_scheme_t scheme)
+{
+    return scheme == HS_INIT_SCHEME_HE       ? "he"
+           : scheme == HS_INIT_SCHEME_XAVIER ? "xavier"
+                                             : "torch";
 }

@@ -31,6 +31,7 @@ static int ar_step(hs_algo_t *a, long t)
         HS_TRY(efsgd_exchange(a->ef, t));
         return hs_dist_apply(d, 1.0);
     }
+    if (!a->ar) return hs_dist_apply(d, 1.0); /* one worker: its gradient is the average */
     double t0 = hs_exec_now(d->x);
     float *buf = g;
     if (a->host) {
@@ -77,7 +78,7 @@ static int ar_init(hs_algo_t **out, hs_dist_t *d)
     int rc;
     hs_compress_spec_t cs;
     if ((rc = hs_compress_parse(d->o->compress, &cs)) < 0) goto fail;
-    if (cs.kind != HS_COMPRESS_NONE) {
+    if (cs.kind != HS_COMPRESS_NONE && d->t && d->size > 1) { /* one worker: nothing to send */
         if ((rc = efsgd_create(&a->ef, d)) < 0) goto fail;
         *out = a;
         return 0;
@@ -87,7 +88,8 @@ static int ar_init(hs_algo_t **out, hs_dist_t *d)
     if (rc < 0) goto fail;
     ao.average = 1;
     ao.timeout_s = d->o->comm_timeout_s;
-    if ((rc = hs_allreduce_create(&a->ar, d->t, d->n, &ao)) < 0) goto fail;
+    /* a job of one rank opens no transport: nothing to reduce */
+    if (d->t && d->size > 1 && (rc = hs_allreduce_create(&a->ar, d->t, d->n, &ao)) < 0) goto fail;
     if (d->k->device != HS_DEV_CPU && !(a->host = hs_malloc(d->n * sizeof(float), "gradient"))) {
         rc = -ENOMEM;
         goto fail;

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-_Static_assert(sizeof(hs_ckpt_hdr_t) == 80, "checkpoint header v1 is 80 bytes");
+_Static_assert(sizeof(hs_ckpt_hdr_t) == 88, "checkpoint header v2 is 88 bytes");
 
 uint64_t hs_ckpt_fnv1a(const void *p, size_t n, uint64_t h)
 {
@@ -44,10 +44,11 @@ static void fill_hdr(hs_ckpt_hdr_t *h, const hs_ckpt_t *c)
     h->params_bytes = (uint64_t)c->num_params * sizeof(float);
     h->velocity_bytes = c->velocity ? (uint64_t)c->velocity_len * sizeof(float) : 0;
     h->state_bytes = c->state ? c->state_bytes : 0;
+    h->bn_bytes = c->bn ? (uint64_t)c->bn_len * sizeof(float) : 0;
 }
 
 static uint64_t checksum(const hs_ckpt_hdr_t *h, const void *params, const void *vel,
-                         const void *state)
+                         const void *state, const void *bn)
 {
     hs_ckpt_hdr_t z = *h;
     z.checksum = 0;
@@ -55,6 +56,7 @@ static uint64_t checksum(const hs_ckpt_hdr_t *h, const void *params, const void 
     s = hs_ckpt_fnv1a(params, h->params_bytes, s);
     if (h->velocity_bytes) s = hs_ckpt_fnv1a(vel, h->velocity_bytes, s);
     if (h->state_bytes) s = hs_ckpt_fnv1a(state, h->state_bytes, s);
+    if (h->bn_bytes) s = hs_ckpt_fnv1a(bn, h->bn_bytes, s);
     return s;
 }
 
@@ -80,7 +82,7 @@ int hs_ckpt_write(const char *path, const hs_ckpt_t *c)
 {
     hs_ckpt_hdr_t h;
     fill_hdr(&h, c);
-    h.checksum = checksum(&h, c->params, c->velocity, c->state);
+    h.checksum = checksum(&h, c->params, c->velocity, c->state, c->bn);
     char tmp[4200];
     int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     if (len < 0 || (size_t)len >= sizeof tmp)
@@ -91,7 +93,8 @@ int hs_ckpt_write(const char *path, const hs_ckpt_t *c)
         fwrite(&h, sizeof h, 1, f) == 1 &&
         fwrite(c->params, 1, h.params_bytes, f) == h.params_bytes &&
         (!h.velocity_bytes || fwrite(c->velocity, 1, h.velocity_bytes, f) == h.velocity_bytes) &&
-        (!h.state_bytes || fwrite(c->state, 1, h.state_bytes, f) == h.state_bytes);
+        (!h.state_bytes || fwrite(c->state, 1, h.state_bytes, f) == h.state_bytes) &&
+        (!h.bn_bytes || fwrite(c->bn, 1, h.bn_bytes, f) == h.bn_bytes);
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int err = errno;
     if (fclose(f) != 0) ok = 0;
@@ -116,6 +119,7 @@ void hs_ckpt_free(hs_ckpt_t *c)
     free(c->params);
     free(c->velocity);
     free(c->state);
+    free(c->bn);
     memset(c, 0, sizeof *c);
 }
 
@@ -152,7 +156,8 @@ int hs_ckpt_read(const char *path, hs_ckpt_t *c)
     uint64_t np = h.num_params;
     if (h.params_bytes != np * sizeof(float) ||
         (h.velocity_bytes != 0 && h.velocity_bytes != np * sizeof(float)) ||
-        h.state_bytes > ((uint64_t)1 << 40) || np > ((uint64_t)1 << 40) || h.size < 1 ||
+        h.state_bytes > ((uint64_t)1 << 40) || np > ((uint64_t)1 << 40) ||
+        h.bn_bytes > ((uint64_t)1 << 40) || h.bn_bytes % sizeof(float) || h.size < 1 ||
         h.rank < 0 || h.rank >= h.size || memchr(h.algo, 0, sizeof h.algo) == NULL) {
         rc = HS_ERR(-EINVAL, "checkpoint %s has an inconsistent header (corrupt)", path);
         goto out;
@@ -164,7 +169,7 @@ int hs_ckpt_read(const char *path, hs_ckpt_t *c)
                     path, (long long)h.iteration);
         goto out;
     }
-    uint64_t want = sizeof h + h.params_bytes + h.velocity_bytes + h.state_bytes;
+    uint64_t want = sizeof h + h.params_bytes + h.velocity_bytes + h.state_bytes + h.bn_bytes;
     if (fsize != want) {
         rc = HS_ERR(-EINVAL, "checkpoint %s is %s: %llu bytes, its header says %llu", path,
                     fsize < want ? "truncated" : "too long", (unsigned long long)fsize,
@@ -181,7 +186,8 @@ int hs_ckpt_read(const char *path, hs_ckpt_t *c)
         goto out;
     }
     const unsigned char *vel = pay + h.params_bytes, *state = vel + h.velocity_bytes;
-    if (checksum(&h, pay, vel, state) != h.checksum) {
+    const unsigned char *bn = state + h.state_bytes;
+    if (checksum(&h, pay, vel, state, bn) != h.checksum) {
         rc = HS_ERR(-EINVAL, "checkpoint %s is corrupt: checksum mismatch", path);
         goto out;
     }
@@ -193,7 +199,9 @@ int hs_ckpt_read(const char *path, hs_ckpt_t *c)
     c->params = hs_malloc(h.params_bytes ? h.params_bytes : 1, "checkpoint parameters");
     if (h.velocity_bytes) c->velocity = hs_malloc(h.velocity_bytes, "checkpoint velocity");
     if (h.state_bytes) c->state = hs_malloc(h.state_bytes, "checkpoint state");
-    if (!c->params || (h.velocity_bytes && !c->velocity) || (h.state_bytes && !c->state)) {
+    if (h.bn_bytes) c->bn = hs_malloc(h.bn_bytes, "checkpoint running statistics");
+    if (!c->params || (h.velocity_bytes && !c->velocity) || (h.state_bytes && !c->state) ||
+        (h.bn_bytes && !c->bn)) {
         rc = -ENOMEM;
         goto out;
     }
@@ -202,6 +210,8 @@ int hs_ckpt_read(const char *path, hs_ckpt_t *c)
     if (h.state_bytes) memcpy(c->state, state, h.state_bytes);
     c->velocity_len = h.velocity_bytes / sizeof(float);
     c->state_bytes = h.state_bytes;
+    if (h.bn_bytes) memcpy(c->bn, bn, h.bn_bytes);
+    c->bn_len = h.bn_bytes / sizeof(float);
 out:
     free(pay);
     fclose(f);
@@ -232,7 +242,10 @@ int hs_ckpt_save_run(const char *dir, int rank, int size, long iteration, hs_wor
     }
     if (ops && a && ops->state_bytes && ops->state_save) c.state_bytes = ops->state_bytes(a);
     if (c.state_bytes) c.state = hs_malloc(c.state_bytes, "checkpoint state");
-    if (!c.params || (c.velocity_len && !c.velocity) || (c.state_bytes && !c.state)) {
+    if ((c.bn_len = hs_model_num_state(m)))
+        c.bn = hs_malloc(c.bn_len * sizeof(float), "checkpoint running statistics");
+    if (!c.params || (c.velocity_len && !c.velocity) || (c.state_bytes && !c.state) ||
+        (c.bn_len && !c.bn)) {
         rc = -ENOMEM;
         goto out;
     }
@@ -240,6 +253,8 @@ int hs_ckpt_save_run(const char *dir, int rank, int size, long iteration, hs_wor
         goto out;
     if (c.velocity && (rc = k->ops->to_host(k, c.velocity, vel, vn * sizeof(float))) < 0) goto out;
     if (c.state && (rc = ops->state_save(a, c.state)) < 0) goto out;
+    if (c.bn && (rc = k->ops->to_host(k, c.bn, hs_model_state(m), c.bn_len * sizeof(float))) < 0)
+        goto out;
     rc = hs_ckpt_write(path, &c);
 out:
     hs_ckpt_free(&c);
@@ -282,6 +297,10 @@ int hs_ckpt_load_run(const char *dir, int rank, int size, hs_worker_t *w, const 
         rc = HS_ERR(-EINVAL,
                     "checkpoint %s has %s velocity and this optimizer %s (--momentum differs)",
                     path, c.velocity_len ? "a" : "no", vn ? "has one" : "has none");
+    else if (c.bn_len != hs_model_num_state(m))
+        rc = HS_ERR(-EINVAL,
+                    "checkpoint %s holds %zu batch-norm running statistics; --model has %zu", path,
+                    c.bn_len, hs_model_num_state(m));
     else if (c.state_bytes != sb)
         rc = HS_ERR(-EINVAL,
                     "checkpoint %s has %zu bytes of --algo %s state, this run expects %zu (its "
@@ -290,6 +309,8 @@ int hs_ckpt_load_run(const char *dir, int rank, int size, hs_worker_t *w, const 
     if (rc == 0)
         rc = k->ops->to_device(k, hs_model_params(m), c.params, c.num_params * sizeof(float));
     if (rc == 0 && vn) rc = k->ops->to_device(k, vel, c.velocity, vn * sizeof(float));
+    if (rc == 0 && c.bn_len)
+        rc = k->ops->to_device(k, hs_model_state(m), c.bn, c.bn_len * sizeof(float));
     if (rc == 0 && sb && (rc = ops->state_load(a, c.state)) < 0) hs_error_prefix("%s", path);
     if (rc == 0) rc = hs_worker_seek(w, c.iteration);
     if (rc == 0 && iteration) *iteration = c.iteration;

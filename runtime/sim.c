@@ -165,7 +165,8 @@ struct sim_world {
     sem_t slots;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int end_rc; /* why the run ended early (pick_next), with its message */
+    int end_rc;       /* why the run ended early (pick_next), with its message */
+    int first_failed; /* the first rank whose loop failed (not an injected crash); -1: none */
     char end_msg[256];
     sim_msg_t *pool; /* freed messages kept for reuse (msg_get/msg_put) */
     size_t pool_bytes;
@@ -1607,6 +1608,11 @@ static void *rank_main(void *arg)
     if (rc < 0) {
         rk->rc = rc;
         snprintf(rk->msg, sizeof rk->msg, "%s", hs_last_error());
+        /* said at once, as its process would: its peers' warnings that follow ("exited")
+         * are its consequences, and the run's error names the first rank that failed */
+        fprintf(stderr, "hearsay sim: rank %d failed at virtual time %.6f s: %s\n", rk->rank,
+                w->now, rk->msg);
+        if (w->first_failed < 0) w->first_failed = rk->rank;
         /* a rank that fails stops, as its process would: its peers see it dead */
         rk->dead = 1;
         w->live--;
@@ -1708,7 +1714,7 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
             fflush(stdout);
         }
     }
-    sim_world_t w = {.o = o, .n = so->n};
+    sim_world_t w = {.o = o, .n = so->n, .first_failed = -1};
     w.fixed_s = fixed_s;
     w.stack_bytes = (size_t)((so->stack_mib > 0 ? so->stack_mib : 2.0) * 1048576.0);
     sem_init(&w.sched, 0, 0);
@@ -1751,6 +1757,10 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     double host_wall = hs_now() - host0, host_cpu = process_cpu_s() - cpu0;
     if (rc == 0) rc = w.cons_rc;
     if (rc == 0 && w.rk[0].rc == 0) rc = write_consensus(&w);
+    if (rc == 0 && w.first_failed >= 0) {
+        int r = w.first_failed;
+        rc = HS_ERR(w.rk[r].rc, "rank %d (the first to fail): %s", r, w.rk[r].msg);
+    }
     if (rc == 0) {
         for (int r = 0; r < w.n; r++) {
             if (w.rk[r].rc < 0) {

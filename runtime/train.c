@@ -247,8 +247,9 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     int rank = hs_boot_rank(boot), size = hs_boot_size(boot);
     R->ops = hs_algo_find(o->algo);
     HS_TRY(hs_train_dist_check(o, size));
-    if ((R->ops->flags & HS_ALGO_GRAPH) && size == 1)
-        R->ops = &hs_algo_local_ops; /* a one-rank job has nobody to gossip with */
+    /* a one-rank job has nobody to talk to: every algorithm is then plain SGD (all-reduce and
+     * local SGD exactly; a gossip graph, an EASGD center, a leader are not built) */
+    if ((R->ops->flags & HS_ALGO_COMM) && size == 1) R->ops = &hs_algo_local_ops;
     HS_TRY(hs_straggler_create(&R->strag, o->stragglers, o->n_stragglers, o->seed, rank, size));
     HS_TRY(hs_worker_open(&R->w, o, rank, size));
     HS_TRY(hs_worker_perturb(R->w, o->init_spread, o->seed, rank));
@@ -454,11 +455,21 @@ static int iteration(run_t *R, long it, double *loss_out)
     HS_TRY(hs_exec_local(R->x, grad_fn, &g, &counted));
     double loss = g.loss;
     int correct = g.correct, nb = g.nb;
-    if (!isfinite(loss))
+    if (!isfinite(loss)) {
+        /* push-sum with the step on x moves z by lr / w: say so when w has fallen */
+        double w = hs_algo_weight(R->ops, R->algo), wmin = R->tot.w_min;
+        if ((R->ops->flags & HS_ALGO_PUSHSUM) && R->o->sgp_step_x && wmin < 0.1)
+            return HS_ERR(-ERANGE,
+                          "rank %d: training diverged: loss is %g at iteration %ld (lr %g; its "
+                          "push-sum weight fell to %.3g, w %.3g now, and the step on x moves z "
+                          "by lr / w): bound delays tighter (--delay-bound 0..2), or take the "
+                          "step on z (--sgp-step z), or a smaller --lr",
+                          d->rank, loss, it, lr, wmin, w);
         return HS_ERR(-ERANGE,
                       "rank %d: training diverged: loss is %g at iteration %ld (lr %g); try a "
                       "smaller --lr",
                       d->rank, loss, it, lr);
+    }
     d->iter = it;
     d->loss = loss;
     double compute = hs_exec_now(R->x) - ts;

@@ -67,6 +67,8 @@ static int check_model_data(const hs_train_opts_t *o)
     int c, h, w, classes;
     hs_data_spec_shape(&ds, &c, &h, &w, &classes);
     HS_TRY(flag_err(hs_model_parse_spec(o->model, c, h, w, classes, NULL), "--model", o->model));
+    hs_init_scheme_t scheme;
+    if (o->init) HS_TRY(flag_err(hs_init_parse(o->init, &scheme), "--init", o->init));
     HS_TRY(flag_err(hs_shard_spec_check(o->shard), "--shard", o->shard));
     return 0;
 }

@@ -37,6 +37,7 @@ void hs_train_opts_defaults(hs_train_opts_t *o)
 {
     memset(o, 0, sizeof *o);
     o->model = "mlp:784-1024-1024-10";
+    o->init = "torch";
     o->data = "gauss";
     o->shard = "iid";
     o->device = "cpu";
@@ -154,6 +155,13 @@ int hs_worker_open(hs_worker_t **out, const hs_train_opts_t *o, int rank, int ra
     if ((rc = hs_model_create(&w->model, w->k, o->model, w->train.c, w->train.h, w->train.w,
                               w->train.classes, batch, o->seed)) < 0) {
         hs_error_prefix("--model %s", o->model);
+        goto fail;
+    }
+    hs_init_scheme_t scheme = HS_INIT_SCHEME_TORCH;
+    if (o->init && ((rc = hs_init_parse(o->init, &scheme)) < 0 ||
+                    (scheme != HS_INIT_SCHEME_TORCH &&
+                     (rc = hs_model_set_init(w->model, scheme, o->seed)) < 0))) {
+        hs_error_prefix("--init %s", o->init);
         goto fail;
     }
     hs_sgd_config_t sc = {.momentum = (float)o->momentum,

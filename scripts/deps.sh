@@ -3,13 +3,15 @@
 # Skips the install when everything is already there; needs root (or sudo) otherwise.
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
-      libfabric-dev libfabric-bin libopenblas-dev liblapacke-dev check
+      libfabric-dev libfabric-bin libopenblas-dev liblapacke-dev zlib1g-dev check
       libopenmpi-dev openmpi-bin iproute2 clang-format
       clang libclang-rt-14-dev
-      python3-numpy python3-matplotlib)
+      python3-numpy python3-matplotlib python3-sklearn)
 # clang and its runtimes build the libFuzzer harnesses (make fuzz, tests/fuzz/).
-# PyTorch is only the reference in `hearsay bench step`; install it with HS_WITH_TORCH=1.
-if [ "${HS_WITH_TORCH:-0}" = 1 ]; then pkgs+=(python3-torch); fi
+# python3-sklearn brings the handwritten digits (--data digits; tests/test_models_lr.sh,
+# tests/test_digits_parity.sh). PyTorch is the reference of tests/test_digits_parity.sh and
+# `hearsay bench step --reference torch`; HS_WITH_TORCH=0 leaves it out (the test then skips).
+if [ "${HS_WITH_TORCH:-1}" = 1 ]; then pkgs+=(python3-torch); fi
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job: install what is missing, build, and run the default study — the straggler
-# study with quick settings (all-reduce SGD, SGP, OSGP, D-PSGD, EASGD and LSGD on 8 workers, one straggler
-# at 1x and 4x), for real and in virtual time (16 simulated workers) — then print both tables. Results: ${HS_OUT:-runs/stragglers} (results.csv,
-# table.md, PNG plots, one run directory per algorithm and slowdown). Extra arguments go to
-# experiments/stragglers.sh (e.g. --slowdowns "1 2 4 8" for the full study).
+# study with quick settings (all-reduce SGD, local SGD, SGP and asynchronous SGP, OSGP, D-PSGD,
+# AD-PSGD, EASGD and LSGD on 8 workers; no straggler, one at 4x, transient pauses everywhere), for
+# real and in virtual time (16 simulated workers) — then print both tables. Results:
+# ${HS_OUT:-runs/stragglers} (results.csv, table.md, PNG plots, one run directory per algorithm
+# and scenario). Extra arguments go to experiments/stragglers.sh (e.g. --slowdowns "1 2 4 8").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh

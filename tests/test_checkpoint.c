@@ -98,6 +98,9 @@ static void make_ckpt(hs_ckpt_t *c, size_t n)
     }
     double s[3] = {0.25, -1.5, 3e-7};
     memcpy(c->state, s, sizeof s);
+    c->bn_len = 6;
+    c->bn = malloc(6 * sizeof(float));
+    for (int i = 0; i < 6; i++) c->bn[i] = 0.5f * (float)i - 1.0f;
 }
 
 START_TEST(test_file_round_trip)
@@ -128,7 +131,9 @@ START_TEST(test_file_round_trip)
     unsigned char *a = slurp(path, &na), *b = slurp(path2, &nb);
     ck_assert_ptr_nonnull(a);
     ck_assert_ptr_nonnull(b);
-    ck_assert_uint_eq(na, 80 + 2 * 1001 * 4 + 24);
+    ck_assert_uint_eq(na, 88 + 2 * 1001 * 4 + 24 + 6 * 4);
+    ck_assert_uint_eq(d.bn_len, 6);
+    ck_assert_int_eq(memcmp(d.bn, c.bn, 6 * sizeof(float)), 0);
     ck_assert_uint_eq(na, nb);
     ck_assert_int_eq(memcmp(a, b, na), 0);
     ck_assert_int_eq(memcmp(a, "HSCK", 4), 0);
@@ -180,7 +185,7 @@ START_TEST(test_file_rejected)
     unsigned char *g = slurp(path, &n), *b = malloc(n + 16);
     ck_assert_ptr_nonnull(g);
     /* a flipped bit in the parameters, in the state, in the header's iteration */
-    size_t spots[] = {80 + 17, n - 3, 16};
+    size_t spots[] = {88 + 17, n - 3, 16};
     for (size_t i = 0; i < 3; i++) {
         memcpy(b, g, n);
         b[spots[i]] ^= 0x10;
@@ -351,6 +356,41 @@ START_TEST(test_localsgd_resume_exact)
 }
 END_TEST
 
+/* Batch-norm running statistics are each rank's own (docs/algorithms.md, "Batch norm"): with
+ * all-reduce SGD both ranks hold the same parameters, but their running statistics come from
+ * their own batches and differ; the checkpoint keeps each rank's, and resuming restores them:
+ * the resumed run evaluates to the very test loss of the full run. */
+START_TEST(test_bn_local_and_resumed)
+{
+    char a[PATH_MAX], b[PATH_MAX], args[1024], p[PATH_MAX + 64];
+    tr_workdir_path(a, sizeof a, "bn_full");
+    tr_workdir_path(b, sizeof b, "bn_resumed");
+    const char *task = "--model seq:fc32-bn-relu-fc4 --data gauss:dim=16,classes=4,train=2000,"
+                       "test=500 --batch 32 --threads 1 --quiet --comm-timeout 10 "
+                       "--drain-timeout 5 --algo allreduce --epochs 3";
+    snprintf(args, sizeof args, "%s --checkpoint-every 1", task);
+    int rc = run_job(2, a, args, 30);
+    if (rc) tr_show_log(a);
+    ck_assert_int_eq(rc, 0);
+    hs_ckpt_t c[2];
+    for (int r = 0; r < 2; r++) {
+        snprintf(p, sizeof p, "%s/ckpt/rank-%d.bin", a, r);
+        ck_assert_int_eq(hs_ckpt_read(p, &c[r]), 0);
+        ck_assert_uint_eq(c[r].bn_len, 64); /* 32 means, 32 variances */
+    }
+    ck_assert_int_eq(memcmp(c[0].params, c[1].params, c[0].num_params * sizeof(float)), 0);
+    ck_assert_msg(memcmp(c[0].bn, c[1].bn, 64 * sizeof(float)) != 0,
+                  "both ranks hold the same running statistics: they are not local");
+    hs_ckpt_free(&c[0]);
+    hs_ckpt_free(&c[1]);
+    snprintf(args, sizeof args, "%s --resume '%s'", task, a);
+    rc = run_job(2, b, args, 30);
+    if (rc) tr_show_log(b);
+    ck_assert_int_eq(rc, 0);
+    ck_assert(tr_summary_num(a, "final_test_loss") == tr_summary_num(b, "final_test_loss"));
+}
+END_TEST
+
 /* One worker (--algo local without a launcher) resumes exactly too. */
 START_TEST(test_local_resume_exact)
 {
@@ -484,6 +524,7 @@ static Suite *suite(void)
     TR_ADD_TEST(tc, test_local_resume_exact, why);
     TR_ADD_TEST(tc, test_resume_mismatch, why);
     TR_ADD_TEST(tc, test_resume_huge_iteration, why);
+    TR_ADD_TEST(tc, test_bn_local_and_resumed, why);
 #if HS_TEST_SGP_RESUME
     TR_ADD_TEST(tc, test_sgp_resume, why);
 #endif

@@ -7,6 +7,7 @@
 #include "hearsay/rng.h"
 
 #include <check.h>
+#include <zlib.h>
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -273,18 +274,26 @@ START_TEST(test_mnist_bad_files)
     assert_error_has(other, "missing file");
     ck_assert_int_eq(hs_mnist_read(img, other, &ds), -ENOENT);
     assert_error_has(other, "missing file");
-    /* Compressed: by name, by content, and as the only copy of a missing file. */
+    /* Compressed (zlib): truncated or corrupt gzip data, by name, by content, and as the only
+     * copy of a missing file. */
     tmp_path(other, sizeof(other), "x-idx3-ubyte.gz");
     write_file(other, (const uint8_t *)"\x1f\x8b\x08\0", 4);
-    ck_assert_int_eq(hs_mnist_read(other, lab, &ds), -ENOTSUP);
-    assert_error_has(other, "zlib");
+    ck_assert_int_eq(hs_mnist_read(other, lab, &ds), -EINVAL);
+    assert_error_has(other, "truncated gzip file");
     tmp_path(other, sizeof(other), "x-idx3-ubyte");
-    ck_assert_int_eq(hs_mnist_read(other, lab, &ds), -ENOENT);
-    assert_error_has(other, ".gz");
+    ck_assert_int_eq(hs_mnist_read(other, lab, &ds), -EINVAL);
+    assert_error_has("x-idx3-ubyte.gz", "truncated gzip file");
     tmp_path(other, sizeof(other), "renamed-idx3-ubyte");
     write_file(other, (const uint8_t *)"\x1f\x8b\x08\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 17);
-    ck_assert_int_eq(hs_mnist_read(other, lab, &ds), -ENOTSUP);
-    assert_error_has(other, "gzip");
+    ck_assert_int_eq(hs_mnist_read(other, lab, &ds), -EINVAL);
+    assert_error_has(other, "corrupt gzip file");
+    tmp_path(other, sizeof(other), "plain-idx3-ubyte.gz");
+    write_file(other, (const uint8_t *)"\0\0\x08\x03\0\0", 6);
+    ck_assert_int_eq(hs_mnist_read(other, lab, &ds), -EINVAL);
+    assert_error_has(other, "no gzip magic");
+    tmp_path(other, sizeof(other), "no-such-file");
+    ck_assert_int_eq(hs_mnist_read(other, lab, &ds), -ENOENT);
+    assert_error_has(other, "nor ");
     /* A whole directory without the files, via the spec: names the first missing file. */
     char spec[600];
     snprintf(spec, sizeof(spec), "mnist:%s/nothing-here", g_tmp);
@@ -293,6 +302,197 @@ START_TEST(test_mnist_bad_files)
     assert_error_has("nothing-here/train-images-idx3-ubyte", "missing file");
     ck_assert_ptr_null(ds.x);
     ck_assert_ptr_null(te.x);
+}
+END_TEST
+
+/* gzip `src` into `dst` (zlib's gz writer); then remove src. */
+static void gzip_file(const char *src, const char *dst)
+{
+    FILE *f = fopen(src, "rb");
+    ck_assert_ptr_nonnull(f);
+    gzFile gz = gzopen(dst, "wb");
+    ck_assert_ptr_nonnull(gz);
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        ck_assert_int_eq(gzwrite(gz, buf, (unsigned)n), (int)n);
+    fclose(f);
+    ck_assert_int_eq(gzclose(gz), Z_OK);
+    unlink(src);
+}
+
+static size_t file_bytes(const char *path, uint8_t *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(buf, 1, cap, f);
+    fclose(f);
+    return n;
+}
+
+START_TEST(test_mnist_gzip)
+{
+    /* MNIST as distributed: the four .gz files, read directly */
+    char dir[512], p[600], gz[620];
+    make_subdir(dir, sizeof(dir), "mnistgz");
+    uint8_t ltr[7], lte[3];
+    uint8_t *ptr = write_mnist_pair(dir, "train", 7, ltr, 1);
+    uint8_t *pte = write_mnist_pair(dir, "t10k", 3, lte, 2);
+    const char *names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                           "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+        snprintf(gz, sizeof(gz), "%s.gz", p);
+        gzip_file(p, gz);
+    }
+    hs_dataset_t tr, te;
+    ck_assert_msg(hs_data_mnist(dir, HS_NORM_NONE, &tr, &te) == 0, "%s", hs_last_error());
+    ck_assert_int_eq(tr.n, 7);
+    ck_assert_int_eq(te.n, 3);
+    for (int i = 0; i < 7 * 784; i++) ck_assert(tr.x[i] == (float)ptr[i] / 255.0f);
+    for (int i = 0; i < 3 * 784; i++) ck_assert(te.x[i] == (float)pte[i] / 255.0f);
+    for (int i = 0; i < 7; i++) ck_assert_int_eq(tr.y[i], ltr[i]);
+    hs_dataset_free(&tr);
+    hs_dataset_free(&te);
+    /* a truncated .gz and one with a flipped byte: errors naming the file, nothing read */
+    snprintf(gz, sizeof(gz), "%s/train-images-idx3-ubyte.gz", dir);
+    static uint8_t whole[1 << 16];
+    size_t n = file_bytes(gz, whole, sizeof(whole));
+    ck_assert(n > 40 && n < sizeof(whole));
+    write_file(gz, whole, n - 9);
+    ck_assert_int_eq(hs_data_mnist(dir, HS_NORM_NONE, &tr, &te), -EINVAL);
+    assert_error_has("train-images-idx3-ubyte.gz", "truncated gzip file");
+    ck_assert_ptr_null(tr.x);
+    whole[n - 6] ^= 0x5a; /* inside the CRC / length trailer */
+    write_file(gz, whole, n);
+    ck_assert_int_eq(hs_data_mnist(dir, HS_NORM_NONE, &tr, &te), -EINVAL);
+    assert_error_has("train-images-idx3-ubyte.gz", "corrupt gzip file");
+    whole[n - 6] ^= 0x5a;
+    whole[n / 2] ^= 0xff; /* inside the deflate stream */
+    write_file(gz, whole, n);
+    ck_assert_int_eq(hs_data_mnist(dir, HS_NORM_NONE, &tr, &te), -EINVAL);
+    assert_error_has("train-images-idx3-ubyte.gz", "gzip file");
+    free(ptr);
+    free(pte);
+}
+END_TEST
+
+/* ---- digits (scikit-learn's CSV) ------------------------------------------------------------ */
+
+/* A digits-format CSV of `rows` rows: pixel j of row r = (r + j) % 17, label r % 10. */
+static void write_digits(const char *path, int rows)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int r = 0; r < rows; r++) {
+        for (int j = 0; j < 64; j++) fprintf(f, "%d,", (r + j) % 17);
+        fprintf(f, "%d\n", r % 10);
+    }
+    fclose(f);
+}
+
+START_TEST(test_digits)
+{
+    char path[512], gz[600], spec[700];
+    tmp_path(path, sizeof(path), "digits.csv");
+    write_digits(path, 12);
+    hs_dataset_t tr, te;
+    /* native 8x8; the fixed split: i % 5 == 4 is test */
+    ck_assert_msg(hs_digits_read(path, 8, &tr, &te) == 0, "%s", hs_last_error());
+    ck_assert_int_eq(tr.n, 10);
+    ck_assert_int_eq(te.n, 2);
+    ck_assert_int_eq(tr.dim, 64);
+    ck_assert_int_eq(tr.classes, 10);
+    int rtr[10] = {0, 1, 2, 3, 5, 6, 7, 8, 10, 11}, rte[2] = {4, 9};
+    for (int i = 0; i < 10; i++) {
+        ck_assert_int_eq(tr.y[i], rtr[i] % 10);
+        for (int j = 0; j < 64; j++) ck_assert(tr.x[i * 64 + j] == (float)((rtr[i] + j) % 17) / 16);
+    }
+    for (int i = 0; i < 2; i++) ck_assert_int_eq(te.y[i], rte[i]);
+    hs_dataset_free(&tr);
+    hs_dataset_free(&te);
+    /* 28x28: bilinear with half-pixel centres; corners are the corner pixels; output (0, 1)
+     * sits at source x = 8/28 * 1.5 - 0.5 < 0, clamped to pixel 0; output (0, 5) at
+     * x = 8/28 * 5.5 - 0.5 = 1.071 between pixels 1 and 2 (row 0: pixel j = j / 16) */
+    ck_assert_int_eq(hs_digits_read(path, 28, &tr, &te), 0);
+    ck_assert_int_eq(tr.dim, 784);
+    ck_assert_int_eq(tr.h, 28);
+    const float *x0 = tr.x;
+    ck_assert(fabsf(x0[0] - 0.0f) < 1e-6f);
+    ck_assert(fabsf(x0[27 * 28 + 27] - 63 % 17 / 16.0f) < 1e-6f);
+    ck_assert(fabsf(x0[1] - 0.0f) < 1e-6f);
+    const double sx = 8.0 / 28 * 5.5 - 0.5;
+    ck_assert_msg(fabs(x0[5] - sx * (1.0 / 16)) < 1e-5, "x[0][5] = %g", x0[5]);
+    hs_dataset_free(&tr);
+    hs_dataset_free(&te);
+    /* through the spec, gzip-compressed, normalised with the train statistics */
+    snprintf(gz, sizeof(gz), "%s.gz", path);
+    gzip_file(path, gz);
+    snprintf(spec, sizeof(spec), "digits:%s,size=8", gz);
+    hs_data_spec_t ds;
+    ck_assert_int_eq(hs_data_spec_parse(spec, &ds), 0);
+    int c, h, w, k;
+    hs_data_spec_shape(&ds, &c, &h, &w, &k);
+    ck_assert(c == 1 && h == 8 && w == 8 && k == 10);
+    ck_assert_msg(hs_data_load(spec, 0, &tr, &te) == 0, "%s", hs_last_error());
+    double m = 0, m2 = 0;
+    for (int i = 0; i < 640; i++) m += tr.x[i];
+    for (int i = 0; i < 640; i++) m2 += tr.x[i] * tr.x[i];
+    ck_assert(fabs(m / 640) < 1e-5 && fabs(m2 / 640 - 1) < 1e-4);
+    hs_dataset_free(&tr);
+    hs_dataset_free(&te);
+    ck_assert_int_eq(hs_data_spec_parse("digits", &ds), 0);
+    hs_data_spec_shape(&ds, &c, &h, &w, &k);
+    ck_assert(c == 1 && h == 28 && w == 28 && k == 10);
+
+    /* not the expected CSV: each names the file, the line and the field */
+    struct {
+        const char *text, *must;
+    } bad[] = {
+        {"1,2,3\n", "lines"},
+        {NULL, "line 3, field 7 is 'x'"},
+        {NULL, "line 2 has the end of the line after field 64"},
+        {NULL, "line 1, field 65 is '12'"},
+        {NULL, "line 4, field 1 is '17'"},
+    };
+    for (size_t t = 0; t < HS_ARRAY_LEN(bad); t++) {
+        tmp_path(path, sizeof(path), "bad.csv");
+        if (bad[t].text) {
+            write_file(path, (const uint8_t *)bad[t].text, strlen(bad[t].text));
+        } else {
+            FILE *f = fopen(path, "w");
+            for (int r = 0; r < 6; r++) {
+                for (int j = 0; j < 64; j++) {
+                    if (t == 1 && r == 2 && j == 6)
+                        fprintf(f, "x,");
+                    else if (t == 4 && r == 3 && j == 0)
+                        fprintf(f, "17,");
+                    else if (t == 2 && r == 1 && j == 63)
+                        fprintf(f, "0\n");
+                    else
+                        fprintf(f, "%d,", j % 16);
+                }
+                if (!(t == 2 && r == 1)) fprintf(f, "%d\n", t == 3 && r == 0 ? 12 : 1);
+            }
+            fclose(f);
+        }
+        ck_assert_int_eq(hs_digits_read(path, 28, &tr, &te), -EINVAL);
+        assert_error_has(path, "not the digits CSV");
+        assert_error_has(bad[t].must, NULL);
+        ck_assert_ptr_null(tr.x);
+        ck_assert_ptr_null(te.x);
+    }
+    /* spec errors */
+    ck_assert_int_eq(hs_data_spec_parse("digits:size=16", &ds), -EINVAL);
+    assert_error_has("size 16", "28");
+    ck_assert_int_eq(hs_data_spec_parse("digits:norm=known", &ds), -EINVAL);
+    assert_error_has("norm=known", "no published statistics");
+    ck_assert_int_eq(hs_data_spec_parse("digits:x.csv,dir=y", &ds), -EINVAL);
+    assert_error_has("unknown key 'dir'", "path, size");
+    tmp_path(path, sizeof(path), "missing.csv");
+    snprintf(spec, sizeof(spec), "digits:%s", path);
+    ck_assert_int_eq(hs_data_load(spec, 0, &tr, &te), -ENOENT);
+    assert_error_has(path, "missing file");
 }
 END_TEST
 
@@ -312,6 +512,49 @@ static uint8_t *write_cifar(const char *path, int n, uint64_t seed)
     write_file(path, buf, len);
     return buf;
 }
+
+/* CIFAR-10 batches gzipped one by one, in the archive's cifar-10-batches-bin/ (the parent
+ * given), read directly; a truncated one is an error naming it. */
+START_TEST(test_cifar_gzip)
+{
+    char dir[512], sub[600], path[700], gz[720];
+    make_subdir(dir, sizeof(dir), "cifargz");
+    snprintf(sub, sizeof(sub), "%s/cifar-10-batches-bin", dir);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    uint8_t *files[6];
+    for (int f = 0; f < 6; f++) {
+        if (f < 5)
+            snprintf(path, sizeof(path), "%s/data_batch_%d.bin", sub, f + 1);
+        else
+            snprintf(path, sizeof(path), "%s/test_batch.bin", sub);
+        files[f] = write_cifar(path, 2, (uint64_t)f + 7);
+        snprintf(gz, sizeof(gz), "%s.gz", path);
+        gzip_file(path, gz);
+    }
+    hs_dataset_t tr, te;
+    ck_assert_msg(hs_data_cifar10(dir, HS_NORM_NONE, &tr, &te) == 0, "%s", hs_last_error());
+    ck_assert_int_eq(tr.n, 10);
+    ck_assert_int_eq(te.n, 2);
+    for (int f = 0; f < 5; f++)
+        for (int i = 0; i < 2; i++) {
+            const uint8_t *rec = files[f] + (size_t)i * 3073;
+            ck_assert_int_eq(tr.y[2 * f + i], rec[0]);
+            for (int j = 0; j < 3072; j++)
+                ck_assert(tr.x[(2 * f + i) * 3072 + j] == rec[1 + j] / 255.0f);
+        }
+    hs_dataset_free(&tr);
+    hs_dataset_free(&te);
+    static uint8_t whole[1 << 15];
+    snprintf(gz, sizeof(gz), "%s/data_batch_3.bin.gz", sub);
+    size_t n = file_bytes(gz, whole, sizeof(whole));
+    ck_assert(n > 100 && n < sizeof(whole));
+    write_file(gz, whole, n / 2);
+    ck_assert_int_eq(hs_data_cifar10(dir, HS_NORM_NONE, &tr, &te), -EINVAL);
+    assert_error_has("data_batch_3.bin.gz", "truncated gzip file");
+    ck_assert_ptr_null(tr.x);
+    for (int f = 0; f < 6; f++) free(files[f]);
+}
+END_TEST
 
 START_TEST(test_cifar_roundtrip)
 {
@@ -1039,6 +1282,9 @@ int main(void)
     tcase_add_unchecked_fixture(files, tmp_setup, tmp_teardown);
     tcase_add_test(files, test_mnist_roundtrip);
     tcase_add_test(files, test_mnist_bad_files);
+    tcase_add_test(files, test_mnist_gzip);
+    tcase_add_test(files, test_cifar_gzip);
+    tcase_add_test(files, test_digits);
     tcase_add_test(files, test_cifar_roundtrip);
     tcase_add_test(files, test_cifar_bad_files);
     suite_add_tcase(s, files);

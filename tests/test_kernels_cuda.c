@@ -513,6 +513,47 @@ START_TEST(test_pooling)
 }
 END_TEST
 
+/* ---- batch normalisation (cuDNN against the CPU loops) ---- */
+
+START_TEST(test_batchnorm)
+{
+    hs_rng_t r;
+    hs_rng_seed(&r, 17, 0);
+    const int shapes[][3] = {{4, 3, 25}, {8, 16, 64}, {16, 10, 1}, {2, 5, 1024}};
+    for (size_t s = 0; s < HS_ARRAY_LEN(shapes); s++) {
+        int B = shapes[s][0], C = shapes[s][1], HW = shapes[s][2];
+        size_t n = (size_t)B * C * HW;
+        pair_t x = pair_new(&r, n, -2, 3), y = pair_new(&r, n, 0, 1), dy = pair_new(&r, n, -1, 1);
+        pair_t dx = pair_new(&r, n, 0, 1), g = pair_new(&r, C, 0.5, 1.5),
+               b = pair_new(&r, C, -1, 1);
+        pair_t sm = pair_new(&r, C, 0, 1), si = pair_new(&r, C, 0, 1);
+        pair_t rm = pair_new(&r, C, -0.5, 0.5), rv = pair_new(&r, C, 0.5, 2);
+        pair_t dg = pair_new(&r, C, 0, 1), db = pair_new(&r, C, 0, 1);
+        BOTH(cpu->ops->batchnorm_fwd_train(cpu, B, C, HW, x.c, g.c, b.c, y.c, sm.c, si.c, rm.c,
+                                           rv.c, 0.1f, 1e-5f),
+             gpu->ops->batchnorm_fwd_train(gpu, B, C, HW, x.g, g.g, b.g, y.g, sm.g, si.g, rm.g,
+                                           rv.g, 0.1f, 1e-5f));
+        pair_check(&y, 1e-4, 1e-5, "batchnorm_fwd_train y");
+        pair_check(&sm, 1e-4, 1e-5, "batchnorm_fwd_train saved mean");
+        pair_check(&si, 1e-4, 1e-5, "batchnorm_fwd_train saved inverse std");
+        pair_check(&rm, 1e-4, 1e-5, "batchnorm_fwd_train running mean");
+        pair_check(&rv, 1e-4, 1e-5, "batchnorm_fwd_train running variance (unbiased)");
+        BOTH(cpu->ops->batchnorm_bwd(cpu, B, C, HW, x.c, dy.c, g.c, sm.c, si.c, 1e-5f, dx.c, dg.c,
+                                     db.c),
+             gpu->ops->batchnorm_bwd(gpu, B, C, HW, x.g, dy.g, g.g, sm.g, si.g, 1e-5f, dx.g, dg.g,
+                                     db.g));
+        pair_check(&dx, 1e-3, 1e-5, "batchnorm_bwd dx");
+        pair_check(&dg, 1e-3, 1e-4, "batchnorm_bwd dgamma");
+        pair_check(&db, 1e-3, 1e-4, "batchnorm_bwd dbeta");
+        BOTH(cpu->ops->batchnorm_fwd_eval(cpu, B, C, HW, x.c, g.c, b.c, rm.c, rv.c, 1e-5f, y.c),
+             gpu->ops->batchnorm_fwd_eval(gpu, B, C, HW, x.g, g.g, b.g, rm.g, rv.g, 1e-5f, y.g));
+        pair_check(&y, 1e-4, 1e-5, "batchnorm_fwd_eval");
+        pair_t *all[] = {&x, &y, &dy, &dx, &g, &b, &sm, &si, &rm, &rv, &dg, &db};
+        for (size_t i = 0; i < HS_ARRAY_LEN(all); i++) pair_free(all[i]);
+    }
+}
+END_TEST
+
 /* ---- optimizer ---- */
 
 START_TEST(test_sgd_step)
@@ -639,6 +680,7 @@ int main(void)
     tcase_add_test(tc, test_softmax_xent);
     tcase_add_test(tc, test_conv2d);
     tcase_add_test(tc, test_pooling);
+    tcase_add_test(tc, test_batchnorm);
     tcase_add_test(tc, test_sgd_step);
     tcase_add_test(tc, test_reductions);
     tcase_add_test(tc, test_two_contexts);

@@ -60,6 +60,17 @@ START_TEST(test_spec_errors)
     expect_spec_error("lenet5", 1, 8, 8, 10, "1x8x8", "kernel larger");
     expect_spec_error("lenet5:3", 1, 28, 28, 10, "takes no sizes", NULL);
     expect_spec_error("resnet20", 3, 32, 32, 1, "at least 2 classes", NULL);
+    expect_spec_error("resnet20-fixup:3", 3, 32, 32, 10, "takes no sizes", NULL);
+    /* bn where it cannot go: first, after an activation or a pool, last */
+    expect_spec_error("seq:bn-flatten-fc10", 1, 8, 8, 10,
+                      "layer 1 'bn' must directly follow a "
+                      "conv or fc layer",
+                      "not the input");
+    expect_spec_error("seq:conv4k3-relu-bn-flatten-fc10", 1, 8, 8, 10, "layer 3 'bn'", "not relu");
+    expect_spec_error("seq:conv4k3-maxpool2-bn-flatten-fc10", 1, 8, 8, 10, "layer 3 'bn'",
+                      "not maxpool");
+    expect_spec_error("seq:flatten-fc10-bn", 1, 8, 8, 10, "layer 3 'bn' is the last layer", NULL);
+    expect_spec_error("seq:res3-gap-fc10", 4, 8, 8, 10, "shortcut", "res3");
     expect_spec_error("seq:fc10-relu-fc5", 1, 4, 4, 10, "ends with 5 outputs", "1x4x4");
     expect_spec_error("seq:conv4x3", 1, 8, 8, 10, "bad layer 'conv4x3'", "convK[kR][sS][pP]");
     expect_spec_error("seq:conv4k3k3", 1, 8, 8, 10, "bad layer", NULL);
@@ -132,10 +143,24 @@ START_TEST(test_param_counts)
             blocks += k * c * 9 + k * k * 9 + (c != k ? k * c : 0) + 5;
             c = k;
         }
-    ck_assert_uint_eq(count_of("resnet20", 3, 32, 32, 10), conv(3, 16, 3) + blocks + fc(64, 10));
-    ck_assert_uint_eq(count_of("resnet20", 3, 32, 32, 10), 270967);
+    ck_assert_uint_eq(count_of("resnet20-fixup", 3, 32, 32, 10),
+                      conv(3, 16, 3) + blocks + fc(64, 10));
+    ck_assert_uint_eq(count_of("resnet20-fixup", 3, 32, 32, 10), 270967);
     /* independent of the image size (global average pool) */
-    ck_assert_uint_eq(count_of("resnet20", 3, 8, 8, 10), 270967);
+    ck_assert_uint_eq(count_of("resnet20-fixup", 3, 8, 8, 10), 270967);
+    /* resnet20 (batch norm, He et al. 2016): bias-free convs, gamma and beta per bn, option-A
+     * shortcuts without parameters: 0.27 M, as PyTorch's CIFAR ResNet-20 */
+    size_t bn_blocks = 0;
+    c = 16;
+    for (int s = 0; s < 3; s++)
+        for (int b = 0; b < 3; b++) {
+            size_t k = widths[s];
+            bn_blocks += k * c * 9 + 2 * k + k * k * 9 + 2 * k;
+            c = k;
+        }
+    ck_assert_uint_eq(count_of("resnet20", 3, 32, 32, 10),
+                      16 * 3 * 9 + 2 * 16 + bn_blocks + fc(64, 10));
+    ck_assert_uint_eq(count_of("resnet20", 3, 32, 32, 10), 269722);
 }
 END_TEST
 
@@ -213,11 +238,53 @@ START_TEST(test_views_and_init)
     free(pc);
     pc = host_params(c);
     ck_assert(memcmp(pa, pc, n * sizeof(float)) == 0);
-    /* He normal before relu, Xavier uniform on the last layer, zero biases */
     double mean, sd, mx;
     const hs_param_view_t *w1 = find_view(a, "fc1.w"), *w3 = find_view(a, "fc3.w");
     ck_assert_int_eq(w1->shape[0], 1024);
     ck_assert_int_eq(w1->shape[1], 784);
+    /* torch (the default): weights and biases U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
+    ck_assert_int_eq(hs_model_init_scheme(a), HS_INIT_SCHEME_TORCH);
+    static const struct {
+        const char *name;
+        int fan_in;
+    } tv[] = {{"fc1.w", 784}, {"fc1.b", 784}, {"fc2.w", 1024}, {"fc3.w", 1024}, {"fc3.b", 1024}};
+    for (size_t i = 0; i < HS_ARRAY_LEN(tv); i++) {
+        const hs_param_view_t *v = find_view(a, tv[i].name);
+        double bd = 1.0 / sqrt(tv[i].fan_in);
+        moments(pa + v->offset, v->count, &mean, &sd, &mx);
+        ck_assert_msg(mx <= bd && mx > (v->count > 100 ? 0.99 : 0.5) * bd, "%s max %g bound %g",
+                      v->name, mx, bd);
+        if (v->count > 1000)
+            ck_assert_msg(fabs(sd / (bd / sqrt(3.0)) - 1) < 0.02, "%s std %g", v->name, sd);
+    }
+    /* a conv's fan-in is C*R*S (lenet5's conv2: 6*5*5) */
+    hs_model_t *le = NULL;
+    ck_assert_int_eq(hs_model_create(&le, k, "lenet5", 1, 28, 28, 10, 2, 3), 0);
+    float *pl = host_params(le);
+    const hs_param_view_t *c2 = find_view(le, "conv2.w"), *c2b = find_view(le, "conv2.b");
+    moments(pl + c2->offset, c2->count, &mean, &sd, &mx);
+    ck_assert_msg(mx <= 1 / sqrt(150.0) && mx > 0.99 / sqrt(150.0), "conv2.w max %g", mx);
+    moments(pl + c2b->offset, c2b->count, &mean, &sd, &mx);
+    ck_assert_msg(mx <= 1 / sqrt(150.0) && mx > 0, "conv2.b max %g", mx);
+    free(pl);
+    hs_model_free(&le);
+    /* xavier: every weight Xavier-uniform, zero biases */
+    ck_assert_int_eq(hs_model_set_init(a, HS_INIT_SCHEME_XAVIER, 7), 0);
+    free(pa);
+    pa = host_params(a);
+    moments(pa + w1->offset, w1->count, &mean, &sd, &mx);
+    ck_assert_msg(mx <= sqrt(6.0 / (784 + 1024)) && mx > 0.99 * sqrt(6.0 / (784 + 1024)),
+                  "xavier fc1 max %g", mx);
+    for (int i = 0; i < hs_model_num_views(a); i++) {
+        const hs_param_view_t *v = hs_model_view(a, i);
+        if (v->ndim != 1) continue;
+        for (size_t j = 0; j < v->count; j++) ck_assert(pa[v->offset + j] == 0.0f);
+    }
+    /* he: He normal before relu, Xavier uniform on the last layer, zero biases */
+    ck_assert_int_eq(hs_model_set_init(a, HS_INIT_SCHEME_HE, 7), 0);
+    ck_assert_int_eq(hs_model_init_scheme(a), HS_INIT_SCHEME_HE);
+    free(pa);
+    pa = host_params(a);
     moments(pa + w1->offset, w1->count, &mean, &sd, &mx);
     ck_assert_msg(fabs(sd / sqrt(2.0 / 784) - 1) < 0.02, "fc1 std %g", sd);
     ck_assert(fabs(mean) < 0.001);
@@ -240,7 +307,7 @@ START_TEST(test_views_and_init)
     hs_model_free(&a); /* freeing NULL is fine */
 
     /* resnet20: Fixup init and view layout */
-    ck_assert_int_eq(hs_model_create(&a, k, "resnet20", 3, 32, 32, 10, 2, 1), 0);
+    ck_assert_int_eq(hs_model_create(&a, k, "resnet20-fixup", 3, 32, 32, 10, 2, 1), 0);
     check_views(a);
     pa = host_params(a);
     for (int i = 0; i < hs_model_num_views(a); i++) {
@@ -268,6 +335,22 @@ START_TEST(test_views_and_init)
         hs_model_free(&a);
     }
     hs_kernels_close(&k);
+}
+END_TEST
+
+START_TEST(test_init_parse)
+{
+    hs_init_scheme_t sc = HS_INIT_SCHEME_HE;
+    ck_assert_int_eq(hs_init_parse("torch", &sc), 0);
+    ck_assert_int_eq(sc, HS_INIT_SCHEME_TORCH);
+    ck_assert_int_eq(hs_init_parse("xavier", &sc), 0);
+    ck_assert_int_eq(sc, HS_INIT_SCHEME_XAVIER);
+    ck_assert_int_eq(hs_init_parse("he", &sc), 0);
+    ck_assert_int_eq(sc, HS_INIT_SCHEME_HE);
+    ck_assert_str_eq(hs_init_name(sc), "he");
+    ck_assert_int_eq(hs_init_parse("kaiming", &sc), -EINVAL);
+    ck_assert_msg(strstr(hs_last_error(), "'kaiming'") && strstr(hs_last_error(), "torch, he"),
+                  "%s", hs_last_error());
 }
 END_TEST
 
@@ -382,6 +465,7 @@ static void gradcheck_on(hs_device_t dev, const char *spec, int C, int H, int W,
     hs_kernels_t *k = g.k;
     int rc = hs_model_create(&g.m, k, spec, C, H, W, classes, B, 11);
     ck_assert_msg(rc == 0, "%s: %s", spec, hs_last_error());
+    hs_model_set_eval_batch_stats(g.m, 1); /* the loss the gradient is of */
     size_t np = hs_model_num_params(g.m);
     hs_rng_t r;
     hs_rng_seed(&r, 5, 0);
@@ -499,13 +583,70 @@ START_TEST(test_grad_blocks)
 }
 END_TEST
 
+START_TEST(test_grad_bn)
+{
+    /* batch norm after a conv (per channel) and after an fc (per feature), and res blocks with
+     * identity and option-A shortcuts; checked with the batch's own statistics */
+    gradcheck("seq:conv4k3p1-bn-relu-flatten-fc3", 2, 5, 5, 3, 4, 12, 16);
+    gradcheck("seq:fc6-bn-tanh-fc3", 2, 2, 3, 3, 5, 12, 12);
+    gradcheck("seq:conv4k3p1-bn-relu-res4-res6s2-gap-fc3", 2, 6, 6, 3, 3, 8, 16);
+    gradcheck("seq:res4-gap-fc3", 2, 4, 4, 3, 3, 8, 12); /* a res block first: no dx */
+}
+END_TEST
+
+START_TEST(test_bn_running_stats)
+{
+    /* training steps move the running statistics toward the batch's (momentum 0.1, unbiased
+     * variance); evaluation uses them, and init resets them */
+    hs_kernels_t *k = open_cpu();
+    hs_model_t *m = NULL;
+    const int B = 8, D = 3;
+    ck_assert_int_eq(hs_model_create(&m, k, "seq:fc4-bn-relu-fc2", 1, 1, D, 2, B, 1), 0);
+    ck_assert_uint_eq(hs_model_num_state(m), 8);
+    float x[8 * 3], st[8];
+    int32_t y[8];
+    for (int i = 0; i < B * D; i++) x[i] = (float)((i * 7) % 5) - 1.0f;
+    for (int i = 0; i < B; i++) y[i] = i % 2;
+    ck_assert_int_eq(hs_model_train_step(m, x, y, B, NULL, NULL), 0);
+    memcpy(st, hs_model_state(m), sizeof(st));
+    /* fc1 output of the batch, its per-feature mean and unbiased variance */
+    float *p = hs_model_params(m);
+    for (int f = 0; f < 4; f++) {
+        double s = 0, s2 = 0;
+        for (int b = 0; b < B; b++) {
+            double v = p[4 * D + f];
+            for (int i = 0; i < D; i++) v += p[f * D + i] * x[b * D + i];
+            s += v;
+            s2 += v * v;
+        }
+        double mean = s / B, var = (s2 - B * mean * mean) / (B - 1);
+        ck_assert_msg(fabs(st[f] - 0.1 * mean) < 1e-5, "mean %d: %g vs %g", f, st[f], 0.1 * mean);
+        ck_assert_msg(fabs(st[4 + f] - (0.9 + 0.1 * var)) < 1e-4, "var %d: %g vs %g", f, st[4 + f],
+                      0.9 + 0.1 * var);
+    }
+    /* evaluation reads the running statistics and leaves them alone; batch mode differs */
+    double l1 = 0, l2 = 0;
+    ck_assert_int_eq(hs_model_evaluate(m, x, y, B, &l1, NULL), 0);
+    ck_assert(memcmp(st, hs_model_state(m), sizeof(st)) == 0);
+    hs_model_set_eval_batch_stats(m, 1);
+    ck_assert_int_eq(hs_model_evaluate(m, x, y, B, &l2, NULL), 0);
+    ck_assert(memcmp(st, hs_model_state(m), sizeof(st)) == 0);
+    ck_assert(l1 != l2);
+    ck_assert_int_eq(hs_model_init_params(m, 1), 0);
+    ck_assert(hs_model_state(m)[0] == 0.0f && hs_model_state(m)[4] == 1.0f);
+    hs_model_free(&m);
+    hs_kernels_close(&k);
+}
+END_TEST
+
 START_TEST(test_grad_models)
 {
     gradcheck("logreg:12-4", 3, 2, 2, 4, 5, 20, 12);
     gradcheck("mlp:12-9-7-4", 3, 2, 2, 4, 5, 10, 12);
     gradcheck("lenet5", 1, 28, 28, 10, 2, 6, 12);
     gradcheck("lenet5", 3, 32, 32, 10, 2, 6, 12);
-    gradcheck("resnet20", 3, 8, 8, 10, 2, 3, 12);
+    gradcheck("resnet20-fixup", 3, 8, 8, 10, 2, 3, 12);
+    gradcheck("resnet20", 3, 8, 8, 10, 3, 3, 12);
 }
 END_TEST
 
@@ -521,7 +662,10 @@ START_TEST(test_grad_models_cuda)
                  12);
     gradcheck_on(HS_DEV_CUDA, "mlp:12-9-7-4", 3, 2, 2, 4, 5, 10, 12);
     gradcheck_on(HS_DEV_CUDA, "lenet5", 1, 28, 28, 10, 2, 6, 12);
-    gradcheck_on(HS_DEV_CUDA, "resnet20", 3, 8, 8, 10, 2, 3, 12);
+    gradcheck_on(HS_DEV_CUDA, "resnet20-fixup", 3, 8, 8, 10, 2, 3, 12);
+    gradcheck_on(HS_DEV_CUDA, "resnet20", 3, 8, 8, 10, 3, 3, 12);
+    gradcheck_on(HS_DEV_CUDA, "seq:conv4k3p1-bn-relu-flatten-fc6-bn-tanh-fc3", 2, 6, 6, 3, 4, 10,
+                 12);
 }
 END_TEST
 
@@ -720,6 +864,7 @@ int main(void)
     tcase_add_test(tc, test_spec_errors);
     tcase_add_test(tc, test_param_counts);
     tcase_add_test(tc, test_views_and_init);
+    tcase_add_test(tc, test_init_parse);
     tcase_add_test(tc, test_create_errors_and_print);
     tcase_add_test(tc, test_logreg_forward_reference);
     tcase_add_test(tc, test_training_loss_falls);
@@ -729,6 +874,8 @@ int main(void)
     tcase_add_test(gcase, test_grad_fc_tanh);
     tcase_add_test(gcase, test_grad_conv_relu_pool);
     tcase_add_test(gcase, test_grad_blocks);
+    tcase_add_test(gcase, test_grad_bn);
+    tcase_add_test(gcase, test_bn_running_stats);
     tcase_add_test(gcase, test_grad_models);
     tcase_add_test(gcase, test_grad_models_cuda);
     tcase_add_test(gcase, test_cuda_matches_cpu);

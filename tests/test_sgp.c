@@ -317,6 +317,17 @@ START_TEST(test_bad_flags_one_rank)
     if (st != 2) tr_show_log(dir);
     ck_assert_int_eq(st, 2);
     ck_assert(tr_log_has(dir, "--graph file:/nonexistent/hs.edges"));
+    /* every algorithm runs on one rank (its own average; no transport is opened): all-reduce
+     * SGD failed with "hs_allreduce_create: NULL argument" */
+    static const char *one[] = {"allreduce", "localsgd", "sgp", "dpsgd", "easgd", "lsgd"};
+    for (size_t i = 0; i < HS_ARRAY_LEN(one); i++) {
+        char args[256];
+        tr_workdir_path(dir, sizeof dir, "onerank");
+        snprintf(args, sizeof args, TASK " --epochs 1 --max-iters 5 --algo %s", one[i]);
+        st = tr_train_job(0, "", dir, args, 30, NULL);
+        if (st != 0) tr_show_log(dir);
+        ck_assert_msg(st == 0, "--algo %s on one rank: %s", one[i], tr_status_text(st));
+    }
 }
 END_TEST
 

@@ -15,6 +15,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -866,6 +867,61 @@ START_TEST(test_world_shaping_hsshm)
 }
 END_TEST
 
+/* A shaped send posted while another thread of the rank sleeps in a wait (a service's
+ * receive) and the posting thread does not progress the transport: the sleeper must re-plan
+ * for the send's release time. Before the fix (gossip/shm_msg.c rang the bell only for the
+ * progress thread) the chunks waited for the sleeper's next pass, up to 0.2 s: SGP with
+ * --delay-bound 0 over --link latency=10ms took 50 ms per iteration instead of 15.5. */
+typedef struct {
+    hs_transport_t *t;
+    int rc;
+} sleeper_t;
+
+static void *sleeper_recv(void *arg)
+{
+    sleeper_t *s = arg;
+    char c;
+    s->rc = hs_transport_recv(s->t, 1, 9, &c, 1, NULL);
+    return NULL;
+}
+
+static int shaped_sleeper(hs_transport_t *t, void *arg)
+{
+    (void)arg;
+    double sent;
+    if (hs_transport_rank(t) == 0) {
+        sleeper_t sl = {.t = t, .rc = -1};
+        pthread_t th;
+        if (pthread_create(&th, NULL, sleeper_recv, &sl)) RFAIL("pthread_create");
+        hs_sleep(0.03); /* the receiver thread is asleep in its wait now */
+        hs_treq_t *r = NULL;
+        sent = hs_now();
+        if (hs_transport_isend(t, 1, 1, &sent, sizeof sent, &r)) RFAIL("isend");
+        hs_sleep(0.3); /* no progress from this thread meanwhile */
+        if (hs_transport_wait(t, &r, 5, NULL)) RFAIL("send wait");
+        pthread_join(th, NULL);
+        if (sl.rc) RFAIL("the sleeper's receive");
+    } else {
+        if (hs_transport_recv(t, 0, 1, &sent, sizeof sent, NULL)) RFAIL("recv");
+        double lat = hs_now() - sent;
+        fprintf(stderr, "shaped, posted beside a sleeper: one-way %.1f ms (>= 20, < 120)\n",
+                lat * 1e3);
+        char c = 1;
+        if (hs_transport_send(t, 0, 9, &c, 1)) RFAIL("send to the sleeper");
+        if (lat < 0.020 || lat >= 0.120) RFAIL("one-way latency %.1f ms", lat * 1e3);
+    }
+    return 0;
+}
+
+START_TEST(test_world_shaping_sleeper_hsshm)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "hsshm");
+    o.shaping = "0>1:latency=20ms";
+    ck_assert_int_eq(tt_run_world(2, &o, 1, shaped_sleeper, NULL, 30, NULL, NULL), 0);
+}
+END_TEST
+
 /* --- through `hearsay run` ($HS_BIN) around tests/transport_worker ---------------------- */
 
 static char g_worker[4096]; /* tests/transport_worker */
@@ -1024,6 +1080,7 @@ int main(void)
     tcase_add_test(c, test_world_late_receives_tcp);
     tcase_add_test(c, test_world_peer_death_hsshm);
     tcase_add_test(c, test_world_shaping_hsshm);
+    tcase_add_test(c, test_world_shaping_sleeper_hsshm);
     suite_add_tcase(s, c);
     c = tcase_create("hearsay-run");
     tcase_set_timeout(c, 60);

@@ -21,12 +21,19 @@ static hs_option_t train_options[] = {
      .def = "mlp:784-1024-1024-10",
      .group = "Model and data",
      .metavar = "SPEC",
-     .help = "model: logreg:IN-OUT, mlp:IN-H1-..-OUT, lenet5, resnet20, seq:LAYERS (see README)"},
+     .help = "model: logreg:IN-OUT, mlp:IN-H1-..-OUT, lenet5, resnet20 (batch norm), "
+             "resnet20-fixup, seq:LAYERS (see README)"},
+    {.name = "init",
+     .type = HS_OPT_ENUM,
+     .def = "torch",
+     .choices = "torch|he|xavier",
+     .help = "initialisation of fc and conv layers: torch (PyTorch 1.13's defaults), he, xavier"},
     {.name = "data",
      .type = HS_OPT_STRING,
      .def = "gauss",
      .metavar = "SPEC",
-     .help = "dataset: gauss[:k=v,..], teacher[:..], mnist:DIR, cifar10:DIR (see below)"},
+     .help = "dataset: gauss[:k=v,..], teacher[:..], mnist:DIR, cifar10:DIR, digits[:PATH] (see "
+             "below)"},
     {.name = "shard",
      .type = HS_OPT_STRING,
      .def = "iid",
@@ -341,6 +348,7 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
     hs_train_opts_t o;
     hs_train_opts_defaults(&o);
     o.model = hs_cfg_str(cfg, "model");
+    o.init = hs_cfg_str(cfg, "init");
     o.data = hs_cfg_str(cfg, "data");
     o.shard = hs_cfg_str(cfg, "shard");
     o.device = hs_cfg_str(cfg, "device");

@@ -5,11 +5,13 @@
  * One file per rank, DIR/ckpt/rank-R.bin, written atomically (a temporary file, fsync,
  * rename). Layout (little-endian, the host's float32):
  *
- *     hs_ckpt_hdr_t (80 bytes)    magic "HSCK", version 1, rank, size, iteration, algo name,
- *                                 num_params, byte sizes of the three sections, checksum
+ *     hs_ckpt_hdr_t (88 bytes)    magic "HSCK", version 2, rank, size, iteration, algo name,
+ *                                 num_params, byte sizes of the four sections, checksum
  *     params   (num_params f32)   the point the model holds (z)
  *     velocity (velocity_bytes)   the local optimizer's velocity (absent without momentum)
  *     state    (state_bytes)      the algorithm's state (hs_algo_ops_t.state_save)
+ *     bn       (bn_bytes)         the model's batch-norm running statistics (hs_model_state;
+ *                                 absent without bn layers; each rank's own: they are local)
  *
  * The checksum is FNV-1a 64 over the header (its checksum field zeroed) and the payload.
  * Messages in flight when the checkpoint is taken are not part of it (see docs/algorithms.md).
@@ -28,10 +30,10 @@ extern "C" {
 #endif
 
 #define HS_CKPT_MAGIC    "HSCK"
-#define HS_CKPT_VERSION  1u /* v1: header below, then params, velocity, state */
+#define HS_CKPT_VERSION  2u /* v1: header, params, velocity, state; v2: + bn_bytes, bn */
 #define HS_CKPT_ALGO_MAX 16
 
-/* The file header, version 1 (fixed-width fields, no padding). */
+/* The file header, version 2 (fixed-width fields, no padding). */
 typedef struct hs_ckpt_hdr {
     char magic[4];               /* "HSCK" */
     uint32_t version;            /* HS_CKPT_VERSION */
@@ -42,6 +44,7 @@ typedef struct hs_ckpt_hdr {
     uint64_t params_bytes;       /* num_params * 4 */
     uint64_t velocity_bytes;     /* 0 or num_params * 4 */
     uint64_t state_bytes;        /* the algorithm's state */
+    uint64_t bn_bytes;           /* v2: batch-norm running statistics (hs_model_num_state * 4) */
     uint64_t checksum;           /* FNV-1a 64 of header (this field 0) + payload */
 } hs_ckpt_hdr_t;
 
@@ -56,6 +59,8 @@ typedef struct hs_ckpt {
     size_t velocity_len; /* floats */
     void *state;         /* (state_bytes) or NULL */
     size_t state_bytes;
+    float *bn;     /* (bn_len) batch-norm running statistics, or NULL */
+    size_t bn_len; /* floats */
 } hs_ckpt_t;
 
 /* No run takes this many iterations: a header that says more is corrupt. */

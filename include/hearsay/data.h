@@ -9,8 +9,10 @@
  * Sources:
  *   - gauss:    Gaussian mixture with a known Bayes accuracy (hs_data_gauss).
  *   - teacher:  labels from a fixed random teacher MLP (hs_data_teacher).
- *   - mnist:    idx files (hs_data_mnist), plain files only (no zlib in this build).
- *   - cifar10:  the binary version, data_batch_1..5.bin and test_batch.bin (hs_data_cifar10).
+ *   - mnist:    idx files (hs_data_mnist), plain or gzip-compressed.
+ *   - cifar10:  the binary version, data_batch_1..5.bin and test_batch.bin (hs_data_cifar10),
+ *               plain or gzip-compressed.
+ *   - digits:   scikit-learn's 8x8 handwritten digits CSV (hs_digits_read), native or 28x28.
  * hs_data_load() builds any of them from a --data spec string (see hs_data_spec_help()).
  *
  * Letters in shape comments: N samples, D = C*H*W features, K classes, B batch, W workers.
@@ -147,9 +149,10 @@ int hs_data_normalize(enum hs_data_norm norm, const double *known_mean, const do
 
 /* Read one MNIST idx pair (idx3 images, idx1 labels) into *out as 1x28x28 pixels in [0, 1]
  * (no standardisation). Errors, each with a message naming the file and the problem:
- * -ENOENT missing file; -ENOTSUP gzip-compressed (by .gz name or gzip magic; no zlib here);
- * -EINVAL bad content (wrong magic, wrong dimensions, truncated, trailing bytes, image/label
- * count mismatch, label > 9); -EIO read failure. Reads only within the file's size. */
+ * -ENOENT missing file (FILE.gz is read when FILE is missing); -EINVAL bad content (also a
+ * truncated or corrupt gzip file, by its magic, inflated with zlib) (wrong magic, wrong dimensions,
+ * truncated, trailing bytes, image/label count mismatch, label > 9); -EIO read failure. Reads only
+ * within the file's size. */
 int hs_mnist_read(const char *images_path, const char *labels_path, hs_dataset_t *out);
 /* Read DIR/train-images-idx3-ubyte, DIR/train-labels-idx1-ubyte, DIR/t10k-images-idx3-ubyte
  * and DIR/t10k-labels-idx1-ubyte, then normalise both sets with `norm` (train statistics for
@@ -166,6 +169,18 @@ int hs_cifar10_read(const char *const *paths, int nfiles, hs_dataset_t *out);
 int hs_data_cifar10(const char *dir, enum hs_data_norm norm, hs_dataset_t *train,
                     hs_dataset_t *test);
 
+/* scikit-learn's digits (data/digits.c): the places Debian's python3-sklearn puts digits.csv.gz
+ * (NULL-terminated), and the first that exists into path (-ENOENT naming the path and the
+ * package when none does). */
+extern const char *const hs_digits_default_paths[];
+int hs_digits_find(char *path, size_t size);
+/* Read sklearn's digits.csv(.gz) (lines of 64 pixel counts 0..16 and a label 0..9) into a train
+ * and a test set of 1 x size x size pixels in [0, 1]: size 8 native, 28 upscaled bilinearly
+ * (half-pixel centres, as PyTorch's F.interpolate(mode="bilinear", align_corners=False)).
+ * Fixed split: sample i (file order) is test when i % 5 == 4 (1,797 -> 1,438 train, 359 test).
+ * Not the expected CSV: -EINVAL naming the file, line and field. */
+int hs_digits_read(const char *path, int size, hs_dataset_t *train, hs_dataset_t *test);
+
 /* ---- the --data spec ----------------------------------------------------------------------- */
 
 /*
@@ -175,18 +190,27 @@ int hs_data_cifar10(const char *dir, enum hs_data_norm norm, hs_dataset_t *train
  *   teacher:dim=784,hidden=64,classes=10,train=20000,test=2000,noise=0,seed=S
  *   mnist:DIR[,norm=known|train|none][,train=N][,test=N]
  *   cifar10:DIR[,norm=known|train|none][,train=N][,test=N]
- * For mnist/cifar10 the directory is the first item (or dir=DIR); train=/test= keep only the
- * first N samples. seed= fixes the data seed; otherwise the seed given to hs_data_load is
- * used. Unknown kinds and keys, repeated keys and bad values are rejected with a message
- * naming them.
+ *   digits[:PATH][,size=28|8][,norm=train|none][,train=N][,test=N]
+ * For mnist/cifar10 the directory is the first item (or dir=DIR), for digits the file (or
+ * path=PATH; default: the first of hs_digits_default_paths that exists; norm defaults to train);
+ * train=/test= keep only the first N samples. seed= fixes the data seed; otherwise the seed given
+ * to hs_data_load is used. Unknown kinds and keys, repeated keys and bad values are rejected with a
+ * message naming them.
  */
-enum hs_data_kind { HS_DATA_GAUSS = 0, HS_DATA_TEACHER, HS_DATA_MNIST, HS_DATA_CIFAR10 };
+enum hs_data_kind {
+    HS_DATA_GAUSS = 0,
+    HS_DATA_TEACHER,
+    HS_DATA_MNIST,
+    HS_DATA_CIFAR10,
+    HS_DATA_DIGITS
+};
 
 typedef struct hs_data_spec {
     enum hs_data_kind kind;
     hs_gauss_opts_t gauss;     /* when kind == HS_DATA_GAUSS */
     hs_teacher_opts_t teacher; /* when kind == HS_DATA_TEACHER */
-    char dir[1024];            /* mnist / cifar10 directory */
+    char dir[1024];            /* mnist / cifar10 directory; digits file ("" = default) */
+    int size;                  /* digits: 28 (upscaled, default) or 8 (native) */
     enum hs_data_norm norm;
     int64_t n_train, n_test; /* mnist / cifar10: keep the first N (0 = all) */
     int has_seed;            /* seed= given: it overrides the caller's seed */
@@ -198,8 +222,8 @@ const char *hs_data_spec_help(void);
 /* Parse a spec string into *out without loading anything. 0 or -EINVAL naming the problem. */
 int hs_data_spec_parse(const char *spec, hs_data_spec_t *out);
 /* The sample shape (c x h x w) and class count the parsed spec loads, known without loading:
- * the synthetic sets' dim and classes (1 x 1 x dim), MNIST 1 x 28 x 28 and CIFAR-10 3 x 32 x 32
- * with 10 classes. For checking a model spec against the data at start. */
+ * the synthetic sets' dim and classes (1 x 1 x dim), MNIST 1 x 28 x 28, CIFAR-10 3 x 32 x 32 and
+ * digits 1 x size x size, with 10 classes. For checking a model spec against the data at start. */
 void hs_data_spec_shape(const hs_data_spec_t *spec, int *c, int *h, int *w, int *classes);
 /* Build the train and test sets of a parsed spec; seed is used unless the spec has seed=. */
 int hs_data_spec_load(const hs_data_spec_t *spec, uint64_t seed, hs_dataset_t *train,

@@ -121,6 +121,27 @@ typedef struct hs_kernel_ops {
     /* dx (B, C, HW) = dy (B, C) / HW broadcast (overwritten). */
     int (*avgpool_global_bwd)(hs_kernels_t *k, int B, int C, int HW, const float *dy, float *dx);
 
+    /* ---- batch normalisation (PyTorch's BatchNorm1d/2d; statistics per channel over the B
+     * samples and HW positions of x (B, C, HW); a flat (B, C) tensor is HW = 1) ---- */
+    /* Training: mean and biased variance of each channel; y (B, C, HW) = (x - mean) * invstd *
+     * gamma + beta with invstd = 1 / sqrt(var + eps); save_mean, save_invstd (C) keep them for
+     * the backward. running_mean, running_var (C) (both NULL: not updated) become
+     * (1 - momentum) * running + momentum * stat, the variance unbiased (n / (n - 1), n = B HW)
+     * as PyTorch and cuDNN do. Needs B HW >= 2; eps >= 1e-5 (cuDNN's minimum). */
+    int (*batchnorm_fwd_train)(hs_kernels_t *k, int B, int C, int HW, const float *x,
+                               const float *gamma, const float *beta, float *y, float *save_mean,
+                               float *save_invstd, float *running_mean, float *running_var,
+                               float momentum, float eps);
+    /* Evaluation: y = (x - running_mean) / sqrt(running_var + eps) * gamma + beta. */
+    int (*batchnorm_fwd_eval)(hs_kernels_t *k, int B, int C, int HW, const float *x,
+                              const float *gamma, const float *beta, const float *running_mean,
+                              const float *running_var, float eps, float *y);
+    /* Backward of the training forward (x, gamma and its saved statistics): dx (B, C, HW),
+     * dgamma and dbeta (C), all overwritten. */
+    int (*batchnorm_bwd)(hs_kernels_t *k, int B, int C, int HW, const float *x, const float *dy,
+                         const float *gamma, const float *save_mean, const float *save_invstd,
+                         float eps, float *dx, float *dgamma, float *dbeta);
+
     /* ---- optimizer ---- */
     /* One SGD step over n parameters, PyTorch's convention:
      *   g = grad + wd * param;  vel = momentum * vel + g;

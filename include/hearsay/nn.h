@@ -16,19 +16,29 @@
  *   lenet5                 conv5x5(6)-relu-maxpool2-conv5x5(16)-relu-maxpool2-flatten-
  *                          fc120-relu-fc84-relu-fc(classes); the first conv pads by 2 when the
  *                          input is smaller than 32x32 (1x28x28 MNIST), else 0 (3x32x32 CIFAR)
- *   resnet20               CIFAR ResNet-20 without normalization, the Fixup way (below)
+ *   resnet20               the standard CIFAR ResNet-20 with batch norm (He et al. 2016):
+ *                          conv3x3(16, no bias)-bn-relu, 3 stages of 3 resK blocks (16, 32, 64
+ *                          channels, stride 2 at the start of stages 2 and 3), gap, fc(classes);
+ *                          269,722 parameters for 3x32x32 and 10 classes
+ *   resnet20-fixup         CIFAR ResNet-20 without normalization, the Fixup way (below)
  *   seq:L-L-...            any list of layers: fcN, convK[kR][sS][pP] (K filters RxR, stride S,
  *                          pad P; defaults k3 s1 p0), maxpoolN[sS] (stride defaults to N),
- *                          relu, tanh, flatten, gap (global average pool), blockK[sS] (a Fixup
- *                          basic block); the last layer must output `classes` values
+ *                          relu, tanh, flatten, gap (global average pool), bn (batch norm of
+ *                          the conv's channels or the fc's features; must directly follow a
+ *                          conv or fc, and not be last), blockK[sS] (a Fixup basic block),
+ *                          resK[sS] (a basic block with batch norm: relu(bn(conv3x3(relu(bn(
+ *                          conv3x3/S(x))))) + shortcut), the shortcut x or, when the stride or
+ *                          width changes, x subsampled by S with its channels zero-padded
+ *                          evenly to K: "option A"); the last layer must output `classes`
+ *                          values
  * Bounds, checked where the spec is parsed: every size 1 .. 2^24 (padding 0 .. 2^24), at most
  * 2^24 values per sample after any layer, at most 2^31 - 1 parameters in all (products are
  * checked before they could wrap).
  *
- * resnet20 (Zhang, Dauphin, Ma, "Fixup initialization", ICLR 2019; there is no batch-norm
- * kernel): conv3x3(16)+bias-relu, then 3 stages of 3 basic blocks with 16, 32, 64 channels
- * (stride 2 at the start of stages 2 and 3), global average pool, fc(classes). A basic block
- * with input x computes, with scalar parameters b1a b1b b2a b2b (biases) and s (multiplier):
+ * resnet20-fixup (Zhang, Dauphin, Ma, "Fixup initialization", ICLR 2019):
+ * conv3x3(16)+bias-relu, then 3 stages of 3 basic blocks with 16, 32, 64 channels (stride 2 at
+ * the start of stages 2 and 3), global average pool, fc(classes). A basic block with input x
+ * computes, with scalar parameters b1a b1b b2a b2b (biases) and s (multiplier):
  *     h   = relu(conv3x3(x + b1a) + b1b)
  *     br  = s * conv3x3(h + b2a) + b2b
  *     out = relu(br + shortcut),  shortcut = x, or conv1x1/stride2(x + b1a) (projection, no
@@ -39,10 +49,15 @@
  * multiplier 1, and the classifier (fc) is zero-initialised. So the network starts as the
  * identity along each residual path, which is what lets it train without normalization.
  *
- * Initialisation elsewhere: fc and conv weights followed by relu are He-normal
- * (std sqrt(2 / fan_in)), others Xavier-uniform (a = sqrt(6 / (fan_in + fan_out))), biases
- * zero; layer i draws from hs_rng stream (seed, i + 1), so the same seed gives the same
- * parameters bit for bit.
+ * Initialisation elsewhere (hs_init_scheme_t, `--init`; a Fixup network keeps its own):
+ *   torch (default)  PyTorch 1.13's defaults for nn.Linear and nn.Conv2d: weights
+ *                    kaiming_uniform_(a = sqrt(5)) = U(-1/sqrt(fan_in), 1/sqrt(fan_in)), biases
+ *                    U(-1/sqrt(fan_in), 1/sqrt(fan_in)); fan_in = IN (fc) or C*R*S (conv)
+ *   he               fc and conv weights followed by relu He-normal (std sqrt(2 / fan_in)),
+ *                    others Xavier-uniform (a = sqrt(6 / (fan_in + fan_out))), biases zero
+ *   xavier           every fc and conv weight Xavier-uniform, biases zero
+ * Layer i draws from hs_rng stream (seed, i + 1), so the same seed gives the same parameters bit
+ * for bit.
  *
  * Inputs x are (B, C*H*W) float rows (NCHW per sample), labels (B) int32 in [0, classes), both
  * device pointers; 1 <= B <= max_batch. Weight layouts follow PyTorch: fc weight (OUT, IN),
@@ -62,6 +77,17 @@ extern "C" {
 #endif
 
 typedef struct hs_model hs_model_t;
+
+/* How fc and conv parameters are initialised (see above). */
+typedef enum hs_init_scheme {
+    HS_INIT_SCHEME_TORCH = 0,
+    HS_INIT_SCHEME_HE = 1,
+    HS_INIT_SCHEME_XAVIER = 2,
+} hs_init_scheme_t;
+
+/* "torch", "he", "xavier" -> *out; -EINVAL naming the value and the choices. */
+int hs_init_parse(const char *s, hs_init_scheme_t *out);
+const char *hs_init_name(hs_init_scheme_t scheme);
 
 /* One named parameter tensor: floats [offset, offset + count) of the flat parameter buffer
  * (and of the gradient buffer). Views are listed in layer order, contiguous, and cover the
@@ -83,7 +109,7 @@ int hs_model_parse_spec(const char *spec, int in_c, int in_h, int in_w, int clas
 
 /* Build the model of `spec` on backend `k` (not owned; must outlive the model), allocate the
  * flat parameter and gradient buffers and activations for up to `max_batch` rows, and
- * initialise the parameters from `seed` (see hs_model_init_params). */
+ * initialise the parameters from `seed` with the torch scheme (see hs_model_init_params). */
 int hs_model_create(hs_model_t **out, hs_kernels_t *k, const char *spec, int in_c, int in_h,
                     int in_w, int classes, int max_batch, uint64_t seed);
 /* Free everything and set *m to NULL (NULL is fine). */
@@ -107,8 +133,23 @@ int hs_model_classes(const hs_model_t *m);
 /* Input values per sample: C*H*W. */
 int hs_model_input_size(const hs_model_t *m);
 
-/* Re-initialise every parameter from `seed` (deterministic: same seed, same bits). */
+/* Re-initialise every parameter from `seed` under the model's scheme (torch unless
+ * hs_model_set_init chose another; deterministic: same seed, same bits). */
 int hs_model_init_params(hs_model_t *m, uint64_t seed);
+/* Running statistics of the batch-norm layers (mean then variance per layer, in layer order;
+ * PyTorch's running_mean / running_var buffers): their count (0 without bn) and the device
+ * buffer. A training step (hs_model_train_step, hs_model_loss_grad) normalises with the batch's
+ * statistics and updates these (momentum 0.1, unbiased variance); hs_model_evaluate and
+ * hs_model_forward normalise with them, as PyTorch's eval(). hs_model_init_params resets them
+ * (means 0, variances 1). They are not parameters: no gradient, no weight decay. */
+size_t hs_model_num_state(const hs_model_t *m);
+float *hs_model_state(hs_model_t *m);
+/* on = 1: hs_model_evaluate / hs_model_forward use the batch's own statistics and leave the
+ * running ones alone (PyTorch's train() without an update; gradient checks). */
+void hs_model_set_eval_batch_stats(hs_model_t *m, int on);
+/* Choose the initialisation scheme and re-initialise every parameter from `seed`. */
+int hs_model_set_init(hs_model_t *m, hs_init_scheme_t scheme, uint64_t seed);
+hs_init_scheme_t hs_model_init_scheme(const hs_model_t *m);
 
 /* One training step's gradient: forward x (B, C*H*W), softmax cross-entropy against labels (B),
  * backward. Afterwards grads = d(mean loss)/d(params) (every gradient is overwritten, no

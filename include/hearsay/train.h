@@ -30,6 +30,7 @@ extern "C" {
 
 typedef struct hs_train_opts {
     const char *model;       /* model spec ("mlp:784-1024-1024-10") */
+    const char *init;        /* initialisation scheme: "torch" (NULL too), "he", "xavier" */
     const char *data;        /* data spec ("gauss", "mnist:DIR", ...) */
     const char *shard;       /* shard spec ("iid", "dirichlet:0.5") */
     const char *device;      /* "cpu", "cuda", "cuda:N" */

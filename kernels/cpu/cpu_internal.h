@@ -63,6 +63,19 @@ HS_KCPU_HIDDEN int hs_kcpu_maxpool_fwd(hs_kernels_t *k, const hs_pool2d_desc_t *
 HS_KCPU_HIDDEN int hs_kcpu_maxpool_bwd(hs_kernels_t *k, const hs_pool2d_desc_t *d, const float *x,
                                        const float *y, const int32_t *argmax, const float *dy,
                                        float *dx);
+HS_KCPU_HIDDEN int hs_kcpu_batchnorm_fwd_train(hs_kernels_t *k, int B, int C, int HW,
+                                               const float *x, const float *gamma,
+                                               const float *beta, float *y, float *save_mean,
+                                               float *save_invstd, float *running_mean,
+                                               float *running_var, float momentum, float eps);
+HS_KCPU_HIDDEN int hs_kcpu_batchnorm_fwd_eval(hs_kernels_t *k, int B, int C, int HW, const float *x,
+                                              const float *gamma, const float *beta,
+                                              const float *running_mean, const float *running_var,
+                                              float eps, float *y);
+HS_KCPU_HIDDEN int hs_kcpu_batchnorm_bwd(hs_kernels_t *k, int B, int C, int HW, const float *x,
+                                         const float *dy, const float *gamma,
+                                         const float *save_mean, const float *save_invstd,
+                                         float eps, float *dx, float *dgamma, float *dbeta);
 HS_KCPU_HIDDEN int hs_kcpu_avgpool_global_fwd(hs_kernels_t *k, int B, int C, int HW, const float *x,
                                               float *y);
 HS_KCPU_HIDDEN int hs_kcpu_avgpool_global_bwd(hs_kernels_t *k, int B, int C, int HW,

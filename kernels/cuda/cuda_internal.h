@@ -208,6 +208,20 @@ HS_KCUDA_HIDDEN int hs_kcuda_maxpool_fwd(hs_kernels_t *k, const hs_pool2d_desc_t
 HS_KCUDA_HIDDEN int hs_kcuda_maxpool_bwd(hs_kernels_t *k, const hs_pool2d_desc_t *d, const float *x,
                                          const float *y, const int32_t *argmax, const float *dy,
                                          float *dx);
+/* cuda_bn.cu: cuDNN's spatial batch normalisation */
+HS_KCUDA_HIDDEN int hs_kcuda_batchnorm_fwd_train(hs_kernels_t *k, int B, int C, int HW,
+                                                 const float *x, const float *gamma,
+                                                 const float *beta, float *y, float *save_mean,
+                                                 float *save_invstd, float *running_mean,
+                                                 float *running_var, float momentum, float eps);
+HS_KCUDA_HIDDEN int hs_kcuda_batchnorm_fwd_eval(hs_kernels_t *k, int B, int C, int HW,
+                                                const float *x, const float *gamma,
+                                                const float *beta, const float *running_mean,
+                                                const float *running_var, float eps, float *y);
+HS_KCUDA_HIDDEN int hs_kcuda_batchnorm_bwd(hs_kernels_t *k, int B, int C, int HW, const float *x,
+                                           const float *dy, const float *gamma,
+                                           const float *save_mean, const float *save_invstd,
+                                           float eps, float *dx, float *dgamma, float *dbeta);
 /* Release the cuDNN descriptors of every cached plan (at close). */
 HS_KCUDA_HIDDEN void hs_kcuda_conv_plans_destroy(hs_kcuda_t *c);
 

@@ -67,7 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_CHECK(c.params != NULL, "no parameter buffer");
         FZ_CHECK(c.velocity_len == 0 || c.velocity_len == c.num_params, "velocity %zu of %zu",
                  c.velocity_len, c.num_params);
-        FZ_CHECK(len == sizeof(hs_ckpt_hdr_t) + 4 * (c.num_params + c.velocity_len) + c.state_bytes,
+        FZ_CHECK(len == sizeof(hs_ckpt_hdr_t) + 4 * (c.num_params + c.velocity_len + c.bn_len) +
+                            c.state_bytes,
                  "sections do not add up to the file's %zu bytes", len);
         if (flags & 2) check_rewrite(&c, file_bytes, len);
     }

@@ -45,7 +45,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    (double)t->dim * (double)(t->n_train + t->n_test) <= 20000 &&
                    (double)t->hidden * t->classes <= 2000;
         } else {
-            FZ_CHECK(s.kind == HS_DATA_MNIST || s.kind == HS_DATA_CIFAR10, "kind %d", (int)s.kind);
+            FZ_CHECK(s.kind == HS_DATA_MNIST || s.kind == HS_DATA_CIFAR10 ||
+                         s.kind == HS_DATA_DIGITS,
+                     "kind %d", (int)s.kind);
+            FZ_CHECK(s.kind != HS_DATA_DIGITS || s.size == 8 || s.size == 28, "digits size %d",
+                     s.size);
             FZ_CHECK(memchr(s.dir, 0, sizeof s.dir) != NULL, "dir not terminated");
             FZ_CHECK(s.n_train >= 0 && s.n_test >= 0, "train %lld test %lld", (long long)s.n_train,
                      (long long)s.n_test);

@@ -117,10 +117,12 @@ def data_spec():
                            "gauss:dim=2,classes=5,train=20,test=5,mc=100",
                            "teacher:dim=8,hidden=4,classes=3,train=40,test=10,noise=0.1",
                            "teacher", "mnist:data/mnist,norm=train,train=100,test=10",
-                           "cifar10:dir=/x,norm=none", "cifar10:/data/c10,norm=known"]):
+                           "cifar10:dir=/x,norm=none", "cifar10:/data/c10,norm=known",
+                           "digits:size=8", "digits:/x/digits.csv.gz,norm=none,test=5"]):
         put("data_spec", "ok_%02d" % i, s)
     for i, s in enumerate(["gauss:dim=0", "gauss:dim=8,dim=9", "foo", "mnist", "gauss:sep=nan",
-                           "gauss:,", "teacher:noise=1", "mnist:d,norm=zz", "gauss:train=1e3"]):
+                           "gauss:,", "teacher:noise=1", "mnist:d,norm=zz", "gauss:train=1e3",
+                           "digits:size=9", "digits:norm=known", "digits:dir=x"]):
         put("data_spec", "bad_%02d" % i, s)
 
 
@@ -144,7 +146,9 @@ def model_spec():
         put("model_spec", "mnist_%02d" % i, mnist + s.encode())
     small = bytes([2, 7, 7, 4, 2])  # 3x8x8, 5 classes
     for i, s in enumerate(["seq:block8s2-gap-fc5", "seq:conv8k3p1-block8-block16s2-gap-fc5",
-                           "resnet20", "seq:maxpool2s2-flatten-fc5"]):
+                           "resnet20", "seq:maxpool2s2-flatten-fc5", "resnet20-fixup",
+                           "seq:conv8k3-bn-relu-res8-res16s2-gap-fc5", "seq:bn-flatten-fc5",
+                           "seq:flatten-fc5-bn", "seq:fc8-bn-tanh-fc5"]):
         put("model_spec", "small_%02d" % i, small + s.encode())
     for i, s in enumerate(["mlp:784-10-9", "logreg:10-10", "seq:fc0", "seq:conv3k9-fc10",
                            "seq:", "lenet", "seq:maxpool64-fc10", "mlp:784--10"]):
@@ -193,14 +197,14 @@ def cifar10():
 
 # ---- checkpoint: flags (bit 0: fix the checksum, bit 1: rewrite), file
 def ckpt(rank=0, size=2, it=10, algo=b"sgp", np_=3, vel=True, state=b"\x01" * 8, magic=b"HSCK",
-         version=1, fix=True, params_bytes=None):
+         version=2, fix=True, params_bytes=None, bn=b""):
     params = struct.pack("<%df" % np_, *[0.5 * i for i in range(np_)])
     velocity = struct.pack("<%df" % np_, *[-1.0] * np_) if vel else b""
     pb = 4 * np_ if params_bytes is None else params_bytes
     def hdr(cs):
         return (magic + struct.pack("<Iiiq", version, rank, size, it) + algo.ljust(16, b"\0") +
-                struct.pack("<QQQQQ", np_, pb, len(velocity), len(state), cs))
-    payload = params + velocity + state
+                struct.pack("<QQQQQQ", np_, pb, len(velocity), len(state), len(bn), cs))
+    payload = params + velocity + state + bn
     cs = fnv1a(payload, fnv1a(hdr(0))) if fix else 0
     return hdr(cs) + payload
 
@@ -212,14 +216,16 @@ def checkpoint():
     put("checkpoint", "zero_params", b"\x02" + ckpt(np_=0, vel=False, state=b"", size=1, it=0))
     put("checkpoint", "bad_checksum", b"\x00" + ckpt(fix=False))
     put("checkpoint", "bad_magic", b"\x01" + ckpt(magic=b"HSCX"))
-    put("checkpoint", "version2", b"\x01" + ckpt(version=2))
+    put("checkpoint", "version1", b"\x01" + ckpt(version=1))
+    put("checkpoint", "with_bn", b"\x02" + ckpt(bn=struct.pack("<4f", 0.0, 0.5, 1.0, 2.0)))
+    put("checkpoint", "odd_bn", b"\x01" + ckpt(bn=b"\x01\x02\x03"))
     put("checkpoint", "truncated", b"\x01" + ckpt()[:-3])
     put("checkpoint", "rank_ge_size", b"\x01" + ckpt(rank=2, size=2))
     put("checkpoint", "negative_iter", b"\x01" + ckpt(it=-5))
     put("checkpoint", "huge_params", b"\x01" + ckpt(np_=0, vel=False, state=b"",
-                                                    params_bytes=1 << 42)[:80])
+                                                    params_bytes=1 << 42)[:88])
     put("checkpoint", "long_algo", b"\x03" + ckpt(algo=b"x" * 16))
-    put("checkpoint", "header_only", b"\x01" + ckpt()[:80])
+    put("checkpoint", "header_only", b"\x01" + ckpt()[:88])
 
 
 # ---- rendezvous frames
