@@ -54,7 +54,7 @@ const hs_algo_ops_t hs_algo_local_ops = {
 static const hs_algo_ops_t *const all_algos[] = {
     &hs_algo_local_ops,     &hs_algo_sgp_ops,    &hs_algo_osgp_ops,   &hs_algo_dpsgd_ops,
     &hs_algo_allreduce_ops, &hs_algo_easgd_ops,  &hs_algo_eamsgd_ops, &hs_algo_lsgd_ops,
-    &hs_algo_localsgd_ops,  &hs_algo_adpsgd_ops,
+    &hs_algo_localsgd_ops,  &hs_algo_adpsgd_ops, &hs_algo_choco_ops,  &hs_algo_qsgp_ops,
 };
 
 const hs_algo_ops_t *hs_algo_find(const char *name)

@@ -4,11 +4,14 @@
  * same local step, so all replicas stay identical (same initialisation, same averaged
  * gradient, same deterministic schedule). The all-reduce is a collective: a straggler or a
  * paused rank stalls everyone, and a dead rank stops the run with an error naming it within
- * the all-reduce's bounded waits.
+ * the all-reduce's bounded waits. With --compress the gradients are exchanged compressed with
+ * error feedback instead (EF-SGD, optim/efsgd.c).
  */
 #include "hearsay/algo.h"
 #include "hearsay/allreduce.h"
 #include "hearsay/common.h"
+#include "hearsay/compress.h"
+#include "optim/efsgd.h"
 
 #include <stdlib.h>
 
@@ -16,6 +19,7 @@ struct hs_algo {
     hs_dist_t *d;
     hs_allreduce_t *ar;
     float *host; /* (n) host staging for non-CPU backends */
+    efsgd_t *ef; /* --compress: EF-SGD instead of the all-reduce */
 };
 
 static int ar_step(hs_algo_t *a, long t)
@@ -23,6 +27,10 @@ static int ar_step(hs_algo_t *a, long t)
     hs_dist_t *d = a->d;
     hs_kernels_t *k = d->k;
     float *g = d->grads;
+    if (a->ef) {
+        HS_TRY(efsgd_exchange(a->ef, t));
+        return hs_dist_apply(d, 1.0);
+    }
     if (!a->ar) return hs_dist_apply(d, 1.0); /* one worker: its gradient is the average */
     double t0 = hs_exec_now(d->x);
     float *buf = g;
@@ -46,9 +54,8 @@ static int ar_step(hs_algo_t *a, long t)
 
 static int ar_drain(hs_algo_t *a, int final)
 {
-    (void)a;
     (void) final;
-    return 0;
+    return a->ef ? efsgd_drain(a->ef) : 0;
 }
 
 static void ar_finalize(hs_algo_t **ap)
@@ -56,6 +63,7 @@ static void ar_finalize(hs_algo_t **ap)
     hs_algo_t *a = ap ? *ap : NULL;
     if (!a) return;
     hs_allreduce_destroy(&a->ar);
+    efsgd_destroy(&a->ef);
     free(a->host);
     free(a);
     *ap = NULL;
@@ -67,8 +75,16 @@ static int ar_init(hs_algo_t **out, hs_dist_t *d)
     hs_algo_t *a = hs_calloc(1, sizeof *a, "all-reduce SGD state");
     if (!a) return -ENOMEM;
     a->d = d;
+    int rc;
+    hs_compress_spec_t cs;
+    if ((rc = hs_compress_parse(d->o->compress, &cs)) < 0) goto fail;
+    if (cs.kind != HS_COMPRESS_NONE && d->t && d->size > 1) { /* one worker: nothing to send */
+        if ((rc = efsgd_create(&a->ef, d)) < 0) goto fail;
+        *out = a;
+        return 0;
+    }
     hs_allreduce_opts_t ao;
-    int rc = hs_allreduce_opts_default(&ao);
+    rc = hs_allreduce_opts_default(&ao);
     if (rc < 0) goto fail;
     ao.average = 1;
     ao.timeout_s = d->o->comm_timeout_s;
@@ -85,13 +101,32 @@ fail:
     return rc;
 }
 
+/* Checkpoint state: EF-SGD's error memory (none without --compress). */
+static size_t ar_state_bytes(const hs_algo_t *a)
+{
+    return a->ef ? efsgd_state_bytes(a->ef) : 0;
+}
+
+static int ar_state_save(hs_algo_t *a, void *buf)
+{
+    return a->ef ? efsgd_state_save(a->ef, buf) : 0;
+}
+
+static int ar_state_load(hs_algo_t *a, const void *buf)
+{
+    return a->ef ? efsgd_state_load(a->ef, buf) : 0;
+}
+
 const hs_algo_ops_t hs_algo_allreduce_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "allreduce",
     .help = "synchronous SGD: gradients averaged by a ring or direct all-reduce",
-    .flags = HS_ALGO_COMM,
+    .flags = HS_ALGO_COMM | HS_ALGO_COMPRESS,
     .init = ar_init,
     .step = ar_step,
     .drain = ar_drain,
     .finalize = ar_finalize,
+    .state_bytes = ar_state_bytes,
+    .state_save = ar_state_save,
+    .state_load = ar_state_load,
 };

@@ -108,7 +108,8 @@ int hs_center_parse_owners(const char *spec, int size, int **out, int *n)
 /* Send the own shard to `dst` (kind DATA or FINAL) from its reply buffer. */
 static int svc_reply(hs_center_t *c, int dst, hs_el_kind_t kind)
 {
-    size_t len = shard_len(c, c->own), bytes = HDR + len * sizeof(float);
+    size_t len = shard_len(c, c->own);
+    size_t bytes = HDR + len * (c->half ? 2 : sizeof(float));
     if (c->oreq[dst]) { /* the previous reply to dst: it has been received, so this is quick */
         int rc = hs_exec_wait1(c->x, &c->oreq[dst], c->timeout_s, HS_WAIT_NO_IDLE, NULL);
         if (c->oreq[dst]) hs_transport_req_free(c->t, &c->oreq[dst]);
@@ -119,11 +120,16 @@ static int svc_reply(hs_center_t *c, int dst, hs_el_kind_t kind)
             return 0; /* its reader is gone or stuck: not this service's failure */
         }
     }
-    if (!c->obuf[dst] && !(c->obuf[dst] = hs_malloc(bytes, "center reply"))) return -ENOMEM;
+    if (!c->obuf[dst] && !(c->obuf[dst] = hs_malloc(HDR + len * sizeof(float), "center reply")))
+        return -ENOMEM;
     hs_el_hdr_v1_t *h = (hs_el_hdr_v1_t *)c->obuf[dst];
     center_lock(c);
     hs_el_hdr_init(h, kind, c->rank, c->own, len, (uint64_t)c->applied);
-    memcpy(c->obuf[dst] + HDR, c->shard, len * sizeof(float));
+    if (c->half) {
+        h->kind |= (uint16_t)c->half;
+        hs_half_encode(c->half == HS_EL_BF16, c->shard, (uint16_t *)(c->obuf[dst] + HDR), len);
+    } else
+        memcpy(c->obuf[dst] + HDR, c->shard, len * sizeof(float));
     center_unlock(c);
     int rc = hs_transport_isend(c->t, dst, HS_TAG_CENTER_REP, c->obuf[dst], bytes, &c->oreq[dst]);
     if (rc < 0) {
@@ -173,7 +179,8 @@ static int svc_handle(void *ctx, int slot, const void *buf, const hs_tstatus_t *
     if (h->shard != c->own)
         return HS_ERR(-EPROTO, "center: rank %d sent a request for shard %d to the owner of %d",
                       src, h->shard, c->own);
-    switch (h->kind) {
+    const unsigned half = h->kind & HS_EL_HALF_MASK;
+    switch (h->kind & ~HS_EL_HALF_MASK) {
     case HS_EL_READ:
         return svc_reply(c, src, HS_EL_DATA);
     case HS_EL_ADD: {
@@ -183,7 +190,10 @@ static int svc_handle(void *ctx, int slot, const void *buf, const hs_tstatus_t *
                           (unsigned long long)h->count, len);
         const float *v = (const float *)((const unsigned char *)buf + HDR);
         center_lock(c);
-        for (size_t i = 0; i < len; i++) c->shard[i] += v[i];
+        if (half)
+            hs_half_decode(half == HS_EL_BF16, (const uint16_t *)v, c->shard, len, 1.0f, 1);
+        else
+            for (size_t i = 0; i < len; i++) c->shard[i] += v[i];
         c->applied++;
         c->applied_from[src]++;
         center_unlock(c);
@@ -400,6 +410,15 @@ int hs_center_rank_dead(hs_center_t *c, int r)
 int hs_center_own_shard(const hs_center_t *c)
 {
     return c->own;
+}
+
+int hs_center_set_half(hs_center_t *c, int bf16)
+{
+    if (c->rma)
+        return HS_ERR(-EINVAL, "the center's one-sided path adds float32 atomically: "
+                               "fp16/bf16 transfers need --center-path service");
+    c->half = bf16 ? HS_EL_BF16 : HS_EL_FP16;
+    return 0;
 }
 
 const char *hs_center_path(const hs_center_t *c)

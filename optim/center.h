@@ -58,6 +58,9 @@ int hs_center_parse_owners(const char *spec, int size, int **out, int *n);
  * when this rank owns a shard. */
 int hs_center_open(hs_center_t **out, hs_exec_t *x, size_t n, const float *init, const int *owners,
                    int n_owners, double timeout_s, const char *path);
+/* Send this rank's replies and adds as fp16 (bf16 = 0) or bf16 (service path only: -EINVAL on
+ * the one-sided path). Received messages are decoded by their own flag. */
+int hs_center_set_half(hs_center_t *c, int bf16);
 /* The path in use: "rma" or "service". */
 const char *hs_center_path(const hs_center_t *c);
 /* Stop the service and free everything; *c = NULL. Call after hs_center_finish (or

@@ -60,12 +60,17 @@ static int take_reply(hs_center_t *c, int s, const hs_tstatus_t *st, hs_el_kind_
     const hs_el_hdr_v1_t *h = (const hs_el_hdr_v1_t *)c->rbuf[s];
     HS_TRY(hs_el_hdr_check(h, st->len, c->owner[s]));
     size_t len = shard_len(c, s);
-    if (h->kind != kind || h->shard != s || h->count != len)
+    const unsigned half = h->kind & HS_EL_HALF_MASK;
+    if ((h->kind & ~HS_EL_HALF_MASK) != kind || h->shard != s || h->count != len)
         return HS_ERR(-EPROTO,
                       "center: rank %d answered kind %u for shard %d (%llu floats), "
                       "expected kind %u for shard %d (%zu)",
                       c->owner[s], h->kind, h->shard, (unsigned long long)h->count, kind, s, len);
-    memcpy(dst + c->off[s], c->rbuf[s] + HDR, len * sizeof(float));
+    if (half)
+        hs_half_decode(half == HS_EL_BF16, (const uint16_t *)(c->rbuf[s] + HDR), dst + c->off[s],
+                       len, 1.0f, 0);
+    else
+        memcpy(dst + c->off[s], c->rbuf[s] + HDR, len * sizeof(float));
     c->st.bytes_recv += st->len;
     c->st.msgs++;
     return 0;
@@ -217,9 +222,14 @@ int hs_center_add(hs_center_t *c, const float *diff)
         }
         finish_send(c, s, &c->areq[s]);
         if (c->lost[s]) continue;
-        hs_el_hdr_init((hs_el_hdr_v1_t *)c->abuf[s], HS_EL_ADD, c->rank, s, len, 0);
-        memcpy(c->abuf[s] + HDR, v, len * sizeof(float));
-        size_t bytes = HDR + len * sizeof(float);
+        hs_el_hdr_v1_t *ah = (hs_el_hdr_v1_t *)c->abuf[s];
+        hs_el_hdr_init(ah, HS_EL_ADD, c->rank, s, len, 0);
+        size_t bytes = HDR + len * (c->half ? 2 : sizeof(float));
+        if (c->half) {
+            ah->kind |= (uint16_t)c->half;
+            hs_half_encode(c->half == HS_EL_BF16, v, (uint16_t *)(c->abuf[s] + HDR), len);
+        } else
+            memcpy(c->abuf[s] + HDR, v, len * sizeof(float));
         int rc = hs_transport_isend(c->t, c->owner[s], HS_TAG_CENTER_REQ, c->abuf[s], bytes,
                                     &c->areq[s]);
         if (rc < 0) {

@@ -7,6 +7,7 @@
 
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
+#include "hearsay/compress.h"
 #include "optim/center.h"
 #include "optim/elastic_wire.h"
 
@@ -23,6 +24,7 @@ struct hs_center {
     size_t *off;    /* (m + 1) */
     int own;        /* own shard or -1 */
     int rma;        /* 1: one-sided path (window + float atomics), 0: service-thread path */
+    unsigned half;  /* 0, HS_EL_FP16 or HS_EL_BF16: what this rank's replies and adds carry */
     hs_twin_t *win; /* rma: this rank's window = its shard (0 bytes when it owns none) */
 
     /* client (main thread only) */

@@ -22,6 +22,7 @@
  */
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
+#include "hearsay/compress.h"
 #include "optim/center.h"
 
 #include <math.h>
@@ -187,9 +188,23 @@ static int easgd_open(hs_algo_t **out, hs_dist_t *d, int momentum)
     a->reported = hs_calloc((size_t)nown, sizeof *a->reported, "lost shards");
     if (!a->x || !a->ct || !a->reported) goto fail;
     if ((rc = d->k->ops->to_host(d->k, a->x, params(a), d->n * sizeof(float))) < 0) goto fail;
-    if ((rc = hs_center_open(&a->c, d->x, d->n, a->x, owners, nown, o->comm_timeout_s,
-                             o->center_path)) < 0)
+    /* --compress fp16|bf16: center reads and elastic adds travel in half precision, on the
+     * service path (the one-sided path adds float32 atomically) */
+    hs_compress_spec_t cs;
+    if ((rc = hs_compress_parse(o->compress, &cs)) < 0) goto fail;
+    const int half = cs.kind == HS_COMPRESS_FP16 || cs.kind == HS_COMPRESS_BF16;
+    const char *path = o->center_path;
+    if (half && path && !strcmp(path, "rma")) {
+        rc = HS_ERR(-EINVAL,
+                    "--compress %s with --center-path rma: the one-sided path adds "
+                    "float32 atomically; use --center-path service (or auto)",
+                    cs.text);
         goto fail;
+    }
+    if (half) path = "service";
+    if ((rc = hs_center_open(&a->c, d->x, d->n, a->x, owners, nown, o->comm_timeout_s, path)) < 0)
+        goto fail;
+    if (half && (rc = hs_center_set_half(a->c, cs.kind == HS_COMPRESS_BF16)) < 0) goto fail;
     free(owners);
     *out = a;
     return 0;
@@ -208,6 +223,19 @@ static int easgd_check_opts(const hs_algo_opts_t *o, int ranks, int momentum)
                                "(--momentum > 0 and --nesterov)");
     if (o->alpha > 0 && !(o->alpha < 1))
         return HS_ERR(-EINVAL, "--alpha %g: the moving rate must be in (0, 1)", o->alpha);
+    hs_compress_spec_t cs;
+    HS_TRY(hs_compress_parse(o->compress, &cs));
+    if (cs.kind != HS_COMPRESS_NONE && cs.kind != HS_COMPRESS_FP16 && cs.kind != HS_COMPRESS_BF16)
+        return HS_ERR(-EINVAL,
+                      "--compress %s: --algo %s takes fp16 or bf16 only (its center reads and "
+                      "elastic adds have no error feedback, so only a rounding this small is safe)",
+                      cs.text, momentum ? "eamsgd" : "easgd");
+    if ((cs.kind == HS_COMPRESS_FP16 || cs.kind == HS_COMPRESS_BF16) && o->center_path &&
+        !strcmp(o->center_path, "rma"))
+        return HS_ERR(-EINVAL,
+                      "--compress %s with --center-path rma: the one-sided path adds "
+                      "float32 atomically; use --center-path service (or auto)",
+                      cs.text);
     int *owners = NULL, n = 0;
     int rc = hs_center_parse_owners(o->centers, ranks, &owners, &n);
     free(owners);
@@ -256,7 +284,7 @@ const hs_algo_ops_t hs_algo_easgd_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "easgd",
     .help = "elastic averaging SGD: every --tau steps, an elastic pull toward a sharded center",
-    .flags = HS_ALGO_COMM | HS_ALGO_TAU | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT,
+    .flags = HS_ALGO_COMM | HS_ALGO_TAU | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT | HS_ALGO_COMPRESS,
     .default_tau = 1,
     .init = easgd_init,
     .step = easgd_step,
@@ -272,7 +300,8 @@ const hs_algo_ops_t hs_algo_eamsgd_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "eamsgd",
     .help = "EASGD with Nesterov momentum on the local steps",
-    .flags = HS_ALGO_COMM | HS_ALGO_TAU | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT | HS_ALGO_NESTEROV,
+    .flags = HS_ALGO_COMM | HS_ALGO_TAU | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT | HS_ALGO_NESTEROV |
+             HS_ALGO_COMPRESS,
     .default_tau = 1,
     .init = eamsgd_init,
     .step = easgd_step,

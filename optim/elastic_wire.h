@@ -28,6 +28,12 @@ typedef enum hs_el_kind {
     HS_EL_SNAP = 8,    /* LSGD: snapshot, seq = its version, check = hs_el_checksum */
 } hs_el_kind_t;
 
+/* Flags or-ed into `kind` of DATA, FINAL and ADD (EASGD with --compress fp16|bf16): the payload
+ * is `count` 16-bit values instead of floats. A receiver decodes by the flag. */
+#define HS_EL_FP16      0x100u
+#define HS_EL_BF16      0x200u
+#define HS_EL_HALF_MASK (HS_EL_FP16 | HS_EL_BF16)
+
 typedef struct hs_el_hdr_v1 {
     uint32_t magic;    /* HS_EL_MAGIC */
     uint16_t version;  /* HS_EL_VERSION */
@@ -71,7 +77,8 @@ static inline int hs_el_hdr_check(const hs_el_hdr_v1_t *h, size_t len, int sourc
                       h->magic, h->version);
     if (source >= 0 && h->sender != source)
         return HS_ERR(-EPROTO, "elastic message from rank %d claims sender %d", source, h->sender);
-    if ((len - sizeof *h) % sizeof(float) != 0 || h->count != (len - sizeof *h) / sizeof(float))
+    const size_t w = (h->kind & HS_EL_HALF_MASK) ? 2 : sizeof(float);
+    if ((len - sizeof *h) % w != 0 || h->count != (len - sizeof *h) / w)
         return HS_ERR(-EPROTO, "elastic message from rank %d: %zu bytes for %llu floats", source,
                       len, (unsigned long long)h->count);
     return 0;

@@ -27,6 +27,7 @@
 
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
+#include "hearsay/compress.h"
 #include "optim/elastic_wire.h"
 
 #include <math.h>
@@ -160,7 +161,12 @@ struct hs_algo {
     hs_treq_t **lreq;     /* (size * LOSS_RING) */
     double *lsent;        /* (size * LOSS_RING) when each was posted */
     unsigned char *fbuf;  /* header + n floats: a fetched snapshot */
-    unsigned char *qbuf;  /* a snapshot request */
+    /* --compress fp16|bf16: snapshots travel in half precision */
+    unsigned half;       /* 0, HS_EL_FP16 or HS_EL_BF16 */
+    float *sscratch;     /* (n) the service's float copy of the snapshot (half only) */
+    float *fl;           /* (n) a fetched half snapshot, decoded (half only) */
+    const float *fsnap;  /* (n) the last fetched snapshot as floats (fbuf + HDR or fl) */
+    unsigned char *qbuf; /* a snapshot request */
     hs_treq_t *freq, *qreq;
 };
 
@@ -172,6 +178,17 @@ static void lock(hs_algo_t *a)
 static void unlock(hs_algo_t *a)
 {
     hs_svc_unlock(a->d->x, a->svc);
+}
+
+/* FNV-1a 64 over n 16-bit values: the checksum of a half-precision snapshot on the wire. */
+static uint64_t half_checksum(const uint16_t *v, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= v[i];
+        h *= 1099511628211ull;
+    }
+    return h;
 }
 
 static int serve_snapshot(hs_algo_t *a, int dst)
@@ -188,8 +205,8 @@ static int serve_snapshot(hs_algo_t *a, int dst)
     uint64_t ver = 0, check = 0;
     long it = -1;
     double loss = NAN;
-    int rc =
-        hs_snapshot_read(&a->snap, (float *)(a->obuf[dst] + HDR), 1000, &ver, &it, &loss, &check);
+    float *sdst = a->half ? a->sscratch : (float *)(a->obuf[dst] + HDR);
+    int rc = hs_snapshot_read(&a->snap, sdst, 1000, &ver, &it, &loss, &check);
     if (rc == -EBUSY)
         return HS_ERR(rc, "rank %d: snapshot kept changing under 1000 reads", d->rank);
     size_t count = rc == 0 ? d->n : 0; /* -EAGAIN: nothing published yet */
@@ -197,7 +214,15 @@ static int serve_snapshot(hs_algo_t *a, int dst)
     h->iteration = it;
     h->value = loss;
     h->check = check;
-    rc = hs_transport_isend(d->t, dst, HS_TAG_LSGD_SNAP, a->obuf[dst], HDR + count * sizeof(float),
+    size_t width = sizeof(float);
+    if (a->half && count) { /* the copy is whole (its float checksum held): encode, re-check */
+        uint16_t *hv = (uint16_t *)(a->obuf[dst] + HDR);
+        hs_half_encode(a->half == HS_EL_BF16, a->sscratch, hv, count);
+        h->kind |= (uint16_t)a->half;
+        h->check = half_checksum(hv, count);
+        width = 2;
+    }
+    rc = hs_transport_isend(d->t, dst, HS_TAG_LSGD_SNAP, a->obuf[dst], HDR + count * width,
                             &a->oreq[dst]);
     if (rc < 0) a->oreq[dst] = NULL;
     return 0;
@@ -356,18 +381,25 @@ static int fetch(hs_algo_t *a, int L, long t)
     }
     const hs_el_hdr_v1_t *h = (const hs_el_hdr_v1_t *)a->fbuf;
     HS_TRY(hs_el_hdr_check(h, st.len, L));
-    if (h->kind != HS_EL_SNAP)
+    const unsigned half = h->kind & HS_EL_HALF_MASK;
+    if ((h->kind & ~HS_EL_HALF_MASK) != HS_EL_SNAP)
         return HS_ERR(-EPROTO, "leader-SGD: rank %d answered kind %u, not a snapshot", L, h->kind);
     d->st.bytes_recv += st.len;
     if (h->count == 0) return 0;
     if (h->count != d->n || (h->seq & 1) || h->seq == 0)
         return HS_ERR(-EPROTO, "leader-SGD: snapshot of rank %d: %llu floats, version %llu", L,
                       (unsigned long long)h->count, (unsigned long long)h->seq);
-    if (hs_el_checksum((const float *)(a->fbuf + HDR), d->n) != h->check)
+    if (half && !a->fl && !(a->fl = hs_malloc(d->n * sizeof(float), "decoded snapshot")))
+        return -ENOMEM;
+    if (half ? half_checksum((const uint16_t *)(a->fbuf + HDR), d->n) != h->check
+             : hs_el_checksum((const float *)(a->fbuf + HDR), d->n) != h->check)
         return HS_ERR(-EPROTO,
                       "leader-SGD: snapshot of rank %d (version %llu) fails its "
                       "checksum: torn or corrupted",
                       L, (unsigned long long)h->seq);
+    if (half)
+        hs_half_decode(half == HS_EL_BF16, (const uint16_t *)(a->fbuf + HDR), a->fl, d->n, 1.0f, 0);
+    a->fsnap = half ? a->fl : (const float *)(a->fbuf + HDR);
     d->st.msgs_applied++;
     d->st.staleness_sum += (double)(t - h->iteration);
     a->fetched++;
@@ -379,7 +411,7 @@ static int add_pull(hs_algo_t *a, double lam)
 {
     hs_dist_t *d = a->d;
     hs_kernels_t *k = d->k;
-    const float *xl = (const float *)(a->fbuf + HDR);
+    const float *xl = a->fsnap;
     if (!a->on_host) {
         HS_TRY(k->ops->to_device(k, a->xl, xl, d->n * sizeof(float)));
         xl = a->xl;
@@ -545,6 +577,8 @@ static void lsgd_finalize(hs_algo_t **ap)
     free(a->lbuf);
     free(a->lsent);
     free(a->fbuf);
+    free(a->sscratch);
+    free(a->fl);
     free(a->qbuf);
     free(a->win);
     free(a->xh);
@@ -567,6 +601,13 @@ static int lsgd_check(const hs_algo_opts_t *o, int ranks)
                       o->pull_global);
     if (ranks > 0 && o->groups > ranks)
         return HS_ERR(-EINVAL, "--groups %d: more groups than the %d ranks", o->groups, ranks);
+    hs_compress_spec_t cs;
+    HS_TRY(hs_compress_parse(o->compress, &cs));
+    if (cs.kind != HS_COMPRESS_NONE && cs.kind != HS_COMPRESS_FP16 && cs.kind != HS_COMPRESS_BF16)
+        return HS_ERR(-EINVAL,
+                      "--compress %s: --algo lsgd takes fp16 or bf16 only (its snapshots are "
+                      "pulled toward as they are, with no error feedback)",
+                      cs.text);
     return 0;
 }
 
@@ -610,6 +651,18 @@ static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
     a->lsent = hs_calloc(us * LOSS_RING, sizeof *a->lsent, "loss send times");
     a->fbuf = hs_malloc(HDR + d->n * sizeof(float), "fetched snapshot");
     a->qbuf = hs_malloc(HDR, "snapshot request");
+    {
+        hs_compress_spec_t cs;
+        if ((rc = hs_compress_parse(o->compress, &cs)) < 0) goto fail;
+        if (cs.kind == HS_COMPRESS_FP16 || cs.kind == HS_COMPRESS_BF16) {
+            a->half = cs.kind == HS_COMPRESS_BF16 ? HS_EL_BF16 : HS_EL_FP16;
+            if (!(a->sscratch = hs_malloc(d->n * sizeof(float), "snapshot copy"))) {
+                rc = -ENOMEM;
+                goto fail;
+            }
+        }
+    }
+    rc = -ENOMEM;
     if (!a->win || !a->xh || !a->tab || !a->dead || !a->oreq || !a->obuf || !a->lreq || !a->lbuf ||
         !a->lsent || !a->fbuf || !a->qbuf)
         goto fail;
@@ -666,7 +719,7 @@ const hs_algo_ops_t hs_algo_lsgd_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "lsgd",
     .help = "leader-SGD: pulls toward the global and the group's lowest-loss worker",
-    .flags = HS_ALGO_COMM | HS_ALGO_TAU | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT,
+    .flags = HS_ALGO_COMM | HS_ALGO_TAU | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT | HS_ALGO_COMPRESS,
     .default_tau = 1,
     .init = lsgd_init,
     .step = lsgd_step,

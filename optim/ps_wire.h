@@ -19,20 +19,22 @@
 #define HS_PS_VERSION 1u
 
 typedef enum hs_ps_kind {
-    HS_PS_GOSSIP = 1,    /* SGP share: payload p * x, weight p * w */
-    HS_PS_NEIGHBOR = 2,  /* D-PSGD: payload x (weight 1) */
-    HS_PS_EVAL = 3,      /* z snapshot to rank 0; aux: see hs_ps_eval_aux */
-    HS_PS_FINAL = 4,     /* end-of-run z + results; aux: see hs_ps_final_aux */
-    HS_PS_REPLY = 5,     /* SGP share answering the sender's GOSSIP after the end of training:
-                          * payload z, weight the share; iteration: the last GOSSIP answered */
-    HS_PS_DONE = 6,      /* SGP, no payload: the sender trained `iteration` rounds and sent
-                          * aux[0] GOSSIP messages here in all */
-    HS_PS_FIN = 7,       /* SGP, no payload: the sender answers no more; it sent aux[0] REPLY
-                          * messages here in all */
-    HS_PS_PAIR_REQ = 8,  /* AD-PSGD active -> passive: x_i, iteration = the active's round */
-    HS_PS_PAIR_REP = 9,  /* AD-PSGD passive -> active: x_j before the average; iteration = the
-                          * passive's local steps in x_j, aux[0] = its exchange number */
-    HS_PS_PAIR_FIN = 10, /* AD-PSGD active -> passive: no more requests (no payload) */
+    HS_PS_GOSSIP = 1,      /* SGP share: payload p * x, weight p * w */
+    HS_PS_NEIGHBOR = 2,    /* D-PSGD: payload x (weight 1) */
+    HS_PS_EVAL = 3,        /* z snapshot to rank 0; aux: see hs_ps_eval_aux */
+    HS_PS_FINAL = 4,       /* end-of-run z + results; aux: see hs_ps_final_aux */
+    HS_PS_REPLY = 5,       /* SGP share answering the sender's GOSSIP after the end of training:
+                            * payload z, weight the share; iteration: the last GOSSIP answered */
+    HS_PS_DONE = 6,        /* SGP, no payload: the sender trained `iteration` rounds and sent
+                            * aux[0] GOSSIP messages here in all */
+    HS_PS_FIN = 7,         /* SGP, no payload: the sender answers no more; it sent aux[0] REPLY
+                            * messages here in all */
+    HS_PS_PAIR_REQ = 8,    /* AD-PSGD active -> passive: x_i, iteration = the active's round */
+    HS_PS_PAIR_REP = 9,    /* AD-PSGD passive -> active: x_j before the average; iteration = the
+                            * passive's local steps in x_j, aux[0] = its exchange number */
+    HS_PS_PAIR_FIN = 10,   /* AD-PSGD active -> passive: no more requests (no payload) */
+    HS_PS_COMPRESSED = 16, /* CHOCO-SGD, qsgp, EF-SGD: length = n, no floats, `extra` bytes of
+                            * compressed data (hearsay/compress.h) */
 } hs_ps_kind_t;
 
 /* aux[] slots of EVAL and FINAL messages. */

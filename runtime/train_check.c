@@ -13,6 +13,7 @@
 
 #include "hearsay/checkpoint.h"
 #include "hearsay/common.h"
+#include "hearsay/compress.h"
 #include "hearsay/data.h"
 #include "hearsay/kernels.h"
 #include "hearsay/nn.h"
@@ -46,7 +47,9 @@ void hs_train_algo_opts(const hs_train_opts_t *o, hs_algo_opts_t *ao)
                            .nesterov = o->nesterov,
                            .momentum = o->momentum,
                            .comm_timeout_s = o->comm_timeout_s,
-                           .drain_timeout_s = o->drain_timeout_s};
+                           .drain_timeout_s = o->drain_timeout_s,
+                           .compress = o->compress,
+                           .consensus_step = o->consensus_step};
 }
 
 /* rc < 0: prefix the message with the flag and its value. */
@@ -196,6 +199,7 @@ int hs_train_dist_check(const hs_train_opts_t *o, int ranks)
     HS_TRY(check_model_data(o));
     HS_TRY(check_optimizer(o));
     HS_TRY(check_graph(o, ops, ranks));
+    HS_TRY(hs_compress_check_algo(o->compress, ops->name, ops->flags & HS_ALGO_COMPRESS));
     if (ops->check) {
         hs_algo_opts_t ao;
         hs_train_algo_opts(o, &ao);

@@ -14,6 +14,7 @@ static const struct {
     {"allreduce", hs_bench_allreduce, "ring all-reduce vs MPI_Allreduce on 2/4/8 local ranks"},
     {"gossip", hs_bench_gossip, "one SGP exchange (exp1peer) vs PyTorch+gloo"},
     {"sim", hs_bench_sim, "the virtual-time simulator's cost: scale, overhead, thread counts"},
+    {"compress", hs_bench_compress, "compress / decompress GB/s of every compressor beside memcpy"},
 };
 
 static void usage(FILE *f)

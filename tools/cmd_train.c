@@ -203,6 +203,20 @@ static hs_option_t train_options[] = {
      .range = "[1, 100000]",
      .metavar = "K",
      .help = "lsgd: the leader has the lowest mean loss over its last K batches"},
+    {.name = "compress",
+     .type = HS_OPT_STRING,
+     .def = "none",
+     .metavar = "SPEC",
+     .help = "choco, qsgp, allreduce (error feedback), easgd/eamsgd/lsgd (fp16, bf16): compress "
+             "what is sent: none, fp16, bf16, "
+             "int8[:nearest|:stochastic][:chunk=C], topk:K, randk:K (K a count or P%)"},
+    {.name = "consensus-step",
+     .type = HS_OPT_DOUBLE,
+     .def = "0",
+     .range = "[0, 1]",
+     .metavar = "GAMMA",
+     .help = "choco, qsgp: consensus step size gamma (0: 1 for fp16/bf16/int8/none, 0.05 for "
+             "topk/randk)"},
     {.name = "straggler",
      .type = HS_OPT_LIST,
      .metavar = "SPEC",
@@ -431,6 +445,8 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
     o.pull_global = hs_cfg_double(cfg, "pull-global");
     o.groups = (int)hs_cfg_int(cfg, "groups");
     o.leader_window = (int)hs_cfg_int(cfg, "leader-window");
+    o.compress = hs_cfg_str(cfg, "compress");
+    o.consensus_step = hs_cfg_double(cfg, "consensus-step");
     size_t n_strag = 0;
     o.stragglers = hs_cfg_list(cfg, "straggler", &n_strag);
     o.n_stragglers = n_strag;

@@ -15,5 +15,6 @@ int hs_bench_p2p(int argc, char **argv);
 int hs_bench_allreduce(int argc, char **argv);
 int hs_bench_gossip(int argc, char **argv);
 int hs_bench_sim(int argc, char **argv);
+int hs_bench_compress(int argc, char **argv);
 
 #endif

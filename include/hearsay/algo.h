@@ -57,6 +57,7 @@ extern "C" {
 #define HS_TAG_LSGD_LOSS  0x47012u /* leader-SGD: (recent loss, rank, version) gossip */
 #define HS_TAG_LSGD_REQ   0x47013u /* leader-SGD: request of a leader's published snapshot */
 #define HS_TAG_LSGD_SNAP  0x47014u /* leader-SGD: a versioned, checksummed snapshot */
+#define HS_TAG_EF_GATHER  0x47020u /* all-reduce SGD with --compress: compressed gradients */
 
 /* Bins of the per-message staleness histogram (hs_dist_stats_t.stale_hist). */
 #define HS_STALE_BINS 256
@@ -101,6 +102,9 @@ typedef struct hs_algo_opts {
     double momentum;         /* the local optimizer's momentum */
     double comm_timeout_s;   /* bound on every wait for a peer (> 0) */
     double drain_timeout_s;  /* bound on the end-of-run drain (> 0) */
+    const char *compress;    /* --compress SPEC (hearsay/compress.h; NULL/"none": none), for
+                              * the algorithms with HS_ALGO_COMPRESS */
+    double consensus_step;   /* choco: gamma (<= 0: the compressor's default) */
 } hs_algo_opts_t;
 
 /* What the loop gives an algorithm. */
@@ -209,10 +213,11 @@ typedef struct hs_algo hs_algo_t;
 #define HS_ALGO_TOLERANT   0x80u  /* survives failed peers (reports them, finishes) */
 #define HS_ALGO_DELAY      0x100u /* bounds delays with --delay-bound (sgp, osgp) */
 #define HS_ALGO_BUDGET                                                                             \
-    0x200u                       /* ends at --time-budget: its ranks may stop at different         \
-                                  * iterations (local, sgp, osgp) */
-#define HS_ALGO_PERIOD    0x400u /* uses --period */
-#define HS_ALGO_BIPARTITE 0x800u /* needs a bipartite graph (active and passive sides) */
+    0x200u                        /* ends at --time-budget: its ranks may stop at different        \
+                                   * iterations (local, sgp, osgp) */
+#define HS_ALGO_PERIOD    0x400u  /* uses --period */
+#define HS_ALGO_BIPARTITE 0x800u  /* needs a bipartite graph (active and passive sides) */
+#define HS_ALGO_COMPRESS  0x1000u /* takes --compress (its check says which compressors) */
 
 typedef struct hs_algo_ops {
     size_t size;      /* sizeof(hs_algo_ops_t) of the build that filled it */
@@ -268,6 +273,8 @@ extern const hs_algo_ops_t hs_algo_eamsgd_ops;    /* EASGD with Nesterov momentu
 extern const hs_algo_ops_t hs_algo_lsgd_ops;      /* leader-SGD (local and global leaders) */
 extern const hs_algo_ops_t hs_algo_localsgd_ops;  /* local SGD: H local steps, then an average */
 extern const hs_algo_ops_t hs_algo_adpsgd_ops;    /* AD-PSGD: asynchronous pairwise averaging */
+extern const hs_algo_ops_t hs_algo_choco_ops;     /* CHOCO-SGD: compressed D-PSGD */
+extern const hs_algo_ops_t hs_algo_qsgp_ops;      /* compressed push-sum SGD, static graph */
 
 /* The ops table of `name`, or NULL. */
 const hs_algo_ops_t *hs_algo_find(const char *name);

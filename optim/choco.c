@@ -1,0 +1,325 @@
+/*
+ * optim/choco.c — CHOCO-SGD (Koloskova, Stich, Jaggi, ICML 2019, Algorithm 2): D-PSGD with
+ * compressed communication, on a static undirected graph with Metropolis weights W.
+ *
+ * Every worker i keeps its model x_i and public copies x^_j of itself and its neighbours, the
+ * copies every holder of them agrees on because they only ever change by the compressed
+ * messages everybody receives. Round t:
+ *
+ *     x_i <- x_i - lr g_i                           (the local step, hs_dist_apply)
+ *     q_i  = Q(x_i - x^_i)                          (compressed: what the copies miss)
+ *     send q_i to every neighbour, receive q_j
+ *     x^_j <- x^_j + q_j   for j in N(i) and i      (every holder of a copy)
+ *     x_i <- x_i + gamma sum_j W_ij (x^_j - x^_i)   (the consensus step, gamma = --consensus-step)
+ *
+ * Since the rows of W sum to 1, sum_j W_ij (x^_j - x^_i) = s_i - x^_i with s_i = sum_j W_ij x^_j
+ * (the self term included), so a worker keeps two vectors, x^_i and s_i, instead of one copy
+ * per neighbour: s_i += W_ij q_j for every message (a rewrite of the paper's update that
+ * saves the per-neighbour copies). Both start at 0. What Q drops now is in x_i - x^_i and is sent
+ * later: that is the error feedback that lets biased compressors (top-k) converge. The weights must
+ * not change between rounds (s_i sums them over time), so time-varying graphs are refused.
+ *
+ * Messages: hs_ps_hdr_v1_t of kind HS_PS_COMPRESSED (length = n, extra = the compressed bytes)
+ * then the compressed q_i, on HS_TAG_NEIGHBOR, one per neighbour and round; a neighbour cannot
+ * be more than one round ahead (it needs this rank's round-t message to finish round t), as in
+ * D-PSGD. A failed neighbour stops the run with an error naming it.
+ */
+#include "hearsay/algo.h"
+#include "hearsay/common.h"
+#include "hearsay/compress.h"
+#include "optim/ps_wire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The consensus step size when --consensus-step is 0: with (nearly) exact compressors CHOCO
+ * with gamma = 1 is D-PSGD; a sparsifier sends 1-10 % of the entries per round and needs a
+ * smaller step (measured: docs/algorithms.md, "CHOCO-SGD"). */
+#define CHOCO_GAMMA_DENSE  1.0
+#define CHOCO_GAMMA_SPARSE 0.05
+
+struct hs_algo {
+    hs_dist_t *d;
+    size_t n, max_bytes, msg_cap;
+    double gamma, self_w;
+    int maxdeg, cnt;
+    int *peers;           /* (maxdeg) */
+    double *wts;          /* (maxdeg) Metropolis weights W_ij */
+    hs_compressor_t *q;   /* compresses x_i - x^_i */
+    hs_compressor_t *dq;  /* decompresses the neighbours' q_j (same spec and n) */
+    float *xhat;          /* (n) x^_i, the public copy of this worker's model */
+    float *s;             /* (n) s_i = sum_j W_ij x^_j over j in N(i) and i */
+    float *diff;          /* (n) x_i - x^_i */
+    unsigned char *sbuf;  /* header + q_i, shared by every neighbour's send */
+    unsigned char **rbuf; /* (maxdeg) header + q_j */
+    hs_treq_t **sreq;     /* (maxdeg) */
+    hs_treq_t **rreq;     /* (maxdeg) */
+    int nsend;
+};
+
+/* Wait for every request in reqs (bounded); a failure is an error naming the peer. Received
+ * messages are checked and folded into s as they arrive. */
+static int wait_all(hs_algo_t *a, hs_treq_t **reqs, int n, long t, int recv)
+{
+    hs_dist_t *d = a->d;
+    for (;;) {
+        int left = 0;
+        for (int i = 0; i < n; i++) left += reqs[i] != NULL;
+        if (!left) return 0;
+        int idx = -1;
+        hs_tstatus_t st;
+        int rc = hs_exec_wait(d->x, reqs, n, d->o->comm_timeout_s, 0, &idx, &st);
+        if (rc < 0) {
+            if (idx >= 0) hs_dist_peer_failed(d, a->peers[idx], t, hs_last_error());
+            hs_error_prefix("CHOCO-SGD round %ld, %s", t, recv ? "receive" : "send");
+            return rc;
+        }
+        if (!recv || idx < 0) continue;
+        const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)a->rbuf[idx];
+        if (st.len < sizeof *h || h->magic != HS_PS_MAGIC || h->version != HS_PS_VERSION ||
+            h->kind != HS_PS_COMPRESSED || h->sender != st.source || h->length != a->n ||
+            h->extra != st.len - sizeof *h)
+            return HS_ERR(-EPROTO,
+                          "CHOCO-SGD: rank %d got a malformed message of %zu bytes from rank %d "
+                          "(do all ranks run the same --model and --compress?)",
+                          d->rank, st.len, st.source);
+        if (h->iteration != t)
+            return HS_ERR(-EPROTO, "CHOCO-SGD: rank %d got round %lld from rank %d in round %ld",
+                          d->rank, (long long)h->iteration, st.source, t);
+        double t0 = hs_exec_now(d->x);
+        rc = hs_decompress_add(a->dq, a->rbuf[idx] + sizeof *h, h->extra, (float)a->wts[idx], a->s);
+        if (rc < 0) {
+            hs_error_prefix("CHOCO-SGD: message from rank %d", st.source);
+            return rc;
+        }
+        d->st.comm_s += hs_exec_now(d->x) - t0;
+        d->st.bytes_recv += st.len;
+        d->st.msgs_applied++;
+    }
+}
+
+/* (n) diff = x - xhat; x += gamma (s - xhat). Plain loops in blocks of 16 (vectorised). */
+static void sub_vec(float *restrict diff, const float *restrict x, const float *restrict xh,
+                    size_t n)
+{
+    size_t b = 0;
+    for (; b + 16 <= n; b += 16)
+        for (size_t i = b; i < b + 16; i++) diff[i] = x[i] - xh[i];
+    for (; b < n; b++) diff[b] = x[b] - xh[b];
+}
+
+static void consensus(float *restrict x, const float *restrict s, const float *restrict xh,
+                      float gamma, size_t n)
+{
+    size_t b = 0;
+    for (; b + 16 <= n; b += 16)
+        for (size_t i = b; i < b + 16; i++) x[i] += gamma * (s[i] - xh[i]);
+    for (; b < n; b++) x[b] += gamma * (s[b] - xh[b]);
+}
+
+static int choco_step(hs_algo_t *a, long t)
+{
+    hs_dist_t *d = a->d;
+    float *x = d->params;
+    HS_TRY(hs_dist_apply(d, 1.0));
+
+    double t0 = hs_exec_now(d->x);
+    /* the previous round's sends must be done before the buffer is overwritten */
+    HS_TRY(wait_all(a, a->sreq, a->nsend, t - 1, 0));
+    d->st.wait_s += hs_exec_now(d->x) - t0;
+
+    t0 = hs_exec_now(d->x);
+    for (int i = 0; i < a->cnt; i++)
+        HS_TRY(hs_transport_irecv(d->t, a->peers[i], HS_TAG_NEIGHBOR, a->rbuf[i], a->msg_cap,
+                                  &a->rreq[i]));
+    hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)a->sbuf;
+    unsigned char *q = a->sbuf + sizeof *h;
+    size_t qbytes = 0;
+    sub_vec(a->diff, x, a->xhat, a->n);
+    HS_TRY(hs_compress(a->q, a->diff, q, &qbytes));
+    hs_ps_hdr_init(h, HS_PS_COMPRESSED, d->rank, t, 1.0, a->n);
+    h->extra = (uint32_t)qbytes;
+    for (int i = 0; i < a->cnt; i++) {
+        HS_TRY(hs_transport_isend(d->t, a->peers[i], HS_TAG_NEIGHBOR, a->sbuf, sizeof *h + qbytes,
+                                  &a->sreq[i]));
+        d->st.bytes_sent += sizeof *h + qbytes;
+    }
+    a->nsend = a->cnt;
+    /* this worker's own copy, and its term in s, while the messages travel */
+    HS_TRY(hs_decompress_add(a->q, q, qbytes, 1.0f, a->xhat));
+    HS_TRY(hs_decompress_add(a->q, q, qbytes, (float)a->self_w, a->s));
+    d->st.comm_s += hs_exec_now(d->x) - t0;
+
+    t0 = hs_exec_now(d->x);
+    double c0 = d->st.comm_s;
+    HS_TRY(wait_all(a, a->rreq, a->cnt, t, 1));
+    d->st.wait_s += hs_exec_now(d->x) - t0 - (d->st.comm_s - c0);
+
+    t0 = hs_exec_now(d->x);
+    consensus(x, a->s, a->xhat, (float)a->gamma, a->n);
+    d->st.comm_s += hs_exec_now(d->x) - t0;
+    return 0;
+}
+
+static int choco_drain(hs_algo_t *a, int final)
+{
+    (void) final;
+    hs_dist_t *d = a->d;
+    double t0 = hs_exec_now(d->x);
+    int rc = wait_all(a, a->sreq, a->nsend, d->iter, 0);
+    a->nsend = 0;
+    d->st.wait_s += hs_exec_now(d->x) - t0;
+    return rc;
+}
+
+static void choco_finalize(hs_algo_t **ap)
+{
+    hs_algo_t *a = ap ? *ap : NULL;
+    if (!a) return;
+    hs_dist_t *d = a->d;
+    for (int i = 0; i < a->maxdeg; i++) {
+        if (a->sreq && a->sreq[i]) hs_transport_req_free(d->t, &a->sreq[i]);
+        if (a->rreq && a->rreq[i]) hs_transport_req_free(d->t, &a->rreq[i]);
+        if (a->rbuf) free(a->rbuf[i]);
+    }
+    free(a->sreq);
+    free(a->rreq);
+    free(a->rbuf);
+    free(a->sbuf);
+    free(a->peers);
+    free(a->wts);
+    free(a->xhat);
+    free(a->s);
+    free(a->diff);
+    hs_compressor_destroy(&a->q);
+    hs_compressor_destroy(&a->dq);
+    free(a);
+    *ap = NULL;
+}
+
+/* gamma: the flag, or the compressor's default. */
+static double choco_gamma(const hs_algo_opts_t *o, const hs_compress_spec_t *s)
+{
+    if (o->consensus_step > 0) return o->consensus_step;
+    return s->kind == HS_COMPRESS_TOPK || s->kind == HS_COMPRESS_RANDK ? CHOCO_GAMMA_SPARSE
+                                                                       : CHOCO_GAMMA_DENSE;
+}
+
+static int choco_init(hs_algo_t **out, hs_dist_t *d)
+{
+    *out = NULL;
+    if (!d->topo) return HS_ERR(-EINVAL, "CHOCO-SGD needs a graph (--graph)");
+    if (!hs_topo_undirected(d->topo))
+        return HS_ERR(-EINVAL,
+                      "--algo choco needs an undirected graph, and --graph %s is directed "
+                      "(try biring, torus, hypercube or complete)",
+                      hs_topo_spec(d->topo));
+    if (hs_topo_period(d->topo) != 1)
+        return HS_ERR(-EINVAL,
+                      "--algo choco needs a static graph (its running sum of the neighbours' "
+                      "copies assumes fixed weights), and --graph %s changes every round",
+                      hs_topo_spec(d->topo));
+    if (d->k->device != HS_DEV_CPU)
+        return HS_ERR(-EINVAL, "--algo choco runs on --device cpu only (the compressors work on "
+                               "host memory)");
+    hs_algo_t *a = hs_calloc(1, sizeof *a, "CHOCO-SGD state");
+    if (!a) return -ENOMEM;
+    a->d = d;
+    a->n = d->n;
+    a->maxdeg = HS_MAX(1, hs_topo_max_out_degree(d->topo));
+    const char *spec = d->o->compress ? d->o->compress : "none";
+    /* the seed of the rounding / sampling stream: per rank, fixed (runs repeat) */
+    uint64_t seed = 0x43484f43ull ^ ((uint64_t)d->rank * 0x9e3779b97f4a7c15ull);
+    int rc = hs_compressor_create(&a->q, spec, a->n, seed);
+    if (rc < 0 || (rc = hs_compressor_create(&a->dq, spec, a->n, seed)) < 0) {
+        hs_error_prefix("--algo choco");
+        goto fail;
+    }
+    a->gamma = choco_gamma(d->o, hs_compressor_spec(a->q));
+    a->max_bytes = hs_compressor_max_bytes(a->q);
+    if (a->max_bytes > UINT32_MAX) {
+        rc = HS_ERR(-EINVAL,
+                    "%s: %zu bytes of compressed model do not fit a message header's "
+                    "32-bit length (use a smaller --model or a stronger --compress)",
+                    "--algo choco", a->max_bytes);
+        goto fail;
+    }
+    a->msg_cap = sizeof(hs_ps_hdr_v1_t) + a->max_bytes;
+    rc = -ENOMEM;
+    a->peers = hs_calloc((size_t)a->maxdeg, sizeof *a->peers, "neighbours");
+    a->wts = hs_calloc((size_t)a->maxdeg, sizeof *a->wts, "weights");
+    a->sreq = hs_calloc((size_t)a->maxdeg, sizeof *a->sreq, "send requests");
+    a->rreq = hs_calloc((size_t)a->maxdeg, sizeof *a->rreq, "receive requests");
+    a->rbuf = hs_calloc((size_t)a->maxdeg, sizeof *a->rbuf, "receive buffers");
+    a->sbuf = hs_malloc(a->msg_cap, "send buffer");
+    a->xhat = hs_calloc(a->n, sizeof *a->xhat, "public copy");
+    a->s = hs_calloc(a->n, sizeof *a->s, "neighbours' copies");
+    a->diff = hs_malloc(a->n * sizeof *a->diff, "difference");
+    if (!a->peers || !a->wts || !a->sreq || !a->rreq || !a->rbuf || !a->sbuf || !a->xhat || !a->s ||
+        !a->diff)
+        goto fail;
+    for (int i = 0; i < a->maxdeg; i++)
+        if (!(a->rbuf[i] = hs_malloc(a->msg_cap, "neighbour buffer"))) goto fail;
+    if ((rc = hs_topo_out_peers(d->topo, 0, d->rank, a->peers, a->wts, a->maxdeg, &a->cnt,
+                                &a->self_w)) < 0)
+        goto fail;
+    if (d->rank == 0) {
+        char line[256];
+        snprintf(line, sizeof line,
+                 "choco: --compress %s, consensus step %g, %zu of %zu bytes per message",
+                 hs_compressor_spec(a->q)->text, a->gamma, a->msg_cap, a->n * sizeof(float));
+        hs_dist_record(d, NULL, NULL, line);
+    }
+    *out = a;
+    return 0;
+fail:
+    choco_finalize(&a);
+    return rc;
+}
+
+static int choco_check(const hs_algo_opts_t *o, int ranks)
+{
+    (void)ranks;
+    hs_compress_spec_t s;
+    HS_TRY(hs_compress_parse(o->compress, &s));
+    if (o->consensus_step < 0 || o->consensus_step > 1)
+        return HS_ERR(-EINVAL, "--consensus-step must be in (0, 1] (0: the default), got %g",
+                      o->consensus_step);
+    return 0;
+}
+
+/* Checkpoint state: x^_i and s_i (2 n floats). */
+static size_t choco_state_bytes(const hs_algo_t *a)
+{
+    return 2 * a->n * sizeof(float);
+}
+
+static int choco_state_save(hs_algo_t *a, void *buf)
+{
+    memcpy(buf, a->xhat, a->n * sizeof(float));
+    memcpy((char *)buf + a->n * sizeof(float), a->s, a->n * sizeof(float));
+    return 0;
+}
+
+static int choco_state_load(hs_algo_t *a, const void *buf)
+{
+    memcpy(a->xhat, buf, a->n * sizeof(float));
+    memcpy(a->s, (const char *)buf + a->n * sizeof(float), a->n * sizeof(float));
+    return 0;
+}
+
+const hs_algo_ops_t hs_algo_choco_ops = {
+    .size = sizeof(hs_algo_ops_t),
+    .name = "choco",
+    .help = "CHOCO-SGD: D-PSGD with compressed messages (--compress) and public copies",
+    .flags = HS_ALGO_GRAPH | HS_ALGO_UNDIRECTED | HS_ALGO_COMM | HS_ALGO_COMPRESS,
+    .default_graph = "biring",
+    .init = choco_init,
+    .step = choco_step,
+    .drain = choco_drain,
+    .finalize = choco_finalize,
+    .state_bytes = choco_state_bytes,
+    .state_save = choco_state_save,
+    .state_load = choco_state_load,
+    .check = choco_check,
+};

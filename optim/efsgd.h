@@ -1,0 +1,23 @@
+/* optim/efsgd.h — error-feedback compressed gradient exchange for all-reduce SGD
+ * (optim/efsgd.c; used by optim/allreduce_sgd.c when --compress is given). */
+#ifndef HEARSAY_OPTIM_EFSGD_H
+#define HEARSAY_OPTIM_EFSGD_H
+
+#include "hearsay/algo.h"
+
+typedef struct efsgd efsgd_t;
+
+/* State for d (CPU backend; d->o->compress names the compressor). */
+int efsgd_create(efsgd_t **out, hs_dist_t *d);
+/* Round t: replace d->grads by the mean over ranks of the compressed error-corrected gradients
+ * (identical on every rank), keeping what this rank's compressor dropped for the next round. */
+int efsgd_exchange(efsgd_t *e, long t);
+/* Complete own sends (bounded). */
+int efsgd_drain(efsgd_t *e);
+void efsgd_destroy(efsgd_t **e);
+/* Checkpoint state: the error memory (n floats). */
+size_t efsgd_state_bytes(const efsgd_t *e);
+int efsgd_state_save(const efsgd_t *e, void *buf);
+int efsgd_state_load(efsgd_t *e, const void *buf);
+
+#endif

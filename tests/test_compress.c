@@ -1,0 +1,343 @@
+/* tests/test_compress.c — the compressors of hearsay/compress.h: round trips within each one's
+ * error bound (fp16 bit for bit against the compiler's _Float16 where it has one), int8's
+ * stochastic rounding unbiased, top-k's selection the exact k largest, random-k one index per
+ * stratum, decompress_add, the wire size formulas, and the rejected specs and messages. */
+#include "hearsay/common.h"
+#include "hearsay/compress.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Gaussian-ish test data (sum of uniforms), magnitudes spread over a few decades. */
+static float *data(size_t n, uint64_t seed)
+{
+    float *x = malloc(n * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        double v = 0;
+        for (int j = 0; j < 4; j++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            v += (double)(s >> 11) * 0x1p-53 - 0.5;
+        }
+        x[i] = (float)(v * (i % 7 == 0 ? 10.0 : 0.1));
+    }
+    return x;
+}
+
+static hs_compressor_t *make(const char *spec, size_t n, uint64_t seed)
+{
+    hs_compressor_t *c = NULL;
+    int rc = hs_compressor_create(&c, spec, n, seed);
+    ck_assert_msg(rc == 0, "create %s n=%zu: %s", spec, n, hs_last_error());
+    return c;
+}
+
+/* Compress and decompress x into y; returns the bytes used. */
+static size_t round_trip(hs_compressor_t *c, const float *x, float *y, size_t n)
+{
+    unsigned char *w = malloc(hs_compressor_max_bytes(c));
+    size_t bytes = 0;
+    ck_assert_int_eq(hs_compress(c, x, w, &bytes), 0);
+    ck_assert_uint_le(bytes, hs_compressor_max_bytes(c));
+    int rc = hs_decompress(c, w, bytes, y);
+    ck_assert_msg(rc == 0, "%s", hs_last_error());
+    /* decompress_add: y2 = 1 + 0.5 Q */
+    float *y2 = malloc(n * sizeof *y2);
+    for (size_t i = 0; i < n; i++) y2[i] = 1.0f;
+    ck_assert_int_eq(hs_decompress_add(c, w, bytes, 0.5f, y2), 0);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(!isfinite(y[i])
+                          ? (isnan(y[i]) ? isnan(y2[i]) : y2[i] == y[i])
+                          : fabsf(y2[i] - (1.0f + 0.5f * y[i])) <= 1e-6f * (1 + fabsf(y[i])),
+                      "decompress_add at %zu: %g vs %g", i, y2[i], 1.0f + 0.5f * y[i]);
+    free(y2);
+    free(w);
+    return bytes;
+}
+
+static const size_t sizes[] = {1, 15, 16, 17, 1000, 100003};
+
+START_TEST(test_none_fp16_bf16)
+{
+    for (size_t si = 0; si < HS_ARRAY_LEN(sizes); si++) {
+        size_t n = sizes[si];
+        float *x = data(n, 1), *y = malloc(n * sizeof *y);
+        hs_compressor_t *c = make("none", n, 1);
+        ck_assert_uint_eq(round_trip(c, x, y, n), 4 * n);
+        ck_assert(!memcmp(x, y, n * 4));
+        hs_compressor_destroy(&c);
+        ck_assert_ptr_null(c);
+
+        c = make("fp16", n, 1);
+        ck_assert_uint_eq(round_trip(c, x, y, n), 2 * n);
+        for (size_t i = 0; i < n; i++) {
+#if defined(__FLT16_MAX__)
+            ck_assert_msg(y[i] == (float)(_Float16)x[i], "fp16 at %zu: %a -> %a, expected %a", i,
+                          x[i], y[i], (float)(_Float16)x[i]);
+#endif
+            ck_assert_msg(fabsf(y[i] - x[i]) <= fabsf(x[i]) * 0x1p-11f + 0x1p-25f,
+                          "fp16 error at %zu", i);
+        }
+        hs_compressor_destroy(&c);
+
+        c = make("bf16", n, 1);
+        ck_assert_uint_eq(round_trip(c, x, y, n), 2 * n);
+        for (size_t i = 0; i < n; i++)
+            ck_assert_msg(fabsf(y[i] - x[i]) <= fabsf(x[i]) * 0x1p-8f, "bf16 error at %zu: %a %a",
+                          i, x[i], y[i]);
+        hs_compressor_destroy(&c);
+        free(x);
+        free(y);
+    }
+    /* edge values: fp16 overflow is inf, subnormals round, NaN stays NaN */
+    float e[17] = {65504.0f, 65520.0f, 1e6f,  -1e6f, 6e-8f, 1e-9f, 0.0f,    -0.0f,    NAN,
+                   INFINITY, 3.0f,     -2.5f, 1e-5f, 0.1f,  1.0f,  2049.0f, -65504.0f};
+    float y[17];
+    hs_compressor_t *c = make("fp16", 17, 1);
+    round_trip(c, e, y, 17);
+    ck_assert(y[0] == 65504.0f && isinf(y[1]) && isinf(y[2]) && isinf(y[3]) && y[3] < 0);
+    ck_assert(isnan(y[8]) && isinf(y[9]) && y[10] == 3.0f && y[11] == -2.5f);
+    ck_assert(y[15] == 2048.0f); /* 2049 is a tie between 2048 and 2050: to even */
+    hs_compressor_destroy(&c);
+    c = make("bf16", 17, 1);
+    round_trip(c, e, y, 17);
+    ck_assert(isnan(y[8]) && isinf(y[9]) && y[10] == 3.0f && y[6] == 0.0f);
+    hs_compressor_destroy(&c);
+}
+END_TEST
+
+/* |x - y| <= bound * max|x| of the chunk, per chunk of C. */
+static void check_int8(const float *x, const float *y, size_t n, size_t C, double bound,
+                       const char *what)
+{
+    for (size_t off = 0; off < n; off += C) {
+        size_t len = HS_MIN(C, n - off);
+        float amax = 0;
+        for (size_t i = 0; i < len; i++) amax = fmaxf(amax, fabsf(x[off + i]));
+        float scale = amax / 127.0f;
+        for (size_t i = 0; i < len; i++)
+            ck_assert_msg(fabsf(y[off + i] - x[off + i]) <= bound * scale + 1e-7f * amax,
+                          "%s at %zu: %g vs %g (scale %g)", what, off + i, x[off + i], y[off + i],
+                          scale);
+    }
+}
+
+START_TEST(test_int8)
+{
+    for (size_t si = 0; si < HS_ARRAY_LEN(sizes); si++) {
+        size_t n = sizes[si];
+        float *x = data(n, 2), *y = malloc(n * sizeof *y);
+        hs_compressor_t *c = make("int8", n, 3);
+        size_t nch = (n + 511) / 512;
+        ck_assert_uint_eq(round_trip(c, x, y, n), n + 4 * nch);
+        check_int8(x, y, n, 512, 0.5, "int8 nearest");
+        hs_compressor_destroy(&c);
+        c = make("int8:stochastic:chunk=64", n, 3);
+        ck_assert_uint_eq(round_trip(c, x, y, n), n + 4 * ((n + 63) / 64));
+        check_int8(x, y, n, 64, 1.0, "int8 stochastic");
+        hs_compressor_destroy(&c);
+        free(x);
+        free(y);
+    }
+    /* stochastic rounding is unbiased: the mean of R draws is within 5 sigma of x */
+    const size_t n = 256, R = 2000;
+    float *x = data(n, 4), *y = malloc(n * sizeof *y);
+    double *sum = calloc(n, sizeof *sum);
+    hs_compressor_t *c = make("int8:stochastic:chunk=256", n, 5);
+    for (size_t r = 0; r < R; r++) {
+        round_trip(c, x, y, n);
+        for (size_t i = 0; i < n; i++) sum[i] += y[i];
+    }
+    float amax = 0;
+    for (size_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    double scale = amax / 127.0, sigma = 0.5 * scale / sqrt((double)R);
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(sum[i] / R - x[i]) / sigma);
+    ck_assert_msg(worst < 5, "stochastic rounding biased: %g sigma", worst);
+    /* nearest rounding of the same x is biased: its error does not shrink with R */
+    hs_compressor_destroy(&c);
+    /* an all-zero chunk decodes to zeros; a non-finite value is an error naming it */
+    memset(x, 0, n * sizeof *x);
+    c = make("int8", n, 5);
+    round_trip(c, x, y, n);
+    for (size_t i = 0; i < n; i++) ck_assert(y[i] == 0);
+    x[7] = NAN;
+    unsigned char w[2048];
+    size_t bytes;
+    ck_assert_int_eq(hs_compress(c, x, w, &bytes), -ERANGE);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "non-finite"));
+    hs_compressor_destroy(&c);
+    free(sum);
+    free(x);
+    free(y);
+}
+END_TEST
+
+static int cmp_abs_desc(const void *a, const void *b)
+{
+    float x = fabsf(*(const float *)a), y = fabsf(*(const float *)b);
+    return (x < y) - (x > y);
+}
+
+START_TEST(test_topk)
+{
+    const char *specs[] = {"topk:1%", "topk:10%", "topk:100", "topk:0.1%"};
+    const size_t ns[] = {1000003, 5000, 170, 200000};
+    for (size_t si = 0; si < HS_ARRAY_LEN(specs); si++) {
+        size_t n = ns[si];
+        float *x = data(n, 6 + si), *y = malloc(n * sizeof *y), *s = malloc(n * sizeof *s);
+        hs_compressor_t *c = make(specs[si], n, 7);
+        size_t k = hs_compressor_k(c);
+        for (int rep = 0; rep < 3; rep++) {
+            size_t bytes = round_trip(c, x, y, n);
+            ck_assert_msg(bytes == 4 + 8 * k, "%s n=%zu: %zu bytes, expected k = %zu entries",
+                          specs[si], n, bytes, k);
+            /* sent entries are exact; the sent set is the k largest magnitudes */
+            size_t nz = 0;
+            float min_sent = INFINITY, max_unsent = 0;
+            for (size_t i = 0; i < n; i++) {
+                if (y[i] != 0) {
+                    ck_assert(y[i] == x[i]);
+                    nz++;
+                    min_sent = fminf(min_sent, fabsf(x[i]));
+                } else
+                    max_unsent = fmaxf(max_unsent, fabsf(x[i]));
+            }
+            ck_assert_uint_eq(nz, k);
+            ck_assert_msg(min_sent >= max_unsent, "%s: sent %g < unsent %g", specs[si], min_sent,
+                          max_unsent);
+            memcpy(s, x, n * sizeof *s);
+            qsort(s, n, sizeof *s, cmp_abs_desc);
+            ck_assert(fabsf(s[k - 1]) == min_sent);
+        }
+        hs_compressor_destroy(&c);
+        free(x);
+        free(y);
+        free(s);
+    }
+}
+END_TEST
+
+START_TEST(test_randk)
+{
+    const size_t n = 100003;
+    float *x = data(n, 9), *y = malloc(n * sizeof *y), *prev = calloc(n, sizeof *prev);
+    hs_compressor_t *c = make("randk:1%", n, 11);
+    size_t k = hs_compressor_k(c);
+    ck_assert_uint_eq(k, 1001);
+    int differs = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        ck_assert_uint_eq(round_trip(c, x, y, n), 4 + 8 * k);
+        size_t nz = 0, stratum_hits = 0;
+        for (size_t j = 0; j < k; j++) {
+            size_t lo = j * n / k, hi = (j + 1) * n / k, hit = 0;
+            for (size_t i = lo; i < hi; i++) hit += y[i] != 0;
+            stratum_hits += hit == 1;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (y[i] != 0) ck_assert(y[i] == x[i]), nz++;
+            if ((y[i] != 0) != (prev[i] != 0)) differs = 1;
+        }
+        ck_assert_uint_eq(nz, k);
+        ck_assert_uint_eq(stratum_hits, k);
+        memcpy(prev, y, n * sizeof *y);
+    }
+    ck_assert_msg(differs, "random-k chose the same indices every round");
+    /* the same seed chooses the same indices */
+    hs_compressor_t *c2 = make("randk:1%", n, 11);
+    float *y2 = malloc(n * sizeof *y2);
+    hs_compressor_destroy(&c);
+    c = make("randk:1%", n, 11);
+    round_trip(c, x, y, n);
+    round_trip(c2, x, y2, n);
+    ck_assert(!memcmp(y, y2, n * sizeof *y));
+    /* a malformed message is refused: index out of range, then out of order */
+    unsigned char *w = malloc(hs_compressor_max_bytes(c));
+    size_t bytes;
+    ck_assert_int_eq(hs_compress(c, x, w, &bytes), 0);
+    uint32_t bad = (uint32_t)n;
+    memcpy(w + 4 + 4 * 5, &bad, 4);
+    ck_assert_int_eq(hs_decompress(c, w, bytes, y), -EPROTO);
+    bad = 0;
+    memcpy(w + 4 + 4 * 5, &bad, 4);
+    ck_assert_int_eq(hs_decompress(c, w, bytes, y), -EPROTO);
+    ck_assert_int_eq(hs_decompress(c, w, bytes - 1, y), -EPROTO);
+    free(w);
+    hs_compressor_destroy(&c);
+    hs_compressor_destroy(&c2);
+    free(x);
+    free(y);
+    free(y2);
+    free(prev);
+}
+END_TEST
+
+START_TEST(test_specs)
+{
+    hs_compress_spec_t s;
+    ck_assert_int_eq(hs_compress_parse(NULL, &s), 0);
+    ck_assert_int_eq(s.kind, HS_COMPRESS_NONE);
+    ck_assert_int_eq(hs_compress_parse("int8:stochastic:chunk=128", &s), 0);
+    ck_assert(s.kind == HS_COMPRESS_INT8 && s.stochastic && s.chunk == 128);
+    ck_assert(hs_compress_unbiased(&s));
+    ck_assert_int_eq(hs_compress_parse("topk:0.5%", &s), 0);
+    ck_assert(s.kind == HS_COMPRESS_TOPK && fabs(s.k_frac - 0.005) < 1e-15);
+    ck_assert(!hs_compress_unbiased(&s));
+    /* bytes on the wire (docs/algorithms.md) */
+    ck_assert_uint_eq(hs_compress_max_bytes(&s, 1000), 4 + 8 * 5);
+    ck_assert_int_eq(hs_compress_parse("int8", &s), 0);
+    ck_assert_uint_eq(hs_compress_max_bytes(&s, 1025), 1025 + 4 * 3);
+    ck_assert_int_eq(hs_compress_parse("bf16", &s), 0);
+    ck_assert_uint_eq(hs_compress_max_bytes(&s, 1025), 2050);
+
+    struct {
+        const char *spec, *says;
+    } bad[] = {
+        {"zip", "unknown compressor 'zip'"},
+        {"topk", "give k"},
+        {"topk:0", "at least 1"},
+        {"topk:-3", "at least 1"},
+        {"randk:0%", "percentage"},
+        {"randk:150%", "percentage"},
+        {"topk:abc", "not a count"},
+        {"int8:fast", "unknown int8 option 'fast'"},
+        {"int8:chunk=3", "chunk"},
+        {"fp16:x", "no options"},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(bad); i++) {
+        ck_assert_int_eq(hs_compress_parse(bad[i].spec, &s), -EINVAL);
+        ck_assert_msg(strstr(hs_last_error(), bad[i].says), "%s: '%s' lacks '%s'", bad[i].spec,
+                      hs_last_error(), bad[i].says);
+    }
+    /* k above the model size, or rounding to 0 parameters */
+    hs_compressor_t *c = NULL;
+    ck_assert_int_eq(hs_compressor_create(&c, "topk:101", 100, 1), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "larger than the model (100 parameters)"));
+    ck_assert_ptr_null(c);
+    ck_assert_int_eq(hs_compressor_create(&c, "randk:100", 100, 1), 0);
+    ck_assert_uint_eq(hs_compressor_k(c), 100);
+    hs_compressor_destroy(&c);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("compress");
+    TCase *tc = tcase_create("compressors");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_none_fp16_bf16);
+    tcase_add_test(tc, test_int8);
+    tcase_add_test(tc, test_topk);
+    tcase_add_test(tc, test_randk);
+    tcase_add_test(tc, test_specs);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
