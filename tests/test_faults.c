@@ -348,8 +348,8 @@ END_TEST
 
 /* The global leader of leader-SGD crashes: with --seed 2, a Dirichlet(0.05) split and the
  * He initialisation (--init he: with PyTorch's, rank 0's loss falls fastest and it leads
- * itself) rank 2's shard is one class (loss ~1e-6), so it leads from the first iterations on; rank 0's
- * rank-0-leader.csv shows rank 2 leading until it crashed and another leader at the end. */
+ * itself) rank 2's shard is one class (loss ~1e-6), so it leads from the first iterations on; rank
+ * 0's rank-0-leader.csv shows rank 2 leading until it crashed and another leader at the end. */
 START_TEST(test_lsgd_leader)
 {
     const char *p = prov[_i];
