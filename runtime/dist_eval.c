@@ -276,12 +276,15 @@ int hs_eval_send(hs_dist_t *d, unsigned char *buf, hs_treq_t **req, long iter, c
 int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, hs_rank_final_t *all,
                     hs_avg_eval_t *avg)
 {
-    size_t extra = (size_t)d->size * sizeof(int64_t) + HS_HEALTH_DOUBLES * sizeof(double);
+    /* the trailing int64 and double arrays start 8-byte aligned: after an odd number of
+     * floats, 4 bytes of padding (UBSan: misaligned store with a 650-parameter model) */
+    size_t zpad = (d->n * sizeof(float)) % 8 ? 8 - (d->n * sizeof(float)) % 8 : 0;
+    size_t extra = zpad + (size_t)d->size * sizeof(int64_t) + HS_HEALTH_DOUBLES * sizeof(double);
     size_t bytes = sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float) + extra;
-    unsigned char *buf = hs_malloc(bytes, "end-of-run message");
+    unsigned char *buf = hs_calloc(1, bytes, "end-of-run message");
     if (!buf) return -ENOMEM;
     hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)buf;
-    int64_t *fa = (int64_t *)(buf + sizeof *h + d->n * sizeof(float));
+    int64_t *fa = (int64_t *)(buf + sizeof *h + d->n * sizeof(float) + zpad);
     double *hl = (double *)(fa + d->size); /* (HS_HEALTH_DOUBLES) */
     int rc = 0;
     if (d->rank != 0) {

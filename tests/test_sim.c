@@ -52,6 +52,7 @@ static unsigned char *slurp(const char *path, size_t *n)
     fseek(f, 0, SEEK_SET);
     unsigned char *b = malloc((size_t)len + 1);
     *n = b ? fread(b, 1, (size_t)len, f) : 0;
+    if (b) b[*n] = 0; /* (callers search it as a string) */
     fclose(f);
     return b;
 }
