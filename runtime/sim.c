@@ -5,16 +5,17 @@
  *
  * Threads and the baton. Each rank's training loop and each service it starts is a POSIX
  * thread, but only the holder of the baton runs: a thread runs until it blocks (a wait, a
- * sleep, a service wait, a barrier, a join) or ends, then hands the baton back to the
- * scheduler (the caller of hs_sim_run), which picks the next thread. The choice is
- * deterministic: the ready thread that became ready first (a first-in first-out queue); when
- * none is ready, the clock jumps to the earliest event (a message delivery or a deadline), the
- * events due then are applied in (time, sequence) order and wake the threads they concern.
- * Nothing depends on the host's scheduling, so a run with a fixed compute model repeats bit
- * for bit.
+ * sleep, a service wait, a barrier, a join) or ends, then picks the next thread itself and
+ * hands the baton to it (pick_next, hand_to). The choice is deterministic: the ready thread
+ * that became ready first (a first-in first-out queue); when none is ready, the clock jumps to
+ * the earliest event (a message delivery or a deadline), the events due then are applied in
+ * (time, sequence) order and wake the threads they concern. Nothing depends on the host's
+ * scheduling, so a run with a fixed compute model repeats bit for bit. The one exception to
+ * "only the holder runs": gradients (vx_local) run off the baton, side by side, in a way that
+ * changes no event's order.
  *
- * Messages. A send copies its payload at once (eager; the send completes then) and is
- * delivered at the time the link model gives (hearsay/shaping.h: store and forward at the
+ * Messages. A send copies its payload at once; the send completes when the message is
+ * delivered, at the time the link model gives (hearsay/shaping.h: store and forward at the
  * link's bandwidth, plus latency and seeded jitter, never reordering a link; ideal without
  * --link). Delivery matches the destination's posted receives in posting order (source or
  * HS_ANY_SOURCE, tag), else joins its unexpected queue, which later receives search first.
