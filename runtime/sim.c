@@ -31,7 +31,6 @@
 #include "hearsay/exec.h"
 #include "hearsay/shaping.h"
 #include "hearsay/transport.h"
-#include "runtime/exec_svc.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -90,11 +89,13 @@ struct hs_treq {
     size_t cap;
     int done, err;
     hs_tstatus_t st;
-    struct hs_treq *next;          /* posted receives */
+    struct hs_treq *next, *prev;   /* posted receives (rk->posted, rk->posted_tail) */
     sim_rank_t *rk;                /* a receive's rank */
     struct hs_treq *cprev, *cnext; /* completed receives not yet taken (rk->completed) */
     int on_completed;
-    struct sim_msg *msg; /* a send: its message while in flight */
+    struct sim_msg *msg;  /* a send: its message while in flight */
+    int inplace;          /* a receive without a buffer (services): it keeps the message */
+    struct sim_msg *held; /* an in-place receive, completed: its message (data: held->data) */
 };
 
 struct sim_rank {
@@ -105,11 +106,11 @@ struct sim_rank {
     hs_exec_t *x;
     hs_boot_t *boot;
     hs_shaper_t *shaper;
-    struct hs_treq *posted;    /* posted receives, in order */
-    struct hs_treq *completed; /* completed receives nobody has taken yet (see leave) */
-    sim_msg_t *unexpected;     /* arrived, not yet received, in order */
-    sim_msg_t *dead_letters;   /* arrived after it left or died: its senders' (unsent) */
-    int left;                  /* hs_transport_leave: receives nothing any more */
+    struct hs_treq *posted, *posted_tail; /* posted receives, in order */
+    struct hs_treq *completed;            /* completed receives nobody has taken yet (see leave) */
+    sim_msg_t *unexpected;                /* arrived, not yet received, in order */
+    sim_msg_t *dead_letters;              /* arrived after it left or died: its senders' (unsent) */
+    int left;                             /* hs_transport_leave: receives nothing any more */
     sim_thread_t *main;
     sim_thread_t *threads; /* this rank's threads (next_in_rank) */
     hs_train_result_t res;
@@ -171,7 +172,8 @@ struct sim_world {
     int first_failed; /* the first rank whose loop failed (not an injected crash); -1: none */
     int pin_cpu;      /* par == 1: the CPU every simulated thread runs on (-1: not pinned) */
     char end_msg[256];
-    sim_msg_t *pool; /* freed messages kept for reuse (msg_get/msg_put) */
+    sim_msg_t *pool;          /* freed messages kept for reuse (msg_get/msg_put) */
+    struct hs_treq *req_pool; /* freed requests kept for reuse (req_get, req_release) */
     size_t pool_bytes;
     /* Accounting: wall seconds spent in the workers' own code (training loop, algorithms,
      * handlers, gradients) as opposed to the simulator's (scheduling, thread switches, the
@@ -389,6 +391,23 @@ static void msg_put(sim_world_t *w, sim_msg_t *m)
     w->pool_bytes += m->cap;
 }
 
+/* A zeroed request (recycled: a calloc and a free per message were a tenth of the
+ * transport's time). */
+static struct hs_treq *req_get(sim_world_t *w)
+{
+    struct hs_treq *r = w->req_pool;
+    if (!r) return hs_calloc(1, sizeof *r, "sim request");
+    w->req_pool = r->next;
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+static void req_put(sim_world_t *w, struct hs_treq *r)
+{
+    r->next = w->req_pool;
+    w->req_pool = r;
+}
+
 static int msg_before(const sim_msg_t *a, const sim_msg_t *b)
 {
     return a->at < b->at || (a->at == b->at && a->seq < b->seq);
@@ -436,6 +455,8 @@ static int matches(const struct hs_treq *r, const sim_msg_t *m)
     return r->tag == m->tag && (r->peer == HS_ANY_SOURCE || r->peer == m->src);
 }
 
+/* Complete receive r with a message of len bytes from src (data: copied into its buffer;
+ * NULL: an in-place receive that has just been given the message). */
 static void complete_recv_from(struct hs_treq *r, int src, uint32_t tag, const void *data,
                                size_t len)
 {
@@ -444,7 +465,7 @@ static void complete_recv_from(struct hs_treq *r, int src, uint32_t tag, const v
                         "sim: message of %zu bytes from rank %d (tag %#x) for a %zu-byte "
                         "receive",
                         len, src, tag, r->cap);
-    } else if (len) {
+    } else if (len && data) {
         memcpy(r->buf, data, len);
     }
     r->st = (hs_tstatus_t){.source = src, .tag = tag, .len = len};
@@ -458,20 +479,41 @@ static void complete_recv_from(struct hs_treq *r, int src, uint32_t tag, const v
     }
 }
 
-static void complete_recv(struct hs_treq *r, const sim_msg_t *m)
+/* Complete receive r with message m: copied into its buffer (the caller recycles m), or, an
+ * in-place receive, r keeps m (returns 1: the caller must not recycle it). */
+static int complete_recv(struct hs_treq *r, sim_msg_t *m)
 {
+    if (r->inplace && m->len <= r->cap) {
+        r->held = m;
+        complete_recv_from(r, m->src, m->tag, NULL, m->len);
+        return 1;
+    }
     complete_recv_from(r, m->src, m->tag, m->data, m->len);
+    return 0;
+}
+
+static void unpost(sim_rank_t *rk, struct hs_treq *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else if (rk->posted == r)
+        rk->posted = r->next;
+    else
+        return; /* not posted */
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        rk->posted_tail = r->prev;
+    r->next = r->prev = NULL;
 }
 
 /* The first posted receive of rank d that matches (src, tag), taken off the posted list;
  * NULL when none. */
 static struct hs_treq *take_posted(sim_rank_t *d, int src, uint32_t tag)
 {
-    for (struct hs_treq **pp = &d->posted; *pp; pp = &(*pp)->next) {
-        struct hs_treq *r = *pp;
+    for (struct hs_treq *r = d->posted; r; r = r->next) {
         if (r->tag != tag || (r->peer != HS_ANY_SOURCE && r->peer != src)) continue;
-        *pp = r->next;
-        r->next = NULL;
+        unpost(d, r);
         return r;
     }
     return NULL;
@@ -521,8 +563,7 @@ static void deliver(sim_world_t *w, sim_msg_t *m)
     }
     struct hs_treq *r = take_posted(d, m->src, m->tag);
     if (r) {
-        complete_recv(r, m);
-        msg_put(w, m);
+        if (!complete_recv(r, m)) msg_put(w, m);
         wake_rank(d);
         return;
     }
@@ -570,9 +611,10 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
 {
     sim_rank_t *rk = rank_of(t);
     sim_world_t *w = world_of(rk);
-    struct hs_treq *r = hs_calloc(1, sizeof *r, "sim request");
+    struct hs_treq *r = req_get(w);
     if (!r) return -ENOMEM;
     r->send = 1;
+    r->rk = rk;
     r->peer = peer;
     r->tag = tag;
     r->st = (hs_tstatus_t){.source = peer, .tag = tag, .len = len};
@@ -589,6 +631,21 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
     double at = deliver_time(w, rk->rank, peer, len);
     if (at <= w->now && w->in_flight[rk->rank] == 0) {
         struct hs_treq *pr = take_posted(&w->rk[peer], rk->rank, tag);
+        if (pr && pr->inplace && len <= pr->cap) { /* the one copy goes into a message */
+            sim_msg_t *m = msg_get(w, len);
+            if (!m) {
+                req_put(w, r);
+                return HS_ERR(-ENOMEM, "sim: out of memory for a %zu-byte message", len);
+            }
+            size_t mcap = m->cap;
+            *m = (sim_msg_t){
+                .src = rk->rank, .dst = peer, .tag = tag, .len = len, .at = w->now, .cap = mcap};
+            if (len) memcpy(m->data, buf, len);
+            complete_recv(pr, m);
+            wake_rank(&w->rk[peer]);
+            *req = r;
+            return 0;
+        }
         if (pr) {
             complete_recv_from(pr, rk->rank, tag, buf, len);
             wake_rank(&w->rk[peer]);
@@ -598,7 +655,7 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
     }
     sim_msg_t *m = msg_get(w, len);
     if (!m) {
-        free(r);
+        req_put(w, r);
         return HS_ERR(-ENOMEM, "sim: out of memory for a %zu-byte message", len);
     }
     m->src = rk->rank;
@@ -614,7 +671,7 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
     int rc = heap_push(w, m);
     if (rc < 0) {
         msg_put(w, m);
-        free(r);
+        req_put(w, r);
         return rc;
     }
     if (at > w->now) { /* the send completes when its last byte has arrived (a shaped hsshm
@@ -627,40 +684,41 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
     return 0;
 }
 
-static int st_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
-                    hs_treq_t **req)
+/* Post a receive of rank rk: into buf (cap bytes), or, buf NULL, in place (it keeps the
+ * message, at most cap bytes: the simulator's services). */
+static int post_recv(sim_rank_t *rk, int peer, uint32_t tag, void *buf, size_t cap, hs_treq_t **req)
 {
-    sim_rank_t *rk = rank_of(t);
-    struct hs_treq *r = hs_calloc(1, sizeof *r, "sim request");
+    struct hs_treq *r = req_get(world_of(rk));
     if (!r) return -ENOMEM;
     r->peer = peer;
     r->tag = tag;
     r->buf = buf;
+    r->inplace = !buf;
     r->cap = cap;
     r->rk = rk;
     for (sim_msg_t **pp = &rk->unexpected; *pp; pp = &(*pp)->next) {
         sim_msg_t *m = *pp;
         if (!matches(r, m)) continue;
         *pp = m->next;
-        complete_recv(r, m);
-        msg_put(world_of(rk), m);
+        if (!complete_recv(r, m)) msg_put(world_of(rk), m);
         *req = r;
         return 0;
     }
-    struct hs_treq **tail = &rk->posted;
-    while (*tail) tail = &(*tail)->next;
-    *tail = r;
+    r->prev = rk->posted_tail;
+    if (rk->posted_tail)
+        rk->posted_tail->next = r;
+    else
+        rk->posted = r;
+    rk->posted_tail = r;
     *req = r;
     return 0;
 }
 
-static void unpost(sim_rank_t *rk, struct hs_treq *r)
+static int st_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,
+                    hs_treq_t **req)
 {
-    for (struct hs_treq **pp = &rk->posted; *pp; pp = &(*pp)->next)
-        if (*pp == r) {
-            *pp = r->next;
-            return;
-        }
+    static unsigned char none[1]; /* a zero-byte receive without a buffer is not in place */
+    return post_recv(rank_of(t), peer, tag, buf ? buf : none, cap, req);
 }
 
 /* A receive that names a dead rank with nothing of it left in flight fails. */
@@ -676,8 +734,9 @@ static void check_dead_source(sim_world_t *w, sim_rank_t *rk, struct hs_treq *r)
 static void req_release(hs_treq_t **req)
 {
     if ((*req)->msg) (*req)->msg->sreq = NULL; /* a send freed in flight: the message goes on */
+    if ((*req)->held) msg_put(world_of((*req)->rk), (*req)->held);
     off_completed(*req);
-    free(*req);
+    req_put(world_of((*req)->rk), *req);
     *req = NULL;
 }
 
@@ -719,14 +778,18 @@ static int poll_any(sim_world_t *w, sim_rank_t *rk, hs_treq_t **reqs, int n, int
 /* The running thread waits in virtual time for one of reqs (no idle hook: the transport's
  * own waits, e.g. inside the all-reduce). */
 static int wait_reqs(sim_world_t *w, sim_rank_t *rk, hs_treq_t **reqs, int n, double timeout_s,
-                     int (*idle)(void *), void *idle_ctx, int *idx, hs_tstatus_t *st)
+                     int (*idle)(void *), void *idle_ctx, int *idx, hs_tstatus_t *st, int keep)
 {
     *idx = -1;
     double deadline = w->now + (timeout_s > 0 ? timeout_s : 0);
     double next_idle = w->now + IDLE_SLICE_S;
     for (;;) {
         int active;
-        if (poll_any(w, rk, reqs, n, idx, st, &active)) return take(&reqs[*idx], st);
+        if (poll_any(w, rk, reqs, n, idx, st, &active)) {
+            if (!keep || reqs[*idx]->err) return take(&reqs[*idx], st);
+            *st = reqs[*idx]->st; /* keep: the caller frees it */
+            return 0;
+        }
         if (!active) return 0;
         if (w->now >= deadline) {
             *idx = -1;
@@ -748,7 +811,7 @@ static int st_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout
                       hs_tstatus_t *st)
 {
     sim_rank_t *rk = rank_of(t);
-    return wait_reqs(world_of(rk), rk, reqs, n, timeout_s, NULL, NULL, index, st);
+    return wait_reqs(world_of(rk), rk, reqs, n, timeout_s, NULL, NULL, index, st, 0);
 }
 
 static int st_progress(hs_transport_t *t)
@@ -819,7 +882,7 @@ static int st_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, voi
     rk->left = 1;
     for (struct hs_treq *r = rk->completed; r; r = r->cnext) {
         if (r->send || r->tag != tag || r->err) continue;
-        cb(ctx, r->st.source, r->buf, r->st.len, r->st.len);
+        cb(ctx, r->st.source, r->held ? r->held->data : r->buf, r->st.len, r->st.len);
         r->err = HS_ERR(-ECANCELED, "sim: rank %d left", rk->rank);
         n++;
     }
@@ -1034,7 +1097,7 @@ static int vx_wait(hs_exec_t *x, hs_treq_t **reqs, int n, double timeout_s, unsi
     int owner = current_of(v->w) == v->rk->main;
     int use_idle = x->idle && owner && !(flags & HS_WAIT_NO_IDLE);
     return wait_reqs(v->w, v->rk, reqs, n, timeout_s, use_idle ? x->idle : NULL, x->idle_ctx, idx,
-                     st);
+                     st, 0);
 }
 
 static int vx_alive(hs_exec_t *x, int peer, double probe_s)
@@ -1134,7 +1197,7 @@ static void vx_crash(hs_exec_t *x, int status)
         rk->unexpected = m->next;
         append(&rk->dead_letters, m);
     }
-    rk->posted = NULL;
+    rk->posted = rk->posted_tail = NULL;
     rk->completed = NULL;
     wake_all(w); /* peers waiting on it find it dead */
     sim_thread_t *me = current_of(w);
@@ -1142,11 +1205,16 @@ static void vx_crash(hs_exec_t *x, int status)
     for (;;) sem_wait(&me->go); /* never scheduled again */
 }
 
-/* Services: one simulated thread each. */
+/* Services: one simulated thread each. Their receives are in place (no buffer per slot): a
+ * message stays in the simulator's recycled buffer, on_msg reads it there, and it goes back
+ * to the pool, so a rank holds no n_slots x slot_bytes of receive buffers and the one copy per
+ * message lands in memory that is still in cache. */
 struct hs_service {
     hs_exec_t *x;
     hs_service_desc_t d;
-    hs_svc_slots_t sl;
+    int *src;        /* (n_slots) */
+    uint32_t *tag;   /* (n_slots) */
+    hs_treq_t **req; /* (n_slots) posted receives (NULL: not posted) */
     sim_thread_t *thr;
     int stop;
     uint64_t handled;
@@ -1316,6 +1384,12 @@ static int write_consensus(sim_world_t *w)
     return rc == 0 ? 0 : HS_ERR(-EIO, "writing %s failed", path);
 }
 
+static int svc_post(hs_service_t *s, int i)
+{
+    sim_x_t *v = s->x->impl;
+    return post_recv(v->rk, s->src[i], s->tag[i], NULL, s->d.slot_bytes, &s->req[i]);
+}
+
 static void *svc_main(void *arg)
 {
     hs_service_t *s = arg;
@@ -1324,19 +1398,22 @@ static void *svc_main(void *arg)
     while (!s->stop) {
         int idx = -1;
         hs_tstatus_t st;
-        int rc = wait_reqs(v->w, v->rk, s->sl.req, n, IDLE_SLICE_S, NULL, NULL, &idx, &st);
+        /* keep: the completed receive stays (with its message) until on_msg has run */
+        int rc = wait_reqs(v->w, v->rk, s->req, n, IDLE_SLICE_S, NULL, NULL, &idx, &st, 1);
         if (s->stop) break;
         if (rc == 0 && idx >= 0) {
+            struct hs_treq *r = s->req[idx];
             sim_out(v->w);
-            int hr = s->d.on_msg(s->d.ctx, idx, s->sl.buf[idx], &st);
+            int hr = s->d.on_msg(s->d.ctx, idx, r->held ? r->held->data : NULL, &st);
             sim_in(v->w);
+            req_release(&s->req[idx]);
             if (hr < 0 && !s->rc) {
                 s->rc = hr;
                 snprintf(s->msg, sizeof s->msg, "%s", hs_last_error());
             }
             s->handled++;
             wake_rank(v->rk); /* hs_svc_wait */
-            hr = hs_svc_slots_post(&s->sl, s->x->t, idx);
+            hr = svc_post(s, idx);
             if (hr < 0 && !s->rc) s->rc = hr;
         } else if (rc == 0 && idx < 0) { /* every slot gone: nothing more can come */
             block_until(v->w, v->w->now + IDLE_SLICE_S);
@@ -1356,7 +1433,11 @@ static void *svc_main(void *arg)
 
 static void vx_svc_free(hs_service_t *s)
 {
-    hs_svc_slots_close(&s->sl, s->x->t);
+    for (int i = 0; s->req && i < s->d.n_slots; i++)
+        if (s->req[i]) st_req_free(s->x->t, &s->req[i]);
+    free(s->req);
+    free(s->src);
+    free(s->tag);
     free(s);
 }
 
@@ -1370,8 +1451,16 @@ static int vx_svc_start(hs_exec_t *x, const hs_service_desc_t *desc, hs_service_
     if (!s) return -ENOMEM;
     s->x = x;
     s->d = *desc;
-    int rc = hs_svc_slots_open(&s->sl, x->t, desc);
-    if (rc < 0) goto fail;
+    int rc = -ENOMEM;
+    size_t n = (size_t)desc->n_slots;
+    s->src = hs_malloc(n * sizeof *s->src, "service sources");
+    s->tag = hs_malloc(n * sizeof *s->tag, "service tags");
+    s->req = hs_calloc(n, sizeof *s->req, "service receives");
+    if (!s->src || !s->tag || !s->req) goto fail;
+    memcpy(s->src, desc->src, n * sizeof *s->src);
+    memcpy(s->tag, desc->tag, n * sizeof *s->tag);
+    for (int i = 0; i < desc->n_slots; i++)
+        if ((rc = svc_post(s, i)) < 0) goto fail;
     if ((rc = spawn(v->w, v->rk, svc_main, s, &s->thr)) < 0) goto fail;
     *out = s;
     return 0;
@@ -1837,6 +1926,11 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
         sim_msg_t *m = w.pool;
         w.pool = m->next;
         free(m);
+    }
+    while (w.req_pool) {
+        struct hs_treq *r = w.req_pool;
+        w.req_pool = r->next;
+        free(r);
     }
     free(w.heap);
     for (int r = 0; hosts && r < w.n; r++) free(hosts[r]);
