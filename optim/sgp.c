@@ -980,7 +980,8 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound)
                             .n_slots = HS_MAX(1, nsrc * RX_SLOTS),
                             .slot_bytes = a->msg_bytes,
                             .on_msg = rx_apply,
-                            .ctx = a};
+                            .ctx = a,
+                            .flags = HS_SVC_PURE};
     int *src = hs_malloc((size_t)sd.n_slots * sizeof *src, "receive sources");
     uint32_t *tag = hs_malloc((size_t)sd.n_slots * sizeof *tag, "receive tags");
     if (rc == 0 && (!src || !tag)) rc = -ENOMEM;

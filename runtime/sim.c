@@ -95,6 +95,8 @@ struct hs_treq {
     int on_completed;
     struct sim_msg *msg;  /* a send: its message while in flight */
     int inplace;          /* a receive without a buffer (services): it keeps the message */
+    hs_service_t *svc;    /* a pure service's receive: handled when it completes (svc_inline) */
+    int slot;             /* ... its slot */
     struct sim_msg *held; /* an in-place receive, completed: its message (data: held->data) */
 };
 
@@ -492,6 +494,8 @@ static int complete_recv(struct hs_treq *r, sim_msg_t *m)
     return 0;
 }
 
+static void svc_inline(sim_world_t *w, struct hs_treq *r);
+
 static void unpost(sim_rank_t *rk, struct hs_treq *r)
 {
     if (r->prev)
@@ -564,7 +568,10 @@ static void deliver(sim_world_t *w, sim_msg_t *m)
     struct hs_treq *r = take_posted(d, m->src, m->tag);
     if (r) {
         if (!complete_recv(r, m)) msg_put(w, m);
-        wake_rank(d);
+        if (r->svc)
+            svc_inline(w, r);
+        else
+            wake_rank(d);
         return;
     }
     sim_msg_t **tail = &d->unexpected;
@@ -642,7 +649,10 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
                 .src = rk->rank, .dst = peer, .tag = tag, .len = len, .at = w->now, .cap = mcap};
             if (len) memcpy(m->data, buf, len);
             complete_recv(pr, m);
-            wake_rank(&w->rk[peer]);
+            if (pr->svc)
+                svc_inline(w, pr);
+            else
+                wake_rank(&w->rk[peer]);
             *req = r;
             return 0;
         }
@@ -686,7 +696,31 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
 
 /* Post a receive of rank rk: into buf (cap bytes), or, buf NULL, in place (it keeps the
  * message, at most cap bytes: the simulator's services). */
-static int post_recv(sim_rank_t *rk, int peer, uint32_t tag, void *buf, size_t cap, hs_treq_t **req)
+/* Post receive r of rank rk (peer, tag, buf, cap set): it takes the first unexpected message
+ * that matches (returns 1: complete already), else it goes at the end of the posted list. */
+static int post_req(sim_rank_t *rk, struct hs_treq *r)
+{
+    for (sim_msg_t **pp = &rk->unexpected; *pp; pp = &(*pp)->next) {
+        sim_msg_t *m = *pp;
+        if (!matches(r, m)) continue;
+        *pp = m->next;
+        if (!complete_recv(r, m)) msg_put(world_of(rk), m);
+        return 1;
+    }
+    r->prev = rk->posted_tail;
+    if (rk->posted_tail)
+        rk->posted_tail->next = r;
+    else
+        rk->posted = r;
+    rk->posted_tail = r;
+    return 0;
+}
+
+/* Post a receive of rank rk: into buf (cap bytes), or, buf NULL, in place (it keeps the
+ * message, at most cap bytes: the simulator's services; svc: a pure service's, handled at
+ * once when it completes). */
+static int post_recv(sim_rank_t *rk, int peer, uint32_t tag, void *buf, size_t cap,
+                     hs_service_t *svc, int slot, hs_treq_t **req)
 {
     struct hs_treq *r = req_get(world_of(rk));
     if (!r) return -ENOMEM;
@@ -696,21 +730,10 @@ static int post_recv(sim_rank_t *rk, int peer, uint32_t tag, void *buf, size_t c
     r->inplace = !buf;
     r->cap = cap;
     r->rk = rk;
-    for (sim_msg_t **pp = &rk->unexpected; *pp; pp = &(*pp)->next) {
-        sim_msg_t *m = *pp;
-        if (!matches(r, m)) continue;
-        *pp = m->next;
-        if (!complete_recv(r, m)) msg_put(world_of(rk), m);
-        *req = r;
-        return 0;
-    }
-    r->prev = rk->posted_tail;
-    if (rk->posted_tail)
-        rk->posted_tail->next = r;
-    else
-        rk->posted = r;
-    rk->posted_tail = r;
+    r->svc = svc;
+    r->slot = slot;
     *req = r;
+    if (post_req(rk, r) && svc) svc_inline(world_of(rk), r);
     return 0;
 }
 
@@ -718,7 +741,7 @@ static int st_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t
                     hs_treq_t **req)
 {
     static unsigned char none[1]; /* a zero-byte receive without a buffer is not in place */
-    return post_recv(rank_of(t), peer, tag, buf ? buf : none, cap, req);
+    return post_recv(rank_of(t), peer, tag, buf ? buf : none, cap, NULL, 0, req);
 }
 
 /* A receive that names a dead rank with nothing of it left in flight fails. */
@@ -1384,10 +1407,60 @@ static int write_consensus(sim_world_t *w)
     return rc == 0 ? 0 : HS_ERR(-EIO, "writing %s failed", path);
 }
 
+/* A pure service (HS_SVC_PURE, no on_tick) has no thread: its handler runs when a message
+ * reaches one of its receives, on the thread that delivers it (no thread switch). */
+static int svc_is_inline(const hs_service_t *s)
+{
+    return (s->d.flags & HS_SVC_PURE) && !s->d.on_tick;
+}
+
 static int svc_post(hs_service_t *s, int i)
 {
     sim_x_t *v = s->x->impl;
-    return post_recv(v->rk, s->src[i], s->tag[i], NULL, s->d.slot_bytes, &s->req[i]);
+    return post_recv(v->rk, s->src[i], s->tag[i], NULL, s->d.slot_bytes,
+                     svc_is_inline(s) ? s : NULL, i, &s->req[i]);
+}
+
+static void svc_latch(hs_service_t *s, int rc)
+{
+    if (rc < 0 && !s->rc) {
+        s->rc = rc;
+        snprintf(s->msg, sizeof s->msg, "%s", hs_last_error());
+    }
+}
+
+/* A pure service's receive r has completed: its handler runs now, then r is posted again
+ * (and handles, one after the other, the unexpected messages that match it). */
+static void svc_inline(sim_world_t *w, struct hs_treq *r)
+{
+    hs_service_t *s = r->svc;
+    sim_rank_t *rk = r->rk;
+    /* its rank's local work must end first, as for a thread of its own (unless the rank's
+     * own thread delivers: between marking itself busy and starting that work, vx_local) */
+    if (w->par > 1 && !(w->current && w->current->rk == rk)) {
+        pthread_mutex_lock(&w->mu);
+        while (rk->busy) pthread_cond_wait(&w->cv, &w->mu);
+        pthread_mutex_unlock(&w->mu);
+    }
+    do {
+        off_completed(r);
+        if (r->err) { /* a message too long for the slot: latched, the slot stays */
+            svc_latch(s, r->err);
+        } else {
+            hs_tstatus_t st = r->st;
+            sim_out(w);
+            int hr = s->d.on_msg(s->d.ctx, r->slot, r->held ? r->held->data : NULL, &st);
+            sim_in(w);
+            svc_latch(s, hr);
+        }
+        if (r->held) msg_put(w, r->held);
+        r->held = NULL;
+        r->done = 0;
+        r->err = 0;
+        r->st = (hs_tstatus_t){0};
+        s->handled++;
+    } while (post_req(rk, r));
+    wake_rank(rk); /* hs_svc_wait */
 }
 
 static void *svc_main(void *arg)
@@ -1407,10 +1480,7 @@ static void *svc_main(void *arg)
             int hr = s->d.on_msg(s->d.ctx, idx, r->held ? r->held->data : NULL, &st);
             sim_in(v->w);
             req_release(&s->req[idx]);
-            if (hr < 0 && !s->rc) {
-                s->rc = hr;
-                snprintf(s->msg, sizeof s->msg, "%s", hs_last_error());
-            }
+            svc_latch(s, hr);
             s->handled++;
             wake_rank(v->rk); /* hs_svc_wait */
             hr = svc_post(s, idx);
@@ -1461,7 +1531,7 @@ static int vx_svc_start(hs_exec_t *x, const hs_service_desc_t *desc, hs_service_
     memcpy(s->tag, desc->tag, n * sizeof *s->tag);
     for (int i = 0; i < desc->n_slots; i++)
         if ((rc = svc_post(s, i)) < 0) goto fail;
-    if ((rc = spawn(v->w, v->rk, svc_main, s, &s->thr)) < 0) goto fail;
+    if (!svc_is_inline(s) && (rc = spawn(v->w, v->rk, svc_main, s, &s->thr)) < 0) goto fail;
     *out = s;
     return 0;
 fail:
@@ -1492,8 +1562,10 @@ static void vx_svc_stop(hs_service_t **sp)
     hs_service_t *s = *sp;
     sim_x_t *v = s->x->impl;
     s->stop = 1;
-    make_ready(s->thr);
-    while (s->thr->state != T_DONE) block_until(v->w, INFINITY); /* join */
+    if (s->thr) {
+        make_ready(s->thr);
+        while (s->thr->state != T_DONE) block_until(v->w, INFINITY); /* join */
+    }
     vx_svc_free(s);
     *sp = NULL;
 }

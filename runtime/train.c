@@ -374,10 +374,14 @@ static int observe(run_t *R, long done)
 {
     int traj = R->o->dump_trajectory;
     if (!R->x->ops->observe && !traj) return 0;
-    HS_TRY(pull_z(R));
-    if (R->x->ops->observe) R->x->ops->observe(R->x, done, R->zh, R->d.n);
+    const float *z = R->d.params; /* on the CPU, z is host memory already: no copy */
+    if (R->d.k->device != HS_DEV_CPU) {
+        HS_TRY(pull_z(R));
+        z = R->zh;
+    }
+    if (R->x->ops->observe) R->x->ops->observe(R->x, done, z, R->d.n);
     /* --dump-trajectory: the parameters at the start and after every iteration */
-    if (traj) HS_TRY(hs_report_trajectory(R->rep, done == R->start, R->zh, R->d.n));
+    if (traj) HS_TRY(hs_report_trajectory(R->rep, done == R->start, z, R->d.n));
     return 0;
 }
 

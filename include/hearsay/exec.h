@@ -25,6 +25,10 @@
  *     handled at least one more message or the timeout passed, then takes it again.
  *   - hs_svc_stop stops serving, cancels the posted receives and frees the service; it never
  *     blocks on peers. NULL is fine everywhere (lock/unlock/wait are then no-ops).
+ *   - flags HS_SVC_PURE: on_msg only updates state it shares with its caller under the lock
+ *     (no transport calls, no waits, no clock); without on_tick, an environment may then run
+ *     it on the thread that completes the receive, when the message arrives (the simulator
+ *     does: no thread switch per message). The threaded environment ignores the flag.
  */
 #ifndef HEARSAY_EXEC_H
 #define HEARSAY_EXEC_H
@@ -54,7 +58,10 @@ typedef struct hs_service_desc {
     int (*on_msg)(void *ctx, int slot, const void *buf, const hs_tstatus_t *st);
     int (*on_tick)(void *ctx); /* NULL: none */
     void *ctx;
+    unsigned flags; /* HS_SVC_PURE (above) */
 } hs_service_desc_t;
+
+#define HS_SVC_PURE 0x1u
 
 typedef struct hs_exec_ops {
     size_t size;      /* sizeof(hs_exec_ops_t) of the build that filled it */
