@@ -494,7 +494,7 @@ static int complete_recv(struct hs_treq *r, sim_msg_t *m)
     return 0;
 }
 
-static void svc_inline(sim_world_t *w, struct hs_treq *r);
+static void svc_inline(sim_world_t *w, struct hs_treq *r, const void *data);
 
 static void unpost(sim_rank_t *rk, struct hs_treq *r)
 {
@@ -569,7 +569,7 @@ static void deliver(sim_world_t *w, sim_msg_t *m)
     if (r) {
         if (!complete_recv(r, m)) msg_put(w, m);
         if (r->svc)
-            svc_inline(w, r);
+            svc_inline(w, r, NULL);
         else
             wake_rank(d);
         return;
@@ -638,6 +638,13 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
     double at = deliver_time(w, rk->rank, peer, len);
     if (at <= w->now && w->in_flight[rk->rank] == 0) {
         struct hs_treq *pr = take_posted(&w->rk[peer], rk->rank, tag);
+        if (pr && pr->svc && len <= pr->cap) { /* a pure service: it reads the sender's
+                                                * buffer itself, no copy at all */
+            complete_recv_from(pr, rk->rank, tag, NULL, len);
+            svc_inline(w, pr, len ? buf : NULL);
+            *req = r;
+            return 0;
+        }
         if (pr && pr->inplace && len <= pr->cap) { /* the one copy goes into a message */
             sim_msg_t *m = msg_get(w, len);
             if (!m) {
@@ -649,16 +656,16 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
                 .src = rk->rank, .dst = peer, .tag = tag, .len = len, .at = w->now, .cap = mcap};
             if (len) memcpy(m->data, buf, len);
             complete_recv(pr, m);
-            if (pr->svc)
-                svc_inline(w, pr);
-            else
-                wake_rank(&w->rk[peer]);
+            wake_rank(&w->rk[peer]);
             *req = r;
             return 0;
         }
         if (pr) {
             complete_recv_from(pr, rk->rank, tag, buf, len);
-            wake_rank(&w->rk[peer]);
+            if (pr->svc) /* too long for a pure service's slot: it latches the error */
+                svc_inline(w, pr, NULL);
+            else
+                wake_rank(&w->rk[peer]);
             *req = r;
             return 0;
         }
@@ -733,7 +740,7 @@ static int post_recv(sim_rank_t *rk, int peer, uint32_t tag, void *buf, size_t c
     r->svc = svc;
     r->slot = slot;
     *req = r;
-    if (post_req(rk, r) && svc) svc_inline(world_of(rk), r);
+    if (post_req(rk, r) && svc) svc_inline(world_of(rk), r, NULL);
     return 0;
 }
 
@@ -1430,8 +1437,9 @@ static void svc_latch(hs_service_t *s, int rc)
 }
 
 /* A pure service's receive r has completed: its handler runs now, then r is posted again
- * (and handles, one after the other, the unexpected messages that match it). */
-static void svc_inline(sim_world_t *w, struct hs_treq *r)
+ * (and handles, one after the other, the unexpected messages that match it). data: the
+ * message's bytes when r holds none (the sender's buffer, during its isend). */
+static void svc_inline(sim_world_t *w, struct hs_treq *r, const void *data)
 {
     hs_service_t *s = r->svc;
     sim_rank_t *rk = r->rk;
@@ -1449,10 +1457,11 @@ static void svc_inline(sim_world_t *w, struct hs_treq *r)
         } else {
             hs_tstatus_t st = r->st;
             sim_out(w);
-            int hr = s->d.on_msg(s->d.ctx, r->slot, r->held ? r->held->data : NULL, &st);
+            int hr = s->d.on_msg(s->d.ctx, r->slot, r->held ? r->held->data : data, &st);
             sim_in(w);
             svc_latch(s, hr);
         }
+        data = NULL;
         if (r->held) msg_put(w, r->held);
         r->held = NULL;
         r->done = 0;
