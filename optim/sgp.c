@@ -578,14 +578,11 @@ static int answer(hs_algo_t *a)
 {
     hs_dist_t *d = a->d;
     int k = 0;
-    /* the previous answers delivered first (a failed one's share comes back here, which moves
-     * z: every share below is then sent from one z) */
-    for (int j = 0; j < d->size; j++) {
-        lock(a);
-        long owed = a->owe[j];
-        unlock(a);
-        if (owed) HS_TRY(settle_reply(a, j));
-    }
+    /* every previous answer delivered first (a failed one's share comes back here, which moves
+     * z: every share below is then sent from one z). All of them, not only those to sources
+     * owed now: the receiver can mark a source owed between that check and the sends below,
+     * and a send to it would then reuse a buffer and a request still in flight. */
+    for (int j = 0; j < d->size; j++) HS_TRY(settle_reply(a, j));
     lock(a);
     for (int j = 0; j < d->size; j++) {
         if (a->owe[j] && hs_dist_peer_dead(d, j)) a->owe[j] = 0;
