@@ -50,15 +50,15 @@
     } while (0)
 
 #define CQ_DEFAULT_CHUNK 512u
-#define CQ_SAMPLE_MIN    4096u  /* top-k: sampled magnitudes, at least */
-#define CQ_SAMPLE_MAX    32768u /* and at most */
+#define CQ_SAMPLE_MIN    4096u /* top-k: sampled magnitudes, at least */
+#define CQ_SAMPLE_MAX    8192u /* and at most */
 
 struct hs_compressor {
     hs_compress_spec_t s;
     size_t n, k, max_bytes;
     uint64_t seed, round; /* the random stream: (seed, round, index) */
     int f16c;             /* the CPU converts fp16 in hardware */
-    uint32_t *mag;        /* (n) top-k: the band's magnitudes (abs bits) */
+    uint32_t *mag, *tmp;  /* (n) top-k: the band's magnitudes (abs bits), scratch */
     int avx2;             /* the CPU has AVX2 */
     uint32_t *sample;     /* (sample_n) top-k sampled magnitudes (abs bits); none: exact */
     size_t sample_n;
@@ -486,6 +486,44 @@ static uint32_t select_u32(uint32_t *v, size_t m, size_t r)
     return v[lo];
 }
 
+/* The r-th smallest t (0-based, r < m) of v[0..m), and how many of them are > t and == t:
+ * bucket selection, for the band of top-k. Each level spreads [min, max] over 1024 buckets by
+ * a shift (monotone, so the buckets are ordered), counts them, and keeps only the bucket
+ * holding rank r (copied into tmp, then back and forth with v); every level takes 10 bits off
+ * the range, so at most 4 levels, whatever the distribution. v and tmp (m) are overwritten. */
+static uint32_t bucket_select(uint32_t *v, uint32_t *tmp, size_t m, size_t r, size_t *gt,
+                              size_t *eq)
+{
+    size_t above = 0;
+    while (m > 64) {
+        uint32_t mn = UINT32_MAX, mx = 0;
+        for (size_t i = 0; i < m; i++) mn = HS_MIN(mn, v[i]), mx = HS_MAX(mx, v[i]);
+        if (mn == mx) {
+            *gt = above, *eq = m;
+            return mn;
+        }
+        unsigned s = 0;
+        while (((uint64_t)(mx - mn) >> s) >= 1024) s++;
+        uint32_t cnt[1024] = {0};
+        for (size_t i = 0; i < m; i++) cnt[(v[i] - mn) >> s]++;
+        size_t below = 0;
+        uint32_t b = 0;
+        while (below + cnt[b] <= r) below += cnt[b++];
+        above += m - below - cnt[b];
+        size_t w = 0;
+        for (size_t i = 0; i < m; i++)
+            if ((v[i] - mn) >> s == b) tmp[w++] = v[i];
+        uint32_t *sw = v;
+        v = tmp, tmp = sw;
+        m = w, r -= below;
+    }
+    uint32_t t = select_u32(v, m, r);
+    size_t g = 0, e = 0;
+    for (size_t i = 0; i < m; i++) g += v[i] > t, e += v[i] == t;
+    *gt = above + g, *eq = e;
+    return t;
+}
+
 /* Top-k in two streaming passes, no sort. A seeded sample of the magnitudes brackets the k-th
  * largest between two thresholds lo < hi (4 standard deviations of the sample's count either
  * side); pass 1 counts the entries >= hi (vectorised) and collects the few in the band
@@ -684,9 +722,8 @@ static int topk_enc(hs_compressor_t *c, const float *x, unsigned char *out, size
     } else if (r >= nb) { /* the whole band: fewer than k nonzero entries when r > nb */
         t = lo, ties = nties = SIZE_MAX, out_m = above + nb;
     } else {
-        t = select_u32(c->mag, nb, nb - r); /* reorders the band: only counts follow */
         size_t gt = 0;
-        for (size_t i = 0; i < nb; i++) gt += c->mag[i] > t, nties += c->mag[i] == t;
+        t = bucket_select(c->mag, c->tmp, nb, nb - r, &gt, &nties);
         ties = r - gt;
     }
     /* pass 2: straight into the message */
@@ -767,13 +804,14 @@ int hs_compressor_create(hs_compressor_t **out, const char *spec, size_t n, uint
     c->f16c = __builtin_cpu_supports("f16c") && c->avx2;
 #endif
     if (s.kind == HS_COMPRESS_TOPK) {
-        /* small vectors: the exact band (every nonzero); else n / 128 samples in [4096, 32768] */
+        /* small vectors: the exact band (every nonzero); else n / 512 samples in [4096, 8192] */
         c->sample_n =
-            n <= 4 * CQ_SAMPLE_MIN ? 0 : HS_MIN(CQ_SAMPLE_MAX, HS_MAX(CQ_SAMPLE_MIN, n / 128));
+            n <= 4 * CQ_SAMPLE_MIN ? 0 : HS_MIN(CQ_SAMPLE_MAX, HS_MAX(CQ_SAMPLE_MIN, n / 512));
         c->mag = hs_malloc(n * sizeof *c->mag, "top-k magnitudes");
+        c->tmp = hs_malloc(n * sizeof *c->tmp, "top-k scratch");
         c->sample = hs_malloc(HS_MAX(c->sample_n, (size_t)1) * sizeof *c->sample, "top-k sample");
         c->lut = hs_malloc(256 * 8 * sizeof *c->lut, "top-k lanes");
-        if (!c->mag || !c->sample || !c->lut) {
+        if (!c->mag || !c->tmp || !c->sample || !c->lut) {
             hs_compressor_destroy(&c);
             return -ENOMEM;
         }
@@ -793,6 +831,7 @@ void hs_compressor_destroy(hs_compressor_t **c)
     if (!c || !*c) return;
     free((*c)->lut);
     free((*c)->mag);
+    free((*c)->tmp);
     free((*c)->sample);
     free(*c);
     *c = NULL;
