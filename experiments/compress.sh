@@ -66,6 +66,7 @@ runs=(
     "sgp (ring, --delay-bound 0)||--algo sgp --graph ring --delay-bound 0"
     "qsgp int8 (ring)|sgp (exp1peer, --delay-bound 0)|--algo qsgp --graph ring --compress int8"
     "qsgp topk:1% (ring)|sgp (exp1peer, --delay-bound 0)|--algo qsgp --graph ring --compress topk:1%"
+    "qsgp int8 (exp)|sgp (exp1peer, --delay-bound 0)|--algo qsgp --graph exp --compress int8"
     "allreduce||--algo allreduce"
     "allreduce EF int8|allreduce|--algo allreduce --compress int8"
     "allreduce EF topk:1%|allreduce|--algo allreduce --compress topk:1%"

@@ -43,6 +43,7 @@
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
 #include "hearsay/rng.h"
+#include "optim/neighbor_xchg.h"
 #include "optim/ps_wire.h"
 
 #include <math.h>
@@ -199,8 +200,7 @@ static int await_reply(hs_algo_t *a, int p, long t, hs_treq_t **reqs)
             }
             continue;
         }
-        for (int i = 0; i < 2; i++)
-            if (reqs[i]) hs_transport_req_free(d->t, &reqs[i]);
+        hs_nx_free_reqs(d, reqs, 2);
         hs_dist_peer_failed(d, p, a->last[p], why);
         return 0;
     }
@@ -233,8 +233,7 @@ static int active_round(hs_algo_t *a, long t)
     int rc = hs_transport_irecv(d->t, p, HS_TAG_PAIR_REP, a->rbuf, a->msg_bytes, &reqs[1]);
     if (rc == 0) rc = hs_transport_isend(d->t, p, HS_TAG_PAIR_REQ, a->sbuf, a->msg_bytes, &reqs[0]);
     if (rc < 0) {
-        for (int i = 0; i < 2; i++)
-            if (reqs[i]) hs_transport_req_free(d->t, &reqs[i]);
+        hs_nx_free_reqs(d, reqs, 2);
         hs_dist_peer_failed(d, p, a->last[p], hs_last_error());
         return 0;
     }
@@ -299,10 +298,7 @@ static int send_fins(hs_algo_t *a)
     for (int j = 0; j < d->size; j++) {
         if (!a->nbr[j] || hs_dist_peer_dead(d, j)) continue;
         if (nreq == 64) { /* wait for this batch before the next */
-            for (int i = 0; i < nreq; i++) {
-                hs_exec_wait1(d->x, &reqs[i], d->o->comm_timeout_s, 0, NULL);
-                if (reqs[i]) hs_transport_req_free(d->t, &reqs[i]);
-            }
+            hs_nx_wait_free(d, reqs, nreq);
             nreq = 0;
         }
         if (hs_transport_isend(d->t, j, HS_TAG_PAIR_REQ, h, sizeof *h, &reqs[nreq]) < 0)
@@ -310,10 +306,7 @@ static int send_fins(hs_algo_t *a)
         else
             nreq++;
     }
-    for (int i = 0; i < nreq; i++) {
-        hs_exec_wait1(d->x, &reqs[i], d->o->comm_timeout_s, 0, NULL);
-        if (reqs[i]) hs_transport_req_free(d->t, &reqs[i]);
-    }
+    hs_nx_wait_free(d, reqs, nreq);
     return 0;
 }
 

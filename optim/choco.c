@@ -27,6 +27,7 @@
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
 #include "hearsay/compress.h"
+#include "optim/neighbor_xchg.h"
 #include "optim/ps_wire.h"
 
 #include <stdlib.h>
@@ -43,59 +44,32 @@ struct hs_algo {
     size_t n, max_bytes, msg_cap;
     double gamma, self_w;
     int maxdeg, cnt;
-    int *peers;           /* (maxdeg) */
-    double *wts;          /* (maxdeg) Metropolis weights W_ij */
-    hs_compressor_t *q;   /* compresses x_i - x^_i */
-    hs_compressor_t *dq;  /* decompresses the neighbours' q_j (same spec and n) */
-    float *xhat;          /* (n) x^_i, the public copy of this worker's model */
-    float *s;             /* (n) s_i = sum_j W_ij x^_j over j in N(i) and i */
-    float *diff;          /* (n) x_i - x^_i */
-    unsigned char *sbuf;  /* header + q_i, shared by every neighbour's send */
-    unsigned char **rbuf; /* (maxdeg) header + q_j */
-    hs_treq_t **sreq;     /* (maxdeg) */
-    hs_treq_t **rreq;     /* (maxdeg) */
-    int nsend;
+    int *peers;          /* (maxdeg) */
+    double *wts;         /* (maxdeg) Metropolis weights W_ij */
+    hs_compressor_t *q;  /* compresses x_i - x^_i */
+    hs_compressor_t *dq; /* decompresses the neighbours' q_j (same spec and n) */
+    float *xhat;         /* (n) x^_i, the public copy of this worker's model */
+    float *s;            /* (n) s_i = sum_j W_ij x^_j over j in N(i) and i */
+    float *diff;         /* (n) x_i - x^_i */
+    unsigned char *sbuf; /* header + q_i, shared by every neighbour's send */
+    hs_nx_t nx;          /* receive buffers (header + q_j) and requests, per neighbour */
 };
 
-/* Wait for every request in reqs (bounded); a failure is an error naming the peer. Received
- * messages are checked and folded into s as they arrive. */
-static int wait_all(hs_algo_t *a, hs_treq_t **reqs, int n, long t, int recv)
+/* A neighbour's q_j of round t: checked, then folded into s as it arrives. */
+static int on_recv(void *ctx, int slot, const unsigned char *msg, const hs_tstatus_t *st, long t)
 {
+    hs_algo_t *a = ctx;
     hs_dist_t *d = a->d;
-    for (;;) {
-        int left = 0;
-        for (int i = 0; i < n; i++) left += reqs[i] != NULL;
-        if (!left) return 0;
-        int idx = -1;
-        hs_tstatus_t st;
-        int rc = hs_exec_wait(d->x, reqs, n, d->o->comm_timeout_s, 0, &idx, &st);
-        if (rc < 0) {
-            if (idx >= 0) hs_dist_peer_failed(d, a->peers[idx], t, hs_last_error());
-            hs_error_prefix("CHOCO-SGD round %ld, %s", t, recv ? "receive" : "send");
-            return rc;
-        }
-        if (!recv || idx < 0) continue;
-        const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)a->rbuf[idx];
-        if (st.len < sizeof *h || h->magic != HS_PS_MAGIC || h->version != HS_PS_VERSION ||
-            h->kind != HS_PS_COMPRESSED || h->sender != st.source || h->length != a->n ||
-            h->extra != st.len - sizeof *h)
-            return HS_ERR(-EPROTO,
-                          "CHOCO-SGD: rank %d got a malformed message of %zu bytes from rank %d "
-                          "(do all ranks run the same --model and --compress?)",
-                          d->rank, st.len, st.source);
-        if (h->iteration != t)
-            return HS_ERR(-EPROTO, "CHOCO-SGD: rank %d got round %lld from rank %d in round %ld",
-                          d->rank, (long long)h->iteration, st.source, t);
-        double t0 = hs_exec_now(d->x);
-        rc = hs_decompress_add(a->dq, a->rbuf[idx] + sizeof *h, h->extra, (float)a->wts[idx], a->s);
-        if (rc < 0) {
-            hs_error_prefix("CHOCO-SGD: message from rank %d", st.source);
-            return rc;
-        }
-        d->st.comm_s += hs_exec_now(d->x) - t0;
-        d->st.bytes_recv += st.len;
-        d->st.msgs_applied++;
+    const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)msg;
+    HS_TRY(hs_nx_check_compressed(&a->nx, h, st, a->n, t, 0));
+    double t0 = hs_exec_now(d->x);
+    int rc = hs_decompress_add(a->dq, msg + sizeof *h, h->extra, (float)a->wts[slot], a->s);
+    if (rc < 0) {
+        hs_error_prefix("CHOCO-SGD: message from rank %d", st->source);
+        return rc;
     }
+    d->st.comm_s += hs_exec_now(d->x) - t0;
+    return 0;
 }
 
 /* (n) diff = x - xhat; x += gamma (s - xhat). Plain loops in blocks of 16 (vectorised). */
@@ -123,15 +97,11 @@ static int choco_step(hs_algo_t *a, long t)
     float *x = d->params;
     HS_TRY(hs_dist_apply(d, 1.0));
 
-    double t0 = hs_exec_now(d->x);
     /* the previous round's sends must be done before the buffer is overwritten */
-    HS_TRY(wait_all(a, a->sreq, a->nsend, t - 1, 0));
-    d->st.wait_s += hs_exec_now(d->x) - t0;
+    HS_TRY(hs_nx_wait_sends(&a->nx, t - 1));
 
-    t0 = hs_exec_now(d->x);
-    for (int i = 0; i < a->cnt; i++)
-        HS_TRY(hs_transport_irecv(d->t, a->peers[i], HS_TAG_NEIGHBOR, a->rbuf[i], a->msg_cap,
-                                  &a->rreq[i]));
+    double t0 = hs_exec_now(d->x);
+    HS_TRY(hs_nx_post_recvs(&a->nx, a->cnt, HS_TAG_NEIGHBOR));
     hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)a->sbuf;
     unsigned char *q = a->sbuf + sizeof *h;
     size_t qbytes = 0;
@@ -139,21 +109,14 @@ static int choco_step(hs_algo_t *a, long t)
     HS_TRY(hs_compress(a->q, a->diff, q, &qbytes));
     hs_ps_hdr_init(h, HS_PS_COMPRESSED, d->rank, t, 1.0, a->n);
     h->extra = (uint32_t)qbytes;
-    for (int i = 0; i < a->cnt; i++) {
-        HS_TRY(hs_transport_isend(d->t, a->peers[i], HS_TAG_NEIGHBOR, a->sbuf, sizeof *h + qbytes,
-                                  &a->sreq[i]));
-        d->st.bytes_sent += sizeof *h + qbytes;
-    }
-    a->nsend = a->cnt;
+    for (int i = 0; i < a->cnt; i++)
+        HS_TRY(hs_nx_send(&a->nx, i, HS_TAG_NEIGHBOR, a->sbuf, sizeof *h + qbytes));
     /* this worker's own copy, and its term in s, while the messages travel */
     HS_TRY(hs_decompress_add(a->q, q, qbytes, 1.0f, a->xhat));
     HS_TRY(hs_decompress_add(a->q, q, qbytes, (float)a->self_w, a->s));
     d->st.comm_s += hs_exec_now(d->x) - t0;
 
-    t0 = hs_exec_now(d->x);
-    double c0 = d->st.comm_s;
-    HS_TRY(wait_all(a, a->rreq, a->cnt, t, 1));
-    d->st.wait_s += hs_exec_now(d->x) - t0 - (d->st.comm_s - c0);
+    HS_TRY(hs_nx_wait_recvs(&a->nx, a->cnt, t, on_recv, a));
 
     t0 = hs_exec_now(d->x);
     consensus(x, a->s, a->xhat, (float)a->gamma, a->n);
@@ -164,27 +127,14 @@ static int choco_step(hs_algo_t *a, long t)
 static int choco_drain(hs_algo_t *a, int final)
 {
     (void) final;
-    hs_dist_t *d = a->d;
-    double t0 = hs_exec_now(d->x);
-    int rc = wait_all(a, a->sreq, a->nsend, d->iter, 0);
-    a->nsend = 0;
-    d->st.wait_s += hs_exec_now(d->x) - t0;
-    return rc;
+    return hs_nx_drain(&a->nx);
 }
 
 static void choco_finalize(hs_algo_t **ap)
 {
     hs_algo_t *a = ap ? *ap : NULL;
     if (!a) return;
-    hs_dist_t *d = a->d;
-    for (int i = 0; i < a->maxdeg; i++) {
-        if (a->sreq && a->sreq[i]) hs_transport_req_free(d->t, &a->sreq[i]);
-        if (a->rreq && a->rreq[i]) hs_transport_req_free(d->t, &a->rreq[i]);
-        if (a->rbuf) free(a->rbuf[i]);
-    }
-    free(a->sreq);
-    free(a->rreq);
-    free(a->rbuf);
+    hs_nx_finalize(&a->nx);
     free(a->sbuf);
     free(a->peers);
     free(a->wts);
@@ -248,18 +198,13 @@ static int choco_init(hs_algo_t **out, hs_dist_t *d)
     rc = -ENOMEM;
     a->peers = hs_calloc((size_t)a->maxdeg, sizeof *a->peers, "neighbours");
     a->wts = hs_calloc((size_t)a->maxdeg, sizeof *a->wts, "weights");
-    a->sreq = hs_calloc((size_t)a->maxdeg, sizeof *a->sreq, "send requests");
-    a->rreq = hs_calloc((size_t)a->maxdeg, sizeof *a->rreq, "receive requests");
-    a->rbuf = hs_calloc((size_t)a->maxdeg, sizeof *a->rbuf, "receive buffers");
     a->sbuf = hs_malloc(a->msg_cap, "send buffer");
     a->xhat = hs_calloc(a->n, sizeof *a->xhat, "public copy");
     a->s = hs_calloc(a->n, sizeof *a->s, "neighbours' copies");
     a->diff = hs_malloc(a->n * sizeof *a->diff, "difference");
-    if (!a->peers || !a->wts || !a->sreq || !a->rreq || !a->rbuf || !a->sbuf || !a->xhat || !a->s ||
-        !a->diff)
+    if (!a->peers || !a->wts || !a->sbuf || !a->xhat || !a->s || !a->diff) goto fail;
+    if ((rc = hs_nx_init(&a->nx, d, "CHOCO-SGD", a->maxdeg, a->msg_cap, a->peers, a->peers)) < 0)
         goto fail;
-    for (int i = 0; i < a->maxdeg; i++)
-        if (!(a->rbuf[i] = hs_malloc(a->msg_cap, "neighbour buffer"))) goto fail;
     if ((rc = hs_topo_out_peers(d->topo, 0, d->rank, a->peers, a->wts, a->maxdeg, &a->cnt,
                                 &a->self_w)) < 0)
         goto fail;

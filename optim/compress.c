@@ -4,12 +4,12 @@
  * fixed blocks of 16 (which GCC vectorises at -O2) and are compiled for AVX2 and the baseline
  * (target_clones, as in kernels/cpu); fp16 uses the F16C conversions where the CPU has them.
  *
- * Top-k does not sort: it estimates the magnitude threshold of the k-th largest entry from a
- * seeded random sample of the vector (Deep Gradient Compression, Lin et al. 2018, section 3),
- * collects the entries above a slightly lower threshold in one streaming pass (blocks of 16
- * with no candidate are skipped after one vector compare), and keeps the exact k largest of
- * those candidates. When the sample overestimated the threshold fewer than k entries are
- * sent (m <= k is on the wire); the error-feedback algorithms carry what was not sent.
+ * Top-k does not sort: a seeded random sample of the magnitudes (as Deep Gradient Compression,
+ * Lin et al. 2018, section 3, estimates its threshold) brackets the k-th largest between two
+ * thresholds; one vectorised pass counts the entries above the bracket and collects the few
+ * inside it, the exact k-th magnitude is selected among those few, and a second vectorised
+ * pass emits the entries (AVX2: a lane permutation packs the kept ones). Exactly k entries go
+ * out (ties in index order), or every nonzero entry when there are fewer than k.
  */
 #include "hearsay/compress.h"
 #include "hearsay/common.h"
@@ -50,19 +50,19 @@
     } while (0)
 
 #define CQ_DEFAULT_CHUNK 512u
-#define CQ_SAMPLE_MIN    4096u /* top-k: sampled magnitudes (and at least 100 n / k) */
+#define CQ_SAMPLE_MIN    4096u /* top-k: sampled magnitudes, at least */
+#define CQ_SAMPLE_MAX    8192u /* and at most */
 
 struct hs_compressor {
     hs_compress_spec_t s;
     size_t n, k, max_bytes;
     uint64_t seed, round; /* the random stream: (seed, round, index) */
     int f16c;             /* the CPU converts fp16 in hardware */
-    uint32_t *cand;       /* (n) top-k candidates */
-    float *val;           /* (n) their values */
-    uint32_t *mag;        /* (n) their magnitudes (abs bits) */
+    uint32_t *mag, *tmp;  /* (n) top-k: the band's magnitudes (abs bits), scratch */
     int avx2;             /* the CPU has AVX2 */
-    uint32_t *sample;     /* (sample_n) top-k sampled magnitudes (abs bits) */
+    uint32_t *sample;     /* (sample_n) top-k sampled magnitudes (abs bits); none: exact */
     size_t sample_n;
+    uint32_t *lut; /* (256 x 8) top-k: the lanes of each 8-bit mask, packed */
 };
 
 /* ---- spec ------------------------------------------------------------------------------- */
@@ -486,102 +486,262 @@ static uint32_t select_u32(uint32_t *v, size_t m, size_t r)
     return v[lo];
 }
 
-/* Indices i of x with abs bits >= t (t >= 1) into idx and their values into val (in order);
- * returns their count. One streaming pass: a block of 16 without a candidate costs one vector
- * compare; with one, its candidates are read off the compare's bit mask. */
-static size_t collect_above_c(const float *restrict x, size_t n, uint32_t t, uint32_t *restrict idx,
-                              float *restrict val)
+/* The r-th smallest t (0-based, r < m) of v[0..m), and how many of them are > t and == t:
+ * bucket selection, for the band of top-k. Each level spreads [min, max] over 1024 buckets by
+ * a shift (monotone, so the buckets are ordered), counts them, and keeps only the bucket
+ * holding rank r (copied into tmp, then back and forth with v); every level takes 10 bits off
+ * the range, so at most 4 levels, whatever the distribution. v and tmp (m) are overwritten. */
+static uint32_t bucket_select(uint32_t *v, uint32_t *tmp, size_t m, size_t r, size_t *gt,
+                              size_t *eq)
+{
+    size_t above = 0;
+    while (m > 64) {
+        uint32_t mn = UINT32_MAX, mx = 0;
+        for (size_t i = 0; i < m; i++) mn = HS_MIN(mn, v[i]), mx = HS_MAX(mx, v[i]);
+        if (mn == mx) {
+            *gt = above, *eq = m;
+            return mn;
+        }
+        unsigned s = 0;
+        while (((uint64_t)(mx - mn) >> s) >= 1024) s++;
+        uint32_t cnt[1024] = {0};
+        for (size_t i = 0; i < m; i++) cnt[(v[i] - mn) >> s]++;
+        size_t below = 0;
+        uint32_t b = 0;
+        while (below + cnt[b] <= r) below += cnt[b++];
+        above += m - below - cnt[b];
+        size_t w = 0;
+        for (size_t i = 0; i < m; i++)
+            if ((v[i] - mn) >> s == b) tmp[w++] = v[i];
+        uint32_t *sw = v;
+        v = tmp, tmp = sw;
+        m = w, r -= below;
+    }
+    uint32_t t = select_u32(v, m, r);
+    size_t g = 0, e = 0;
+    for (size_t i = 0; i < m; i++) g += v[i] > t, e += v[i] == t;
+    *gt = above + g, *eq = e;
+    return t;
+}
+
+/* Top-k in two streaming passes, no sort. A seeded sample of the magnitudes brackets the k-th
+ * largest between two thresholds lo < hi (4 standard deviations of the sample's count either
+ * side); pass 1 counts the entries >= hi (vectorised) and collects the few in the band
+ * [lo, hi); the exact k-th magnitude T is then selected within the band alone; pass 2 emits
+ * every entry > T, and entries == T in index order until exactly k are out (a vectorised
+ * compaction). When the sample missed (the band does not hold the k-th), pass 1 runs again on
+ * the side that holds it, so exactly min(k, nonzero entries) go out whatever the data. */
+
+/* Pass 1: returns the count of entries with abs bits >= hi; the magnitudes of those in
+ * [lo, hi) (1 <= lo <= hi <= 2^31) go to bmag, their count to *nb. */
+static size_t band_pass_c(const float *restrict x, size_t n, uint32_t lo, uint32_t hi,
+                          uint32_t *restrict bmag, size_t *nb)
 {
     const uint32_t *u = (const uint32_t *)x;
-    size_t m = 0, b = 0;
+    size_t above = 0, m = 0, b = 0;
     for (; b + 16 <= n; b += 16) {
         uint32_t any = 0;
-        for (size_t i = b; i < b + 16; i++) any |= (u[i] & 0x7fffffffu) >= t;
+        for (size_t i = b; i < b + 16; i++) {
+            uint32_t a = u[i] & 0x7fffffffu;
+            above += a >= hi;
+            any |= a >= lo && a < hi;
+        }
         if (!any) continue;
-        for (size_t i = b; i < b + 16; i++)
-            if ((u[i] & 0x7fffffffu) >= t) idx[m] = (uint32_t)i, val[m++] = x[i];
+        for (size_t i = b; i < b + 16; i++) {
+            uint32_t a = u[i] & 0x7fffffffu;
+            if (a >= lo && a < hi) bmag[m++] = a;
+        }
     }
-    for (size_t i = b; i < n; i++)
-        if ((u[i] & 0x7fffffffu) >= t) idx[m] = (uint32_t)i, val[m++] = x[i];
+    for (size_t i = b; i < n; i++) {
+        uint32_t a = u[i] & 0x7fffffffu;
+        above += a >= hi;
+        if (a >= lo && a < hi) bmag[m++] = a;
+    }
+    *nb = m;
+    return above;
+}
+
+/* Pass 2: in index order, the entries with abs bits > t, and of the nties entries == t the
+ * first ties (all of them when ties >= nties): indices to idx, values to val; returns the
+ * count. */
+static size_t emit_c(const float *restrict x, size_t n, uint32_t t, size_t ties, size_t nties,
+                     uint32_t *restrict idx, float *restrict val)
+{
+    const uint32_t *u = (const uint32_t *)x;
+    const int all = ties >= nties;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = u[i] & 0x7fffffffu;
+        if (a > t || (a == t && (all || (ties && ties--)))) idx[m] = (uint32_t)i, val[m++] = x[i];
+    }
     return m;
 }
 
 #if CQ_X86
-__attribute__((target("avx2"))) static size_t collect_above_avx2(const float *restrict x, size_t n,
-                                                                 uint32_t t, uint32_t *restrict idx,
-                                                                 float *restrict val)
+__attribute__((target("avx2"))) static size_t band_pass_avx2(const float *restrict x, size_t n,
+                                                             uint32_t lo, uint32_t hi,
+                                                             uint32_t *restrict bmag, size_t *nb)
 {
     const __m256i absm = _mm256_set1_epi32(0x7fffffff);
-    const __m256i tv = _mm256_set1_epi32((int)(t - 1)); /* both sides in [0, 2^31): signed */
+    /* a >= t as a > t - 1, signed: a < 2^31 and t - 1 in [0, 2^31) */
+    const __m256i lov = _mm256_set1_epi32((int)(lo - 1)), hiv = _mm256_set1_epi32((int)(hi - 1));
+    __m256i cnt = _mm256_setzero_si256(); /* per lane: minus the count >= hi */
     size_t m = 0, b = 0;
     for (; b + 16 <= n; b += 16) {
         __m256i a0 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + b)), absm);
         __m256i a1 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + b + 8)), absm);
-        unsigned mask =
-            (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(a0, tv))) |
-            (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(a1, tv))) << 8;
+        __m256i h0 = _mm256_cmpgt_epi32(a0, hiv), h1 = _mm256_cmpgt_epi32(a1, hiv);
+        cnt = _mm256_add_epi32(cnt, _mm256_add_epi32(h0, h1));
+        __m256i l0 = _mm256_andnot_si256(h0, _mm256_cmpgt_epi32(a0, lov));
+        __m256i l1 = _mm256_andnot_si256(h1, _mm256_cmpgt_epi32(a1, lov));
+        unsigned mask = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(l0)) |
+                        (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(l1)) << 8;
         while (mask) {
             unsigned j = (unsigned)__builtin_ctz(mask);
             mask &= mask - 1;
-            idx[m] = (uint32_t)(b + j);
-            val[m++] = x[b + j];
+            bmag[m++] = ((const uint32_t *)x)[b + j] & 0x7fffffffu;
         }
     }
-    size_t r = collect_above_c(x + b, n - b, t, idx + m, val + m); /* the tail (< 16) */
-    for (size_t i = 0; i < r; i++) idx[m + i] += (uint32_t)b;
-    return m + r;
+    /* lane counts: n / 8 < 2^31 each (n < 2^32) */
+    uint32_t lanes[8];
+    _mm256_storeu_si256((__m256i *)lanes, cnt);
+    size_t above = 0;
+    for (int l = 0; l < 8; l++) above += (uint32_t)-lanes[l];
+    size_t r = 0;
+    above += band_pass_c(x + b, n - b, lo, hi, bmag + m, &r);
+    *nb = m + r;
+    return above;
+}
+
+/* emit_c with AVX2, for cap entries at most: 8 floats at a time, the kept lanes packed by a
+ * permutation from lut (256 x 8 lane numbers) and stored 8 wide. A block of 16 with nothing to
+ * keep costs two compares; a block holding a tie while only some ties go out is done lane by
+ * lane. The wide stores run while 16 entries are left, so nothing is written past cap. */
+__attribute__((target("avx2"))) static size_t emit_avx2(const float *restrict x, size_t n,
+                                                        uint32_t t, size_t ties, size_t nties,
+                                                        size_t cap, const uint32_t *lut,
+                                                        uint32_t *restrict idx, float *restrict val)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+    const int all = ties >= nties; /* every tie goes out: keep a >= t */
+    const __m256i gtv = _mm256_set1_epi32((int)(all ? t - 1 : t)), eqv = _mm256_set1_epi32((int)t);
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const uint32_t *u = (const uint32_t *)x;
+    size_t m = 0, b = 0;
+    for (; b + 16 <= n && m + 16 <= cap; b += 16) {
+        __m256 x0 = _mm256_loadu_ps(x + b), x1 = _mm256_loadu_ps(x + b + 8);
+        __m256i a0 = _mm256_and_si256(_mm256_castps_si256(x0), absm);
+        __m256i a1 = _mm256_and_si256(_mm256_castps_si256(x1), absm);
+        unsigned k0 =
+            (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(a0, gtv)));
+        unsigned k1 =
+            (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(a1, gtv)));
+        if (!all && ties) {
+            unsigned e =
+                (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a0, eqv))) |
+                (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a1, eqv))) << 8;
+            if (e) {
+                for (size_t i = b; i < b + 16; i++) {
+                    uint32_t a = u[i] & 0x7fffffffu;
+                    if (a > t || (a == t && ties && ties--)) idx[m] = (uint32_t)i, val[m++] = x[i];
+                }
+                continue;
+            }
+        }
+        if (!(k0 | k1)) continue;
+        __m256i base = _mm256_add_epi32(_mm256_set1_epi32((int)b), iota);
+        __m256i p0 = _mm256_loadu_si256((const __m256i *)(lut + 8 * k0));
+        _mm256_storeu_si256((__m256i *)(idx + m), _mm256_permutevar8x32_epi32(base, p0));
+        _mm256_storeu_ps(val + m, _mm256_permutevar8x32_ps(x0, p0));
+        m += (size_t)__builtin_popcount(k0);
+        __m256i p1 = _mm256_loadu_si256((const __m256i *)(lut + 8 * k1));
+        base = _mm256_add_epi32(base, _mm256_set1_epi32(8));
+        _mm256_storeu_si256((__m256i *)(idx + m), _mm256_permutevar8x32_epi32(base, p1));
+        _mm256_storeu_ps(val + m, _mm256_permutevar8x32_ps(x1, p1));
+        m += (size_t)__builtin_popcount(k1);
+    }
+    for (size_t i = b; i < n; i++) {
+        uint32_t a = u[i] & 0x7fffffffu;
+        if (a > t || (a == t && (all || (ties && ties--)))) idx[m] = (uint32_t)i, val[m++] = x[i];
+    }
+    return m;
 }
 #endif
+
+static size_t band_pass(const hs_compressor_t *c, const float *x, uint32_t lo, uint32_t hi,
+                        size_t *nb)
+{
+#if CQ_X86
+    if (c->avx2) return band_pass_avx2(x, c->n, lo, hi, c->mag, nb);
+#endif
+    return band_pass_c(x, c->n, lo, hi, c->mag, nb);
+}
 
 static int topk_enc(hs_compressor_t *c, const float *x, unsigned char *out, size_t *bytes)
 {
     const size_t n = c->n, k = c->k;
     const uint32_t *u = (const uint32_t *)x;
-    uint32_t thr;
-    if (k == n) {
-        thr = 0;
-    } else if (c->sample_n >= n) { /* small vector: the exact threshold */
-        for (size_t i = 0; i < n; i++) c->sample[i] = u[i] & 0x7fffffffu;
-        thr = select_u32(c->sample, n, n - k);
-    } else {
+    uint32_t lo = 1, hi = 0x80000000u; /* the band: every nonzero entry */
+    if (c->sample_n && k < n) {
         uint32_t key = cq_key(c);
-        size_t m = c->sample_n;
-        for (size_t i = 0; i < m; i++)
-            c->sample[i] = u[cq_hash((uint32_t)i * 0x9e3779b9u ^ key) % n] & 0x7fffffffu;
-        /* aim at 1.3 k candidates, so that the exact trim below usually has k to keep */
-        double want = HS_MIN((double)n, 1.3 * (double)k + 8);
-        size_t above = (size_t)ceil((double)m * want / (double)n);
-        above = HS_MAX((size_t)1, HS_MIN(above, m));
-        thr = select_u32(c->sample, m, m - above);
-    }
-    if (thr == 0) thr = 1; /* never send zeros */
-    uint32_t *cand = c->cand;
-    float *val = c->val;
-#if CQ_X86
-    size_t m =
-        c->avx2 ? collect_above_avx2(x, n, thr, cand, val) : collect_above_c(x, n, thr, cand, val);
-#else
-    size_t m = collect_above_c(x, n, thr, cand, val);
-#endif
-    if (m > k) { /* keep the k largest: threshold among the candidates, ties in index order */
-        const uint32_t *vu = (const uint32_t *)val;
-        uint32_t *mag = c->mag;
-        for (size_t i = 0; i < m; i++) mag[i] = vu[i] & 0x7fffffffu;
-        uint32_t t2 = select_u32(mag, m, m - k);
-        size_t above = 0;
-        for (size_t i = 0; i < m; i++) above += (vu[i] & 0x7fffffffu) > t2;
-        size_t ties = k - above, w = 0;
+        const size_t m = c->sample_n;
         for (size_t i = 0; i < m; i++) {
-            uint32_t a = vu[i] & 0x7fffffffu;
-            if (a > t2 || (a == t2 && ties && ties--)) cand[w] = cand[i], val[w++] = val[i];
+            uint32_t h = cq_hash((uint32_t)i * 0x9e3779b9u ^ key);
+            c->sample[i] = u[(size_t)(((uint64_t)h * n) >> 32)] & 0x7fffffffu;
         }
-        m = w;
+        /* the sample's count above the k-th: binomial, mean m k / n; 4 sigma + 1 either side */
+        double p = (double)k / (double)n, mean = (double)m * p;
+        double w = 4.0 * sqrt(mean * (1.0 - p)) + 1.0;
+        double jhi = floor(mean - w), jlo = ceil(mean + w); /* ranks from the largest */
+        /* lo: the jlo-th largest (1 when jlo > m), which leaves the jlo largest at the end;
+         * hi: the jhi-th largest among those (2^31, above every magnitude, when jhi < 1) */
+        size_t top = 0;
+        if (jlo <= (double)m) {
+            top = m - (size_t)jlo;
+            lo = HS_MAX(1u, select_u32(c->sample, m, top));
+        }
+        if (jhi >= 1) {
+            size_t cnt = m - top;
+            hi = HS_MAX(1u, select_u32(c->sample + top, cnt, cnt - (size_t)jhi));
+        }
+        if (lo > hi) lo = hi;
     }
-    uint32_t m32 = (uint32_t)m;
+    size_t nb = 0, above = band_pass(c, x, lo, hi, &nb);
+    if (above > k) { /* the k-th is >= hi: the band becomes [hi, 2^31) */
+        lo = hi, hi = 0x80000000u;
+        above = band_pass(c, x, lo, hi, &nb);
+    } else if (above + nb < k && lo > 1) { /* the k-th is < lo: the band becomes [1, lo) */
+        hi = lo, lo = 1;
+        above = band_pass(c, x, lo, hi, &nb);
+    }
+    /* the exact k-th magnitude t within the band; of the nties entries == t, ties go out */
+    size_t r = k - above, out_m = k, ties, nties = 0;
+    uint32_t t;
+    if (r == 0) { /* exactly the entries >= hi (hi < 2^31: above >= k >= 1) */
+        t = hi, ties = nties = SIZE_MAX;
+    } else if (r >= nb) { /* the whole band: fewer than k nonzero entries when r > nb */
+        t = lo, ties = nties = SIZE_MAX, out_m = above + nb;
+    } else {
+        size_t gt = 0;
+        t = bucket_select(c->mag, c->tmp, nb, nb - r, &gt, &nties);
+        ties = r - gt;
+    }
+    /* pass 2: straight into the message */
+    uint32_t *oi = (uint32_t *)(out + 4);
+    float *ov = (float *)(out + 4 + 4 * out_m);
+    size_t w;
+#if CQ_X86
+    if (c->avx2)
+        w = emit_avx2(x, n, t, ties, nties, out_m, c->lut, oi, ov);
+    else
+#endif
+        w = emit_c(x, n, t, ties, nties, oi, ov);
+    if (w != out_m)
+        return HS_ERR(-EIO, "%s: top-k selected %zu entries, expected %zu (internal error)",
+                      c->s.text, w, out_m);
+    uint32_t m32 = (uint32_t)w;
     memcpy(out, &m32, 4);
-    memcpy(out + 4, cand, m * 4);
-    memcpy(out + 4 + 4 * m, val, m * 4);
-    *bytes = 4 + 8 * m;
+    *bytes = 4 + 8 * w;
     return 0;
 }
 
@@ -644,15 +804,22 @@ int hs_compressor_create(hs_compressor_t **out, const char *spec, size_t n, uint
     c->f16c = __builtin_cpu_supports("f16c") && c->avx2;
 #endif
     if (s.kind == HS_COMPRESS_TOPK) {
-        size_t want = HS_MAX((size_t)CQ_SAMPLE_MIN, (size_t)(100.0 * (double)n / (double)k));
-        c->sample_n = HS_MIN(n, want);
-        c->cand = hs_malloc(n * sizeof *c->cand, "top-k candidates");
+        /* small vectors: the exact band (every nonzero); else n / 512 samples in [4096, 8192] */
+        c->sample_n =
+            n <= 4 * CQ_SAMPLE_MIN ? 0 : HS_MIN(CQ_SAMPLE_MAX, HS_MAX(CQ_SAMPLE_MIN, n / 512));
         c->mag = hs_malloc(n * sizeof *c->mag, "top-k magnitudes");
-        c->val = hs_malloc(n * sizeof *c->val, "top-k values");
+        c->tmp = hs_malloc(n * sizeof *c->tmp, "top-k scratch");
         c->sample = hs_malloc(HS_MAX(c->sample_n, (size_t)1) * sizeof *c->sample, "top-k sample");
-        if (!c->cand || !c->mag || !c->val || !c->sample) {
+        c->lut = hs_malloc(256 * 8 * sizeof *c->lut, "top-k lanes");
+        if (!c->mag || !c->tmp || !c->sample || !c->lut) {
             hs_compressor_destroy(&c);
             return -ENOMEM;
+        }
+        for (unsigned mask = 0; mask < 256; mask++) {
+            unsigned w = 0;
+            for (unsigned l = 0; l < 8; l++)
+                if (mask >> l & 1) c->lut[8 * mask + w++] = l;
+            while (w < 8) c->lut[8 * mask + w++] = 0;
         }
     }
     *out = c;
@@ -662,9 +829,9 @@ int hs_compressor_create(hs_compressor_t **out, const char *spec, size_t n, uint
 void hs_compressor_destroy(hs_compressor_t **c)
 {
     if (!c || !*c) return;
-    free((*c)->cand);
+    free((*c)->lut);
     free((*c)->mag);
-    free((*c)->val);
+    free((*c)->tmp);
     free((*c)->sample);
     free(*c);
     *c = NULL;

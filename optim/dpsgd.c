@@ -13,6 +13,7 @@
  */
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
+#include "optim/neighbor_xchg.h"
 #include "optim/ps_wire.h"
 
 #include <stdlib.h>
@@ -22,42 +23,21 @@ struct hs_algo {
     hs_dist_t *d;
     size_t n, msg_bytes;
     int on_host, maxdeg;
-    int *peers;           /* (maxdeg) */
-    double *wts;          /* (maxdeg) Metropolis weights W_ij */
-    unsigned char *sbuf;  /* header + x (host), shared by every neighbour's send */
-    unsigned char **rbuf; /* (maxdeg) header + x_j */
-    hs_treq_t **sreq;     /* (maxdeg) */
-    hs_treq_t **rreq;     /* (maxdeg) */
-    int nsend;
-    float *scratch; /* (n) device staging (non-CPU backends) */
+    int *peers;          /* (maxdeg) */
+    double *wts;         /* (maxdeg) Metropolis weights W_ij */
+    unsigned char *sbuf; /* header + x (host), shared by every neighbour's send */
+    hs_nx_t nx;          /* receive buffers (header + x_j) and requests, per neighbour */
+    float *scratch;      /* (n) device staging (non-CPU backends) */
 };
 
-/* Wait for every request in reqs (bounded); a failure is an error naming the peer. */
-static int wait_all(hs_algo_t *a, hs_treq_t **reqs, int n, long t, const char *what)
+/* A neighbour's x_j of round t: check its header (it is averaged in after the last one). */
+static int on_recv(void *ctx, int slot, const unsigned char *msg, const hs_tstatus_t *st, long t)
 {
-    hs_dist_t *d = a->d;
-    for (;;) {
-        int left = 0;
-        for (int i = 0; i < n; i++) left += reqs[i] != NULL;
-        if (!left) return 0;
-        int idx = -1;
-        hs_tstatus_t st;
-        int rc = hs_exec_wait(d->x, reqs, n, d->o->comm_timeout_s, 0, &idx, &st);
-        if (rc < 0) {
-            if (idx >= 0) hs_dist_peer_failed(d, a->peers[idx], t, hs_last_error());
-            hs_error_prefix("D-PSGD round %ld, %s", t, what);
-            return rc;
-        }
-        if (what[0] == 'r' && idx >= 0) { /* a receive: check the header */
-            const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)a->rbuf[idx];
-            HS_TRY(hs_ps_hdr_check(h, st.len, HS_PS_NEIGHBOR, st.source, a->n));
-            if (h->iteration != t)
-                return HS_ERR(-EPROTO, "D-PSGD: rank %d got round %lld from rank %d in round %ld",
-                              d->rank, (long long)h->iteration, st.source, t);
-            d->st.bytes_recv += st.len;
-            d->st.msgs_applied++;
-        }
-    }
+    hs_algo_t *a = ctx;
+    (void)slot;
+    const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)msg;
+    HS_TRY(hs_ps_hdr_check(h, st->len, HS_PS_NEIGHBOR, st->source, a->n));
+    return hs_nx_check_round(&a->nx, h, st, t);
 }
 
 static int dpsgd_step(hs_algo_t *a, long t)
@@ -67,38 +47,27 @@ static int dpsgd_step(hs_algo_t *a, long t)
     float *x = d->params;
     HS_TRY(hs_dist_apply(d, 1.0));
 
-    double t0 = hs_exec_now(d->x);
     /* the previous round's sends must be done before the snapshot is overwritten */
-    HS_TRY(wait_all(a, a->sreq, a->nsend, t - 1, "send"));
-    d->st.wait_s += hs_exec_now(d->x) - t0;
+    HS_TRY(hs_nx_wait_sends(&a->nx, t - 1));
 
-    t0 = hs_exec_now(d->x);
+    double t0 = hs_exec_now(d->x);
     int cnt = 0;
     double self = 0;
     HS_TRY(hs_topo_out_peers(d->topo, t, d->rank, a->peers, a->wts, a->maxdeg, &cnt, &self));
-    for (int i = 0; i < cnt; i++) {
-        HS_TRY(hs_transport_irecv(d->t, a->peers[i], HS_TAG_NEIGHBOR, a->rbuf[i], a->msg_bytes,
-                                  &a->rreq[i]));
-    }
+    HS_TRY(hs_nx_post_recvs(&a->nx, cnt, HS_TAG_NEIGHBOR));
     hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)a->sbuf;
     hs_ps_hdr_init(h, HS_PS_NEIGHBOR, d->rank, t, 1.0, a->n);
     HS_TRY(k->ops->to_host(k, a->sbuf + sizeof *h, x, a->n * sizeof(float)));
-    for (int i = 0; i < cnt; i++) {
-        HS_TRY(hs_transport_isend(d->t, a->peers[i], HS_TAG_NEIGHBOR, a->sbuf, a->msg_bytes,
-                                  &a->sreq[i]));
-        d->st.bytes_sent += a->msg_bytes;
-    }
-    a->nsend = cnt;
+    for (int i = 0; i < cnt; i++)
+        HS_TRY(hs_nx_send(&a->nx, i, HS_TAG_NEIGHBOR, a->sbuf, a->msg_bytes));
     d->st.comm_s += hs_exec_now(d->x) - t0;
 
-    t0 = hs_exec_now(d->x);
-    HS_TRY(wait_all(a, a->rreq, cnt, t, "receive"));
-    d->st.wait_s += hs_exec_now(d->x) - t0;
+    HS_TRY(hs_nx_wait_recvs(&a->nx, cnt, t, on_recv, a));
 
     t0 = hs_exec_now(d->x);
     HS_TRY(k->ops->scale(k, a->n, (float)self, x));
     for (int i = 0; i < cnt; i++) {
-        const float *xj = (const float *)(a->rbuf[i] + sizeof(hs_ps_hdr_v1_t));
+        const float *xj = (const float *)(a->nx.rbuf[i] + sizeof(hs_ps_hdr_v1_t));
         if (!a->on_host) {
             HS_TRY(k->ops->to_device(k, a->scratch, xj, a->n * sizeof(float)));
             xj = a->scratch;
@@ -112,12 +81,7 @@ static int dpsgd_step(hs_algo_t *a, long t)
 static int dpsgd_drain(hs_algo_t *a, int final)
 {
     (void) final;
-    hs_dist_t *d = a->d;
-    double t0 = hs_exec_now(d->x);
-    int rc = wait_all(a, a->sreq, a->nsend, d->iter, "send");
-    a->nsend = 0;
-    d->st.wait_s += hs_exec_now(d->x) - t0;
-    return rc;
+    return hs_nx_drain(&a->nx);
 }
 
 static void dpsgd_finalize(hs_algo_t **ap)
@@ -125,14 +89,7 @@ static void dpsgd_finalize(hs_algo_t **ap)
     hs_algo_t *a = ap ? *ap : NULL;
     if (!a) return;
     hs_dist_t *d = a->d;
-    for (int i = 0; i < a->maxdeg; i++) {
-        if (a->sreq && a->sreq[i]) hs_transport_req_free(d->t, &a->sreq[i]);
-        if (a->rreq && a->rreq[i]) hs_transport_req_free(d->t, &a->rreq[i]);
-        if (a->rbuf) free(a->rbuf[i]);
-    }
-    free(a->sreq);
-    free(a->rreq);
-    free(a->rbuf);
+    hs_nx_finalize(&a->nx);
     free(a->sbuf);
     free(a->peers);
     free(a->wts);
@@ -160,13 +117,11 @@ static int dpsgd_init(hs_algo_t **out, hs_dist_t *d)
     int rc = -ENOMEM;
     a->peers = hs_calloc((size_t)a->maxdeg, sizeof *a->peers, "neighbours");
     a->wts = hs_calloc((size_t)a->maxdeg, sizeof *a->wts, "weights");
-    a->sreq = hs_calloc((size_t)a->maxdeg, sizeof *a->sreq, "send requests");
-    a->rreq = hs_calloc((size_t)a->maxdeg, sizeof *a->rreq, "receive requests");
-    a->rbuf = hs_calloc((size_t)a->maxdeg, sizeof *a->rbuf, "receive buffers");
     a->sbuf = hs_malloc(a->msg_bytes, "send snapshot");
-    if (!a->peers || !a->wts || !a->sreq || !a->rreq || !a->rbuf || !a->sbuf) goto fail;
-    for (int i = 0; i < a->maxdeg; i++)
-        if (!(a->rbuf[i] = hs_malloc(a->msg_bytes, "neighbour buffer"))) goto fail;
+    if (!a->peers || !a->wts || !a->sbuf) goto fail;
+    if ((rc = hs_nx_init(&a->nx, d, "D-PSGD", a->maxdeg, a->msg_bytes, a->peers, a->peers)) < 0)
+        goto fail;
+    rc = -ENOMEM;
     if (!a->on_host &&
         (rc = d->k->ops->alloc(d->k, a->n * sizeof(float), (void **)&a->scratch)) < 0)
         goto fail;

@@ -26,14 +26,21 @@
  * Unlike optim/choco.c, which keeps one running sum of the copies, every worker keeps one
  * copy x^_j per in-peer, updated by the very float operations its owner applies to its own
  * (bit for bit the same), so the float rounding of the copies moves no mass either: with a
- * running sum the weighted mean drifted by 2e-5 of max |z| in 200 rounds. The graph must be
- * static (the out-peers keep the copies). Synchronous rounds (each worker waits for its in-peers'
- * round t, like
- * --delay-bound 0); a failed peer stops the run with an error naming it.
+ * running sum the weighted mean drifted by 2e-5 of max |z| in 200 rounds. The numerators x_i
+ * and the mixing sums are double: in float, rounding x_i + gamma s_i every round (large
+ * steps with top-k, whose copies lag) drifted the weighted mean by 1.4e-6 to 5.8e-6; in double
+ * the increments sum to zero up to 1e-16 of |x^|, and the test sees 4.5e-8 (the rounding of
+ * the final z_i to float). The local step runs on a float image of x_i and x_i moves by its
+ * exact change. The graph must be static: every out-peer must apply every q_i to its copy, and
+ * Taheri et al.'s proof is for one fixed column-stochastic matrix; a time-varying graph such
+ * as exp1peer is refused with that reason (--graph exp has all of its edges every round).
+ * Synchronous rounds (each worker waits for its in-peers' round t, like --delay-bound 0,
+ * through optim/neighbor_xchg.c); a failed peer stops the run with an error naming it.
  */
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
 #include "hearsay/compress.h"
+#include "optim/neighbor_xchg.h"
 #include "optim/ps_wire.h"
 
 #include <stdlib.h>
@@ -47,75 +54,51 @@ struct hs_algo {
     double *pout, *pin;   /* (maxdeg) p_ji (share to out-peer j), p_ij (from in-peer j) */
     double self_p;        /* p_ii */
     double y, y_next;     /* push-sum weight; the next one as shares arrive */
-    float gamma;          /* consensus step size */
+    double gamma;         /* consensus step size */
     hs_compressor_t *c;   /* compresses x_i - x^_i */
     hs_compressor_t *dc;  /* decompresses the in-peers' q_j */
-    float *x, *xhat, *s;  /* (n) numerator, public copy, (n) scratch */
+    double *x, *s;        /* (n) numerator (double: its sum over workers is the mass), scratch */
+    float *xhat, *xf;     /* (n) public copy, (n) the numerator in float for the local step */
     float **xin;          /* (maxdeg) (n) the in-peers' public copies x^_j */
     unsigned char **sbuf; /* (maxdeg) header + q_i per out-peer (the weight share differs) */
-    unsigned char **rbuf; /* (maxdeg) header + q_j */
-    hs_treq_t **sreq, **rreq;
-    int nsend;
+    hs_nx_t nx;           /* receive buffers (header + q_j) and requests; to = out, from = in */
 };
 
-static int wait_all(hs_algo_t *a, hs_treq_t **reqs, int n, long t, int recv)
+/* An in-peer's q_j and weight share of round t: checked, then added to its copy x^_j. */
+static int on_recv(void *ctx, int slot, const unsigned char *msg, const hs_tstatus_t *st, long t)
 {
+    hs_algo_t *a = ctx;
     hs_dist_t *d = a->d;
-    for (;;) {
-        int left = 0;
-        for (int i = 0; i < n; i++) left += reqs[i] != NULL;
-        if (!left) return 0;
-        int idx = -1;
-        hs_tstatus_t st;
-        int rc = hs_exec_wait(d->x, reqs, n, d->o->comm_timeout_s, 0, &idx, &st);
-        if (rc < 0) {
-            if (idx >= 0) hs_dist_peer_failed(d, (recv ? a->in : a->out)[idx], t, hs_last_error());
-            hs_error_prefix("compressed push-sum round %ld, %s", t, recv ? "receive" : "send");
-            return rc;
-        }
-        if (!recv || idx < 0) continue;
-        const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)a->rbuf[idx];
-        if (st.len < sizeof *h || h->magic != HS_PS_MAGIC || h->version != HS_PS_VERSION ||
-            h->kind != HS_PS_COMPRESSED || h->sender != st.source || h->length != a->n ||
-            h->extra != st.len - sizeof *h || !(h->weight >= 0))
-            return HS_ERR(-EPROTO,
-                          "compressed push-sum: rank %d got a malformed message of %zu bytes "
-                          "from rank %d (do all ranks run the same --model and --compress?)",
-                          d->rank, st.len, st.source);
-        if (h->iteration != t)
-            return HS_ERR(-EPROTO,
-                          "compressed push-sum: rank %d got round %lld from rank %d in "
-                          "round %ld",
-                          d->rank, (long long)h->iteration, st.source, t);
-        double t0 = hs_exec_now(d->x);
-        rc = hs_decompress_add(a->dc, a->rbuf[idx] + sizeof *h, h->extra, 1.0f, a->xin[idx]);
-        if (rc < 0) {
-            hs_error_prefix("compressed push-sum: message from rank %d", st.source);
-            return rc;
-        }
-        a->y_next += h->weight;
-        d->st.comm_s += hs_exec_now(d->x) - t0;
-        d->st.bytes_recv += st.len;
-        d->st.msgs_applied++;
+    const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)msg;
+    HS_TRY(hs_nx_check_compressed(&a->nx, h, st, a->n, t, 1));
+    double t0 = hs_exec_now(d->x);
+    int rc = hs_decompress_add(a->dc, msg + sizeof *h, h->extra, 1.0f, a->xin[slot]);
+    if (rc < 0) {
+        hs_error_prefix("compressed push-sum: message from rank %d", st->source);
+        return rc;
     }
+    a->y_next += h->weight;
+    d->st.comm_s += hs_exec_now(d->x) - t0;
+    return 0;
 }
 
 static int qsgp_step(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
     const size_t n = a->n;
-    float *restrict x = a->x, *restrict xh = a->xhat, *restrict s = a->s, *restrict z = d->params;
-    HS_TRY(hs_dist_apply_to(d, x));
+    double *restrict x = a->x, *restrict s = a->s;
+    float *restrict xh = a->xhat, *restrict xf = a->xf, *restrict z = d->params;
+    /* the local step on the float numerator; x moves by exactly the float step's change */
+    for (size_t i = 0; i < n; i++) xf[i] = (float)x[i];
+    HS_TRY(hs_dist_apply_to(d, xf));
+    for (size_t i = 0; i < n; i++) x[i] += (double)xf[i] - (double)(float)x[i];
+
+    HS_TRY(hs_nx_wait_sends(&a->nx, t - 1));
 
     double t0 = hs_exec_now(d->x);
-    HS_TRY(wait_all(a, a->sreq, a->nsend, t - 1, 0));
-    d->st.wait_s += hs_exec_now(d->x) - t0;
-
-    t0 = hs_exec_now(d->x);
-    for (int i = 0; i < a->nin; i++)
-        HS_TRY(hs_transport_irecv(d->t, a->in[i], HS_TAG_GOSSIP, a->rbuf[i], a->cap, &a->rreq[i]));
+    HS_TRY(hs_nx_post_recvs(&a->nx, a->nin, HS_TAG_GOSSIP));
     /* q = Q(x - x^), into the first send buffer (z is free until the end of the round) */
-    for (size_t i = 0; i < n; i++) z[i] = x[i] - xh[i];
+    for (size_t i = 0; i < n; i++) z[i] = (float)(x[i] - (double)xh[i]);
     unsigned char *q0 = a->sbuf[0] + sizeof(hs_ps_hdr_v1_t);
     size_t qbytes = 0;
     HS_TRY(hs_compress(a->c, z, q0, &qbytes));
@@ -124,39 +107,30 @@ static int qsgp_step(hs_algo_t *a, long t)
         hs_ps_hdr_init(h, HS_PS_COMPRESSED, d->rank, t, a->pout[i] * a->y, n);
         h->extra = (uint32_t)qbytes;
         if (i) memcpy(a->sbuf[i] + sizeof *h, q0, qbytes);
-        HS_TRY(hs_transport_isend(d->t, a->out[i], HS_TAG_GOSSIP, a->sbuf[i], sizeof *h + qbytes,
-                                  &a->sreq[i]));
-        d->st.bytes_sent += sizeof *h + qbytes;
+        HS_TRY(hs_nx_send(&a->nx, i, HS_TAG_GOSSIP, a->sbuf[i], sizeof *h + qbytes));
     }
-    a->nsend = a->nout;
     HS_TRY(hs_decompress_add(a->c, q0, qbytes, 1.0f, xh));
     a->y_next = a->self_p * a->y;
     d->st.comm_s += hs_exec_now(d->x) - t0;
 
-    t0 = hs_exec_now(d->x);
-    double c0 = d->st.comm_s;
-    HS_TRY(wait_all(a, a->rreq, a->nin, t, 1));
-    d->st.wait_s += hs_exec_now(d->x) - t0 - (d->st.comm_s - c0);
+    HS_TRY(hs_nx_wait_recvs(&a->nx, a->nin, t, on_recv, a));
 
     t0 = hs_exec_now(d->x);
     a->y = a->y_next;
-    const float inv = (float)(1.0 / a->y);
-    /* s = sum_j p_ij x^_j - x^_i (j over the in-peers and i) */
-    const float ps = (float)(a->self_p - 1.0);
-    for (size_t i = 0; i < n; i++) s[i] = ps * xh[i];
+    const double inv = 1.0 / a->y, g = a->gamma;
+    /* s = sum_j p_ij x^_j - x^_i (j over the in-peers and i), in double: the increments
+     * gamma s_i sum to zero over the workers up to double rounding (1e-16 of |x^|), where float
+     * sums left the mass drifting by 1e-6 of max |z| in 200 top-k rounds */
+    const double ps = a->self_p - 1.0;
+    for (size_t i = 0; i < n; i++) s[i] = ps * (double)xh[i];
     for (int j = 0; j < a->nin; j++) {
-        const float p = (float)a->pin[j], *restrict xj = a->xin[j];
-        for (size_t i = 0; i < n; i++) s[i] += p * xj[i];
+        const double p = a->pin[j];
+        const float *restrict xj = a->xin[j];
+        for (size_t i = 0; i < n; i++) s[i] += p * (double)xj[i];
     }
-    size_t b = 0;
-    for (; b + 16 <= n; b += 16)
-        for (size_t i = b; i < b + 16; i++) {
-            x[i] += a->gamma * s[i];
-            z[i] = x[i] * inv;
-        }
-    for (; b < n; b++) {
-        x[b] += a->gamma * s[b];
-        z[b] = x[b] * inv;
+    for (size_t i = 0; i < n; i++) {
+        x[i] += g * s[i];
+        z[i] = (float)(x[i] * inv);
     }
     d->st.comm_s += hs_exec_now(d->x) - t0;
     return 0;
@@ -165,29 +139,18 @@ static int qsgp_step(hs_algo_t *a, long t)
 static int qsgp_drain(hs_algo_t *a, int final)
 {
     (void) final;
-    hs_dist_t *d = a->d;
-    double t0 = hs_exec_now(d->x);
-    int rc = wait_all(a, a->sreq, a->nsend, d->iter, 0);
-    a->nsend = 0;
-    d->st.wait_s += hs_exec_now(d->x) - t0;
-    return rc;
+    return hs_nx_drain(&a->nx);
 }
 
 static void qsgp_finalize(hs_algo_t **ap)
 {
     hs_algo_t *a = ap ? *ap : NULL;
     if (!a) return;
-    hs_dist_t *d = a->d;
+    hs_nx_finalize(&a->nx);
     for (int i = 0; i < a->maxdeg; i++) {
-        if (a->sreq && a->sreq[i]) hs_transport_req_free(d->t, &a->sreq[i]);
-        if (a->rreq && a->rreq[i]) hs_transport_req_free(d->t, &a->rreq[i]);
-        if (a->rbuf) free(a->rbuf[i]);
         if (a->sbuf) free(a->sbuf[i]);
         if (a->xin) free(a->xin[i]);
     }
-    free(a->sreq);
-    free(a->rreq);
-    free(a->rbuf);
     free(a->sbuf);
     free(a->xin);
     free(a->out);
@@ -197,6 +160,7 @@ static void qsgp_finalize(hs_algo_t **ap)
     free(a->x);
     free(a->xhat);
     free(a->s);
+    free(a->xf);
     hs_compressor_destroy(&a->c);
     hs_compressor_destroy(&a->dc);
     free(a);
@@ -209,9 +173,13 @@ static int qsgp_init(hs_algo_t **out, hs_dist_t *d)
     if (!d->topo) return HS_ERR(-EINVAL, "--algo qsgp needs a graph (--graph)");
     if (hs_topo_period(d->topo) != 1)
         return HS_ERR(-EINVAL,
-                      "--algo qsgp needs a static graph (the out-peers keep a copy of this "
-                      "worker's model, and the running sum of copies assumes fixed weights), and "
-                      "--graph %s changes every round (try ring, exp or biring)",
+                      "--algo qsgp needs a static graph, and --graph %s changes every round: "
+                      "every out-peer must apply every compressed update q_i to its copy of this "
+                      "worker's public model (a peer that receives only some rounds' q_i holds a "
+                      "wrong copy, and the mass is no longer conserved), and the convergence "
+                      "proof of quantised push-sum (Taheri et al., ICML 2020) is for one fixed "
+                      "column-stochastic mixing matrix; use --graph ring, exp or biring (exp "
+                      "sends to all of exp1peer's peers every round), or --algo sgp",
                       hs_topo_spec(d->topo));
     if (d->k->device != HS_DEV_CPU)
         return HS_ERR(-EINVAL, "--algo qsgp runs on --device cpu only (the compressors work on "
@@ -238,31 +206,31 @@ static int qsgp_init(hs_algo_t **out, hs_dist_t *d)
         goto fail;
     }
     hs_compress_kind_t kind = hs_compressor_spec(a->c)->kind;
-    a->gamma = d->o->consensus_step > 0                                ? (float)d->o->consensus_step
-               : kind == HS_COMPRESS_TOPK || kind == HS_COMPRESS_RANDK ? 0.05f
-                                                                       : 1.0f;
+    a->gamma = d->o->consensus_step > 0                                ? d->o->consensus_step
+               : kind == HS_COMPRESS_TOPK || kind == HS_COMPRESS_RANDK ? 0.05
+                                                                       : 1.0;
     rc = -ENOMEM;
     const size_t m = (size_t)a->maxdeg;
     a->out = hs_calloc(m, sizeof *a->out, "out-peers");
     a->in = hs_calloc(m, sizeof *a->in, "in-peers");
     a->pout = hs_calloc(m, sizeof *a->pout, "weights");
     a->pin = hs_calloc(m, sizeof *a->pin, "weights");
-    a->sreq = hs_calloc(m, sizeof *a->sreq, "send requests");
-    a->rreq = hs_calloc(m, sizeof *a->rreq, "receive requests");
     a->sbuf = hs_calloc(m, sizeof *a->sbuf, "send buffers");
-    a->rbuf = hs_calloc(m, sizeof *a->rbuf, "receive buffers");
     a->x = hs_malloc(a->n * sizeof *a->x, "numerator");
     a->xhat = hs_calloc(a->n, sizeof *a->xhat, "public copy");
     a->s = hs_calloc(a->n, sizeof *a->s, "scratch");
+    a->xf = hs_calloc(a->n, sizeof *a->xf, "float numerator");
     a->xin = hs_calloc(m, sizeof *a->xin, "in-peers' copies");
-    if (!a->out || !a->in || !a->pout || !a->pin || !a->sreq || !a->rreq || !a->sbuf || !a->rbuf ||
-        !a->x || !a->xhat || !a->s || !a->xin)
+    if (!a->out || !a->in || !a->pout || !a->pin || !a->sbuf || !a->x || !a->xhat || !a->s ||
+        !a->xf || !a->xin)
         goto fail;
     for (size_t i = 0; i < m; i++)
         if (!(a->sbuf[i] = hs_malloc(a->cap, "send buffer")) ||
-            !(a->rbuf[i] = hs_malloc(a->cap, "receive buffer")) ||
             !(a->xin[i] = hs_calloc(a->n, sizeof(float), "in-peer's copy")))
             goto fail;
+    if ((rc = hs_nx_init(&a->nx, d, "compressed push-sum", a->maxdeg, a->cap, a->out, a->in)) < 0)
+        goto fail;
+    rc = -ENOMEM;
     if ((rc = hs_topo_out_peers(d->topo, 0, d->rank, a->out, a->pout, a->maxdeg, &a->nout,
                                 &a->self_p)) < 0 ||
         (rc = hs_topo_in_peers(d->topo, 0, d->rank, a->in, a->pin, a->maxdeg, &a->nin)) < 0)
@@ -273,13 +241,13 @@ static int qsgp_init(hs_algo_t **out, hs_dist_t *d)
                     hs_topo_spec(d->topo));
         goto fail;
     }
-    memcpy(a->x, d->params, a->n * sizeof *a->x); /* y = 1: x = z */
+    for (size_t i = 0; i < a->n; i++) a->x[i] = d->params[i]; /* y = 1: x = z */
     if (d->rank == 0) {
         char line[256];
         snprintf(line, sizeof line,
                  "qsgp: compressed push-sum, --compress %s, consensus step %g, %zu of %zu bytes "
                  "per message",
-                 hs_compressor_spec(a->c)->text, (double)a->gamma, a->cap, a->n * sizeof(float));
+                 hs_compressor_spec(a->c)->text, a->gamma, a->cap, a->n * sizeof(float));
         hs_dist_record(d, NULL, NULL, line);
     }
     *out = a;
@@ -294,31 +262,35 @@ static double qsgp_weight(const hs_algo_t *a)
     return a->y;
 }
 
-/* Checkpoint state: y, then x, x^_i and the maxdeg in-peers' copies. */
+/* Checkpoint state: y, x (n doubles), then x^_i and the maxdeg in-peers' copies (n floats). */
 static size_t qsgp_state_bytes(const hs_algo_t *a)
 {
-    return sizeof(double) + (2 + (size_t)a->maxdeg) * a->n * sizeof(float);
+    return sizeof(double) * (1 + a->n) + (1 + (size_t)a->maxdeg) * a->n * sizeof(float);
 }
 
 static int qsgp_state_save(hs_algo_t *a, void *buf)
 {
     unsigned char *p = buf;
-    const size_t b = a->n * sizeof(float);
+    const size_t b = a->n * sizeof(float), bx = a->n * sizeof(double);
     memcpy(p, &a->y, sizeof a->y);
-    memcpy(p + sizeof a->y, a->x, b);
-    memcpy(p + sizeof a->y + b, a->xhat, b);
-    for (int j = 0; j < a->maxdeg; j++) memcpy(p + sizeof a->y + (2 + (size_t)j) * b, a->xin[j], b);
+    p += sizeof a->y;
+    memcpy(p, a->x, bx);
+    p += bx;
+    memcpy(p, a->xhat, b);
+    for (int j = 0; j < a->maxdeg; j++) memcpy(p + (1 + (size_t)j) * b, a->xin[j], b);
     return 0;
 }
 
 static int qsgp_state_load(hs_algo_t *a, const void *buf)
 {
     const unsigned char *p = buf;
-    const size_t b = a->n * sizeof(float);
+    const size_t b = a->n * sizeof(float), bx = a->n * sizeof(double);
     memcpy(&a->y, p, sizeof a->y);
-    memcpy(a->x, p + sizeof a->y, b);
-    memcpy(a->xhat, p + sizeof a->y + b, b);
-    for (int j = 0; j < a->maxdeg; j++) memcpy(a->xin[j], p + sizeof a->y + (2 + (size_t)j) * b, b);
+    p += sizeof a->y;
+    memcpy(a->x, p, bx);
+    p += bx;
+    memcpy(a->xhat, p, b);
+    for (int j = 0; j < a->maxdeg; j++) memcpy(a->xin[j], p + (1 + (size_t)j) * b, b);
     return 0;
 }
 

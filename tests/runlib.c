@@ -786,6 +786,32 @@ static char *slurp_text(const char *path, size_t *len)
     return b;
 }
 
+char *tr_slurp(const char *path, size_t *n)
+{
+    return slurp_text(path, n);
+}
+
+float *tr_read_f32(const char *dir, const char *name, size_t *n)
+{
+    char path[PATH_MAX + 256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long bytes = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    float *v = bytes > 0 ? malloc((size_t)bytes) : NULL;
+    *n = v ? (size_t)bytes / sizeof(float) : 0;
+    if (v && fread(v, sizeof(float), *n, f) != *n) {
+        free(v);
+        v = NULL;
+        *n = 0;
+    }
+    fclose(f);
+    return v;
+}
+
 int tr_file_has(const char *path, const char *text)
 {
     size_t n;
@@ -793,6 +819,48 @@ int tr_file_has(const char *path, const char *text)
     int has = b && memmem(b, n, text, strlen(text)) != NULL;
     free(b);
     return has;
+}
+
+int tr_sim_job(const char *dir, const char *simargs, const char *args, double limit_s)
+{
+    const char *bin = tr_hearsay();
+    if (!bin) {
+        fprintf(stderr, "runlib: %s\n", tr_why());
+        return TR_NOT_STARTED;
+    }
+    char log[PATH_MAX + 8];
+    snprintf(log, sizeof log, "%s.log", dir);
+    tr_rm_rf(dir);
+    tr_args_t a;
+    tr_args_init(&a);
+    tr_args_add(&a, bin);
+    tr_args_add(&a, "sim");
+    tr_args_split(&a, simargs);
+    tr_args_split(&a, args);
+    tr_args_add(&a, "--out");
+    tr_args_add(&a, dir);
+    tr_opts_t o = {.log = log};
+    int st = tr_cmd(TR_ARGV(&a), &o, limit_s, NULL);
+    tr_args_free(&a);
+    return st;
+}
+
+int tr_sim_rejected(const char *simargs, const char *args, int status, const char *needle)
+{
+    char dir[PATH_MAX], log[PATH_MAX + 8];
+    tr_workdir_path(dir, sizeof dir, "bad");
+    int st = tr_sim_job(dir, simargs, args, 30);
+    snprintf(log, sizeof log, "%s.log", dir);
+    if (status ? st != status : st == 0) {
+        fprintf(stderr, "'%s %s': %s, expected %s%d\n", simargs, args, tr_status_text(st),
+                status ? "exit status " : "a nonzero status, not ", status);
+        return 0;
+    }
+    if (!tr_file_has(log, needle)) {
+        fprintf(stderr, "'%s %s': no '%s' in the message\n", simargs, args, needle);
+        return 0;
+    }
+    return 1;
 }
 
 int tr_train_job(int n, const char *runflags, const char *dir, const char *args, double limit_s,

@@ -237,6 +237,18 @@ int tr_file_has(const char *path, const char *text);
  * (may be NULL). */
 int tr_train_job(int n, const char *runflags, const char *dir, const char *args, double limit_s,
                  double *elapsed_s);
+/* `HEARSAY sim SIMARGS ARGS --out DIR` in a fresh DIR (removed first), output in DIR.log,
+ * bounded by limit_s (SIMARGS and ARGS split by tr_args_split): the status. */
+int tr_sim_job(const char *dir, const char *simargs, const char *args, double limit_s);
+/* 1 when `HEARSAY sim SIMARGS ARGS` (in the work directory's "bad") is refused: it exits with
+ * `status` (0: any nonzero status) and its output holds `needle`; else 0, with what happened
+ * on stderr. */
+int tr_sim_rejected(const char *simargs, const char *args, int status, const char *needle);
+/* The whole file, NUL-terminated (malloc'd), its length in *n (may be NULL); NULL when it
+ * cannot be read. */
+char *tr_slurp(const char *path, size_t *n);
+/* DIR/NAME as float32 values (malloc'd), their count in *n; NULL when absent or empty. */
+float *tr_read_f32(const char *dir, const char *name, size_t *n);
 /* The number after "key": in DIR/summary.json (the first occurrence); NAN when the file or
  * the key is absent, or the value is null. */
 double tr_summary_num(const char *dir, const char *key);

@@ -222,6 +222,80 @@ START_TEST(test_topk)
 }
 END_TEST
 
+/* Top-k on data built to defeat the sample: ties across the threshold (only some of them go
+ * out, the first in index order), a plateau that makes both sampled thresholds equal (the
+ * second pass over the band), fewer nonzero entries than k (all of them go out), all zeros.
+ * Checks on the C path and, where the CPU has it, the AVX2 path alike (one runs). */
+static void check_topk_case(const char *what, const char *spec, const float *x, size_t n)
+{
+    hs_compressor_t *c = make(spec, n, 3);
+    size_t k = hs_compressor_k(c), nnz = 0;
+    for (size_t i = 0; i < n; i++) nnz += x[i] != 0;
+    size_t want = nnz < k ? nnz : k;
+    float *y = malloc(n * sizeof *y);
+    size_t bytes = round_trip(c, x, y, n);
+    ck_assert_msg(bytes == 4 + 8 * want, "%s: %zu bytes, expected %zu entries", what, bytes, want);
+    float min_sent = INFINITY, max_unsent = 0;
+    size_t sent = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (y[i] != 0) {
+            ck_assert_msg(y[i] == x[i], "%s: entry %zu sent as %g, is %g", what, i, y[i], x[i]);
+            sent++;
+            min_sent = fminf(min_sent, fabsf(x[i]));
+        } else
+            max_unsent = fmaxf(max_unsent, fabsf(x[i]));
+    }
+    ck_assert_msg(sent == want, "%s: %zu entries sent, expected %zu", what, sent, want);
+    if (sent && sent < n)
+        ck_assert_msg(min_sent >= max_unsent, "%s: sent %g < unsent %g", what, min_sent,
+                      max_unsent);
+    /* ties at the threshold: the sent ones come first in index order */
+    int unsent_tie = 0;
+    for (size_t i = 0; i < n && sent; i++)
+        if (fabsf(x[i]) == min_sent) {
+            if (y[i] == 0)
+                unsent_tie = 1;
+            else
+                ck_assert_msg(!unsent_tie, "%s: tie at %zu sent after an unsent one", what, i);
+        }
+    hs_compressor_destroy(&c);
+    free(y);
+}
+
+START_TEST(test_topk_adversarial)
+{
+    const size_t n = 1000003;
+    float *x = malloc(n * sizeof *x);
+    /* seven magnitudes, each 1/7 of the entries: 10 % cuts through one of them */
+    for (size_t i = 0; i < n; i++) x[i] = (float)(i % 7) * (i % 2 ? 0.25f : -0.25f);
+    check_topk_case("ties", "topk:10%", x, n);
+    check_topk_case("ties 1%", "topk:1%", x, n);
+    /* a plateau of 1.0 with k / 2 entries of 2.0: the sample's two thresholds are both 1 */
+    for (size_t i = 0; i < n; i++) x[i] = 1.0f;
+    for (size_t j = 0; j < n / 200; j++) x[(j * 7919) % n] = -2.0f;
+    check_topk_case("plateau", "topk:1%", x, n);
+    /* the k-th below the sample's lower threshold: k / 2 large entries, the rest tiny and rare */
+    memset(x, 0, n * sizeof *x);
+    for (size_t j = 0; j < n / 200; j++) x[(j * 104729) % n] = 3.0f + (float)j;
+    for (size_t j = 0; j < n / 150; j++) x[(j * 7 + 3) % n] += 1e-3f * (float)(j % 13 + 1);
+    check_topk_case("rare", "topk:1%", x, n);
+    /* fewer nonzero entries than k; none at all */
+    memset(x, 0, n * sizeof *x);
+    for (size_t j = 0; j < 30; j++) x[j * 33331] = (float)j - 14.5f;
+    check_topk_case("sparse", "topk:1%", x, n);
+    memset(x, 0, n * sizeof *x);
+    check_topk_case("zeros", "topk:1%", x, n);
+    /* small vectors (the exact band): every k from 1 to n */
+    for (size_t i = 0; i < 40; i++) x[i] = (float)((i * 17) % 11) - 5.0f;
+    for (int kk = 1; kk <= 40; kk++) {
+        char spec[32];
+        snprintf(spec, sizeof spec, "topk:%d", kk);
+        check_topk_case(spec, spec, x, 40);
+    }
+    free(x);
+}
+END_TEST
+
 START_TEST(test_randk)
 {
     const size_t n = 100003;
@@ -332,6 +406,7 @@ int main(void)
     tcase_add_test(tc, test_none_fp16_bf16);
     tcase_add_test(tc, test_int8);
     tcase_add_test(tc, test_topk);
+    tcase_add_test(tc, test_topk_adversarial);
     tcase_add_test(tc, test_randk);
     tcase_add_test(tc, test_specs);
     suite_add_tcase(s, tc);

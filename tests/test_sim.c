@@ -23,38 +23,14 @@
     "--model mlp:16-32-4 --data gauss:dim=16,classes=4,train=4000,test=500 --batch 32 "            \
     "--threads 1 --eval-every 0.5 -q"
 
-/* `hearsay sim SIMARGS ARGS --out DIR` in a fresh DIR, output in DIR.log: the status. */
 static int sim_job(const char *dir, const char *simargs, const char *args, double limit_s)
 {
-    char log[4200];
-    snprintf(log, sizeof log, "%s.log", dir);
-    tr_rm_rf(dir);
-    tr_args_t a;
-    tr_args_init(&a);
-    tr_args_add(&a, tr_hearsay());
-    tr_args_add(&a, "sim");
-    tr_args_split(&a, simargs);
-    tr_args_split(&a, args);
-    tr_args_add(&a, "--out");
-    tr_args_add(&a, dir);
-    tr_opts_t o = {.log = log};
-    int st = tr_cmd(TR_ARGV(&a), &o, limit_s, NULL);
-    tr_args_free(&a);
-    return st;
+    return tr_sim_job(dir, simargs, args, limit_s);
 }
 
 static unsigned char *slurp(const char *path, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)len + 1);
-    *n = b ? fread(b, 1, (size_t)len, f) : 0;
-    if (b) b[*n] = 0; /* (callers search it as a string) */
-    fclose(f);
-    return b;
+    return (unsigned char *)tr_slurp(path, n);
 }
 
 /* 1 when DIR_A/NAME and DIR_B/NAME hold the same bytes. */
@@ -488,13 +464,7 @@ END_TEST
 
 static void rejected(const char *simargs, const char *needle)
 {
-    char dir[4096];
-    tr_workdir_path(dir, sizeof dir, "bad");
-    int st = sim_job(dir, simargs, TASK, 30);
-    ck_assert_msg(st == 2, "'%s': %s", simargs, tr_status_text(st));
-    char log[4200];
-    snprintf(log, sizeof log, "%s.log", dir);
-    ck_assert_msg(tr_file_has(log, needle), "'%s': no '%s' in the message", simargs, needle);
+    ck_assert_msg(tr_sim_rejected(simargs, TASK, 2, needle), "'%s' (see stderr)", simargs);
 }
 
 START_TEST(test_bad_input)
