@@ -470,12 +470,18 @@ int hs_kernels_cpu_open(hs_kernels_t *k, int threads)
     k->device_index = 0;
     k->threads = threads > 0 ? threads : openblas_get_num_threads();
     k->impl = NULL;
+    /* k->impl: the worker threads of parallel sections (none with one thread) */
+    hs_kcpu_pool_t *pool = NULL;
+    HS_TRY(hs_kcpu_pool_create(&pool, k->threads));
+    k->impl = pool;
     return 0;
 }
 
 void hs_kernels_cpu_close(hs_kernels_t *k)
 {
     if (!k) return;
+    hs_kcpu_pool_t *pool = k->impl;
+    hs_kcpu_pool_free(&pool);
     k->ops = NULL;
     k->impl = NULL;
 }
