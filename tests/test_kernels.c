@@ -24,6 +24,13 @@ static void setup(void)
     ck_assert_ptr_nonnull(kern);
 }
 
+/* The same kernels on a handle with 3 threads: batches of 1 and 2 leave threads idle. */
+static void setup_threads(void)
+{
+    ck_assert_int_eq(hs_kernels_open(&kern, HS_DEV_CPU, 0, 3), 0);
+    ck_assert_int_eq(kern->threads, 3);
+}
+
 static void teardown(void)
 {
     hs_kernels_close(&kern);
@@ -503,8 +510,10 @@ START_TEST(test_conv2d_geometries)
     check_conv(&d, 1);
     conv_desc(&d, 1, 2, 6, 7, 3, 2, 4, 2, 3); /* non-square filter, pad 2, stride 3 */
     check_conv(&d, 0);
-    conv_desc(&d, 2, 4, 5, 5, 3, 1, 1, 0, 1); /* pointwise: no workspace */
-    ck_assert_uint_eq(kern->ops->conv2d_workspace(kern, &d), 0);
+    conv_desc(&d, 7, 3, 8, 8, 5, 3, 3, 1, 1); /* 7 images: shares of 3, 2, 2 on 3 threads */
+    check_conv(&d, 1);
+    conv_desc(&d, 2, 4, 5, 5, 3, 1, 1, 0, 1); /* pointwise: no workspace on one thread */
+    if (kern->threads == 1) ck_assert_uint_eq(kern->ops->conv2d_workspace(kern, &d), 0);
     check_conv(&d, 1);
     conv_desc(&d, 2, 4, 5, 6, 3, 1, 1, 0, 2); /* 1x1 stride 2 */
     check_conv(&d, 1);
@@ -647,6 +656,101 @@ END_TEST
 
 /* ---- optimizer ---- */
 
+/* ---- batch norm ---- */
+
+/* Batch norm of x (B, C, HW) in double: y, the saved mean and 1/std, the running statistics
+ * after one update from rm = 0.5, rv = 2; then dx, dgamma, dbeta for dy. */
+static void bn_reference(int B, int C, int HW, const float *x, const float *gamma,
+                         const float *beta, const float *dy, float mom, float eps, double *y,
+                         double *mean, double *invstd, double *rm, double *rv, double *dx,
+                         double *dgamma, double *dbeta)
+{
+    const double n = (double)B * HW;
+    for (int c = 0; c < C; c++) {
+        double s = 0, v = 0, sdy = 0, sdyxh = 0;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < HW; i++) s += x[((size_t)b * C + c) * HW + i];
+        const double m = s / n;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < HW; i++) {
+                double e = x[((size_t)b * C + c) * HW + i] - m;
+                v += e * e;
+            }
+        const double is = 1.0 / sqrt(v / n + eps);
+        mean[c] = m;
+        invstd[c] = is;
+        rm[c] = (1 - mom) * 0.5 + mom * m;
+        rv[c] = (1 - mom) * 2.0 + mom * v / (n - 1);
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < HW; i++) {
+                size_t j = ((size_t)b * C + c) * HW + i;
+                double xh = (x[j] - m) * is;
+                y[j] = xh * gamma[c] + beta[c];
+                sdy += dy[j];
+                sdyxh += dy[j] * xh;
+            }
+        dgamma[c] = sdyxh;
+        dbeta[c] = sdy;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < HW; i++) {
+                size_t j = ((size_t)b * C + c) * HW + i;
+                double xh = (x[j] - m) * is;
+                dx[j] = gamma[c] * is * (dy[j] - sdy / n - xh * sdyxh / n);
+            }
+    }
+}
+
+static void check_batchnorm(int B, int C, int HW, float shift)
+{
+    hs_rng_t r;
+    hs_rng_seed(&r, 8, (uint64_t)(B * 10000 + C * 100 + HW));
+    const size_t n = (size_t)B * C * HW;
+    float *x = vec(n), *dy = vec(n), *y = vec(n), *dx = vec(n), *g = vec(C), *be = vec(C);
+    float *sm = vec(C), *si = vec(C), *rm = vec(C), *rv = vec(C), *dg = vec(C), *db = vec(C);
+    fill(&r, x, n);
+    fill(&r, dy, n);
+    fill(&r, g, C);
+    fill(&r, be, C);
+    for (size_t i = 0; i < n; i++) x[i] += shift; /* a mean far from 0 */
+    for (int c = 0; c < C; c++) rm[c] = 0.5f, rv[c] = 2.0f;
+    double *yr = malloc(n * sizeof(double)), *dxr = malloc(n * sizeof(double));
+    double *st = malloc(6 * (size_t)C * sizeof(double));
+    double *mr = st, *isr = st + C, *rmr = st + 2 * C, *rvr = st + 3 * C, *dgr = st + 4 * C,
+           *dbr = st + 5 * C;
+    const float mom = 0.1f, eps = 1e-5f;
+    bn_reference(B, C, HW, x, g, be, dy, mom, eps, yr, mr, isr, rmr, rvr, dxr, dgr, dbr);
+    ck_assert_int_eq(
+        kern->ops->batchnorm_fwd_train(kern, B, C, HW, x, g, be, y, sm, si, rm, rv, mom, eps), 0);
+    for (size_t i = 0; i < n; i++) CLOSE(y[i], yr[i], 1e-4);
+    for (int c = 0; c < C; c++) {
+        CLOSE(sm[c], mr[c], 1e-6);
+        CLOSE(si[c], isr[c], 1e-4);
+        CLOSE(rm[c], rmr[c], 1e-6);
+        CLOSE(rv[c], rvr[c], 1e-4);
+    }
+    ck_assert_int_eq(kern->ops->batchnorm_bwd(kern, B, C, HW, x, dy, g, sm, si, eps, dx, dg, db),
+                     0);
+    for (size_t i = 0; i < n; i++) CLOSE(dx[i], dxr[i], 1e-3);
+    for (int c = 0; c < C; c++) {
+        CLOSE(dg[c], dgr[c], 1e-3);
+        CLOSE(db[c], dbr[c], 1e-4);
+    }
+    free(yr);
+    free(dxr);
+    free(st);
+    float *all[] = {x, dy, y, dx, g, be, sm, si, rm, rv, dg, db};
+    for (size_t i = 0; i < HS_ARRAY_LEN(all); i++) kern->ops->free(kern, all[i]);
+}
+
+START_TEST(test_batchnorm)
+{
+    check_batchnorm(4, 3, 5, 0.0f);     /* small: one thread runs it */
+    check_batchnorm(6, 7, 1000, 0.0f);  /* split over the threads, odd channel count */
+    check_batchnorm(3, 5, 4096, 30.0f); /* long planes, |mean| >> std */
+    check_batchnorm(64, 4, 1, 0.0f);    /* BatchNorm1d: planes of one value */
+}
+END_TEST
+
 START_TEST(test_sgd_step)
 {
     struct {
@@ -751,9 +855,16 @@ int main(void)
     tcase_add_test(tc, test_conv2d_finite_differences);
     tcase_add_test(tc, test_maxpool);
     tcase_add_test(tc, test_avgpool_global);
+    tcase_add_test(tc, test_batchnorm);
     tcase_add_test(tc, test_sgd_step);
     tcase_add_test(tc, test_reductions);
     suite_add_tcase(s, tc);
+    TCase *mt = tcase_create("cpu-3-threads");
+    tcase_add_checked_fixture(mt, setup_threads, teardown);
+    tcase_add_test(mt, test_conv2d_geometries);
+    tcase_add_test(mt, test_conv2d_finite_differences);
+    tcase_add_test(mt, test_batchnorm);
+    suite_add_tcase(s, mt);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -74,8 +74,9 @@ static size_t round16(size_t n)
 /* The workspace, in floats, T threads:
  *   col   T x (C R S, P Q)      one image's column matrix per thread (also (K R S, H W))
  *   wflip (C, K R S)            the flipped filters (conv_bwd_as_fwd)
- *   dw    (T - 1) x (K, C R S)  the other threads' shares of dw
- *   db    (T - 1) x (K)         and of dbias */
+ *   dw    T x (K, C R S)        each thread's dw: (K R S, C) flipped for conv_bwd_as_fwd,
+ *                               otherwise thread 0 adds to the caller's dw directly
+ *   db    (T - 1) x (K)         threads 1..T-1's dbias */
 typedef struct {
     size_t col, wflip, dw, db; /* each section's size in floats (rounded to 64 bytes) */
     size_t total;
@@ -85,17 +86,16 @@ static conv_ws_t conv_ws_layout(const hs_conv2d_desc_t *d, int T)
 {
     conv_ws_t l = {0};
     const size_t CRS = (size_t)d->C * d->R * d->S, PQ = (size_t)d->P * d->Q;
+    const int as_fwd = conv_bwd_as_fwd(d);
     if (!conv_is_pointwise(d)) {
         l.col = CRS * PQ;
-        if (conv_bwd_as_fwd(d)) l.col = HS_MAX(l.col, (size_t)d->K * d->R * d->S * d->H * d->W);
+        if (as_fwd) l.col = HS_MAX(l.col, (size_t)d->K * d->R * d->S * d->H * d->W);
         l.col = round16(l.col);
     }
-    if (conv_bwd_as_fwd(d)) l.wflip = round16((size_t)d->K * CRS);
-    if (T > 1) {
-        l.dw = round16((size_t)d->K * CRS);
-        l.db = round16((size_t)d->K);
-    }
-    l.total = (size_t)T * l.col + l.wflip + (size_t)(T - 1) * (l.dw + l.db);
+    if (as_fwd) l.wflip = round16((size_t)d->K * CRS);
+    if (T > 1 || as_fwd) l.dw = round16((size_t)d->K * CRS);
+    if (T > 1) l.db = round16((size_t)d->K);
+    l.total = (size_t)T * (l.col + l.dw) + l.wflip + (size_t)(T - 1) * l.db;
     return l;
 }
 
@@ -238,6 +238,7 @@ typedef struct {
     const float *x, *w, *bias, *dy; // x (B, C, H, W), w (K, C, R, S), bias (K), dy (B, K, P, Q)
     float *y, *dx, *dw, *dbias;     // y (B, K, P, Q), dx (B, C, H, W), dw (K, C R S), dbias (K)
     float *ws;                      // the workspace (conv_ws_t)
+    int Tw;                         // the threads the workspace is laid out for
 } conv_task_t;
 
 static float *task_col(const conv_task_t *a, int t)
@@ -245,22 +246,22 @@ static float *task_col(const conv_task_t *a, int t)
     return a->ws + (size_t)t * a->l.col;
 }
 
-static float *task_wflip(const conv_task_t *a, int T)
+static float *task_wflip(const conv_task_t *a)
 {
-    return a->ws + (size_t)T * a->l.col;
+    return a->ws + (size_t)a->Tw * a->l.col;
 }
 
-/* Thread t's dw and dbias: the caller's own for t = 0, a share of the workspace otherwise. */
-static float *task_dw(const conv_task_t *a, int t, int T)
+/* Thread t's dw buffer and, for t >= 1, its dbias (thread 0 adds to the caller's). */
+static float *task_dw(const conv_task_t *a, int t)
 {
-    return t == 0 ? a->dw : task_wflip(a, T) + a->l.wflip + (size_t)(t - 1) * a->l.dw;
+    return task_wflip(a) + a->l.wflip + (size_t)t * a->l.dw;
 }
 
-static float *task_db(const conv_task_t *a, int t, int T)
+static float *task_db(const conv_task_t *a, int t)
 {
-    return t == 0 ? a->dbias
-                  : task_wflip(a, T) + a->l.wflip + (size_t)(T - 1) * a->l.dw +
-                        (size_t)(t - 1) * a->l.db;
+    return t == 0
+               ? a->dbias
+               : task_wflip(a) + a->l.wflip + (size_t)a->Tw * a->l.dw + (size_t)(t - 1) * a->l.db;
 }
 
 static void conv_fwd_share(void *arg, int t, int T)
@@ -305,7 +306,8 @@ int hs_kcpu_conv2d_fwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *
                      .w = w,
                      .bias = bias,
                      .y = y,
-                     .ws = ws};
+                     .ws = ws,
+                     .Tw = hs_kcpu_threads(k)};
     if (T == 1)
         conv_fwd_share(&a, 0, 1);
     else
@@ -325,27 +327,49 @@ static float plane_sum(size_t n, const float *restrict x)
     return t;
 }
 
+/* With conv_bwd_as_fwd, one column matrix of dy per image serves dw and dx:
+ *   dx_b (C, HW) = wflip (C, KRS) col (KRS, HW)
+ *   dwt (KRS, C) += col (KRS, HW) x_b^T (HW, C), dwt[k r s][c] = dw[k][c][R-1-r][S-1-s]
+ * so the backward pass makes one im2col per image, not two. dw takes this route with or
+ * without dx, so that it is the same to the bit either way. */
+static int bwd_shared_col(const conv_task_t *a)
+{
+    return a->dw && conv_bwd_as_fwd(a->d);
+}
+
 static void conv_bwd_share(void *arg, int t, int T)
 {
     const conv_task_t *a = arg;
     const hs_conv2d_desc_t *d = a->d;
     const int K = d->K, CRS = d->C * d->R * d->S, PQ = d->P * d->Q;
     const size_t x_img = (size_t)d->C * d->H * d->W, y_img = (size_t)K * PQ;
-    float *ws = task_col(a, t), *dw = a->dw ? task_dw(a, t, T) : NULL;
-    float *dbias = a->dbias ? task_db(a, t, T) : NULL;
-    if (t > 0) { /* this thread's shares start from zero; thread 0 adds to the caller's */
-        if (dw) memset(dw, 0, (size_t)K * CRS * sizeof(float));
-        if (dbias) memset(dbias, 0, (size_t)K * sizeof(float));
-    }
+    const int shared = bwd_shared_col(a), as_fwd = conv_bwd_as_fwd(d);
+    const int KRS = K * d->R * d->S, HW = d->H * d->W;
+    float *ws = task_col(a, t), *dbias = a->dbias ? task_db(a, t) : NULL;
+    /* dw: thread t's (KRS, C) buffer when shared, else the caller's for thread 0 */
+    float *dw = NULL;
+    if (a->dw) dw = shared || t > 0 ? task_dw(a, t) : a->dw;
+    if (dw && dw != a->dw) memset(dw, 0, (size_t)K * CRS * sizeof(float));
+    if (t > 0 && dbias) memset(dbias, 0, (size_t)K * sizeof(float));
     const hs_conv2d_desc_t db = conv_bwd_desc(d);
-    const int as_fwd = conv_bwd_as_fwd(d), KRS = K * d->R * d->S, HW = d->H * d->W;
     size_t b0, b1;
     hs_kcpu_share((size_t)d->B, t, T, &b0, &b1);
     for (size_t b = b0; b < b1; b++) {
-        const float *dyb = a->dy + b * y_img; // (K, P, Q)
+        const float *dyb = a->dy + b * y_img;             // (K, P, Q)
+        const float *xb = a->x ? a->x + b * x_img : NULL; // (C, H, W)
+        if (dbias)
+            for (int kk = 0; kk < K; kk++)
+                dbias[kk] += plane_sum((size_t)PQ, dyb + (size_t)kk * PQ);
+        if (shared) {
+            im2col(&db, dyb, ws); /* (KRS, HW) */
+            if (a->dx)
+                hs_kcpu_sgemm(0, 0, d->C, HW, KRS, 1.0f, task_wflip(a), KRS, ws, HW, 0.0f,
+                              a->dx + b * x_img, HW);
+            hs_kcpu_sgemm(0, 1, KRS, d->C, HW, 1.0f, ws, HW, xb, HW, 1.0f, dw, d->C);
+            continue;
+        }
         if (dw) {
-            const float *xb = a->x + b * x_img; // (C, H, W)
-            const float *col = xb;              // (C R S, P Q)
+            const float *col = xb; // (C R S, P Q)
             if (a->l.col) {
                 im2col(d, xb, ws);
                 col = ws;
@@ -353,9 +377,6 @@ static void conv_bwd_share(void *arg, int t, int T)
             /* dw (K, CRS) += dy_b (K, PQ) col^T (PQ, CRS) */
             hs_kcpu_sgemm(0, 1, K, CRS, PQ, 1.0f, dyb, PQ, col, PQ, 1.0f, dw, CRS);
         }
-        if (dbias)
-            for (int kk = 0; kk < K; kk++)
-                dbias[kk] += plane_sum((size_t)PQ, dyb + (size_t)kk * PQ);
         if (a->dx) {
             float *dxb = a->dx + b * x_img; // (C, H, W)
             if (!a->l.col) {
@@ -364,8 +385,7 @@ static void conv_bwd_share(void *arg, int t, int T)
             } else if (as_fwd) {
                 /* dx_b (C, HW) = wflip (C, KRS) im2col(dy_b) (KRS, HW) */
                 im2col(&db, dyb, ws);
-                hs_kcpu_sgemm(0, 0, d->C, HW, KRS, 1.0f, task_wflip(a, T), KRS, ws, HW, 0.0f, dxb,
-                              HW);
+                hs_kcpu_sgemm(0, 0, d->C, HW, KRS, 1.0f, task_wflip(a), KRS, ws, HW, 0.0f, dxb, HW);
             } else {
                 /* dcol (CRS, PQ) = w^T (CRS, K) dy_b (K, PQ), scattered back by col2im */
                 hs_kcpu_sgemm(1, 0, CRS, PQ, K, 1.0f, a->w, CRS, dyb, PQ, 0.0f, ws, PQ);
@@ -386,6 +406,7 @@ int hs_kcpu_conv2d_bwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *
         return HS_ERR(-EINVAL, "conv2d_bwd: NULL input (dy, x for dw, or w for dx)");
     if (!d->B) return 0;
     const int Tk = hs_kcpu_threads(k), T = HS_MIN(Tk, d->B);
+    const int C = d->C, K = d->K, R = d->R, S = d->S;
     conv_task_t a = {.d = d,
                      .l = conv_ws_layout(d, Tk),
                      .x = x,
@@ -394,11 +415,11 @@ int hs_kcpu_conv2d_bwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *
                      .dx = dx,
                      .dw = dw,
                      .dbias = dbias,
-                     .ws = ws};
+                     .ws = ws,
+                     .Tw = Tk};
     if (dx && conv_bwd_as_fwd(d)) {
         /* wflip (C, K, R, S) [c][k][r][s] = w (K, C, R, S) [k][c][R-1-r][S-1-s] */
-        const int C = d->C, K = d->K, R = d->R, S = d->S;
-        float *wf = task_wflip(&a, Tk);
+        float *wf = task_wflip(&a);
         for (int c = 0; c < C; c++)
             for (int kk = 0; kk < K; kk++)
                 for (int r = 0; r < R; r++)
@@ -406,24 +427,30 @@ int hs_kcpu_conv2d_bwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *
                         wf[(((size_t)c * K + kk) * R + r) * S + s] =
                             w[(((size_t)kk * C + c) * R + (R - 1 - r)) * S + (S - 1 - s)];
     }
-    if (T == 1) {
+    if (T == 1)
         conv_bwd_share(&a, 0, 1);
-        return 0;
-    }
-    hs_kcpu_parallel(k, conv_bwd_share, &a);
-    /* add the other threads' shares of dw and dbias (each ran over at least one image) */
-    const size_t nw = (size_t)d->K * d->C * d->R * d->S;
-    for (int t = 1; t < Tk; t++) {
-        size_t b0, b1;
-        hs_kcpu_share((size_t)d->B, t, Tk, &b0, &b1);
-        if (b0 == b1) continue;
-        if (dw) {
-            const float *restrict src = task_dw(&a, t, Tk);
+    else
+        hs_kcpu_parallel(k, conv_bwd_share, &a);
+    /* add the threads' buffers of dw and dbias (those that ran over at least one image) */
+    const int shared = bwd_shared_col(&a);
+    const size_t nw = (size_t)K * C * R * S;
+    for (int t = 0; t < T; t++) {
+        if (dw && shared) {
+            /* dwt (K, R, S, C) [k][r][s][c] -> dw (K, C, R, S) [k][c][R-1-r][S-1-s] */
+            const float *src = task_dw(&a, t);
+            for (int kk = 0; kk < K; kk++)
+                for (int r = 0; r < R; r++)
+                    for (int s = 0; s < S; s++)
+                        for (int c = 0; c < C; c++)
+                            dw[(((size_t)kk * C + c) * R + (R - 1 - r)) * S + (S - 1 - s)] +=
+                                src[(((size_t)kk * R + r) * S + s) * C + c];
+        } else if (dw && t > 0) {
+            const float *restrict src = task_dw(&a, t);
             HS_KCPU_FOR(i, nw, dw[i] += src[i]);
         }
-        if (dbias) {
-            const float *restrict src = task_db(&a, t, Tk);
-            for (int i = 0; i < d->K; i++) dbias[i] += src[i];
+        if (dbias && t > 0) {
+            const float *restrict src = task_db(&a, t);
+            for (int i = 0; i < K; i++) dbias[i] += src[i];
         }
     }
     return 0;
