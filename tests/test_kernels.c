@@ -210,7 +210,7 @@ START_TEST(test_axpy_scale_mix)
 {
     hs_rng_t r;
     hs_rng_seed(&r, 2, 0);
-    const size_t n = 1037;
+    const size_t n = kern->threads > 1 ? 200037 : 1037; /* long enough to be split */
     float *x = vec(n), *y = vec(n), *y0 = vec(n);
     fill(&r, x, n);
     fill(&r, y0, n);
@@ -268,7 +268,7 @@ START_TEST(test_activations)
 {
     hs_rng_t r;
     hs_rng_seed(&r, 4, 0);
-    const size_t n = 1003;
+    const size_t n = kern->threads > 1 ? 200003 : 1003; /* long enough to be split */
     float *x = vec(n), *y = vec(n), *dy = vec(n), *dx = vec(n), *t = vec(n);
     fill(&r, x, n);
     fill(&r, dy, n);
@@ -864,6 +864,8 @@ int main(void)
     tcase_add_test(mt, test_conv2d_geometries);
     tcase_add_test(mt, test_conv2d_finite_differences);
     tcase_add_test(mt, test_batchnorm);
+    tcase_add_test(mt, test_axpy_scale_mix);
+    tcase_add_test(mt, test_activations);
     suite_add_tcase(s, mt);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

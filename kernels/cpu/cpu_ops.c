@@ -3,8 +3,9 @@
  * elementwise kernels, softmax cross-entropy, the SGD step and double-accumulated
  * reductions, gathered with cpu_conv.c's convolution and pooling into one ops table.
  *
- * Elementwise loops are single-threaded, one pass over memory, and vectorized (see
- * HS_KCPU_FOR); only gemm (and so convolution) uses OpenBLAS's threads. Nothing here
+ * Elementwise loops are one pass over memory and vectorized (see HS_KCPU_FOR); relu and axpy
+ * over long vectors are split over the handle's worker threads (cpu_pool.c), gemm uses
+ * OpenBLAS's threads. Nothing here
  * allocates memory except alloc itself.
  */
 #include "kernels/cpu/cpu_internal.h"
@@ -174,6 +175,68 @@ HS_KCPU_SIMD static void tanh_bwd_loop_inplace(size_t n, const float *restrict y
     HS_KCPU_FOR(i, n, float t = y[i]; g[i] *= 1.0f - t * t);
 }
 
+/* ---- elementwise passes split over the worker threads ---- */
+
+/* Below this many values a pass runs on the caller alone (waking a worker costs more). */
+#define EW_PARALLEL_MIN 65536
+
+typedef enum { EW_RELU, EW_RELU_BWD, EW_AXPY } ew_op_t;
+
+typedef struct {
+    ew_op_t op;
+    size_t n;
+    float a;
+    const float *x, *y; /* relu: x; relu_bwd: y (the output), x = dy; axpy: x */
+    float *out;         /* relu: y; relu_bwd: dx; axpy: y */
+} ew_task_t;
+
+static void ew_range(const ew_task_t *e, size_t lo, size_t hi)
+{
+    size_t n = hi - lo;
+    float *out = e->out + lo;
+    switch (e->op) {
+    case EW_RELU:
+        if (e->x == e->out)
+            relu_loop_inplace(n, out);
+        else
+            relu_loop(n, e->x + lo, out);
+        break;
+    case EW_RELU_BWD:
+        if (e->x == e->out)
+            relu_bwd_loop_inplace(n, e->y + lo, out);
+        else
+            relu_bwd_loop(n, e->y + lo, e->x + lo, out);
+        break;
+    case EW_AXPY: {
+        /* OpenBLAS's saxpy (AVX-512 where present) measured ~1.2-1.5x faster than our loop on
+         * 1.9M floats; it takes int lengths, so long vectors go in chunks. */
+        const size_t chunk = (size_t)1 << 30;
+        for (size_t off = 0; off < n; off += chunk)
+            cblas_saxpy((int)HS_MIN(chunk, n - off), e->a, e->x + lo + off, 1, out + off, 1);
+        break;
+    }
+    }
+}
+
+static void ew_share(void *arg, int t, int T)
+{
+    const ew_task_t *e = arg;
+    /* shares in whole 64-byte lines, so threads never write the same line */
+    size_t lines = (e->n + 15) / 16, lo, hi;
+    hs_kcpu_share(lines, t, T, &lo, &hi);
+    lo = HS_MIN(lo * 16, e->n);
+    hi = HS_MIN(hi * 16, e->n);
+    if (lo < hi) ew_range(e, lo, hi);
+}
+
+static void ew_run(hs_kernels_t *k, const ew_task_t *e)
+{
+    if (e->n >= EW_PARALLEL_MIN && hs_kcpu_threads(k) > 1)
+        hs_kcpu_parallel(k, ew_share, (void *)e);
+    else
+        ew_range(e, 0, e->n);
+}
+
 static int cpu_axpy(hs_kernels_t *k, size_t n, float a, const float *x, float *y)
 {
     if (n && (!x || !y)) return HS_ERR(-EINVAL, "axpy: NULL vector of length %zu", n);
@@ -181,11 +244,7 @@ static int cpu_axpy(hs_kernels_t *k, size_t n, float a, const float *x, float *y
         scale_loop(n, 1.0f + a, y); /* y += a y */
         return 0;
     }
-    /* OpenBLAS's saxpy (AVX-512 where present) measured ~1.2-1.5x faster than our loop on
-     * 1.9M floats; it takes int lengths, so long vectors go in chunks. */
-    const size_t chunk = (size_t)1 << 30;
-    for (size_t off = 0; off < n; off += chunk)
-        cblas_saxpy((int)HS_MIN(chunk, n - off), a, x + off, 1, y + off, 1);
+    ew_run(k, &(ew_task_t){.op = EW_AXPY, .n = n, .a = a, .x = x, .out = y});
     return 0;
 }
 
@@ -240,20 +299,14 @@ static int check_act(const char *what, size_t n, const void *a, const void *b, c
 static int cpu_relu_fwd(hs_kernels_t *k, size_t n, const float *x, float *y)
 {
     HS_TRY(check_act("relu_fwd", n, x, y, y));
-    if (x == y)
-        relu_loop_inplace(n, y);
-    else
-        relu_loop(n, x, y);
+    ew_run(k, &(ew_task_t){.op = EW_RELU, .n = n, .x = x, .out = y});
     return 0;
 }
 
 static int cpu_relu_bwd(hs_kernels_t *k, size_t n, const float *y, const float *dy, float *dx)
 {
     HS_TRY(check_act("relu_bwd", n, y, dy, dx));
-    if (dx == dy)
-        relu_bwd_loop_inplace(n, y, dx);
-    else
-        relu_bwd_loop(n, y, dy, dx);
+    ew_run(k, &(ew_task_t){.op = EW_RELU_BWD, .n = n, .x = dy, .y = y, .out = dx});
     return 0;
 }
 
