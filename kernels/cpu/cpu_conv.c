@@ -122,38 +122,47 @@ static void valid_q(const hs_conv2d_desc_t *d, int s, int *lo, int *hi)
     *hi = h;
 }
 
-/* im2col for stride 1 and an output as large as the input (P = H, Q = W): plane (c, r, s)
- * of col is plane c of x shifted by (r - pad, s - pad), so its valid rows are one contiguous
- * copy; the columns that wrapped around from the neighbouring row are then zeroed. */
+/* im2col for stride 1 and an output as large as the input (P = H, Q = W), one channel: plane
+ * (r, s) of col is the plane x shifted by (r - pad, s - pad), so its valid rows are one
+ * contiguous run; the columns that wrapped around from the neighbouring row are then zeroed.
+ * Loops of 16 floats, not memcpy: planes of 64-1024 floats make the calls cost more than the
+ * copying. */
+HS_KCPU_SIMD static void im2col_same_channel(int R, int S, int pad, int H, int W,
+                                             const float *restrict x, float *restrict col)
+{
+    const size_t HW = (size_t)H * W;
+    for (int r = 0; r < R; r++)
+        for (int s = 0; s < S; s++) {
+            float *restrict dst = col + (size_t)(r * S + s) * HW; // (H, W)
+            const int dr = r - pad, ds = s - pad;
+            const int p0 = HS_MAX(0, -dr), p1 = HS_MIN(H, H - dr);
+            const int q0 = HS_MAX(0, -ds), q1 = HS_MIN(W, W - ds);
+            if (p0 >= p1 || q0 >= q1) {
+                HS_KCPU_FOR(i, HW, dst[i] = 0.0f);
+                continue;
+            }
+            /* flat [i0, i1) of dst reads x[i + dr W + ds], all inside the plane */
+            const size_t i0 = (size_t)p0 * W + q0, i1 = (size_t)(p1 - 1) * W + q1;
+            const float *restrict src = x + (ptrdiff_t)i0 + (ptrdiff_t)dr * W + ds;
+            float *restrict mid = dst + i0, *restrict tail = dst + i1;
+            HS_KCPU_FOR(i, i0, dst[i] = 0.0f);
+            HS_KCPU_FOR(i, i1 - i0, mid[i] = src[i]);
+            HS_KCPU_FOR(i, HW - i1, tail[i] = 0.0f);
+            if (q0 > 0 || q1 < W)
+                for (int p = p0; p < p1; p++) {
+                    float *row = dst + (size_t)p * W;
+                    for (int q = 0; q < q0; q++) row[q] = 0.0f;
+                    for (int q = q1; q < W; q++) row[q] = 0.0f;
+                }
+        }
+}
+
 static void im2col_same(const hs_conv2d_desc_t *d, const float *restrict x, float *restrict col)
 {
-    const int H = d->H, W = d->W;
-    const size_t HW = (size_t)H * W;
+    const size_t HW = (size_t)d->H * d->W, RS = (size_t)d->R * d->S;
     for (int c = 0; c < d->C; c++)
-        for (int r = 0; r < d->R; r++)
-            for (int s = 0; s < d->S; s++) {
-                float *restrict dst = col + ((size_t)(c * d->R + r) * d->S + s) * HW; // (H, W)
-                const float *src = x + (size_t)c * HW;                                // (H, W)
-                const int dr = r - d->pad, ds = s - d->pad;
-                const int p0 = HS_MAX(0, -dr), p1 = HS_MIN(H, H - dr);
-                const int q0 = HS_MAX(0, -ds), q1 = HS_MIN(W, W - ds);
-                if (p0 >= p1 || q0 >= q1) {
-                    memset(dst, 0, HW * sizeof(float));
-                    continue;
-                }
-                /* flat [i0, i1) of dst reads src[i + dr W + ds], all inside the plane */
-                const size_t i0 = (size_t)p0 * W + q0, i1 = (size_t)(p1 - 1) * W + q1;
-                memset(dst, 0, i0 * sizeof(float));
-                memcpy(dst + i0, src + (ptrdiff_t)i0 + (ptrdiff_t)dr * W + ds,
-                       (i1 - i0) * sizeof(float));
-                memset(dst + i1, 0, (HW - i1) * sizeof(float));
-                if (q0 > 0 || q1 < W)
-                    for (int p = p0; p < p1; p++) {
-                        float *row = dst + (size_t)p * W;
-                        for (int q = 0; q < q0; q++) row[q] = 0.0f;
-                        for (int q = q1; q < W; q++) row[q] = 0.0f;
-                    }
-            }
+        im2col_same_channel(d->R, d->S, d->pad, d->H, d->W, x + (size_t)c * HW,
+                            col + (size_t)c * RS * HW);
 }
 
 /* col (C R S, P Q) = the receptive fields of one image x (C, H, W), zeros for padding. */
@@ -331,10 +340,12 @@ static float plane_sum(size_t n, const float *restrict x)
  *   dx_b (C, HW) = wflip (C, KRS) col (KRS, HW)
  *   dwt (KRS, C) += col (KRS, HW) x_b^T (HW, C), dwt[k r s][c] = dw[k][c][R-1-r][S-1-s]
  * so the backward pass makes one im2col per image, not two. dw takes this route with or
- * without dx, so that it is the same to the bit either way. */
+ * without dx, so that it is the same to the bit either way; not with few input channels
+ * (a network's first layer: C = 3), where that gemm is too narrow (N = C) to run fast and
+ * the columns of x are the smaller matrix. */
 static int bwd_shared_col(const conv_task_t *a)
 {
-    return a->dw && conv_bwd_as_fwd(a->d);
+    return a->dw && conv_bwd_as_fwd(a->d) && a->d->C >= 8;
 }
 
 static void conv_bwd_share(void *arg, int t, int T)
