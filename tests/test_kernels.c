@@ -514,7 +514,7 @@ START_TEST(test_conv2d_geometries)
     check_conv(&d, 1);
     conv_desc(&d, 3, 8, 6, 5, 4, 3, 3, 1, 1); /* C >= 8: dw and dx from one im2col of dy */
     check_conv(&d, 1);
-    conv_desc(&d, 2, 9, 7, 6, 3, 3, 3, 0, 1); /* the same, valid: dy padded by 2 */
+    conv_desc(&d, 2, 9, 7, 6, 3, 3, 3, 0, 1); /* valid, C >= 8: dx through col2im */
     check_conv(&d, 0);
     conv_desc(&d, 2, 4, 5, 5, 3, 1, 1, 0, 1); /* pointwise: no workspace on one thread */
     if (kern->threads == 1) ck_assert_uint_eq(kern->ops->conv2d_workspace(kern, &d), 0);

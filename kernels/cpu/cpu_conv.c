@@ -48,12 +48,13 @@ static int conv_is_pointwise(const hs_conv2d_desc_t *d)
     return d->R == 1 && d->S == 1 && d->pad == 0 && d->stride == 1;
 }
 
-/* Stride 1, square filters, pad <= R-1: dx is the convolution of dy (padded by R-1-pad) with the
- * filters flipped and C, K swapped, so backward data is im2col + gemm like the forward pass,
- * with no col2im scatter. */
+/* A "same" convolution (stride 1, square filters, P = H, Q = W): dx is the convolution of dy
+ * (padded by R-1-pad) with the filters flipped and C, K swapped, so backward data is im2col +
+ * gemm like the forward pass, with no col2im scatter and as many multiply-adds. (For a valid
+ * convolution it would also multiply the zeros around dy: more work than col2im saves.) */
 static int conv_bwd_as_fwd(const hs_conv2d_desc_t *d)
 {
-    return d->stride == 1 && d->R == d->S && !conv_is_pointwise(d) && d->pad <= d->R - 1;
+    return d->stride == 1 && d->R == d->S && !conv_is_pointwise(d) && d->P == d->H && d->Q == d->W;
 }
 
 /* The geometry of that convolution: dy (B, K, P, Q) to dx (B, C, H, W). */
