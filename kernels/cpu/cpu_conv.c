@@ -417,7 +417,8 @@ int hs_kcpu_conv2d_bwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *
     if (d->B && (!dy || (dw && !x) || (dx && !w)))
         return HS_ERR(-EINVAL, "conv2d_bwd: NULL input (dy, x for dw, or w for dx)");
     if (!d->B) return 0;
-    const int Tk = hs_kcpu_threads(k), T = HS_MIN(Tk, d->B);
+    const int Tk = hs_kcpu_threads(k);
+    int T = HS_MIN(Tk, d->B);
     const int C = d->C, K = d->K, R = d->R, S = d->S;
     conv_task_t a = {.d = d,
                      .l = conv_ws_layout(d, Tk),
@@ -439,12 +440,14 @@ int hs_kcpu_conv2d_bwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *
                         wf[(((size_t)c * K + kk) * R + r) * S + s] =
                             w[(((size_t)kk * C + c) * R + (R - 1 - r)) * S + (S - 1 - s)];
     }
+    int ran = 1; /* shares run: 1, or Tk */
     if (T == 1)
         conv_bwd_share(&a, 0, 1);
     else
-        hs_kcpu_parallel(k, conv_bwd_share, &a);
+        ran = hs_kcpu_parallel(k, conv_bwd_share, &a);
     /* add the threads' buffers of dw and dbias (those that ran over at least one image) */
     const int shared = bwd_shared_col(&a);
+    T = HS_MIN(ran, d->B);
     const size_t nw = (size_t)K * C * R * S;
     for (int t = 0; t < T; t++) {
         if (dw && shared) {

@@ -57,8 +57,10 @@ HS_KCPU_HIDDEN int hs_kcpu_pool_create(hs_kcpu_pool_t **out, int threads);
 HS_KCPU_HIDDEN void hs_kcpu_pool_free(hs_kcpu_pool_t **pool);
 /* Threads a parallel section of k uses (1 without a pool). */
 HS_KCPU_HIDDEN int hs_kcpu_threads(hs_kernels_t *k);
-/* fn(arg, t, T) for every t in [0, T) at once, OpenBLAS single-threaded meanwhile. */
-HS_KCPU_HIDDEN void hs_kcpu_parallel(hs_kernels_t *k, hs_kcpu_task_fn fn, void *arg);
+/* fn(arg, t, T) for every t in [0, T) at once, OpenBLAS single-threaded meanwhile; returns T.
+ * T is 1 (fn(arg, 0, 1) on the caller) without a pool or while another thread's section
+ * holds it. */
+HS_KCPU_HIDDEN int hs_kcpu_parallel(hs_kernels_t *k, hs_kcpu_task_fn fn, void *arg);
 /* [lo, hi) = share t of T of the range [0, n): contiguous, sizes differing by at most 1. */
 HS_KCPU_HIDDEN void hs_kcpu_share(size_t n, int t, int T, size_t *lo, size_t *hi);
 

@@ -10,7 +10,8 @@
  * few microseconds after each task, since the next one usually follows at once, then
  * sleeps on a condition variable, so an idle handle costs no CPU.
  *
- * A handle is used by one thread at a time (kernels.h); the pool relies on that.
+ * Should two threads call kernels on one handle at once, the second finds the pool busy and
+ * runs its whole task itself (hs_kcpu_parallel returns the shares it ran).
  */
 #include "kernels/cpu/cpu_internal.h"
 
@@ -38,6 +39,7 @@ struct hs_kcpu_pool {
     atomic_uint gen;    /* task generation: workers run one task per increment */
     atomic_int pending; /* workers still running the current task */
     int blas_threads;   /* OpenBLAS's thread count outside parallel sections */
+    atomic_flag busy;   /* a parallel section is running */
 };
 
 typedef struct {
@@ -108,6 +110,7 @@ int hs_kcpu_pool_create(hs_kcpu_pool_t **out, int threads)
     pool->blas_threads = threads;
     atomic_init(&pool->gen, 0);
     atomic_init(&pool->pending, 0);
+    atomic_flag_clear(&pool->busy);
     pthread_mutex_init(&pool->mu, NULL);
     pthread_cond_init(&pool->wake, NULL);
     pthread_cond_init(&pool->done, NULL);
@@ -149,12 +152,12 @@ int hs_kcpu_threads(hs_kernels_t *k)
     return pool ? pool->T : 1;
 }
 
-void hs_kcpu_parallel(hs_kernels_t *k, hs_kcpu_task_fn fn, void *arg)
+int hs_kcpu_parallel(hs_kernels_t *k, hs_kcpu_task_fn fn, void *arg)
 {
     hs_kcpu_pool_t *pool = k ? k->impl : NULL;
-    if (!pool) {
+    if (!pool || atomic_flag_test_and_set_explicit(&pool->busy, memory_order_acquire)) {
         fn(arg, 0, 1);
-        return;
+        return 1;
     }
     /* Each share calls OpenBLAS on its own: one OpenBLAS thread per caller meanwhile. */
     openblas_set_num_threads(1);
@@ -177,6 +180,8 @@ void hs_kcpu_parallel(hs_kernels_t *k, hs_kcpu_task_fn fn, void *arg)
         pthread_mutex_unlock(&pool->mu);
     }
     openblas_set_num_threads(pool->blas_threads);
+    atomic_flag_clear_explicit(&pool->busy, memory_order_release);
+    return pool->T;
 }
 
 void hs_kcpu_share(size_t n, int t, int T, size_t *lo, size_t *hi)
