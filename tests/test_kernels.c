@@ -150,44 +150,48 @@ START_TEST(test_gemm_all_transposes)
 {
     hs_rng_t r;
     hs_rng_seed(&r, 1, 0);
-    const int M = 7, N = 9, K = 5;
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++) {
-            const int arows = ta ? K : M, acols = ta ? M : K;
-            const int brows = tb ? N : K, bcols = tb ? K : N;
-            const int lda = acols + 3, ldb = bcols + 2, ldc = N + 4;
-            float *A = vec((size_t)arows * lda), *B = vec((size_t)brows * ldb);
-            float *C = vec((size_t)M * ldc), *C0 = vec((size_t)M * ldc);
-            fill(&r, A, (size_t)arows * lda);
-            fill(&r, B, (size_t)brows * ldb);
-            fill(&r, C0, (size_t)M * ldc);
-            memcpy(C, C0, (size_t)M * ldc * sizeof(float));
-            const float alpha = 0.7f, beta = -0.3f;
-            ck_assert_int_eq(
-                kern->ops->gemm(kern, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), 0);
-            for (int i = 0; i < M; i++) {
-                for (int j = 0; j < N; j++) {
-                    double s = 0;
-                    for (int l = 0; l < K; l++) {
-                        double a = ta ? A[l * lda + i] : A[i * lda + l];
-                        double b = tb ? B[j * ldb + l] : B[l * ldb + j];
-                        s += a * b;
+    /* with threads, also gemms large enough to be split: by rows (M >= N), by columns */
+    const int shapes[3][3] = {{7, 9, 5}, {150, 37, 60}, {37, 150, 60}};
+    const int n_shapes = kern->threads > 1 ? 3 : 1;
+    for (int sh = 0; sh < n_shapes; sh++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                const int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2];
+                const int arows = ta ? K : M, acols = ta ? M : K;
+                const int brows = tb ? N : K, bcols = tb ? K : N;
+                const int lda = acols + 3, ldb = bcols + 2, ldc = N + 4;
+                float *A = vec((size_t)arows * lda), *B = vec((size_t)brows * ldb);
+                float *C = vec((size_t)M * ldc), *C0 = vec((size_t)M * ldc);
+                fill(&r, A, (size_t)arows * lda);
+                fill(&r, B, (size_t)brows * ldb);
+                fill(&r, C0, (size_t)M * ldc);
+                memcpy(C, C0, (size_t)M * ldc * sizeof(float));
+                const float alpha = 0.7f, beta = -0.3f;
+                ck_assert_int_eq(
+                    kern->ops->gemm(kern, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), 0);
+                for (int i = 0; i < M; i++) {
+                    for (int j = 0; j < N; j++) {
+                        double s = 0;
+                        for (int l = 0; l < K; l++) {
+                            double a = ta ? A[l * lda + i] : A[i * lda + l];
+                            double b = tb ? B[j * ldb + l] : B[l * ldb + j];
+                            s += a * b;
+                        }
+                        CLOSE(C[i * ldc + j], alpha * s + beta * C0[i * ldc + j], 1e-5);
                     }
-                    CLOSE(C[i * ldc + j], alpha * s + beta * C0[i * ldc + j], 1e-5);
+                    for (int j = N; j < ldc; j++) ck_assert(C[i * ldc + j] == C0[i * ldc + j]);
                 }
-                for (int j = N; j < ldc; j++) ck_assert(C[i * ldc + j] == C0[i * ldc + j]);
+                /* beta = 0 overwrites C, even NaN */
+                for (int i = 0; i < M * ldc; i++) C[i] = NAN;
+                ck_assert_int_eq(
+                    kern->ops->gemm(kern, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc), 0);
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < N; j++) ck_assert(!isnan(C[i * ldc + j]));
+                kern->ops->free(kern, A);
+                kern->ops->free(kern, B);
+                kern->ops->free(kern, C);
+                kern->ops->free(kern, C0);
             }
-            /* beta = 0 overwrites C, even NaN */
-            for (int i = 0; i < M * ldc; i++) C[i] = NAN;
-            ck_assert_int_eq(
-                kern->ops->gemm(kern, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc), 0);
-            for (int i = 0; i < M; i++)
-                for (int j = 0; j < N; j++) ck_assert(!isnan(C[i * ldc + j]));
-            kern->ops->free(kern, A);
-            kern->ops->free(kern, B);
-            kern->ops->free(kern, C);
-            kern->ops->free(kern, C0);
-        }
 }
 END_TEST
 
@@ -868,6 +872,7 @@ int main(void)
     tcase_add_test(mt, test_conv2d_geometries);
     tcase_add_test(mt, test_conv2d_finite_differences);
     tcase_add_test(mt, test_batchnorm);
+    tcase_add_test(mt, test_gemm_all_transposes);
     tcase_add_test(mt, test_axpy_scale_mix);
     tcase_add_test(mt, test_activations);
     suite_add_tcase(s, mt);

@@ -105,6 +105,44 @@ void hs_kcpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, c
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* A gemm of at least this many multiply-adds is split over the worker threads (OpenBLAS's
+ * own threshold for using its threads: 4 x 65536). */
+#define GEMM_PARALLEL_MIN 262144.0
+
+typedef struct {
+    int trans_a, trans_b, M, N, K;
+    float alpha;
+    const float *A;
+    int lda;
+    const float *B;
+    int ldb;
+    float beta;
+    float *C;
+    int ldc;
+} gemm_task_t;
+
+/* Share t of C: a block of its rows when M >= N, else of its columns (in 16s: whole lines). */
+static void gemm_share(void *arg, int t, int T)
+{
+    const gemm_task_t *g = arg;
+    size_t lo, hi;
+    if (g->M >= g->N) {
+        hs_kcpu_share((size_t)g->M, t, T, &lo, &hi);
+        if (lo == hi) return;
+        const float *A = g->trans_a ? g->A + lo : g->A + lo * (size_t)g->lda;
+        hs_kcpu_sgemm(g->trans_a, g->trans_b, (int)(hi - lo), g->N, g->K, g->alpha, A, g->lda, g->B,
+                      g->ldb, g->beta, g->C + lo * (size_t)g->ldc, g->ldc);
+    } else {
+        hs_kcpu_share(((size_t)g->N + 15) / 16, t, T, &lo, &hi);
+        lo = HS_MIN(lo * 16, (size_t)g->N);
+        hi = HS_MIN(hi * 16, (size_t)g->N);
+        if (lo == hi) return;
+        const float *B = g->trans_b ? g->B + lo * (size_t)g->ldb : g->B + lo;
+        hs_kcpu_sgemm(g->trans_a, g->trans_b, g->M, (int)(hi - lo), g->K, g->alpha, g->A, g->lda, B,
+                      g->ldb, g->beta, g->C + lo, g->ldc);
+    }
+}
+
 static int cpu_gemm(hs_kernels_t *k, int trans_a, int trans_b, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -121,6 +159,11 @@ static int cpu_gemm(hs_kernels_t *k, int trans_a, int trans_b, int M, int N, int
         return HS_ERR(-EINVAL, "gemm: ldc=%d is less than the %d columns of C", ldc, N);
     if (M && N && (!C || (K && (!A || !B))))
         return HS_ERR(-EINVAL, "gemm: NULL matrix for M=%d N=%d K=%d", M, N, K);
+    if (hs_kcpu_threads(k) > 1 && (double)M * N * K >= GEMM_PARALLEL_MIN) {
+        gemm_task_t g = {trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
+        hs_kcpu_parallel(k, gemm_share, &g);
+        return 0;
+    }
     hs_kcpu_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return 0;
 }
@@ -516,7 +559,9 @@ int hs_kernels_cpu_open(hs_kernels_t *k, int threads)
 {
     if (!k) return HS_ERR(-EINVAL, "hs_kernels_cpu_open: k is NULL");
     if (threads < 0) return HS_ERR(-EINVAL, "cpu kernels: thread count %d is negative", threads);
-    /* OpenBLAS keeps one process-wide thread count: the last backend opened sets it. */
+    /* OpenBLAS keeps one process-wide thread count: the last backend opened sets it. With
+     * more than one thread the handle's own workers split the work (gemm too) and OpenBLAS
+     * runs on one: its idle threads would otherwise spin and yield beside the workers. */
     if (threads > 0) openblas_set_num_threads(threads);
     k->ops = &cpu_ops;
     k->device = HS_DEV_CPU;
@@ -527,6 +572,7 @@ int hs_kernels_cpu_open(hs_kernels_t *k, int threads)
     hs_kcpu_pool_t *pool = NULL;
     HS_TRY(hs_kcpu_pool_create(&pool, k->threads));
     k->impl = pool;
+    if (pool) openblas_set_num_threads(1);
     return 0;
 }
 

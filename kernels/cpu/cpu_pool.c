@@ -4,9 +4,10 @@
  * have returned. T is the handle's thread count; with one thread there is no pool and fn
  * runs inline.
  *
- * Convolution splits its batch this way and batch norm its channels, each share calling
- * OpenBLAS single-threaded (a gemm of one image is too small for OpenBLAS to split well,
- * and two callers of a multi-threaded OpenBLAS queue on its one lock). A worker spins for a
+ * Convolution splits its batch this way, batch norm its channels, gemm its rows or columns,
+ * each share calling OpenBLAS, which a handle with a pool sets to one thread (cpu_ops.c): a
+ * gemm of one image is too small for OpenBLAS to split well, two callers of a multi-threaded
+ * OpenBLAS queue on its one lock, and its idle threads spin beside ours. A worker spins for a
  * few microseconds after each task, since the next one usually follows at once, then
  * sleeps on a condition variable, so an idle handle costs no CPU.
  *
@@ -17,7 +18,6 @@
 
 #include "hearsay/common.h"
 
-#include <cblas.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -38,7 +38,6 @@ struct hs_kcpu_pool {
     int stop;           /* workers exit at the next gen */
     atomic_uint gen;    /* task generation: workers run one task per increment */
     atomic_int pending; /* workers still running the current task */
-    int blas_threads;   /* OpenBLAS's thread count outside parallel sections */
     atomic_flag busy;   /* a parallel section is running */
 };
 
@@ -107,7 +106,6 @@ int hs_kcpu_pool_create(hs_kcpu_pool_t **out, int threads)
     hs_kcpu_pool_t *pool = hs_calloc(1, sizeof *pool, "cpu thread pool");
     if (!pool) return -ENOMEM;
     pool->T = threads;
-    pool->blas_threads = threads;
     atomic_init(&pool->gen, 0);
     atomic_init(&pool->pending, 0);
     atomic_flag_clear(&pool->busy);
@@ -159,8 +157,6 @@ int hs_kcpu_parallel(hs_kernels_t *k, hs_kcpu_task_fn fn, void *arg)
         fn(arg, 0, 1);
         return 1;
     }
-    /* Each share calls OpenBLAS on its own: one OpenBLAS thread per caller meanwhile. */
-    openblas_set_num_threads(1);
     pool->fn = fn;
     pool->arg = arg;
     atomic_store_explicit(&pool->pending, pool->T - 1, memory_order_relaxed);
@@ -179,7 +175,6 @@ int hs_kcpu_parallel(hs_kernels_t *k, hs_kcpu_task_fn fn, void *arg)
             pthread_cond_wait(&pool->done, &pool->mu);
         pthread_mutex_unlock(&pool->mu);
     }
-    openblas_set_num_threads(pool->blas_threads);
     atomic_flag_clear_explicit(&pool->busy, memory_order_release);
     return pool->T;
 }
