@@ -3,9 +3,9 @@
  * elementwise kernels, softmax cross-entropy, the SGD step and double-accumulated
  * reductions, gathered with cpu_conv.c's convolution and pooling into one ops table.
  *
- * Elementwise loops are one pass over memory and vectorized (see HS_KCPU_FOR); relu and axpy
- * over long vectors are split over the handle's worker threads (cpu_pool.c), gemm uses
- * OpenBLAS's threads. Nothing here
+ * Elementwise loops are one pass over memory and vectorized (see HS_KCPU_FOR). With more than
+ * one thread, relu and axpy over long vectors and large gemms are split over the handle's
+ * worker threads (cpu_pool.c), OpenBLAS running on one thread in each. Nothing here
  * allocates memory except alloc itself.
  */
 #include "kernels/cpu/cpu_internal.h"
