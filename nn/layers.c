@@ -206,8 +206,8 @@ static int resblock_bwd(hs_kernels_t *k, hs_layer_t *L, int B, const float *p, f
     if (L->has_proj) {
         hs_conv2d_desc_t dp = block_conv(L, B, 3);
         const size_t rin = (size_t)B * L->in_n;
-        HS_TRY(o->zero(k, L->pdw, (size_t)K * L->in_c * sizeof(float)));
-        HS_TRY(o->conv2d_bwd(k, &dp, L->x_rt, L->pw, dz, L->dtmp, L->pdw, NULL, ws, ws_bytes));
+        /* the selection weights are constant: dx only (dw NULL skips its im2col and gemm) */
+        HS_TRY(o->conv2d_bwd(k, &dp, L->x_rt, L->pw, dz, L->dtmp, NULL, NULL, ws, ws_bytes));
         return o->axpy(k, rin, 1.0f, L->dtmp, dx);
     }
     return o->axpy(k, rout, 1.0f, dz, dx);

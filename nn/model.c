@@ -88,7 +88,6 @@ static int alloc_layer(hs_model_t *m, int i)
                 m, (size_t)m->max_batch * L->in_n > out ? (size_t)m->max_batch * L->in_n : out,
                 sizeof(float), L->dtmp, "block shortcut"));
             HS_TRY(DEV_ALLOC(m, K * C, sizeof(float), L->pw, "block shortcut weights"));
-            HS_TRY(DEV_ALLOC(m, K * C, sizeof(float), L->pdw, "block shortcut scratch"));
             float *w = hs_calloc(K * C, sizeof(float), "block shortcut weights");
             if (!w) return -ENOMEM;
             for (size_t c = 0; c < C; c++) w[(c + (K - C) / 2) * C + c] = 1.0f;
@@ -110,8 +109,8 @@ static int alloc_layer(hs_model_t *m, int i)
 
 static void free_layer(hs_kernels_t *k, hs_layer_t *L)
 {
-    float *bufs[] = {L->y,  L->dy,  L->xb,  L->h1, L->hb, L->h2, L->dmid, L->dtmp, L->sm,
-                     L->si, L->sm2, L->si2, L->c1, L->a1, L->c2, L->pw,   L->pdw};
+    float *bufs[] = {L->y,  L->dy, L->xb,  L->h1,  L->hb, L->h2, L->dmid, L->dtmp,
+                     L->sm, L->si, L->sm2, L->si2, L->c1, L->a1, L->c2,   L->pw};
     for (size_t i = 0; i < HS_ARRAY_LEN(bufs); i++) k->ops->free(k, bufs[i]);
     k->ops->free(k, L->amax);
 }

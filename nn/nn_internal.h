@@ -76,9 +76,8 @@ typedef struct hs_layer {
     float *sm2, *si2;  /* resblock bn2: (K) */
     float *c1, *a1;    /* resblock: (B, out_n) conv1 output, relu(bn1(c1)) */
     float *c2;         /* resblock: (B, out_n) conv2 output; reused for d a1 in backward */
-    float *pw, *pdw;   /* resblock with a shortcut: (K, C) constant 1x1 selection weights
-                        * (option A: stride-2 subsampling, channels zero-padded) and scratch
-                        * for their unused gradient */
+    float *pw;         /* resblock with a shortcut: (K, C) constant 1x1 selection weights
+                        * (option A: stride-2 subsampling, channels zero-padded) */
     const float *x_rt; /* input of the current step */
     float *y_rt;       /* output of the current step */
     float *dy_rt;      /* d loss / d output of the current step (may be NULL before layer 0) */

@@ -24,6 +24,13 @@ static void setup(void)
     ck_assert_ptr_nonnull(kern);
 }
 
+/* The same kernels on a handle with 3 threads: batches of 1 and 2 leave threads idle. */
+static void setup_threads(void)
+{
+    ck_assert_int_eq(hs_kernels_open(&kern, HS_DEV_CPU, 0, 3), 0);
+    ck_assert_int_eq(kern->threads, 3);
+}
+
 static void teardown(void)
 {
     hs_kernels_close(&kern);
@@ -143,44 +150,48 @@ START_TEST(test_gemm_all_transposes)
 {
     hs_rng_t r;
     hs_rng_seed(&r, 1, 0);
-    const int M = 7, N = 9, K = 5;
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++) {
-            const int arows = ta ? K : M, acols = ta ? M : K;
-            const int brows = tb ? N : K, bcols = tb ? K : N;
-            const int lda = acols + 3, ldb = bcols + 2, ldc = N + 4;
-            float *A = vec((size_t)arows * lda), *B = vec((size_t)brows * ldb);
-            float *C = vec((size_t)M * ldc), *C0 = vec((size_t)M * ldc);
-            fill(&r, A, (size_t)arows * lda);
-            fill(&r, B, (size_t)brows * ldb);
-            fill(&r, C0, (size_t)M * ldc);
-            memcpy(C, C0, (size_t)M * ldc * sizeof(float));
-            const float alpha = 0.7f, beta = -0.3f;
-            ck_assert_int_eq(
-                kern->ops->gemm(kern, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), 0);
-            for (int i = 0; i < M; i++) {
-                for (int j = 0; j < N; j++) {
-                    double s = 0;
-                    for (int l = 0; l < K; l++) {
-                        double a = ta ? A[l * lda + i] : A[i * lda + l];
-                        double b = tb ? B[j * ldb + l] : B[l * ldb + j];
-                        s += a * b;
+    /* with threads, also gemms large enough to be split: by rows (M >= N), by columns */
+    const int shapes[3][3] = {{7, 9, 5}, {150, 37, 60}, {37, 150, 60}};
+    const int n_shapes = kern->threads > 1 ? 3 : 1;
+    for (int sh = 0; sh < n_shapes; sh++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                const int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2];
+                const int arows = ta ? K : M, acols = ta ? M : K;
+                const int brows = tb ? N : K, bcols = tb ? K : N;
+                const int lda = acols + 3, ldb = bcols + 2, ldc = N + 4;
+                float *A = vec((size_t)arows * lda), *B = vec((size_t)brows * ldb);
+                float *C = vec((size_t)M * ldc), *C0 = vec((size_t)M * ldc);
+                fill(&r, A, (size_t)arows * lda);
+                fill(&r, B, (size_t)brows * ldb);
+                fill(&r, C0, (size_t)M * ldc);
+                memcpy(C, C0, (size_t)M * ldc * sizeof(float));
+                const float alpha = 0.7f, beta = -0.3f;
+                ck_assert_int_eq(
+                    kern->ops->gemm(kern, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), 0);
+                for (int i = 0; i < M; i++) {
+                    for (int j = 0; j < N; j++) {
+                        double s = 0;
+                        for (int l = 0; l < K; l++) {
+                            double a = ta ? A[l * lda + i] : A[i * lda + l];
+                            double b = tb ? B[j * ldb + l] : B[l * ldb + j];
+                            s += a * b;
+                        }
+                        CLOSE(C[i * ldc + j], alpha * s + beta * C0[i * ldc + j], 1e-5);
                     }
-                    CLOSE(C[i * ldc + j], alpha * s + beta * C0[i * ldc + j], 1e-5);
+                    for (int j = N; j < ldc; j++) ck_assert(C[i * ldc + j] == C0[i * ldc + j]);
                 }
-                for (int j = N; j < ldc; j++) ck_assert(C[i * ldc + j] == C0[i * ldc + j]);
+                /* beta = 0 overwrites C, even NaN */
+                for (int i = 0; i < M * ldc; i++) C[i] = NAN;
+                ck_assert_int_eq(
+                    kern->ops->gemm(kern, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc), 0);
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < N; j++) ck_assert(!isnan(C[i * ldc + j]));
+                kern->ops->free(kern, A);
+                kern->ops->free(kern, B);
+                kern->ops->free(kern, C);
+                kern->ops->free(kern, C0);
             }
-            /* beta = 0 overwrites C, even NaN */
-            for (int i = 0; i < M * ldc; i++) C[i] = NAN;
-            ck_assert_int_eq(
-                kern->ops->gemm(kern, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc), 0);
-            for (int i = 0; i < M; i++)
-                for (int j = 0; j < N; j++) ck_assert(!isnan(C[i * ldc + j]));
-            kern->ops->free(kern, A);
-            kern->ops->free(kern, B);
-            kern->ops->free(kern, C);
-            kern->ops->free(kern, C0);
-        }
 }
 END_TEST
 
@@ -203,7 +214,7 @@ START_TEST(test_axpy_scale_mix)
 {
     hs_rng_t r;
     hs_rng_seed(&r, 2, 0);
-    const size_t n = 1037;
+    const size_t n = kern->threads > 1 ? 200037 : 1037; /* long enough to be split */
     float *x = vec(n), *y = vec(n), *y0 = vec(n);
     fill(&r, x, n);
     fill(&r, y0, n);
@@ -261,7 +272,7 @@ START_TEST(test_activations)
 {
     hs_rng_t r;
     hs_rng_seed(&r, 4, 0);
-    const size_t n = 1003;
+    const size_t n = kern->threads > 1 ? 200003 : 1003; /* long enough to be split */
     float *x = vec(n), *y = vec(n), *dy = vec(n), *dx = vec(n), *t = vec(n);
     fill(&r, x, n);
     fill(&r, dy, n);
@@ -503,8 +514,14 @@ START_TEST(test_conv2d_geometries)
     check_conv(&d, 1);
     conv_desc(&d, 1, 2, 6, 7, 3, 2, 4, 2, 3); /* non-square filter, pad 2, stride 3 */
     check_conv(&d, 0);
-    conv_desc(&d, 2, 4, 5, 5, 3, 1, 1, 0, 1); /* pointwise: no workspace */
-    ck_assert_uint_eq(kern->ops->conv2d_workspace(kern, &d), 0);
+    conv_desc(&d, 7, 3, 8, 8, 5, 3, 3, 1, 1); /* 7 images: shares of 3, 2, 2 on 3 threads */
+    check_conv(&d, 1);
+    conv_desc(&d, 3, 8, 6, 5, 4, 3, 3, 1, 1); /* C >= 8: dw and dx from one im2col of dy */
+    check_conv(&d, 1);
+    conv_desc(&d, 2, 9, 7, 6, 3, 3, 3, 0, 1); /* valid, C >= 8: dx through col2im */
+    check_conv(&d, 0);
+    conv_desc(&d, 2, 4, 5, 5, 3, 1, 1, 0, 1); /* pointwise: no workspace on one thread */
+    if (kern->threads == 1) ck_assert_uint_eq(kern->ops->conv2d_workspace(kern, &d), 0);
     check_conv(&d, 1);
     conv_desc(&d, 2, 4, 5, 6, 3, 1, 1, 0, 2); /* 1x1 stride 2 */
     check_conv(&d, 1);
@@ -647,6 +664,101 @@ END_TEST
 
 /* ---- optimizer ---- */
 
+/* ---- batch norm ---- */
+
+/* Batch norm of x (B, C, HW) in double: y, the saved mean and 1/std, the running statistics
+ * after one update from rm = 0.5, rv = 2; then dx, dgamma, dbeta for dy. */
+static void bn_reference(int B, int C, int HW, const float *x, const float *gamma,
+                         const float *beta, const float *dy, float mom, float eps, double *y,
+                         double *mean, double *invstd, double *rm, double *rv, double *dx,
+                         double *dgamma, double *dbeta)
+{
+    const double n = (double)B * HW;
+    for (int c = 0; c < C; c++) {
+        double s = 0, v = 0, sdy = 0, sdyxh = 0;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < HW; i++) s += x[((size_t)b * C + c) * HW + i];
+        const double m = s / n;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < HW; i++) {
+                double e = x[((size_t)b * C + c) * HW + i] - m;
+                v += e * e;
+            }
+        const double is = 1.0 / sqrt(v / n + eps);
+        mean[c] = m;
+        invstd[c] = is;
+        rm[c] = (1 - mom) * 0.5 + mom * m;
+        rv[c] = (1 - mom) * 2.0 + mom * v / (n - 1);
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < HW; i++) {
+                size_t j = ((size_t)b * C + c) * HW + i;
+                double xh = (x[j] - m) * is;
+                y[j] = xh * gamma[c] + beta[c];
+                sdy += dy[j];
+                sdyxh += dy[j] * xh;
+            }
+        dgamma[c] = sdyxh;
+        dbeta[c] = sdy;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < HW; i++) {
+                size_t j = ((size_t)b * C + c) * HW + i;
+                double xh = (x[j] - m) * is;
+                dx[j] = gamma[c] * is * (dy[j] - sdy / n - xh * sdyxh / n);
+            }
+    }
+}
+
+static void check_batchnorm(int B, int C, int HW, float shift)
+{
+    hs_rng_t r;
+    hs_rng_seed(&r, 8, (uint64_t)(B * 10000 + C * 100 + HW));
+    const size_t n = (size_t)B * C * HW;
+    float *x = vec(n), *dy = vec(n), *y = vec(n), *dx = vec(n), *g = vec(C), *be = vec(C);
+    float *sm = vec(C), *si = vec(C), *rm = vec(C), *rv = vec(C), *dg = vec(C), *db = vec(C);
+    fill(&r, x, n);
+    fill(&r, dy, n);
+    fill(&r, g, C);
+    fill(&r, be, C);
+    for (size_t i = 0; i < n; i++) x[i] += shift; /* a mean far from 0 */
+    for (int c = 0; c < C; c++) rm[c] = 0.5f, rv[c] = 2.0f;
+    double *yr = malloc(n * sizeof(double)), *dxr = malloc(n * sizeof(double));
+    double *st = malloc(6 * (size_t)C * sizeof(double));
+    double *mr = st, *isr = st + C, *rmr = st + 2 * C, *rvr = st + 3 * C, *dgr = st + 4 * C,
+           *dbr = st + 5 * C;
+    const float mom = 0.1f, eps = 1e-5f;
+    bn_reference(B, C, HW, x, g, be, dy, mom, eps, yr, mr, isr, rmr, rvr, dxr, dgr, dbr);
+    ck_assert_int_eq(
+        kern->ops->batchnorm_fwd_train(kern, B, C, HW, x, g, be, y, sm, si, rm, rv, mom, eps), 0);
+    for (size_t i = 0; i < n; i++) CLOSE(y[i], yr[i], 1e-4);
+    for (int c = 0; c < C; c++) {
+        CLOSE(sm[c], mr[c], 1e-6);
+        CLOSE(si[c], isr[c], 1e-4);
+        CLOSE(rm[c], rmr[c], 1e-6);
+        CLOSE(rv[c], rvr[c], 1e-4);
+    }
+    ck_assert_int_eq(kern->ops->batchnorm_bwd(kern, B, C, HW, x, dy, g, sm, si, eps, dx, dg, db),
+                     0);
+    for (size_t i = 0; i < n; i++) CLOSE(dx[i], dxr[i], 1e-3);
+    for (int c = 0; c < C; c++) {
+        CLOSE(dg[c], dgr[c], 1e-3);
+        CLOSE(db[c], dbr[c], 1e-4);
+    }
+    free(yr);
+    free(dxr);
+    free(st);
+    float *all[] = {x, dy, y, dx, g, be, sm, si, rm, rv, dg, db};
+    for (size_t i = 0; i < HS_ARRAY_LEN(all); i++) kern->ops->free(kern, all[i]);
+}
+
+START_TEST(test_batchnorm)
+{
+    check_batchnorm(4, 3, 5, 0.0f);     /* small: one thread runs it */
+    check_batchnorm(6, 7, 1000, 0.0f);  /* split over the threads, odd channel count */
+    check_batchnorm(3, 5, 4096, 30.0f); /* long planes, |mean| >> std */
+    check_batchnorm(64, 4, 1, 0.0f);    /* BatchNorm1d: planes of one value */
+}
+END_TEST
+
 START_TEST(test_sgd_step)
 {
     struct {
@@ -751,9 +863,19 @@ int main(void)
     tcase_add_test(tc, test_conv2d_finite_differences);
     tcase_add_test(tc, test_maxpool);
     tcase_add_test(tc, test_avgpool_global);
+    tcase_add_test(tc, test_batchnorm);
     tcase_add_test(tc, test_sgd_step);
     tcase_add_test(tc, test_reductions);
     suite_add_tcase(s, tc);
+    TCase *mt = tcase_create("cpu-3-threads");
+    tcase_add_checked_fixture(mt, setup_threads, teardown);
+    tcase_add_test(mt, test_conv2d_geometries);
+    tcase_add_test(mt, test_conv2d_finite_differences);
+    tcase_add_test(mt, test_batchnorm);
+    tcase_add_test(mt, test_gemm_all_transposes);
+    tcase_add_test(mt, test_axpy_scale_mix);
+    tcase_add_test(mt, test_activations);
+    suite_add_tcase(s, mt);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

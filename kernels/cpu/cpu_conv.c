@@ -1,10 +1,13 @@
 /*
  * kernels/cpu/cpu_conv.c — convolution and pooling on the CPU.
  *
- * conv2d is im2col + OpenBLAS sgemm, one image at a time, so the workspace is one image's
- * column matrix (C R S, P Q); a 1x1 convolution with stride 1 and no padding uses the image
- * itself as the column matrix and needs no workspace. The backward pass reuses the same
- * buffer: first the columns of x for dw, then the column gradient that col2im scatters to dx.
+ * conv2d is im2col + OpenBLAS sgemm, one image at a time, the batch split among the
+ * handle's threads (cpu_pool.c), so the workspace is one image's column matrix (C R S, P Q)
+ * per thread; a 1x1 convolution with stride 1 and no padding uses the image itself as the
+ * column matrix. The backward pass reuses the same buffer: first the columns of x for dw,
+ * then, for stride 1, the columns of dy that the flipped filters turn into dx (a forward
+ * convolution), otherwise the column gradient that col2im scatters to dx. With T threads,
+ * threads 1..T-1 sum their dw and dbias in the workspace, added to the caller's at the end.
  */
 #include "kernels/cpu/cpu_internal.h"
 
@@ -12,6 +15,7 @@
 #include "hearsay/kernels.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -44,10 +48,62 @@ static int conv_is_pointwise(const hs_conv2d_desc_t *d)
     return d->R == 1 && d->S == 1 && d->pad == 0 && d->stride == 1;
 }
 
+/* A "same" convolution (stride 1, square filters, P = H, Q = W): dx is the convolution of dy
+ * (padded by R-1-pad) with the filters flipped and C, K swapped, so backward data is im2col +
+ * gemm like the forward pass, with no col2im scatter and as many multiply-adds. (For a valid
+ * convolution it would also multiply the zeros around dy: more work than col2im saves.) */
+static int conv_bwd_as_fwd(const hs_conv2d_desc_t *d)
+{
+    return d->stride == 1 && d->R == d->S && !conv_is_pointwise(d) && d->P == d->H && d->Q == d->W;
+}
+
+/* The geometry of that convolution: dy (B, K, P, Q) to dx (B, C, H, W). */
+static hs_conv2d_desc_t conv_bwd_desc(const hs_conv2d_desc_t *d)
+{
+    hs_conv2d_desc_t t = *d;
+    t.C = d->K, t.H = d->P, t.W = d->Q;
+    t.K = d->C, t.P = d->H, t.Q = d->W;
+    t.pad = d->R - 1 - d->pad;
+    return t;
+}
+
+static size_t round16(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
+/* The workspace, in floats, T threads:
+ *   col   T x (C R S, P Q)      one image's column matrix per thread (also (K R S, H W))
+ *   wflip (C, K R S)            the flipped filters (conv_bwd_as_fwd)
+ *   dw    T x (K, C R S)        each thread's dw: (K R S, C) flipped for conv_bwd_as_fwd,
+ *                               otherwise thread 0 adds to the caller's dw directly
+ *   db    (T - 1) x (K)         threads 1..T-1's dbias */
+typedef struct {
+    size_t col, wflip, dw, db; /* each section's size in floats (rounded to 64 bytes) */
+    size_t total;
+} conv_ws_t;
+
+static conv_ws_t conv_ws_layout(const hs_conv2d_desc_t *d, int T)
+{
+    conv_ws_t l = {0};
+    const size_t CRS = (size_t)d->C * d->R * d->S, PQ = (size_t)d->P * d->Q;
+    const int as_fwd = conv_bwd_as_fwd(d);
+    if (!conv_is_pointwise(d)) {
+        l.col = CRS * PQ;
+        if (as_fwd) l.col = HS_MAX(l.col, (size_t)d->K * d->R * d->S * d->H * d->W);
+        l.col = round16(l.col);
+    }
+    if (as_fwd) l.wflip = round16((size_t)d->K * CRS);
+    if (T > 1 || as_fwd) l.dw = round16((size_t)d->K * CRS);
+    if (T > 1) l.db = round16((size_t)d->K);
+    l.total = (size_t)T * (l.col + l.dw) + l.wflip + (size_t)(T - 1) * l.db;
+    return l;
+}
+
 size_t hs_kcpu_conv2d_workspace(hs_kernels_t *k, const hs_conv2d_desc_t *d)
 {
-    if (conv_check("conv2d_workspace", d) < 0 || conv_is_pointwise(d)) return 0;
-    return (size_t)d->C * d->R * d->S * (size_t)d->P * d->Q * sizeof(float);
+    if (conv_check("conv2d_workspace", d) < 0) return 0;
+    return conv_ws_layout(d, hs_kcpu_threads(k)).total * sizeof(float);
 }
 
 static int ceil_div(int a, int b) /* a >= 0, b > 0 */
@@ -67,10 +123,57 @@ static void valid_q(const hs_conv2d_desc_t *d, int s, int *lo, int *hi)
     *hi = h;
 }
 
+/* im2col for stride 1 and an output as large as the input (P = H, Q = W), one channel: plane
+ * (r, s) of col is the plane x shifted by (r - pad, s - pad), so its valid rows are one
+ * contiguous run; the columns that wrapped around from the neighbouring row are then zeroed.
+ * Loops of 16 floats, not memcpy: planes of 64-1024 floats make the calls cost more than the
+ * copying. */
+HS_KCPU_SIMD static void im2col_same_channel(int R, int S, int pad, int H, int W,
+                                             const float *restrict x, float *restrict col)
+{
+    const size_t HW = (size_t)H * W;
+    for (int r = 0; r < R; r++)
+        for (int s = 0; s < S; s++) {
+            float *restrict dst = col + (size_t)(r * S + s) * HW; // (H, W)
+            const int dr = r - pad, ds = s - pad;
+            const int p0 = HS_MAX(0, -dr), p1 = HS_MIN(H, H - dr);
+            const int q0 = HS_MAX(0, -ds), q1 = HS_MIN(W, W - ds);
+            if (p0 >= p1 || q0 >= q1) {
+                HS_KCPU_FOR(i, HW, dst[i] = 0.0f);
+                continue;
+            }
+            /* flat [i0, i1) of dst reads x[i + dr W + ds], all inside the plane */
+            const size_t i0 = (size_t)p0 * W + q0, i1 = (size_t)(p1 - 1) * W + q1;
+            const float *restrict src = x + (ptrdiff_t)i0 + (ptrdiff_t)dr * W + ds;
+            float *restrict mid = dst + i0, *restrict tail = dst + i1;
+            HS_KCPU_FOR(i, i0, dst[i] = 0.0f);
+            HS_KCPU_FOR(i, i1 - i0, mid[i] = src[i]);
+            HS_KCPU_FOR(i, HW - i1, tail[i] = 0.0f);
+            if (q0 > 0 || q1 < W)
+                for (int p = p0; p < p1; p++) {
+                    float *row = dst + (size_t)p * W;
+                    for (int q = 0; q < q0; q++) row[q] = 0.0f;
+                    for (int q = q1; q < W; q++) row[q] = 0.0f;
+                }
+        }
+}
+
+static void im2col_same(const hs_conv2d_desc_t *d, const float *restrict x, float *restrict col)
+{
+    const size_t HW = (size_t)d->H * d->W, RS = (size_t)d->R * d->S;
+    for (int c = 0; c < d->C; c++)
+        im2col_same_channel(d->R, d->S, d->pad, d->H, d->W, x + (size_t)c * HW,
+                            col + (size_t)c * RS * HW);
+}
+
 /* col (C R S, P Q) = the receptive fields of one image x (C, H, W), zeros for padding. */
 static void im2col(const hs_conv2d_desc_t *d, const float *restrict x, float *restrict col)
 {
     const int H = d->H, W = d->W, P = d->P, Q = d->Q, st = d->stride;
+    if (st == 1 && P == H && Q == W) {
+        im2col_same(d, x, col);
+        return;
+    }
     const size_t PQ = (size_t)P * Q;
     for (int c = 0; c < d->C; c++)
         for (int r = 0; r < d->R; r++)
@@ -138,33 +241,171 @@ static int conv_ws_check(const char *what, hs_kernels_t *k, const hs_conv2d_desc
     return 0;
 }
 
+/* One conv2d call, shared by the threads: each takes a contiguous run of images. */
+typedef struct {
+    const hs_conv2d_desc_t *d;
+    conv_ws_t l;
+    const float *x, *w, *bias, *dy; // x (B, C, H, W), w (K, C, R, S), bias (K), dy (B, K, P, Q)
+    float *y, *dx, *dw, *dbias;     // y (B, K, P, Q), dx (B, C, H, W), dw (K, C R S), dbias (K)
+    float *ws;                      // the workspace (conv_ws_t)
+    int Tw;                         // the threads the workspace is laid out for
+} conv_task_t;
+
+static float *task_col(const conv_task_t *a, int t)
+{
+    return a->ws + (size_t)t * a->l.col;
+}
+
+static float *task_wflip(const conv_task_t *a)
+{
+    return a->ws + (size_t)a->Tw * a->l.col;
+}
+
+/* Thread t's dw buffer and, for t >= 1, its dbias (thread 0 adds to the caller's). */
+static float *task_dw(const conv_task_t *a, int t)
+{
+    return task_wflip(a) + a->l.wflip + (size_t)t * a->l.dw;
+}
+
+static float *task_db(const conv_task_t *a, int t)
+{
+    return t == 0
+               ? a->dbias
+               : task_wflip(a) + a->l.wflip + (size_t)a->Tw * a->l.dw + (size_t)(t - 1) * a->l.db;
+}
+
+static void conv_fwd_share(void *arg, int t, int T)
+{
+    const conv_task_t *a = arg;
+    const hs_conv2d_desc_t *d = a->d;
+    const int K = d->K, CRS = d->C * d->R * d->S, PQ = d->P * d->Q;
+    const size_t x_img = (size_t)d->C * d->H * d->W, y_img = (size_t)K * PQ;
+    float *ws = task_col(a, t);
+    size_t b0, b1;
+    hs_kcpu_share((size_t)d->B, t, T, &b0, &b1);
+    for (size_t b = b0; b < b1; b++) {
+        const float *xb = a->x + b * x_img; // (C, H, W)
+        float *yb = a->y + b * y_img;       // (K, P, Q)
+        const float *col = xb;              // (C R S, P Q)
+        if (a->l.col) {
+            im2col(d, xb, ws);
+            col = ws;
+        }
+        /* y_b (K, PQ) = w (K, CRS) col (CRS, PQ) */
+        hs_kcpu_sgemm(0, 0, K, PQ, CRS, 1.0f, a->w, CRS, col, PQ, 0.0f, yb, PQ);
+        if (a->bias)
+            for (int kk = 0; kk < K; kk++) {
+                float *restrict plane = yb + (size_t)kk * PQ;
+                const float bk = a->bias[kk];
+                HS_KCPU_FOR(i, (size_t)PQ, plane[i] += bk);
+            }
+    }
+}
+
 int hs_kcpu_conv2d_fwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *x, const float *w,
                        const float *bias, float *y, void *ws, size_t ws_bytes)
 {
     HS_TRY(conv_check("conv2d_fwd", d));
     HS_TRY(conv_ws_check("conv2d_fwd", k, d, ws, ws_bytes));
     if (d->B && (!x || !w || !y)) return HS_ERR(-EINVAL, "conv2d_fwd: NULL x, w or y");
+    if (!d->B) return 0;
+    const int T = HS_MIN(hs_kcpu_threads(k), d->B);
+    conv_task_t a = {.d = d,
+                     .l = conv_ws_layout(d, hs_kcpu_threads(k)),
+                     .x = x,
+                     .w = w,
+                     .bias = bias,
+                     .y = y,
+                     .ws = ws,
+                     .Tw = hs_kcpu_threads(k)};
+    if (T == 1)
+        conv_fwd_share(&a, 0, 1);
+    else
+        hs_kcpu_parallel(k, conv_fwd_share, &a);
+    return 0;
+}
+
+static float plane_sum(size_t n, const float *restrict x)
+{
+    float acc[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (size_t j = 0; j < 16; j++) acc[j] += x[i + j];
+    float t = 0.0f;
+    for (; i < n; i++) t += x[i];
+    for (int j = 0; j < 16; j++) t += acc[j];
+    return t;
+}
+
+/* With conv_bwd_as_fwd, one column matrix of dy per image serves dw and dx:
+ *   dx_b (C, HW) = wflip (C, KRS) col (KRS, HW)
+ *   dwt (KRS, C) += col (KRS, HW) x_b^T (HW, C), dwt[k r s][c] = dw[k][c][R-1-r][S-1-s]
+ * so the backward pass makes one im2col per image, not two. dw takes this route with or
+ * without dx, so that it is the same to the bit either way; not with few input channels
+ * (a network's first layer: C = 3), where that gemm is too narrow (N = C) to run fast and
+ * the columns of x are the smaller matrix. */
+static int bwd_shared_col(const conv_task_t *a)
+{
+    return a->dw && conv_bwd_as_fwd(a->d) && a->d->C >= 8;
+}
+
+static void conv_bwd_share(void *arg, int t, int T)
+{
+    const conv_task_t *a = arg;
+    const hs_conv2d_desc_t *d = a->d;
     const int K = d->K, CRS = d->C * d->R * d->S, PQ = d->P * d->Q;
     const size_t x_img = (size_t)d->C * d->H * d->W, y_img = (size_t)K * PQ;
-    const int pointwise = conv_is_pointwise(d);
-    for (int b = 0; b < d->B; b++) {
-        const float *xb = x + b * x_img; // (C, H, W)
-        float *yb = y + b * y_img;       // (K, P, Q)
-        const float *col = xb;           // (C R S, P Q)
-        if (!pointwise) {
-            im2col(d, xb, ws);
-            col = ws;
+    const int shared = bwd_shared_col(a), as_fwd = conv_bwd_as_fwd(d);
+    const int KRS = K * d->R * d->S, HW = d->H * d->W;
+    float *ws = task_col(a, t), *dbias = a->dbias ? task_db(a, t) : NULL;
+    /* dw: thread t's (KRS, C) buffer when shared, else the caller's for thread 0 */
+    float *dw = NULL;
+    if (a->dw) dw = shared || t > 0 ? task_dw(a, t) : a->dw;
+    if (dw && dw != a->dw) memset(dw, 0, (size_t)K * CRS * sizeof(float));
+    if (t > 0 && dbias) memset(dbias, 0, (size_t)K * sizeof(float));
+    const hs_conv2d_desc_t db = conv_bwd_desc(d);
+    size_t b0, b1;
+    hs_kcpu_share((size_t)d->B, t, T, &b0, &b1);
+    for (size_t b = b0; b < b1; b++) {
+        const float *dyb = a->dy + b * y_img;             // (K, P, Q)
+        const float *xb = a->x ? a->x + b * x_img : NULL; // (C, H, W)
+        if (dbias)
+            for (int kk = 0; kk < K; kk++)
+                dbias[kk] += plane_sum((size_t)PQ, dyb + (size_t)kk * PQ);
+        if (shared) {
+            im2col(&db, dyb, ws); /* (KRS, HW) */
+            if (a->dx)
+                hs_kcpu_sgemm(0, 0, d->C, HW, KRS, 1.0f, task_wflip(a), KRS, ws, HW, 0.0f,
+                              a->dx + b * x_img, HW);
+            hs_kcpu_sgemm(0, 1, KRS, d->C, HW, 1.0f, ws, HW, xb, HW, 1.0f, dw, d->C);
+            continue;
         }
-        /* y_b (K, PQ) = w (K, CRS) col (CRS, PQ) */
-        hs_kcpu_sgemm(0, 0, K, PQ, CRS, 1.0f, w, CRS, col, PQ, 0.0f, yb, PQ);
-        if (bias)
-            for (int kk = 0; kk < K; kk++) {
-                float *restrict plane = yb + (size_t)kk * PQ;
-                const float bk = bias[kk];
-                HS_KCPU_FOR(i, (size_t)PQ, plane[i] += bk);
+        if (dw) {
+            const float *col = xb; // (C R S, P Q)
+            if (a->l.col) {
+                im2col(d, xb, ws);
+                col = ws;
             }
+            /* dw (K, CRS) += dy_b (K, PQ) col^T (PQ, CRS) */
+            hs_kcpu_sgemm(0, 1, K, CRS, PQ, 1.0f, dyb, PQ, col, PQ, 1.0f, dw, CRS);
+        }
+        if (a->dx) {
+            float *dxb = a->dx + b * x_img; // (C, H, W)
+            if (!a->l.col) {
+                /* 1x1: dx_b (C, PQ) = w^T (C, K) dy_b (K, PQ) */
+                hs_kcpu_sgemm(1, 0, CRS, PQ, K, 1.0f, a->w, CRS, dyb, PQ, 0.0f, dxb, PQ);
+            } else if (as_fwd) {
+                /* dx_b (C, HW) = wflip (C, KRS) im2col(dy_b) (KRS, HW) */
+                im2col(&db, dyb, ws);
+                hs_kcpu_sgemm(0, 0, d->C, HW, KRS, 1.0f, task_wflip(a), KRS, ws, HW, 0.0f, dxb, HW);
+            } else {
+                /* dcol (CRS, PQ) = w^T (CRS, K) dy_b (K, PQ), scattered back by col2im */
+                hs_kcpu_sgemm(1, 0, CRS, PQ, K, 1.0f, a->w, CRS, dyb, PQ, 0.0f, ws, PQ);
+                memset(dxb, 0, x_img * sizeof(float));
+                col2im(d, ws, dxb);
+            }
+        }
     }
-    return 0;
 }
 
 int hs_kcpu_conv2d_bwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *x, const float *w,
@@ -175,43 +416,56 @@ int hs_kcpu_conv2d_bwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *
     HS_TRY(conv_ws_check("conv2d_bwd", k, d, ws, ws_bytes));
     if (d->B && (!dy || (dw && !x) || (dx && !w)))
         return HS_ERR(-EINVAL, "conv2d_bwd: NULL input (dy, x for dw, or w for dx)");
-    const int K = d->K, CRS = d->C * d->R * d->S, PQ = d->P * d->Q;
-    const size_t x_img = (size_t)d->C * d->H * d->W, y_img = (size_t)K * PQ;
-    const int pointwise = conv_is_pointwise(d);
-    for (int b = 0; b < d->B; b++) {
-        const float *dyb = dy + b * y_img; // (K, P, Q)
-        if (dw) {
-            const float *xb = x + b * x_img; // (C, H, W)
-            const float *col = xb;           // (C R S, P Q)
-            if (!pointwise) {
-                im2col(d, xb, ws);
-                col = ws;
-            }
-            /* dw (K, CRS) += dy_b (K, PQ) col^T (PQ, CRS) */
-            hs_kcpu_sgemm(0, 1, K, CRS, PQ, 1.0f, dyb, PQ, col, PQ, 1.0f, dw, CRS);
+    if (!d->B) return 0;
+    const int Tk = hs_kcpu_threads(k);
+    int T = HS_MIN(Tk, d->B);
+    const int C = d->C, K = d->K, R = d->R, S = d->S;
+    conv_task_t a = {.d = d,
+                     .l = conv_ws_layout(d, Tk),
+                     .x = x,
+                     .w = w,
+                     .dy = dy,
+                     .dx = dx,
+                     .dw = dw,
+                     .dbias = dbias,
+                     .ws = ws,
+                     .Tw = Tk};
+    if (dx && conv_bwd_as_fwd(d)) {
+        /* wflip (C, K, R, S) [c][k][r][s] = w (K, C, R, S) [k][c][R-1-r][S-1-s] */
+        float *wf = task_wflip(&a);
+        for (int c = 0; c < C; c++)
+            for (int kk = 0; kk < K; kk++)
+                for (int r = 0; r < R; r++)
+                    for (int s = 0; s < S; s++)
+                        wf[(((size_t)c * K + kk) * R + r) * S + s] =
+                            w[(((size_t)kk * C + c) * R + (R - 1 - r)) * S + (S - 1 - s)];
+    }
+    int ran = 1; /* shares run: 1, or Tk */
+    if (T == 1)
+        conv_bwd_share(&a, 0, 1);
+    else
+        ran = hs_kcpu_parallel(k, conv_bwd_share, &a);
+    /* add the threads' buffers of dw and dbias (those that ran over at least one image) */
+    const int shared = bwd_shared_col(&a);
+    T = HS_MIN(ran, d->B);
+    const size_t nw = (size_t)K * C * R * S;
+    for (int t = 0; t < T; t++) {
+        if (dw && shared) {
+            /* dwt (K, R, S, C) [k][r][s][c] -> dw (K, C, R, S) [k][c][R-1-r][S-1-s] */
+            const float *src = task_dw(&a, t);
+            for (int kk = 0; kk < K; kk++)
+                for (int r = 0; r < R; r++)
+                    for (int s = 0; s < S; s++)
+                        for (int c = 0; c < C; c++)
+                            dw[(((size_t)kk * C + c) * R + (R - 1 - r)) * S + (S - 1 - s)] +=
+                                src[(((size_t)kk * R + r) * S + s) * C + c];
+        } else if (dw && t > 0) {
+            const float *restrict src = task_dw(&a, t);
+            HS_KCPU_FOR(i, nw, dw[i] += src[i]);
         }
-        if (dbias)
-            for (int kk = 0; kk < K; kk++) {
-                const float *restrict plane = dyb + (size_t)kk * PQ;
-                float acc[16] = {0};
-                size_t i = 0;
-                for (; i + 16 <= (size_t)PQ; i += 16)
-                    for (size_t j = 0; j < 16; j++) acc[j] += plane[i + j];
-                float t = 0.0f;
-                for (; i < (size_t)PQ; i++) t += plane[i];
-                for (int j = 0; j < 16; j++) t += acc[j];
-                dbias[kk] += t;
-            }
-        if (dx) {
-            float *dxb = dx + b * x_img; // (C, H, W)
-            /* dcol (CRS, PQ) = w^T (CRS, K) dy_b (K, PQ); for 1x1 it is dx_b itself. */
-            if (pointwise) {
-                hs_kcpu_sgemm(1, 0, CRS, PQ, K, 1.0f, w, CRS, dyb, PQ, 0.0f, dxb, PQ);
-            } else {
-                hs_kcpu_sgemm(1, 0, CRS, PQ, K, 1.0f, w, CRS, dyb, PQ, 0.0f, ws, PQ);
-                memset(dxb, 0, x_img * sizeof(float));
-                col2im(d, ws, dxb);
-            }
+        if (dbias && t > 0) {
+            const float *restrict src = task_db(&a, t);
+            for (int i = 0; i < K; i++) dbias[i] += src[i];
         }
     }
     return 0;

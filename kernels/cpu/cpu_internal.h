@@ -46,6 +46,24 @@
         }                                                                                          \
     } while (0)
 
+/* ---- worker threads (cpu_pool.c) ---- */
+
+typedef struct hs_kcpu_pool hs_kcpu_pool_t;
+/* One share of a parallel task: share t of T (t = 0 runs on the caller). */
+typedef void (*hs_kcpu_task_fn)(void *arg, int t, int T);
+
+/* threads - 1 workers; *out = NULL (no pool, nothing to free) when threads <= 1. */
+HS_KCPU_HIDDEN int hs_kcpu_pool_create(hs_kcpu_pool_t **out, int threads);
+HS_KCPU_HIDDEN void hs_kcpu_pool_free(hs_kcpu_pool_t **pool);
+/* Threads a parallel section of k uses (1 without a pool). */
+HS_KCPU_HIDDEN int hs_kcpu_threads(hs_kernels_t *k);
+/* fn(arg, t, T) for every t in [0, T) at once, OpenBLAS single-threaded meanwhile; returns T.
+ * T is 1 (fn(arg, 0, 1) on the caller) without a pool or while another thread's section
+ * holds it. */
+HS_KCPU_HIDDEN int hs_kcpu_parallel(hs_kernels_t *k, hs_kcpu_task_fn fn, void *arg);
+/* [lo, hi) = share t of T of the range [0, n): contiguous, sizes differing by at most 1. */
+HS_KCPU_HIDDEN void hs_kcpu_share(size_t n, int t, int T, size_t *lo, size_t *hi);
+
 /* gemm without argument checks, for callers inside the backend that built valid shapes. */
 HS_KCPU_HIDDEN void hs_kcpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
                                   const float *A, int lda, const float *B, int ldb, float beta,

@@ -3,8 +3,9 @@
  * elementwise kernels, softmax cross-entropy, the SGD step and double-accumulated
  * reductions, gathered with cpu_conv.c's convolution and pooling into one ops table.
  *
- * Elementwise loops are single-threaded, one pass over memory, and vectorized (see
- * HS_KCPU_FOR); only gemm (and so convolution) uses OpenBLAS's threads. Nothing here
+ * Elementwise loops are one pass over memory and vectorized (see HS_KCPU_FOR). With more than
+ * one thread, relu and axpy over long vectors and large gemms are split over the handle's
+ * worker threads (cpu_pool.c), OpenBLAS running on one thread in each. Nothing here
  * allocates memory except alloc itself.
  */
 #include "kernels/cpu/cpu_internal.h"
@@ -104,6 +105,44 @@ void hs_kcpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, c
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* A gemm of at least this many multiply-adds is split over the worker threads (OpenBLAS's
+ * own threshold for using its threads: 4 x 65536). */
+#define GEMM_PARALLEL_MIN 262144.0
+
+typedef struct {
+    int trans_a, trans_b, M, N, K;
+    float alpha;
+    const float *A;
+    int lda;
+    const float *B;
+    int ldb;
+    float beta;
+    float *C;
+    int ldc;
+} gemm_task_t;
+
+/* Share t of C: a block of its rows when M >= N, else of its columns (in 16s: whole lines). */
+static void gemm_share(void *arg, int t, int T)
+{
+    const gemm_task_t *g = arg;
+    size_t lo, hi;
+    if (g->M >= g->N) {
+        hs_kcpu_share((size_t)g->M, t, T, &lo, &hi);
+        if (lo == hi) return;
+        const float *A = g->trans_a ? g->A + lo : g->A + lo * (size_t)g->lda;
+        hs_kcpu_sgemm(g->trans_a, g->trans_b, (int)(hi - lo), g->N, g->K, g->alpha, A, g->lda, g->B,
+                      g->ldb, g->beta, g->C + lo * (size_t)g->ldc, g->ldc);
+    } else {
+        hs_kcpu_share(((size_t)g->N + 15) / 16, t, T, &lo, &hi);
+        lo = HS_MIN(lo * 16, (size_t)g->N);
+        hi = HS_MIN(hi * 16, (size_t)g->N);
+        if (lo == hi) return;
+        const float *B = g->trans_b ? g->B + lo * (size_t)g->ldb : g->B + lo;
+        hs_kcpu_sgemm(g->trans_a, g->trans_b, g->M, (int)(hi - lo), g->K, g->alpha, g->A, g->lda, B,
+                      g->ldb, g->beta, g->C + lo, g->ldc);
+    }
+}
+
 static int cpu_gemm(hs_kernels_t *k, int trans_a, int trans_b, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -120,6 +159,11 @@ static int cpu_gemm(hs_kernels_t *k, int trans_a, int trans_b, int M, int N, int
         return HS_ERR(-EINVAL, "gemm: ldc=%d is less than the %d columns of C", ldc, N);
     if (M && N && (!C || (K && (!A || !B))))
         return HS_ERR(-EINVAL, "gemm: NULL matrix for M=%d N=%d K=%d", M, N, K);
+    if (hs_kcpu_threads(k) > 1 && (double)M * N * K >= GEMM_PARALLEL_MIN) {
+        gemm_task_t g = {trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
+        hs_kcpu_parallel(k, gemm_share, &g);
+        return 0;
+    }
     hs_kcpu_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return 0;
 }
@@ -174,6 +218,68 @@ HS_KCPU_SIMD static void tanh_bwd_loop_inplace(size_t n, const float *restrict y
     HS_KCPU_FOR(i, n, float t = y[i]; g[i] *= 1.0f - t * t);
 }
 
+/* ---- elementwise passes split over the worker threads ---- */
+
+/* Below this many values a pass runs on the caller alone (waking a worker costs more). */
+#define EW_PARALLEL_MIN 65536
+
+typedef enum { EW_RELU, EW_RELU_BWD, EW_AXPY } ew_op_t;
+
+typedef struct {
+    ew_op_t op;
+    size_t n;
+    float a;
+    const float *x, *y; /* relu: x; relu_bwd: y (the output), x = dy; axpy: x */
+    float *out;         /* relu: y; relu_bwd: dx; axpy: y */
+} ew_task_t;
+
+static void ew_range(const ew_task_t *e, size_t lo, size_t hi)
+{
+    size_t n = hi - lo;
+    float *out = e->out + lo;
+    switch (e->op) {
+    case EW_RELU:
+        if (e->x == e->out)
+            relu_loop_inplace(n, out);
+        else
+            relu_loop(n, e->x + lo, out);
+        break;
+    case EW_RELU_BWD:
+        if (e->x == e->out)
+            relu_bwd_loop_inplace(n, e->y + lo, out);
+        else
+            relu_bwd_loop(n, e->y + lo, e->x + lo, out);
+        break;
+    case EW_AXPY: {
+        /* OpenBLAS's saxpy (AVX-512 where present) measured ~1.2-1.5x faster than our loop on
+         * 1.9M floats; it takes int lengths, so long vectors go in chunks. */
+        const size_t chunk = (size_t)1 << 30;
+        for (size_t off = 0; off < n; off += chunk)
+            cblas_saxpy((int)HS_MIN(chunk, n - off), e->a, e->x + lo + off, 1, out + off, 1);
+        break;
+    }
+    }
+}
+
+static void ew_share(void *arg, int t, int T)
+{
+    const ew_task_t *e = arg;
+    /* shares in whole 64-byte lines, so threads never write the same line */
+    size_t lines = (e->n + 15) / 16, lo, hi;
+    hs_kcpu_share(lines, t, T, &lo, &hi);
+    lo = HS_MIN(lo * 16, e->n);
+    hi = HS_MIN(hi * 16, e->n);
+    if (lo < hi) ew_range(e, lo, hi);
+}
+
+static void ew_run(hs_kernels_t *k, const ew_task_t *e)
+{
+    if (e->n >= EW_PARALLEL_MIN && hs_kcpu_threads(k) > 1)
+        hs_kcpu_parallel(k, ew_share, (void *)e);
+    else
+        ew_range(e, 0, e->n);
+}
+
 static int cpu_axpy(hs_kernels_t *k, size_t n, float a, const float *x, float *y)
 {
     if (n && (!x || !y)) return HS_ERR(-EINVAL, "axpy: NULL vector of length %zu", n);
@@ -181,11 +287,7 @@ static int cpu_axpy(hs_kernels_t *k, size_t n, float a, const float *x, float *y
         scale_loop(n, 1.0f + a, y); /* y += a y */
         return 0;
     }
-    /* OpenBLAS's saxpy (AVX-512 where present) measured ~1.2-1.5x faster than our loop on
-     * 1.9M floats; it takes int lengths, so long vectors go in chunks. */
-    const size_t chunk = (size_t)1 << 30;
-    for (size_t off = 0; off < n; off += chunk)
-        cblas_saxpy((int)HS_MIN(chunk, n - off), a, x + off, 1, y + off, 1);
+    ew_run(k, &(ew_task_t){.op = EW_AXPY, .n = n, .a = a, .x = x, .out = y});
     return 0;
 }
 
@@ -240,20 +342,14 @@ static int check_act(const char *what, size_t n, const void *a, const void *b, c
 static int cpu_relu_fwd(hs_kernels_t *k, size_t n, const float *x, float *y)
 {
     HS_TRY(check_act("relu_fwd", n, x, y, y));
-    if (x == y)
-        relu_loop_inplace(n, y);
-    else
-        relu_loop(n, x, y);
+    ew_run(k, &(ew_task_t){.op = EW_RELU, .n = n, .x = x, .out = y});
     return 0;
 }
 
 static int cpu_relu_bwd(hs_kernels_t *k, size_t n, const float *y, const float *dy, float *dx)
 {
     HS_TRY(check_act("relu_bwd", n, y, dy, dx));
-    if (dx == dy)
-        relu_bwd_loop_inplace(n, y, dx);
-    else
-        relu_bwd_loop(n, y, dy, dx);
+    ew_run(k, &(ew_task_t){.op = EW_RELU_BWD, .n = n, .x = dy, .y = y, .out = dx});
     return 0;
 }
 
@@ -463,19 +559,28 @@ int hs_kernels_cpu_open(hs_kernels_t *k, int threads)
 {
     if (!k) return HS_ERR(-EINVAL, "hs_kernels_cpu_open: k is NULL");
     if (threads < 0) return HS_ERR(-EINVAL, "cpu kernels: thread count %d is negative", threads);
-    /* OpenBLAS keeps one process-wide thread count: the last backend opened sets it. */
+    /* OpenBLAS keeps one process-wide thread count: the last backend opened sets it. With
+     * more than one thread the handle's own workers split the work (gemm too) and OpenBLAS
+     * runs on one: its idle threads would otherwise spin and yield beside the workers. */
     if (threads > 0) openblas_set_num_threads(threads);
     k->ops = &cpu_ops;
     k->device = HS_DEV_CPU;
     k->device_index = 0;
     k->threads = threads > 0 ? threads : openblas_get_num_threads();
     k->impl = NULL;
+    /* k->impl: the worker threads of parallel sections (none with one thread) */
+    hs_kcpu_pool_t *pool = NULL;
+    HS_TRY(hs_kcpu_pool_create(&pool, k->threads));
+    k->impl = pool;
+    if (pool) openblas_set_num_threads(1);
     return 0;
 }
 
 void hs_kernels_cpu_close(hs_kernels_t *k)
 {
     if (!k) return;
+    hs_kcpu_pool_t *pool = k->impl;
+    hs_kcpu_pool_free(&pool);
     k->ops = NULL;
     k->impl = NULL;
 }
