@@ -551,6 +551,7 @@ static int hyb_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeou
                 free(subs);
                 return wr;
             }
+            if (wr == -ETIMEDOUT) hs_error_clear(); /* a slice, not the caller's timeout */
         } else if (sl > 0) {
             struct timespec ts = {0, (long)(sl * 1e9)};
             nanosleep(&ts, NULL);

@@ -222,6 +222,9 @@ static int windows(hs_transport_t *t)
     if (hs_transport_barrier(t) < 0) RFAIL("barrier");
     int prev = (me + n - 1) % n;
     if (!tt_check_payload(win, W, prev, me, 7)) RFAIL("window bytes from %d", prev);
+    /* Every owner saw its bytes: only now are all windows written (a put's completion over
+     * tcp says the bytes left, not that the target applied them). */
+    if (hs_transport_barrier(t) < 0) RFAIL("barrier");
     if (hs_transport_get(t, w, prev, 0, back, W, &r) < 0 || hs_transport_wait(t, &r, 10, NULL) < 0)
         RFAIL("get from %d", prev);
     if (!tt_check_payload(back, W, (prev + n - 1) % n, prev, 7)) RFAIL("got bytes of %d", prev);
