@@ -487,11 +487,14 @@ static int hyb_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeou
         if (now - t0 >= timeout_s) {
             char who[256] = "";
             size_t w = 0;
-            for (int i = 0; i < n && w + 16 < sizeof who; i++)
-                if (reqs[i])
-                    w += (size_t)snprintf(
-                        who + w, sizeof who - w, "%s%s rank %d (tag %u)", w ? "," : "",
-                        reqs[i]->send ? " send to" : " receive from", reqs[i]->peer, reqs[i]->tag);
+            for (int i = 0; i < n && w + 40 < sizeof who; i++) {
+                const struct hs_treq *r = reqs[i];
+                if (!r) continue;
+                char peer[16] = "any rank";
+                if (r->peer >= 0) snprintf(peer, sizeof peer, "rank %d", r->peer);
+                w += (size_t)snprintf(who + w, sizeof who - w, "%s %s %s (tag %u)", w ? "," : "",
+                                      r->send ? "send to" : "receive from", peer, r->tag);
+            }
             rc = HS_ERR(-ETIMEDOUT, "rank %d: hybrid transport: no request completed in %.1f s:%s",
                         t->rank, timeout_s, who);
             break;
