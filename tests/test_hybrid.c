@@ -5,8 +5,8 @@
  * hsshm within a host, tcp across): messages to every peer with a mixed waitany, receives
  * from any source under load (a pool of them: the orphan/stash path), probes, a directed
  * receive after a receive from any source took another message, windows, liveness and
- * timeouts naming the peers. The namespace test (two real network stacks) is
- * tests/test_hosts.sh.
+ * timeouts naming the peers, and link shaping per pair on both backends. The namespace test (two
+ * real network stacks) is tests/test_hosts.sh.
  */
 #include "hearsay/common.h"
 #include "hearsay/transport.h"
@@ -321,6 +321,49 @@ START_TEST(test_world_hybrid_peer_death)
 }
 END_TEST
 
+/* Shaping per pair across both backends: "0-1" (same host, hsshm: the spec is rewritten in
+ * local numbering) and "0-2" (other host, tcp) get 60 ms, 0-3 none. Rank 0 times a round
+ * trip of 1 byte with each (the least of 3). */
+static int shaped(hs_transport_t *t, void *arg)
+{
+    (void)arg;
+    int me = hs_transport_rank(t);
+    char c = 0;
+    if (me != 0) {
+        for (int k = 0; k < 3; k++)
+            if (hs_transport_recv(t, 0, 3, &c, 1, NULL) < 0 ||
+                hs_transport_send(t, 0, 3, &c, 1) < 0)
+                RFAIL("echo");
+        return 0;
+    }
+    double rtt[4] = {0, 1e9, 1e9, 1e9}; /* the least of 3 (the machine may be loaded) */
+    for (int k = 0; k < 3; k++)
+        for (int p = 1; p < 4; p++) {
+            double t0 = hs_now();
+            if (hs_transport_send(t, p, 3, &c, 1) < 0 ||
+                hs_transport_recv(t, p, 3, &c, 1, NULL) < 0)
+                RFAIL("ping %d", p);
+            rtt[p] = HS_MIN(rtt[p], hs_now() - t0);
+        }
+    fprintf(stderr,
+            "shaped round trips: rank 1 (same host) %.1f ms, rank 2 %.1f ms, rank 3 %.1f ms\n",
+            rtt[1] * 1e3, rtt[2] * 1e3, rtt[3] * 1e3);
+    if (rtt[1] < 0.119 || rtt[2] < 0.119 || rtt[3] > 0.119)
+        RFAIL("round trips %.3f %.3f %.3f s: want >= 0.12, >= 0.12, < 0.12", rtt[1], rtt[2],
+              rtt[3]);
+    return 0;
+}
+
+START_TEST(test_world_hybrid_shaping)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "auto");
+    o.shaping = "0-1:latency=60ms; 0-2:latency=60ms";
+    setenv("FI_TCP_IFACE", "lo", 1);
+    ck_assert_int_eq(tt_run_world_hosts(4, &o, 0, HOSTS4, shaped, NULL, 30, NULL, NULL), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("hybrid");
@@ -329,6 +372,7 @@ int main(void)
     tcase_add_test(c, test_choice);
     tcase_add_test(c, test_world_hybrid);
     tcase_add_test(c, test_world_hybrid_peer_death);
+    tcase_add_test(c, test_world_hybrid_shaping);
     suite_add_tcase(s, c);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
