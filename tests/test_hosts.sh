@@ -168,7 +168,8 @@ done
 # stops within the comm timeout; no process and no shared-memory segment is left behind.
 ip -n "$nsA" route add unreachable 10.79.0.2/32 && ip -n "$nsB" route add unreachable 10.79.0.1/32 ||
     fail "could not add the unreachable routes"
-shm0=$(ls /dev/shm | grep '^hearsay-' | sort)
+segs() { for f in /dev/shm/hearsay-*; do [ -e "$f" ] && echo "${f#/dev/shm/}"; done | sort; }
+shm0=$(segs)
 t1=$(date +%s)
 # shellcheck disable=SC2086
 job unreach $TASK --algo sgp --epochs 1 --comm-timeout 10 --out "$dir/unreach"
@@ -185,7 +186,7 @@ show unreach | grep -qE '(to|from|peer) rank [0-3].*(unreachable|No route|refuse
 [ $((t2 - t1)) -lt 45 ] || fail "unreach: took $((t2 - t1)) s"
 left=$(ip netns pids "$nsA"; ip netns pids "$nsB")
 [ -z "$left" ] || fail "unreach: processes left in the namespaces: $left"
-ls /dev/shm | grep '^hearsay-' | sort >"$dir/shm1"
+segs >"$dir/shm1"
 new=$(echo "$shm0" | comm -13 - "$dir/shm1")
 for f in $new; do
     p=${f#hearsay-}
