@@ -42,8 +42,9 @@ int hs_transport_opts_default(hs_transport_opts_t *o)
     return 0;
 }
 
-int hs_transport_create(hs_transport_t **out, int rank, int size, int all_local,
-                        const hs_transport_opts_t *opts)
+/* host_of NULL: only all_local is known (auto picks hsshm or libfabric for every pair). */
+static int create_impl(hs_transport_t **out, int rank, int size, int all_local, const int *host_of,
+                       const hs_transport_opts_t *opts)
 {
     *out = NULL;
     if (size < 1 || rank < 0 || rank >= size)
@@ -58,19 +59,46 @@ int hs_transport_create(hs_transport_t **out, int rank, int size, int all_local,
     if (o.chunk_bytes && o.chunk_bytes < 4096)
         return HS_ERR(-EINVAL, "transport: chunk size %zu bytes is below the 4096-byte minimum",
                       o.chunk_bytes);
+    /* Per-pair choice (gossip/hybrid.c): hsshm between ranks of one host, libfabric across
+     * hosts; auto takes it when the job spans hosts and some host holds several ranks. */
+    const char *inter = NULL;
+    if (host_of) {
+        int nhosts = 0, crowded = 0;
+        for (int r = 0; r < size; r++) {
+            int first = 1;
+            for (int q = 0; q < r && first; q++)
+                if (host_of[q] == host_of[r]) first = 0, crowded = 1;
+            nhosts += first;
+        }
+        all_local = nhosts == 1;
+        if (!strcmp(o.provider, "auto") && nhosts > 1 && crowded) inter = "tcp";
+    }
+    if (!strncmp(o.provider, "hsshm+", 6)) inter = o.provider + 6;
+    if (!strcmp(o.provider, "hybrid")) inter = "tcp";
+    if (inter && (!*inter || !strncmp(inter, "hsshm", 5) || !strcmp(inter, "auto")))
+        return HS_ERR(-EINVAL,
+                      "transport: provider '%s': after 'hsshm+' name the libfabric provider for "
+                      "ranks on other hosts (e.g. hsshm+tcp, hsshm+verbs)",
+                      o.provider);
+    if (inter && !host_of)
+        return HS_ERR(-EINVAL,
+                      "transport: provider '%s' (hsshm within a host, libfabric across hosts) "
+                      "needs the host of every rank: open with hs_transport_open or "
+                      "hs_transport_create_hosts",
+                      o.provider);
     hs_transport_t *t = hs_calloc(1, sizeof *t, "transport");
     if (!t) return -ENOMEM;
     /* hsshm: our own shared-memory backend, the default when every rank shares this host
      * (libfabric 1.17's shm loses early messages; see docs/transport.md). */
     int own_shm = !strcmp(o.provider, "hsshm") || (!strcmp(o.provider, "auto") && all_local);
-    t->ops = own_shm ? &hs_shm_ops : &hs_fabric_ops;
+    t->ops = inter ? &hs_hybrid_ops : own_shm ? &hs_shm_ops : &hs_fabric_ops;
     t->rank = rank;
     t->size = size;
     t->opts = o;
     /* The option strings belong to the caller; the backend copies what it keeps. */
     t->opts.provider = NULL;
     t->opts.shaping = NULL;
-    int rc = t->ops->create(t, &o, all_local);
+    int rc = inter ? hs_hybrid_create(t, &o, host_of, inter) : t->ops->create(t, &o, all_local);
     if (rc < 0) {
         hs_transport_close(&t);
         return rc;
@@ -79,9 +107,39 @@ int hs_transport_create(hs_transport_t **out, int rank, int size, int all_local,
     return 0;
 }
 
+int hs_transport_create(hs_transport_t **out, int rank, int size, int all_local,
+                        const hs_transport_opts_t *opts)
+{
+    return create_impl(out, rank, size, all_local, NULL, opts);
+}
+
+int hs_transport_create_hosts(hs_transport_t **out, int rank, int size, const int *host_of,
+                              const hs_transport_opts_t *opts)
+{
+    *out = NULL;
+    if (!host_of) return HS_ERR(-EINVAL, "transport: no host table");
+    return create_impl(out, rank, size, 0, host_of, opts);
+}
+
+const char *hs_transport_pair_provider(const hs_transport_t *t, int same_host)
+{
+    if (t->ops == &hs_hybrid_ops) return hs_hybrid_pair_provider(t, same_host);
+    return hs_transport_provider(t);
+}
+
 int hs_transport_check_provider(const char *name)
 {
-    if (!name || !*name || !strcmp(name, "auto") || !strcmp(name, "hsshm")) return 0;
+    if (!name || !*name || !strcmp(name, "auto") || !strcmp(name, "hsshm") ||
+        !strcmp(name, "hybrid"))
+        return 0;
+    if (!strncmp(name, "hsshm+", 6)) {
+        name += 6;
+        if (!*name || !strncmp(name, "hsshm", 5) || !strcmp(name, "auto"))
+            return HS_ERR(-EINVAL,
+                          "provider 'hsshm+%s': after 'hsshm+' name the libfabric provider for "
+                          "ranks on other hosts (e.g. hsshm+tcp)",
+                          name);
+    }
     for (const char *p = name; *p; p++)
         if (!(*p >= 'a' && *p <= 'z') && !(*p >= '0' && *p <= '9') && *p != '_' && *p != ';')
             return HS_ERR(-EINVAL,
@@ -108,7 +166,12 @@ int hs_transport_open(hs_transport_t **out, struct hs_boot *boot, const hs_trans
     *out = NULL;
     hs_transport_t *t = NULL;
     int rank = hs_boot_rank(boot), size = hs_boot_size(boot);
-    HS_TRY(hs_transport_create(&t, rank, size, hs_boot_all_local(boot), opts));
+    int *host_of = hs_calloc((size_t)size, sizeof *host_of, "host table");
+    if (!host_of) return -ENOMEM;
+    for (int r = 0; r < size; r++) host_of[r] = hs_boot_host_of(boot, r);
+    int crc = create_impl(&t, rank, size, hs_boot_all_local(boot), host_of, opts);
+    free(host_of);
+    HS_TRY(crc);
     char *all = hs_calloc((size_t)size, HS_TRANSPORT_ADDR_MAX, "address exchange");
     char mine[HS_TRANSPORT_ADDR_MAX];
     memset(mine, 0, sizeof mine);

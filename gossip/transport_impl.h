@@ -25,4 +25,12 @@ int hs_fab_provider_check(const char *name);
 /* 1 when process pid (of this pid namespace) has exited or is a zombie, else 0. */
 int hs_pid_gone(unsigned pid);
 
+/* The per-pair backend (gossip/hybrid.c): hsshm among the ranks of this host, libfabric
+ * provider `inter` towards the others; host_of[r] is rank r's host index. */
+extern const hs_transport_ops_t hs_hybrid_ops;
+int hs_hybrid_create(hs_transport_t *t, const hs_transport_opts_t *o, const int *host_of,
+                     const char *inter);
+/* The backend the hybrid uses for same-host (1) or other-host (0) pairs. */
+const char *hs_hybrid_pair_provider(const hs_transport_t *t, int same_host);
+
 #endif

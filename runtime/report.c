@@ -317,6 +317,17 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
     json_str(f, "clock", fi->clock ? fi->clock : "wall");
     json_str(f, "graph", fi->graph ? fi->graph : "");
     json_str(f, "transport", fi->transport ? fi->transport : "");
+    fprintf(f, "  \"transports\": {\"intra_host\": ");
+    if (fi->transport_intra)
+        hs_json_string(f, fi->transport_intra);
+    else
+        fprintf(f, "null");
+    fprintf(f, ", \"inter_host\": ");
+    if (fi->transport_inter)
+        hs_json_string(f, fi->transport_inter);
+    else
+        fprintf(f, "null");
+    fprintf(f, "},\n");
     fprintf(f, "  \"progress_thread\": %s,\n", fi->progress_thread ? "true" : "false");
     fprintf(f, "  \"tau\": %d,\n", fi->tau);
     json_str(f, "model", o->model);

@@ -38,6 +38,8 @@ typedef struct hs_report_iter {
 /* End-of-run figures for summary.json (rank 0). */
 typedef struct hs_report_final {
     const char *algo, *graph, *transport;
+    /* backend of same-host and of other-host pairs (NULL: the job has no such pair) */
+    const char *transport_intra, *transport_inter;
     const char *clock; /* "wall" or "virtual" (hearsay sim): the unit of every time */
     int tau, progress_thread;
     size_t num_params;

@@ -512,6 +512,17 @@ static int iteration(run_t *R, long it, double *loss_out)
 /* Rank 0, before the summary: a rank that sent no results and still runs (same host) may be
  * writing down the weight it takes (crash_now): let it exit first (bounded), so that its
  * DIR/rank-R-lost.json is complete when the summary reads it. */
+/* The backend of the job's same-host (same 1) or other-host pairs; NULL when it has none. */
+static const char *pair_transport(const run_t *R, int size, int same)
+{
+    if (!R->t) return NULL;
+    for (int a = 0; a < size; a++)
+        for (int b = a + 1; b < size; b++)
+            if ((R->host_of[a] == R->host_of[b]) == same)
+                return hs_transport_pair_provider(R->t, same);
+    return NULL;
+}
+
 static void await_failed_exit(run_t *R, const hs_rank_final_t *all)
 {
     if (!R->t || !R->o->out_dir) return;
@@ -589,6 +600,8 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
             .clock = strcmp(R->x->ops->name, "virtual") ? "wall" : "virtual",
             .graph = R->topo ? hs_topo_spec(R->topo) : NULL,
             .transport = R->t ? hs_transport_provider(R->t) : NULL,
+            .transport_intra = pair_transport(R, d->size, 1),
+            .transport_inter = pair_transport(R, d->size, 0),
             .tau = (R->ops->flags & HS_ALGO_TAU) ? o->tau : 1,
             .progress_thread = R->t ? o->progress_thread : 0,
             .num_params = d->n,

@@ -54,7 +54,8 @@ static int full_io(int fd, void *buf, size_t len, int wr)
 /* One forked rank of tt_run_world: what it needs to know (the parent relays the addresses). */
 typedef struct world_rank {
     int r, n, all_local;
-    int (*fds)[2]; /* the socket pairs of ranks 0..r */
+    const int *host_of; /* non-NULL: hs_transport_create_hosts */
+    int (*fds)[2];      /* the socket pairs of ranks 0..r */
     const hs_transport_opts_t *o;
     tt_rank_fn fn;
     void *arg;
@@ -72,7 +73,8 @@ static int world_rank_main(void *p)
     char mine[HS_TRANSPORT_ADDR_MAX] = {0};
     char *all = calloc((size_t)n, HS_TRANSPORT_ADDR_MAX);
     size_t len;
-    int rc = hs_transport_create(&t, r, n, w->all_local, w->o);
+    int rc = w->host_of ? hs_transport_create_hosts(&t, r, n, w->host_of, w->o)
+                        : hs_transport_create(&t, r, n, w->all_local, w->o);
     if (rc == 0) rc = hs_transport_address(t, mine, &len);
     char ok = rc == 0;
     full_io(fd, &ok, 1, 1);
@@ -93,6 +95,13 @@ static int world_rank_main(void *p)
 int tt_run_world(int n, const hs_transport_opts_t *o, int all_local, tt_rank_fn fn, void *arg,
                  double timeout_s, const int *expect, void (*child_setup)(int rank))
 {
+    return tt_run_world_hosts(n, o, all_local, NULL, fn, arg, timeout_s, expect, child_setup);
+}
+
+int tt_run_world_hosts(int n, const hs_transport_opts_t *o, int all_local, const int *host_of,
+                       tt_rank_fn fn, void *arg, double timeout_s, const int *expect,
+                       void (*child_setup)(int rank))
+{
     int fds[16][2];
     tr_job_t jobs[16];
     world_rank_t w[16];
@@ -104,6 +113,7 @@ int tt_run_world(int n, const hs_transport_opts_t *o, int all_local, tt_rank_fn 
         w[r] = (world_rank_t){.r = r,
                               .n = n,
                               .all_local = all_local,
+                              .host_of = host_of,
                               .fds = fds,
                               .o = o,
                               .fn = fn,

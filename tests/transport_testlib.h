@@ -20,6 +20,11 @@ typedef int (*tt_rank_fn)(hs_transport_t *t, void *arg);
  * Programs started through `hearsay run` use tests/runlib.h directly. */
 int tt_run_world(int n, const hs_transport_opts_t *o, int all_local, tt_rank_fn fn, void *arg,
                  double timeout_s, const int *expect, void (*child_setup)(int rank));
+/* The same with the host of every rank given (host_of[r], opened with
+ * hs_transport_create_hosts: per-pair transports under "auto"). */
+int tt_run_world_hosts(int n, const hs_transport_opts_t *o, int all_local, const int *host_of,
+                       tt_rank_fn fn, void *arg, double timeout_s, const int *expect,
+                       void (*child_setup)(int rank));
 
 #define RFAIL(...)                                                                                 \
     do {                                                                                           \

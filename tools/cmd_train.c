@@ -229,8 +229,9 @@ static hs_option_t train_options[] = {
      .type = HS_OPT_STRING,
      .def = "auto",
      .metavar = "NAME",
-     .help = "transport: auto (hsshm when every rank is on this host, else tcp), hsshm "
-             "(Hearsay's shared memory), or a libfabric provider: tcp, shm, verbs, efa, .."},
+     .help = "transport: auto (per pair of ranks: hsshm within a host, tcp across hosts), "
+             "hsshm (Hearsay's shared memory), hsshm+P (hsshm within a host, libfabric P "
+             "across), or a libfabric provider for every pair: tcp, shm, verbs, efa, .."},
     {.name = "progress-thread",
      .type = HS_OPT_BOOL,
      .def = "false",

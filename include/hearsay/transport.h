@@ -53,9 +53,11 @@ typedef struct hs_treq hs_treq_t;
 typedef struct hs_twin hs_twin_t;
 
 typedef struct hs_transport_opts {
-    const char *provider; /* "auto" (NULL): hsshm when all ranks share a host, else tcp;
-                             hsshm (our shared memory), or a libfabric provider: shm, tcp,
-                             sockets, udp, verbs, efa, any fi_info name */
+    const char *provider; /* "auto" (NULL): hsshm when all ranks share a host, tcp when
+                             every host holds one rank, else per pair (hsshm within a host,
+                             tcp across: "hybrid"); hsshm (our shared memory), "hsshm+P"
+                             (per pair, libfabric P across hosts), or a libfabric provider for
+                             every pair: shm, tcp, sockets, udp, verbs, efa, any fi_info name */
     const char *shaping;  /* link shaping spec (NULL or "" = none), see hearsay/shaping.h */
     size_t chunk_bytes;   /* messages larger than this are split (0 = default 1 MiB) */
     int progress_thread;  /* 1: a thread drives progress (blocking on the CQ's wait object) */
@@ -196,6 +198,12 @@ int hs_transport_check_provider(const char *name);
  * rank runs on this host (decides "auto"). opts NULL = hs_transport_opts_default. */
 int hs_transport_create(hs_transport_t **out, int rank, int size, int all_local,
                         const hs_transport_opts_t *opts);
+/* Phase 1 with the host of every rank known (host_of[r]: rank r's host index, as
+ * hs_boot_host_of): "auto" then picks the backend per pair of ranks: hsshm within a host,
+ * libfabric's tcp across hosts ("hybrid"), when the job spans hosts and a host holds several
+ * ranks. "hsshm+P" forces that with libfabric provider P across hosts. */
+int hs_transport_create_hosts(hs_transport_t **out, int rank, int size, const int *host_of,
+                              const hs_transport_opts_t *opts);
 /* This endpoint's address blob: buf must hold HS_TRANSPORT_ADDR_MAX bytes; *len its size. */
 int hs_transport_address(hs_transport_t *t, void *buf, size_t *len);
 /* Phase 2: every rank's blob, `stride` bytes apart, in rank order (stride >= each blob). */
@@ -207,8 +215,11 @@ void hs_transport_close(hs_transport_t **t);
 
 int hs_transport_rank(const hs_transport_t *t);
 int hs_transport_size(const hs_transport_t *t);
-/* libfabric provider name in use. */
+/* libfabric provider name in use ("hsshm+tcp;ofi_rxm" for the per-pair backend). */
 const char *hs_transport_provider(const hs_transport_t *t);
+/* The backend carrying this job's same-host (same_host 1) or other-host (0) pairs: "hsshm",
+ * or a libfabric provider such as "tcp;ofi_rxm". */
+const char *hs_transport_pair_provider(const hs_transport_t *t, int same_host);
 
 /* Non-blocking tagged send / receive (see the ops contract). */
 int hs_transport_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
