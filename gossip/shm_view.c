@@ -145,7 +145,7 @@ pmap_t *hs_shm_map_get_locked(shm_t *s, int p, const hs_shm_snap_t *sn)
     s->maps = m;
     s->nmaps++;
     /* Keep a few per peer: drop the least recently used that no view reads. */
-    while (s->nmaps > 2 * s->t->size + 4) {
+    while (s->nmaps > 8 * s->t->size + 64) {
         pmap_t **lru = NULL;
         for (pmap_t **pp = &s->maps; *pp; pp = &(*pp)->next)
             if (!(*pp)->holds && *pp != m && (!lru || (*pp)->used < (*lru)->used)) lru = pp;
