@@ -949,7 +949,7 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound)
         rd->share = hs_calloc((size_t)a->maxdeg, sizeof *rd->share, "round shares");
         if (!rd->peer || !rd->req || !rd->buf || !rd->share) goto fail;
         /* Snapshots in memory a same-host receiver maps (hsshm): each is written once, by
-         * to_host, and read in place by the receiver (no copy through a ring). */
+         * to_host, and the receiver copies it once straight from there (no ring). */
         for (int i = 0; i < a->maxdeg; i++)
             if (hs_transport_buf_alloc(d->t, a->msg_bytes, (void **)&rd->buf[i]) < 0) goto fail;
     }
