@@ -9,6 +9,18 @@
  * the add (and of the send). The receive of the next exchange is posted before this one
  * ends, so a faster peer's message finds it waiting (see gossip/allreduce.c on unexpected
  * messages with libfabric 1.17's shm provider).
+ *
+ * --path zerocopy (the default): the share is scaled straight into a buffer of
+ * hs_transport_buf_alloc, which a same-host receiver maps, and the receiver mixes straight
+ * from it through a view receive (hs_transport_irecv_view): 5 passes over the model per rank
+ * (read x, write s; read x, read s, write x), the fewest an exchange without a barrier makes.
+ * --path copy: scale into plain memory, isend / irecv into a receive buffer (the transport
+ * copies in between: 7 to 9 passes).
+ *
+ * The floor: in the same job, every rank copies a model-sized buffer at once (2 passes), after
+ * the same barrier, the slowest rank counted, median of --reps, once with memcpy and once with
+ * the exchange's own vector loop (scale by 1); floor_s = 5/2 x the faster: the 5 passes at the
+ * copy bandwidth measured (ranks sharing cores share it, as in the exchange).
  */
 #include "config.h"
 
@@ -71,6 +83,12 @@ static const hs_option_t g_options[] = {
      .choices = "none|torch",
      .help = "also run PyTorch + gloo (bench/torch_gossip.py, /usr/bin/python3) and print the "
              "ratio"},
+    {.name = "path",
+     .type = HS_OPT_ENUM,
+     .def = "zerocopy",
+     .choices = "zerocopy|copy",
+     .help = "zerocopy: scale into a mappable buffer, mix straight from the peer's (views); "
+             "copy: isend/irecv through buffers of the transport"},
     {.name = "timeout",
      .type = HS_OPT_DOUBLE,
      .def = "600",
@@ -131,13 +149,15 @@ static void mix_into(float *restrict x, const float *restrict r, size_t n, float
 typedef struct gossip {
     hs_transport_t *t;
     hs_topo_t *topo;
+    int zc;        /* 1: --path zerocopy */
     size_t n;      /* floats */
     size_t bytes;  /* message: n floats + one double */
     char *x;       /* (bytes) model, then w */
-    char *sbuf;    /* (bytes) the share sent */
-    char *rbuf[2]; /* (bytes) receive buffers, alternating by iteration */
+    char *sbuf;    /* (bytes) the share sent (zerocopy: of hs_transport_buf_alloc) */
+    char *rbuf[2]; /* (bytes) receive buffers, alternating by iteration (copy) */
     hs_treq_t *rreq[2];
-    hs_allreduce_t *bar; /* a 1-float all-reduce used as the barrier (padded messages) */
+    hs_tview_t *rview[2]; /* view receives, alternating by iteration (zerocopy) */
+    hs_allreduce_t *bar;  /* a 1-float all-reduce used as the barrier (padded messages) */
 } gossip_t;
 
 /* Barrier: an all-reduce of one float (every output depends on every rank). The transport's
@@ -161,8 +181,31 @@ static int post_recv(gossip_t *g, long it)
     if (cnt != 1)
         return HS_ERR(-EINVAL, "bench gossip: rank %d has %d in-peers at step %ld (need 1)", rank,
                       cnt, it);
+    if (g->zc)
+        return hs_transport_irecv_view(g->t, peers[0], gtag(it), g->bytes, &g->rview[it & 1]);
     return hs_transport_irecv(g->t, peers[0], gtag(it), g->rbuf[it & 1], g->bytes,
                               &g->rreq[it & 1]);
+}
+
+/* Wait for the receive of iteration it: *r its bytes (in the peer's buffer with zerocopy). */
+static int wait_recv(gossip_t *g, long it, const char **r)
+{
+    size_t len;
+    if (g->zc) {
+        int done = 0;
+        HS_TRY(hs_transport_view_wait(g->t, g->rview[it & 1], -1, &done));
+        if (!done) return HS_ERR(-ETIMEDOUT, "bench gossip: no share at step %ld", it);
+        *r = hs_tview_data(g->rview[it & 1]);
+        len = hs_tview_len(g->rview[it & 1]);
+    } else {
+        hs_tstatus_t st;
+        HS_TRY(hs_transport_wait(g->t, &g->rreq[it & 1], 0, &st));
+        *r = g->rbuf[it & 1];
+        len = st.len;
+    }
+    if (len != g->bytes)
+        return HS_ERR(-EPROTO, "bench gossip: message of %zu bytes, expected %zu", len, g->bytes);
+    return 0;
 }
 
 /* One exchange at iteration it; its receive is already posted. */
@@ -185,20 +228,46 @@ static int exchange(gossip_t *g, long it)
     HS_TRY(hs_transport_isend(g->t, out[0], gtag(it), g->sbuf, g->bytes, &sreq));
     /* The next exchange's receive, before this one ends. */
     int rc = post_recv(g, it + 1);
-    hs_tstatus_t st;
-    if (rc == 0) rc = hs_transport_wait(g->t, &g->rreq[it & 1], 0, &st);
-    if (rc == 0 && st.len != g->bytes)
-        rc = HS_ERR(-EPROTO, "bench gossip: message of %zu bytes, expected %zu", st.len, g->bytes);
+    const char *r = NULL;
+    if (rc == 0) rc = wait_recv(g, it, &r);
     if (rc == 0) {
-        const char *r = g->rbuf[it & 1];
         mix_into(x, (const float *)r, g->n, (float)self_w);
         double rw;
         memcpy(&rw, r + g->n * sizeof(float), sizeof rw);
         w = self_w * w + rw;
         memcpy(g->x + g->n * sizeof(float), &w, sizeof w);
     }
+    /* (its sender's send completes when the view is released) */
+    if (g->rview[it & 1]) hs_transport_view_release(g->t, &g->rview[it & 1]);
     if (rc == 0) rc = hs_transport_wait(g->t, &sreq, 0, NULL);
     if (sreq) hs_transport_req_free(g->t, &sreq);
+    return rc;
+}
+
+/* The copies that set the floor: every rank copies `bytes` at once after a barrier, with
+ * memcpy (times[i]) and with the vector loop of the exchange (scale by 1: vtimes[i]), this
+ * rank's time of repetition i. */
+static int copy_times(gossip_t *g, int reps, double *times, double *vtimes)
+{
+    char *a = hs_malloc(g->bytes, "copy source"), *b = hs_malloc(g->bytes, "copy target");
+    int rc = a && b ? 0 : -ENOMEM;
+    if (rc == 0) {
+        memset(a, 1, g->bytes);
+        memset(b, 2, g->bytes);
+    }
+    for (int i = -1; rc == 0 && i < reps; i++) { /* (i = -1: warm-up) */
+        if ((rc = barrier(g)) < 0) break;
+        double t0 = hs_now();
+        memcpy(i & 1 ? b : a, i & 1 ? a : b, g->bytes);
+        if (i >= 0) times[i] = hs_now() - t0;
+        if ((rc = barrier(g)) < 0) break;
+        t0 = hs_now();
+        scale_to((float *)(i & 1 ? a : b), (const float *)(i & 1 ? b : a), g->bytes / sizeof(float),
+                 1.0f);
+        if (i >= 0) vtimes[i] = hs_now() - t0;
+    }
+    free(a);
+    free(b);
     return rc;
 }
 
@@ -209,7 +278,15 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
     gossip_t g;
     memset(&g, 0, sizeof g);
     double *times = hs_malloc((size_t)reps * sizeof *times, "timings");
-    if (!times) return 1;
+    double *ctimes = hs_malloc((size_t)reps * sizeof *ctimes, "copy timings");
+    double *vtimes = hs_malloc((size_t)reps * sizeof *vtimes, "copy timings");
+    if (!times || !ctimes || !vtimes) {
+        free(times);
+        free(ctimes);
+        free(vtimes);
+        return 1;
+    }
+    g.zc = hs_cfg_enum(cfg, "path") == 0;
     hs_transport_opts_t to;
     int rc = hs_transport_opts_default(&to);
     const char *prov = hs_cfg_str(cfg, "provider");
@@ -230,10 +307,20 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
         g.n = sizes[si] / sizeof(float);
         g.bytes = g.n * sizeof(float) + sizeof(double);
         g.x = hs_malloc(g.bytes, "model");
-        g.sbuf = hs_malloc(g.bytes, "send share");
-        g.rbuf[0] = hs_malloc(g.bytes, "receive buffer");
-        g.rbuf[1] = hs_malloc(g.bytes, "receive buffer");
-        if (!g.x || !g.sbuf || !g.rbuf[0] || !g.rbuf[1]) {
+        if (g.zc) {
+            if ((rc = hs_transport_buf_alloc(g.t, g.bytes, (void **)&g.sbuf)) < 0) break;
+        } else {
+            g.sbuf = hs_malloc(g.bytes, "send share");
+            g.rbuf[0] = hs_malloc(g.bytes, "receive buffer");
+            g.rbuf[1] = hs_malloc(g.bytes, "receive buffer");
+            if (!g.sbuf || !g.rbuf[0] || !g.rbuf[1]) {
+                rc = -ENOMEM;
+                break;
+            }
+            memset(g.rbuf[0], 0, g.bytes);
+            memset(g.rbuf[1], 0, g.bytes);
+        }
+        if (!g.x) {
             rc = -ENOMEM;
             break;
         }
@@ -243,9 +330,8 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
         double w = 1;
         memcpy(g.x + g.n * sizeof(float), &w, sizeof w);
         memset(g.sbuf, 0, g.bytes);
-        memset(g.rbuf[0], 0, g.bytes);
-        memset(g.rbuf[1], 0, g.bytes);
-        rc = post_recv(&g, it);
+        rc = copy_times(&g, reps, ctimes, vtimes);
+        if (rc == 0) rc = post_recv(&g, it);
         if (rc == 0) rc = barrier(&g);
         for (int i = 0; rc == 0 && i < warmup + reps; i++, it++) {
             if ((rc = barrier(&g)) < 0) break;
@@ -262,31 +348,48 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
          * sends it. */
         if (rc == 0) rc = barrier(&g);
         if (g.rreq[it & 1]) hs_transport_req_free(g.t, &g.rreq[it & 1]);
+        if (g.rview[it & 1]) hs_transport_view_release(g.t, &g.rview[it & 1]);
         if (rc == 0) rc = hs_bl_gather_max(g.t, times, reps, TIMES_TAG);
+        if (rc == 0) rc = hs_bl_gather_max(g.t, ctimes, reps, TIMES_TAG);
+        if (rc == 0) rc = hs_bl_gather_max(g.t, vtimes, reps, TIMES_TAG);
         if (rc == 0 && rank == 0) {
             double min = times[0];
             for (int i = 1; i < reps; i++) min = HS_MIN(min, times[i]);
             double med = hs_bench_median(times, (size_t)reps);
+            double copy = hs_bench_median(ctimes, (size_t)reps);
+            double vcopy = hs_bench_median(vtimes, (size_t)reps);
+            /* the faster of the two copies: the lower (stricter) floor */
             printf("HSB impl=hearsay ranks=%d bytes=%zu median_s=%.6e min_s=%.6e reps=%d "
-                   "provider=%s graph=%s\n",
+                   "provider=%s graph=%s path=%s memcpy_s=%.6e vcopy_s=%.6e floor_s=%.6e\n",
                    P, g.n * sizeof(float), med, min, reps, hs_transport_provider(g.t),
-                   hs_topo_spec(g.topo));
+                   hs_topo_spec(g.topo), g.zc ? "zerocopy" : "copy", copy, vcopy,
+                   2.5 * HS_MIN(copy, vcopy));
             fflush(stdout);
         }
         HS_FREE(g.x);
-        HS_FREE(g.sbuf);
+        if (g.zc)
+            hs_transport_buf_free(g.t, (void **)&g.sbuf);
+        else
+            HS_FREE(g.sbuf);
         HS_FREE(g.rbuf[0]);
         HS_FREE(g.rbuf[1]);
     }
     if (rc == 0) rc = barrier(&g);
     if (rc < 0) fprintf(stderr, "hearsay bench gossip (worker): %s\n", hs_last_error());
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         if (g.rreq[i]) hs_transport_req_free(g.t, &g.rreq[i]);
+        if (g.rview[i]) hs_transport_view_release(g.t, &g.rview[i]);
+    }
     free(g.x);
-    free(g.sbuf);
+    if (g.zc)
+        hs_transport_buf_free(g.t, (void **)&g.sbuf);
+    else
+        free(g.sbuf);
     free(g.rbuf[0]);
     free(g.rbuf[1]);
     free(times);
+    free(ctimes);
+    free(vtimes);
     hs_topo_destroy(&g.topo);
     hs_allreduce_destroy(&g.bar);
     hs_transport_close(&g.t);
@@ -306,8 +409,9 @@ static const char *torch_script(void)
 
 typedef struct gres {
     int have;
-    double med, min;
-    char provider[64];
+    double med, min, floor; /* floor: NaN where not measured (the reference) */
+    double memcpy_s, vcopy_s;
+    char provider[64], path[16];
 } gres_t;
 
 static int collect(char *const argv[], double limit, const size_t *sizes, int nsizes, gres_t *res,
@@ -325,8 +429,13 @@ static int collect(char *const argv[], double limit, const size_t *sizes, int ns
             res[i].have = 1;
             res[i].med = atof(hs_bl_field(line, "median_s", v, sizeof v) ?: "nan");
             res[i].min = atof(hs_bl_field(line, "min_s", v, sizeof v) ?: "nan");
+            res[i].floor = atof(hs_bl_field(line, "floor_s", v, sizeof v) ?: "nan");
+            res[i].memcpy_s = atof(hs_bl_field(line, "memcpy_s", v, sizeof v) ?: "nan");
+            res[i].vcopy_s = atof(hs_bl_field(line, "vcopy_s", v, sizeof v) ?: "nan");
             snprintf(res[i].provider, sizeof res[i].provider, "%s",
                      hs_bl_field(line, "provider", v, sizeof v) ?: "");
+            snprintf(res[i].path, sizeof res[i].path, "%s",
+                     hs_bl_field(line, "path", v, sizeof v) ?: "");
         }
     }
     free(out);
@@ -393,6 +502,8 @@ int hs_bench_gossip(int argc, char **argv)
                          (char *)hs_cfg_str(cfg, "graph"),
                          "--provider",
                          (char *)hs_cfg_str(cfg, "provider"),
+                         "--path",
+                         (char *)hs_cfg_str(cfg, "path"),
                          NULL};
         if (collect(hargv, limit, sizes, nsizes, h, "the hearsay ranks") < 0) {
             fprintf(stderr, "hearsay bench gossip (%d ranks): %s\n", ranks[ri], hs_last_error());
@@ -433,9 +544,12 @@ int hs_bench_gossip(int argc, char **argv)
             if (json) {
                 printf("{\"bench\": \"gossip\", \"graph\": \"%s\", \"ranks\": %d, \"bytes\": %zu, "
                        "\"size\": \"%s\", \"cores\": %d, \"provider\": \"%s\", \"reps\": %s, "
-                       "\"median_s\": %.6g, \"min_s\": %.6g",
+                       "\"median_s\": %.6g, \"min_s\": %.6g, \"path\": \"%s\", "
+                       "\"floor_s\": %.6g, \"floor_ratio\": %.4g, \"memcpy_s\": %.6g, "
+                       "\"vcopy_s\": %.6g",
                        hs_cfg_str(cfg, "graph"), ranks[ri], bytes, sz, hs_bl_cores(),
-                       h[si].provider, reps, h[si].med, h[si].min);
+                       h[si].provider, reps, h[si].med, h[si].min, h[si].path, h[si].floor,
+                       h[si].med / h[si].floor, h[si].memcpy_s, h[si].vcopy_s);
                 if (t[si].have)
                     printf(", \"torch_median_s\": %.6g, \"torch_min_s\": %.6g, "
                            "\"torch_over_hearsay\": %.4g}\n",
@@ -446,7 +560,8 @@ int hs_bench_gossip(int argc, char **argv)
                 else
                     printf("}\n");
             } else {
-                printf("ranks %d  %6s  hearsay %9.3f ms", ranks[ri], sz, h[si].med * 1e3);
+                printf("ranks %d  %6s  hearsay %9.3f ms  floor %9.3f ms (x%.2f)", ranks[ri], sz,
+                       h[si].med * 1e3, h[si].floor * 1e3, h[si].med / h[si].floor);
                 if (t[si].have)
                     printf("  |  torch+gloo %9.3f ms  |  torch/hearsay %.2f\n", t[si].med * 1e3,
                            t[si].med / h[si].med);

@@ -75,6 +75,7 @@ static int shm_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     s->posted.next = s->posted.prev = &s->posted;
     s->uxq.next = s->uxq.prev = &s->uxq;
     s->doneq.next = s->doneq.prev = &s->doneq;
+    s->held.hnext = s->held.hprev = &s->held;
     int n = t->size;
     uint64_t per = n > 1 ? RING_BUDGET / ((uint64_t)n * (uint64_t)(n - 1)) : RING_MAX;
     size_t ring = (size_t)HS_MIN((uint64_t)RING_MAX, HS_MAX((uint64_t)RING_MIN, per));
@@ -275,6 +276,7 @@ static void shm_close(hs_transport_t *t)
         hs_shm_ring_bell(s->seg);
         pthread_join(s->thread, NULL);
     }
+    hs_shm_views_close(s);
     if (s->peers) {
         for (int p = 0; p < t->size; p++) {
             peer_t *pe = &s->peers[p];
@@ -338,4 +340,9 @@ const hs_transport_ops_t hs_shm_ops = {
     .unsent = hs_shm_unsent,
     .leave = hs_shm_leave,
     .peer_gone = hs_shm_peer_gone,
+    .buf_alloc = hs_shm_buf_alloc,
+    .buf_free = hs_shm_buf_free,
+    .irecv_view = hs_shm_irecv_view,
+    .view_wait = hs_shm_view_wait,
+    .view_release = hs_shm_view_release,
 };

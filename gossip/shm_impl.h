@@ -42,10 +42,35 @@ struct hs_treq {
     size_t nchunk; /* shaped sends: chunks, chunk size */
     size_t csize;
     unsigned seq;
-    int rdv;                     /* send by RTS: the receiver copies from buf itself */
+    int rdv;                       /* send by RTS: the receiver copies from buf itself */
+    struct shbuf *snap;            /* sends from a mappable buffer: go as one SNAP record */
+    int view;                      /* receives: a view (irecv_view): buf is where the bytes are */
+    struct pmap *map;              /* views of a SNAP: the mapping they read (a hold on it) */
+    uint64_t rdv_idx;              /* views of a SNAP: its index among the peer's RTS/SNAPs */
+    struct hs_treq *hprev, *hnext; /* views holding a SNAP: shm_t.held */
     uint64_t first_pos;          /* eager sends with done > 0: ring position of the first record */
     struct hs_treq *prev, *next; /* posted receives / a peer's send queue */
 };
+
+/* A buffer of this rank that receivers can map (hs_transport_buf_alloc): a memfd. */
+typedef struct shbuf {
+    char *base;
+    size_t len, map_len;
+    int fd;
+    uint64_t id;
+    struct shbuf *next;
+} shbuf_t;
+
+/* A peer's mappable buffer, mapped here (read-only) for SNAP records. */
+typedef struct pmap {
+    int peer;
+    uint64_t id;
+    const char *base;
+    size_t len;
+    int holds;   /* views reading it */
+    double used; /* last use (eviction) */
+    struct pmap *next;
+} pmap_t;
 
 /* A message that arrived before its receive (whole or in part). */
 typedef struct ux {
@@ -67,6 +92,8 @@ typedef struct peer {
     struct hs_treq sendq; /* sentinel: sends to this peer, FIFO */
     struct hs_treq rdvq;  /* sentinel: RTS sends written, waiting for the peer to copy them */
     uint64_t rdv_acked;   /* RTS sends of ours the peer finished (mirrors out->rdv_done) */
+    uint64_t rdv_taken;   /* RTS/SNAP records of its this rank took (in ring order) */
+    uint64_t rdv_told;    /* of those, how many it acknowledged (in->rdv_done) */
     unsigned seq_out;
     /* the message from this peer in progress: a bound receive, an unexpected buffer or
      * neither (the rest is dropped: the receive was freed or too small) */
@@ -98,6 +125,11 @@ typedef struct shm {
     uint64_t probe_word; /* HS_SHM_PROBE_MAGIC: peers read it to check process_vm_readv */
     int peer_read_ok;    /* 1: every peer's probe word could be read */
     int left;            /* hs_shm_leave ran: nothing more is taken from the rings */
+    shbuf_t *bufs;       /* mappable buffers of this rank */
+    uint64_t buf_seq;
+    pmap_t *maps; /* peers' buffers mapped here */
+    int nmaps, map_warned;
+    struct hs_treq held; /* sentinel (hprev/hnext): views holding an unacknowledged SNAP */
 } shm_t;
 
 /* --- small helpers ----------------------------------------------------------------------- */
@@ -153,6 +185,9 @@ int hs_shm_test(hs_transport_t *t, hs_treq_t **req, int *done, hs_tstatus_t *st)
 int hs_shm_progress(hs_transport_t *t);
 int hs_shm_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
                    hs_tstatus_t *st);
+/* Wait like waitany for one request, but leave it allocated when it completes (views):
+ * *index 0 once complete. */
+int hs_shm_wait_keep(hs_transport_t *t, hs_treq_t **req, double timeout_s, int *index);
 /* For a peer that exited or left: hand back what it never began to take (transport.h). */
 int hs_shm_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
 /* This rank is about to exit: take what arrived, stop receiving, hand back (transport.h). */
@@ -181,6 +216,10 @@ int hs_shm_isend_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, const 
                      size_t len, hs_treq_t **req);
 int hs_shm_irecv_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, int any_tag, void *buf,
                      size_t cap, hs_treq_t **req);
+/* The receive behind both: view 1 posts a view receive (buf NULL; the bytes stay where they
+ * arrive, or in a buffer of its own). */
+int hs_shm_irecv_common(hs_transport_t *t, int ctrl, int peer, uint32_t tag, int any_tag, void *buf,
+                        size_t cap, int view, hs_treq_t **req);
 int hs_shm_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
                  hs_treq_t **req);
 int hs_shm_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap, hs_treq_t **req);
@@ -188,6 +227,25 @@ int hs_shm_probe(hs_transport_t *t, int peer, uint32_t tag, int any_tag, int *fo
                  hs_tstatus_t *st);
 void hs_shm_req_free(hs_transport_t *t, hs_treq_t **req);
 int hs_shm_barrier(hs_transport_t *t);
+
+/* --- shm_view.c: mappable buffers and view receives ----------------------------------- */
+
+int hs_shm_buf_alloc(hs_transport_t *t, size_t len, void **buf);
+void hs_shm_buf_free(hs_transport_t *t, void *buf);
+/* The mappable buffer holding [buf, buf + len), or NULL. */
+shbuf_t *hs_shm_buf_find_locked(shm_t *s, const void *buf, size_t len);
+int hs_shm_irecv_view(hs_transport_t *t, int peer, uint32_t tag, size_t cap, hs_treq_t **req);
+int hs_shm_view_wait(hs_transport_t *t, hs_treq_t *req, double timeout_s, int *done,
+                     const void **data, hs_tstatus_t *st);
+void hs_shm_view_release(hs_transport_t *t, hs_treq_t **req);
+/* Peer p's buffer named by a SNAP record, mapped here (cached), or NULL when it cannot be
+ * mapped (the caller copies with process_vm_readv instead). */
+pmap_t *hs_shm_map_get_locked(shm_t *s, int p, const hs_shm_snap_t *sn);
+/* Acknowledge to peer p every RTS/SNAP taken from it that no view holds any more (in ring
+ * order: up to the oldest held one). */
+void hs_shm_rdv_ack_locked(shm_t *s, int p);
+/* Teardown: unmap the peers' buffers, free this rank's. */
+void hs_shm_views_close(shm_t *s);
 
 /* --- shm_rma.c --------------------------------------------------------------------------- */
 

@@ -115,11 +115,45 @@ static int cma_read(pid_t pid, uint64_t addr, void *dst, size_t len)
 void hs_shm_take_rts_locked(shm_t *s, int p, const hs_shm_rec_t *rec)
 {
     peer_t *pe = &s->peers[p];
+    int snap = (rec->kind & 0xFF) == HS_SHM_REC_SNAP;
+    hs_shm_snap_t sn;
+    memset(&sn, 0, sizeof sn);
     uint64_t addr;
-    memcpy(&addr, (const char *)rec + HS_SHM_REC_HDR, sizeof addr);
+    if (snap) {
+        memcpy(&sn, (const char *)rec + HS_SHM_REC_HDR, sizeof sn);
+        addr = sn.addr;
+    } else {
+        memcpy(&addr, (const char *)rec + HS_SHM_REC_HDR, sizeof addr);
+    }
     size_t len = (size_t)rec->msg_len;
-    char *dst = pe->cur_req ? pe->cur_req->buf : pe->cur_ux ? pe->cur_ux->buf : NULL;
-    int rc = dst && len ? cma_read((pid_t)pe->addr.pid, addr, dst, len) : 0;
+    /* A SNAP: the sender's buffer mapped here, where it can be (else process_vm_readv). */
+    pmap_t *m = NULL;
+    if (snap && len && (pe->cur_req || pe->cur_ux) && sn.off <= sn.map_len &&
+        len <= sn.map_len - sn.off)
+        m = hs_shm_map_get_locked(s, p, &sn);
+    const char *src = m ? m->base + sn.off : NULL;
+    struct hs_treq *vr = pe->cur_req && pe->cur_req->view ? pe->cur_req : NULL;
+    int rc = 0;
+    if (vr && src) { /* a view reads it in place, and holds it until released */
+        vr->buf = (char *)src;
+        vr->map = m;
+        m->holds++;
+        vr->rdv_idx = pe->rdv_taken;
+        vr->hprev = s->held.hprev;
+        vr->hnext = &s->held;
+        s->held.hprev->hnext = vr;
+        s->held.hprev = vr;
+    } else if (vr && len) { /* a view of a message it cannot map: a copy of its own */
+        vr->own = malloc(len);
+        vr->buf = vr->own;
+        rc = vr->own ? cma_read((pid_t)pe->addr.pid, addr, vr->own, len) : -ENOMEM;
+    } else {
+        char *dst = pe->cur_req ? pe->cur_req->buf : pe->cur_ux ? pe->cur_ux->buf : NULL;
+        if (dst && len && src)
+            memcpy(dst, src, len);
+        else if (dst && len)
+            rc = cma_read((pid_t)pe->addr.pid, addr, dst, len);
+    }
     if (pe->cur_req) {
         struct hs_treq *r = pe->cur_req;
         pe->cur_req = NULL;
@@ -148,8 +182,8 @@ void hs_shm_take_rts_locked(shm_t *s, int p, const hs_shm_rec_t *rec)
             u->got = len;
         }
     }
-    atomic_fetch_add(&pe->in->rdv_done, 1);
-    hs_shm_ring_bell(pe->seg);
+    pe->rdv_taken++;
+    hs_shm_rdv_ack_locked(s, p); /* (a view's hold keeps it and what follows unacknowledged) */
 }
 
 struct hs_treq *hs_shm_req_new(enum req_kind kind, int peer, uint32_t tag)
@@ -240,6 +274,10 @@ int hs_shm_isend_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, const 
     /* Large unshaped messages go by address when the receiver can read this process. */
     r->rdv = !ctrl && !r->rel && s->rdv_bytes && len >= s->rdv_bytes &&
              atomic_load(&pe->seg->reader_ok) == 1;
+    /* From a mappable buffer: one SNAP record, the receiver reads the bytes in place. */
+    if (!ctrl && !r->rel && len && atomic_load(&pe->seg->reader_ok) == 1 &&
+        (r->snap = hs_shm_buf_find_locked(s, buf, len)) != NULL)
+        r->rdv = 1;
     hs_shm_list_append(&pe->sendq, r);
     double nr = hs_now() + 3600;
     hs_shm_push_peer_locked(s, peer, hs_now(), &nr);
@@ -255,9 +293,16 @@ int hs_shm_isend_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, const 
 int hs_shm_irecv_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, int any_tag, void *buf,
                      size_t cap, hs_treq_t **req)
 {
+    return hs_shm_irecv_common(t, ctrl, peer, tag, any_tag, buf, cap, 0, req);
+}
+
+int hs_shm_irecv_common(hs_transport_t *t, int ctrl, int peer, uint32_t tag, int any_tag, void *buf,
+                        size_t cap, int view, hs_treq_t **req)
+{
     shm_t *s = t->impl;
     struct hs_treq *r = hs_shm_req_new(REQ_RECV, peer, tag);
     if (!r) return -ENOMEM;
+    r->view = view;
     r->ctrl = ctrl;
     r->any_tag = any_tag;
     r->buf = buf;
@@ -277,7 +322,13 @@ int hs_shm_irecv_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, int an
             fail_too_big_locked(s, r);
             if (pe->cur_ux == u) pe->cur_ux = NULL; /* the rest of it is dropped */
         } else {
-            if (u->got) memcpy(buf, u->buf, u->got);
+            if (view) { /* the unexpected buffer becomes the view's: no copy */
+                r->own = u->buf;
+                r->buf = r->own;
+                u->buf = NULL;
+            } else if (u->got) {
+                memcpy(buf, u->buf, u->got);
+            }
             r->done = u->got;
             if (pe->cur_ux == u) { /* still arriving: the rest lands in buf */
                 pe->cur_ux = NULL;

@@ -136,20 +136,31 @@ int hs_shm_push_peer_locked(shm_t *s, int p, double now, double *next_release)
             moved = 1;
             continue;
         }
-        if (r->rdv) { /* one RTS record: the address; the peer copies the data itself */
+        if (r->rdv) { /* one RTS record: the address; the peer copies the data itself (a
+                         SNAP: or maps the buffer and reads it in place) */
+            _Static_assert(sizeof(hs_shm_snap_t) <= HS_SHM_ALIGN, "SNAP payload");
             size_t need = HS_SHM_REC_HDR + HS_SHM_ALIGN;
             uint64_t tail;
             size_t pos;
             if (!reserve_locked(s, pe, need, &tail, &pos)) return moved;
             hs_shm_rec_t *rec = (hs_shm_rec_t *)(pe->out_data + pos);
-            rec->kind = HS_SHM_REC_RTS;
+            rec->kind = r->snap ? HS_SHM_REC_SNAP : HS_SHM_REC_RTS;
             rec->tag = r->tag;
             rec->msg_len = r->cap;
             rec->off = 0;
-            rec->len = sizeof(uint64_t);
+            rec->len = r->snap ? (uint32_t)sizeof(hs_shm_snap_t) : (uint32_t)sizeof(uint64_t);
             rec->seq = r->seq;
             uint64_t addr = (uint64_t)(uintptr_t)r->buf;
-            memcpy((char *)rec + HS_SHM_REC_HDR, &addr, sizeof addr);
+            if (r->snap) {
+                hs_shm_snap_t sn = {.addr = addr,
+                                    .id = r->snap->id,
+                                    .map_len = r->snap->map_len,
+                                    .off = (uint64_t)(r->buf - r->snap->base),
+                                    .fd = (uint32_t)r->snap->fd};
+                memcpy((char *)rec + HS_SHM_REC_HDR, &sn, sizeof sn);
+            } else {
+                memcpy((char *)rec + HS_SHM_REC_HDR, &addr, sizeof addr);
+            }
             atomic_store_explicit(&ring->tail, tail + need, memory_order_release);
             hs_shm_ring_bell(pe->seg);
             r->done = r->cap;
@@ -241,8 +252,14 @@ static int pull_peer_locked(shm_t *s, int p)
             pe->corrupt = 1;
             return corrupt_peer_locked(s, p, "record past the ring: position, length", pos, n);
         }
-        if ((rec->kind & 0xFF) != HS_SHM_REC_RTS &&
-            (rec->msg_len > SHM_MSG_MAX || off > len || n > len - off)) {
+        unsigned kind = rec->kind & 0xFF;
+        int by_addr = kind == HS_SHM_REC_RTS || kind == HS_SHM_REC_SNAP;
+        if (by_addr && (off != 0 ||
+                        n < (kind == HS_SHM_REC_SNAP ? sizeof(hs_shm_snap_t) : sizeof(uint64_t)))) {
+            pe->corrupt = 1;
+            return corrupt_peer_locked(s, p, "by-address record: offset, payload", off, n);
+        }
+        if (!by_addr && (rec->msg_len > SHM_MSG_MAX || off > len || n > len - off)) {
             pe->corrupt = 1;
             return corrupt_peer_locked(s, p, "data past its message: offset + length, message",
                                        rec->off + (uint64_t)n, rec->msg_len);
@@ -267,7 +284,20 @@ static int pull_peer_locked(shm_t *s, int p)
             }
         }
         const char *data = (const char *)rec + HS_SHM_REC_HDR;
-        if ((rec->kind & 0xFF) == HS_SHM_REC_RTS) {
+        if (off == 0 && !by_addr && pe->cur_req && pe->cur_req->view && !pe->cur_req->buf &&
+            len) { /* a view of an eager message: a buffer of its own */
+            struct hs_treq *r = pe->cur_req;
+            if (!(r->own = malloc(len))) {
+                pe->cur_req = NULL; /* the rest is dropped */
+                r->bound = 0;
+                hs_shm_req_fail_locked(s, r, -ENOMEM,
+                                       "rank %d: out of memory for a message of %zu bytes from "
+                                       "rank %d",
+                                       s->t->rank, len, p);
+            }
+            r->buf = r->own;
+        }
+        if (by_addr) {
             hs_shm_take_rts_locked(s, p, rec);
         } else if (pe->cur_req) {
             struct hs_treq *r = pe->cur_req;
@@ -452,8 +482,23 @@ static void describe(const struct hs_treq *r, char *out, size_t n)
                  r->done);
 }
 
+static int waitany_core(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
+                        hs_tstatus_t *st, int keep);
+
 int hs_shm_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
                    hs_tstatus_t *st)
+{
+    return waitany_core(t, reqs, n, timeout_s, index, st, 0);
+}
+
+int hs_shm_wait_keep(hs_transport_t *t, hs_treq_t **req, double timeout_s, int *index)
+{
+    return waitany_core(t, req, 1, timeout_s, index, NULL, 1);
+}
+
+/* keep: a completed request stays allocated (views), else it is finished (freed). */
+static int waitany_core(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s, int *index,
+                        hs_tstatus_t *st, int keep)
 {
     shm_t *s = t->impl;
     double start = hs_now(), deadline = start + timeout_s;
@@ -469,7 +514,7 @@ int hs_shm_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeout_s,
             active++;
             if (reqs[i]->complete) {
                 *index = i;
-                int rc = finish_locked(&reqs[i], st);
+                int rc = keep ? 0 : finish_locked(&reqs[i], st);
                 pthread_mutex_unlock(&s->lock);
                 return rc;
             }

@@ -33,6 +33,13 @@
  *   more records to it; the records it never consumed (between head and tail) are still the
  *   sender's, who may take them back (hs_transport_unsent) and marks them TAKEN (a TAKEN
  *   record keeps its length, so the records after it are still found).
+ *
+ *   Mapped buffers (version 3): a message sent from a buffer the sender made mappable
+ *   (hs_transport_buf_alloc: a memfd) travels as one SNAP record (payload hs_shm_snap_t): its
+ *   address (for process_vm_readv, the fallback) and the memfd's number in the sender, so the
+ *   receiver can map /proc/PID/fd/FD and read the bytes in place. A SNAP is acknowledged like
+ *   an RTS (rdv_done, in ring order), when the receiver has copied it or, for a view receive,
+ *   when the view is released: until then the sender leaves the buffer alone.
  */
 #ifndef HEARSAY_GOSSIP_SHM_WIRE_H
 #define HEARSAY_GOSSIP_SHM_WIRE_H
@@ -41,7 +48,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define HS_SHM_WIRE_VERSION 2u
+#define HS_SHM_WIRE_VERSION 3u
 #define HS_SHM_ADDR_MAGIC   0x41535348u /* "HSSA" */
 #define HS_SHM_SEG_MAGIC    0x53535348u /* "HSSS" */
 #define HS_SHM_WIN_MAGIC    0x57535348u /* "HSSW" */
@@ -83,7 +90,13 @@ typedef struct hs_shm_ring_hdr {
 } hs_shm_ring_hdr_t;
 
 /* TAKEN: a record its producer took back from a consumer that exited or left (unsent). */
-enum { HS_SHM_REC_DATA = 1, HS_SHM_REC_PAD = 2, HS_SHM_REC_RTS = 3, HS_SHM_REC_TAKEN = 4 };
+enum {
+    HS_SHM_REC_DATA = 1,
+    HS_SHM_REC_PAD = 2,
+    HS_SHM_REC_RTS = 3,
+    HS_SHM_REC_TAKEN = 4,
+    HS_SHM_REC_SNAP = 5 /* version 3 */
+};
 #define HS_SHM_REC_CTRL 0x100u /* flag: the transport's own traffic (barrier, windows) */
 
 typedef struct hs_shm_rec {
@@ -97,6 +110,18 @@ typedef struct hs_shm_rec {
 
 #define HS_SHM_REC_HDR 32u /* header bytes of a record (payload starts here) */
 _Static_assert(sizeof(hs_shm_rec_t) <= HS_SHM_REC_HDR, "record header");
+
+/* Payload of a SNAP record (version 3): the message is bytes [off, off + msg_len) of the
+ * sender's mappable buffer number `id` (map_len bytes, memfd `fd` in the sender), which starts
+ * at `addr` - off in the sender's address space (addr: the message itself, for
+ * process_vm_readv). */
+typedef struct hs_shm_snap {
+    uint64_t addr;
+    uint64_t id;
+    uint64_t map_len;
+    uint64_t off;
+    uint32_t fd, pad;
+} hs_shm_snap_t;
 
 /* Window descriptor (exchanged over CTRL messages when a window is created). */
 typedef struct hs_shm_win_v1 {

@@ -819,7 +819,7 @@ static void sgp_finalize(hs_algo_t **ap)
         sgp_round_t *rd = &a->rounds[r];
         for (int i = 0; i < a->maxdeg; i++) {
             if (rd->req && rd->req[i]) hs_transport_req_free(d->t, &rd->req[i]);
-            if (rd->buf) free(rd->buf[i]);
+            if (rd->buf) hs_transport_buf_free(d->t, (void **)&rd->buf[i]);
         }
         free(rd->peer);
         free(rd->req);
@@ -945,8 +945,10 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound)
         rd->buf = hs_calloc((size_t)a->maxdeg, sizeof *rd->buf, "round buffers");
         rd->share = hs_calloc((size_t)a->maxdeg, sizeof *rd->share, "round shares");
         if (!rd->peer || !rd->req || !rd->buf || !rd->share) goto fail;
+        /* Snapshots in memory a same-host receiver maps (hsshm): each is written once, by
+         * to_host, and the receiver copies it once straight from there (no ring). */
         for (int i = 0; i < a->maxdeg; i++)
-            if (!(rd->buf[i] = hs_malloc(a->msg_bytes, "send snapshot"))) goto fail;
+            if (hs_transport_buf_alloc(d->t, a->msg_bytes, (void **)&rd->buf[i]) < 0) goto fail;
     }
     /* Receives are posted per peer (every rank that sends here or that this rank sends to in
      * some iteration of a period, the latter for the answers at the end of the run; all ranks

@@ -51,6 +51,7 @@ struct hs_boot;
 typedef struct hs_transport hs_transport_t;
 typedef struct hs_treq hs_treq_t;
 typedef struct hs_twin hs_twin_t;
+typedef struct hs_tview hs_tview_t;
 
 typedef struct hs_transport_opts {
     const char *provider; /* "auto" (NULL): hsshm when all ranks share a host, tcp when
@@ -175,6 +176,25 @@ typedef struct hs_transport_ops {
      * namespace: gone or a zombie), 0 while it runs, -ENOSYS when this cannot be known (another
      * host). Never blocks (one look at /proc), no rate limit: cheap enough before a send. */
     int (*peer_gone)(hs_transport_t *t, int peer);
+    /* Optional (NULL: the generic layer mallocs). len bytes of memory a same-host receiver
+     * can map (hsshm: a memfd): a send from it goes as one record naming the buffer, and a
+     * view receive (irecv_view) reads the bytes where they lie, no copy. *buf is 64-byte
+     * aligned, zero-filled. */
+    int (*buf_alloc)(hs_transport_t *t, size_t len, void **buf);
+    /* Free a buffer of buf_alloc (its sends complete first: the caller's business). */
+    void (*buf_free)(hs_transport_t *t, void *buf);
+    /* Optional (NULL: the generic layer receives into a buffer of its own, one copy). Post a
+     * receive of at most cap bytes whose bytes the backend keeps where they are: a sender's
+     * buf_alloc buffer mapped here (no copy; the send completes only at view_release), else a
+     * buffer of the backend's. Never blocks. Completes only through view_wait. */
+    int (*irecv_view)(hs_transport_t *t, int peer, uint32_t tag, size_t cap, hs_treq_t **req);
+    /* Wait up to timeout_s (0: poll once) for a view receive: *done = 1 with *data (valid
+     * until view_release) and *st; the request stays allocated. -ETIMEDOUT as waitany. */
+    int (*view_wait)(hs_transport_t *t, hs_treq_t *req, double timeout_s, int *done,
+                     const void **data, hs_tstatus_t *st);
+    /* Free a view receive, complete or not; a mapped sender's buffer is handed back (its send
+     * completes, in the order the sender sent). *req = NULL. */
+    void (*view_release)(hs_transport_t *t, hs_treq_t **req);
 } hs_transport_ops_t;
 
 /* The context every backend shares; backends keep their own state in impl. */
@@ -271,6 +291,30 @@ int hs_transport_peer_gone(hs_transport_t *t, int peer);
 /* This rank is about to exit: stop receiving and hand what arrived with `tag` and was not
  * delivered to cb (see the ops table). The count, or -ENOSYS (libfabric). */
 int hs_transport_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
+
+/* Zero-copy exchange on one host (hsshm; every backend takes the calls, see the ops table).
+ * A sender that writes its message straight into a buffer of hs_transport_buf_alloc and sends
+ * it from there makes no copy; a receiver that posts hs_transport_irecv_view reads a mapped
+ * sender's bytes in place (hs_tview_data) and releases them with hs_transport_view_release,
+ * which is also what completes the sender's send. Elsewhere the buffer is plain memory and the
+ * view owns a copy: same results, one copy more. */
+int hs_transport_buf_alloc(hs_transport_t *t, size_t len, void **buf);
+/* Free a buffer of hs_transport_buf_alloc (no send from it in flight); *buf = NULL. */
+void hs_transport_buf_free(hs_transport_t *t, void **buf);
+/* Post a view receive of at most cap bytes from peer (not HS_ANY_SOURCE) with tag. */
+int hs_transport_irecv_view(hs_transport_t *t, int peer, uint32_t tag, size_t cap,
+                            hs_tview_t **view);
+/* Wait for it: timeout_s > 0 blocks up to that long (-ETIMEDOUT naming the peer), 0 polls,
+ * < 0 uses opts.timeout_s. *done = 1 once its bytes are readable (hs_tview_data). A failed
+ * receive returns its error; the view must still be released. */
+int hs_transport_view_wait(hs_transport_t *t, hs_tview_t *view, double timeout_s, int *done);
+/* The bytes of a completed view (read-only, valid until it is released), their length and
+ * source. */
+const void *hs_tview_data(const hs_tview_t *view);
+size_t hs_tview_len(const hs_tview_t *view);
+int hs_tview_source(const hs_tview_t *view);
+/* Release a view (complete or not; an incomplete one is cancelled); *view = NULL. */
+void hs_transport_view_release(hs_transport_t *t, hs_tview_t **view);
 
 /* Collective: expose buf[0..len) on every rank as a window. */
 int hs_transport_win_create(hs_transport_t *t, void *buf, size_t len, hs_twin_t **win);
