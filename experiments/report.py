@@ -6,6 +6,7 @@
                                                  runs OUT/averaging/GRAPH/
     report.py validate OUT [--tolerance 0.15]    pairs of runs listed in OUT/pairs.tsv
                                                  (experiments/validate_sim.sh)
+    report.py ethernet OUT --target-loss X       OUT/runs.tsv (experiments/ethernet.sh)
     report.py dir DIR [--target-loss X] [--runs] any run or study directory: what
                                                  `hearsay report DIR` runs (report.md, PNGs)
 
@@ -916,10 +917,104 @@ def report_dir(d, target, each):
     return 0
 
 
+
+# --- experiments/ethernet.sh ------------------------------------------------------------------
+
+def rate_key(rate):
+    m = re.fullmatch(r"([0-9.]+)(k|m|g)bit", rate)
+    return -float(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] if m else 0
+
+
+def ethernet(out, target):
+    """OUT/runs.tsv lines RATE, ALGO, REAL_DIR, SIM_DIR, LOAD, WIRE_BYTES_PER_HOST (comma list),
+    RANKS_PER_HOST, SIM_NIC_RATE: one table per link speed, real beside virtual."""
+    path = os.path.join(out, "runs.tsv")
+    if not os.path.exists(path):
+        sys.exit(f"report: {path} not found (written by experiments/ethernet.sh)")
+    with open(path) as f:
+        lines_in = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    rows = []
+    for p in lines_in:
+        rate, algo, rd, sd, load, wire, rph = p[:7]
+        rph = int(rph)
+        res = {}
+        for kind, d in (("real", rd), ("sim", sd)):
+            if not d or not is_run_dir(os.path.join(out, d)):
+                res[kind] = None
+                continue
+            i = run_info(os.path.join(out, d), target)
+            sent = [b or 0 for b in i["sent"]]
+            nh = max(1, len(sent) // rph)
+            sp = rank_split(os.path.join(out, d))
+            res[kind] = {"ttt": i["ttt"], "loss": get(i["summary"], "final_test_loss"),
+                         "msg_per_host": sum(sent) / nh if sent else None,
+                         "its": sp["iterations"] / sp["clock_s"] if sp and sp["clock_s"] > 0
+                         else None, "split": sp, "transport": transports_of(i["summary"]),
+                         "iterations": get(i["summary"], "iterations")}
+        w = [float(x) for x in wire.split(",") if x]
+        rows.append({"rate": rate, "algo": algo, "load": load, "real": res["real"],
+                     "sim": res["sim"], "wire_per_host": sum(w) / len(w) if w else None,
+                     "simrate": p[7] if len(p) > 7 else ""})
+
+    def ratio(a, b):
+        return f"{b / a:.2f}" if a and b is not None and a > 0 else "—"
+
+    def val(r, kind, k):
+        return (r[kind] or {}).get(k) if r[kind] else None
+
+    def split(sp):
+        return f"{sp['compute_s']:.1f}+{sp['comm_s']:.1f}+{sp['wait_s']:.1f}" if sp else "—"
+
+    text = [f"Time to test loss {target} of the averaged model, real (emulated hosts: network "
+            "namespaces, tc tbf, hearsay's sender-side latency) beside virtual (hearsay sim, "
+            "same configuration, --sim-nic at TCP goodput, --sim-compute measured); ratio = "
+            "virtual / real. Bytes per host: real = frames its veth sent (Ethernet/IP/TCP "
+            "headers included, inter-host traffic only); messages = hearsay's bytes_sent summed "
+            "over the host's ranks (intra-host messages included).", ""]
+    csv_rows = []
+    for rate in sorted({r["rate"] for r in rows}, key=rate_key):
+        sel = [r for r in rows if r["rate"] == rate]
+        simrate = sel[0]["simrate"]
+        text += [f"### {rate} (virtual: --sim-nic {simrate})", "",
+                 "| algorithm | time to target: real (s) | virtual (s) | ratio | it/s: real | "
+                 "virtual | ms/it compute+comm+wait: real | virtual | bytes per host: real "
+                 "wire | messages, real | messages, virtual | final test loss: real | virtual | "
+                 "transport | load (1 min) |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in sorted(sel, key=lambda r: ALGO_ORDER.index(r["algo"])
+                        if r["algo"] in ALGO_ORDER else 99):
+            rt, st = val(r, "real", "ttt"), val(r, "sim", "ttt")
+            ri, si = val(r, "real", "its"), val(r, "sim", "its")
+            text.append(
+                f"| {r['algo']} | {fmt(rt)} | {fmt(st)} | {ratio(rt, st)} | {fmt(ri, 1)} | "
+                f"{fmt(si, 1)} | {split(val(r, 'real', 'split'))} | "
+                f"{split(val(r, 'sim', 'split'))} | {human_bytes(r['wire_per_host'])} | "
+                f"{human_bytes(val(r, 'real', 'msg_per_host'))} | "
+                f"{human_bytes(val(r, 'sim', 'msg_per_host'))} | "
+                f"{fmt(val(r, 'real', 'loss'), 3)} | {fmt(val(r, 'sim', 'loss'), 3)} | "
+                f"{val(r, 'real', 'transport') or '—'} | {r['load']} |")
+            csv_rows.append({"rate": rate, "algo": r["algo"], "real_time_to_target_s": rt,
+                             "sim_time_to_target_s": st, "real_it_per_s": ri,
+                             "sim_it_per_s": si, "wire_bytes_per_host": r["wire_per_host"],
+                             "msg_bytes_per_host_real": val(r, "real", "msg_per_host"),
+                             "msg_bytes_per_host_sim": val(r, "sim", "msg_per_host"),
+                             "final_test_loss_real": val(r, "real", "loss"),
+                             "final_test_loss_sim": val(r, "sim", "loss"),
+                             "iterations_real": val(r, "real", "iterations"),
+                             "transport": val(r, "real", "transport"), "load": r["load"]})
+        text.append("")
+    if csv_rows:
+        write_csv(os.path.join(out, "results.csv"), csv_rows, list(csv_rows[0].keys()))
+    table = "\n".join(text) + "\n"
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write(table)
+    print(table)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("study", choices=["stragglers", "topologies", "validate", "dir"])
+    ap.add_argument("study", choices=["stragglers", "topologies", "validate", "ethernet", "dir"])
     ap.add_argument("out")
     ap.add_argument("--target-loss", type=float)
     ap.add_argument("--tolerance", type=float, default=0.15)
@@ -937,7 +1032,9 @@ def main():
         return
     if a.target_loss is None:
         ap.error("--target-loss is required")
-    if a.study == "stragglers":
+    if a.study == "ethernet":
+        ethernet(a.out, a.target_loss)
+    elif a.study == "stragglers":
         stragglers(a.out, a.target_loss)
     else:
         topologies(a.out, a.target_loss, a.eps, a.eval_every)
