@@ -108,3 +108,4 @@ EOF
 done
 echo
 echo "runs in $out"
+hs_report "$bin" "$out"

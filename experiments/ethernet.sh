@@ -220,5 +220,5 @@ for rate in $rates; do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$HS_PY" "$here/report.py" ethernet "$out" --target-loss "$target" || failed=1
-"$bin" report "$out" --target-loss "$target" >/dev/null || failed=1
+hs_report "$bin" "$out" --target-loss "$target"
 exit "$failed"

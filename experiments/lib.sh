@@ -217,3 +217,16 @@ hs_cross_host_link() { # N R PARAMS
     done
     echo "$spec"
 }
+
+# `hearsay report DIR`: the study's report.md and the loss-versus-time and -iterations plots of
+# each folder of runs (docs/ethernet.md, "hearsay report"). A failure (no matplotlib) is said,
+# not fatal: the study's own table is written already.
+hs_report() { # BIN DIR [hearsay report FLAGS]
+    local bin=$1 dir=$2
+    shift 2
+    if "$bin" report "$dir" "$@" >/dev/null; then
+        echo "report: $dir/report.md and its plots (hearsay report $dir)"
+    else
+        echo "warning: hearsay report $dir failed (above); the study's table stands" >&2
+    fi
+}
