@@ -65,16 +65,23 @@ hs_netns_missing() {
     ip netns list >/dev/null 2>&1 || { echo "ip netns does not work here"; return; }
 }
 
-# The tbf bucket for RATE (tc syntax): 2 packets, or 0.2 ms of the rate when that is more (a
-# 10 Gbit bucket of 2 packets would need a timer every 2.4 us).
-hs_tbf_burst() { # RATE
+# Segmentation offload and the tbf bucket for RATE (tc syntax): "GSO_SIZE GSO_SEGS BURST".
+# Up to 200 Mbit/s, no offload (tbf then meters real 1514-byte frames) and a bucket of 2
+# frames. Above, 64 kB offload packets and a bucket of 2 of them or 0.2 ms of the rate: one
+# packet per frame costs so much CPU that on the shared 2-core machine a veth carried ~0.2
+# Gbit/s whatever the tbf rate (1gbit and 10gbit alike), ~1.9 Gbit/s with offload.
+hs_tbf_shape() { # RATE
     local bits
     bits=$(hs_rate_bits "$1")
     if [ -z "$bits" ]; then
         echo "error: rate '$1': expected NUMBER followed by kbit, mbit or gbit (tc's units)" >&2
         return 1
     fi
-    awk -v b="$bits" 'BEGIN { x = b / 8 * 2e-4; printf "%d", (x > 3000 ? x : 3000) }'
+    awk -v b="$bits" 'BEGIN {
+        if (b <= 2e8) { print "1500 1 3000"; exit }
+        x = b / 8 * 2e-4
+        printf "65536 64 %d\n", (x > 131072 ? x : 131072)
+    }'
 }
 
 # The rate in bit/s of RATE (tc syntax: NUMBER kbit|mbit|gbit), or nothing for a bad one.
@@ -98,12 +105,13 @@ hs_ns_add() { # NAME: make a namespace and record it, or say which one could not
 # N hosts: namespaces TAGh0 .. TAGh(N-1), each joined to a switch (namespace TAGsw, bridge br0)
 # by a veth pair: TAGv<i> in host i (address NET.<i+1>/24; NET is three octets such as
 # 10.79.0), TAGs<i> on the switch. tbf RATE on both ends of every pair: a host sends and
-# receives at RATE, full duplex, like a NIC. No segmentation offload (tbf then counts real
-# frames), a queue long enough never to drop. Returns 1 with the reason on stderr; whatever
+# receives at RATE, full duplex, like a NIC. Offload and bucket by hs_tbf_shape, a queue long
+# enough never to drop. Returns 1 with the reason on stderr; whatever
 # was made is recorded for hs_hosts_down.
 hs_hosts_up() { # TAG N RATE NET
-    local tag=$1 n=$2 rate=$3 net=$4 i err burst h v s
-    burst=$(hs_tbf_burst "$rate") || return 1
+    local tag=$1 n=$2 rate=$3 net=$4 i err gso segs burst h v s shape
+    shape=$(hs_tbf_shape "$rate") || return 1
+    read -r gso segs burst <<<"$shape"
     hs_ns_add "${tag}sw" || return 1
     for ((i = 0; i < n; i++)); do hs_ns_add "${tag}h$i" || return 1; done
     if ! err=$({ ip -n "${tag}sw" link add br0 type bridge &&
@@ -120,8 +128,8 @@ hs_hosts_up() { # TAG N RATE NET
         HS_LINKS_MADE+=("$v")
         if ! err=$({ ip link set "$v" netns "$h" && ip link set "$s" netns "${tag}sw" &&
             ip -n "$h" addr add "$net.$((i + 1))/24" dev "$v" &&
-            ip -n "$h" link set "$v" gso_max_size 1500 gso_max_segs 1 &&
-            ip -n "${tag}sw" link set "$s" gso_max_size 1500 gso_max_segs 1 &&
+            ip -n "$h" link set "$v" gso_max_size "$gso" gso_max_segs "$segs" &&
+            ip -n "${tag}sw" link set "$s" gso_max_size "$gso" gso_max_segs "$segs" &&
             ip -n "${tag}sw" link set "$s" master br0 &&
             ip -n "$h" link set "$v" up && ip -n "${tag}sw" link set "$s" up &&
             ip -n "$h" link set lo up; } 2>&1); then
@@ -229,4 +237,45 @@ hs_report() { # BIN DIR [hearsay report FLAGS]
     else
         echo "warning: hearsay report $dir failed (above); the study's table stands" >&2
     fi
+}
+
+# What one TCP stream from host 1 to host 0 of hs_hosts_up carries, in bit/s (kernel sockets,
+# BYTES bytes, timed at the receiver from the first byte to the last): the emulated link's
+# real capacity on this machine, which a busy CPU can hold far below the tbf rate. Empty when
+# the measurement failed.
+hs_link_goodput() { # TAG NET BYTES LIMIT
+    local tag=$1 net=$2 bytes=$3 limit=$4 f srv
+    f=$(mktemp)
+    timeout "$limit" ip netns exec "${tag}h0" "$HS_PY" -c '
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], 5999))
+s.listen(1)
+print("ready", flush=True)
+c, _ = s.accept()
+n, t0 = 0, None
+while True:
+    b = c.recv(1 << 20)
+    if not b:
+        break
+    if t0 is None:
+        t0 = time.monotonic()
+    n += len(b)
+dt = time.monotonic() - t0
+print(f"{8 * n / dt:.0f}" if n and dt > 0 else "", flush=True)
+' "$net.1" >"$f" 2>/dev/null &
+    srv=$!
+    HS_PIDS+=("$srv")
+    local i=0
+    while [ $i -lt 50 ] && ! grep -q ready "$f"; do i=$((i + 1)); sleep 0.1; done
+    timeout "$limit" ip netns exec "${tag}h1" "$HS_PY" -c '
+import socket, sys
+c = socket.create_connection((sys.argv[1], 5999))
+c.sendall(bytes(int(sys.argv[2])))
+c.close()
+' "$net.1" "$bytes" 2>/dev/null || true
+    wait "$srv" 2>/dev/null || true
+    sed -n 2p "$f"
+    rm -f "$f"
 }

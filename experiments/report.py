@@ -937,8 +937,9 @@ def ethernet(out, target):
     for p in lines_in:
         rate, algo, rd, sd, load, wire, rph = p[:7]
         rph = int(rph)
+        gd = p[8] if len(p) > 8 else ""
         res = {}
-        for kind, d in (("real", rd), ("sim", sd)):
+        for kind, d in (("real", rd), ("sim", sd), ("simg", gd)):
             if not d or not is_run_dir(os.path.join(out, d)):
                 res[kind] = None
                 continue
@@ -953,8 +954,10 @@ def ethernet(out, target):
                          "iterations": get(i["summary"], "iterations")}
         w = [float(x) for x in wire.split(",") if x]
         rows.append({"rate": rate, "algo": algo, "load": load, "real": res["real"],
-                     "sim": res["sim"], "wire_per_host": sum(w) / len(w) if w else None,
-                     "simrate": p[7] if len(p) > 7 else ""})
+                     "sim": res["sim"], "simg": res["simg"],
+                     "wire_per_host": sum(w) / len(w) if w else None,
+                     "simrate": p[7] if len(p) > 7 else "",
+                     "goodput": p[9] if len(p) > 9 else ""})
 
     def ratio(a, b):
         return f"{b / a:.2f}" if a and b is not None and a > 0 else "—"
@@ -968,34 +971,40 @@ def ethernet(out, target):
     text = [f"Time to test loss {target} of the averaged model, real (emulated hosts: network "
             "namespaces, tc tbf, hearsay's sender-side latency) beside virtual (hearsay sim, "
             "same configuration, --sim-nic at TCP goodput, --sim-compute measured); ratio = "
-            "virtual / real. Bytes per host: real = frames its veth sent (Ethernet/IP/TCP "
-            "headers included, inter-host traffic only); messages = hearsay's bytes_sent summed "
-            "over the host's ranks (intra-host messages included).", ""]
+            "virtual / real; virtual (g): the same at the link's goodput measured before the "
+            "runs (one kernel TCP stream between two hosts). Bytes per host: real = frames its "
+            "veth sent (Ethernet/IP/TCP headers, inter-host traffic only, the evaluations' "
+            "gathers to rank 0 included); messages = hearsay's bytes_sent summed over the host's "
+            "ranks (intra-host messages included).", ""]
     csv_rows = []
     for rate in sorted({r["rate"] for r in rows}, key=rate_key):
         sel = [r for r in rows if r["rate"] == rate]
-        simrate = sel[0]["simrate"]
-        text += [f"### {rate} (virtual: --sim-nic {simrate})", "",
-                 "| algorithm | time to target: real (s) | virtual (s) | ratio | it/s: real | "
-                 "virtual | ms/it compute+comm+wait: real | virtual | bytes per host: real "
-                 "wire | messages, real | messages, virtual | final test loss: real | virtual | "
-                 "transport | load (1 min) |",
-                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        simrate, gp = sel[0]["simrate"], sel[0]["goodput"]
+        text += [f"### {rate} (virtual: --sim-nic {simrate}" +
+                 (f"; measured goodput {gp}/s = virtual (g))" if gp else ")"), "",
+                 "| algorithm | time to target: real (s) | virtual (s) | ratio | virtual (g) | "
+                 "ratio | it/s: real | virtual | virtual (g) | ms/it compute+comm+wait: real | "
+                 "virtual (g) | bytes per host: real wire | messages, real | messages, virtual | "
+                 "final test loss: real | virtual | transport | load (1 min) |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(sel, key=lambda r: ALGO_ORDER.index(r["algo"])
                         if r["algo"] in ALGO_ORDER else 99):
             rt, st = val(r, "real", "ttt"), val(r, "sim", "ttt")
             ri, si = val(r, "real", "its"), val(r, "sim", "its")
+            gt, gi = val(r, "simg", "ttt"), val(r, "simg", "its")
             text.append(
-                f"| {r['algo']} | {fmt(rt)} | {fmt(st)} | {ratio(rt, st)} | {fmt(ri, 1)} | "
-                f"{fmt(si, 1)} | {split(val(r, 'real', 'split'))} | "
-                f"{split(val(r, 'sim', 'split'))} | {human_bytes(r['wire_per_host'])} | "
+                f"| {r['algo']} | {fmt(rt)} | {fmt(st)} | {ratio(rt, st)} | {fmt(gt)} | "
+                f"{ratio(rt, gt)} | {fmt(ri, 1)} | {fmt(si, 1)} | {fmt(gi, 1)} | "
+                f"{split(val(r, 'real', 'split'))} | "
+                f"{split(val(r, 'simg', 'split'))} | {human_bytes(r['wire_per_host'])} | "
                 f"{human_bytes(val(r, 'real', 'msg_per_host'))} | "
                 f"{human_bytes(val(r, 'sim', 'msg_per_host'))} | "
                 f"{fmt(val(r, 'real', 'loss'), 3)} | {fmt(val(r, 'sim', 'loss'), 3)} | "
                 f"{val(r, 'real', 'transport') or '—'} | {r['load']} |")
             csv_rows.append({"rate": rate, "algo": r["algo"], "real_time_to_target_s": rt,
-                             "sim_time_to_target_s": st, "real_it_per_s": ri,
-                             "sim_it_per_s": si, "wire_bytes_per_host": r["wire_per_host"],
+                             "sim_time_to_target_s": st, "simg_time_to_target_s": gt,
+                             "real_it_per_s": ri, "sim_it_per_s": si, "simg_it_per_s": gi,
+                             "measured_goodput": r["goodput"], "wire_bytes_per_host": r["wire_per_host"],
                              "msg_bytes_per_host_real": val(r, "real", "msg_per_host"),
                              "msg_bytes_per_host_sim": val(r, "sim", "msg_per_host"),
                              "final_test_loss_real": val(r, "real", "loss"),
