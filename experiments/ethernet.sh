@@ -18,11 +18,13 @@
 # removed on exit, also on SIGINT/SIGTERM/SIGHUP; one that already exists is never touched.
 #
 # The emulated link's real capacity is measured before each link speed's runs (one kernel TCP
-# stream between two hosts): on a busy machine the veths carry less than the tbf rate, and a
-# second virtual run uses that measured goodput (ALGO-simg) beside the nominal one (ALGO-sim).
+# stream between two hosts): on a busy machine the veths carry less than the tbf rate, and the
+# ranks' steps take longer than their CPU time. A second virtual run takes both from the real
+# run (ALGO-simr: --sim-nic at the measured goodput, --sim-compute fixed at the real run's mean
+# step) beside the nominal one (ALGO-sim: the tbf rate, the step's CPU time measured).
 #
 # Writes OUT/table.md, OUT/results.csv (time to target, bytes per host, transports), and per
-# link speed OUT/RATE/ALGO-real, ALGO-sim and ALGO-simg run directories with their logs, and
+# link speed OUT/RATE/ALGO-real, ALGO-sim and ALGO-simr run directories with their logs, and
 # `hearsay report OUT`: OUT/report.md and a loss-versus-time plot per link speed
 # (OUT/report-loss_vs_time_RATE.png; real runs solid, virtual ones dashed).
 # Exit 0 when every run ran, 1 when one failed, 2 on a usage error, 77 when it cannot run here.
@@ -227,18 +229,22 @@ for rate in $rates; do
                 >"$out/$simd.log" 2>&1 || true
             ok_run "$out/$simd" "$out/$simd.log" || simd=""
         fi
+        # the real run's step: mean compute_s of its iterations over every rank (rank-R.csv)
+        cms=$(awk -F, 'FNR > 1 { s += $6; n++ } END { if (n) printf "%.4f", 1e3 * s / n }' \
+            "$out/$real"/rank-*.csv)
         simgd=""
-        if [ "$sim" = 1 ] && [ -n "$simg" ]; then
-            simgd=$rate/$a-simg
+        if [ "$sim" = 1 ] && [ -n "$simg" ] && [ -n "$cms" ]; then
+            simgd=$rate/$a-simr
             rm -rf "${out:?}/$simgd"
-            echo "== $rate $a: virtual, --sim-nic $simg (the measured goodput)"
+            echo "== $rate $a: virtual with the real inputs: --sim-nic $simg (measured goodput)" \
+                "--sim-compute fixed:$cms (the real run's mean step, ms)"
             bg_wait timeout "$limit" "$bin" sim -n "$size" --ranks-per-host "$rph" \
-                --sim-compute measured --sim-nic "$simg" "${flags[@]}" --out "$out/$simgd" \
+                --sim-compute "fixed:$cms" --sim-nic "$simg" "${flags[@]}" --out "$out/$simgd" \
                 >"$out/$simgd.log" 2>&1 || true
             ok_run "$out/$simgd" "$out/$simgd.log" || simgd=""
         fi
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rate" "$a" "$real" "$simd" "$l" \
-            "$wire" "$rph" "$simrate" "$simgd" "$simg" >>"$out/runs.tsv"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rate" "$a" "$real" "$simd" \
+            "$l" "$wire" "$rph" "$simrate" "$simgd" "$simg" "$cms" >>"$out/runs.tsv"
     done
     hs_hosts_down
 done

@@ -939,7 +939,7 @@ def ethernet(out, target):
         rph = int(rph)
         gd = p[8] if len(p) > 8 else ""
         res = {}
-        for kind, d in (("real", rd), ("sim", sd), ("simg", gd)):
+        for kind, d in (("real", rd), ("sim", sd), ("simr", gd)):
             if not d or not is_run_dir(os.path.join(out, d)):
                 res[kind] = None
                 continue
@@ -954,10 +954,11 @@ def ethernet(out, target):
                          "iterations": get(i["summary"], "iterations")}
         w = [float(x) for x in wire.split(",") if x]
         rows.append({"rate": rate, "algo": algo, "load": load, "real": res["real"],
-                     "sim": res["sim"], "simg": res["simg"],
+                     "sim": res["sim"], "simr": res["simr"],
                      "wire_per_host": sum(w) / len(w) if w else None,
                      "simrate": p[7] if len(p) > 7 else "",
-                     "goodput": p[9] if len(p) > 9 else ""})
+                     "goodput": p[9] if len(p) > 9 else "",
+                     "step_ms": p[10] if len(p) > 10 else ""})
 
     def ratio(a, b):
         return f"{b / a:.2f}" if a and b is not None and a > 0 else "—"
@@ -971,8 +972,9 @@ def ethernet(out, target):
     text = [f"Time to test loss {target} of the averaged model, real (emulated hosts: network "
             "namespaces, tc tbf, hearsay's sender-side latency) beside virtual (hearsay sim, "
             "same configuration, --sim-nic at TCP goodput, --sim-compute measured); ratio = "
-            "virtual / real; virtual (g): the same at the link's goodput measured before the "
-            "runs (one kernel TCP stream between two hosts). Bytes per host: real = frames its "
+            "virtual / real; virtual (r): the same with the real run's inputs, the link's goodput "
+            "measured before the runs (one kernel TCP stream between two hosts) and the real "
+            "run's mean step time (--sim-compute fixed). Bytes per host: real = frames its "
             "veth sent (Ethernet/IP/TCP headers, inter-host traffic only, the evaluations' "
             "gathers to rank 0 included); messages = hearsay's bytes_sent summed over the host's "
             "ranks (intra-host messages included).", ""]
@@ -981,30 +983,30 @@ def ethernet(out, target):
         sel = [r for r in rows if r["rate"] == rate]
         simrate, gp = sel[0]["simrate"], sel[0]["goodput"]
         text += [f"### {rate} (virtual: --sim-nic {simrate}" +
-                 (f"; measured goodput {gp}/s = virtual (g))" if gp else ")"), "",
-                 "| algorithm | time to target: real (s) | virtual (s) | ratio | virtual (g) | "
-                 "ratio | it/s: real | virtual | virtual (g) | ms/it compute+comm+wait: real | "
-                 "virtual (g) | bytes per host: real wire | messages, real | messages, virtual | "
+                 (f"; virtual (r): measured goodput {gp}/s)" if gp else ")"), "",
+                 "| algorithm | time to target: real (s) | virtual (s) | ratio | virtual (r) | "
+                 "ratio | it/s: real | virtual | virtual (r) | ms/it compute+comm+wait: real | "
+                 "virtual (r) | bytes per host: real wire | messages, real | messages, virtual | "
                  "final test loss: real | virtual | transport | load (1 min) |",
                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(sel, key=lambda r: ALGO_ORDER.index(r["algo"])
                         if r["algo"] in ALGO_ORDER else 99):
             rt, st = val(r, "real", "ttt"), val(r, "sim", "ttt")
             ri, si = val(r, "real", "its"), val(r, "sim", "its")
-            gt, gi = val(r, "simg", "ttt"), val(r, "simg", "its")
+            gt, gi = val(r, "simr", "ttt"), val(r, "simr", "its")
             text.append(
                 f"| {r['algo']} | {fmt(rt)} | {fmt(st)} | {ratio(rt, st)} | {fmt(gt)} | "
                 f"{ratio(rt, gt)} | {fmt(ri, 1)} | {fmt(si, 1)} | {fmt(gi, 1)} | "
                 f"{split(val(r, 'real', 'split'))} | "
-                f"{split(val(r, 'simg', 'split'))} | {human_bytes(r['wire_per_host'])} | "
+                f"{split(val(r, 'simr', 'split'))} | {human_bytes(r['wire_per_host'])} | "
                 f"{human_bytes(val(r, 'real', 'msg_per_host'))} | "
                 f"{human_bytes(val(r, 'sim', 'msg_per_host'))} | "
                 f"{fmt(val(r, 'real', 'loss'), 3)} | {fmt(val(r, 'sim', 'loss'), 3)} | "
                 f"{val(r, 'real', 'transport') or '—'} | {r['load']} |")
             csv_rows.append({"rate": rate, "algo": r["algo"], "real_time_to_target_s": rt,
-                             "sim_time_to_target_s": st, "simg_time_to_target_s": gt,
-                             "real_it_per_s": ri, "sim_it_per_s": si, "simg_it_per_s": gi,
-                             "measured_goodput": r["goodput"], "wire_bytes_per_host": r["wire_per_host"],
+                             "sim_time_to_target_s": st, "simr_time_to_target_s": gt,
+                             "real_it_per_s": ri, "sim_it_per_s": si, "simr_it_per_s": gi,
+                             "measured_goodput": r["goodput"], "real_step_ms": r["step_ms"], "wire_bytes_per_host": r["wire_per_host"],
                              "msg_bytes_per_host_real": val(r, "real", "msg_per_host"),
                              "msg_bytes_per_host_sim": val(r, "sim", "msg_per_host"),
                              "final_test_loss_real": val(r, "real", "loss"),
