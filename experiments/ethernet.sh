@@ -54,6 +54,8 @@ usage: experiments/ethernet.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
   --target-loss X    test loss to time (default 0.4)
   --seed N           (default 1)
   --no-sim           no virtual-time runs
+  --virtual-only     make the virtual runs of OUT's real runs again (OUT/runs.tsv; give the
+                     options the study ran with); needs no root
   --quick            2 hosts x 2 ranks, 1gbit, allreduce and sgp, mlp:64-128-10, 40
                      iterations: the refusal, set-up and clean-up paths in well under a minute
   --tag T            prefix of the namespaces and links made (default hse<pid>; 1 to 9
@@ -81,6 +83,7 @@ evalevery=0.05
 target=0.4
 seed=1
 sim=1
+vonly=0
 tag=hse$$
 limit=300
 goodput=$(awk 'BEGIN { printf "%.6f", 1448 / 1514 }')
@@ -102,6 +105,7 @@ while [ $# -gt 0 ]; do
     --target-loss) target=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     --no-sim) sim=0; shift ;;
+    --virtual-only) vonly=1; shift ;;
     --quick)
         hosts=2 rph=2 rates=1gbit algos="allreduce sgp" model=mlp:64-128-10
         data=gauss:dim=64,classes=10,train=10240,test=200,sep=5 iters=40 evalevery=0.25
@@ -135,7 +139,8 @@ case "$latency" in
 *) hs_die "--latency: expected a duration such as 500us or 1ms (hearsay --link syntax), or 0" ;;
 esac
 
-why=$(hs_netns_missing)
+why=""
+[ "$vonly" = 1 ] || why=$(hs_netns_missing)
 if [ -n "$why" ]; then
     echo "ethernet: SKIP: $why; the study emulates hosts with network namespaces, veth pairs" \
         "and tc tbf, which need root and ip netns. Nothing was made." >&2
@@ -176,6 +181,57 @@ train_flags() { # ALGO
     [ ${#extra[@]} -gt 0 ] && printf '%s\n' "${extra[@]}"
     return 0
 }
+
+# The virtual runs of one real run (sets simd, simgd, cms): the same configuration at the tbf
+# rate's goodput with the step's CPU time measured (RATE/ALGO-sim), and the same with the real
+# run's inputs, the measured link goodput and its mean step (RATE/ALGO-simr).
+virtual_runs() { # RATE ALGO REAL_DIR SIM_NIC MEASURED_NIC
+    local rate=$1 a=$2 real=$3 simrate=$4 simg=$5
+    local -a flags
+    mapfile -t flags < <(train_flags "$a")
+    simd="" simgd=""
+    # the real run's step: mean compute_s over every rank's iterations (rank-R.csv, not the
+    # rank-R-eval.csv files)
+    cms=$(awk -F, 'FNR > 1 && FILENAME !~ /-eval\.csv$/ { s += $6; n++ }
+        END { if (n) printf "%.4f", 1e3 * s / n }' "$out/$real"/rank-*.csv)
+    [ "$sim" = 1 ] || return 0
+    simd=$rate/$a-sim
+    rm -rf "${out:?}/$simd"
+    echo "== $rate $a: virtual, --sim-nic $simrate"
+    bg_wait timeout "$limit" "$bin" sim -n "$size" --ranks-per-host "$rph" \
+        --sim-compute measured --sim-nic "$simrate" "${flags[@]}" --out "$out/$simd" \
+        >"$out/$simd.log" 2>&1 || true
+    ok_run "$out/$simd" "$out/$simd.log" || simd=""
+    if [ -n "$simg" ] && [ -n "$cms" ]; then
+        simgd=$rate/$a-simr
+        rm -rf "${out:?}/$simgd"
+        echo "== $rate $a: virtual with the real inputs: --sim-nic $simg (measured goodput)" \
+            "--sim-compute fixed:$cms (the real run's mean step, ms)"
+        bg_wait timeout "$limit" "$bin" sim -n "$size" --ranks-per-host "$rph" \
+            --sim-compute "fixed:$cms" --sim-nic "$simg" "${flags[@]}" --out "$out/$simgd" \
+            >"$out/$simgd.log" 2>&1 || true
+        ok_run "$out/$simgd" "$out/$simgd.log" || simgd=""
+    fi
+    return 0
+}
+
+# --virtual-only: the real runs of OUT/runs.tsv stay, their virtual runs are made again.
+if [ "$vonly" = 1 ]; then
+    [ -s "$out/runs.tsv" ] || hs_die "--virtual-only: no $out/runs.tsv (run the study first)"
+    bin=$(hs_find_bin)
+    mv "$out/runs.tsv" "$out/runs.tsv.old"
+    while IFS=$'\t' read -r rate a real _ l wire rph_ simrate _ simg _; do
+        rph=$rph_
+        size=$((hosts * rph))
+        virtual_runs "$rate" "$a" "$real" "$simrate" "$simg"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rate" "$a" "$real" "$simd" \
+            "$l" "$wire" "$rph" "$simrate" "$simgd" "$simg" "$cms" >>"$out/runs.tsv"
+    done <"$out/runs.tsv.old"
+    rm -f "$out/runs.tsv.old"
+    "$HS_PY" "$here/report.py" ethernet "$out" --target-loss "$target" || failed=1
+    hs_report "$bin" "$out" --target-loss "$target"
+    exit "$failed"
+fi
 
 echo "ethernet: $hosts hosts x $rph ranks, tbf [$rates], latency $latency between hosts" \
     "(hearsay --link), algorithms [$algos], $model on $data, batch $batch, lr $lr, $iters" \
@@ -219,30 +275,7 @@ for rate in $rates; do
         done
         ok_run "$out/$real" "$out/$real.log" || continue
         echo "   $(((t1 - t0) / 1000000)) ms, bytes sent by each host on its veth: $wire"
-        simd=""
-        if [ "$sim" = 1 ]; then
-            simd=$rate/$a-sim
-            rm -rf "${out:?}/$simd"
-            echo "== $rate $a: virtual, --sim-nic $simrate"
-            bg_wait timeout "$limit" "$bin" sim -n "$size" --ranks-per-host "$rph" \
-                --sim-compute measured --sim-nic "$simrate" "${flags[@]}" --out "$out/$simd" \
-                >"$out/$simd.log" 2>&1 || true
-            ok_run "$out/$simd" "$out/$simd.log" || simd=""
-        fi
-        # the real run's step: mean compute_s of its iterations over every rank (rank-R.csv)
-        cms=$(awk -F, 'FNR > 1 { s += $6; n++ } END { if (n) printf "%.4f", 1e3 * s / n }' \
-            "$out/$real"/rank-*.csv)
-        simgd=""
-        if [ "$sim" = 1 ] && [ -n "$simg" ] && [ -n "$cms" ]; then
-            simgd=$rate/$a-simr
-            rm -rf "${out:?}/$simgd"
-            echo "== $rate $a: virtual with the real inputs: --sim-nic $simg (measured goodput)" \
-                "--sim-compute fixed:$cms (the real run's mean step, ms)"
-            bg_wait timeout "$limit" "$bin" sim -n "$size" --ranks-per-host "$rph" \
-                --sim-compute "fixed:$cms" --sim-nic "$simg" "${flags[@]}" --out "$out/$simgd" \
-                >"$out/$simgd.log" 2>&1 || true
-            ok_run "$out/$simgd" "$out/$simgd.log" || simgd=""
-        fi
+        virtual_runs "$rate" "$a" "$real" "$simrate" "$simg"
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rate" "$a" "$real" "$simd" \
             "$l" "$wire" "$rph" "$simrate" "$simgd" "$simg" "$cms" >>"$out/runs.tsv"
     done
