@@ -190,9 +190,9 @@ virtual_runs() { # RATE ALGO REAL_DIR SIM_NIC MEASURED_NIC
     local -a flags
     mapfile -t flags < <(train_flags "$a")
     simd="" simgd=""
-    # the real run's step: mean compute_s over every rank's iterations (rank-R.csv, not the
-    # rank-R-eval.csv files)
-    cms=$(awk -F, 'FNR > 1 && FILENAME !~ /-eval\.csv$/ { s += $6; n++ }
+    # the real run's step: mean compute_s over every rank's iterations (rank-R.csv only, not
+    # rank-R-eval.csv nor the algorithms' own rank-R-adpsgd.csv, rank-R-leader.csv)
+    cms=$(awk -F, 'FNR > 1 && FILENAME ~ /\/rank-[0-9]+\.csv$/ { s += $6; n++ }
         END { if (n) printf "%.4f", 1e3 * s / n }' "$out/$real"/rank-*.csv)
     [ "$sim" = 1 ] || return 0
     simd=$rate/$a-sim
