@@ -847,21 +847,31 @@ def study_report(top, target, plt, each):
             groups.setdefault(os.path.relpath(os.path.dirname(i["dir"]), top), []).append(i)
         for g, members in sorted(groups.items()):
             suffix = "" if g == "." else "_" + re.sub(r"[^A-Za-z0-9.-]+", "_", g)
+            # one colour per algorithm; its runs (real first, then virtual) solid, dashed, ...
+            colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+            algos = sorted({i["summary"].get("algo", "") for i in members})
+            styles = {}
+            for i in sorted(members, key=lambda i: (i["summary"].get("clock") == "virtual",
+                                                    i["dir"])):
+                a = i["summary"].get("algo", "")
+                k = sum(1 for (b, _) in styles if b == a)
+                styles[(a, i["dir"])] = (colors[algos.index(a) % len(colors)],
+                                         ("-", "--", ":", "-.")[k % 4])
             for xkey, xname in (("clock_s", "time"), ("iteration", "iterations")):
                 fig, ax = plt.subplots(figsize=(7.5, 4.5))
                 for i in members:
                     pts = [(e[xkey], e["avg_test_loss"]) for e in i["eval"]
                            if finite(e.get("avg_test_loss"))]
                     if pts:
-                        virtual = i["summary"].get("clock") == "virtual"
-                        ax.plot(*zip(*pts), marker="o", ms=3, ls="--" if virtual else "-",
+                        c, ls = styles[(i["summary"].get("algo", ""), i["dir"])]
+                        ax.plot(*zip(*pts), marker="o", ms=3, color=c, ls=ls,
                                 label=os.path.basename(i["dir"]))
                 tg = {i["target"] for i in members if i["target"] is not None and
                       math.isfinite(i["target"])}
                 if len(tg) == 1:
                     ax.axhline(tg.pop(), color="gray", ls=":", lw=1, label="target")
                 ax.set_yscale("log")
-                ax.set_xlabel("time (s; virtual for dashed lines)" if xkey == "clock_s"
+                ax.set_xlabel("time (s; virtual for the virtual-time runs)" if xkey == "clock_s"
                               else "iteration")
                 ax.set_ylabel("test loss of the averaged model")
                 ax.set_title(g if g != "." else os.path.basename(os.path.normpath(top)))
