@@ -109,3 +109,4 @@ EOF
 done
 echo
 echo "runs in $out"
+hs_report "$bin" "$out"

@@ -6,6 +6,9 @@
                                                  runs OUT/averaging/GRAPH/
     report.py validate OUT [--tolerance 0.15]    pairs of runs listed in OUT/pairs.tsv
                                                  (experiments/validate_sim.sh)
+    report.py ethernet OUT --target-loss X       OUT/runs.tsv (experiments/ethernet.sh)
+    report.py dir DIR [--target-loss X] [--runs] any run or study directory: what
+                                                 `hearsay report DIR` runs (report.md, PNGs)
 
 Each run directory is a `hearsay train --out` directory: summary.json, eval.csv (the averaged
 model and the consensus distance at evaluation points) and rank-R.csv / rank-R-eval.csv.
@@ -590,17 +593,459 @@ def validate(out, tol):
     print(table)
 
 
+
+# --- hearsay report DIR: any run or study directory -----------------------------------------
+
+def is_run_dir(d):
+    return os.path.isfile(os.path.join(d, "summary.json"))
+
+
+def find_runs(top, depth=4):
+    """Run directories below top (not top itself), at most `depth` levels down, sorted."""
+    found = []
+    for root, dirs, _files in os.walk(top):
+        rel = os.path.relpath(root, top)
+        level = 0 if rel == "." else rel.count(os.sep) + 1
+        if root != top and is_run_dir(root):
+            found.append(root)
+            dirs[:] = []  # a run's own folders (ckpt/) are not runs
+            continue
+        if level >= depth:
+            dirs[:] = []
+        dirs.sort()
+    return sorted(found)
+
+
+def rank_files(d):
+    """rank-R.csv of every rank, in rank order (empty list for a missing file)."""
+    out, r = [], 0
+    while os.path.exists(os.path.join(d, f"rank-{r}.csv")):
+        out.append(read_csv(os.path.join(d, f"rank-{r}.csv")))
+        r += 1
+    return out
+
+
+def finite(v):
+    return isinstance(v, float) and math.isfinite(v)
+
+
+def total(rows, key):
+    """The column's total over the run (rank-R.csv's byte counts are per iteration)."""
+    vals = [r[key] for r in rows if finite(r.get(key))]
+    return sum(vals) if vals else None
+
+
+def run_info(d, target=None):
+    """One run's figures for tables: summary.json plus what the CSVs add."""
+    summ = read_json(os.path.join(d, "summary.json")) or {}
+    ranks = rank_files(d)
+    ev = by_iteration(read_csv(os.path.join(d, "eval.csv")))
+    info = {"dir": d, "summary": summ, "ranks": ranks, "eval": ev}
+    info["sent"] = [total(x, "bytes_sent") for x in ranks]
+    info["recv"] = [total(x, "bytes_recv") for x in ranks]
+    t = target if target is not None else get(summ, "target_loss")
+    info["target"] = t
+    ttt = get(summ, "time_to_target_s")
+    if target is not None:  # a target of our own: the first evaluation of the averaged model
+        e = first_crossing(ev, "avg_test_loss", target)
+        ttt = e["clock_s"] if e else None
+    info["ttt"] = ttt if ttt is not None and math.isfinite(ttt) else None
+    return info
+
+
+def human_bytes(b):
+    if b is None:
+        return "—"
+    for unit, f in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if b >= f:
+            return f"{b / f:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def transports_of(summ):
+    """The transport(s) a run used: summary.json's "transports" (per pair kind) when present,
+    else its "transport"."""
+    t = summ.get("transports")
+    if isinstance(t, dict):
+        return ", ".join(f"{k}: {v}" for k, v in sorted(t.items()))
+    if isinstance(t, list):
+        return ", ".join(str(x) for x in t)
+    return summ.get("transport") or "—"
+
+
+def run_report(d, target, plt):
+    """DIR/report.md and DIR/report-*.png of one run."""
+    info = run_info(d, target)
+    s = info["summary"]
+    name = os.path.basename(os.path.normpath(d))
+    clock = s.get("clock", "wall")
+    unit = "virtual s" if clock == "virtual" else "s"
+    lines = [f"# {name}", "",
+             f"{s.get('algo', '?')} on {s.get('ranks', '?')} ranks, {s.get('model', '?')} "
+             f"({s.get('num_params', '?')} parameters) on {s.get('data', '?')}; clock: {clock}; "
+             f"transport: {transports_of(s)}", "",
+             "| figure | value |", "|---|---|"]
+    for key in ("iterations", "epochs", "wall_s", "samples_per_s", "final_test_loss",
+                "final_test_acc", "final_train_loss", "target_loss", "time_to_target_s",
+                "consensus_distance", "consensus_distance_rel", "ps_weight_min", "ps_weight_max",
+                "ps_weight_sum", "ps_weight_lost", "staleness_p50", "staleness_p99",
+                "staleness_max"):
+        v = s.get(key)
+        if v is None:
+            continue
+        lines.append(f"| {key} | {v:.6g} |" if isinstance(v, (int, float)) else
+                     f"| {key} | {v} |")
+    if target is not None:
+        lines.append(f"| time to test loss {target:g} ({unit}) | {fmt(info['ttt'], 3)} |")
+    failed = s.get("failed_ranks") or []
+    if failed:
+        lines.append(f"| failed ranks | {', '.join(str(f.get('rank')) for f in failed)} |")
+    per = s.get("per_rank") or []
+    if per:
+        lines += ["", f"Per rank (times in {unit} over the run; bytes from rank-R.csv):", "",
+                  "| rank | iterations | compute | comm | wait | straggle | sent | received | "
+                  "push-sum weight | staleness p50 / p99 / max | test loss |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for p in per:
+            q = p.get("rank", 0)
+            sent = info["sent"][q] if q < len(info["sent"]) else None
+            recv = info["recv"][q] if q < len(info["recv"]) else None
+
+            def g(k, nd=3):
+                v = p.get(k)
+                return fmt(float(v), nd) if isinstance(v, (int, float)) else "—"
+            lines.append(f"| {q} | {g('iterations', 0)} | {g('compute_s')} | {g('comm_s')} | "
+                         f"{g('wait_s')} | {g('straggle_s')} | {human_bytes(sent)} | "
+                         f"{human_bytes(recv)} | {g('ps_weight', 4)} | {g('staleness_p50', 1)} / "
+                         f"{g('staleness_p99', 1)} / {g('staleness_max', 0)} | "
+                         f"{g('test_loss', 4)} |")
+    pngs = []
+    if plt is not None:
+        pngs = run_plots(d, info, plt)
+        lines += ["", "Plots: " + ", ".join(pngs)]
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(d, "report.md"), "w") as f:
+        f.write(text)
+    return text, pngs
+
+
+def run_plots(d, info, plt):
+    s, ranks, ev = info["summary"], info["ranks"], info["eval"]
+    xlabel = "virtual time (s)" if s.get("clock") == "virtual" else "time (s)"
+    revs = []
+    r = 0
+    while os.path.exists(os.path.join(d, f"rank-{r}-eval.csv")):
+        revs.append(by_iteration(read_csv(os.path.join(d, f"rank-{r}-eval.csv"))))
+        r += 1
+    made = []
+
+    def save(fig, name):
+        fig.tight_layout()
+        fig.savefig(os.path.join(d, name), dpi=100)
+        plt.close(fig)
+        made.append(name)
+
+    for what, avg_key, rank_key, ylabel, log in (
+            ("loss", "avg_test_loss", "test_loss", "test loss", True),
+            ("accuracy", "avg_test_acc", "test_acc", "test accuracy", False)):
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+        for ax, xkey, xl in ((axes[0], "clock_s", xlabel), (axes[1], "iteration", "iteration")):
+            pts = [(e[xkey], e[avg_key]) for e in ev if finite(e.get(avg_key))]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", ms=3, lw=2, color="k", label="averaged model")
+            for q, rev in enumerate(revs):
+                pts = [(e[xkey], e[rank_key]) for e in rev if finite(e.get(rank_key))]
+                if pts:
+                    ax.plot(*zip(*pts), lw=1, alpha=0.7, label=f"rank {q}")
+            if log and info["target"] is not None and math.isfinite(info["target"]):
+                ax.axhline(info["target"], color="gray", ls="--", lw=1, label="target")
+            if log:
+                ax.set_yscale("log")
+            ax.set_xlabel(xl)
+            ax.set_ylabel(ylabel)
+        axes[0].legend(fontsize=7)
+        fig.suptitle(f"{s.get('algo', '')}: {ylabel} versus time and iterations")
+        save(fig, f"report-{what}.png")
+    cons = read_csv(os.path.join(d, "consensus.csv"))
+    cpts = [(c["iteration"], c["consensus_distance"]) for c in cons
+            if finite(c.get("consensus_distance")) and c["consensus_distance"] > 0]
+    if not cpts:
+        cpts = [(e["iteration"], e["consensus"]) for e in ev
+                if finite(e.get("consensus")) and e["consensus"] > 0]
+    if cpts:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(*zip(*cpts), marker="." if len(cpts) < 200 else None)
+        ax.set_yscale("log")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("consensus distance ‖x_i − x̄‖")
+        save(fig, "report-consensus.png")
+    for what, key, ylabel in (("ps_weight", "ps_weight", "push-sum weight"),
+                              ("staleness", "staleness_mean",
+                               "staleness of the messages applied (iterations, mean)")):
+        series = [[(row["iteration"], row[key]) for row in x if finite(row.get(key))]
+                  for x in ranks]
+        if not any(series):
+            continue
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for q, pts in enumerate(series):
+            if pts:
+                ax.plot(*zip(*pts), lw=1, label=f"rank {q}")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7)
+        save(fig, f"report-{what}.png")
+    per = [p for p in s.get("per_rank") or [] if p.get("finished")]
+    if per:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        bottom = [0.0] * len(per)
+        for key in ("compute_s", "comm_s", "wait_s", "straggle_s"):
+            vals = [float(p.get(key)) if isinstance(p.get(key), (int, float)) else 0.0
+                    for p in per]
+            ax.bar([str(p["rank"]) for p in per], vals, bottom=bottom, label=key[:-2])
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        ax.set_xlabel("rank")
+        ax.set_ylabel("virtual seconds" if s.get("clock") == "virtual" else "seconds")
+        ax.set_title("time split per rank")
+        ax.legend(fontsize=7)
+        save(fig, "report-time_split.png")
+    return made
+
+
+def study_report(top, target, plt, each):
+    runs = find_runs(top)
+    infos = [run_info(d, target) for d in runs]
+    rows = []
+    for i in infos:
+        s = i["summary"]
+        sent = [b for b in i["sent"] if b is not None]
+        rows.append({"run": os.path.relpath(i["dir"], top), "algo": s.get("algo"),
+                     "clock": s.get("clock", "wall"), "ranks": s.get("ranks"),
+                     "transport": transports_of(s), "iterations": s.get("iterations"),
+                     "wall_s": get(s, "wall_s"), "time_to_target_s": i["ttt"],
+                     "target_loss": i["target"], "final_test_loss": get(s, "final_test_loss"),
+                     "final_test_acc": get(s, "final_test_acc"),
+                     "bytes_sent_per_rank": sum(sent) / len(sent) if sent else None,
+                     "consensus_distance": get(s, "consensus_distance"),
+                     "staleness_p99": get(s, "staleness_p99")})
+    write_csv(os.path.join(top, "runs.csv"), rows, list(rows[0].keys()))
+    lines = [f"# {os.path.basename(os.path.normpath(top))}: {len(rows)} runs", "",
+             "| run | algorithm | clock | ranks | transport | iterations | time | time to "
+             "target | target | final test loss | final test acc | sent per rank |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        acc = r["final_test_acc"]
+        lines.append(f"| {r['run']} | {r['algo']} | {r['clock']} | {r['ranks']} | "
+                     f"{r['transport']} | {r['iterations']} | {fmt(r['wall_s'])} | "
+                     f"{fmt(r['time_to_target_s'])} | {fmt(r['target_loss'], 3)} | "
+                     f"{fmt(r['final_test_loss'], 4)} | "
+                     f"{fmt(100 * acc if acc is not None else None, 1)} % | "
+                     f"{human_bytes(r['bytes_sent_per_rank'])} |")
+    pngs = []
+    if plt is not None:
+        groups = {}
+        for i in infos:
+            groups.setdefault(os.path.relpath(os.path.dirname(i["dir"]), top), []).append(i)
+        for g, members in sorted(groups.items()):
+            suffix = "" if g == "." else "_" + re.sub(r"[^A-Za-z0-9.-]+", "_", g)
+            # one colour per algorithm; its runs (real first, then virtual) solid, dashed, ...
+            colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+            algos = sorted({i["summary"].get("algo", "") for i in members})
+            styles = {}
+            for i in sorted(members, key=lambda i: (i["summary"].get("clock") == "virtual",
+                                                    i["dir"])):
+                a = i["summary"].get("algo", "")
+                k = sum(1 for (b, _) in styles if b == a)
+                styles[(a, i["dir"])] = (colors[algos.index(a) % len(colors)],
+                                         ("-", "--", ":", "-.")[k % 4])
+            for xkey, xname in (("clock_s", "time"), ("iteration", "iterations")):
+                fig, ax = plt.subplots(figsize=(7.5, 4.5))
+                for i in members:
+                    pts = [(e[xkey], e["avg_test_loss"]) for e in i["eval"]
+                           if finite(e.get("avg_test_loss"))]
+                    if pts:
+                        c, ls = styles[(i["summary"].get("algo", ""), i["dir"])]
+                        ax.plot(*zip(*pts), marker="o", ms=3, color=c, ls=ls,
+                                label=os.path.basename(i["dir"]))
+                tg = {i["target"] for i in members if i["target"] is not None and
+                      math.isfinite(i["target"])}
+                if len(tg) == 1:
+                    ax.axhline(tg.pop(), color="gray", ls=":", lw=1, label="target")
+                ax.set_yscale("log")
+                ax.set_xlabel("time (s; virtual for the virtual-time runs)" if xkey == "clock_s"
+                              else "iteration")
+                ax.set_ylabel("test loss of the averaged model")
+                ax.set_title(g if g != "." else os.path.basename(os.path.normpath(top)))
+                ax.legend(fontsize=7, ncol=2)
+                fig.tight_layout()
+                name = f"report-loss_vs_{xname}{suffix}.png"
+                fig.savefig(os.path.join(top, name), dpi=100)
+                plt.close(fig)
+                pngs.append(name)
+        lines += ["", "Plots: " + ", ".join(pngs)]
+    if each:
+        for i in infos:
+            run_report(i["dir"], target, plt)
+        lines += ["", "Each run's own report: RUN/report.md and RUN/report-*.png."]
+    else:
+        lines += ["", "One run's plots: hearsay report RUN (or --runs here for every run)."]
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(top, "report.md"), "w") as f:
+        f.write(text)
+    return text, pngs
+
+
+def report_dir(d, target, each):
+    """hearsay report DIR. Exit 2 when DIR is not a run or study directory, 1 without
+    matplotlib (the tables are written all the same)."""
+    if not os.path.isdir(d):
+        sys.stderr.write(f"hearsay report: {d} is not a directory\n")
+        return 2
+    single = is_run_dir(d)
+    if not single and not find_runs(d):
+        sys.stderr.write(
+            f"hearsay report: {d} is neither a run directory (no summary.json in it) nor a "
+            f"study directory (no run directory with a summary.json below it, 4 levels at "
+            f"most)\n")
+        return 2
+    plt = None
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        pass
+    if single:
+        text, pngs = run_report(d, target, plt)
+    else:
+        text, pngs = study_report(d, target, plt, each)
+    print(text, end="")
+    if plt is None:
+        sys.stderr.write(f"hearsay report: {sys.executable} has no matplotlib (Debian: apt-get "
+                         "install python3-matplotlib): tables written, no plots\n")
+        return 1
+    print(f"hearsay report: {os.path.join(d, 'report.md')} and {len(pngs)} PNG plot(s) written")
+    return 0
+
+
+
+# --- experiments/ethernet.sh ------------------------------------------------------------------
+
+def rate_key(rate):
+    m = re.fullmatch(r"([0-9.]+)(k|m|g)bit", rate)
+    return -float(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] if m else 0
+
+
+def ethernet(out, target):
+    """OUT/runs.tsv lines RATE, ALGO, REAL_DIR, SIM_DIR, LOAD, WIRE_BYTES_PER_HOST (comma list),
+    RANKS_PER_HOST, SIM_NIC_RATE: one table per link speed, real beside virtual."""
+    path = os.path.join(out, "runs.tsv")
+    if not os.path.exists(path):
+        sys.exit(f"report: {path} not found (written by experiments/ethernet.sh)")
+    with open(path) as f:
+        lines_in = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    rows = []
+    for p in lines_in:
+        rate, algo, rd, sd, load, wire, rph = p[:7]
+        rph = int(rph)
+        gd = p[8] if len(p) > 8 else ""
+        res = {}
+        for kind, d in (("real", rd), ("sim", sd), ("simr", gd)):
+            if not d or not is_run_dir(os.path.join(out, d)):
+                res[kind] = None
+                continue
+            i = run_info(os.path.join(out, d), target)
+            sent = [b or 0 for b in i["sent"]]
+            nh = max(1, len(sent) // rph)
+            sp = rank_split(os.path.join(out, d))
+            res[kind] = {"ttt": i["ttt"], "loss": get(i["summary"], "final_test_loss"),
+                         "msg_per_host": sum(sent) / nh if sent else None,
+                         "its": sp["iterations"] / sp["clock_s"] if sp and sp["clock_s"] > 0
+                         else None, "split": sp, "transport": transports_of(i["summary"]),
+                         "iterations": get(i["summary"], "iterations")}
+        w = [float(x) for x in wire.split(",") if x]
+        rows.append({"rate": rate, "algo": algo, "load": load, "real": res["real"],
+                     "sim": res["sim"], "simr": res["simr"],
+                     "wire_per_host": sum(w) / len(w) if w else None,
+                     "simrate": p[7] if len(p) > 7 else "",
+                     "goodput": p[9] if len(p) > 9 else "",
+                     "step_ms": p[10] if len(p) > 10 else ""})
+
+    def ratio(a, b):
+        return f"{b / a:.2f}" if a and b is not None and a > 0 else "—"
+
+    def val(r, kind, k):
+        return (r[kind] or {}).get(k) if r[kind] else None
+
+    def split(sp):
+        return f"{sp['compute_s']:.1f}+{sp['comm_s']:.1f}+{sp['wait_s']:.1f}" if sp else "—"
+
+    text = [f"Time to test loss {target} of the averaged model, real (emulated hosts: network "
+            "namespaces, tc tbf, hearsay's sender-side latency) beside virtual (hearsay sim, "
+            "same configuration, --sim-nic at TCP goodput, --sim-compute measured); ratio = "
+            "virtual / real; virtual (r): the same with the real run's inputs, the link's goodput "
+            "measured before the runs (one kernel TCP stream between two hosts) and the real "
+            "run's mean step time (--sim-compute fixed). Bytes per host: real = frames its "
+            "veth sent (Ethernet/IP/TCP headers, inter-host traffic only, the evaluations' "
+            "gathers to rank 0 included); messages = hearsay's bytes_sent summed over the host's "
+            "ranks (intra-host messages included).", ""]
+    csv_rows = []
+    for rate in sorted({r["rate"] for r in rows}, key=rate_key):
+        sel = [r for r in rows if r["rate"] == rate]
+        simrate, gp = sel[0]["simrate"], sel[0]["goodput"]
+        text += [f"### {rate} (virtual: --sim-nic {simrate}" +
+                 (f"; virtual (r): measured goodput {gp}/s)" if gp else ")"), "",
+                 "| algorithm | time to target: real (s) | virtual (s) | ratio | virtual (r) | "
+                 "ratio | it/s: real | virtual | virtual (r) | ms/it compute+comm+wait: real | "
+                 "virtual (r) | bytes per host: real wire | messages, real | messages, virtual | "
+                 "final test loss: real | virtual | transport | load (1 min) |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in sorted(sel, key=lambda r: ALGO_ORDER.index(r["algo"])
+                        if r["algo"] in ALGO_ORDER else 99):
+            rt, st = val(r, "real", "ttt"), val(r, "sim", "ttt")
+            ri, si = val(r, "real", "its"), val(r, "sim", "its")
+            gt, gi = val(r, "simr", "ttt"), val(r, "simr", "its")
+            text.append(
+                f"| {r['algo']} | {fmt(rt)} | {fmt(st)} | {ratio(rt, st)} | {fmt(gt)} | "
+                f"{ratio(rt, gt)} | {fmt(ri, 1)} | {fmt(si, 1)} | {fmt(gi, 1)} | "
+                f"{split(val(r, 'real', 'split'))} | "
+                f"{split(val(r, 'simr', 'split'))} | {human_bytes(r['wire_per_host'])} | "
+                f"{human_bytes(val(r, 'real', 'msg_per_host'))} | "
+                f"{human_bytes(val(r, 'sim', 'msg_per_host'))} | "
+                f"{fmt(val(r, 'real', 'loss'), 3)} | {fmt(val(r, 'sim', 'loss'), 3)} | "
+                f"{val(r, 'real', 'transport') or '—'} | {r['load']} |")
+            csv_rows.append({"rate": rate, "algo": r["algo"], "real_time_to_target_s": rt,
+                             "sim_time_to_target_s": st, "simr_time_to_target_s": gt,
+                             "real_it_per_s": ri, "sim_it_per_s": si, "simr_it_per_s": gi,
+                             "measured_goodput": r["goodput"], "real_step_ms": r["step_ms"], "wire_bytes_per_host": r["wire_per_host"],
+                             "msg_bytes_per_host_real": val(r, "real", "msg_per_host"),
+                             "msg_bytes_per_host_sim": val(r, "sim", "msg_per_host"),
+                             "final_test_loss_real": val(r, "real", "loss"),
+                             "final_test_loss_sim": val(r, "sim", "loss"),
+                             "iterations_real": val(r, "real", "iterations"),
+                             "transport": val(r, "real", "transport"), "load": r["load"]})
+        text.append("")
+    if csv_rows:
+        write_csv(os.path.join(out, "results.csv"), csv_rows, list(csv_rows[0].keys()))
+    table = "\n".join(text) + "\n"
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write(table)
+    print(table)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("study", choices=["stragglers", "topologies", "validate"])
+    ap.add_argument("study", choices=["stragglers", "topologies", "validate", "ethernet", "dir"])
     ap.add_argument("out")
     ap.add_argument("--target-loss", type=float)
     ap.add_argument("--tolerance", type=float, default=0.15)
     ap.add_argument("--eps", type=float, default=1e-3)
+    ap.add_argument("--runs", action="store_true", help="dir: a study directory's runs too")
     ap.add_argument("--eval-every", type=float, default=0.25, help="topologies: epochs between "
                     "evaluations (differences in iterations to the target below it are ties)")
     a = ap.parse_args()
+    if a.study == "dir":
+        sys.exit(report_dir(a.out, a.target_loss, a.runs))
     if not os.path.isdir(a.out):
         sys.exit(f"report: {a.out} is not a directory")
     if a.study == "validate":
@@ -608,7 +1053,9 @@ def main():
         return
     if a.target_loss is None:
         ap.error("--target-loss is required")
-    if a.study == "stragglers":
+    if a.study == "ethernet":
+        ethernet(a.out, a.target_loss)
+    elif a.study == "stragglers":
         stragglers(a.out, a.target_loss)
     else:
         topologies(a.out, a.target_loss, a.eps, a.eval_every)

@@ -136,3 +136,4 @@ for sc in "${scenarios[@]}"; do
     done
 done
 "$HS_PY" "$here/report.py" stragglers "$out" --target-loss "$target"
+hs_report "$bin" "$out" --target-loss "$target"

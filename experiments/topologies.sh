@@ -166,3 +166,4 @@ for g in $graphs; do
 done
 "$HS_PY" "$here/report.py" topologies "$out" --target-loss "$target" --eps "$eps" \
     --eval-every "$evalevery"
+hs_report "$bin" "$out" --target-loss "$target"

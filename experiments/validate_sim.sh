@@ -5,8 +5,9 @@
 #
 #   (a) 2 ranks on this machine, `hearsay run -n 2 -- hearsay train`, links shaped in user
 #       space by --link latency=10ms,bw=100Mbit; virtually `hearsay sim -n 2` with that --link.
-#   (b) 4 ranks on 2 emulated hosts: two network namespaces joined by a veth pair whose two
-#       ends are rate-limited by tc tbf (100 Mbit/s each way, no offloads); 2 ranks in each,
+#   (b) 4 ranks on 2 emulated hosts: two network namespaces joined by a bridge (lib.sh's
+#       hs_hosts_up), each host's veth rate-limited by tc tbf at both ends (100 Mbit/s each
+#       way, no offloads); 2 ranks in each,
 #       started Slurm-style against `hearsay run --rendezvous-only` over the tcp provider
 #       (docs/launch.md; as tests/transport_netns.sh). Virtually `hearsay sim -n 4
 #       --ranks-per-host 2` with the inter-host links capped by --link (one rule per rank pair
@@ -139,124 +140,34 @@ ok_run() { # DIR LOG: the run wrote its summary
 }
 failed=0
 # Run a command in the background and wait for it: a signal then interrupts the wait at once
-# (bash runs a trap only after a foreground command ends) and cleanup stops the command.
+# (bash runs a trap only after a foreground command ends) and hs_cleanup stops the command.
 bg_wait() {
     "$@" &
     local p=$!
-    pids+=("$p")
+    HS_PIDS+=("$p")
     wait "$p"
 }
 
-# --- namespaces: made by setup_netns, always removed ------------------------------------------
+# --- (b)'s hosts: lib.sh's namespaces behind a bridge, always removed ---------------------------
 tag=hsv$$
-nsa=${tag}a
-nsb=${tag}b
-va=${tag}0
-vb=${tag}1
-made_ns=0
-pids=()
-cleanup() {
-    local p
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    if [ "$made_ns" = 1 ]; then
-        ip netns del "$nsa" 2>/dev/null || true
-        ip netns del "$nsb" 2>/dev/null || true
-        ip link del "$va" 2>/dev/null || true
-    fi
-}
-trap cleanup EXIT
+net=10.79.0
+trap hs_cleanup EXIT
 trap 'echo "validate_sim: interrupted" >&2; exit 130' INT TERM HUP
 
-# Prints nothing and returns 0 when (b) can run, else the reason on stdout.
-netns_missing() {
-    [ "$(id -u)" = 0 ] || { echo "not running as root"; return; }
-    command -v ip >/dev/null 2>&1 || { echo "no ip(8)"; return; }
-    command -v tc >/dev/null 2>&1 || { echo "no tc(8)"; return; }
-    command -v timeout >/dev/null 2>&1 || { echo "no timeout(1)"; return; }
-    ip netns list >/dev/null 2>&1 || { echo "ip netns does not work here"; return; }
-}
-
 setup_netns() {
-    local err
-    err=$(mktemp)
-    made_ns=1
-    if ! { ip netns add "$nsa" && ip netns add "$nsb"; } 2>"$err"; then
-        echo "SKIP (b): ip netns add failed: $(cat "$err")"
-        rm -f "$err"
+    if ! hs_hosts_up "$tag" 2 "$rate" "$net"; then
+        echo "SKIP (b): could not build the two hosts (above)"
         return 1
     fi
-    if ! ip link add "$va" type veth peer name "$vb" 2>"$err"; then
-        echo "SKIP (b): no veth pair: $(cat "$err")"
-        rm -f "$err"
-        return 1
-    fi
-    # tbf at packet size: no segmentation offload (a 64 kB GSO packet would pass a small
-    # bucket in one go, or never), a bucket of two packets, a queue long enough never to drop.
-    if ! { ip link set "$va" netns "$nsa" && ip link set "$vb" netns "$nsb" &&
-        ip -n "$nsa" addr add 10.79.0.1/24 dev "$va" &&
-        ip -n "$nsb" addr add 10.79.0.2/24 dev "$vb" &&
-        ip -n "$nsa" link set "$va" gso_max_size 1500 gso_max_segs 1 &&
-        ip -n "$nsb" link set "$vb" gso_max_size 1500 gso_max_segs 1 &&
-        ip -n "$nsa" link set "$va" up && ip -n "$nsb" link set "$vb" up &&
-        ip -n "$nsa" link set lo up && ip -n "$nsb" link set lo up; } 2>"$err"; then
-        echo "SKIP (b): could not configure the veth pair: $(cat "$err")"
-        rm -f "$err"
-        return 1
-    fi
-    if ! { tc -n "$nsa" qdisc add dev "$va" root tbf rate "$rate" burst 3000 latency 2s &&
-        tc -n "$nsb" qdisc add dev "$vb" root tbf rate "$rate" burst 3000 latency 2s; } 2>"$err"; then
-        echo "SKIP (b): no tc tbf: $(cat "$err")"
-        rm -f "$err"
-        return 1
-    fi
-    rm -f "$err"
-    echo "(b) hosts: namespaces $nsa (10.79.0.1, ranks 0-1) and $nsb (10.79.0.2, ranks 2-3)," \
-        "veth $va-$vb, tbf $rate each way"
+    echo "(b) hosts: namespaces ${tag}h0 ($net.1, ranks 0-1) and ${tag}h1 ($net.2, ranks 2-3)" \
+        "behind the bridge of ${tag}sw, tbf $rate each way on both hosts"
 }
 
 # (b) for real: 4 ranks, 2 per namespace, Slurm-style against a rendezvous in the first.
 run_netns() { # DIR LOG ALGO
-    local dir=$1 log=$2 rdvdir r ns dev i rc=0
     local -a flags
     mapfile -t flags < <(train_flags "$3" b)
-    rdvdir=$(mktemp -d)
-    timeout "$limit" ip netns exec "$nsa" "$bin" run --rendezvous-only -n 4 --bind 10.79.0.1 \
-        --env-file "$rdvdir/rdv.env" --timeout 60 >"$rdvdir/rdv.log" 2>&1 &
-    local rdv=$!
-    pids+=("$rdv")
-    i=0
-    while [ ! -s "$rdvdir/rdv.env" ]; do
-        i=$((i + 1))
-        if [ $i -gt 100 ]; then
-            echo "the rendezvous did not start in 10 s:" >>"$log"
-            cat "$rdvdir/rdv.log" >>"$log"
-            kill "$rdv" 2>/dev/null || true
-            rm -rf "$rdvdir"
-            return 1
-        fi
-        sleep 0.1
-    done
-    local -a ranks=()
-    for r in 0 1 2 3; do
-        if [ "$r" -lt 2 ]; then ns=$nsa dev=$va; else ns=$nsb dev=$vb; fi
-        (
-            set -a
-            # shellcheck disable=SC1091
-            . "$rdvdir/rdv.env"
-            set +a
-            exec timeout "$limit" ip netns exec "$ns" env SLURM_PROCID="$r" SLURM_NTASKS=4 \
-                HS_HOSTNAME="host$((r / 2))" FI_TCP_IFACE="$dev" \
-                "$bin" train "${flags[@]}" --provider tcp --out "$dir"
-        ) >"$log.$r" 2>&1 &
-        ranks+=($!)
-        pids+=("$!")
-    done
-    for r in "${ranks[@]}"; do wait "$r" || rc=1; done
-    if [ "$rc" = 0 ]; then wait "$rdv" || true; else kill "$rdv" 2>/dev/null || true; fi
-    cat "$log".[0-3] >>"$log"
-    rm -f "$log".[0-3]
-    rm -rf "$rdvdir"
-    return "$rc"
+    hs_netns_run "$bin" "$tag" "$net" 2 2 "$1" "$2" "$limit" "${flags[@]}"
 }
 
 echo "validate_sim: (a) $model on $data, $epochs epochs; (b) $modelb on $datab, $epochsb" \
@@ -264,7 +175,7 @@ echo "validate_sim: (a) $model on $data, $epochs epochs; (b) $modelb on $datab, 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) on $(nproc) cores"
 for c in $configs; do
     if [ "$c" = b ]; then
-        why=$(netns_missing)
+        why=$(hs_netns_missing)
         if [ -n "$why" ]; then
             echo "SKIP (b): $why: the 4-rank, 2-host comparison needs root and network namespaces"
             continue
@@ -310,11 +221,9 @@ for c in $configs; do
             printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$a" "$real" "$sim" "$l" "" >>"$out/pairs.tsv"
         done
     done
-    if [ "$c" = b ] && [ "$made_ns" = 1 ]; then
-        cleanup
-        made_ns=0
-    fi
+    [ "$c" = b ] && hs_hosts_down
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$HS_PY" "$here/report.py" validate "$out" --tolerance "$tol"
+hs_report "$bin" "$out"
 exit "$failed"
