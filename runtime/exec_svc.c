@@ -31,6 +31,18 @@ int hs_svc_slots_open(hs_svc_slots_t *sl, hs_transport_t *t, const hs_service_de
     return 0;
 }
 
+int hs_svc_handle(hs_exec_t *x, const hs_service_desc_t *desc, int slot, const void *buf,
+                  const hs_tstatus_t *st)
+{
+    hs_trace_t *tr = x->trace;
+    if (__builtin_expect(tr == NULL, 1)) return desc->on_msg(desc->ctx, slot, buf, st);
+    hs_trace_thread(tr, desc->name); /* this thread's track is the service's */
+    hs_trace_apply_begin(tr, x->rank, buf, st);
+    int rc = desc->on_msg(desc->ctx, slot, buf, st);
+    hs_trace_end(tr, HS_TR_APPLY);
+    return rc;
+}
+
 void hs_svc_slots_close(hs_svc_slots_t *sl, hs_transport_t *t)
 {
     for (int i = 0; i < sl->n; i++) {

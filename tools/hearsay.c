@@ -16,6 +16,7 @@ static const struct {
     {"sim", hs_cmd_sim, "run hearsay train on N simulated ranks in virtual time"},
     {"run", hs_cmd_run, "start N local workers: hearsay run -n N -- hearsay train ..."},
     {"topo", hs_cmd_topo, "build, analyse and compare peer graphs"},
+    {"trace", hs_cmd_trace, "merge a --trace run's parts: hearsay trace merge OUT PART..."},
     {"bench", hs_cmd_bench, "benchmarks: step, p2p, allreduce, gossip, sim (hearsay bench --help)"},
 };
 
