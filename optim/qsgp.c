@@ -88,7 +88,9 @@ static int wait_all(hs_algo_t *a, hs_treq_t **reqs, int n, long t, int recv)
                           "round %ld",
                           d->rank, (long long)h->iteration, st.source, t);
         double t0 = hs_exec_now(d->x);
+        hs_trace_apply_begin(d->x->trace, d->rank, a->rbuf[idx], &st); /* --trace */
         rc = hs_decompress_add(a->dc, a->rbuf[idx] + sizeof *h, h->extra, 1.0f, a->xin[idx]);
+        hs_trace_end(d->x->trace, HS_TR_APPLY);
         if (rc < 0) {
             hs_error_prefix("compressed push-sum: message from rank %d", st.source);
             return rc;

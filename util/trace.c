@@ -214,11 +214,15 @@ uint64_t hs_trace_flow_id(int src, int dst, uint32_t tag, const void *buf, size_
     return h ? h : 1;
 }
 
-void hs_trace_apply_begin(hs_trace_t *tr, int me, const void *buf, const hs_tstatus_t *st)
+void hs_trace_apply_msg(hs_trace_t *tr, int me, int src, uint32_t tag, const void *buf, size_t len)
 {
     if (!tr) return;
-    hs_trace_ev(tr, 'B', HS_TR_APPLY, st->source,
-                hs_trace_flow_id(st->source, me, st->tag, buf, st->len), (int64_t)st->len);
+    hs_trace_ev(tr, 'B', HS_TR_APPLY, src, hs_trace_flow_id(src, me, tag, buf, len), (int64_t)len);
+}
+
+void hs_trace_apply_begin(hs_trace_t *tr, int me, const void *buf, const hs_tstatus_t *st)
+{
+    hs_trace_apply_msg(tr, me, st->source, st->tag, buf, st->len);
 }
 
 /* --- opening, alignment, the part ---------------------------------------------------------- */

@@ -113,6 +113,8 @@ static inline void hs_trace_end(hs_trace_t *tr, int name)
 /* An "apply" span for a received message: begin with its flow end (buf, st: the message as
  * received, before it is touched), ... hs_trace_end(tr, HS_TR_APPLY). */
 void hs_trace_apply_begin(hs_trace_t *tr, int me, const void *buf, const struct hs_tstatus *st);
+/* The same for a message of len bytes from src with tag, when no status is at hand. */
+void hs_trace_apply_msg(hs_trace_t *tr, int me, int src, uint32_t tag, const void *buf, size_t len);
 
 #ifdef __cplusplus
 }
