@@ -250,6 +250,8 @@ static int check_one(const char *path, const char *what)
         return 0;
     }
     int e = errno;
+    if (e == ENOENT)
+        return HS_ERR(-e, "--trace %s: cannot create %s: its directory does not exist", what, path);
     return HS_ERR(-e, "--trace %s: cannot write %s: %s", what, path, strerror(e));
 }
 
@@ -405,9 +407,8 @@ static int part_read(rd_part_t *p, const char *path)
         return HS_ERR(-EIO, "cannot read the trace part %s", path);
     }
     fclose(f);
-    if (len < sizeof p->h) goto bad;
-    memcpy(&p->h, p->data, sizeof p->h);
-    if (memcmp(p->h.magic, TRACE_MAGIC, sizeof p->h.magic) != 0) {
+    if (len >= sizeof p->h) memcpy(&p->h, p->data, sizeof p->h);
+    if (len < sizeof p->h || memcmp(p->h.magic, TRACE_MAGIC, sizeof p->h.magic) != 0) {
         part_free(p);
         return HS_ERR(-EPROTO, "%s is not a Hearsay trace part (no HSTRACE magic)", path);
     }
