@@ -131,6 +131,7 @@ static void *svc_main(void *arg)
     hs_service_t *s = arg;
     hs_transport_t *t = s->x->t;
     int n = s->d.n_slots;
+    hs_trace_thread(s->x->trace, s->d.name); /* --trace: this thread's track */
     for (;;) {
         pthread_mutex_lock(&s->mu);
         int stop = s->stop;

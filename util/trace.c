@@ -186,30 +186,28 @@ void hs_trace_ev(hs_trace_t *tr, int ph, int name, int peer, uint64_t flow, int6
     if (th) hs_trace_thr_ev(th, ph, name, peer, flow, arg);
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
+/* 8 bytes at a time: a multiply and a shift per word (a tail is zero-padded). */
+static uint64_t mix(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t w = 0;
+        memcpy(&w, b + i, n - i < 8 ? n - i : 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+        h ^= h >> 29;
     }
     return h;
 }
 
 uint64_t hs_trace_flow_id(int src, int dst, uint32_t tag, const void *buf, size_t len)
 {
-    uint64_t h = 14695981039346656037ull;
-    int32_t s = src, d = dst;
-    uint64_t l = len;
-    h = fnv(h, &s, sizeof s);
-    h = fnv(h, &d, sizeof d);
-    h = fnv(h, &tag, sizeof tag);
-    h = fnv(h, &l, sizeof l);
+    uint64_t head[3] = {(uint64_t)(uint32_t)src << 32 | (uint32_t)dst, tag, len};
+    uint64_t h = mix(0x84222325CBF29CE4ull, head, sizeof head);
     if (buf && len) { /* 32 bytes at the start, the middle and the end */
         size_t k = len < 32 ? len : 32;
-        h = fnv(h, buf, k);
-        if (len > 64) h = fnv(h, (const unsigned char *)buf + len / 2 - 16, 32);
-        if (len > 32) h = fnv(h, (const unsigned char *)buf + len - k, k);
+        h = mix(h, buf, k);
+        if (len > 64) h = mix(h, (const unsigned char *)buf + len / 2 - 16, 32);
+        if (len > 32) h = mix(h, (const unsigned char *)buf + len - k, k);
     }
     return h ? h : 1;
 }
@@ -274,6 +272,7 @@ int hs_trace_open(hs_trace_t **out, const char *path, hs_exec_t *x, int rank, in
     char part[4096];
     hs_trace_part_name(part, sizeof part, path, rank);
     HS_TRY(check_one(part, path));
+    unlink(part); /* an earlier run's part: never merged with this run's */
     hs_trace_t *tr = hs_calloc(1, sizeof *tr, "tracer");
     if (!tr) return -ENOMEM;
     if (!(tr->path = strdup(path))) {
