@@ -52,6 +52,7 @@ typedef struct chunk {
 
 struct hs_trace_thr {
     hs_trace_t *tr;
+    pthread_t owner;
     int tid;
     char name[THR_NAME_MAX];
     chunk_t *head, *tail;
@@ -118,18 +119,25 @@ static int64_t now_ns(hs_trace_t *tr)
     return (int64_t)llround(tr->x->ops->now(tr->x) * 1e9);
 }
 
+/* This thread's buffer in tr: the cached one, one it had before (a thread that records for
+ * two tracers in turn), or a new one. */
 static hs_trace_thr_t *attach(hs_trace_t *tr)
 {
     if (cur_thr && cur_gen == tr->gen) return cur_thr;
-    hs_trace_thr_t *th = calloc(1, sizeof *th);
-    if (!th) return NULL;
-    th->tr = tr;
+    pthread_t me = pthread_self();
     pthread_mutex_lock(&tr->mu);
-    th->tid = tr->nthr++;
-    *tr->tail = th;
-    tr->tail = &th->next;
+    hs_trace_thr_t *th = tr->threads;
+    while (th && !pthread_equal(th->owner, me)) th = th->next;
+    if (!th && (th = calloc(1, sizeof *th))) {
+        th->tr = tr;
+        th->owner = me;
+        th->tid = tr->nthr++;
+        snprintf(th->name, sizeof th->name, "thread %d", th->tid);
+        *tr->tail = th;
+        tr->tail = &th->next;
+    }
     pthread_mutex_unlock(&tr->mu);
-    snprintf(th->name, sizeof th->name, "thread %d", th->tid);
+    if (!th) return NULL;
     cur_thr = th;
     cur_gen = tr->gen;
     return th;
