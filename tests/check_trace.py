@@ -2,8 +2,9 @@
 """Check a --trace file (Chrome trace-event JSON): it parses, every flow has exactly one start
 ('s') and one end ('f'), the start is not later than the end and lies inside a "send" span,
 the end inside an "apply" span, spans on each thread nest (no partial overlap), and every rank
-has compute spans. Usage: check_trace.py FILE RANKS [MIN_FLOWS [CLOCK]], RANKS a count (0..N-1)
-or a comma list; CLOCK wall or virtual. Exit 0, or 1 with the reason.
+has compute spans. Usage: check_trace.py FILE RANKS [MIN_FLOWS [CLOCK [NAMES]]], RANKS a count
+(0..N-1) or a comma list; CLOCK wall or virtual; NAMES spans that must appear (a comma list).
+Exit 0, or 1 with the reason.
 """
 import json
 import sys
@@ -22,7 +23,8 @@ def main():
     else:
         ranks = list(range(int(sys.argv[2])))
     min_flows = int(sys.argv[3]) if len(sys.argv) > 3 else 1
-    clock = sys.argv[4] if len(sys.argv) > 4 else None
+    clock = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else None
+    expect = sys.argv[5].split(",") if len(sys.argv) > 5 else []
     with open(path) as f:
         doc = json.load(f)
     evs = doc["traceEvents"]
@@ -58,6 +60,11 @@ def main():
             fail("rank %d has no compute span" % r)
     if pids != set(ranks):
         fail("ranks in the trace: %s, expected %s" % (sorted(pids), ranks))
+
+    seen = {s[2] for l in spans.values() for s in l}
+    for name in expect:
+        if name not in seen:
+            fail("no %r span (spans seen: %s)" % (name, ", ".join(sorted(seen))))
 
     def inside(e, name):
         return any(s[2] == name and s[0] - eps <= e["ts"] <= s[1] + eps

@@ -21,8 +21,8 @@ common="--model mlp:784-64-10 --data gauss:train=2000,test=200 --batch 32 --eval
 --threads 1 --quiet"
 bound=120 # seconds: every run here takes a few
 
-check() { # FILE RANKS MIN_FLOWS CLOCK WHAT
-    if "$py" "$src/tests/check_trace.py" "$1" "$2" "$3" "$4"; then
+check() { # FILE RANKS MIN_FLOWS CLOCK WHAT [SPANS THAT MUST APPEAR]
+    if "$py" "$src/tests/check_trace.py" "$1" "$2" "$3" "$4" ${6:+"$6"}; then
         echo "ok: $5"
     else
         echo "FAIL: $5"; fail=1
@@ -39,10 +39,13 @@ run() { # WHAT COMMAND...
     fi
 }
 
-# 4 simulated ranks (SGP: the gossip receiver's applies), virtual time
+# 4 simulated ranks (SGP: the gossip receiver's applies), virtual time, with a straggler and
+# a checkpoint
 # shellcheck disable=SC2086
-run "sim -n 4 sgp" "$bin" sim -n 4 --algo sgp $common --max-iters 30 --trace "$out/sim.json" &&
-    check "$out/sim.json" 4 100 virtual "hearsay sim -n 4 --algo sgp: virtual-time trace"
+run "sim -n 4 sgp" "$bin" sim -n 4 --algo sgp $common --max-iters 30 --trace "$out/sim.json" \
+    --straggler slow:2:x2 --checkpoint-every 0.5 --out "$out/simrun" &&
+    check "$out/sim.json" 4 100 virtual "hearsay sim -n 4 --algo sgp: virtual-time trace" \
+        "iteration,compute,straggler sleep,step,local step,send,apply,wait,evaluation,checkpoint,finish"
 # D-PSGD mixes on the training loop's thread
 # shellcheck disable=SC2086
 run "sim -n 4 dpsgd" "$bin" sim -n 4 --algo dpsgd $common --max-iters 20 \
@@ -52,7 +55,8 @@ run "sim -n 4 dpsgd" "$bin" sim -n 4 --algo dpsgd $common --max-iters 20 \
 # shellcheck disable=SC2086
 run "run -n 4 sgp" "$bin" run -n 4 -- "$bin" train --algo sgp $common --max-iters 30 \
     --trace "$out/run.json" &&
-    check "$out/run.json" 4 100 wall "hearsay run -n 4 -- hearsay train --algo sgp: wall-clock trace"
+    check "$out/run.json" 4 100 wall "hearsay run -n 4 -- hearsay train --algo sgp: wall-clock trace" \
+        "iteration,compute,step,local step,send,apply,recv,evaluation,finish"
 # one worker alone
 # shellcheck disable=SC2086
 run "train alone" "$bin" train $common --max-iters 10 --trace "$out/one.json" &&
