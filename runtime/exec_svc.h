@@ -25,6 +25,10 @@ int hs_svc_slots_post(hs_svc_slots_t *sl, hs_transport_t *t, int i);
  * on the calling thread's track when x traces (--trace), where the message's flow ends. */
 int hs_svc_handle(hs_exec_t *x, const hs_service_desc_t *desc, int slot, const void *buf,
                   const hs_tstatus_t *st);
+/* The same for a handler run on whichever thread delivers the message (the simulator's pure
+ * services): the "apply" span goes to the service's own track (hs_trace_track). */
+int hs_svc_handle_inline(hs_exec_t *x, const hs_service_desc_t *desc, int slot, const void *buf,
+                         const hs_tstatus_t *st);
 /* Cancel the posted receives and free everything. */
 void hs_svc_slots_close(hs_svc_slots_t *sl, hs_transport_t *t);
 

@@ -1458,7 +1458,8 @@ static void svc_inline(sim_world_t *w, struct hs_treq *r, const void *data)
         } else {
             hs_tstatus_t st = r->st;
             sim_out(w);
-            int hr = s->d.on_msg(s->d.ctx, r->slot, r->held ? r->held->data : data, &st);
+            int hr = hs_svc_handle_inline(s->x, &s->d, r->slot, r->held ? r->held->data : data,
+                                          &st); /* on_msg (--trace: an apply span) */
             sim_in(w);
             svc_latch(s, hr);
         }

@@ -53,6 +53,7 @@ typedef struct chunk {
 struct hs_trace_thr {
     hs_trace_t *tr;
     pthread_t owner;
+    int track; /* 1: a named track, not a thread's (hs_trace_track) */
     int tid;
     char name[THR_NAME_MAX];
     chunk_t *head, *tail;
@@ -127,7 +128,7 @@ static hs_trace_thr_t *attach(hs_trace_t *tr)
     pthread_t me = pthread_self();
     pthread_mutex_lock(&tr->mu);
     hs_trace_thr_t *th = tr->threads;
-    while (th && !pthread_equal(th->owner, me)) th = th->next;
+    while (th && (th->track || !pthread_equal(th->owner, me))) th = th->next;
     if (!th && (th = calloc(1, sizeof *th))) {
         th->tr = tr;
         th->owner = me;
@@ -149,6 +150,23 @@ void hs_trace_thread(hs_trace_t *tr, const char *name)
     hs_trace_thr_t *th = attach(tr);
     if (th && name && strncmp(th->name, "thread ", 7) == 0)
         snprintf(th->name, sizeof th->name, "%s", name);
+}
+
+hs_trace_thr_t *hs_trace_track(hs_trace_t *tr, const char *name)
+{
+    pthread_mutex_lock(&tr->mu);
+    hs_trace_thr_t *th = tr->threads;
+    while (th && !(th->track && !strcmp(th->name, name))) th = th->next;
+    if (!th && (th = calloc(1, sizeof *th))) {
+        th->tr = tr;
+        th->track = 1;
+        th->tid = tr->nthr++;
+        snprintf(th->name, sizeof th->name, "%s", name);
+        *tr->tail = th;
+        tr->tail = &th->next;
+    }
+    pthread_mutex_unlock(&tr->mu);
+    return th;
 }
 
 hs_trace_thr_t *hs_trace_self(void)

@@ -98,6 +98,11 @@ uint64_t hs_trace_flow_id(int src, int dst, uint32_t tag, const void *buf, size_
 hs_trace_thr_t *hs_trace_self(void);
 /* Name the calling thread (its track in the timeline) and make it record for tr. */
 void hs_trace_thread(hs_trace_t *tr, const char *name);
+/* A track of tr named `name` that no thread owns (created on first use), for work that runs
+ * on whichever thread is at hand: the simulator runs a pure service's handler on the thread
+ * that delivers its message, often another rank's. One writer at a time (the caller's
+ * business: the simulator's baton); the calling thread's own buffer is left as it was. */
+hs_trace_thr_t *hs_trace_track(hs_trace_t *tr, const char *name);
 
 /* A span of `name` (begin ... end, properly nested per thread). */
 static inline void hs_trace_begin(hs_trace_t *tr, int name, int64_t arg)
