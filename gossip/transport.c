@@ -8,6 +8,7 @@
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
 #include "hearsay/env.h"
+#include "hearsay/trace.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -282,7 +283,13 @@ int hs_transport_isend(hs_transport_t *t, int peer, uint32_t tag, const void *bu
     HS_TRY(check_tag(t, tag, "isend"));
     if (!buf && len) return HS_ERR(-EINVAL, "isend: NULL buffer of %zu bytes", len);
     NEED_OP(t, isend);
-    return t->ops->isend(t, peer, tag, buf, len, req);
+    hs_trace_thr_t *tth = hs_trace_self(); /* --trace: a "send" span, where a flow starts */
+    if (__builtin_expect(tth == NULL, 1)) return t->ops->isend(t, peer, tag, buf, len, req);
+    hs_trace_thr_ev(tth, 'B', HS_TR_SEND, peer, hs_trace_flow_id(t->rank, peer, tag, buf, len),
+                    (int64_t)len);
+    int rc = t->ops->isend(t, peer, tag, buf, len, req);
+    hs_trace_thr_ev(tth, 'E', HS_TR_SEND, -1, 0, 0);
+    return rc;
 }
 
 int hs_transport_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_t cap,

@@ -104,7 +104,10 @@ static int collect(hs_center_t *c, float *dst, hs_el_kind_t kind, double limit)
             continue;
         }
         if (rc < 0) return rc;
-        if (idx >= 0) HS_TRY(take_reply(c, idx, &st, kind, dst));
+        if (idx < 0) continue;
+        hs_trace_apply_begin(c->x->trace, c->x->rank, c->rbuf[idx], &st); /* --trace */
+        HS_TRY(take_reply(c, idx, &st, kind, dst));
+        hs_trace_end(c->x->trace, HS_TR_APPLY);
     }
     c->st.wait_s += hs_exec_now(c->x) - t0;
     return lost;

@@ -63,7 +63,9 @@ static int on_recv(void *ctx, int slot, const unsigned char *msg, const hs_tstat
     const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)msg;
     HS_TRY(hs_nx_check_compressed(&a->nx, h, st, a->n, t, 0));
     double t0 = hs_exec_now(d->x);
+    hs_trace_apply_begin(d->x->trace, d->rank, msg, st); /* --trace */
     int rc = hs_decompress_add(a->dq, msg + sizeof *h, h->extra, (float)a->wts[slot], a->s);
+    hs_trace_end(d->x->trace, HS_TR_APPLY);
     if (rc < 0) {
         hs_error_prefix("CHOCO-SGD: message from rank %d", st->source);
         return rc;

@@ -72,7 +72,10 @@ static int dpsgd_step(hs_algo_t *a, long t)
             HS_TRY(k->ops->to_device(k, a->scratch, xj, a->n * sizeof(float)));
             xj = a->scratch;
         }
+        hs_trace_apply_msg(d->x->trace, d->rank, a->peers[i], HS_TAG_NEIGHBOR, a->rbuf[i],
+                           a->msg_bytes); /* --trace */
         HS_TRY(k->ops->axpy(k, a->n, (float)a->wts[i], xj, x));
+        hs_trace_end(d->x->trace, HS_TR_APPLY);
     }
     d->st.comm_s += hs_exec_now(d->x) - t0;
     return 0;

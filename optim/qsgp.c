@@ -72,7 +72,9 @@ static int on_recv(void *ctx, int slot, const unsigned char *msg, const hs_tstat
     const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)msg;
     HS_TRY(hs_nx_check_compressed(&a->nx, h, st, a->n, t, 1));
     double t0 = hs_exec_now(d->x);
+    hs_trace_apply_begin(d->x->trace, d->rank, msg, st); /* --trace */
     int rc = hs_decompress_add(a->dc, msg + sizeof *h, h->extra, 1.0f, a->xin[slot]);
+    hs_trace_end(d->x->trace, HS_TR_APPLY);
     if (rc < 0) {
         hs_error_prefix("compressed push-sum: message from rank %d", st->source);
         return rc;

@@ -143,9 +143,11 @@ static int take(hs_evalc_t *ec, int slot, const hs_tstatus_t *st)
     hs_dist_t *d = ec->d;
     const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)ec->buf[slot];
     HS_TRY(hs_ps_hdr_check(h, st->len, HS_PS_EVAL, st->source, d->n));
+    hs_trace_apply_begin(d->x->trace, d->rank, ec->buf[slot], st); /* --trace: its arrow */
     HS_TRY(hs_evalc_add(ec, st->source, (long)h->iteration,
                         (const float *)(ec->buf[slot] + sizeof *h), h->aux[HS_AUX_LOSS],
                         h->aux[HS_AUX_ACC], h->aux[HS_AUX_CLOCK]));
+    hs_trace_end(d->x->trace, HS_TR_APPLY);
     return hs_transport_irecv(d->t, HS_ANY_SOURCE, HS_TAG_EVAL, ec->buf[slot], ec->msg_bytes,
                               &ec->req[slot]);
 }

@@ -31,6 +31,33 @@ int hs_svc_slots_open(hs_svc_slots_t *sl, hs_transport_t *t, const hs_service_de
     return 0;
 }
 
+int hs_svc_handle(hs_exec_t *x, const hs_service_desc_t *desc, int slot, const void *buf,
+                  const hs_tstatus_t *st)
+{
+    hs_trace_t *tr = x->trace;
+    if (__builtin_expect(tr == NULL, 1)) return desc->on_msg(desc->ctx, slot, buf, st);
+    hs_trace_thread(tr, desc->name); /* this thread's track is the service's */
+    hs_trace_apply_begin(tr, x->rank, buf, st);
+    int rc = desc->on_msg(desc->ctx, slot, buf, st);
+    hs_trace_end(tr, HS_TR_APPLY);
+    return rc;
+}
+
+int hs_svc_handle_inline(hs_exec_t *x, const hs_service_desc_t *desc, int slot, const void *buf,
+                         const hs_tstatus_t *st)
+{
+    hs_trace_t *tr = x->trace;
+    if (__builtin_expect(tr == NULL, 1)) return desc->on_msg(desc->ctx, slot, buf, st);
+    hs_trace_thr_t *th = hs_trace_track(tr, desc->name);
+    if (th)
+        hs_trace_thr_ev(th, 'B', HS_TR_APPLY, st->source,
+                        hs_trace_flow_id(st->source, x->rank, st->tag, buf, st->len),
+                        (int64_t)st->len);
+    int rc = desc->on_msg(desc->ctx, slot, buf, st);
+    if (th) hs_trace_thr_ev(th, 'E', HS_TR_APPLY, -1, 0, 0);
+    return rc;
+}
+
 void hs_svc_slots_close(hs_svc_slots_t *sl, hs_transport_t *t)
 {
     for (int i = 0; i < sl->n; i++) {

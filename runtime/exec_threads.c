@@ -131,6 +131,7 @@ static void *svc_main(void *arg)
     hs_service_t *s = arg;
     hs_transport_t *t = s->x->t;
     int n = s->d.n_slots;
+    hs_trace_thread(s->x->trace, s->d.name); /* --trace: this thread's track */
     for (;;) {
         pthread_mutex_lock(&s->mu);
         int stop = s->stop;
@@ -140,12 +141,14 @@ static void *svc_main(void *arg)
         for (int i = 0; i < n; i++) active += s->sl.req[i] != NULL;
         int idx = -1, rc = -ETIMEDOUT;
         hs_tstatus_t st;
-        if (active)
+        if (active) {
+            hs_trace_begin(s->x->trace, HS_TR_RECV, 0); /* --trace: waiting for a message */
             rc = hs_transport_waitany(t, s->sl.req, n, SVC_POLL_S, &idx, &st);
-        else
+            hs_trace_end(s->x->trace, HS_TR_RECV);
+        } else
             hs_sleep(SVC_POLL_S); /* every peer has exited: nothing more can come */
         if (rc == 0 && idx >= 0) {
-            int hr = s->d.on_msg(s->d.ctx, idx, s->sl.buf[idx], &st);
+            int hr = hs_svc_handle(s->x, &s->d, idx, s->sl.buf[idx], &st);
             if (hr < 0) svc_latch(s, hr);
             pthread_mutex_lock(&s->mu);
             pthread_cond_broadcast(&s->cv);

@@ -31,6 +31,7 @@
 #include "hearsay/exec.h"
 #include "hearsay/shaping.h"
 #include "hearsay/transport.h"
+#include "runtime/exec_svc.h" /* hs_svc_handle */
 
 #include <math.h>
 #include <pthread.h>
@@ -1457,7 +1458,8 @@ static void svc_inline(sim_world_t *w, struct hs_treq *r, const void *data)
         } else {
             hs_tstatus_t st = r->st;
             sim_out(w);
-            int hr = s->d.on_msg(s->d.ctx, r->slot, r->held ? r->held->data : data, &st);
+            int hr = hs_svc_handle_inline(s->x, &s->d, r->slot, r->held ? r->held->data : data,
+                                          &st); /* on_msg (--trace: an apply span) */
             sim_in(w);
             svc_latch(s, hr);
         }
@@ -1486,7 +1488,8 @@ static void *svc_main(void *arg)
         if (rc == 0 && idx >= 0) {
             struct hs_treq *r = s->req[idx];
             sim_out(v->w);
-            int hr = s->d.on_msg(s->d.ctx, idx, r->held ? r->held->data : NULL, &st);
+            int hr = hs_svc_handle(s->x, &s->d, idx, r->held ? r->held->data : NULL,
+                                   &st); /* on_msg (--trace: an apply span) */
             sim_in(v->w);
             req_release(&s->req[idx]);
             svc_latch(s, hr);

@@ -25,6 +25,7 @@
 #include "hearsay/common.h"
 #include "hearsay/shaping.h"
 #include "hearsay/straggler.h"
+#include "hearsay/trace.h"
 #include "optim/ps_wire.h"
 
 #include <math.h>
@@ -62,6 +63,7 @@ typedef struct run {
     long *failed_at; /* (size) -1 alive, else the iteration at/after which the rank failed */
     long done;       /* iterations done (the last one's number + 1) */
     int warned_w;    /* the weight left [1e-3, 1e3] once: said so */
+    hs_trace_t *tr;  /* --trace (NULL: none) */
 } run_t;
 
 /* The push-sum weight's healthy range: outside it the progress line warns (once). */
@@ -73,8 +75,12 @@ typedef struct run {
 static int d_apply(void *ctx, double lr_scale, float *dst)
 {
     run_t *R = ctx;
-    if (dst) return hs_worker_apply_to(R->w, dst);
-    return lr_scale == 1.0 ? hs_worker_apply(R->w) : hs_worker_apply_scaled(R->w, lr_scale);
+    hs_trace_begin(R->tr, HS_TR_LOCAL_STEP, 0);
+    int rc = dst               ? hs_worker_apply_to(R->w, dst)
+             : lr_scale == 1.0 ? hs_worker_apply(R->w)
+                               : hs_worker_apply_scaled(R->w, lr_scale);
+    hs_trace_end(R->tr, HS_TR_LOCAL_STEP);
+    return rc;
 }
 
 static int d_evaluate(void *ctx, const float *params, double *loss, double *acc)
@@ -148,6 +154,7 @@ static int evaluate_point(run_t *R, long done)
 {
     const hs_train_opts_t *o = R->o;
     double te0 = hs_exec_now(R->x), clk = clock_of(R);
+    hs_trace_begin(R->tr, HS_TR_EVAL, done); /* (an error ends the run: the merge closes it) */
     HS_TRY(R->ops->drain(R->algo, 0));
     double tl, ta;
     HS_TRY(hs_worker_evaluate(R->w, NULL, &tl, &ta));
@@ -172,6 +179,7 @@ static int evaluate_point(run_t *R, long done)
         hs_report_avg_row(hs_report_avg_csv(R->rep), &a, R->ipe);
     }
     R->eval_s += hs_exec_now(R->x) - te0;
+    hs_trace_end(R->tr, HS_TR_EVAL);
     return 0;
 }
 
@@ -220,6 +228,9 @@ static int wireup(hs_exec_t *x, hs_transport_t *t, int rank, int size, double ti
 static void close_run(run_t *R)
 {
     if (R->ops && R->algo) R->ops->finalize(&R->algo);
+    /* (after the services, which record too; the simulator's environment outlives the run) */
+    if (R->x) R->x->trace = NULL;
+    hs_trace_close(&R->tr);
     hs_evalc_close(&R->ec);
     if (R->esreq) hs_transport_req_free(R->t, &R->esreq);
     free(R->esbuf);
@@ -247,6 +258,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     int rank = hs_boot_rank(boot), size = hs_boot_size(boot);
     R->ops = hs_algo_find(o->algo);
     HS_TRY(hs_train_dist_check(o, size));
+    if (o->trace) HS_TRY(hs_trace_check_path(o->trace)); /* before anything starts */
     /* a one-rank job has nobody to talk to: every algorithm is then plain SGD (all-reduce and
      * local SGD exactly; a gossip graph, an EASGD center, a leader are not built) */
     if ((R->ops->flags & HS_ALGO_COMM) && size == 1) R->ops = &hs_algo_local_ops;
@@ -300,10 +312,16 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     }
     d->t = R->t;
     d->x = R->x;
+    if (o->trace) {
+        HS_TRY(hs_trace_open(&R->tr, o->trace, R->x, rank, size));
+        R->x->trace = R->tr;
+        hs_trace_thread(R->tr, "training loop");
+    }
     if ((R->ops->flags & HS_ALGO_COMM) && size > 1)
         HS_TRY(wireup(R->x, R->t, rank, size, o->comm_timeout_s));
     /* Start-up only (before any receive is posted): every rank's clock starts together. */
     if (size > 1) HS_TRY(hs_exec_barrier(R->x));
+    HS_TRY(hs_trace_align(R->tr, boot)); /* --trace: every rank's clock against rank 0's */
     if ((R->ops->flags & HS_ALGO_GRAPH) && size > 1) {
         hs_topo_opts_t tpo = {.mixing = (R->ops->flags & HS_ALGO_UNDIRECTED)
                                             ? HS_TOPO_MIX_METROPOLIS
@@ -348,6 +366,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
 static int checkpoint_point(run_t *R, long done)
 {
     double t0 = hs_exec_now(R->x);
+    hs_trace_begin(R->tr, HS_TR_CHECKPOINT, done);
     if (R->ops->flags & HS_ALGO_PUSHSUM) {
         R->d.drain_until = done;
         int rc = R->ops->drain(R->algo, 1);
@@ -365,6 +384,7 @@ static int checkpoint_point(run_t *R, long done)
         if (rc < 0) hs_error_prefix("rank %d: checkpoint at iteration %ld", R->d.rank, done);
     }
     R->eval_s += hs_exec_now(R->x) - t0;
+    hs_trace_end(R->tr, HS_TR_CHECKPOINT);
     return rc;
 }
 
@@ -453,10 +473,13 @@ static int iteration(run_t *R, long it, double *loss_out)
 {
     hs_dist_t *d = &R->d;
     if (hs_straggler_crash(R->strag, it)) crash_now(R, it);
+    hs_trace_begin(R->tr, HS_TR_ITERATION, it);
     double ts = hs_exec_now(R->x), lr = hs_worker_lr(R->w), counted;
     /* the gradient's time on this environment's clock (virtual time: its compute model) */
     grad_job_t g = {.w = R->w};
+    hs_trace_begin(R->tr, HS_TR_COMPUTE, 0);
     HS_TRY(hs_exec_local(R->x, grad_fn, &g, &counted));
+    hs_trace_end(R->tr, HS_TR_COMPUTE);
     double loss = g.loss;
     int correct = g.correct, nb = g.nb;
     if (!isfinite(loss)) {
@@ -478,9 +501,15 @@ static int iteration(run_t *R, long it, double *loss_out)
     d->loss = loss;
     double compute = hs_exec_now(R->x) - ts;
     double delay = hs_straggler_delay(R->strag, it, compute);
-    if (delay > 0) HS_TRY(hs_exec_sleep(R->x, delay));
+    if (delay > 0) {
+        hs_trace_begin(R->tr, HS_TR_STRAGGLER, 0);
+        HS_TRY(hs_exec_sleep(R->x, delay));
+        hs_trace_end(R->tr, HS_TR_STRAGGLER);
+    }
     double ta = hs_exec_now(R->x), c0 = d->st.comm_s + d->st.wait_s;
+    hs_trace_begin(R->tr, HS_TR_STEP, 0);
     HS_TRY(R->ops->step(R->algo, it));
+    hs_trace_end(R->tr, HS_TR_STEP);
     double step_s = hs_exec_now(R->x) - ta;
     double other = step_s - (d->st.comm_s + d->st.wait_s - c0);
     compute += other > 0 ? other : 0; /* the local optimizer step */
@@ -506,6 +535,7 @@ static int iteration(run_t *R, long it, double *loss_out)
     /* (an evaluation's drain is counted in the next row) */
     memset(&d->st, 0, sizeof d->st);
     *loss_out = loss;
+    hs_trace_end(R->tr, HS_TR_ITERATION);
     return 0;
 }
 
@@ -626,6 +656,25 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     return rc;
 }
 
+/* --trace, at the end of a run that succeeded: stop the algorithm's services (they record
+ * too), write this rank's part, and on rank 0 of a real job merge every rank's part into
+ * FILE (the simulator's caller merges after the run: its ranks share this process). */
+static int trace_end(run_t *R)
+{
+    if (!R->tr) return 0;
+    if (R->ops && R->algo) R->ops->finalize(&R->algo);
+    R->x->trace = NULL;
+    HS_TRY(hs_trace_write_part(R->tr));
+    hs_trace_close(&R->tr);
+    if (R->d.rank != 0 || !strcmp(R->x->ops->name, "virtual")) return 0;
+    unsigned char *skip = hs_calloc((size_t)R->d.size, 1, "trace merge");
+    if (!skip) return -ENOMEM;
+    for (int q = 0; q < R->d.size; q++) skip[q] = R->failed_at[q] >= 0;
+    int rc = hs_trace_merge_run(R->o->trace, R->d.size, skip, R->o->drain_timeout_s);
+    free(skip);
+    return rc;
+}
+
 int hs_train(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *res)
 {
     return hs_train_in(o, boot, NULL, res);
@@ -700,7 +749,10 @@ int hs_train_in(const hs_train_opts_t *o, hs_boot_t *boot, hs_exec_t *x, hs_trai
             R.eval_s += hs_exec_now(R.x) - te0;
         }
     }
+    hs_trace_begin(R.tr, HS_TR_FINISH, R.done);
     rc = finish(&R, &r, eval_period);
+    hs_trace_end(R.tr, HS_TR_FINISH);
+    if (rc == 0) rc = trace_end(&R);
 out:
     close_run(&R);
     if (rc == 0 && res) *res = r;

@@ -6,6 +6,7 @@
 #include "hearsay/straggler.h"
 #include "hearsay/data.h"
 #include "hearsay/sim.h"
+#include "hearsay/trace.h"
 #include "hearsay/train.h"
 #include "tools/commands.h"
 
@@ -280,6 +281,12 @@ static hs_option_t train_options[] = {
      .group = "Output",
      .metavar = "DIR",
      .help = "write config.ini, rank-R.csv, rank-R-eval.csv, eval.csv and summary.json to DIR"},
+    {.name = "trace",
+     .type = HS_OPT_STRING,
+     .metavar = "FILE",
+     .help = "write the timeline to FILE: Chrome trace-event JSON for Perfetto or "
+             "chrome://tracing (spans per rank and thread, arrows from sends to applies; "
+             "docs/timeline.md)"},
     {.name = "progress",
      .type = HS_OPT_DOUBLE,
      .def = "2",
@@ -458,6 +465,8 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
     o.init_spread = hs_cfg_double(cfg, "init-spread");
     o.dump_params = hs_cfg_bool(cfg, "dump-params");
     o.dump_trajectory = hs_cfg_bool(cfg, "dump-trajectory");
+    o.trace = hs_cfg_str(cfg, "trace");
+    if (o.trace && !*o.trace) o.trace = NULL;
     o.checkpoint_every = hs_cfg_double(cfg, "checkpoint-every");
     o.resume = hs_cfg_str(cfg, "resume");
     if (o.resume && !*o.resume) o.resume = NULL;
@@ -469,6 +478,12 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
     /* Flag-level checks that need no job (the straggler grammar, shaping, graph) */
     if (hs_train_dist_check(&o, 0) < 0) {
         fprintf(stderr, "%s: %s\n(see %s --help)\n", cmd, hs_last_error(), cmd);
+        hs_cfg_free(&cfg);
+        return 2;
+    }
+    /* --trace FILE that cannot be written: said before any job starts */
+    if (o.trace && hs_trace_check_path(o.trace) < 0) {
+        fprintf(stderr, "%s: %s\n", cmd, hs_last_error());
         hs_cfg_free(&cfg);
         return 2;
     }
@@ -524,6 +539,10 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
     hs_train_result_t res;
     if (sim) {
         if (hs_sim_run(&o, sim, &res) < 0) {
+            fprintf(stderr, "hearsay sim: %s\n", hs_last_error());
+            status = 1;
+        } else if (o.trace && hs_trace_merge_run(o.trace, sim->n, NULL, 0) < 0) {
+            /* every simulated rank wrote its part: one file */
             fprintf(stderr, "hearsay sim: %s\n", hs_last_error());
             status = 1;
         }

@@ -9,6 +9,7 @@ int hs_cmd_run(int argc, char **argv);
 int hs_cmd_topo(int argc, char **argv);
 int hs_cmd_bench(int argc, char **argv);
 int hs_cmd_report(int argc, char **argv);
+int hs_cmd_trace(int argc, char **argv);
 
 /* Benchmarks (bench/), dispatched by `hearsay bench NAME`. */
 int hs_bench_step(int argc, char **argv);

@@ -17,6 +17,7 @@ static const struct {
     {"run", hs_cmd_run, "start N local workers: hearsay run -n N -- hearsay train ..."},
     {"topo", hs_cmd_topo, "build, analyse and compare peer graphs"},
     {"report", hs_cmd_report, "tables and PNG plots of a run or study directory"},
+    {"trace", hs_cmd_trace, "merge a --trace run's parts: hearsay trace merge OUT PART..."},
     {"bench", hs_cmd_bench, "benchmarks: step, p2p, allreduce, gossip, sim (hearsay bench --help)"},
 };
 

@@ -33,6 +33,7 @@
 #ifndef HEARSAY_EXEC_H
 #define HEARSAY_EXEC_H
 
+#include "hearsay/trace.h"
 #include "hearsay/transport.h"
 
 #include <stddef.h>
@@ -128,6 +129,8 @@ struct hs_exec {
     int (*idle)(void *ctx);
     void *idle_ctx;
     void *impl;
+    /* --trace: the rank's tracer (NULL: none); waits record "wait" spans. */
+    hs_trace_t *trace;
 };
 
 /* The threaded, wall-clock environment over t (NULL for a one-rank job without a
@@ -159,6 +162,12 @@ static inline int hs_exec_sleep(hs_exec_t *x, double seconds)
 static inline int hs_exec_wait(hs_exec_t *x, hs_treq_t **reqs, int n, double timeout_s,
                                unsigned flags, int *idx, hs_tstatus_t *st)
 {
+    if (__builtin_expect(x->trace != NULL, 0) && timeout_s > 0) { /* polls are no waits */
+        hs_trace_begin(x->trace, HS_TR_WAIT, 0);
+        int rc = x->ops->wait(x, reqs, n, timeout_s, flags, idx, st);
+        hs_trace_end(x->trace, HS_TR_WAIT);
+        return rc;
+    }
     return x->ops->wait(x, reqs, n, timeout_s, flags, idx, st);
 }
 
@@ -169,7 +178,7 @@ static inline int hs_exec_wait1(hs_exec_t *x, hs_treq_t **req, double timeout_s,
 {
     int idx = -1;
     if (!*req) return 0;
-    return x->ops->wait(x, req, 1, timeout_s, flags, &idx, st);
+    return hs_exec_wait(x, req, 1, timeout_s, flags, &idx, st);
 }
 
 static inline int hs_exec_alive(hs_exec_t *x, int peer, double probe_s)
@@ -219,7 +228,10 @@ static inline void hs_svc_unlock(hs_exec_t *x, hs_service_t *s)
 
 static inline void hs_svc_wait(hs_exec_t *x, hs_service_t *s, double timeout_s)
 {
-    if (s) x->ops->svc_wait(s, timeout_s);
+    if (!s) return;
+    hs_trace_begin(x->trace, HS_TR_SVC_WAIT, 0);
+    x->ops->svc_wait(s, timeout_s);
+    hs_trace_end(x->trace, HS_TR_SVC_WAIT);
 }
 
 static inline int hs_svc_error(hs_exec_t *x, hs_service_t *s)

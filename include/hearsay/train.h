@@ -77,6 +77,9 @@ typedef struct hs_train_opts {
                                parameters (gossip-averaging studies and tests) */
     int dump_params;        /* write DIR/rank-R.init.f32 and DIR/rank-R.final.f32 */
     int dump_trajectory;    /* write DIR/rank-R.traj.f32: the parameters after every iteration */
+    const char *trace;      /* --trace FILE: the timeline (hearsay/trace.h; NULL: none); rank 0
+                             * merges the parts, except under hs_sim_run, whose caller merges
+                             * them (hs_trace_merge_run) */
     /* EASGD / EAMSGD and leader-SGD (o->tau is their communication period, default 1). */
     double alpha;            /* EASGD moving rate (<= 0: 0.9 / ranks) */
     const char *centers;     /* ranks holding the center shards ("0,2-3"; NULL/"" = all) */
