@@ -72,7 +72,7 @@ static int dpsgd_step(hs_algo_t *a, long t)
             HS_TRY(k->ops->to_device(k, a->scratch, xj, a->n * sizeof(float)));
             xj = a->scratch;
         }
-        hs_trace_apply_msg(d->x->trace, d->rank, a->peers[i], HS_TAG_NEIGHBOR, a->rbuf[i],
+        hs_trace_apply_msg(d->x->trace, d->rank, a->peers[i], HS_TAG_NEIGHBOR, a->nx.rbuf[i],
                            a->msg_bytes); /* --trace */
         HS_TRY(k->ops->axpy(k, a->n, (float)a->wts[i], xj, x));
         hs_trace_end(d->x->trace, HS_TR_APPLY);
