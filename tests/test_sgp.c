@@ -35,26 +35,6 @@
     "--model mlp:64-256-256-10 --data gauss:dim=64,classes=10,train=16000,test=1000,sep=6 "        \
     "--batch 128 --threads 1 --quiet --comm-timeout 10 --drain-timeout 5"
 
-/* DIR/NAME as raw float32: the values (malloc'd) and their count in *n; NULL when missing. */
-static float *read_f32(const char *dir, const char *name, size_t *n)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    float *v = bytes > 0 ? malloc((size_t)bytes) : NULL;
-    *n = v ? (size_t)bytes / sizeof(float) : 0;
-    if (v && fread(v, sizeof(float), *n, f) != *n) {
-        free(v);
-        v = NULL;
-    }
-    fclose(f);
-    return v;
-}
-
 #define CSV_COLS 16
 typedef struct csv {
     int rows;
@@ -462,11 +442,11 @@ START_TEST(test_gossip_averaging)
         char name[64];
         size_t m = 0;
         snprintf(name, sizeof name, "rank-%d.init.f32", r);
-        z0[r] = read_f32(dir, name, &m);
+        z0[r] = tr_read_f32(dir, name, &m);
         ck_assert_msg(z0[r] && m > 0 && (r == 0 || m == n), "%s", name);
         n = m;
         snprintf(name, sizeof name, "rank-%d.final.f32", r);
-        z1[r] = read_f32(dir, name, &m);
+        z1[r] = tr_read_f32(dir, name, &m);
         ck_assert_msg(z1[r] && m == n, "%s", name);
         w[r] = tr_summary_rank_num(dir, r, "ps_weight");
         ck_assert(w[r] > 0);
