@@ -4,7 +4,7 @@
  *
  * Each worker keeps the mean of its last k batch losses (--leader-window). Every tau steps
  * (--tau, default 1) it
- *   1. publishes a snapshot of its parameters (a sequence lock: hs_snapshot_t) that its
+ *   1. publishes a snapshot of its parameters (triple-buffered: hs_snapshot_t) that its
  *      service (hearsay/exec.h) serves to whoever asks;
  *   2. sends (recent loss, rank, version = iteration) to every other live rank (fire and
  *      forget; a send still in flight from the previous round is skipped, never waited for);
@@ -31,7 +31,6 @@
 #include "optim/elastic_wire.h"
 
 #include <math.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,54 +83,78 @@ void hs_lsgd_group(int rank, int size, int groups, int *lo, int *hi)
 int hs_snapshot_init(hs_snapshot_t *s, size_t n)
 {
     memset(s, 0, sizeof *s);
-    atomic_init(&s->version, 0);
     s->n = n;
-    if (!(s->data = hs_calloc(n ? n : 1, sizeof(float), "snapshot"))) return -ENOMEM;
+    s->cur = -1;
+    for (int b = 0; b < HS_SNAPSHOT_BUFS; b++)
+        if (!(s->buf[b].data = hs_calloc(n ? n : 1, sizeof(float), "snapshot"))) {
+            for (int j = 0; j < b; j++) HS_FREE(s->buf[j].data);
+            return -ENOMEM;
+        }
+    pthread_mutex_init(&s->mu, NULL);
     return 0;
 }
 
 void hs_snapshot_free(hs_snapshot_t *s)
 {
-    HS_FREE(s->data);
+    if (!s->buf[0].data) return;
+    for (int b = 0; b < HS_SNAPSHOT_BUFS; b++) HS_FREE(s->buf[b].data);
+    pthread_mutex_destroy(&s->mu);
 }
 
-void hs_snapshot_publish(hs_snapshot_t *s, const float *src, long iter, double loss)
+int hs_snapshot_publish(hs_snapshot_t *s, const float *src, long iter, double loss)
 {
-    uint64_t v = atomic_load_explicit(&s->version, memory_order_relaxed);
-    atomic_store_explicit(&s->version, v + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release); /* the odd version is seen before any write */
-    memcpy(s->data, src, s->n * sizeof(float));
-    s->iter = iter;
-    s->loss = loss;
-    s->check = hs_el_checksum(src, s->n);
-    atomic_store_explicit(&s->version, v + 2, memory_order_release);
-}
-
-int hs_snapshot_read(hs_snapshot_t *s, float *dst, int tries, uint64_t *version, long *iter,
-                     double *loss, uint64_t *check)
-{
-    for (int i = 0; i < tries; i++) {
-        uint64_t v1 = atomic_load_explicit(&s->version, memory_order_acquire);
-        if (v1 == 0) return -EAGAIN;
-        if (v1 & 1) { /* being written (a memcpy): let the publisher finish */
-            sched_yield();
-            continue;
-        }
-        memcpy(dst, s->data, s->n * sizeof(float));
-        long it = s->iter;
-        double l = s->loss;
-        uint64_t c = s->check;
-        atomic_thread_fence(memory_order_acquire);
-        uint64_t v2 = atomic_load_explicit(&s->version, memory_order_relaxed);
-        if (v1 != v2) continue;
-        if (hs_el_checksum(dst, s->n) != c) continue; /* cannot happen when v1 == v2 */
-        *version = v1;
-        *iter = it;
-        *loss = l;
-        *check = c;
-        return 0;
+    /* a buffer no reader holds and that is not current (the one after the current first) */
+    pthread_mutex_lock(&s->mu);
+    int w = -1;
+    for (int j = 1; j <= HS_SNAPSHOT_BUFS && w < 0; j++) {
+        int b = (s->cur + j + HS_SNAPSHOT_BUFS) % HS_SNAPSHOT_BUFS;
+        if (b != s->cur && s->buf[b].readers == 0) w = b;
     }
-    return -EBUSY;
+    if (w < 0) s->skipped++;
+    pthread_mutex_unlock(&s->mu);
+    if (w < 0) return -EBUSY;
+    /* readers only take the current buffer, so nobody reads w while it is written */
+    hs_snapshot_buf_t *b = &s->buf[w];
+    memcpy(b->data, src, s->n * sizeof(float));
+    b->iter = iter;
+    b->loss = loss;
+    b->check = hs_el_checksum(src, s->n);
+    pthread_mutex_lock(&s->mu);
+    s->version += 2;
+    b->version = s->version;
+    s->cur = w;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+int hs_snapshot_read(hs_snapshot_t *s, float *dst, uint64_t *version, long *iter, double *loss,
+                     uint64_t *check)
+{
+    pthread_mutex_lock(&s->mu);
+    int r = s->cur;
+    if (r < 0) {
+        pthread_mutex_unlock(&s->mu);
+        return -EAGAIN;
+    }
+    hs_snapshot_buf_t *b = &s->buf[r];
+    b->readers++; /* the publisher leaves this buffer alone until we let go of it */
+    uint64_t v = b->version, c = b->check;
+    long it = b->iter;
+    double l = b->loss;
+    pthread_mutex_unlock(&s->mu);
+    if (s->test_during_read) s->test_during_read(s->test_ctx);
+    memcpy(dst, b->data, s->n * sizeof(float));
+    pthread_mutex_lock(&s->mu);
+    b->readers--;
+    pthread_mutex_unlock(&s->mu);
+    if (hs_el_checksum(dst, s->n) != c)
+        return HS_ERR(-EPROTO, "snapshot version %llu fails its checksum after the copy",
+                      (unsigned long long)v);
+    *version = v;
+    *iter = it;
+    *loss = l;
+    *check = c;
+    return 0;
 }
 
 /* --- the algorithm --------------------------------------------------------------------- */
@@ -206,9 +229,11 @@ static int serve_snapshot(hs_algo_t *a, int dst)
     long it = -1;
     double loss = NAN;
     float *sdst = a->half ? a->sscratch : (float *)(a->obuf[dst] + HDR);
-    int rc = hs_snapshot_read(&a->snap, sdst, 1000, &ver, &it, &loss, &check);
-    if (rc == -EBUSY)
-        return HS_ERR(rc, "rank %d: snapshot kept changing under 1000 reads", d->rank);
+    int rc = hs_snapshot_read(&a->snap, sdst, &ver, &it, &loss, &check);
+    if (rc < 0 && rc != -EAGAIN) {
+        hs_error_prefix("rank %d", d->rank);
+        return rc;
+    }
     size_t count = rc == 0 ? d->n : 0; /* -EAGAIN: nothing published yet */
     hs_el_hdr_init(h, HS_EL_SNAP, d->rank, 0, count, ver);
     h->iteration = it;
@@ -436,7 +461,7 @@ static int comm_round(hs_algo_t *a, long t, double recent)
     double t0 = hs_exec_now(d->x), w0 = d->st.wait_s;
     HS_TRY(check_service(a));
     HS_TRY(k->ops->to_host(k, a->xh, d->params, d->n * sizeof(float)));
-    hs_snapshot_publish(&a->snap, a->xh, t, recent);
+    (void)hs_snapshot_publish(&a->snap, a->xh, t, recent); /* one reader: never skipped */
     lock(a);
     a->my_iter = t;
     hs_lsgd_note(a->tab, d->rank, recent, t, hs_exec_now(d->x), t);
