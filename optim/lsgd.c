@@ -31,6 +31,7 @@
 #include "optim/elastic_wire.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +192,9 @@ struct hs_algo {
     const float *fsnap;  /* (n) the last fetched snapshot as floats (fbuf + HDR or fl) */
     unsigned char *qbuf; /* a snapshot request */
     hs_treq_t *freq, *qreq;
+    /* bytes the service thread sent (snapshot replies) and received (loss messages, snapshot
+     * requests) since the training thread last moved them into d->st (svc_account) */
+    _Atomic uint64_t svc_sent, svc_recv;
 };
 
 static void lock(hs_algo_t *a)
@@ -249,7 +253,10 @@ static int serve_snapshot(hs_algo_t *a, int dst)
     }
     rc = hs_transport_isend(d->t, dst, HS_TAG_LSGD_SNAP, a->obuf[dst], HDR + count * width,
                             &a->oreq[dst]);
-    if (rc < 0) a->oreq[dst] = NULL;
+    if (rc < 0)
+        a->oreq[dst] = NULL;
+    else
+        atomic_fetch_add_explicit(&a->svc_sent, HDR + count * width, memory_order_relaxed);
     return 0;
 }
 
@@ -258,6 +265,7 @@ static int svc_handle(void *ctx, int idx, const void *buf, const hs_tstatus_t *s
     hs_algo_t *a = ctx;
     const hs_el_hdr_v1_t *h = (const hs_el_hdr_v1_t *)buf;
     HS_TRY(hs_el_hdr_check(h, st->len, st->source));
+    atomic_fetch_add_explicit(&a->svc_recv, st->len, memory_order_relaxed);
     if (idx < a->nl) {
         if (h->kind != HS_EL_LOSS)
             return HS_ERR(-EPROTO, "leader-SGD: kind %u on the loss tag from rank %d", h->kind,
@@ -272,6 +280,13 @@ static int svc_handle(void *ctx, int idx, const void *buf, const hs_tstatus_t *s
         return HS_ERR(-EPROTO, "leader-SGD: kind %u on the request tag from rank %d", h->kind,
                       st->source);
     return serve_snapshot(a, st->source);
+}
+
+/* Move the service thread's byte counts into this iteration's (or drain's) stats. */
+static void svc_account(hs_algo_t *a)
+{
+    a->d->st.bytes_sent += atomic_exchange_explicit(&a->svc_sent, 0, memory_order_relaxed);
+    a->d->st.bytes_recv += atomic_exchange_explicit(&a->svc_recv, 0, memory_order_relaxed);
 }
 
 static int check_service(hs_algo_t *a)
@@ -392,7 +407,10 @@ static int fetch(hs_algo_t *a, int L, long t)
     HS_TRY(hs_transport_irecv(d->t, L, HS_TAG_LSGD_SNAP, a->fbuf, cap, &a->freq));
     hs_el_hdr_init((hs_el_hdr_v1_t *)a->qbuf, HS_EL_SNAPREQ, d->rank, 0, 0, 0);
     int rc = hs_transport_isend(d->t, L, HS_TAG_LSGD_REQ, a->qbuf, HDR, &a->qreq);
-    if (rc < 0) a->qreq = NULL;
+    if (rc < 0)
+        a->qreq = NULL;
+    else
+        d->st.bytes_sent += HDR;
     hs_tstatus_t st;
     if (rc == 0) rc = hs_exec_wait1(d->x, &a->freq, d->o->comm_timeout_s, 0, &st);
     d->st.wait_s += hs_exec_now(d->x) - t0;
@@ -519,6 +537,7 @@ static int lsgd_step(hs_algo_t *a, long t)
         for (int i = 0; i < a->win_n; i++) s += a->win[i];
         HS_TRY(comm_round(a, t, s / a->win_n));
     }
+    svc_account(a);
     return hs_dist_apply(a->d, 1.0);
 }
 
@@ -526,6 +545,7 @@ static int lsgd_step(hs_algo_t *a, long t)
  * done (bounded by --drain-timeout of silence; exited ranks are noticed by a probe). */
 static int lsgd_drain(hs_algo_t *a, int final)
 {
+    svc_account(a);
     if (!final) return 0;
     hs_dist_t *d = a->d;
     double t0 = hs_exec_now(d->x);
@@ -579,6 +599,7 @@ static int lsgd_drain(hs_algo_t *a, int final)
         if (a->lreq[i]) hs_transport_req_free(d->t, &a->lreq[i]);
     }
     d->st.wait_s += hs_exec_now(d->x) - t0;
+    svc_account(a);
     return 0;
 }
 
@@ -644,6 +665,8 @@ static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
     hs_algo_t *a = hs_calloc(1, sizeof *a, "leader-SGD state");
     if (!a) return -ENOMEM;
     a->d = d;
+    atomic_init(&a->svc_sent, 0);
+    atomic_init(&a->svc_recv, 0);
     a->tau = o->tau;
     a->k = o->leader_window;
     a->lam_local = o->pull_local;

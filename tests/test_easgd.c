@@ -597,6 +597,156 @@ START_TEST(test_lsgd_leader_is_min)
 }
 END_TEST
 
+/* --- byte accounting (docs/ethernet.md, "Found on the way") ------------------------------ */
+
+#define TASK_N  68               /* logreg:16-4: 16 x 4 + 4 parameters */
+#define EL_HDR  64               /* sizeof(hs_el_hdr_v1_t) */
+#define SHARD_B (4 * TASK_N / 4) /* one of 4 center shards, float32 */
+
+/* Rows of DIR/rank-R-leader.csv (communication rounds) and the last snapshots_fetched. */
+static long leader_rounds(const char *dir, int r, long *fetched)
+{
+    char path[PATH_MAX + 32], line[512];
+    snprintf(path, sizeof path, "%s/rank-%d-leader.csv", dir, r);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    long n = 0;
+    *fetched = 0;
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    while (fgets(line, sizeof line, f)) {
+        char *p = strrchr(line, ',');
+        if (p) *fetched = strtol(p + 1, NULL, 10), n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Sum of column `col` (0-based) of DIR/rank-R.csv. */
+static double csv_sum(const char *dir, int r, int col)
+{
+    char path[PATH_MAX + 32], line[1024];
+    snprintf(path, sizeof path, "%s/rank-%d.csv", dir, r);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    double sum = 0;
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    while (fgets(line, sizeof line, f)) {
+        char *p = line;
+        for (int c = 0; c < col && p; c++) p = strchr(p, ','), p = p ? p + 1 : NULL;
+        if (p) sum += strtod(p, NULL);
+    }
+    fclose(f);
+    return sum;
+}
+
+/* Leader-SGD's bytes (summary.json per_rank, the final drain included) are every message's:
+ * each rank sends its loss (a header) to the 3 others every round and once more when done; a
+ * fetch is a request (a header) and a reply (header + n floats) that the leader's service
+ * sends. Every byte sent is received: the totals over the ranks agree. `exact`: no loss message
+ * was skipped (the simulated clock; a real run may skip one whose 4 predecessors to that peer
+ * are still in flight). */
+static void lsgd_bytes_check(const char *dir, int exact)
+{
+    double sent = 0, recv = 0, loss_max = 0, snap = 0;
+    for (int r = 0; r < 4; r++) {
+        long fetched, rounds = leader_rounds(dir, r, &fetched);
+        ck_assert_int_gt(rounds, 10);
+        double s = tr_summary_rank_num(dir, r, "bytes_sent");
+        double v = tr_summary_rank_num(dir, r, "bytes_recv");
+        ck_assert_msg(isfinite(s) && isfinite(v), "rank %d: no bytes in summary.json", r);
+        ck_assert(csv_sum(dir, r, 9) <= s && csv_sum(dir, r, 10) <= v); /* rows end earlier */
+        sent += s;
+        recv += v;
+        loss_max += 3.0 * EL_HDR * (double)(rounds + 1);
+        snap += (double)fetched * (EL_HDR + EL_HDR + 4 * TASK_N);
+    }
+    ck_assert_msg(snap > 0, "no snapshot was fetched");
+    ck_assert_msg(sent == recv, "bytes sent %.0f, received %.0f", sent, recv);
+    double loss = sent - snap;
+    if (exact)
+        ck_assert_msg(loss == loss_max, "bytes sent %.0f: loss messages %.0f, predicted %.0f", sent,
+                      loss, loss_max);
+    else
+        ck_assert_msg(loss <= loss_max && loss >= 0.9 * loss_max && fmod(loss, EL_HDR) == 0,
+                      "bytes sent %.0f: loss messages %.0f, predicted at most %.0f", sent, loss,
+                      loss_max);
+}
+
+START_TEST(test_lsgd_bytes)
+{
+    char dir[PATH_MAX];
+    tr_workdir_path(dir, sizeof dir, "lsgd_bytes_sim");
+    int st = tr_sim_job(dir, "-n 4", TASK " --algo lsgd --epochs 2", 60);
+    if (st) tr_show_log(dir);
+    ck_assert_int_eq(st, 0);
+    lsgd_bytes_check(dir, 1);
+    tr_workdir_path(dir, sizeof dir, "lsgd_bytes_real");
+    st = tr_train_job(4, "", dir, TASK " --algo lsgd --epochs 2", 90, NULL);
+    if (st) tr_show_log(dir);
+    ck_assert_int_eq(st, 0);
+    lsgd_bytes_check(dir, 0);
+}
+END_TEST
+
+/* EASGD on the service path, one shard per rank: per iteration a rank sends 3 READ requests
+ * and 3 ADDs and its service 3 replies; at the end 3 FINs and 3 FINAL replies. Each rank
+ * receives as much. The real run and the simulated one report these bytes per rank. */
+static double easgd_service_bytes(double iters)
+{
+    return iters * (3 * EL_HDR + 6 * (EL_HDR + SHARD_B)) + 3 * EL_HDR + 3 * (EL_HDR + SHARD_B);
+}
+
+START_TEST(test_easgd_bytes_real_vs_sim)
+{
+    char real[PATH_MAX], sim[PATH_MAX];
+    tr_workdir_path(real, sizeof real, "easgd_bytes_real");
+    tr_workdir_path(sim, sizeof sim, "easgd_bytes_sim");
+    int st =
+        tr_train_job(4, "", real, TASK " --algo easgd --epochs 1 --center-path service", 90, NULL);
+    if (st) tr_show_log(real);
+    ck_assert_int_eq(st, 0);
+    st = tr_sim_job(sim, "-n 4", TASK " --algo easgd --epochs 1", 60);
+    if (st) tr_show_log(sim);
+    ck_assert_int_eq(st, 0);
+    for (int r = 0; r < 4; r++) {
+        double it = tr_summary_rank_num(real, r, "iterations");
+        ck_assert(it > 10 && it == tr_summary_rank_num(sim, r, "iterations"));
+        double want = easgd_service_bytes(it);
+        const char *key[2] = {"bytes_sent", "bytes_recv"};
+        for (int k = 0; k < 2; k++) {
+            double a = tr_summary_rank_num(real, r, key[k]),
+                   b = tr_summary_rank_num(sim, r, key[k]);
+            ck_assert_msg(a == b && a == want,
+                          "rank %d %s: real %.0f, simulated %.0f, predicted %.0f", r, key[k], a, b,
+                          want);
+        }
+    }
+}
+END_TEST
+
+/* The one-sided path (the real runs' default where the provider has float atomics, as in the
+ * Ethernet study) counted the own shard's get and atomic add, which go to the rank itself:
+ * 4/4 of the center where the service path sends 3/4. Per iteration a rank adds into the 3
+ * other shards (payload only) and gets them; at the end FIN and FINAL as on the service path. */
+START_TEST(test_easgd_bytes_rma)
+{
+    char dir[PATH_MAX];
+    tr_workdir_path(dir, sizeof dir, "easgd_bytes_rma");
+    int st = tr_train_job(4, "", dir, TASK " --algo easgd --epochs 1 --center-path rma", 90, NULL);
+    if (st) tr_show_log(dir);
+    ck_assert_int_eq(st, 0);
+    for (int r = 0; r < 4; r++) {
+        double it = tr_summary_rank_num(dir, r, "iterations");
+        double want = it * 3 * SHARD_B + 3 * EL_HDR + 3 * (EL_HDR + SHARD_B);
+        double s = tr_summary_rank_num(dir, r, "bytes_sent");
+        double v = tr_summary_rank_num(dir, r, "bytes_recv");
+        ck_assert_msg(s == want && v == want, "rank %d: sent %.0f, received %.0f, predicted %.0f",
+                      r, s, v, want);
+        ck_assert(csv_sum(dir, r, 9) == it * 3 * SHARD_B);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("easgd");
@@ -626,6 +776,9 @@ static Suite *suite(void)
     TR_ADD_TEST(tc, test_lsgd_crash, why);
     TR_ADD_TEST(tc, test_easgd_pause, why);
     TR_ADD_TEST(tc, test_lsgd_pause, why);
+    TR_ADD_TEST(tc, test_lsgd_bytes, why);
+    TR_ADD_TEST(tc, test_easgd_bytes_real_vs_sim, why);
+    TR_ADD_TEST(tc, test_easgd_bytes_rma, no_rma);
     suite_add_tcase(s, tc);
     return s;
 }
