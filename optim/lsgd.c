@@ -11,8 +11,9 @@
  *   3. elects, from what it has heard (hs_lsgd_elect: lowest loss, stale entries aged out),
  *      the global leader and the leader of its group (--groups G: contiguous groups);
  *   4. fetches each leader's snapshot (a request answered by the leader's service,
- *      even while the leader computes or sleeps) and checks it: an even version that did not
- *      move during the copy, and the checksum in the message;
+ *      even while the leader computes or sleeps; the service copies a buffer the publisher
+ *      does not touch while it is read) and checks it: an even version, and the checksum in
+ *      the message;
  *   5. adds the pulls to its gradient before the local step:
  *          x <- x - lr (g + lambda_g (x - x_global) + lambda_l (x - x_local)),
  *      lambda_l = --pull-local (only with more than one group), lambda_g = --pull-global.
@@ -21,7 +22,9 @@
  * silent one ages out of the table. At the end every worker announces that it is done and
  * keeps serving its snapshot until every live rank is done, so no fetch finds it gone.
  * Each communication round is recorded (hs_dist_record): with --out DIR the reporting code
- * writes DIR/rank-R-leader.csv, one row per round.
+ * writes DIR/rank-R-leader.csv, one row per round. Bytes: loss messages and snapshot requests
+ * as sent, fetched snapshots as received, and what the service sends (snapshot replies) and
+ * receives (loss messages, requests), moved from its atomic counters into the iteration's.
  */
 #include "optim/lsgd.h"
 

@@ -1,6 +1,6 @@
 /*
  * optim/lsgd.h — the pieces of leader-SGD that need no transport: the recent-loss table and
- * the leader election over it, the group layout, and the versioned (seqlock) snapshot a
+ * the leader election over it, the group layout, and the versioned (triple-buffered) snapshot a
  * worker publishes for the workers that follow it. Used by optim/lsgd.c; tested directly by
  * tests/test_easgd.c.
  */
