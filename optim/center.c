@@ -137,6 +137,8 @@ static int svc_reply(hs_center_t *c, int dst, hs_el_kind_t kind)
         center_lock(c);
         c->dead[dst] = 1;
         center_unlock(c);
+    } else {
+        atomic_fetch_add_explicit(&c->svc_sent, bytes, memory_order_relaxed);
     }
     return 0;
 }
@@ -175,6 +177,7 @@ static int svc_handle(void *ctx, int slot, const void *buf, const hs_tstatus_t *
     (void)slot;
     const hs_el_hdr_v1_t *h = (const hs_el_hdr_v1_t *)buf;
     HS_TRY(hs_el_hdr_check(h, st->len, st->source));
+    atomic_fetch_add_explicit(&c->svc_recv, st->len, memory_order_relaxed);
     int src = st->source;
     if (h->shard != c->own)
         return HS_ERR(-EPROTO, "center: rank %d sent a request for shard %d to the owner of %d",
@@ -303,6 +306,8 @@ int hs_center_open(hs_center_t **out, hs_exec_t *x, size_t n, const float *init,
     if (!(timeout_s > 0)) return HS_ERR(-EINVAL, "center: timeout %g must be > 0", timeout_s);
     hs_center_t *c = hs_calloc(1, sizeof *c, "center");
     if (!c) return -ENOMEM;
+    atomic_init(&c->svc_sent, 0);
+    atomic_init(&c->svc_recv, 0);
     c->x = x;
     c->t = t;
     c->rank = rank;
@@ -437,6 +442,8 @@ long hs_center_adds_applied(hs_center_t *c)
 
 hs_center_stats_t *hs_center_stats(hs_center_t *c)
 {
+    c->st.bytes_sent += atomic_exchange_explicit(&c->svc_sent, 0, memory_order_relaxed);
+    c->st.bytes_recv += atomic_exchange_explicit(&c->svc_recv, 0, memory_order_relaxed);
     return &c->st;
 }
 

@@ -115,7 +115,8 @@ static int collect(hs_center_t *c, float *dst, hs_el_kind_t kind, double limit)
 
 /* One-sided read: a get of every available shard (the own one too, so that it is ordered
  * with the provider's atomics like any other access), each into its reply buffer and copied
- * to dst only when it completed. */
+ * to dst only when it completed. The own shard's get is not counted in bytes_recv: it
+ * crosses no link (as on the service path, where the own shard is read without a message). */
 static int read_rma(hs_center_t *c, float *dst)
 {
     double t0 = hs_exec_now(c->x);
@@ -152,7 +153,7 @@ static int read_rma(hs_center_t *c, float *dst)
         if (idx < 0) continue;
         size_t len = shard_len(c, idx);
         memcpy(dst + c->off[idx], c->rbuf[idx], len * sizeof(float));
-        c->st.bytes_recv += len * sizeof(float);
+        if (c->owner[idx] != c->rank) c->st.bytes_recv += len * sizeof(float); /* not to self */
         c->st.msgs++;
     }
     c->st.wait_s += hs_exec_now(c->x) - t0;
@@ -162,7 +163,8 @@ static int read_rma(hs_center_t *c, float *dst)
 /* One-sided add: one float atomic add per shard (the transport chunks it to the provider's
  * atomic size), the own shard included: the provider applies remote atomics from its progress
  * thread, so a plain += by this thread could interleave with one of them and lose it. The
- * previous add of a shard completes first (its buffer is reused). */
+ * previous add of a shard completes first (its buffer is reused). The own shard's add is not
+ * counted in bytes_sent: it goes to this rank itself and crosses no link. */
 static void add_rma(hs_center_t *c, const float *diff)
 {
     for (int s = 0; s < c->m; s++) {
@@ -178,7 +180,7 @@ static void add_rma(hs_center_t *c, const float *diff)
             continue;
         }
         c->adds_sent[s]++;
-        c->st.bytes_sent += len * sizeof(float);
+        if (c->owner[s] != c->rank) c->st.bytes_sent += len * sizeof(float); /* not to self */
     }
 }
 

@@ -11,6 +11,8 @@
 #include "optim/center.h"
 #include "optim/elastic_wire.h"
 
+#include <stdatomic.h>
+
 #define HDR sizeof(hs_el_hdr_v1_t)
 
 struct hs_center {
@@ -47,6 +49,9 @@ struct hs_center {
     hs_service_t *svc;
     unsigned char **obuf; /* (size) reply buffers, allocated on first use */
     hs_treq_t **oreq;     /* (size) */
+    /* bytes the service sent (replies) and received (requests, adds, FINs) since the client
+     * last read its stats (hs_center_stats moves them into st) */
+    _Atomic uint64_t svc_sent, svc_recv;
 };
 
 static inline size_t shard_len(const hs_center_t *c, int s)

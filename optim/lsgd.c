@@ -4,15 +4,16 @@
  *
  * Each worker keeps the mean of its last k batch losses (--leader-window). Every tau steps
  * (--tau, default 1) it
- *   1. publishes a snapshot of its parameters (a sequence lock: hs_snapshot_t) that its
+ *   1. publishes a snapshot of its parameters (triple-buffered: hs_snapshot_t) that its
  *      service (hearsay/exec.h) serves to whoever asks;
  *   2. sends (recent loss, rank, version = iteration) to every other live rank (fire and
  *      forget; a send still in flight from the previous round is skipped, never waited for);
  *   3. elects, from what it has heard (hs_lsgd_elect: lowest loss, stale entries aged out),
  *      the global leader and the leader of its group (--groups G: contiguous groups);
  *   4. fetches each leader's snapshot (a request answered by the leader's service,
- *      even while the leader computes or sleeps) and checks it: an even version that did not
- *      move during the copy, and the checksum in the message;
+ *      even while the leader computes or sleeps; the service copies a buffer the publisher
+ *      does not touch while it is read) and checks it: an even version, and the checksum in
+ *      the message;
  *   5. adds the pulls to its gradient before the local step:
  *          x <- x - lr (g + lambda_g (x - x_global) + lambda_l (x - x_local)),
  *      lambda_l = --pull-local (only with more than one group), lambda_g = --pull-global.
@@ -21,7 +22,9 @@
  * silent one ages out of the table. At the end every worker announces that it is done and
  * keeps serving its snapshot until every live rank is done, so no fetch finds it gone.
  * Each communication round is recorded (hs_dist_record): with --out DIR the reporting code
- * writes DIR/rank-R-leader.csv, one row per round.
+ * writes DIR/rank-R-leader.csv, one row per round. Bytes: loss messages and snapshot requests
+ * as sent, fetched snapshots as received, and what the service sends (snapshot replies) and
+ * receives (loss messages, requests), moved from its atomic counters into the iteration's.
  */
 #include "optim/lsgd.h"
 
@@ -31,7 +34,7 @@
 #include "optim/elastic_wire.h"
 
 #include <math.h>
-#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,54 +87,78 @@ void hs_lsgd_group(int rank, int size, int groups, int *lo, int *hi)
 int hs_snapshot_init(hs_snapshot_t *s, size_t n)
 {
     memset(s, 0, sizeof *s);
-    atomic_init(&s->version, 0);
     s->n = n;
-    if (!(s->data = hs_calloc(n ? n : 1, sizeof(float), "snapshot"))) return -ENOMEM;
+    s->cur = -1;
+    for (int b = 0; b < HS_SNAPSHOT_BUFS; b++)
+        if (!(s->buf[b].data = hs_calloc(n ? n : 1, sizeof(float), "snapshot"))) {
+            for (int j = 0; j < b; j++) HS_FREE(s->buf[j].data);
+            return -ENOMEM;
+        }
+    pthread_mutex_init(&s->mu, NULL);
     return 0;
 }
 
 void hs_snapshot_free(hs_snapshot_t *s)
 {
-    HS_FREE(s->data);
+    if (!s->buf[0].data) return;
+    for (int b = 0; b < HS_SNAPSHOT_BUFS; b++) HS_FREE(s->buf[b].data);
+    pthread_mutex_destroy(&s->mu);
 }
 
-void hs_snapshot_publish(hs_snapshot_t *s, const float *src, long iter, double loss)
+int hs_snapshot_publish(hs_snapshot_t *s, const float *src, long iter, double loss)
 {
-    uint64_t v = atomic_load_explicit(&s->version, memory_order_relaxed);
-    atomic_store_explicit(&s->version, v + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release); /* the odd version is seen before any write */
-    memcpy(s->data, src, s->n * sizeof(float));
-    s->iter = iter;
-    s->loss = loss;
-    s->check = hs_el_checksum(src, s->n);
-    atomic_store_explicit(&s->version, v + 2, memory_order_release);
-}
-
-int hs_snapshot_read(hs_snapshot_t *s, float *dst, int tries, uint64_t *version, long *iter,
-                     double *loss, uint64_t *check)
-{
-    for (int i = 0; i < tries; i++) {
-        uint64_t v1 = atomic_load_explicit(&s->version, memory_order_acquire);
-        if (v1 == 0) return -EAGAIN;
-        if (v1 & 1) { /* being written (a memcpy): let the publisher finish */
-            sched_yield();
-            continue;
-        }
-        memcpy(dst, s->data, s->n * sizeof(float));
-        long it = s->iter;
-        double l = s->loss;
-        uint64_t c = s->check;
-        atomic_thread_fence(memory_order_acquire);
-        uint64_t v2 = atomic_load_explicit(&s->version, memory_order_relaxed);
-        if (v1 != v2) continue;
-        if (hs_el_checksum(dst, s->n) != c) continue; /* cannot happen when v1 == v2 */
-        *version = v1;
-        *iter = it;
-        *loss = l;
-        *check = c;
-        return 0;
+    /* a buffer no reader holds and that is not current (the one after the current first) */
+    pthread_mutex_lock(&s->mu);
+    int w = -1;
+    for (int j = 1; j <= HS_SNAPSHOT_BUFS && w < 0; j++) {
+        int b = (s->cur + j + HS_SNAPSHOT_BUFS) % HS_SNAPSHOT_BUFS;
+        if (b != s->cur && s->buf[b].readers == 0) w = b;
     }
-    return -EBUSY;
+    if (w < 0) s->skipped++;
+    pthread_mutex_unlock(&s->mu);
+    if (w < 0) return -EBUSY;
+    /* readers only take the current buffer, so nobody reads w while it is written */
+    hs_snapshot_buf_t *b = &s->buf[w];
+    memcpy(b->data, src, s->n * sizeof(float));
+    b->iter = iter;
+    b->loss = loss;
+    b->check = hs_el_checksum(src, s->n);
+    pthread_mutex_lock(&s->mu);
+    s->version += 2;
+    b->version = s->version;
+    s->cur = w;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+int hs_snapshot_read(hs_snapshot_t *s, float *dst, uint64_t *version, long *iter, double *loss,
+                     uint64_t *check)
+{
+    pthread_mutex_lock(&s->mu);
+    int r = s->cur;
+    if (r < 0) {
+        pthread_mutex_unlock(&s->mu);
+        return -EAGAIN;
+    }
+    hs_snapshot_buf_t *b = &s->buf[r];
+    b->readers++; /* the publisher leaves this buffer alone until we let go of it */
+    uint64_t v = b->version, c = b->check;
+    long it = b->iter;
+    double l = b->loss;
+    pthread_mutex_unlock(&s->mu);
+    if (s->test_during_read) s->test_during_read(s->test_ctx);
+    memcpy(dst, b->data, s->n * sizeof(float));
+    pthread_mutex_lock(&s->mu);
+    b->readers--;
+    pthread_mutex_unlock(&s->mu);
+    if (hs_el_checksum(dst, s->n) != c)
+        return HS_ERR(-EPROTO, "snapshot version %llu fails its checksum after the copy",
+                      (unsigned long long)v);
+    *version = v;
+    *iter = it;
+    *loss = l;
+    *check = c;
+    return 0;
 }
 
 /* --- the algorithm --------------------------------------------------------------------- */
@@ -168,6 +195,9 @@ struct hs_algo {
     const float *fsnap;  /* (n) the last fetched snapshot as floats (fbuf + HDR or fl) */
     unsigned char *qbuf; /* a snapshot request */
     hs_treq_t *freq, *qreq;
+    /* bytes the service thread sent (snapshot replies) and received (loss messages, snapshot
+     * requests) since the training thread last moved them into d->st (svc_account) */
+    _Atomic uint64_t svc_sent, svc_recv;
 };
 
 static void lock(hs_algo_t *a)
@@ -206,9 +236,11 @@ static int serve_snapshot(hs_algo_t *a, int dst)
     long it = -1;
     double loss = NAN;
     float *sdst = a->half ? a->sscratch : (float *)(a->obuf[dst] + HDR);
-    int rc = hs_snapshot_read(&a->snap, sdst, 1000, &ver, &it, &loss, &check);
-    if (rc == -EBUSY)
-        return HS_ERR(rc, "rank %d: snapshot kept changing under 1000 reads", d->rank);
+    int rc = hs_snapshot_read(&a->snap, sdst, &ver, &it, &loss, &check);
+    if (rc < 0 && rc != -EAGAIN) {
+        hs_error_prefix("rank %d", d->rank);
+        return rc;
+    }
     size_t count = rc == 0 ? d->n : 0; /* -EAGAIN: nothing published yet */
     hs_el_hdr_init(h, HS_EL_SNAP, d->rank, 0, count, ver);
     h->iteration = it;
@@ -224,7 +256,10 @@ static int serve_snapshot(hs_algo_t *a, int dst)
     }
     rc = hs_transport_isend(d->t, dst, HS_TAG_LSGD_SNAP, a->obuf[dst], HDR + count * width,
                             &a->oreq[dst]);
-    if (rc < 0) a->oreq[dst] = NULL;
+    if (rc < 0)
+        a->oreq[dst] = NULL;
+    else
+        atomic_fetch_add_explicit(&a->svc_sent, HDR + count * width, memory_order_relaxed);
     return 0;
 }
 
@@ -233,6 +268,7 @@ static int svc_handle(void *ctx, int idx, const void *buf, const hs_tstatus_t *s
     hs_algo_t *a = ctx;
     const hs_el_hdr_v1_t *h = (const hs_el_hdr_v1_t *)buf;
     HS_TRY(hs_el_hdr_check(h, st->len, st->source));
+    atomic_fetch_add_explicit(&a->svc_recv, st->len, memory_order_relaxed);
     if (idx < a->nl) {
         if (h->kind != HS_EL_LOSS)
             return HS_ERR(-EPROTO, "leader-SGD: kind %u on the loss tag from rank %d", h->kind,
@@ -247,6 +283,13 @@ static int svc_handle(void *ctx, int idx, const void *buf, const hs_tstatus_t *s
         return HS_ERR(-EPROTO, "leader-SGD: kind %u on the request tag from rank %d", h->kind,
                       st->source);
     return serve_snapshot(a, st->source);
+}
+
+/* Move the service thread's byte counts into this iteration's (or drain's) stats. */
+static void svc_account(hs_algo_t *a)
+{
+    a->d->st.bytes_sent += atomic_exchange_explicit(&a->svc_sent, 0, memory_order_relaxed);
+    a->d->st.bytes_recv += atomic_exchange_explicit(&a->svc_recv, 0, memory_order_relaxed);
 }
 
 static int check_service(hs_algo_t *a)
@@ -367,7 +410,10 @@ static int fetch(hs_algo_t *a, int L, long t)
     HS_TRY(hs_transport_irecv(d->t, L, HS_TAG_LSGD_SNAP, a->fbuf, cap, &a->freq));
     hs_el_hdr_init((hs_el_hdr_v1_t *)a->qbuf, HS_EL_SNAPREQ, d->rank, 0, 0, 0);
     int rc = hs_transport_isend(d->t, L, HS_TAG_LSGD_REQ, a->qbuf, HDR, &a->qreq);
-    if (rc < 0) a->qreq = NULL;
+    if (rc < 0)
+        a->qreq = NULL;
+    else
+        d->st.bytes_sent += HDR;
     hs_tstatus_t st;
     if (rc == 0) rc = hs_exec_wait1(d->x, &a->freq, d->o->comm_timeout_s, 0, &st);
     d->st.wait_s += hs_exec_now(d->x) - t0;
@@ -436,7 +482,7 @@ static int comm_round(hs_algo_t *a, long t, double recent)
     double t0 = hs_exec_now(d->x), w0 = d->st.wait_s;
     HS_TRY(check_service(a));
     HS_TRY(k->ops->to_host(k, a->xh, d->params, d->n * sizeof(float)));
-    hs_snapshot_publish(&a->snap, a->xh, t, recent);
+    (void)hs_snapshot_publish(&a->snap, a->xh, t, recent); /* one reader: never skipped */
     lock(a);
     a->my_iter = t;
     hs_lsgd_note(a->tab, d->rank, recent, t, hs_exec_now(d->x), t);
@@ -494,6 +540,7 @@ static int lsgd_step(hs_algo_t *a, long t)
         for (int i = 0; i < a->win_n; i++) s += a->win[i];
         HS_TRY(comm_round(a, t, s / a->win_n));
     }
+    svc_account(a);
     return hs_dist_apply(a->d, 1.0);
 }
 
@@ -501,6 +548,7 @@ static int lsgd_step(hs_algo_t *a, long t)
  * done (bounded by --drain-timeout of silence; exited ranks are noticed by a probe). */
 static int lsgd_drain(hs_algo_t *a, int final)
 {
+    svc_account(a);
     if (!final) return 0;
     hs_dist_t *d = a->d;
     double t0 = hs_exec_now(d->x);
@@ -554,6 +602,7 @@ static int lsgd_drain(hs_algo_t *a, int final)
         if (a->lreq[i]) hs_transport_req_free(d->t, &a->lreq[i]);
     }
     d->st.wait_s += hs_exec_now(d->x) - t0;
+    svc_account(a);
     return 0;
 }
 
@@ -619,6 +668,8 @@ static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
     hs_algo_t *a = hs_calloc(1, sizeof *a, "leader-SGD state");
     if (!a) return -ENOMEM;
     a->d = d;
+    atomic_init(&a->svc_sent, 0);
+    atomic_init(&a->svc_recv, 0);
     a->tau = o->tau;
     a->k = o->leader_window;
     a->lam_local = o->pull_local;

@@ -409,6 +409,8 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
                   {"wait_s", a->wait_s},
                   {"straggle_s", a->straggle_s},
                   {"msgs_applied", a->msgs},
+                  {"bytes_sent", a->present ? a->bytes_sent : NAN},
+                  {"bytes_recv", a->present ? a->bytes_recv : NAN},
                   {"iterations", a->present ? a->iters : NAN},
                   {"msgs_per_iter", a->present && a->iters > 0 ? a->msgs / a->iters : NAN},
                   {"alone_s", a->present ? a->alone_s : NAN},

@@ -518,6 +518,8 @@ static int iteration(run_t *R, long it, double *loss_out)
     R->tot.wait_s += d->st.wait_s;
     R->tot.straggle_s += delay;
     R->tot.msgs += (double)d->st.msgs_applied;
+    R->tot.bytes_sent += (double)d->st.bytes_sent;
+    R->tot.bytes_recv += (double)d->st.bytes_recv;
     double w = hs_algo_weight(R->ops, R->algo);
     account_health(R, w, hs_exec_now(R->x) - ts);
     hs_report_iter_t row = {.done = it + 1,
@@ -576,6 +578,8 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     R->tot.wait_s += d->st.wait_s;
     R->tot.comm_s += d->st.comm_s;
     R->tot.msgs += (double)d->st.msgs_applied;
+    R->tot.bytes_sent += (double)d->st.bytes_sent; /* the final drain's, in no row */
+    R->tot.bytes_recv += (double)d->st.bytes_recv;
     double tl, tacc, w = hs_algo_weight(R->ops, R->algo);
     account_health(R, w, 0);
     R->tot.iters = (double)T;
