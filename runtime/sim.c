@@ -78,7 +78,9 @@ typedef struct sim_msg {
     size_t cap;           /* bytes data[] can hold (messages are recycled: msg_get) */
     int reclaimed;        /* taken back by its sender (unsent): never delivered */
     struct hs_treq *sreq; /* its send request, completed when it is delivered (NULL: none) */
-    struct sim_msg *next; /* unexpected queue */
+    struct sim_msg *next; /* unexpected queue; the NICs' flows (fair sharing), in send order */
+    int active;           /* fair sharing: the first of its (src, dst) pair in the NICs */
+    double rem, rate;     /* ... its bytes not yet through the NICs, and its rate now */
     unsigned char data[];
 } sim_msg_t;
 
@@ -144,9 +146,15 @@ struct sim_world {
     long nrows, caprows;
     size_t nparams;
     int cons_rc;
-    int rph;                 /* ranks per host */
-    double nic_Bps;          /* each host's NIC (0: none) */
-    double *nic_tx, *nic_rx; /* (hosts) when each NIC is free again */
+    int rph;                       /* ranks per host */
+    double nic_Bps;                /* each host's NIC (0: none) */
+    double *nic_tx, *nic_rx;       /* (hosts) FIFO: when each NIC is free again; fair: scratch */
+    int nic_fair;                  /* the NICs share their rate among the flows through them */
+    int *nic_ntx, *nic_nrx;        /* fair: scratch (hosts) */
+    sim_msg_t *flows, *flows_tail; /* fair: messages in the NICs, in send order */
+    int nflows;                    /* ... how many (the heap keeps room for them all) */
+    double flows_t;                /* ... their rem is as of this time */
+    double flows_next;             /* ... when the next of them is through (INFINITY: none) */
     int n;
     double now;
     uint64_t seq;
@@ -416,15 +424,25 @@ static int msg_before(const sim_msg_t *a, const sim_msg_t *b)
     return a->at < b->at || (a->at == b->at && a->seq < b->seq);
 }
 
-static int heap_push(sim_world_t *w, sim_msg_t *m)
+/* Room for extra more messages in flight. */
+static int heap_reserve(sim_world_t *w, int extra)
 {
-    if (w->nheap == w->capheap) {
+    if (w->nheap + extra > w->capheap) {
         int nc = w->capheap ? 2 * w->capheap : 256;
+        while (nc < w->nheap + extra) nc *= 2;
         sim_msg_t **nh = realloc(w->heap, (size_t)nc * sizeof *nh);
         if (!nh) return HS_ERR(-ENOMEM, "out of memory for messages in flight");
         w->heap = nh;
         w->capheap = nc;
     }
+    return 0;
+}
+
+/* Push m (the heap always keeps room for the messages in the NICs: flows_settle pushes them
+ * without failing). */
+static int heap_push(sim_world_t *w, sim_msg_t *m)
+{
+    HS_TRY(heap_reserve(w, 1 + w->nflows));
     int i = w->nheap++;
     w->heap[i] = m;
     while (i > 0 && msg_before(w->heap[i], w->heap[(i - 1) / 2])) {
@@ -591,6 +609,137 @@ static sim_rank_t *rank_of(hs_transport_t *t)
 
 static sim_world_t *world_of(sim_rank_t *rk);
 
+/* --- the NICs shared fairly (--sim-nic with --sim-nic-share fair, the default) ------------
+ * A message between two hosts is a flow through the sending host's NIC (tx) and the receiving
+ * host's (rx). The flows of different rank pairs share each NIC as TCP connections share a
+ * bottleneck: max-min fair rates (below), recomputed whenever a flow starts or ends; the
+ * messages of one pair (one connection, one byte stream) go one after the other. When a
+ * message's last byte is through, the link model (--link) takes it from there; without one it
+ * is delivered then. */
+
+static int host_of(const sim_world_t *w, int rank)
+{
+    return rank / w->rph;
+}
+
+/* Every active flow's bytes left, brought to the time now. */
+static void flows_progress(sim_world_t *w)
+{
+    double dt = w->now - w->flows_t;
+    if (dt > 0)
+        for (sim_msg_t *m = w->flows; m; m = m->next)
+            if (m->active) {
+                m->rem -= m->rate * dt;
+                if (m->rem < 0) m->rem = 0;
+            }
+    w->flows_t = w->now;
+}
+
+/* Max-min fair rates by progressive filling: of the NICs (tx, then rx, by host) that still
+ * carry flows without a rate, the one whose rate left divided by those flows is the smallest
+ * (the first such, on a tie) gives each of them that share, which is taken from the other NIC
+ * each of them crosses; until every flow has its rate. */
+static void flows_share(sim_world_t *w)
+{
+    int nh = (w->n + w->rph - 1) / w->rph;
+    for (int h = 0; h < nh; h++) {
+        w->nic_tx[h] = w->nic_rx[h] = w->nic_Bps;
+        w->nic_ntx[h] = w->nic_nrx[h] = 0;
+    }
+    for (sim_msg_t *m = w->flows; m; m = m->next)
+        if (m->active) {
+            m->rate = -1;
+            w->nic_ntx[host_of(w, m->src)]++;
+            w->nic_nrx[host_of(w, m->dst)]++;
+        }
+    for (;;) {
+        double best = INFINITY;
+        int bh = -1, brx = 0;
+        for (int h = 0; h < nh; h++)
+            if (w->nic_ntx[h] > 0 && w->nic_tx[h] / w->nic_ntx[h] < best) {
+                best = w->nic_tx[h] / w->nic_ntx[h];
+                bh = h;
+                brx = 0;
+            }
+        for (int h = 0; h < nh; h++)
+            if (w->nic_nrx[h] > 0 && w->nic_rx[h] / w->nic_nrx[h] < best) {
+                best = w->nic_rx[h] / w->nic_nrx[h];
+                bh = h;
+                brx = 1;
+            }
+        if (bh < 0) break;
+        for (sim_msg_t *m = w->flows; m; m = m->next) {
+            int hs = host_of(w, m->src), hd = host_of(w, m->dst);
+            if (!m->active || m->rate >= 0 || (brx ? hd : hs) != bh) continue;
+            m->rate = best;
+            w->nic_tx[hs] = HS_MAX(w->nic_tx[hs] - best, 0.0);
+            w->nic_rx[hd] = HS_MAX(w->nic_rx[hd] - best, 0.0);
+            w->nic_ntx[hs]--;
+            w->nic_nrx[hd]--;
+        }
+    }
+}
+
+/* After flows_progress: hand the flows that are through (their last byte, to a billionth of
+ * the message) to the link model, start the next message of their pair, share the NICs anew
+ * and find when the next flow will be through. The heap has room (flows_add). */
+static void flows_settle(sim_world_t *w)
+{
+    for (int done = 1; done;) {
+        done = 0;
+        sim_msg_t **pp = &w->flows, *prev = NULL;
+        while (*pp) {
+            sim_msg_t *m = *pp;
+            if (!m->active || m->rem > 1e-9 * (double)m->len) {
+                prev = m;
+                pp = &m->next;
+                continue;
+            }
+            *pp = m->next;
+            w->nflows--;
+            if (w->flows_tail == m) w->flows_tail = prev;
+            for (sim_msg_t *q = m->next; q; q = q->next)
+                if (q->src == m->src && q->dst == m->dst) {
+                    q->active = 1;
+                    break;
+                }
+            double at = w->now;
+            if (w->rk[m->src].shaper)
+                at = hs_shaper_release(w->rk[m->src].shaper, m->dst, m->len, at);
+            m->at = at < w->now ? w->now : at;
+            m->next = NULL;
+            (void)heap_push(w, m); /* cannot fail: room kept */
+            done = 1;
+        }
+    }
+    flows_share(w);
+    w->flows_next = INFINITY;
+    for (sim_msg_t *m = w->flows; m; m = m->next)
+        if (m->active && m->rate > 0 && w->now + m->rem / m->rate < w->flows_next)
+            w->flows_next = w->now + m->rem / m->rate;
+}
+
+/* A message enters the NICs now (its fields set, in_flight counted). */
+static int flows_add(sim_world_t *w, sim_msg_t *m)
+{
+    HS_TRY(heap_reserve(w, w->nflows + 1));
+    flows_progress(w);
+    m->active = 1;
+    for (sim_msg_t *q = w->flows; q && m->active; q = q->next)
+        if (q->src == m->src && q->dst == m->dst) m->active = 0;
+    m->rem = (double)m->len;
+    m->rate = 0;
+    m->next = NULL;
+    if (w->flows_tail)
+        w->flows_tail->next = m;
+    else
+        w->flows = m;
+    w->flows_tail = m;
+    w->nflows++;
+    flows_settle(w);
+    return 0;
+}
+
 /* When a message of len bytes sent now from src reaches dst: the sending host's NIC
  * serialises it (inter-host only, --sim-nic), the link carries it (--link: bandwidth,
  * latency, jitter), the receiving host's NIC takes it in, shared with the host's other
@@ -636,7 +785,8 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
     /* A message due now (an ideal link), with nothing of this sender in flight that it could
      * overtake, and a receive posted for it: delivered at once, one copy from the sender's
      * buffer (the receiver's threads are woken as a delivery from the event queue would). */
-    double at = deliver_time(w, rk->rank, peer, len);
+    int fair = w->nic_fair && w->nic_Bps > 0 && host_of(w, rk->rank) != host_of(w, peer);
+    double at = fair ? INFINITY : deliver_time(w, rk->rank, peer, len);
     if (at <= w->now && w->in_flight[rk->rank] == 0) {
         struct hs_treq *pr = take_posted(&w->rk[peer], rk->rank, tag);
         if (pr && pr->svc && len <= pr->cap) { /* a pure service: it reads the sender's
@@ -685,6 +835,20 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
     if (len) memcpy(m->data, buf, len);
     m->at = at;
     m->seq = ++w->seq;
+    if (fair) { /* through the NICs, shared fairly: the send completes on delivery */
+        r->done = 0;
+        r->msg = m;
+        m->sreq = r;
+        int rc = flows_add(w, m);
+        if (rc < 0) {
+            msg_put(w, m);
+            req_put(w, r);
+            return rc;
+        }
+        w->in_flight[rk->rank]++;
+        *req = r;
+        return 0;
+    }
     w->in_flight[rk->rank]++;
     int rc = heap_push(w, m);
     if (rc < 0) {
@@ -882,8 +1046,14 @@ static int st_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg
     sim_rank_t *p = &w->rk[peer];
     if (!p->dead && !p->left) return -EBUSY;
     int n = 0;
-    for (int i = 0; i < w->nheap; i++) {
-        sim_msg_t *m = w->heap[i];
+    for (int i = 0; i < w->nheap + w->nflows; i++) {
+        sim_msg_t *m = NULL;
+        if (i < w->nheap)
+            m = w->heap[i];
+        else { /* still in the NICs (fair sharing): the (i - nheap)-th flow */
+            m = w->flows;
+            for (int k = w->nheap; k < i; k++) m = m->next;
+        }
         if (m->reclaimed || m->src != rk->rank || m->dst != peer || m->tag != tag) continue;
         cb(ctx, peer, m->data, m->len, m->len);
         m->reclaimed = 1;
@@ -1688,6 +1858,17 @@ int hs_sim_compute_parse(const char *spec, double *fixed_s)
                   spec);
 }
 
+int hs_sim_nic_share_parse(const char *share, int *fair)
+{
+    if (!share || !strcmp(share, "fair"))
+        *fair = 1;
+    else if (!strcmp(share, "fifo"))
+        *fair = 0;
+    else
+        return HS_ERR(-EINVAL, "--sim-nic-share '%s': expected fair or fifo", share);
+    return 0;
+}
+
 int hs_sim_nic_parse(const char *rate, double *Bps)
 {
     char spec[128];
@@ -1843,10 +2024,15 @@ static int advance(sim_world_t *w)
 {
     double next = INFINITY;
     if (w->nheap > 0) next = w->heap[0]->at;
+    if (w->flows_next < next) next = w->flows_next;
     for (int i = 0; i < w->nth; i++)
         if (w->th[i]->state == T_BLOCKED && w->th[i]->wake_at < next) next = w->th[i]->wake_at;
     if (!isfinite(next)) return 1;
     if (next > w->now) w->now = next;
+    if (w->flows && w->flows_next <= w->now) { /* first the flows now through the NICs */
+        flows_progress(w);
+        flows_settle(w);
+    }
     while (w->nheap > 0 && w->heap[0]->at <= w->now) deliver(w, heap_pop(w));
     for (int i = 0; i < w->nth; i++)
         if (w->th[i]->state == T_BLOCKED && w->th[i]->wake_at <= w->now) make_ready(w->th[i]);
@@ -1896,7 +2082,7 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
             fflush(stdout);
         }
     }
-    sim_world_t w = {.o = o, .n = so->n, .first_failed = -1};
+    sim_world_t w = {.o = o, .n = so->n, .first_failed = -1, .flows_next = INFINITY};
     w.fixed_s = fixed_s;
     w.stack_bytes = (size_t)((so->stack_mib > 0 ? so->stack_mib : 2.0) * 1048576.0);
     sem_init(&w.sched, 0, 0);
@@ -1926,8 +2112,11 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     int nhosts = (w.n + rph - 1) / rph;
     w.nic_tx = hs_calloc((size_t)nhosts, sizeof *w.nic_tx, "NIC state");
     w.nic_rx = hs_calloc((size_t)nhosts, sizeof *w.nic_rx, "NIC state");
-    if (!w.nic_tx || !w.nic_rx) rc = -ENOMEM;
+    w.nic_ntx = hs_calloc((size_t)nhosts, sizeof *w.nic_ntx, "NIC state");
+    w.nic_nrx = hs_calloc((size_t)nhosts, sizeof *w.nic_nrx, "NIC state");
+    if (!w.nic_tx || !w.nic_rx || !w.nic_ntx || !w.nic_nrx) rc = -ENOMEM;
     if (rc == 0 && so->nic && *so->nic) rc = hs_sim_nic_parse(so->nic, &w.nic_Bps);
+    if (rc == 0) rc = hs_sim_nic_share_parse(so->nic_share, &w.nic_fair);
     for (int r = 0; r < w.n && rc == 0; r++) {
         if (!(hosts[r] = malloc(32))) {
             rc = -ENOMEM;
@@ -2006,6 +2195,11 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     free(w.cons);
     free(w.rows);
     for (int i = 0; i < w.nheap; i++) free(w.heap[i]);
+    while (w.flows) {
+        sim_msg_t *m = w.flows;
+        w.flows = m->next;
+        free(m);
+    }
     while (w.pool) {
         sim_msg_t *m = w.pool;
         w.pool = m->next;
@@ -2025,6 +2219,8 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     free(w.in_flight);
     free(w.nic_tx);
     free(w.nic_rx);
+    free(w.nic_ntx);
+    free(w.nic_nrx);
     free(w.rk);
     free(w.th);
     sem_destroy(&w.slots);

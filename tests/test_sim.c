@@ -93,6 +93,19 @@ START_TEST(test_deterministic)
         }
         free(text);
     }
+    /* the same with three hosts behind NICs shared fairly (flows start and end at every
+     * message: the rates are recomputed then, in a fixed order) */
+    const char *nic = "-n 6 --ranks-per-host 2 --sim-nic 100Mbit --sim-compute fixed:5";
+    char sim[256];
+    snprintf(sim, sizeof sim, "%s --sim-threads 1", nic);
+    ck_assert_int_eq(sim_job(a, sim, args, 60), 0);
+    tr_rm_rf(b);
+    ck_assert_int_eq(rename(a, b), 0);
+    snprintf(sim, sizeof sim, "%s --sim-threads 2", nic);
+    ck_assert_int_eq(sim_job(a, sim, args, 60), 0);
+    for (size_t i = 0; i < HS_ARRAY_LEN(files); i++)
+        ck_assert_msg(same_file(a, b, files[i]), "--sim-nic: %s differs between two runs",
+                      files[i]);
 }
 END_TEST
 
@@ -462,6 +475,76 @@ START_TEST(test_link_pace)
 }
 END_TEST
 
+/* The ts (microseconds) of the first span NAME of rank PID whose arguments are KEY PEER and
+ * more than 1,000 bytes, in the --trace file TEXT (one event a line); -1 when there is none. */
+static double trace_first(const char *text, const char *name, int pid, const char *key, int peer)
+{
+    char pfx[64], nm[64], arg[64];
+    snprintf(pfx, sizeof pfx, "{\"ph\":\"X\",\"pid\":%d,", pid);
+    snprintf(nm, sizeof nm, "\"name\":\"%s\"", name);
+    snprintf(arg, sizeof arg, "\"args\":{\"%s\":%d,\"bytes\":", key, peer);
+    for (const char *l = text; l && *l;) {
+        const char *end = strchr(l, '\n');
+        size_t len = end ? (size_t)(end - l) : strlen(l);
+        char line[512];
+        if (len < sizeof line && !strncmp(l, pfx, strlen(pfx))) {
+            memcpy(line, l, len);
+            line[len] = 0;
+            const char *a = strstr(line, arg), *t = strstr(line, "\"ts\":");
+            if (strstr(line, nm) && a && t && atol(a + strlen(arg)) > 1000) return atof(t + 5);
+        }
+        l = end ? end + 1 : NULL;
+    }
+    return -1;
+}
+
+/* Two messages through one NIC at the same time: 3 ranks, one per host, each sending its
+ * model to both others at the same virtual time (SGP on the exponential graph: out-peers
+ * i + 1 and i + 2). Every NIC then carries two flows out and two in. Shared fairly, each gets
+ * half the rate, so both of rank 0's arrivals land 2 n / nic after they were sent (n =
+ * 69,032 bytes, 100 Mbit/s: 11,045.12 us); served one after the other (fifo), the first lands
+ * at n / nic (5,522.56 us) and the second at 2 n / nic. */
+START_TEST(test_nic_share)
+{
+    const char *args = "--algo sgp --graph exp --model mlp:64-128-64-10 "
+                       "--data gauss:dim=64,classes=10,train=4000 --epochs 1 --max-iters 2 "
+                       "--eval-every 0 -q";
+    const double n = 69032, nic = 100e6 / 8;
+    for (int fair = 1; fair >= 0; fair--) {
+        char dir[4096], sim[256], all[8192], trace[4200];
+        tr_workdir_path(dir, sizeof dir, fair ? "nic_fair" : "nic_fifo");
+        snprintf(trace, sizeof trace, "%s.json", dir);
+        snprintf(sim, sizeof sim,
+                 "-n 3 --ranks-per-host 1 --sim-nic 100Mbit --sim-nic-share %s "
+                 "--sim-compute fixed:1",
+                 fair ? "fair" : "fifo");
+        snprintf(all, sizeof all, "%s --trace %s", args, trace);
+        int st = sim_job(dir, sim, all, 60);
+        if (st) tr_show_log(dir);
+        ck_assert_int_eq(st, 0);
+        size_t len = 0;
+        char *text = (char *)slurp(trace, &len);
+        ck_assert(text);
+        double s1 = trace_first(text, "send", 1, "to", 0),
+               s2 = trace_first(text, "send", 2, "to", 0);
+        double a1 = trace_first(text, "apply", 0, "from", 1);
+        double a2 = trace_first(text, "apply", 0, "from", 2);
+        free(text);
+        ck_assert_msg(s1 >= 0 && s2 >= 0 && a1 >= 0 && a2 >= 0, "%s: spans missing", trace);
+        ck_assert_msg(fabs(s1 - s2) < 1e-3, "the ranks sent at %.3f and %.3f us", s1, s2);
+        double d1 = a1 - s1, d2 = a2 - s2, one = 1e6 * n / nic;
+        if (fair) {
+            ck_assert_msg(fabs(d1 - 2 * one) < 2e-3 && fabs(d2 - 2 * one) < 2e-3,
+                          "fair: arrivals after %.3f and %.3f us, expected %.3f", d1, d2, 2 * one);
+        } else {
+            ck_assert_msg(fabs(d1 - one) < 2e-3 && fabs(d2 - 2 * one) < 2e-3,
+                          "fifo: arrivals after %.3f and %.3f us, expected %.3f and %.3f", d1, d2,
+                          one, 2 * one);
+        }
+    }
+}
+END_TEST
+
 static void rejected(const char *simargs, const char *needle)
 {
     ck_assert_msg(tr_sim_rejected(simargs, TASK, 2, needle), "'%s' (see stderr)", simargs);
@@ -476,6 +559,7 @@ START_TEST(test_bad_input)
     rejected("-n 4 --ranks-per-host 0", "--ranks-per-host");
     rejected("-n 4 --algo sgp --graph donut", "donut");
     rejected("-n 4 --sim-nic 10Gbt", "--sim-nic 10Gbt");
+    rejected("-n 4 --sim-nic 1Gbit --sim-nic-share lifo", "--sim-nic-share 'lifo'");
     rejected("-n 4 --algo dpsgd --delay-bound 2", "--delay-bound applies to --algo sgp osgp");
     rejected("-n 4 --algo allreduce --time-budget 5", "--time-budget applies to --algo");
     rejected("-n 4 --algo sgp --delay-bound soon", "--delay-bound");
@@ -501,6 +585,7 @@ int main(void)
     TR_ADD_TEST(tc, test_every_algorithm, why);
     TR_ADD_TEST(tc, test_nic, why);
     TR_ADD_TEST(tc, test_link_pace, why);
+    TR_ADD_TEST(tc, test_nic_share, why);
     TR_ADD_TEST(tc, test_bad_input, why);
     suite_add_tcase(s, tc);
     return tr_run_suite(s);

@@ -567,7 +567,7 @@ int hs_cmd_train(int argc, char **argv)
 
 static const char sim_usage[] =
     "usage: hearsay sim -n N [--sim-compute fixed:MS|bench|measured] [--ranks-per-host R]\n"
-    "                   [--sim-nic RATE] [--sim-threads P]\n"
+    "                   [--sim-nic RATE [--sim-nic-share fair|fifo]] [--sim-threads P]\n"
     "                   [TRAIN OPTIONS]\n"
     "\n"
     "Run `hearsay train` on N simulated ranks in this one process, on a virtual clock: the\n"
@@ -584,8 +584,11 @@ static const char sim_usage[] =
     "  --ranks-per-host R       consecutive ranks per host, for host-scoped --link rules\n"
     "                           (default: all on one host)\n"
     "  --sim-nic RATE           each host's NIC (10Gbit, 100Mbit, 1GB, ..): a message between\n"
-    "                           hosts is serialised through the sender's and the receiver's\n"
-    "                           NIC, shared by the host's ranks (default: no NIC limit)\n"
+    "                           hosts goes through the sender's and the receiver's NIC,\n"
+    "                           shared by the host's ranks (default: no NIC limit)\n"
+    "  --sim-nic-share POLICY   how a NIC serves messages at the same time: fair (default:\n"
+    "                           max-min fair shares among rank pairs, as TCP connections\n"
+    "                           share a link) or fifo (one after the other, in send order)\n"
     "  --link SPEC              the links (hearsay train --help; default: ideal links)\n"
     "  --sim-threads P          host threads that compute ranks' gradients at the same time\n"
     "                           (default: the online CPUs); the results are the same for any\n"
@@ -633,6 +636,7 @@ int hs_cmd_sim(int argc, char **argv)
     const char *comp = take_flag(&argc, av, "--sim-compute", NULL);
     const char *rph = take_flag(&argc, av, "--ranks-per-host", NULL);
     so.nic = take_flag(&argc, av, "--sim-nic", NULL);
+    so.nic_share = take_flag(&argc, av, "--sim-nic-share", NULL);
     const char *thr = take_flag(&argc, av, "--sim-threads", NULL);
     long v = 0;
     double fixed;
@@ -648,6 +652,8 @@ int hs_cmd_sim(int argc, char **argv)
     }
     double nic_Bps;
     if (!bad && so.nic && hs_sim_nic_parse(so.nic, &nic_Bps) < 0) bad = 1;
+    int fair;
+    if (!bad && hs_sim_nic_share_parse(so.nic_share, &fair) < 0) bad = 1;
     if (!bad && rph) {
         if (hs_parse_long(rph, 1, 65536, "--ranks-per-host", &v) < 0) bad = 1;
         so.ranks_per_host = (int)v;

@@ -50,7 +50,10 @@ typedef struct hs_sim_opts {
     const char *compute;   /* "fixed:MS" (default fixed:10), "bench" or "measured" */
     double stack_mib;      /* stack of each simulated thread (0: 2 MiB) */
     const char *nic;       /* each host's NIC rate ("10Gbit"; NULL: none): inter-host messages
-                            * are serialised through the sending and the receiving host's NIC */
+                            * go through the sending and the receiving host's NIC */
+    const char *nic_share; /* how a NIC serves concurrent messages: "fair" (NULL: max-min fair
+                            * shares among rank pairs, as TCP flows) or "fifo" (one after the
+                            * other, in the order sent) */
     int threads;           /* host threads that run ranks' gradients at once (<= 0: the online
                             * CPUs); results are identical whatever the count */
     hs_sim_stats_t *stats; /* optional: filled at the end of a run */
@@ -63,6 +66,9 @@ int hs_sim_compute_parse(const char *spec, double *fixed_s);
 
 /* Check a --sim-nic rate ("10Gbit"): 0 and *Bps in bytes per second, or -EINVAL naming it. */
 int hs_sim_nic_parse(const char *rate, double *Bps);
+
+/* Check a --sim-nic-share policy ("fair", NULL: fair, or "fifo"): 0 and *fair, or -EINVAL. */
+int hs_sim_nic_share_parse(const char *share, int *fair);
 
 /* Run o (as `hearsay train` would on so->n ranks) in virtual time. Files as hearsay train
  * writes them (summary.json gains "clock": "virtual"). *res: rank 0's result. Returns 0, or
