@@ -80,6 +80,20 @@ static int conv_direct_dx(const hs_conv2d_desc_t *d)
     return conv_direct_fwd(d) && hs_kcpu_direct3_fits(d->K, d->C, d->H, d->W);
 }
 
+/* dw runs direct (cpu_direct.c), in groups of conv_dw_group images. */
+static int conv_direct_dw(const hs_conv2d_desc_t *d)
+{
+    return d->R == 3 && d->S == 3 && d->stride == 1 && d->pad == 1 && d->P == d->H &&
+           d->Q == d->W && hs_kcpu_direct3_dw_fits(d->C, d->K, d->H, d->W);
+}
+
+/* Images per call of the direct dw kernel: about 1024 positions, so that its sums across the
+ * vector lanes are few beside the multiply-adds on small planes. */
+static int conv_dw_group(const hs_conv2d_desc_t *d)
+{
+    return HS_MAX(1, HS_MIN(d->B, 1024 / (d->H * d->W)));
+}
+
 static size_t round16(size_t n)
 {
     return (n + 15) & ~(size_t)15;
@@ -107,6 +121,9 @@ static conv_ws_t conv_ws_layout(const hs_conv2d_desc_t *d, int T)
         if (as_fwd) l.col = HS_MAX(l.col, (size_t)d->K * d->R * d->S * d->H * d->W);
         if (conv_direct_fwd(d))
             l.col = HS_MAX(l.col, hs_kcpu_direct3_pad_floats(HS_MAX(d->C, d->K), d->H, d->W));
+        if (conv_direct_dw(d))
+            l.col = HS_MAX(l.col,
+                           (size_t)conv_dw_group(d) * hs_kcpu_direct3_pad_floats(d->C, d->H, d->W));
         l.col = round16(l.col);
     }
     if (as_fwd || conv_direct_fwd(d)) l.wflip = round16((size_t)d->K * CRS);
@@ -368,7 +385,34 @@ static float plane_sum(size_t n, const float *restrict x)
  * the columns of x are the smaller matrix. */
 static int bwd_shared_col(const conv_task_t *a)
 {
-    return a->dw && conv_bwd_as_fwd(a->d) && a->d->C >= 8;
+    return a->dw && conv_bwd_as_fwd(a->d) && a->d->C >= 8 && !conv_direct_dw(a->d);
+}
+
+/* dx of image b, not through the columns shared with dw; ws: the thread's column buffer */
+static void conv_dx_image(const conv_task_t *a, size_t b, float *ws)
+{
+    const hs_conv2d_desc_t *d = a->d;
+    const int K = d->K, CRS = d->C * d->R * d->S, PQ = d->P * d->Q;
+    const int KRS = K * d->R * d->S, HW = d->H * d->W;
+    const size_t x_img = (size_t)d->C * d->H * d->W, y_img = (size_t)K * PQ;
+    const float *dyb = a->dy + b * y_img; // (K, P, Q)
+    float *dxb = a->dx + b * x_img;       // (C, H, W)
+    if (!a->l.col) {
+        /* 1x1: dx_b (C, PQ) = w^T (C, K) dy_b (K, PQ) */
+        hs_kcpu_sgemm(1, 0, CRS, PQ, K, 1.0f, a->w, CRS, dyb, PQ, 0.0f, dxb, PQ);
+    } else if (conv_direct_dx(d)) {
+        hs_kcpu_direct3_image(K, d->C, d->H, d->W, dyb, task_wflip(a), ws, dxb);
+    } else if (conv_bwd_as_fwd(d)) {
+        /* dx_b (C, HW) = wflip (C, KRS) im2col(dy_b) (KRS, HW) */
+        const hs_conv2d_desc_t db = conv_bwd_desc(d);
+        im2col(&db, dyb, ws);
+        hs_kcpu_sgemm(0, 0, d->C, HW, KRS, 1.0f, task_wflip(a), KRS, ws, HW, 0.0f, dxb, HW);
+    } else {
+        /* dcol (CRS, PQ) = w^T (CRS, K) dy_b (K, PQ), scattered back by col2im */
+        hs_kcpu_sgemm(1, 0, CRS, PQ, K, 1.0f, a->w, CRS, dyb, PQ, 0.0f, ws, PQ);
+        memset(dxb, 0, x_img * sizeof(float));
+        col2im(d, ws, dxb);
+    }
 }
 
 static void conv_bwd_share(void *arg, int t, int T)
@@ -377,7 +421,7 @@ static void conv_bwd_share(void *arg, int t, int T)
     const hs_conv2d_desc_t *d = a->d;
     const int K = d->K, CRS = d->C * d->R * d->S, PQ = d->P * d->Q;
     const size_t x_img = (size_t)d->C * d->H * d->W, y_img = (size_t)K * PQ;
-    const int shared = bwd_shared_col(a), as_fwd = conv_bwd_as_fwd(d);
+    const int shared = bwd_shared_col(a);
     const int direct_dx = conv_direct_dx(d);
     const int KRS = K * d->R * d->S, HW = d->H * d->W;
     float *ws = task_col(a, t), *dbias = a->dbias ? task_db(a, t) : NULL;
@@ -389,6 +433,25 @@ static void conv_bwd_share(void *arg, int t, int T)
     const hs_conv2d_desc_t db = conv_bwd_desc(d);
     size_t b0, b1;
     hs_kcpu_share((size_t)d->B, t, T, &b0, &b1);
+    if (conv_direct_dw(d)) {
+        /* groups of G images: their dbias and dx, then dw from their padded copies */
+        const size_t G = (size_t)conv_dw_group(d),
+                     xpad = hs_kcpu_direct3_pad_floats(d->C, d->H, d->W);
+        for (size_t b = b0; b < b1; b += G) {
+            const size_t g = HS_MIN(G, b1 - b);
+            for (size_t i = b; i < b + g; i++) {
+                if (dbias)
+                    for (int kk = 0; kk < K; kk++)
+                        dbias[kk] += plane_sum((size_t)PQ, a->dy + i * y_img + (size_t)kk * PQ);
+                if (a->dx) conv_dx_image(a, i, ws);
+            }
+            if (!dw) continue;
+            for (size_t i = 0; i < g; i++)
+                hs_kcpu_direct3_pad(d->C, d->H, d->W, a->x + (b + i) * x_img, ws + i * xpad);
+            hs_kcpu_direct3_dw(d->C, K, d->H, d->W, (int)g, ws, a->dy + b * y_img, dw);
+        }
+        return;
+    }
     for (size_t b = b0; b < b1; b++) {
         const float *dyb = a->dy + b * y_img;             // (K, P, Q)
         const float *xb = a->x ? a->x + b * x_img : NULL; // (C, H, W)
@@ -415,24 +478,7 @@ static void conv_bwd_share(void *arg, int t, int T)
             /* dw (K, CRS) += dy_b (K, PQ) col^T (PQ, CRS) */
             hs_kcpu_sgemm(0, 1, K, CRS, PQ, 1.0f, dyb, PQ, col, PQ, 1.0f, dw, CRS);
         }
-        if (a->dx) {
-            float *dxb = a->dx + b * x_img; // (C, H, W)
-            if (!a->l.col) {
-                /* 1x1: dx_b (C, PQ) = w^T (C, K) dy_b (K, PQ) */
-                hs_kcpu_sgemm(1, 0, CRS, PQ, K, 1.0f, a->w, CRS, dyb, PQ, 0.0f, dxb, PQ);
-            } else if (direct_dx) {
-                hs_kcpu_direct3_image(K, d->C, d->H, d->W, dyb, task_wflip(a), ws, dxb);
-            } else if (as_fwd) {
-                /* dx_b (C, HW) = wflip (C, KRS) im2col(dy_b) (KRS, HW) */
-                im2col(&db, dyb, ws);
-                hs_kcpu_sgemm(0, 0, d->C, HW, KRS, 1.0f, task_wflip(a), KRS, ws, HW, 0.0f, dxb, HW);
-            } else {
-                /* dcol (CRS, PQ) = w^T (CRS, K) dy_b (K, PQ), scattered back by col2im */
-                hs_kcpu_sgemm(1, 0, CRS, PQ, K, 1.0f, a->w, CRS, dyb, PQ, 0.0f, ws, PQ);
-                memset(dxb, 0, x_img * sizeof(float));
-                col2im(d, ws, dxb);
-            }
-        }
+        if (a->dx) conv_dx_image(a, b, ws);
     }
 }
 

@@ -110,28 +110,83 @@ static void pad_image(int C, int H, int W, const float *restrict x, float *restr
 DIRECT3_KERNEL(direct3_avx2, "avx2,fma", 2)
 DIRECT3_KERNEL(direct3_avx512vl, "avx2,fma,avx512f,avx512vl", 4)
 
-typedef void (*direct3_fn)(int, int, int, int, const float *, const float *, float *);
+/* dw (K, C, 3, 3) += sum over G images and the H x W positions of dy[k][p][q] times
+ * xp[c][p + r][q + s]: a tile of KD output channels, one input channel and the 9 taps in
+ * vectors of 8 partial sums (x's 9 shifted vectors loaded once for the KD channels), added up
+ * across the lanes once per (k, c) and call. */
+#define DIRECT3_DW_KERNEL(NAME, TARGET, KD)                                                        \
+    __attribute__((target(TARGET))) static void NAME(int C, int K, int H, int W, int G,            \
+                                                     const float *restrict xp,                     \
+                                                     const float *restrict dy, float *restrict dw) \
+    {                                                                                              \
+        const int Wp = W + 2;                                                                      \
+        const size_t plane = (size_t)(H + 2) * Wp, PQ = (size_t)H * W;                             \
+        for (int kb = 0; kb < K / KD; kb++)                                                        \
+            for (int c = 0; c < C; c++) {                                                          \
+                __m256 acc[KD][9];                                                                 \
+                _Pragma("GCC unroll 8") for (int i = 0; i < KD; i++)                               \
+                    _Pragma("GCC unroll 9") for (int t = 0; t < 9; t++) acc[i][t] =                \
+                        _mm256_setzero_ps();                                                       \
+                for (int g = 0; g < G; g++) {                                                      \
+                    const float *xc = xp + ((size_t)g * C + c) * plane;                            \
+                    const float *dk = dy + ((size_t)g * K + (size_t)kb * KD) * PQ;                 \
+                    for (int p = 0; p < H; p++)                                                    \
+                        for (int q = 0; q < W; q += 8) {                                           \
+                            const float *xr = xc + (size_t)p * Wp + q;                             \
+                            __m256 dv[KD];                                                         \
+                            _Pragma("GCC unroll 8") for (int i = 0; i < KD; i++) dv[i] =           \
+                                _mm256_loadu_ps(dk + (size_t)i * PQ + (size_t)p * W + q);          \
+                            _Pragma("GCC unroll 3") for (int r = 0; r < 3; r++)                    \
+                                _Pragma("GCC unroll 3") for (int s = 0; s < 3; s++)                \
+                            {                                                                      \
+                                __m256 xv = _mm256_loadu_ps(xr + (size_t)r * Wp + s);              \
+                                /* one load for the KD channels, not one each */                   \
+                                __asm__("" : "+v"(xv));                                            \
+                                _Pragma("GCC unroll 8") for (int i = 0; i < KD; i++)               \
+                                    acc[i][r * 3 + s] =                                            \
+                                        _mm256_fmadd_ps(dv[i], xv, acc[i][r * 3 + s]);             \
+                            }                                                                      \
+                        }                                                                          \
+                }                                                                                  \
+                _Pragma("GCC unroll 8") for (int i = 0; i < KD; i++)                               \
+                    _Pragma("GCC unroll 9") for (int t = 0; t < 9; t++)                            \
+                {                                                                                  \
+                    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[i][t]),                       \
+                                          _mm256_extractf128_ps(acc[i][t], 1));                    \
+                    h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                        \
+                    h = _mm_add_ss(h, _mm_movehdup_ps(h));                                         \
+                    dw[(((size_t)kb * KD + i) * C + c) * 9 + t] += _mm_cvtss_f32(h);               \
+                }                                                                                  \
+            }                                                                                      \
+    }
 
-static direct3_fn direct3_pick(int *nv)
+DIRECT3_DW_KERNEL(direct3_dw_avx2, "avx2,fma", 1)
+DIRECT3_DW_KERNEL(direct3_dw_avx512vl, "avx2,fma,avx512f,avx512vl", 2)
+
+typedef void (*direct3_fn)(int, int, int, int, const float *, const float *, float *);
+typedef void (*direct3_dw_fn)(int, int, int, int, int, const float *, const float *, float *);
+
+static direct3_fn direct3_pick(int *nv, direct3_dw_fn *dwf, int *kd)
 {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512f") &&
         __builtin_cpu_supports("fma")) {
-        *nv = 4;
+        *nv = 4, *kd = 2, *dwf = direct3_dw_avx512vl;
         return direct3_avx512vl;
     }
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        *nv = 2;
+        *nv = 2, *kd = 1, *dwf = direct3_dw_avx2;
         return direct3_avx2;
     }
-    *nv = 0;
+    *nv = 0, *kd = 0, *dwf = NULL;
     return NULL;
 }
 #endif
 
-static int direct3_nv = -1;
+static int direct3_nv = -1, direct3_kd;
 #ifdef HS_DIRECT3_X86
 static direct3_fn direct3_kernel;
+static direct3_dw_fn direct3_dw_kernel;
 #endif
 
 int hs_kcpu_direct3_nv(void)
@@ -139,8 +194,12 @@ int hs_kcpu_direct3_nv(void)
     int nv = __atomic_load_n(&direct3_nv, __ATOMIC_ACQUIRE);
     if (nv >= 0) return nv;
 #ifdef HS_DIRECT3_X86
-    direct3_fn f = direct3_pick(&nv);
+    direct3_dw_fn dwf;
+    int kd;
+    direct3_fn f = direct3_pick(&nv, &dwf, &kd);
     __atomic_store_n(&direct3_kernel, f, __ATOMIC_RELAXED);
+    __atomic_store_n(&direct3_dw_kernel, dwf, __ATOMIC_RELAXED);
+    __atomic_store_n(&direct3_kd, kd, __ATOMIC_RELAXED);
 #else
     nv = 0;
 #endif
@@ -153,6 +212,28 @@ int hs_kcpu_direct3_fits(int Ci, int Ko, int H, int W)
     const int nv = hs_kcpu_direct3_nv();
     return nv > 0 && Ci > 0 && Ko % KB == 0 && H > 0 && W > 0 && W % 8 == 0 &&
            ((size_t)H * W / 8) % (size_t)nv == 0;
+}
+
+int hs_kcpu_direct3_dw_fits(int C, int K, int H, int W)
+{
+    if (hs_kcpu_direct3_nv() <= 0) return 0;
+    const int kd = __atomic_load_n(&direct3_kd, __ATOMIC_RELAXED);
+    return C > 0 && K > 0 && kd > 0 && K % kd == 0 && H > 0 && W > 0 && W % 8 == 0;
+}
+
+void hs_kcpu_direct3_pad(int C, int H, int W, const float *x, float *xpad)
+{
+    pad_image(C, H, W, x, xpad);
+}
+
+void hs_kcpu_direct3_dw(int C, int K, int H, int W, int G, const float *xpad, const float *dy,
+                        float *dw)
+{
+#ifdef HS_DIRECT3_X86
+    __atomic_load_n(&direct3_dw_kernel, __ATOMIC_RELAXED)(C, K, H, W, G, xpad, dy, dw);
+#else
+    (void)C, (void)K, (void)H, (void)W, (void)G, (void)xpad, (void)dy, (void)dw;
+#endif
 }
 
 size_t hs_kcpu_direct3_pad_floats(int Ci, int H, int W)

@@ -85,6 +85,15 @@ HS_KCPU_HIDDEN void hs_kcpu_direct3_pack_w(const float *w, int K, int C, int fli
 HS_KCPU_HIDDEN void hs_kcpu_direct3_image(int Ci, int Ko, int H, int W, const float *x,
                                           const float *wt, float *xpad, float *y);
 
+/* Whether dw of a 3x3 stride-1 pad-1 convolution of C to K channels can run direct. */
+HS_KCPU_HIDDEN int hs_kcpu_direct3_dw_fits(int C, int K, int H, int W);
+/* xpad (C, H + 2, W + 2) = x (C, H, W) with a border of zeros. */
+HS_KCPU_HIDDEN void hs_kcpu_direct3_pad(int C, int H, int W, const float *x, float *xpad);
+/* dw (K, C, 3, 3) += the weight gradient of G images: xpad (G, C, H + 2, W + 2) padded inputs,
+ * dy (G, K, H, W); only when hs_kcpu_direct3_dw_fits. */
+HS_KCPU_HIDDEN void hs_kcpu_direct3_dw(int C, int K, int H, int W, int G, const float *xpad,
+                                       const float *dy, float *dw);
+
 HS_KCPU_HIDDEN size_t hs_kcpu_conv2d_workspace(hs_kernels_t *k, const hs_conv2d_desc_t *d);
 HS_KCPU_HIDDEN int hs_kcpu_conv2d_fwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *x,
                                       const float *w, const float *bias, float *y, void *ws,
