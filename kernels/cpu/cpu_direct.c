@@ -14,6 +14,9 @@
  */
 #include "kernels/cpu/cpu_internal.h"
 
+#include "hearsay/common.h"
+#include "hearsay/env.h"
+
 #include <stddef.h>
 #include <string.h>
 
@@ -169,7 +172,15 @@ typedef void (*direct3_dw_fn)(int, int, int, int, int, const float *, const floa
 static direct3_fn direct3_pick(int *nv, direct3_dw_fn *dwf, int *kd)
 {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512f") &&
+    const char *want = hs_env_str("HS_CPU_CONV_DIRECT");
+    const int off = !strcmp(want, "off"), avx2_only = !strcmp(want, "avx2");
+    if (!off && !avx2_only && strcmp(want, "auto"))
+        HS_WARN("HS_CPU_CONV_DIRECT=%s: expected auto, avx2 or off; using auto", want);
+    if (off) {
+        *nv = 0, *kd = 0, *dwf = NULL;
+        return NULL;
+    }
+    if (!avx2_only && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512f") &&
         __builtin_cpu_supports("fma")) {
         *nv = 4, *kd = 2, *dwf = direct3_dw_avx512vl;
         return direct3_avx512vl;
