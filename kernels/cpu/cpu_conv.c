@@ -8,6 +8,11 @@
  * then, for stride 1, the columns of dy that the flipped filters turn into dx (a forward
  * convolution), otherwise the column gradient that col2im scatters to dx. With T threads,
  * threads 1..T-1 sum their dw and dbias in the workspace, added to the caller's at the end.
+ *
+ * A 3x3 convolution with stride 1 and padding 1 runs direct instead where cpu_direct.c has a
+ * kernel for the CPU and the shapes fit: y and dx from a zero-bordered copy of the image (or
+ * of dy) in the column buffer, with the filters laid out for the kernel once per call in the
+ * wflip section; dw from bordered copies of groups of images (conv_dw_group). No im2col.
  */
 #include "kernels/cpu/cpu_internal.h"
 
