@@ -527,6 +527,18 @@ START_TEST(test_conv2d_geometries)
     check_conv(&d, 1);
     conv_desc(&d, 1, 1, 3, 3, 2, 3, 3, 3, 1); /* padding wider than the image in places */
     check_conv(&d, 1);
+    /* 3x3 stride 1 pad 1 with W % 8 == 0 and channels in fours: the direct kernel
+     * (cpu_direct.c) where the CPU has one, for y and dx */
+    conv_desc(&d, 3, 8, 8, 16, 4, 3, 3, 1, 1); /* C >= 8: dw from the columns of dy */
+    check_conv(&d, 1);
+    conv_desc(&d, 2, 4, 4, 8, 12, 3, 3, 1, 1); /* C < 8: dw from the columns of x */
+    check_conv(&d, 0);
+    conv_desc(&d, 5, 3, 8, 8, 8, 3, 3, 1, 1); /* C = 3: y direct, dx through the gemm */
+    check_conv(&d, 1);
+    conv_desc(&d, 2, 16, 8, 24, 16, 3, 3, 1, 1); /* 3 vectors a row, 24 in all */
+    check_conv(&d, 0);
+    conv_desc(&d, 2, 4, 3, 16, 8, 3, 3, 1, 1); /* 6 vectors: direct only with tiles of 2 */
+    check_conv(&d, 1);
 }
 END_TEST
 

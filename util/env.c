@@ -73,6 +73,11 @@ static const hs_env_var_t table[] = {
     {"HS_CENTER_PATH", HS_ENV_STRING, "auto", NO_RANGE,
      "EASGD center: auto, rma or service (the --center-path flag overrides it)"},
 
+    /* --- CPU kernels (kernels/cpu/cpu_direct.c; docs/benchmarks.md) --- */
+    {"HS_CPU_CONV_DIRECT", HS_ENV_STRING, "auto", NO_RANGE,
+     "3x3 stride-1 convolutions: auto (the direct kernel for this CPU: AVX-512VL's wider tile, "
+     "else AVX2), avx2 (the AVX2 tile even with AVX-512VL) or off (im2col and gemm)"},
+
     /* --- checkpoints (runtime/checkpoint.c) --- */
     {"HS_TEST_CKPT_PAUSE", HS_ENV_DOUBLE, "0", 0, 600,
      "seconds; tests only: a checkpoint write sleeps this long between writing its temporary "

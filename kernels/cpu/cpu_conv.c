@@ -8,6 +8,11 @@
  * then, for stride 1, the columns of dy that the flipped filters turn into dx (a forward
  * convolution), otherwise the column gradient that col2im scatters to dx. With T threads,
  * threads 1..T-1 sum their dw and dbias in the workspace, added to the caller's at the end.
+ *
+ * A 3x3 convolution with stride 1 and padding 1 runs direct instead where cpu_direct.c has a
+ * kernel for the CPU and the shapes fit: y and dx from a zero-bordered copy of the image (or
+ * of dy) in the column buffer, with the filters laid out for the kernel once per call in the
+ * wflip section; dw from bordered copies of groups of images (conv_dw_group). No im2col.
  */
 #include "kernels/cpu/cpu_internal.h"
 
@@ -67,6 +72,33 @@ static hs_conv2d_desc_t conv_bwd_desc(const hs_conv2d_desc_t *d)
     return t;
 }
 
+/* The forward pass runs direct (cpu_direct.c): 3x3, stride 1, padding 1. */
+static int conv_direct_fwd(const hs_conv2d_desc_t *d)
+{
+    return d->R == 3 && d->S == 3 && d->stride == 1 && d->pad == 1 && d->P == d->H &&
+           d->Q == d->W && hs_kcpu_direct3_fits(d->C, d->K, d->H, d->W);
+}
+
+/* dx runs direct: the convolution of dy (K channels) with the flipped filters into C. */
+static int conv_direct_dx(const hs_conv2d_desc_t *d)
+{
+    return conv_direct_fwd(d) && hs_kcpu_direct3_fits(d->K, d->C, d->H, d->W);
+}
+
+/* dw runs direct (cpu_direct.c), in groups of conv_dw_group images. */
+static int conv_direct_dw(const hs_conv2d_desc_t *d)
+{
+    return d->R == 3 && d->S == 3 && d->stride == 1 && d->pad == 1 && d->P == d->H &&
+           d->Q == d->W && hs_kcpu_direct3_dw_fits(d->C, d->K, d->H, d->W);
+}
+
+/* Images per call of the direct dw kernel: about 1024 positions, so that its sums across the
+ * vector lanes are few beside the multiply-adds on small planes. */
+static int conv_dw_group(const hs_conv2d_desc_t *d)
+{
+    return HS_MAX(1, HS_MIN(d->B, 1024 / (d->H * d->W)));
+}
+
 static size_t round16(size_t n)
 {
     return (n + 15) & ~(size_t)15;
@@ -74,7 +106,8 @@ static size_t round16(size_t n)
 
 /* The workspace, in floats, T threads:
  *   col   T x (C R S, P Q)      one image's column matrix per thread (also (K R S, H W))
- *   wflip (C, K R S)            the flipped filters (conv_bwd_as_fwd)
+ *   wflip (C, K R S)            the flipped filters (conv_bwd_as_fwd), or the filters laid
+ *                               out for the direct kernel (forward, or flipped for dx)
  *   dw    T x (K, C R S)        each thread's dw: (K R S, C) flipped for conv_bwd_as_fwd,
  *                               otherwise thread 0 adds to the caller's dw directly
  *   db    (T - 1) x (K)         threads 1..T-1's dbias */
@@ -91,9 +124,14 @@ static conv_ws_t conv_ws_layout(const hs_conv2d_desc_t *d, int T)
     if (!conv_is_pointwise(d)) {
         l.col = CRS * PQ;
         if (as_fwd) l.col = HS_MAX(l.col, (size_t)d->K * d->R * d->S * d->H * d->W);
+        if (conv_direct_fwd(d))
+            l.col = HS_MAX(l.col, hs_kcpu_direct3_pad_floats(HS_MAX(d->C, d->K), d->H, d->W));
+        if (conv_direct_dw(d))
+            l.col = HS_MAX(l.col,
+                           (size_t)conv_dw_group(d) * hs_kcpu_direct3_pad_floats(d->C, d->H, d->W));
         l.col = round16(l.col);
     }
-    if (as_fwd) l.wflip = round16((size_t)d->K * CRS);
+    if (as_fwd || conv_direct_fwd(d)) l.wflip = round16((size_t)d->K * CRS);
     if (T > 1 || as_fwd) l.dw = round16((size_t)d->K * CRS);
     if (T > 1) l.db = round16((size_t)d->K);
     l.total = (size_t)T * (l.col + l.dw) + l.wflip + (size_t)(T - 1) * l.db;
@@ -283,16 +321,21 @@ static void conv_fwd_share(void *arg, int t, int T)
     float *ws = task_col(a, t);
     size_t b0, b1;
     hs_kcpu_share((size_t)d->B, t, T, &b0, &b1);
+    const int direct = conv_direct_fwd(d);
     for (size_t b = b0; b < b1; b++) {
         const float *xb = a->x + b * x_img; // (C, H, W)
         float *yb = a->y + b * y_img;       // (K, P, Q)
         const float *col = xb;              // (C R S, P Q)
-        if (a->l.col) {
-            im2col(d, xb, ws);
-            col = ws;
+        if (direct) {
+            hs_kcpu_direct3_image(d->C, K, d->H, d->W, xb, task_wflip(a), ws, yb);
+        } else {
+            if (a->l.col) {
+                im2col(d, xb, ws);
+                col = ws;
+            }
+            /* y_b (K, PQ) = w (K, CRS) col (CRS, PQ) */
+            hs_kcpu_sgemm(0, 0, K, PQ, CRS, 1.0f, a->w, CRS, col, PQ, 0.0f, yb, PQ);
         }
-        /* y_b (K, PQ) = w (K, CRS) col (CRS, PQ) */
-        hs_kcpu_sgemm(0, 0, K, PQ, CRS, 1.0f, a->w, CRS, col, PQ, 0.0f, yb, PQ);
         if (a->bias)
             for (int kk = 0; kk < K; kk++) {
                 float *restrict plane = yb + (size_t)kk * PQ;
@@ -318,6 +361,7 @@ int hs_kcpu_conv2d_fwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *
                      .y = y,
                      .ws = ws,
                      .Tw = hs_kcpu_threads(k)};
+    if (conv_direct_fwd(d)) hs_kcpu_direct3_pack_w(w, d->K, d->C, 0, task_wflip(&a));
     if (T == 1)
         conv_fwd_share(&a, 0, 1);
     else
@@ -346,7 +390,34 @@ static float plane_sum(size_t n, const float *restrict x)
  * the columns of x are the smaller matrix. */
 static int bwd_shared_col(const conv_task_t *a)
 {
-    return a->dw && conv_bwd_as_fwd(a->d) && a->d->C >= 8;
+    return a->dw && conv_bwd_as_fwd(a->d) && a->d->C >= 8 && !conv_direct_dw(a->d);
+}
+
+/* dx of image b, not through the columns shared with dw; ws: the thread's column buffer */
+static void conv_dx_image(const conv_task_t *a, size_t b, float *ws)
+{
+    const hs_conv2d_desc_t *d = a->d;
+    const int K = d->K, CRS = d->C * d->R * d->S, PQ = d->P * d->Q;
+    const int KRS = K * d->R * d->S, HW = d->H * d->W;
+    const size_t x_img = (size_t)d->C * d->H * d->W, y_img = (size_t)K * PQ;
+    const float *dyb = a->dy + b * y_img; // (K, P, Q)
+    float *dxb = a->dx + b * x_img;       // (C, H, W)
+    if (!a->l.col) {
+        /* 1x1: dx_b (C, PQ) = w^T (C, K) dy_b (K, PQ) */
+        hs_kcpu_sgemm(1, 0, CRS, PQ, K, 1.0f, a->w, CRS, dyb, PQ, 0.0f, dxb, PQ);
+    } else if (conv_direct_dx(d)) {
+        hs_kcpu_direct3_image(K, d->C, d->H, d->W, dyb, task_wflip(a), ws, dxb);
+    } else if (conv_bwd_as_fwd(d)) {
+        /* dx_b (C, HW) = wflip (C, KRS) im2col(dy_b) (KRS, HW) */
+        const hs_conv2d_desc_t db = conv_bwd_desc(d);
+        im2col(&db, dyb, ws);
+        hs_kcpu_sgemm(0, 0, d->C, HW, KRS, 1.0f, task_wflip(a), KRS, ws, HW, 0.0f, dxb, HW);
+    } else {
+        /* dcol (CRS, PQ) = w^T (CRS, K) dy_b (K, PQ), scattered back by col2im */
+        hs_kcpu_sgemm(1, 0, CRS, PQ, K, 1.0f, a->w, CRS, dyb, PQ, 0.0f, ws, PQ);
+        memset(dxb, 0, x_img * sizeof(float));
+        col2im(d, ws, dxb);
+    }
 }
 
 static void conv_bwd_share(void *arg, int t, int T)
@@ -355,7 +426,8 @@ static void conv_bwd_share(void *arg, int t, int T)
     const hs_conv2d_desc_t *d = a->d;
     const int K = d->K, CRS = d->C * d->R * d->S, PQ = d->P * d->Q;
     const size_t x_img = (size_t)d->C * d->H * d->W, y_img = (size_t)K * PQ;
-    const int shared = bwd_shared_col(a), as_fwd = conv_bwd_as_fwd(d);
+    const int shared = bwd_shared_col(a);
+    const int direct_dx = conv_direct_dx(d);
     const int KRS = K * d->R * d->S, HW = d->H * d->W;
     float *ws = task_col(a, t), *dbias = a->dbias ? task_db(a, t) : NULL;
     /* dw: thread t's (KRS, C) buffer when shared, else the caller's for thread 0 */
@@ -366,6 +438,25 @@ static void conv_bwd_share(void *arg, int t, int T)
     const hs_conv2d_desc_t db = conv_bwd_desc(d);
     size_t b0, b1;
     hs_kcpu_share((size_t)d->B, t, T, &b0, &b1);
+    if (conv_direct_dw(d)) {
+        /* groups of G images: their dbias and dx, then dw from their padded copies */
+        const size_t G = (size_t)conv_dw_group(d),
+                     xpad = hs_kcpu_direct3_pad_floats(d->C, d->H, d->W);
+        for (size_t b = b0; b < b1; b += G) {
+            const size_t g = HS_MIN(G, b1 - b);
+            for (size_t i = b; i < b + g; i++) {
+                if (dbias)
+                    for (int kk = 0; kk < K; kk++)
+                        dbias[kk] += plane_sum((size_t)PQ, a->dy + i * y_img + (size_t)kk * PQ);
+                if (a->dx) conv_dx_image(a, i, ws);
+            }
+            if (!dw) continue;
+            for (size_t i = 0; i < g; i++)
+                hs_kcpu_direct3_pad(d->C, d->H, d->W, a->x + (b + i) * x_img, ws + i * xpad);
+            hs_kcpu_direct3_dw(d->C, K, d->H, d->W, (int)g, ws, a->dy + b * y_img, dw);
+        }
+        return;
+    }
     for (size_t b = b0; b < b1; b++) {
         const float *dyb = a->dy + b * y_img;             // (K, P, Q)
         const float *xb = a->x ? a->x + b * x_img : NULL; // (C, H, W)
@@ -373,8 +464,11 @@ static void conv_bwd_share(void *arg, int t, int T)
             for (int kk = 0; kk < K; kk++)
                 dbias[kk] += plane_sum((size_t)PQ, dyb + (size_t)kk * PQ);
         if (shared) {
+            if (a->dx && direct_dx)
+                hs_kcpu_direct3_image(K, d->C, d->H, d->W, dyb, task_wflip(a), ws,
+                                      a->dx + b * x_img);
             im2col(&db, dyb, ws); /* (KRS, HW) */
-            if (a->dx)
+            if (a->dx && !direct_dx)
                 hs_kcpu_sgemm(0, 0, d->C, HW, KRS, 1.0f, task_wflip(a), KRS, ws, HW, 0.0f,
                               a->dx + b * x_img, HW);
             hs_kcpu_sgemm(0, 1, KRS, d->C, HW, 1.0f, ws, HW, xb, HW, 1.0f, dw, d->C);
@@ -389,22 +483,7 @@ static void conv_bwd_share(void *arg, int t, int T)
             /* dw (K, CRS) += dy_b (K, PQ) col^T (PQ, CRS) */
             hs_kcpu_sgemm(0, 1, K, CRS, PQ, 1.0f, dyb, PQ, col, PQ, 1.0f, dw, CRS);
         }
-        if (a->dx) {
-            float *dxb = a->dx + b * x_img; // (C, H, W)
-            if (!a->l.col) {
-                /* 1x1: dx_b (C, PQ) = w^T (C, K) dy_b (K, PQ) */
-                hs_kcpu_sgemm(1, 0, CRS, PQ, K, 1.0f, a->w, CRS, dyb, PQ, 0.0f, dxb, PQ);
-            } else if (as_fwd) {
-                /* dx_b (C, HW) = wflip (C, KRS) im2col(dy_b) (KRS, HW) */
-                im2col(&db, dyb, ws);
-                hs_kcpu_sgemm(0, 0, d->C, HW, KRS, 1.0f, task_wflip(a), KRS, ws, HW, 0.0f, dxb, HW);
-            } else {
-                /* dcol (CRS, PQ) = w^T (CRS, K) dy_b (K, PQ), scattered back by col2im */
-                hs_kcpu_sgemm(1, 0, CRS, PQ, K, 1.0f, a->w, CRS, dyb, PQ, 0.0f, ws, PQ);
-                memset(dxb, 0, x_img * sizeof(float));
-                col2im(d, ws, dxb);
-            }
-        }
+        if (a->dx) conv_dx_image(a, b, ws);
     }
 }
 
@@ -430,7 +509,9 @@ int hs_kcpu_conv2d_bwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *
                      .dbias = dbias,
                      .ws = ws,
                      .Tw = Tk};
-    if (dx && conv_bwd_as_fwd(d)) {
+    if (dx && conv_direct_dx(d)) {
+        hs_kcpu_direct3_pack_w(w, K, C, 1, task_wflip(&a));
+    } else if (dx && conv_bwd_as_fwd(d)) {
         /* wflip (C, K, R, S) [c][k][r][s] = w (K, C, R, S) [k][c][R-1-r][S-1-s] */
         float *wf = task_wflip(&a);
         for (int c = 0; c < C; c++)

@@ -69,6 +69,31 @@ HS_KCPU_HIDDEN void hs_kcpu_sgemm(int trans_a, int trans_b, int M, int N, int K,
                                   const float *A, int lda, const float *B, int ldb, float beta,
                                   float *C, int ldc);
 
+/* ---- direct 3x3 convolution, stride 1, padding 1 (cpu_direct.c) ---- */
+
+/* The register tile's vectors of 8 outputs on this CPU; 0: no direct kernel here. */
+HS_KCPU_HIDDEN int hs_kcpu_direct3_nv(void);
+/* Whether a convolution of Ci to Ko channels on H x W planes can run direct. */
+HS_KCPU_HIDDEN int hs_kcpu_direct3_fits(int Ci, int Ko, int H, int W);
+/* The padded copy of one image (Ci, H + 2, W + 2) that hs_kcpu_direct3_image needs, floats. */
+HS_KCPU_HIDDEN size_t hs_kcpu_direct3_pad_floats(int Ci, int H, int W);
+/* wt = w (K, C, 3, 3) laid out for the kernel (K C 9 floats); flip: the filters of dx = the
+ * convolution of dy with w flipped and C, K swapped (out channels C, in channels K). */
+HS_KCPU_HIDDEN void hs_kcpu_direct3_pack_w(const float *w, int K, int C, int flip, float *wt);
+/* y (Ko, H, W) = the convolution of x (Ci, H, W) with wt (hs_kcpu_direct3_pack_w), through the
+ * scratch xpad (hs_kcpu_direct3_pad_floats); only when hs_kcpu_direct3_fits. */
+HS_KCPU_HIDDEN void hs_kcpu_direct3_image(int Ci, int Ko, int H, int W, const float *x,
+                                          const float *wt, float *xpad, float *y);
+
+/* Whether dw of a 3x3 stride-1 pad-1 convolution of C to K channels can run direct. */
+HS_KCPU_HIDDEN int hs_kcpu_direct3_dw_fits(int C, int K, int H, int W);
+/* xpad (C, H + 2, W + 2) = x (C, H, W) with a border of zeros. */
+HS_KCPU_HIDDEN void hs_kcpu_direct3_pad(int C, int H, int W, const float *x, float *xpad);
+/* dw (K, C, 3, 3) += the weight gradient of G images: xpad (G, C, H + 2, W + 2) padded inputs,
+ * dy (G, K, H, W); only when hs_kcpu_direct3_dw_fits. */
+HS_KCPU_HIDDEN void hs_kcpu_direct3_dw(int C, int K, int H, int W, int G, const float *xpad,
+                                       const float *dy, float *dw);
+
 HS_KCPU_HIDDEN size_t hs_kcpu_conv2d_workspace(hs_kernels_t *k, const hs_conv2d_desc_t *d);
 HS_KCPU_HIDDEN int hs_kcpu_conv2d_fwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *x,
                                       const float *w, const float *bias, float *y, void *ws,

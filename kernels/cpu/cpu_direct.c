@@ -1,0 +1,264 @@
+/*
+ * kernels/cpu/cpu_direct.c — direct 3x3 convolution, stride 1, padding 1, one image at a time,
+ * for the x86-64 machines with AVX2 and FMA (and a wider register tile with AVX-512VL's 32
+ * vector registers); no column matrix and no gemm packing. cpu_conv.c uses it for the forward
+ * pass and for dx (the same convolution of dy with the flipped filters) when
+ * hs_kcpu_direct3_nv() says a kernel exists and the shapes fit (hs_kcpu_direct3_fits).
+ *
+ * The image x (C, H, W) is first copied into a zero-bordered plane of (H + 2, W + 2) per
+ * channel; output row p, columns q .. q + 7 of tap (r, s) then read the padded plane at row
+ * p + r, columns q + s .. q + s + 7: one unaligned vector load. A register tile is KB = 4
+ * output channels by NV vectors of 8 outputs (NV consecutive vectors of the flattened output
+ * plane, which W % 8 == 0 keeps inside single rows), accumulated over c, r, s in that order;
+ * each output is a sum in the same order (c, r, s) as a naive loop, in float with FMA.
+ */
+#include "kernels/cpu/cpu_internal.h"
+
+#include "hearsay/common.h"
+#include "hearsay/env.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define HS_DIRECT3_X86 1
+#include <immintrin.h>
+#endif
+
+#define KB 4 /* output channels per register tile */
+
+void hs_kcpu_direct3_pack_w(const float *w, int K, int C, int flip, float *wt)
+{
+    /* out channels Ko (K, or C when flipped), in channels Ci */
+    const int Ko = flip ? C : K, Ci = flip ? K : C;
+    for (int ko = 0; ko < Ko; ko++)
+        for (int ci = 0; ci < Ci; ci++)
+            for (int r = 0; r < 3; r++)
+                for (int s = 0; s < 3; s++) {
+                    float v = flip ? w[(((size_t)ci * C + ko) * 3 + (2 - r)) * 3 + (2 - s)]
+                                   : w[(((size_t)ko * C + ci) * 3 + r) * 3 + s];
+                    wt[(((size_t)(ko / KB) * Ci + ci) * 9 + r * 3 + s) * KB + ko % KB] = v;
+                }
+}
+
+/* xp (C, H + 2, W + 2) = x (C, H, W) with a border of zeros */
+static void pad_image(int C, int H, int W, const float *restrict x, float *restrict xp)
+{
+    const int Wp = W + 2;
+    const size_t plane = (size_t)(H + 2) * Wp;
+    for (int c = 0; c < C; c++) {
+        float *dst = xp + (size_t)c * plane;
+        const float *src = x + (size_t)c * H * W;
+        memset(dst, 0, (size_t)Wp * sizeof(float));
+        for (int h = 0; h < H; h++) {
+            float *row = dst + (size_t)(h + 1) * Wp;
+            row[0] = 0.0f;
+            memcpy(row + 1, src + (size_t)h * W, (size_t)W * sizeof(float));
+            row[W + 1] = 0.0f;
+        }
+        memset(dst + (size_t)(H + 1) * Wp, 0, (size_t)Wp * sizeof(float));
+    }
+}
+
+#ifdef HS_DIRECT3_X86
+
+/* One kernel body, compiled for each target with its tile width NV. */
+#define DIRECT3_KERNEL(NAME, TARGET, NV)                                                           \
+    __attribute__((target(TARGET))) static void NAME(int Ci, int Ko, int H, int W,                 \
+                                                     const float *restrict xp,                     \
+                                                     const float *restrict wt, float *restrict y)  \
+    {                                                                                              \
+        const int Wp = W + 2;                                                                      \
+        const size_t plane = (size_t)(H + 2) * Wp, PQ = (size_t)H * W;                             \
+        const int nvec = (int)(PQ / 8);                                                            \
+        for (int v0 = 0; v0 < nvec; v0 += NV) {                                                    \
+            ptrdiff_t off[NV];                                                                     \
+            _Pragma("GCC unroll 8") for (int j = 0; j < NV; j++)                                   \
+            {                                                                                      \
+                const int e = (v0 + j) * 8, p = e / W, q = e % W;                                  \
+                off[j] = (ptrdiff_t)p * Wp + q;                                                    \
+            }                                                                                      \
+            for (int kb = 0; kb < Ko / KB; kb++) {                                                 \
+                __m256 acc[KB][NV];                                                                \
+                _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                               \
+                    _Pragma("GCC unroll 8") for (int j = 0; j < NV; j++) acc[i][j] =               \
+                        _mm256_setzero_ps();                                                       \
+                const float *wk = wt + (size_t)kb * Ci * 9 * KB;                                   \
+                for (int c = 0; c < Ci; c++) {                                                     \
+                    const float *xc = xp + (size_t)c * plane;                                      \
+                    const float *wc = wk + (size_t)c * 9 * KB;                                     \
+                    _Pragma("GCC unroll 3") for (int r = 0; r < 3; r++)                            \
+                        _Pragma("GCC unroll 3") for (int s = 0; s < 3; s++)                        \
+                    {                                                                              \
+                        const float *xr = xc + (ptrdiff_t)r * Wp + s;                              \
+                        const float *wr = wc + (r * 3 + s) * KB;                                   \
+                        __m256 xv[NV];                                                             \
+                        _Pragma("GCC unroll 8") for (int j = 0; j < NV; j++) xv[j] =               \
+                            _mm256_loadu_ps(xr + off[j]);                                          \
+                        _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                       \
+                        {                                                                          \
+                            const __m256 wb = _mm256_broadcast_ss(wr + i);                         \
+                            _Pragma("GCC unroll 8") for (int j = 0; j < NV; j++) acc[i][j] =       \
+                                _mm256_fmadd_ps(wb, xv[j], acc[i][j]);                             \
+                        }                                                                          \
+                    }                                                                              \
+                }                                                                                  \
+                _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                               \
+                    _Pragma("GCC unroll 8") for (int j = 0; j < NV; j++) _mm256_storeu_ps(         \
+                        y + (size_t)(kb * KB + i) * PQ + (size_t)(v0 + j) * 8, acc[i][j]);         \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+DIRECT3_KERNEL(direct3_avx2, "avx2,fma", 2)
+DIRECT3_KERNEL(direct3_avx512vl, "avx2,fma,avx512f,avx512vl", 4)
+
+/* dw (K, C, 3, 3) += sum over G images and the H x W positions of dy[k][p][q] times
+ * xp[c][p + r][q + s]: a tile of KD output channels, one input channel and the 9 taps in
+ * vectors of 8 partial sums (x's 9 shifted vectors loaded once for the KD channels), added up
+ * across the lanes once per (k, c) and call. */
+#define DIRECT3_DW_KERNEL(NAME, TARGET, KD)                                                        \
+    __attribute__((target(TARGET))) static void NAME(int C, int K, int H, int W, int G,            \
+                                                     const float *restrict xp,                     \
+                                                     const float *restrict dy, float *restrict dw) \
+    {                                                                                              \
+        const int Wp = W + 2;                                                                      \
+        const size_t plane = (size_t)(H + 2) * Wp, PQ = (size_t)H * W;                             \
+        for (int kb = 0; kb < K / KD; kb++)                                                        \
+            for (int c = 0; c < C; c++) {                                                          \
+                __m256 acc[KD][9];                                                                 \
+                _Pragma("GCC unroll 8") for (int i = 0; i < KD; i++)                               \
+                    _Pragma("GCC unroll 9") for (int t = 0; t < 9; t++) acc[i][t] =                \
+                        _mm256_setzero_ps();                                                       \
+                for (int g = 0; g < G; g++) {                                                      \
+                    const float *xc = xp + ((size_t)g * C + c) * plane;                            \
+                    const float *dk = dy + ((size_t)g * K + (size_t)kb * KD) * PQ;                 \
+                    for (int p = 0; p < H; p++)                                                    \
+                        for (int q = 0; q < W; q += 8) {                                           \
+                            const float *xr = xc + (size_t)p * Wp + q;                             \
+                            __m256 dv[KD];                                                         \
+                            _Pragma("GCC unroll 8") for (int i = 0; i < KD; i++) dv[i] =           \
+                                _mm256_loadu_ps(dk + (size_t)i * PQ + (size_t)p * W + q);          \
+                            _Pragma("GCC unroll 3") for (int r = 0; r < 3; r++)                    \
+                                _Pragma("GCC unroll 3") for (int s = 0; s < 3; s++)                \
+                            {                                                                      \
+                                __m256 xv = _mm256_loadu_ps(xr + (size_t)r * Wp + s);              \
+                                /* one load for the KD channels, not one each */                   \
+                                __asm__("" : "+v"(xv));                                            \
+                                _Pragma("GCC unroll 8") for (int i = 0; i < KD; i++)               \
+                                    acc[i][r * 3 + s] =                                            \
+                                        _mm256_fmadd_ps(dv[i], xv, acc[i][r * 3 + s]);             \
+                            }                                                                      \
+                        }                                                                          \
+                }                                                                                  \
+                _Pragma("GCC unroll 8") for (int i = 0; i < KD; i++)                               \
+                    _Pragma("GCC unroll 9") for (int t = 0; t < 9; t++)                            \
+                {                                                                                  \
+                    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[i][t]),                       \
+                                          _mm256_extractf128_ps(acc[i][t], 1));                    \
+                    h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                        \
+                    h = _mm_add_ss(h, _mm_movehdup_ps(h));                                         \
+                    dw[(((size_t)kb * KD + i) * C + c) * 9 + t] += _mm_cvtss_f32(h);               \
+                }                                                                                  \
+            }                                                                                      \
+    }
+
+DIRECT3_DW_KERNEL(direct3_dw_avx2, "avx2,fma", 1)
+DIRECT3_DW_KERNEL(direct3_dw_avx512vl, "avx2,fma,avx512f,avx512vl", 2)
+
+typedef void (*direct3_fn)(int, int, int, int, const float *, const float *, float *);
+typedef void (*direct3_dw_fn)(int, int, int, int, int, const float *, const float *, float *);
+
+static direct3_fn direct3_pick(int *nv, direct3_dw_fn *dwf, int *kd)
+{
+    __builtin_cpu_init();
+    const char *want = hs_env_str("HS_CPU_CONV_DIRECT");
+    const int off = !strcmp(want, "off"), avx2_only = !strcmp(want, "avx2");
+    if (!off && !avx2_only && strcmp(want, "auto"))
+        HS_WARN("HS_CPU_CONV_DIRECT=%s: expected auto, avx2 or off; using auto", want);
+    if (off) {
+        *nv = 0, *kd = 0, *dwf = NULL;
+        return NULL;
+    }
+    if (!avx2_only && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("fma")) {
+        *nv = 4, *kd = 2, *dwf = direct3_dw_avx512vl;
+        return direct3_avx512vl;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        *nv = 2, *kd = 1, *dwf = direct3_dw_avx2;
+        return direct3_avx2;
+    }
+    *nv = 0, *kd = 0, *dwf = NULL;
+    return NULL;
+}
+#endif
+
+static int direct3_nv = -1, direct3_kd;
+#ifdef HS_DIRECT3_X86
+static direct3_fn direct3_kernel;
+static direct3_dw_fn direct3_dw_kernel;
+#endif
+
+int hs_kcpu_direct3_nv(void)
+{
+    int nv = __atomic_load_n(&direct3_nv, __ATOMIC_ACQUIRE);
+    if (nv >= 0) return nv;
+#ifdef HS_DIRECT3_X86
+    direct3_dw_fn dwf;
+    int kd;
+    direct3_fn f = direct3_pick(&nv, &dwf, &kd);
+    __atomic_store_n(&direct3_kernel, f, __ATOMIC_RELAXED);
+    __atomic_store_n(&direct3_dw_kernel, dwf, __ATOMIC_RELAXED);
+    __atomic_store_n(&direct3_kd, kd, __ATOMIC_RELAXED);
+#else
+    nv = 0;
+#endif
+    __atomic_store_n(&direct3_nv, nv, __ATOMIC_RELEASE);
+    return nv;
+}
+
+int hs_kcpu_direct3_fits(int Ci, int Ko, int H, int W)
+{
+    const int nv = hs_kcpu_direct3_nv();
+    return nv > 0 && Ci > 0 && Ko % KB == 0 && H > 0 && W > 0 && W % 8 == 0 &&
+           ((size_t)H * W / 8) % (size_t)nv == 0;
+}
+
+int hs_kcpu_direct3_dw_fits(int C, int K, int H, int W)
+{
+    if (hs_kcpu_direct3_nv() <= 0) return 0;
+    const int kd = __atomic_load_n(&direct3_kd, __ATOMIC_RELAXED);
+    return C > 0 && K > 0 && kd > 0 && K % kd == 0 && H > 0 && W > 0 && W % 8 == 0;
+}
+
+void hs_kcpu_direct3_pad(int C, int H, int W, const float *x, float *xpad)
+{
+    pad_image(C, H, W, x, xpad);
+}
+
+void hs_kcpu_direct3_dw(int C, int K, int H, int W, int G, const float *xpad, const float *dy,
+                        float *dw)
+{
+#ifdef HS_DIRECT3_X86
+    __atomic_load_n(&direct3_dw_kernel, __ATOMIC_RELAXED)(C, K, H, W, G, xpad, dy, dw);
+#else
+    (void)C, (void)K, (void)H, (void)W, (void)G, (void)xpad, (void)dy, (void)dw;
+#endif
+}
+
+size_t hs_kcpu_direct3_pad_floats(int Ci, int H, int W)
+{
+    return (size_t)Ci * (H + 2) * (W + 2);
+}
+
+void hs_kcpu_direct3_image(int Ci, int Ko, int H, int W, const float *x, const float *wt,
+                           float *xpad, float *y)
+{
+    pad_image(Ci, H, W, x, xpad);
+#ifdef HS_DIRECT3_X86
+    __atomic_load_n(&direct3_kernel, __ATOMIC_RELAXED)(Ci, Ko, H, W, xpad, wt, y);
+#else
+    (void)Ko, (void)wt, (void)y;
+#endif
+}
