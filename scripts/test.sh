@@ -43,6 +43,9 @@ if [ "$sanitize" = 1 ]; then
     export ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0:log_path=$reports/asan:${ASAN_OPTIONS:-}"
     export LSAN_OPTIONS="suppressions=$src/tests/lsan.supp:print_suppressions=0:${LSAN_OPTIONS:-}"
     export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-}"
+    # The sanitizers slow a test 2-4x: Check's per-case timeouts (tcase_set_timeout,
+    # CK_DEFAULT_TIMEOUT) stretch by this factor; the jobs' own bounded waits are unchanged.
+    export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-3}
 fi
 bash scripts/build.sh
 cd "${HS_BUILD:-_build}"
