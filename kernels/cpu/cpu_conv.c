@@ -289,14 +289,15 @@ typedef struct {
     int Tw;                         // the threads the workspace is laid out for
 } conv_task_t;
 
+/* (a 1x1 convolution may have no workspace: ws NULL, and NULL + 0 is undefined) */
 static float *task_col(const conv_task_t *a, int t)
 {
-    return a->ws + (size_t)t * a->l.col;
+    return a->ws ? a->ws + (size_t)t * a->l.col : NULL;
 }
 
 static float *task_wflip(const conv_task_t *a)
 {
-    return a->ws + (size_t)a->Tw * a->l.col;
+    return a->ws ? a->ws + (size_t)a->Tw * a->l.col : NULL;
 }
 
 /* Thread t's dw buffer and, for t >= 1, its dbias (thread 0 adds to the caller's). */
