@@ -646,6 +646,7 @@ static void check_maxpool(int B, int C, int H, int W, int size, int stride)
 START_TEST(test_maxpool)
 {
     check_maxpool(2, 3, 8, 8, 2, 2);
+    check_maxpool(2, 3, 7, 9, 2, 2); /* the 2x2 path with an unused last row and column */
     check_maxpool(2, 3, 7, 8, 3, 2); /* overlapping windows, ragged edge */
     check_maxpool(1, 2, 5, 5, 3, 1);
     hs_pool2d_desc_t d = {.B = 1, .C = 1, .H = 4, .W = 4, .size = 2, .stride = 2, .P = 3, .Q = 2};

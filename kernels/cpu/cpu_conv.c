@@ -238,10 +238,23 @@ static void im2col(const hs_conv2d_desc_t *d, const float *restrict x, float *re
             }
 }
 
-/* y (n) += x (n) for short rows (Q floats): inlined, no dispatch through a clone. */
+/* 8 floats in vector registers (GCC's vector extension; two SSE registers on baseline
+ * x86-64), loaded and stored with memcpy, unaligned. */
+typedef float hs_v8f __attribute__((vector_size(32)));
+
+/* y (n) += x (n) for short rows (Q floats): inlined, no dispatch through a clone; blocks of 8
+ * as vectors (the compiler leaves a scalar loop of unknown count as it is), then the tail. */
 static inline void add_row(int n, const float *restrict x, float *restrict y)
 {
-    for (int i = 0; i < n; i++) y[i] += x[i];
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        hs_v8f a, b;
+        memcpy(&a, x + i, sizeof(a));
+        memcpy(&b, y + i, sizeof(b));
+        b += a;
+        memcpy(y + i, &b, sizeof(b));
+    }
+    for (; i < n; i++) y[i] += x[i];
 }
 
 /* dx (C, H, W) += scatter of the column gradient dcol (C R S, P Q); the inverse of im2col. */
@@ -590,12 +603,45 @@ static int window_argmax(const hs_pool2d_desc_t *d, const float *plane, int p, i
     return best;
 }
 
+/* window_argmax for 2x2 windows, stride 2, over a whole plane (LeNet-5's pooling): the same
+ * comparisons in the same order, inlined. am: the plane's argmax (P, Q), NULL for none; base:
+ * the plane's first flat index. */
+static void maxpool2_plane(int W, int P, int Q, const float *restrict xp, float *restrict yp,
+                           int32_t *restrict am, int base)
+{
+    for (int p = 0; p < P; p++) {
+        const float *r0 = xp + (size_t)(2 * p) * W, *r1 = r0 + W;
+        const int i0 = 2 * p * W;
+        for (int q = 0; q < Q; q++) {
+            const int w0 = 2 * q;
+            const float a = r0[w0], b = r0[w0 + 1], c = r1[w0], e = r1[w0 + 1];
+            /* branch-free: the maxima of random data defeat the branch predictor */
+            float bv = a;
+            int off = 0;
+            off = b > bv ? 1 : off;
+            bv = b > bv ? b : bv;
+            off = c > bv ? W : off;
+            bv = c > bv ? c : bv;
+            off = e > bv ? W + 1 : off;
+            bv = e > bv ? e : bv;
+            yp[p * Q + q] = bv;
+            if (am) am[p * Q + q] = base + i0 + w0 + off;
+        }
+    }
+}
+
 int hs_kcpu_maxpool_fwd(hs_kernels_t *k, const hs_pool2d_desc_t *d, const float *x, float *y,
                         int32_t *argmax)
 {
     HS_TRY(pool_check("maxpool_fwd", d));
     const int HW = d->H * d->W, PQ = d->P * d->Q, planes = d->B * d->C;
     if (planes && (!x || !y)) return HS_ERR(-EINVAL, "maxpool_fwd: NULL x or y");
+    if (d->size == 2 && d->stride == 2) {
+        for (int pl = 0; pl < planes; pl++)
+            maxpool2_plane(d->W, d->P, d->Q, x + (size_t)pl * HW, y + (size_t)pl * PQ,
+                           argmax ? argmax + (size_t)pl * PQ : NULL, pl * HW);
+        return 0;
+    }
     for (int pl = 0; pl < planes; pl++) {
         const float *xp = x + (size_t)pl * HW; // (H, W)
         float *yp = y + (size_t)pl * PQ;       // (P, Q)
