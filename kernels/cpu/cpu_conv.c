@@ -92,6 +92,20 @@ static int conv_direct_dw(const hs_conv2d_desc_t *d)
            d->Q == d->W && hs_kcpu_direct3_dw_fits(d->C, d->K, d->H, d->W);
 }
 
+/* dw runs through dwk_image below: few input channels, stride 1. */
+#define DWK_MAX_C 4
+
+static int conv_direct_dwk(const hs_conv2d_desc_t *d)
+{
+    return d->stride == 1 && (d->S == 3 || d->S == 5) && d->Q >= 8 && d->C <= DWK_MAX_C &&
+           !conv_direct_dw(d);
+}
+
+static size_t dwk_pad_floats(const hs_conv2d_desc_t *d)
+{
+    return (size_t)d->C * (d->H + 2 * d->pad) * (d->W + 2 * d->pad);
+}
+
 /* Images per call of the direct dw kernel: about 1024 positions, so that its sums across the
  * vector lanes are few beside the multiply-adds on small planes. */
 static int conv_dw_group(const hs_conv2d_desc_t *d)
@@ -126,6 +140,7 @@ static conv_ws_t conv_ws_layout(const hs_conv2d_desc_t *d, int T)
         if (as_fwd) l.col = HS_MAX(l.col, (size_t)d->K * d->R * d->S * d->H * d->W);
         if (conv_direct_fwd(d))
             l.col = HS_MAX(l.col, hs_kcpu_direct3_pad_floats(HS_MAX(d->C, d->K), d->H, d->W));
+        if (conv_direct_dwk(d)) l.col = HS_MAX(l.col, dwk_pad_floats(d));
         if (conv_direct_dw(d))
             l.col = HS_MAX(l.col,
                            (size_t)conv_dw_group(d) * hs_kcpu_direct3_pad_floats(d->C, d->H, d->W));
@@ -406,6 +421,100 @@ static int bwd_shared_col(const conv_task_t *a)
     return a->dw && conv_bwd_as_fwd(a->d) && a->d->C >= 8 && !conv_direct_dw(a->d);
 }
 
+/* ---- direct dw for few input channels (a network's first layer: LeNet-5's 1 channel) ----
+ * There dw (K, C R S) += dy (K, PQ) col^T is a gemm of N = C R S = 25 columns, which OpenBLAS
+ * runs slowly, after an im2col of 25 planes. Instead, per image, from a zero-bordered copy xp
+ * (C, Hp, Wp) of x: dw[k][c][r][s] += sum over p, q of dy[k][p][q] xp[c][p + r][q + s], in
+ * vectors of 8 along q (the last one overlapping the one before, its repeated lanes of dy
+ * masked to zero), 2 output channels by the S taps of a filter row in registers, each sum of 8
+ * lanes added to dw once per image. Stride 1, S = 3 or 5, Q >= 8, C <= DWK_MAX_C
+ * (conv_direct_dwk). */
+/* xp (C, H + 2 pad, W + 2 pad) = x (C, H, W) with a border of zeros */
+static void dwk_pad(const hs_conv2d_desc_t *d, const float *restrict x, float *restrict xp)
+{
+    const int H = d->H, W = d->W, pad = d->pad, Wp = W + 2 * pad, Hp = H + 2 * pad;
+    for (int c = 0; c < d->C; c++) {
+        float *dst = xp + (size_t)c * Hp * Wp;
+        const float *src = x + (size_t)c * H * W;
+        memset(dst, 0, (size_t)pad * Wp * sizeof(float));
+        for (int h = 0; h < H; h++) {
+            float *row = dst + (size_t)(h + pad) * Wp;
+            for (int i = 0; i < pad; i++) row[i] = row[pad + W + i] = 0.0f;
+            memcpy(row + pad, src + (size_t)h * W, (size_t)W * sizeof(float));
+        }
+        memset(dst + (size_t)(H + pad) * Wp, 0, (size_t)pad * Wp * sizeof(float));
+    }
+}
+
+typedef int32_t hs_v8i __attribute__((vector_size(32)));
+
+static inline float hsum8(hs_v8f v)
+{
+    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+}
+
+/* KB output channels from k on, taps (c, r, 0 .. S-1); inlined with constant KB and S */
+static inline __attribute__((always_inline)) void
+dwk_tile(int KB, int S, const hs_conv2d_desc_t *d, int k, int c, int r, const float *restrict xp,
+         const float *restrict dy, float *restrict dw)
+{
+    const int P = d->P, Q = d->Q, Wp = d->W + 2 * d->pad, Hp = d->H + 2 * d->pad;
+    const size_t PQ = (size_t)P * Q;
+    const int nch = (Q + 7) / 8, rep = 8 * nch - Q; /* lanes of the last vector seen before */
+    hs_v8i last;
+    for (int i = 0; i < 8; i++) last[i] = i < rep ? 0 : -1;
+    hs_v8f acc[2][5];
+    _Pragma("GCC unroll 2") for (int i = 0; i < KB; i++)
+        _Pragma("GCC unroll 5") for (int s = 0; s < S; s++) acc[i][s] = (hs_v8f){0};
+    const float *xc = xp + (size_t)c * Hp * Wp + (size_t)r * Wp;
+    for (int p = 0; p < P; p++) {
+        const float *xr = xc + (size_t)p * Wp;
+        const float *dr = dy + (size_t)k * PQ + (size_t)p * Q;
+        for (int j = 0; j < nch; j++) {
+            const int q0 = j < nch - 1 ? 8 * j : Q - 8;
+            hs_v8f dv[2];
+            _Pragma("GCC unroll 2") for (int i = 0; i < KB; i++)
+            {
+                memcpy(&dv[i], dr + (size_t)i * PQ + q0, sizeof(dv[i]));
+                if (j == nch - 1) dv[i] = (hs_v8f)((hs_v8i)dv[i] & last);
+            }
+            _Pragma("GCC unroll 5") for (int s = 0; s < S; s++)
+            {
+                hs_v8f xv;
+                memcpy(&xv, xr + q0 + s, sizeof(xv));
+                _Pragma("GCC unroll 2") for (int i = 0; i < KB; i++) acc[i][s] += dv[i] * xv;
+            }
+        }
+    }
+    const int R = d->R, C = d->C;
+    _Pragma("GCC unroll 2") for (int i = 0; i < KB; i++)
+        _Pragma("GCC unroll 5") for (int s = 0; s < S; s++)
+            dw[(((size_t)(k + i) * C + c) * R + r) * S + s] += hsum8(acc[i][s]);
+}
+
+static inline __attribute__((always_inline)) void dwk_image_s(int S, const hs_conv2d_desc_t *d,
+                                                              const float *restrict xp,
+                                                              const float *restrict dy,
+                                                              float *restrict dw)
+{
+    for (int c = 0; c < d->C; c++)
+        for (int r = 0; r < d->R; r++) {
+            int k = 0;
+            for (; k + 2 <= d->K; k += 2) dwk_tile(2, S, d, k, c, r, xp, dy, dw);
+            if (k < d->K) dwk_tile(1, S, d, k, c, r, xp, dy, dw);
+        }
+}
+
+/* dw (K, C, R, S) += the image's share, from its padded copy xp and dy (K, P, Q) */
+HS_KCPU_SIMD static void dwk_image(const hs_conv2d_desc_t *d, const float *restrict xp,
+                                   const float *restrict dy, float *restrict dw)
+{
+    if (d->S == 5)
+        dwk_image_s(5, d, xp, dy, dw);
+    else
+        dwk_image_s(3, d, xp, dy, dw);
+}
+
 /* dx of image b, not through the columns shared with dw; ws: the thread's column buffer */
 static void conv_dx_image(const conv_task_t *a, size_t b, float *ws)
 {
@@ -440,7 +549,7 @@ static void conv_bwd_share(void *arg, int t, int T)
     const int K = d->K, CRS = d->C * d->R * d->S, PQ = d->P * d->Q;
     const size_t x_img = (size_t)d->C * d->H * d->W, y_img = (size_t)K * PQ;
     const int shared = bwd_shared_col(a);
-    const int direct_dx = conv_direct_dx(d);
+    const int direct_dx = conv_direct_dx(d), dwk = conv_direct_dwk(d);
     const int KRS = K * d->R * d->S, HW = d->H * d->W;
     float *ws = task_col(a, t), *dbias = a->dbias ? task_db(a, t) : NULL;
     /* dw: thread t's (KRS, C) buffer when shared, else the caller's for thread 0 */
@@ -487,7 +596,10 @@ static void conv_bwd_share(void *arg, int t, int T)
             hs_kcpu_sgemm(0, 1, KRS, d->C, HW, 1.0f, ws, HW, xb, HW, 1.0f, dw, d->C);
             continue;
         }
-        if (dw) {
+        if (dw && dwk) {
+            dwk_pad(d, xb, ws);
+            dwk_image(d, ws, dyb, dw);
+        } else if (dw) {
             const float *col = xb; // (C R S, P Q)
             if (a->l.col) {
                 im2col(d, xb, ws);
