@@ -539,8 +539,9 @@ START_TEST(test_conv2d_geometries)
     check_conv(&d, 0);
     conv_desc(&d, 2, 4, 3, 16, 8, 3, 3, 1, 1); /* 6 vectors: direct only with tiles of 2 */
     check_conv(&d, 1);
-    /* dw direct for C <= 4, stride 1, S = 3 or 5, Q >= 8 (dwk_image): vectors of 8 along q,
-     * the last one overlapping, tiles of 2 output channels and an odd one */
+    /* y and dw direct for C <= 4, stride 1, S = 3 or 5, Q >= 8 (fwdk_image, dwk_image):
+     * vectors of 8 along q, the last one overlapping, tiles of 3 (y) or 2 (dw) output
+     * channels and the rest one by one */
     conv_desc(&d, 2, 1, 28, 28, 6, 5, 5, 2, 1); /* LeNet-5's first conv: Q = 28 */
     check_conv(&d, 1);
     conv_desc(&d, 3, 2, 7, 11, 5, 3, 3, 0, 1); /* valid 3x3, Q = 9, K = 5 */
@@ -549,9 +550,11 @@ START_TEST(test_conv2d_geometries)
     check_conv(&d, 1);
     conv_desc(&d, 2, 4, 5, 10, 2, 3, 5, 1, 1); /* 3x5 filter, Q = 8 */
     check_conv(&d, 1);
-    conv_desc(&d, 2, 5, 6, 12, 4, 3, 3, 1, 1); /* C = 5: dw through the gemm */
+    conv_desc(&d, 1, 3, 9, 22, 4, 3, 3, 0, 1); /* Q = 20: 3 vectors a row, K = 4 */
     check_conv(&d, 1);
-    conv_desc(&d, 2, 2, 6, 7, 3, 5, 5, 1, 1); /* Q = 5 < 8: dw through the gemm */
+    conv_desc(&d, 2, 5, 6, 12, 4, 3, 3, 1, 1); /* C = 5: y and dw through the gemm */
+    check_conv(&d, 1);
+    conv_desc(&d, 2, 2, 6, 7, 3, 5, 5, 1, 1); /* Q = 5 < 8: y and dw through the gemm */
     check_conv(&d, 0);
     conv_desc(&d, 2, 6, 14, 14, 16, 5, 5, 0, 1); /* LeNet-5's second conv: col2im rows of 10 */
     check_conv(&d, 1);

@@ -13,6 +13,11 @@
  * kernel for the CPU and the shapes fit: y and dx from a zero-bordered copy of the image (or
  * of dy) in the column buffer, with the filters laid out for the kernel once per call in the
  * wflip section; dw from bordered copies of groups of images (conv_dw_group). No im2col.
+ *
+ * With few input channels (C <= 4: a network's first layer), stride 1, 3- or 5-wide filters
+ * and rows of at least 8 outputs, y and dw run direct too (fwdk_image, dwk_image: portable
+ * C in vectors of 8, compiled for AVX2+FMA where the CPU has it), from a zero-bordered copy
+ * of the image: the gemms of LeNet-5's first layer (M = 6 or N = 25) run slowly in OpenBLAS.
  */
 #include "kernels/cpu/cpu_internal.h"
 
@@ -101,6 +106,13 @@ static int conv_direct_dwk(const hs_conv2d_desc_t *d)
            !conv_direct_dw(d);
 }
 
+/* The forward pass runs through fwdk_image below: the same shapes. */
+static int conv_direct_fwdk(const hs_conv2d_desc_t *d)
+{
+    return d->stride == 1 && (d->S == 3 || d->S == 5) && d->Q >= 8 && d->C <= DWK_MAX_C &&
+           !conv_direct_fwd(d);
+}
+
 static size_t dwk_pad_floats(const hs_conv2d_desc_t *d)
 {
     return (size_t)d->C * (d->H + 2 * d->pad) * (d->W + 2 * d->pad);
@@ -140,7 +152,7 @@ static conv_ws_t conv_ws_layout(const hs_conv2d_desc_t *d, int T)
         if (as_fwd) l.col = HS_MAX(l.col, (size_t)d->K * d->R * d->S * d->H * d->W);
         if (conv_direct_fwd(d))
             l.col = HS_MAX(l.col, hs_kcpu_direct3_pad_floats(HS_MAX(d->C, d->K), d->H, d->W));
-        if (conv_direct_dwk(d)) l.col = HS_MAX(l.col, dwk_pad_floats(d));
+        if (conv_direct_dwk(d) || conv_direct_fwdk(d)) l.col = HS_MAX(l.col, dwk_pad_floats(d));
         if (conv_direct_dw(d))
             l.col = HS_MAX(l.col,
                            (size_t)conv_dw_group(d) * hs_kcpu_direct3_pad_floats(d->C, d->H, d->W));
@@ -307,120 +319,6 @@ static int conv_ws_check(const char *what, hs_kernels_t *k, const hs_conv2d_desc
     return 0;
 }
 
-/* One conv2d call, shared by the threads: each takes a contiguous run of images. */
-typedef struct {
-    const hs_conv2d_desc_t *d;
-    conv_ws_t l;
-    const float *x, *w, *bias, *dy; // x (B, C, H, W), w (K, C, R, S), bias (K), dy (B, K, P, Q)
-    float *y, *dx, *dw, *dbias;     // y (B, K, P, Q), dx (B, C, H, W), dw (K, C R S), dbias (K)
-    float *ws;                      // the workspace (conv_ws_t)
-    int Tw;                         // the threads the workspace is laid out for
-} conv_task_t;
-
-static float *task_col(const conv_task_t *a, int t)
-{
-    return a->ws + (size_t)t * a->l.col;
-}
-
-static float *task_wflip(const conv_task_t *a)
-{
-    return a->ws + (size_t)a->Tw * a->l.col;
-}
-
-/* Thread t's dw buffer and, for t >= 1, its dbias (thread 0 adds to the caller's). */
-static float *task_dw(const conv_task_t *a, int t)
-{
-    return task_wflip(a) + a->l.wflip + (size_t)t * a->l.dw;
-}
-
-static float *task_db(const conv_task_t *a, int t)
-{
-    return t == 0
-               ? a->dbias
-               : task_wflip(a) + a->l.wflip + (size_t)a->Tw * a->l.dw + (size_t)(t - 1) * a->l.db;
-}
-
-static void conv_fwd_share(void *arg, int t, int T)
-{
-    const conv_task_t *a = arg;
-    const hs_conv2d_desc_t *d = a->d;
-    const int K = d->K, CRS = d->C * d->R * d->S, PQ = d->P * d->Q;
-    const size_t x_img = (size_t)d->C * d->H * d->W, y_img = (size_t)K * PQ;
-    float *ws = task_col(a, t);
-    size_t b0, b1;
-    hs_kcpu_share((size_t)d->B, t, T, &b0, &b1);
-    const int direct = conv_direct_fwd(d);
-    for (size_t b = b0; b < b1; b++) {
-        const float *xb = a->x + b * x_img; // (C, H, W)
-        float *yb = a->y + b * y_img;       // (K, P, Q)
-        const float *col = xb;              // (C R S, P Q)
-        if (direct) {
-            hs_kcpu_direct3_image(d->C, K, d->H, d->W, xb, task_wflip(a), ws, yb);
-        } else {
-            if (a->l.col) {
-                im2col(d, xb, ws);
-                col = ws;
-            }
-            /* y_b (K, PQ) = w (K, CRS) col (CRS, PQ) */
-            hs_kcpu_sgemm(0, 0, K, PQ, CRS, 1.0f, a->w, CRS, col, PQ, 0.0f, yb, PQ);
-        }
-        if (a->bias)
-            for (int kk = 0; kk < K; kk++) {
-                float *restrict plane = yb + (size_t)kk * PQ;
-                const float bk = a->bias[kk];
-                HS_KCPU_FOR(i, (size_t)PQ, plane[i] += bk);
-            }
-    }
-}
-
-int hs_kcpu_conv2d_fwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *x, const float *w,
-                       const float *bias, float *y, void *ws, size_t ws_bytes)
-{
-    HS_TRY(conv_check("conv2d_fwd", d));
-    HS_TRY(conv_ws_check("conv2d_fwd", k, d, ws, ws_bytes));
-    if (d->B && (!x || !w || !y)) return HS_ERR(-EINVAL, "conv2d_fwd: NULL x, w or y");
-    if (!d->B) return 0;
-    const int T = HS_MIN(hs_kcpu_threads(k), d->B);
-    conv_task_t a = {.d = d,
-                     .l = conv_ws_layout(d, hs_kcpu_threads(k)),
-                     .x = x,
-                     .w = w,
-                     .bias = bias,
-                     .y = y,
-                     .ws = ws,
-                     .Tw = hs_kcpu_threads(k)};
-    if (conv_direct_fwd(d)) hs_kcpu_direct3_pack_w(w, d->K, d->C, 0, task_wflip(&a));
-    if (T == 1)
-        conv_fwd_share(&a, 0, 1);
-    else
-        hs_kcpu_parallel(k, conv_fwd_share, &a);
-    return 0;
-}
-
-static float plane_sum(size_t n, const float *restrict x)
-{
-    float acc[16] = {0};
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (size_t j = 0; j < 16; j++) acc[j] += x[i + j];
-    float t = 0.0f;
-    for (; i < n; i++) t += x[i];
-    for (int j = 0; j < 16; j++) t += acc[j];
-    return t;
-}
-
-/* With conv_bwd_as_fwd, one column matrix of dy per image serves dw and dx:
- *   dx_b (C, HW) = wflip (C, KRS) col (KRS, HW)
- *   dwt (KRS, C) += col (KRS, HW) x_b^T (HW, C), dwt[k r s][c] = dw[k][c][R-1-r][S-1-s]
- * so the backward pass makes one im2col per image, not two. dw takes this route with or
- * without dx, so that it is the same to the bit either way; not with few input channels
- * (a network's first layer: C = 3), where that gemm is too narrow (N = C) to run fast and
- * the columns of x are the smaller matrix. */
-static int bwd_shared_col(const conv_task_t *a)
-{
-    return a->dw && conv_bwd_as_fwd(a->d) && a->d->C >= 8 && !conv_direct_dw(a->d);
-}
-
 /* ---- direct dw for few input channels (a network's first layer: LeNet-5's 1 channel) ----
  * There dw (K, C R S) += dy (K, PQ) col^T is a gemm of N = C R S = 25 columns, which OpenBLAS
  * runs slowly, after an im2col of 25 planes. Instead, per image, from a zero-bordered copy xp
@@ -513,6 +411,191 @@ HS_KCPU_SIMD static void dwk_image(const hs_conv2d_desc_t *d, const float *restr
         dwk_image_s(5, d, xp, dy, dw);
     else
         dwk_image_s(3, d, xp, dy, dw);
+}
+
+/* y rows of KB output channels from k on, vectors j0 .. j0 + NC - 1 of row p (the last
+ * vector of a row at Q - 8, overlapping: its repeated lanes get the same values again) */
+static inline __attribute__((always_inline)) void
+fwdk_tile(int KB, int NC, int S, const hs_conv2d_desc_t *d, int k, int p, int j0,
+          const float *restrict xp, const float *restrict w, float *restrict y)
+{
+    const int P = d->P, Q = d->Q, Wp = d->W + 2 * d->pad, Hp = d->H + 2 * d->pad;
+    const int R = d->R, C = d->C, nch = (Q + 7) / 8;
+    int q0[2];
+    _Pragma("GCC unroll 2") for (int j = 0; j < NC; j++) q0[j] =
+        j0 + j < nch - 1 ? 8 * (j0 + j) : Q - 8;
+    hs_v8f acc[3][2];
+    _Pragma("GCC unroll 3") for (int i = 0; i < KB; i++)
+        _Pragma("GCC unroll 2") for (int j = 0; j < NC; j++) acc[i][j] = (hs_v8f){0};
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) {
+            const float *xr = xp + ((size_t)c * Hp + p + r) * Wp;
+            const float *wr = w + (((size_t)k * C + c) * R + r) * S;
+            _Pragma("GCC unroll 5") for (int s = 0; s < S; s++)
+            {
+                hs_v8f xv[2];
+                _Pragma("GCC unroll 2") for (int j = 0; j < NC; j++)
+                    memcpy(&xv[j], xr + q0[j] + s, sizeof(xv[j]));
+                _Pragma("GCC unroll 3") for (int i = 0; i < KB; i++)
+                {
+                    const float wv = wr[(size_t)i * C * R * S + s];
+                    _Pragma("GCC unroll 2") for (int j = 0; j < NC; j++) acc[i][j] += wv * xv[j];
+                }
+            }
+        }
+    _Pragma("GCC unroll 3") for (int i = 0; i < KB; i++)
+        _Pragma("GCC unroll 2") for (int j = 0; j < NC; j++)
+            memcpy(y + ((size_t)(k + i) * P + p) * Q + q0[j], &acc[i][j], sizeof(acc[i][j]));
+}
+
+static inline __attribute__((always_inline)) void fwdk_image_s(int S, const hs_conv2d_desc_t *d,
+                                                               const float *restrict xp,
+                                                               const float *restrict w,
+                                                               float *restrict y)
+{
+    const int nch = (d->Q + 7) / 8;
+    for (int p = 0; p < d->P; p++) {
+        int k = 0;
+        for (; k + 3 <= d->K; k += 3) {
+            int j = 0;
+            for (; j + 2 <= nch; j += 2) fwdk_tile(3, 2, S, d, k, p, j, xp, w, y);
+            if (j < nch) fwdk_tile(3, 1, S, d, k, p, j, xp, w, y);
+        }
+        for (; k < d->K; k++) {
+            int j = 0;
+            for (; j + 2 <= nch; j += 2) fwdk_tile(1, 2, S, d, k, p, j, xp, w, y);
+            if (j < nch) fwdk_tile(1, 1, S, d, k, p, j, xp, w, y);
+        }
+    }
+}
+
+/* y (K, P, Q) = the convolution of one image's padded copy xp with w (K, C, R, S): stride 1,
+ * few input channels (conv_direct_fwdk), in vectors of 8 along q, tiles of 3 output channels
+ * by 2 vectors; each output a sum in the order (c, r, s). */
+HS_KCPU_SIMD static void fwdk_image(const hs_conv2d_desc_t *d, const float *restrict xp,
+                                    const float *restrict w, float *restrict y)
+{
+    if (d->S == 5)
+        fwdk_image_s(5, d, xp, w, y);
+    else
+        fwdk_image_s(3, d, xp, w, y);
+}
+
+/* One conv2d call, shared by the threads: each takes a contiguous run of images. */
+typedef struct {
+    const hs_conv2d_desc_t *d;
+    conv_ws_t l;
+    const float *x, *w, *bias, *dy; // x (B, C, H, W), w (K, C, R, S), bias (K), dy (B, K, P, Q)
+    float *y, *dx, *dw, *dbias;     // y (B, K, P, Q), dx (B, C, H, W), dw (K, C R S), dbias (K)
+    float *ws;                      // the workspace (conv_ws_t)
+    int Tw;                         // the threads the workspace is laid out for
+} conv_task_t;
+
+static float *task_col(const conv_task_t *a, int t)
+{
+    return a->ws + (size_t)t * a->l.col;
+}
+
+static float *task_wflip(const conv_task_t *a)
+{
+    return a->ws + (size_t)a->Tw * a->l.col;
+}
+
+/* Thread t's dw buffer and, for t >= 1, its dbias (thread 0 adds to the caller's). */
+static float *task_dw(const conv_task_t *a, int t)
+{
+    return task_wflip(a) + a->l.wflip + (size_t)t * a->l.dw;
+}
+
+static float *task_db(const conv_task_t *a, int t)
+{
+    return t == 0
+               ? a->dbias
+               : task_wflip(a) + a->l.wflip + (size_t)a->Tw * a->l.dw + (size_t)(t - 1) * a->l.db;
+}
+
+static void conv_fwd_share(void *arg, int t, int T)
+{
+    const conv_task_t *a = arg;
+    const hs_conv2d_desc_t *d = a->d;
+    const int K = d->K, CRS = d->C * d->R * d->S, PQ = d->P * d->Q;
+    const size_t x_img = (size_t)d->C * d->H * d->W, y_img = (size_t)K * PQ;
+    float *ws = task_col(a, t);
+    size_t b0, b1;
+    hs_kcpu_share((size_t)d->B, t, T, &b0, &b1);
+    const int direct = conv_direct_fwd(d), fwdk = conv_direct_fwdk(d);
+    for (size_t b = b0; b < b1; b++) {
+        const float *xb = a->x + b * x_img; // (C, H, W)
+        float *yb = a->y + b * y_img;       // (K, P, Q)
+        const float *col = xb;              // (C R S, P Q)
+        if (direct) {
+            hs_kcpu_direct3_image(d->C, K, d->H, d->W, xb, task_wflip(a), ws, yb);
+        } else if (fwdk) {
+            dwk_pad(d, xb, ws);
+            fwdk_image(d, ws, a->w, yb);
+        } else {
+            if (a->l.col) {
+                im2col(d, xb, ws);
+                col = ws;
+            }
+            /* y_b (K, PQ) = w (K, CRS) col (CRS, PQ) */
+            hs_kcpu_sgemm(0, 0, K, PQ, CRS, 1.0f, a->w, CRS, col, PQ, 0.0f, yb, PQ);
+        }
+        if (a->bias)
+            for (int kk = 0; kk < K; kk++) {
+                float *restrict plane = yb + (size_t)kk * PQ;
+                const float bk = a->bias[kk];
+                HS_KCPU_FOR(i, (size_t)PQ, plane[i] += bk);
+            }
+    }
+}
+
+int hs_kcpu_conv2d_fwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *x, const float *w,
+                       const float *bias, float *y, void *ws, size_t ws_bytes)
+{
+    HS_TRY(conv_check("conv2d_fwd", d));
+    HS_TRY(conv_ws_check("conv2d_fwd", k, d, ws, ws_bytes));
+    if (d->B && (!x || !w || !y)) return HS_ERR(-EINVAL, "conv2d_fwd: NULL x, w or y");
+    if (!d->B) return 0;
+    const int T = HS_MIN(hs_kcpu_threads(k), d->B);
+    conv_task_t a = {.d = d,
+                     .l = conv_ws_layout(d, hs_kcpu_threads(k)),
+                     .x = x,
+                     .w = w,
+                     .bias = bias,
+                     .y = y,
+                     .ws = ws,
+                     .Tw = hs_kcpu_threads(k)};
+    if (conv_direct_fwd(d)) hs_kcpu_direct3_pack_w(w, d->K, d->C, 0, task_wflip(&a));
+    if (T == 1)
+        conv_fwd_share(&a, 0, 1);
+    else
+        hs_kcpu_parallel(k, conv_fwd_share, &a);
+    return 0;
+}
+
+static float plane_sum(size_t n, const float *restrict x)
+{
+    float acc[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (size_t j = 0; j < 16; j++) acc[j] += x[i + j];
+    float t = 0.0f;
+    for (; i < n; i++) t += x[i];
+    for (int j = 0; j < 16; j++) t += acc[j];
+    return t;
+}
+
+/* With conv_bwd_as_fwd, one column matrix of dy per image serves dw and dx:
+ *   dx_b (C, HW) = wflip (C, KRS) col (KRS, HW)
+ *   dwt (KRS, C) += col (KRS, HW) x_b^T (HW, C), dwt[k r s][c] = dw[k][c][R-1-r][S-1-s]
+ * so the backward pass makes one im2col per image, not two. dw takes this route with or
+ * without dx, so that it is the same to the bit either way; not with few input channels
+ * (a network's first layer: C = 3), where that gemm is too narrow (N = C) to run fast and
+ * the columns of x are the smaller matrix. */
+static int bwd_shared_col(const conv_task_t *a)
+{
+    return a->dw && conv_bwd_as_fwd(a->d) && a->d->C >= 8 && !conv_direct_dw(a->d);
 }
 
 /* dx of image b, not through the columns shared with dw; ws: the thread's column buffer */
