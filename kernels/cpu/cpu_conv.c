@@ -346,9 +346,11 @@ static void dwk_pad(const hs_conv2d_desc_t *d, const float *restrict x, float *r
 
 typedef int32_t hs_v8i __attribute__((vector_size(32)));
 
-static inline float hsum8(hs_v8f v)
+/* by pointer: a 256-bit vector passed by value has no fixed ABI without AVX */
+static inline float hsum8(const hs_v8f *v)
 {
-    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+    return (((*v)[0] + (*v)[4]) + ((*v)[1] + (*v)[5])) +
+           (((*v)[2] + (*v)[6]) + ((*v)[3] + (*v)[7]));
 }
 
 /* KB output channels from k on, taps (c, r, 0 .. S-1); inlined with constant KB and S */
@@ -387,7 +389,7 @@ dwk_tile(int KB, int S, const hs_conv2d_desc_t *d, int k, int c, int r, const fl
     const int R = d->R, C = d->C;
     _Pragma("GCC unroll 2") for (int i = 0; i < KB; i++)
         _Pragma("GCC unroll 5") for (int s = 0; s < S; s++)
-            dw[(((size_t)(k + i) * C + c) * R + r) * S + s] += hsum8(acc[i][s]);
+            dw[(((size_t)(k + i) * C + c) * R + r) * S + s] += hsum8(&acc[i][s]);
 }
 
 static inline __attribute__((always_inline)) void dwk_image_s(int S, const hs_conv2d_desc_t *d,
