@@ -539,6 +539,25 @@ START_TEST(test_conv2d_geometries)
     check_conv(&d, 0);
     conv_desc(&d, 2, 4, 3, 16, 8, 3, 3, 1, 1); /* 6 vectors: direct only with tiles of 2 */
     check_conv(&d, 1);
+    /* y and dw direct for C <= 4, stride 1, S = 3 or 5, Q >= 8 (fwdk_image, dwk_image):
+     * vectors of 8 along q, the last one overlapping, tiles of 3 (y) or 2 (dw) output
+     * channels and the rest one by one */
+    conv_desc(&d, 2, 1, 28, 28, 6, 5, 5, 2, 1); /* LeNet-5's first conv: Q = 28 */
+    check_conv(&d, 1);
+    conv_desc(&d, 3, 2, 7, 11, 5, 3, 3, 0, 1); /* valid 3x3, Q = 9, K = 5 */
+    check_conv(&d, 0);
+    conv_desc(&d, 2, 3, 6, 8, 3, 5, 5, 2, 1); /* 5x5 same, Q = 8: one vector */
+    check_conv(&d, 1);
+    conv_desc(&d, 2, 4, 5, 10, 2, 3, 5, 1, 1); /* 3x5 filter, Q = 8 */
+    check_conv(&d, 1);
+    conv_desc(&d, 1, 3, 9, 22, 4, 3, 3, 0, 1); /* Q = 20: 3 vectors a row, K = 4 */
+    check_conv(&d, 1);
+    conv_desc(&d, 2, 5, 6, 12, 4, 3, 3, 1, 1); /* C = 5: y and dw through the gemm */
+    check_conv(&d, 1);
+    conv_desc(&d, 2, 2, 6, 7, 3, 5, 5, 1, 1); /* Q = 5 < 8: y and dw through the gemm */
+    check_conv(&d, 0);
+    conv_desc(&d, 2, 6, 14, 14, 16, 5, 5, 0, 1); /* LeNet-5's second conv: col2im rows of 10 */
+    check_conv(&d, 1);
 }
 END_TEST
 
@@ -646,6 +665,7 @@ static void check_maxpool(int B, int C, int H, int W, int size, int stride)
 START_TEST(test_maxpool)
 {
     check_maxpool(2, 3, 8, 8, 2, 2);
+    check_maxpool(2, 3, 7, 9, 2, 2); /* the 2x2 path with an unused last row and column */
     check_maxpool(2, 3, 7, 8, 3, 2); /* overlapping windows, ragged edge */
     check_maxpool(1, 2, 5, 5, 3, 1);
     hs_pool2d_desc_t d = {.B = 1, .C = 1, .H = 4, .W = 4, .size = 2, .stride = 2, .P = 3, .Q = 2};

@@ -13,6 +13,11 @@
  * kernel for the CPU and the shapes fit: y and dx from a zero-bordered copy of the image (or
  * of dy) in the column buffer, with the filters laid out for the kernel once per call in the
  * wflip section; dw from bordered copies of groups of images (conv_dw_group). No im2col.
+ *
+ * With few input channels (C <= 4: a network's first layer), stride 1, 3- or 5-wide filters
+ * and rows of at least 8 outputs, y and dw run direct too (fwdk_image, dwk_image: portable
+ * C in vectors of 8, compiled for AVX2+FMA where the CPU has it), from a zero-bordered copy
+ * of the image: the gemms of LeNet-5's first layer (M = 6 or N = 25) run slowly in OpenBLAS.
  */
 #include "kernels/cpu/cpu_internal.h"
 
@@ -92,6 +97,27 @@ static int conv_direct_dw(const hs_conv2d_desc_t *d)
            d->Q == d->W && hs_kcpu_direct3_dw_fits(d->C, d->K, d->H, d->W);
 }
 
+/* dw runs through dwk_image below: few input channels, stride 1. */
+#define DWK_MAX_C 4
+
+static int conv_direct_dwk(const hs_conv2d_desc_t *d)
+{
+    return d->stride == 1 && (d->S == 3 || d->S == 5) && d->Q >= 8 && d->C <= DWK_MAX_C &&
+           !conv_direct_dw(d);
+}
+
+/* The forward pass runs through fwdk_image below: the same shapes. */
+static int conv_direct_fwdk(const hs_conv2d_desc_t *d)
+{
+    return d->stride == 1 && (d->S == 3 || d->S == 5) && d->Q >= 8 && d->C <= DWK_MAX_C &&
+           !conv_direct_fwd(d);
+}
+
+static size_t dwk_pad_floats(const hs_conv2d_desc_t *d)
+{
+    return (size_t)d->C * (d->H + 2 * d->pad) * (d->W + 2 * d->pad);
+}
+
 /* Images per call of the direct dw kernel: about 1024 positions, so that its sums across the
  * vector lanes are few beside the multiply-adds on small planes. */
 static int conv_dw_group(const hs_conv2d_desc_t *d)
@@ -126,6 +152,7 @@ static conv_ws_t conv_ws_layout(const hs_conv2d_desc_t *d, int T)
         if (as_fwd) l.col = HS_MAX(l.col, (size_t)d->K * d->R * d->S * d->H * d->W);
         if (conv_direct_fwd(d))
             l.col = HS_MAX(l.col, hs_kcpu_direct3_pad_floats(HS_MAX(d->C, d->K), d->H, d->W));
+        if (conv_direct_dwk(d) || conv_direct_fwdk(d)) l.col = HS_MAX(l.col, dwk_pad_floats(d));
         if (conv_direct_dw(d))
             l.col = HS_MAX(l.col,
                            (size_t)conv_dw_group(d) * hs_kcpu_direct3_pad_floats(d->C, d->H, d->W));
@@ -238,10 +265,23 @@ static void im2col(const hs_conv2d_desc_t *d, const float *restrict x, float *re
             }
 }
 
-/* y (n) += x (n) for short rows (Q floats): inlined, no dispatch through a clone. */
+/* 8 floats in vector registers (GCC's vector extension; two SSE registers on baseline
+ * x86-64), loaded and stored with memcpy, unaligned. */
+typedef float hs_v8f __attribute__((vector_size(32)));
+
+/* y (n) += x (n) for short rows (Q floats): inlined, no dispatch through a clone; blocks of 8
+ * as vectors (the compiler leaves a scalar loop of unknown count as it is), then the tail. */
 static inline void add_row(int n, const float *restrict x, float *restrict y)
 {
-    for (int i = 0; i < n; i++) y[i] += x[i];
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        hs_v8f a, b;
+        memcpy(&a, x + i, sizeof(a));
+        memcpy(&b, y + i, sizeof(b));
+        b += a;
+        memcpy(y + i, &b, sizeof(b));
+    }
+    for (; i < n; i++) y[i] += x[i];
 }
 
 /* dx (C, H, W) += scatter of the column gradient dcol (C R S, P Q); the inverse of im2col. */
@@ -277,6 +317,170 @@ static int conv_ws_check(const char *what, hs_kernels_t *k, const hs_conv2d_desc
         return HS_ERR(-EINVAL, "%s: workspace of %zu bytes is too small (need %zu)", what,
                       ws ? ws_bytes : 0, need);
     return 0;
+}
+
+/* ---- direct dw for few input channels (a network's first layer: LeNet-5's 1 channel) ----
+ * There dw (K, C R S) += dy (K, PQ) col^T is a gemm of N = C R S = 25 columns, which OpenBLAS
+ * runs slowly, after an im2col of 25 planes. Instead, per image, from a zero-bordered copy xp
+ * (C, Hp, Wp) of x: dw[k][c][r][s] += sum over p, q of dy[k][p][q] xp[c][p + r][q + s], in
+ * vectors of 8 along q (the last one overlapping the one before, its repeated lanes of dy
+ * masked to zero), 2 output channels by the S taps of a filter row in registers, each sum of 8
+ * lanes added to dw once per image. Stride 1, S = 3 or 5, Q >= 8, C <= DWK_MAX_C
+ * (conv_direct_dwk). */
+/* xp (C, H + 2 pad, W + 2 pad) = x (C, H, W) with a border of zeros */
+static void dwk_pad(const hs_conv2d_desc_t *d, const float *restrict x, float *restrict xp)
+{
+    const int H = d->H, W = d->W, pad = d->pad, Wp = W + 2 * pad, Hp = H + 2 * pad;
+    for (int c = 0; c < d->C; c++) {
+        float *dst = xp + (size_t)c * Hp * Wp;
+        const float *src = x + (size_t)c * H * W;
+        memset(dst, 0, (size_t)pad * Wp * sizeof(float));
+        for (int h = 0; h < H; h++) {
+            float *row = dst + (size_t)(h + pad) * Wp;
+            for (int i = 0; i < pad; i++) row[i] = row[pad + W + i] = 0.0f;
+            memcpy(row + pad, src + (size_t)h * W, (size_t)W * sizeof(float));
+        }
+        memset(dst + (size_t)(H + pad) * Wp, 0, (size_t)pad * Wp * sizeof(float));
+    }
+}
+
+typedef int32_t hs_v8i __attribute__((vector_size(32)));
+
+/* by pointer: a 256-bit vector passed by value has no fixed ABI without AVX */
+static inline float hsum8(const hs_v8f *v)
+{
+    return (((*v)[0] + (*v)[4]) + ((*v)[1] + (*v)[5])) +
+           (((*v)[2] + (*v)[6]) + ((*v)[3] + (*v)[7]));
+}
+
+/* KB output channels from k on, taps (c, r, 0 .. S-1); inlined with constant KB and S */
+static inline __attribute__((always_inline)) void
+dwk_tile(int KB, int S, const hs_conv2d_desc_t *d, int k, int c, int r, const float *restrict xp,
+         const float *restrict dy, float *restrict dw)
+{
+    const int P = d->P, Q = d->Q, Wp = d->W + 2 * d->pad, Hp = d->H + 2 * d->pad;
+    const size_t PQ = (size_t)P * Q;
+    const int nch = (Q + 7) / 8, rep = 8 * nch - Q; /* lanes of the last vector seen before */
+    hs_v8i last;
+    for (int i = 0; i < 8; i++) last[i] = i < rep ? 0 : -1;
+    hs_v8f acc[2][5];
+    _Pragma("GCC unroll 2") for (int i = 0; i < KB; i++)
+        _Pragma("GCC unroll 5") for (int s = 0; s < S; s++) acc[i][s] = (hs_v8f){0};
+    const float *xc = xp + (size_t)c * Hp * Wp + (size_t)r * Wp;
+    for (int p = 0; p < P; p++) {
+        const float *xr = xc + (size_t)p * Wp;
+        const float *dr = dy + (size_t)k * PQ + (size_t)p * Q;
+        for (int j = 0; j < nch; j++) {
+            const int q0 = j < nch - 1 ? 8 * j : Q - 8;
+            hs_v8f dv[2];
+            _Pragma("GCC unroll 2") for (int i = 0; i < KB; i++)
+            {
+                memcpy(&dv[i], dr + (size_t)i * PQ + q0, sizeof(dv[i]));
+                if (j == nch - 1) dv[i] = (hs_v8f)((hs_v8i)dv[i] & last);
+            }
+            _Pragma("GCC unroll 5") for (int s = 0; s < S; s++)
+            {
+                hs_v8f xv;
+                memcpy(&xv, xr + q0 + s, sizeof(xv));
+                _Pragma("GCC unroll 2") for (int i = 0; i < KB; i++) acc[i][s] += dv[i] * xv;
+            }
+        }
+    }
+    const int R = d->R, C = d->C;
+    _Pragma("GCC unroll 2") for (int i = 0; i < KB; i++)
+        _Pragma("GCC unroll 5") for (int s = 0; s < S; s++)
+            dw[(((size_t)(k + i) * C + c) * R + r) * S + s] += hsum8(&acc[i][s]);
+}
+
+static inline __attribute__((always_inline)) void dwk_image_s(int S, const hs_conv2d_desc_t *d,
+                                                              const float *restrict xp,
+                                                              const float *restrict dy,
+                                                              float *restrict dw)
+{
+    for (int c = 0; c < d->C; c++)
+        for (int r = 0; r < d->R; r++) {
+            int k = 0;
+            for (; k + 2 <= d->K; k += 2) dwk_tile(2, S, d, k, c, r, xp, dy, dw);
+            if (k < d->K) dwk_tile(1, S, d, k, c, r, xp, dy, dw);
+        }
+}
+
+/* dw (K, C, R, S) += the image's share, from its padded copy xp and dy (K, P, Q) */
+HS_KCPU_SIMD static void dwk_image(const hs_conv2d_desc_t *d, const float *restrict xp,
+                                   const float *restrict dy, float *restrict dw)
+{
+    if (d->S == 5)
+        dwk_image_s(5, d, xp, dy, dw);
+    else
+        dwk_image_s(3, d, xp, dy, dw);
+}
+
+/* y rows of KB output channels from k on, vectors j0 .. j0 + NC - 1 of row p (the last
+ * vector of a row at Q - 8, overlapping: its repeated lanes get the same values again) */
+static inline __attribute__((always_inline)) void
+fwdk_tile(int KB, int NC, int S, const hs_conv2d_desc_t *d, int k, int p, int j0,
+          const float *restrict xp, const float *restrict w, float *restrict y)
+{
+    const int P = d->P, Q = d->Q, Wp = d->W + 2 * d->pad, Hp = d->H + 2 * d->pad;
+    const int R = d->R, C = d->C, nch = (Q + 7) / 8;
+    int q0[2];
+    _Pragma("GCC unroll 2") for (int j = 0; j < NC; j++) q0[j] =
+        j0 + j < nch - 1 ? 8 * (j0 + j) : Q - 8;
+    hs_v8f acc[3][2];
+    _Pragma("GCC unroll 3") for (int i = 0; i < KB; i++)
+        _Pragma("GCC unroll 2") for (int j = 0; j < NC; j++) acc[i][j] = (hs_v8f){0};
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) {
+            const float *xr = xp + ((size_t)c * Hp + p + r) * Wp;
+            const float *wr = w + (((size_t)k * C + c) * R + r) * S;
+            _Pragma("GCC unroll 5") for (int s = 0; s < S; s++)
+            {
+                hs_v8f xv[2];
+                _Pragma("GCC unroll 2") for (int j = 0; j < NC; j++)
+                    memcpy(&xv[j], xr + q0[j] + s, sizeof(xv[j]));
+                _Pragma("GCC unroll 3") for (int i = 0; i < KB; i++)
+                {
+                    const float wv = wr[(size_t)i * C * R * S + s];
+                    _Pragma("GCC unroll 2") for (int j = 0; j < NC; j++) acc[i][j] += wv * xv[j];
+                }
+            }
+        }
+    _Pragma("GCC unroll 3") for (int i = 0; i < KB; i++)
+        _Pragma("GCC unroll 2") for (int j = 0; j < NC; j++)
+            memcpy(y + ((size_t)(k + i) * P + p) * Q + q0[j], &acc[i][j], sizeof(acc[i][j]));
+}
+
+static inline __attribute__((always_inline)) void fwdk_image_s(int S, const hs_conv2d_desc_t *d,
+                                                               const float *restrict xp,
+                                                               const float *restrict w,
+                                                               float *restrict y)
+{
+    const int nch = (d->Q + 7) / 8;
+    for (int p = 0; p < d->P; p++) {
+        int k = 0;
+        for (; k + 3 <= d->K; k += 3) {
+            int j = 0;
+            for (; j + 2 <= nch; j += 2) fwdk_tile(3, 2, S, d, k, p, j, xp, w, y);
+            if (j < nch) fwdk_tile(3, 1, S, d, k, p, j, xp, w, y);
+        }
+        for (; k < d->K; k++) {
+            int j = 0;
+            for (; j + 2 <= nch; j += 2) fwdk_tile(1, 2, S, d, k, p, j, xp, w, y);
+            if (j < nch) fwdk_tile(1, 1, S, d, k, p, j, xp, w, y);
+        }
+    }
+}
+
+/* y (K, P, Q) = the convolution of one image's padded copy xp with w (K, C, R, S): stride 1,
+ * few input channels (conv_direct_fwdk), in vectors of 8 along q, tiles of 3 output channels
+ * by 2 vectors; each output a sum in the order (c, r, s). */
+HS_KCPU_SIMD static void fwdk_image(const hs_conv2d_desc_t *d, const float *restrict xp,
+                                    const float *restrict w, float *restrict y)
+{
+    if (d->S == 5)
+        fwdk_image_s(5, d, xp, w, y);
+    else
+        fwdk_image_s(3, d, xp, w, y);
 }
 
 /* One conv2d call, shared by the threads: each takes a contiguous run of images. */
@@ -322,13 +526,16 @@ static void conv_fwd_share(void *arg, int t, int T)
     float *ws = task_col(a, t);
     size_t b0, b1;
     hs_kcpu_share((size_t)d->B, t, T, &b0, &b1);
-    const int direct = conv_direct_fwd(d);
+    const int direct = conv_direct_fwd(d), fwdk = conv_direct_fwdk(d);
     for (size_t b = b0; b < b1; b++) {
         const float *xb = a->x + b * x_img; // (C, H, W)
         float *yb = a->y + b * y_img;       // (K, P, Q)
         const float *col = xb;              // (C R S, P Q)
         if (direct) {
             hs_kcpu_direct3_image(d->C, K, d->H, d->W, xb, task_wflip(a), ws, yb);
+        } else if (fwdk) {
+            dwk_pad(d, xb, ws);
+            fwdk_image(d, ws, a->w, yb);
         } else {
             if (a->l.col) {
                 im2col(d, xb, ws);
@@ -428,7 +635,7 @@ static void conv_bwd_share(void *arg, int t, int T)
     const int K = d->K, CRS = d->C * d->R * d->S, PQ = d->P * d->Q;
     const size_t x_img = (size_t)d->C * d->H * d->W, y_img = (size_t)K * PQ;
     const int shared = bwd_shared_col(a);
-    const int direct_dx = conv_direct_dx(d);
+    const int direct_dx = conv_direct_dx(d), dwk = conv_direct_dwk(d);
     const int KRS = K * d->R * d->S, HW = d->H * d->W;
     float *ws = task_col(a, t), *dbias = a->dbias ? task_db(a, t) : NULL;
     /* dw: thread t's (KRS, C) buffer when shared, else the caller's for thread 0 */
@@ -475,7 +682,10 @@ static void conv_bwd_share(void *arg, int t, int T)
             hs_kcpu_sgemm(0, 1, KRS, d->C, HW, 1.0f, ws, HW, xb, HW, 1.0f, dw, d->C);
             continue;
         }
-        if (dw) {
+        if (dw && dwk) {
+            dwk_pad(d, xb, ws);
+            dwk_image(d, ws, dyb, dw);
+        } else if (dw) {
             const float *col = xb; // (C R S, P Q)
             if (a->l.col) {
                 im2col(d, xb, ws);
@@ -591,12 +801,45 @@ static int window_argmax(const hs_pool2d_desc_t *d, const float *plane, int p, i
     return best;
 }
 
+/* window_argmax for 2x2 windows, stride 2, over a whole plane (LeNet-5's pooling): the same
+ * comparisons in the same order, inlined. am: the plane's argmax (P, Q), NULL for none; base:
+ * the plane's first flat index. */
+static void maxpool2_plane(int W, int P, int Q, const float *restrict xp, float *restrict yp,
+                           int32_t *restrict am, int base)
+{
+    for (int p = 0; p < P; p++) {
+        const float *r0 = xp + (size_t)(2 * p) * W, *r1 = r0 + W;
+        const int i0 = 2 * p * W;
+        for (int q = 0; q < Q; q++) {
+            const int w0 = 2 * q;
+            const float a = r0[w0], b = r0[w0 + 1], c = r1[w0], e = r1[w0 + 1];
+            /* branch-free: the maxima of random data defeat the branch predictor */
+            float bv = a;
+            int off = 0;
+            off = b > bv ? 1 : off;
+            bv = b > bv ? b : bv;
+            off = c > bv ? W : off;
+            bv = c > bv ? c : bv;
+            off = e > bv ? W + 1 : off;
+            bv = e > bv ? e : bv;
+            yp[p * Q + q] = bv;
+            if (am) am[p * Q + q] = base + i0 + w0 + off;
+        }
+    }
+}
+
 int hs_kcpu_maxpool_fwd(hs_kernels_t *k, const hs_pool2d_desc_t *d, const float *x, float *y,
                         int32_t *argmax)
 {
     HS_TRY(pool_check("maxpool_fwd", d));
     const int HW = d->H * d->W, PQ = d->P * d->Q, planes = d->B * d->C;
     if (planes && (!x || !y)) return HS_ERR(-EINVAL, "maxpool_fwd: NULL x or y");
+    if (d->size == 2 && d->stride == 2) {
+        for (int pl = 0; pl < planes; pl++)
+            maxpool2_plane(d->W, d->P, d->Q, x + (size_t)pl * HW, y + (size_t)pl * PQ,
+                           argmax ? argmax + (size_t)pl * PQ : NULL, pl * HW);
+        return 0;
+    }
     for (int pl = 0; pl < planes; pl++) {
         const float *xp = x + (size_t)pl * HW; // (H, W)
         float *yp = y + (size_t)pl * PQ;       // (P, Q)
