@@ -23,6 +23,7 @@
 /* Most parameters a model may have (8 GiB of floats per buffer): every count, offset and fan-in
  * derived from them then fits an int, and products of sizes are checked before they can wrap. */
 #define MAX_PARAMS ((size_t)INT_MAX)
+#define MAX_COLS   ((size_t)1 << 26) /* a convolution's C R R P Q per sample */
 
 /* a * b, or SIZE_MAX when it would not fit. */
 static size_t sat_mul(size_t a, size_t b)
@@ -132,6 +133,10 @@ static int add_conv(plan_t *p, int K, int R, int stride, int pad, int bias)
     hs_layer_t *L = push(p, HS_LAYER_CONV);
     if (!L) return -ENOMEM;
     char what[96];
+    if (pad >= R) { /* (outputs that would see only zeros; and a pad of 631 is a typo) */
+        snprintf(what, sizeof(what), "(pad %d, kernel %d)", pad, R);
+        return shape_err(p, "has a padding not smaller than its kernel", what);
+    }
     if (p->h + 2 * pad < R || p->w + 2 * pad < R) {
         snprintf(what, sizeof(what), "(%dx%d with pad %d)", p->h, p->w, pad);
         return shape_err(p, "has a kernel larger than its input", what);
@@ -145,6 +150,14 @@ static int add_conv(plan_t *p, int K, int R, int stride, int pad, int bias)
     L->w_off = p->np;
     L->b_off = p->np + weights;
     int P = (p->h + 2 * pad - R) / stride + 1, Q = (p->w + 2 * pad - R) / stride + 1;
+    /* the CPU path's column matrix of one image: C R R x P Q (a 447-wide kernel on a 40x40
+     * image would take 47 G floats) */
+    size_t cols = sat_mul(sat_mul(sat_mul((size_t)p->c, (size_t)R), (size_t)R),
+                          sat_mul((size_t)HS_MAX(P, 1), (size_t)HS_MAX(Q, 1)));
+    if (cols > MAX_COLS) {
+        snprintf(what, sizeof(what), "(%zu values per sample, over 2^26)", cols);
+        return shape_err(p, "needs a column matrix too large", what);
+    }
     return commit(p, L, K, P, Q,
                   weights > MAX_PARAMS ? SIZE_MAX : weights + (bias ? (size_t)K : 0));
 }

@@ -84,10 +84,19 @@ START_TEST(test_spec_errors)
      * and passed the per-sample bound; a 2^24-wide kernel's K x C x R x R parameters wrapped to a
      * small count; a model of 2^48 parameters was planned and failed only at allocation. */
     expect_spec_error("seq:conv16777216k1p8388594-flatten-fc10", 1, 28, 28, 10,
-                      "output is too large", "conv16777216k1p8388594");
+                      "padding not smaller than its kernel", "(pad 8388594, kernel 1)");
+    expect_spec_error("seq:conv16777216k3p1-flatten-fc10", 1, 28, 28, 10, "output is too large",
+                      "conv16777216k3p1");
+    expect_spec_error("seq:conv4194304k28-flatten-fc10", 1, 28, 28, 10, "too many parameters",
+                      "conv4194304k28");
     expect_spec_error("seq:conv16777216k16777216p8388594-flatten-fc10", 1, 28, 28, 10,
-                      "too many parameters", "conv16777216k16777216p8388594");
+                      "column matrix too large", "conv16777216k16777216p8388594");
     expect_spec_error("seq:conv1k16777216p8388594-flatten-fc10", 1, 28, 28, 10, NULL, NULL);
+    /* fuzz_model_spec ran out of memory on these (2026-11-24): a pad of 631 around a 40x40
+     * image, and a 447-wide kernel's column matrix (45 G floats) */
+    expect_spec_error("seq:conv9k6p631-block36s2-gap-fc5", 1, 28, 28, 10,
+                      "padding not smaller than its kernel", "conv9k6p631");
+    expect_spec_error("seq:conv1k447p446-gap-fc5", 4, 40, 40, 5, "column matrix too large", NULL);
     expect_spec_error("mlp:784-16777216-16777216-10", 1, 28, 28, 10, "too many parameters", NULL);
     expect_spec_error("mlp:784-99999999-10", 1, 28, 28, 10, "bad size '99999999'", NULL);
     expect_spec_error("mlp:784-999999999999999999999-10", 1, 28, 28, 10, "bad size", NULL);
