@@ -1039,6 +1039,18 @@ static void st_req_free(hs_transport_t *t, hs_treq_t **req)
 /* Every live rank enters before any leaves (a rank that dies meanwhile is not waited for). */
 /* A sender takes back what a peer that died or left never took: messages still in flight to
  * it, and those that reached it afterwards (its dead letters). */
+/* m, in flight from src to peer with tag and not taken back yet, goes back through cb (its
+ * share returns that way: the send itself succeeds). 1 if it did. */
+static int reclaim(sim_world_t *w, sim_msg_t *m, int src, int peer, uint32_t tag,
+                   hs_transport_msg_fn cb, void *ctx)
+{
+    if (m->reclaimed || m->src != src || m->dst != peer || m->tag != tag) return 0;
+    cb(ctx, peer, m->data, m->len, m->len);
+    m->reclaimed = 1;
+    complete_send(w, m);
+    return 1;
+}
+
 static int st_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
 {
     sim_rank_t *rk = rank_of(t);
@@ -1046,20 +1058,9 @@ static int st_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg
     sim_rank_t *p = &w->rk[peer];
     if (!p->dead && !p->left) return -EBUSY;
     int n = 0;
-    for (int i = 0; i < w->nheap + w->nflows; i++) {
-        sim_msg_t *m = NULL;
-        if (i < w->nheap)
-            m = w->heap[i];
-        else { /* still in the NICs (fair sharing): the (i - nheap)-th flow */
-            m = w->flows;
-            for (int k = w->nheap; k < i; k++) m = m->next;
-        }
-        if (m->reclaimed || m->src != rk->rank || m->dst != peer || m->tag != tag) continue;
-        cb(ctx, peer, m->data, m->len, m->len);
-        m->reclaimed = 1;
-        complete_send(w, m); /* (its share came back through cb: the send itself succeeds) */
-        n++;
-    }
+    /* in the event queue, then still in the NICs (fair sharing); complete_send links nothing */
+    for (int i = 0; i < w->nheap; i++) n += reclaim(w, w->heap[i], rk->rank, peer, tag, cb, ctx);
+    for (sim_msg_t *m = w->flows; m; m = m->next) n += reclaim(w, m, rk->rank, peer, tag, cb, ctx);
     for (sim_msg_t **pp = &p->dead_letters; *pp;) {
         sim_msg_t *m = *pp;
         if (m->src != rk->rank || m->tag != tag) {
