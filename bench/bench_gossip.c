@@ -6,7 +6,12 @@
  * i + 2^(t mod log2 n), one in-peer): snapshot the share to send, s = p·(x, w) (the weight
  * travels in the same message, after x); send s to the out-peer; receive the in-peer's
  * share r; x = p_self·x + r_x, w = p_self·w + r_w. The time runs from a barrier to the end of
- * the add (and of the send). The receive of the next exchange is posted before this one
+ * the add. The send of an exchange is waited for where SGP waits for it (optim/sgp.c's
+ * wait_round, tau = 1): before the next exchange writes its share into the same buffer,
+ * inside that exchange's time. With --path zerocopy that send completes when its receiver
+ * has mixed from it and released its view, which every rank does before the barrier between
+ * two exchanges; so an exchange does not wait for its receiver's add, as a gloo send
+ * (complete once the kernel has the bytes) does not either. The receive of the next exchange is posted before this one
  * ends, so a faster peer's message finds it waiting (see gossip/allreduce.c on unexpected
  * messages with libfabric 1.17's shm provider).
  *
@@ -149,7 +154,8 @@ static void mix_into(float *restrict x, const float *restrict r, size_t n, float
 typedef struct gossip {
     hs_transport_t *t;
     hs_topo_t *topo;
-    int zc;        /* 1: --path zerocopy */
+    hs_treq_t *sreq; /* the last exchange's send, waited for before the next one */
+    int zc;          /* 1: --path zerocopy */
     size_t n;      /* floats */
     size_t bytes;  /* message: n floats + one double */
     char *x;       /* (bytes) model, then w */
@@ -220,12 +226,13 @@ static int exchange(gossip_t *g, long it)
     float *x = (float *)g->x;
     double w;
     memcpy(&w, g->x + g->n * sizeof(float), sizeof w);
+    /* The share buffer is free once the last exchange's send is complete. */
+    if (g->sreq) HS_TRY(hs_transport_wait(g->t, &g->sreq, 0, NULL));
     /* Snapshot the share: s = p (x, w). */
     scale_to((float *)g->sbuf, x, g->n, (float)wout[0]);
     double sw = wout[0] * w;
     memcpy(g->sbuf + g->n * sizeof(float), &sw, sizeof sw);
-    hs_treq_t *sreq = NULL;
-    HS_TRY(hs_transport_isend(g->t, out[0], gtag(it), g->sbuf, g->bytes, &sreq));
+    HS_TRY(hs_transport_isend(g->t, out[0], gtag(it), g->sbuf, g->bytes, &g->sreq));
     /* The next exchange's receive, before this one ends. */
     int rc = post_recv(g, it + 1);
     const char *r = NULL;
@@ -239,8 +246,6 @@ static int exchange(gossip_t *g, long it)
     }
     /* (its sender's send completes when the view is released) */
     if (g->rview[it & 1]) hs_transport_view_release(g->t, &g->rview[it & 1]);
-    if (rc == 0) rc = hs_transport_wait(g->t, &sreq, 0, NULL);
-    if (sreq) hs_transport_req_free(g->t, &sreq);
     return rc;
 }
 
@@ -346,6 +351,8 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
                         x[g.n / 2] / w);
         /* Drop the receive posted for the next iteration: the barrier below proves nobody
          * sends it. */
+        if (rc == 0 && g.sreq) rc = hs_transport_wait(g.t, &g.sreq, 0, NULL);
+        if (g.sreq) hs_transport_req_free(g.t, &g.sreq);
         if (rc == 0) rc = barrier(&g);
         if (g.rreq[it & 1]) hs_transport_req_free(g.t, &g.rreq[it & 1]);
         if (g.rview[it & 1]) hs_transport_view_release(g.t, &g.rview[it & 1]);
@@ -376,6 +383,7 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
     }
     if (rc == 0) rc = barrier(&g);
     if (rc < 0) fprintf(stderr, "hearsay bench gossip (worker): %s\n", hs_last_error());
+    if (g.sreq) hs_transport_req_free(g.t, &g.sreq);
     for (int i = 0; i < 2; i++) {
         if (g.rreq[i]) hs_transport_req_free(g.t, &g.rreq[i]);
         if (g.rview[i]) hs_transport_view_release(g.t, &g.rview[i]);
