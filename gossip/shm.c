@@ -99,9 +99,6 @@ static int shm_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     s->rdv_bytes = cores > 0 && n > cores ? DEFAULT_RDV : 0;
     if ((rc = hs_env_long("HS_SHM_RDV_BYTES", &b)) < 0) return rc;
     if (rc > 0) s->rdv_bytes = (size_t)b;
-    long us = 0;
-    if ((rc = hs_env_long("HS_SHM_POLL_US", &us)) < 0) return rc;
-    s->poll_s = (double)us * 1e-6;
     HS_TRY(hs_shape_parse(o->shaping, &s->shape));
 
     uint64_t rnd = ((uint64_t)getpid() << 32) ^ (uint64_t)(hs_now() * 1e9);

@@ -110,7 +110,6 @@ typedef struct shm {
     hs_shm_seg_hdr_t *seg; /* mine */
     size_t seg_bytes, ring_bytes, chunk;
     size_t rdv_bytes; /* messages at least this long go by RTS where possible (0: never) */
-    double poll_s;    /* a wait polls (yielding the CPU) this long before it sleeps */
     int unlinked;
     peer_t *peers;         /* (size) */
     struct hs_treq posted; /* sentinel: posted receives, in posting order */

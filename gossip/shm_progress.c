@@ -9,7 +9,6 @@
 
 #include <limits.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -546,10 +545,6 @@ static int waitany_core(hs_transport_t *t, hs_treq_t **reqs, int n, double timeo
                           t->rank, msg, now - start);
         }
         pthread_mutex_unlock(&s->lock);
-        if (now - start < s->poll_s) {
-            sched_yield();
-            continue;
-        }
         hs_shm_sleep_bell(s, seen, HS_MIN(HS_MIN(deadline, now + LIVENESS_PERIOD_S), nr));
     }
 }

@@ -60,8 +60,6 @@ static const hs_env_var_t table[] = {
     {"HS_SHM_RDV_BYTES", HS_ENV_SIZE, NULL, 0, 1L << 40,
      "hsshm: messages at least this long go by address, 0: never (unset: 1 MiB when ranks "
      "outnumber cores, else 0)"},
-    {"HS_SHM_POLL_US", HS_ENV_INT, "0", 0, 1000000,
-     "hsshm: microseconds a wait polls, yielding the CPU, before it sleeps on its doorbell"},
 
     /* --- all-reduce (gossip/allreduce.c; docs/algorithms.md) --- */
     {"HS_AR_PATH", HS_ENV_STRING, "auto", NO_RANGE,
