@@ -5,15 +5,18 @@
  * One exchange at iteration t on rank i (uniform mixing, exp1peer: one out-peer
  * i + 2^(t mod log2 n), one in-peer): snapshot the share to send, s = p·(x, w) (the weight
  * travels in the same message, after x); send s to the out-peer; receive the in-peer's
- * share r; x = p_self·x + r_x, w = p_self·w + r_w. The time runs from a barrier to the end of
- * the add. The send of an exchange is waited for where SGP waits for it (optim/sgp.c's
- * wait_round, tau = 1): before the next exchange writes its share into the same buffer,
- * inside that exchange's time. With --path zerocopy that send completes when its receiver
+ * share r; x = p_self·x + r_x, w = p_self·w + r_w. An exchange's time is its span: from
+ * the first rank's leaving the barrier to the last rank's end of the add (one clock,
+ * CLOCK_MONOTONIC, for every process of the host; hs_bl_gather_span). With more ranks than
+ * cores, that counts the ranks that wait for a core, which a rank's own clock, started when
+ * it gets one, would not. The send of an exchange is waited for where SGP waits for it
+ * (optim/sgp.c's wait_round, tau = 1): before the next exchange writes its share into the same
+ * buffer, inside that exchange's time. With --path zerocopy that send completes when its receiver
  * has mixed from it and released its view, which every rank does before the barrier between
  * two exchanges; so an exchange does not wait for its receiver's add, as a gloo send
- * (complete once the kernel has the bytes) does not either. The receive of the next exchange is posted before this one
- * ends, so a faster peer's message finds it waiting (see gossip/allreduce.c on unexpected
- * messages with libfabric 1.17's shm provider).
+ * (complete once the kernel has the bytes) does not either. The receive of the next exchange
+ * is posted before this one ends, so a faster peer's message finds it waiting (see
+ * gossip/allreduce.c on unexpected messages with libfabric 1.17's shm provider).
  *
  * --path zerocopy (the default): the share is scaled straight into a buffer of
  * hs_transport_buf_alloc, which a same-host receiver maps, and the receiver mixes straight
@@ -22,10 +25,13 @@
  * --path copy: scale into plain memory, isend / irecv into a receive buffer (the transport
  * copies in between: 7 to 9 passes).
  *
- * The floor: in the same job, every rank copies a model-sized buffer at once (2 passes), after
- * the same barrier, the slowest rank counted, median of --reps, once with memcpy and once with
- * the exchange's own vector loop (scale by 1); floor_s = 5/2 x the faster: the 5 passes at the
- * copy bandwidth measured (ranks sharing cores share it, as in the exchange).
+ * The floor: in the same job, after the same barrier, every rank makes the exchange's 5
+ * passes over a model-sized buffer as plain copies (the whole buffer there and back, then
+ * half of it), timed as the exchange (span), median of --reps, once with memcpy and once with
+ * the exchange's own vector loop (scale by 1); floor_s = the faster. It holds every rank's
+ * passes and the same barrier exit and wake-ups as the exchange, but no message: ranks
+ * sharing cores share it as in the exchange (a copy shorter than a time slice is not shared
+ * but queued, which the span counts and a rank's own clock would not).
  */
 #include "config.h"
 
@@ -156,11 +162,11 @@ typedef struct gossip {
     hs_topo_t *topo;
     hs_treq_t *sreq; /* the last exchange's send, waited for before the next one */
     int zc;          /* 1: --path zerocopy */
-    size_t n;      /* floats */
-    size_t bytes;  /* message: n floats + one double */
-    char *x;       /* (bytes) model, then w */
-    char *sbuf;    /* (bytes) the share sent (zerocopy: of hs_transport_buf_alloc) */
-    char *rbuf[2]; /* (bytes) receive buffers, alternating by iteration (copy) */
+    size_t n;        /* floats */
+    size_t bytes;    /* message: n floats + one double */
+    char *x;         /* (bytes) model, then w */
+    char *sbuf;      /* (bytes) the share sent (zerocopy: of hs_transport_buf_alloc) */
+    char *rbuf[2];   /* (bytes) receive buffers, alternating by iteration (copy) */
     hs_treq_t *rreq[2];
     hs_tview_t *rview[2]; /* view receives, alternating by iteration (zerocopy) */
     hs_allreduce_t *bar;  /* a 1-float all-reduce used as the barrier (padded messages) */
@@ -249,9 +255,22 @@ static int exchange(gossip_t *g, long it)
     return rc;
 }
 
-/* The copies that set the floor: every rank copies `bytes` at once after a barrier, with
- * memcpy (times[i]) and with the vector loop of the exchange (scale by 1: vtimes[i]), this
- * rank's time of repetition i. */
+/* The copies that set the floor: after a barrier every rank makes the exchange's 5 passes
+ * over `bytes` as copies (a to b, b to a, half of a to b: 2 + 2 + 1), with memcpy (times) and
+ * with the vector loop of the exchange (scale by 1: vtimes); times[i] and times[reps + i] are
+ * when this rank started and ended repetition i (hs_bl_gather_span). */
+static void copy5(char *a, char *b, size_t bytes, int vec)
+{
+    size_t half = bytes / 2 / sizeof(float) * sizeof(float);
+    char *dst[3] = {b, a, b}, *src[3] = {a, b, a};
+    size_t len[3] = {bytes, bytes, half};
+    for (int k = 0; k < 3; k++)
+        if (vec)
+            scale_to((float *)dst[k], (const float *)src[k], len[k] / sizeof(float), 1.0f);
+        else
+            memcpy(dst[k], src[k], len[k]);
+}
+
 static int copy_times(gossip_t *g, int reps, double *times, double *vtimes)
 {
     char *a = hs_malloc(g->bytes, "copy source"), *b = hs_malloc(g->bytes, "copy target");
@@ -263,13 +282,12 @@ static int copy_times(gossip_t *g, int reps, double *times, double *vtimes)
     for (int i = -1; rc == 0 && i < reps; i++) { /* (i = -1: warm-up) */
         if ((rc = barrier(g)) < 0) break;
         double t0 = hs_now();
-        memcpy(i & 1 ? b : a, i & 1 ? a : b, g->bytes);
-        if (i >= 0) times[i] = hs_now() - t0;
+        copy5(a, b, g->bytes, 0);
+        if (i >= 0) times[i] = t0, times[reps + i] = hs_now();
         if ((rc = barrier(g)) < 0) break;
         t0 = hs_now();
-        scale_to((float *)(i & 1 ? a : b), (const float *)(i & 1 ? b : a), g->bytes / sizeof(float),
-                 1.0f);
-        if (i >= 0) vtimes[i] = hs_now() - t0;
+        copy5(a, b, g->bytes, 1);
+        if (i >= 0) vtimes[i] = t0, vtimes[reps + i] = hs_now();
     }
     free(a);
     free(b);
@@ -282,13 +300,18 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
     hs_boot_t *b = NULL;
     gossip_t g;
     memset(&g, 0, sizeof g);
-    double *times = hs_malloc((size_t)reps * sizeof *times, "timings");
-    double *ctimes = hs_malloc((size_t)reps * sizeof *ctimes, "copy timings");
-    double *vtimes = hs_malloc((size_t)reps * sizeof *vtimes, "copy timings");
-    if (!times || !ctimes || !vtimes) {
+    /* (start, end) of each repetition on this rank: 2 reps values each */
+    double *times = hs_malloc(2 * (size_t)reps * sizeof *times, "timings");
+    double *ctimes = hs_malloc(2 * (size_t)reps * sizeof *ctimes, "copy timings");
+    double *vtimes = hs_malloc(2 * (size_t)reps * sizeof *vtimes, "copy timings");
+    double *rdur = hs_malloc((size_t)reps * sizeof *rdur, "timings");
+    double *cdur = hs_malloc((size_t)reps * sizeof *cdur, "copy timings");
+    if (!times || !ctimes || !vtimes || !rdur || !cdur) {
         free(times);
         free(ctimes);
         free(vtimes);
+        free(rdur);
+        free(cdur);
         return 1;
     }
     g.zc = hs_cfg_enum(cfg, "path") == 0;
@@ -342,7 +365,7 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
             if ((rc = barrier(&g)) < 0) break;
             double t0 = hs_now();
             rc = exchange(&g, it);
-            if (i >= warmup) times[i - warmup] = hs_now() - t0;
+            if (i >= warmup) times[i - warmup] = t0, times[reps + i - warmup] = hs_now();
         }
         /* Push-sum keeps sum(x) / sum(w): z = x / w must stay the mean rank (P-1)/2. */
         memcpy(&w, g.x + g.n * sizeof(float), sizeof w);
@@ -356,9 +379,17 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
         if (rc == 0) rc = barrier(&g);
         if (g.rreq[it & 1]) hs_transport_req_free(g.t, &g.rreq[it & 1]);
         if (g.rview[it & 1]) hs_transport_view_release(g.t, &g.rview[it & 1]);
-        if (rc == 0) rc = hs_bl_gather_max(g.t, times, reps, TIMES_TAG);
-        if (rc == 0) rc = hs_bl_gather_max(g.t, ctimes, reps, TIMES_TAG);
-        if (rc == 0) rc = hs_bl_gather_max(g.t, vtimes, reps, TIMES_TAG);
+        /* Also each rank's own clock (the slowest rank's duration), as this benchmark timed it
+         * before 2026-11-24: exchanges (rdur) and the faster of the floor's copies (cdur). */
+        for (int i = 0; i < reps; i++) {
+            rdur[i] = times[reps + i] - times[i];
+            cdur[i] = HS_MIN(ctimes[reps + i] - ctimes[i], vtimes[reps + i] - vtimes[i]);
+        }
+        if (rc == 0) rc = hs_bl_gather_max(g.t, rdur, reps, TIMES_TAG);
+        if (rc == 0) rc = hs_bl_gather_max(g.t, cdur, reps, TIMES_TAG);
+        if (rc == 0) rc = hs_bl_gather_span(g.t, times, reps, TIMES_TAG);
+        if (rc == 0) rc = hs_bl_gather_span(g.t, ctimes, reps, TIMES_TAG);
+        if (rc == 0) rc = hs_bl_gather_span(g.t, vtimes, reps, TIMES_TAG);
         if (rc == 0 && rank == 0) {
             double min = times[0];
             for (int i = 1; i < reps; i++) min = HS_MIN(min, times[i]);
@@ -367,10 +398,12 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
             double vcopy = hs_bench_median(vtimes, (size_t)reps);
             /* the faster of the two copies: the lower (stricter) floor */
             printf("HSB impl=hearsay ranks=%d bytes=%zu median_s=%.6e min_s=%.6e reps=%d "
-                   "provider=%s graph=%s path=%s memcpy_s=%.6e vcopy_s=%.6e floor_s=%.6e\n",
+                   "provider=%s graph=%s path=%s memcpy_s=%.6e vcopy_s=%.6e floor_s=%.6e "
+                   "rank_median_s=%.6e rank_floor_s=%.6e\n",
                    P, g.n * sizeof(float), med, min, reps, hs_transport_provider(g.t),
                    hs_topo_spec(g.topo), g.zc ? "zerocopy" : "copy", copy, vcopy,
-                   2.5 * HS_MIN(copy, vcopy));
+                   HS_MIN(copy, vcopy), hs_bench_median(rdur, (size_t)reps),
+                   hs_bench_median(cdur, (size_t)reps));
             fflush(stdout);
         }
         HS_FREE(g.x);
@@ -398,6 +431,8 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
     free(times);
     free(ctimes);
     free(vtimes);
+    free(rdur);
+    free(cdur);
     hs_topo_destroy(&g.topo);
     hs_allreduce_destroy(&g.bar);
     hs_transport_close(&g.t);
@@ -419,6 +454,7 @@ typedef struct gres {
     int have;
     double med, min, floor; /* floor: NaN where not measured (the reference) */
     double memcpy_s, vcopy_s;
+    double rank_med, rank_floor; /* each rank's own clock, the slowest rank (hearsay only) */
     char provider[64], path[16];
 } gres_t;
 
@@ -440,6 +476,8 @@ static int collect(char *const argv[], double limit, const size_t *sizes, int ns
             res[i].floor = atof(hs_bl_field(line, "floor_s", v, sizeof v) ?: "nan");
             res[i].memcpy_s = atof(hs_bl_field(line, "memcpy_s", v, sizeof v) ?: "nan");
             res[i].vcopy_s = atof(hs_bl_field(line, "vcopy_s", v, sizeof v) ?: "nan");
+            res[i].rank_med = atof(hs_bl_field(line, "rank_median_s", v, sizeof v) ?: "nan");
+            res[i].rank_floor = atof(hs_bl_field(line, "rank_floor_s", v, sizeof v) ?: "nan");
             snprintf(res[i].provider, sizeof res[i].provider, "%s",
                      hs_bl_field(line, "provider", v, sizeof v) ?: "");
             snprintf(res[i].path, sizeof res[i].path, "%s",
@@ -483,7 +521,8 @@ int hs_bench_gossip(int argc, char **argv)
         return 1;
     }
     if (!json)
-        printf("one SGP exchange (%s): median of %s, slowest rank; %d cores\n",
+        printf("one SGP exchange (%s): median of %s, first start to last end over ranks; %d "
+               "cores\n",
                hs_cfg_str(cfg, "graph"), reps, hs_bl_cores());
     for (int ri = 0; ri < nranks; ri++) {
         char np[16];
@@ -554,10 +593,12 @@ int hs_bench_gossip(int argc, char **argv)
                        "\"size\": \"%s\", \"cores\": %d, \"provider\": \"%s\", \"reps\": %s, "
                        "\"median_s\": %.6g, \"min_s\": %.6g, \"path\": \"%s\", "
                        "\"floor_s\": %.6g, \"floor_ratio\": %.4g, \"memcpy_s\": %.6g, "
-                       "\"vcopy_s\": %.6g",
+                       "\"vcopy_s\": %.6g, \"rank_median_s\": %.6g, \"rank_floor_s\": %.6g, "
+                       "\"rank_floor_ratio\": %.4g",
                        hs_cfg_str(cfg, "graph"), ranks[ri], bytes, sz, hs_bl_cores(),
                        h[si].provider, reps, h[si].med, h[si].min, h[si].path, h[si].floor,
-                       h[si].med / h[si].floor, h[si].memcpy_s, h[si].vcopy_s);
+                       h[si].med / h[si].floor, h[si].memcpy_s, h[si].vcopy_s, h[si].rank_med,
+                       h[si].rank_floor, h[si].rank_med / h[si].rank_floor);
                 if (t[si].have)
                     printf(", \"torch_median_s\": %.6g, \"torch_min_s\": %.6g, "
                            "\"torch_over_hearsay\": %.4g}\n",

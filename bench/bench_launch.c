@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -162,6 +163,47 @@ int hs_bl_gather_max(hs_transport_t *t, double *times, int n, unsigned tag)
     for (int r = 0; rc == 0 && r < P; r++)
         for (int i = 0; i < n; i++)
             times[i] = HS_MAX(times[i], (double)all[(size_t)r * (size_t)n + (size_t)i]);
+    free(all);
+    return rc;
+}
+
+int hs_bl_gather_span(hs_transport_t *t, double *se, int n, unsigned tag)
+{
+    int rank = hs_transport_rank(t), P = hs_transport_size(t);
+    if (n <= 0) return 0;
+    if (P == 1) {
+        for (int i = 0; i < n; i++) se[i] = se[n + i] - se[i];
+        return 0;
+    }
+    /* Row r: rank r's (-start, end) of each repetition, each as hi + lo floats (rows of the
+     * other ranks are zero, so the sum is exact); the max of -start is the first start. */
+    size_t row = 4 * (size_t)n;
+    float *all = hs_calloc((size_t)P * row, sizeof *all, "timing gather");
+    if (!all) return -ENOMEM;
+    for (int i = 0; i < n; i++) {
+        double v[2] = {-se[i], se[n + i]};
+        for (int k = 0; k < 2; k++) {
+            float hi = (float)v[k];
+            all[(size_t)rank * row + 4 * (size_t)i + 2 * (size_t)k] = hi;
+            all[(size_t)rank * row + 4 * (size_t)i + 2 * (size_t)k + 1] = (float)(v[k] - hi);
+        }
+    }
+    hs_allreduce_opts_t o;
+    int rc = hs_allreduce_opts_default(&o);
+    if (rc == 0) {
+        o.tag_base = tag;
+        o.tag_span = HS_BL_TAG_SPAN;
+        rc = hs_allreduce_sum(t, all, (size_t)P * row, &o);
+    }
+    for (int i = 0; rc == 0 && i < n; i++) {
+        double first = -HUGE_VAL, last = -HUGE_VAL;
+        for (int r = 0; r < P; r++) {
+            const float *a = all + (size_t)r * row + 4 * (size_t)i;
+            first = HS_MAX(first, (double)a[0] + (double)a[1]);
+            last = HS_MAX(last, (double)a[2] + (double)a[3]);
+        }
+        se[i] = last + first;
+    }
     free(all);
     return rc;
 }

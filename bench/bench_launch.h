@@ -45,6 +45,13 @@ const char *hs_bl_field(const char *line, const char *key, char *buf, size_t cap
  * tag .. tag + HS_BL_TAG_SPAN - 1 (keep them free of other traffic). */
 int hs_bl_gather_max(hs_transport_t *t, double *times, int n, unsigned tag);
 
+/* Collective: every rank contributes se[0..n) the hs_now() times at which it started each of
+ * n repetitions and se[n..2n) those at which it ended them; every rank gets in se[0..n) each
+ * repetition's span, the last end over ranks minus the first start (CLOCK_MONOTONIC is one
+ * clock for every process of a host; each time travels as two floats, so the span keeps
+ * ~1e-10 s). Same tags as hs_bl_gather_max. */
+int hs_bl_gather_span(hs_transport_t *t, double *se, int n, unsigned tag);
+
 /* Number of online CPUs. */
 int hs_bl_cores(void);
 

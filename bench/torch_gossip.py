@@ -4,8 +4,8 @@
 One SGP exchange over the 1-peer exponential graph, as the SGP reference implementation
 does it with torch.distributed: scale the model (and the push-sum weight) by 1/2, isend the
 share to rank + 2^(t mod log2 n), irecv the in-peer's share, wait for both, add. The time of
-an exchange runs from a barrier to the end of the add; the slowest rank's time counts, and
-rank 0 prints one "HSB ..." line per size with the median (the format hearsay collects).
+an exchange is its span, as hearsay's: from the first rank's leaving a barrier to the last
+rank's end of the add (time.monotonic, the host's CLOCK_MONOTONIC); rank 0 prints one "HSB ..." line per size with the median (the format hearsay collects).
 
 usage: /usr/bin/python3 torch_gossip.py --ranks 4 --sizes 4M,64M --reps 20 --warmup 3
 """
@@ -39,10 +39,10 @@ def worker(rank, n, port, sizes, reps, warmup, threads):
         x = torch.full((numel + 1,), float(rank), dtype=torch.float32)
         x[numel] = 1.0
         buf = torch.empty_like(x)
-        times = []
+        starts, ends = [], []
         for i in range(warmup + reps):
             dist.barrier()
-            t0 = time.perf_counter()
+            t0 = time.monotonic()
             hop = 1 << (i % logn)
             out_peer, in_peer = (rank + hop) % n, (rank - hop) % n
             x.mul_(0.5)
@@ -52,13 +52,14 @@ def worker(rank, n, port, sizes, reps, warmup, threads):
             rreq.wait()
             x.add_(buf)
             sreq.wait()
-            dt = time.perf_counter() - t0
+            t1 = time.monotonic()
             if i >= warmup:
-                times.append(dt)
-        t = torch.tensor(times, dtype=torch.float64)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+                starts.append(-t0)
+                ends.append(t1)
+        t = torch.tensor(starts + ends, dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)  # (-first start, last end) of each
         if rank == 0:
-            v = t.tolist()
+            v = [t[reps + j].item() + t[j].item() for j in range(reps)]
             print("HSB impl=torch ranks=%d bytes=%d median_s=%.6e min_s=%.6e reps=%d "
                   "backend=gloo torch=%s" % (n, numel * 4, statistics.median(v), min(v), reps,
                                              torch.__version__), flush=True)
