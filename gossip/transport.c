@@ -43,9 +43,84 @@ int hs_transport_opts_default(hs_transport_opts_t *o)
     return 0;
 }
 
-/* host_of NULL: only all_local is known (auto picks hsshm or libfabric for every pair). */
+/* --- auto across hosts: the best libfabric provider every rank has ----------------------- */
+
+int hs_fab_auto_probe(const char *list, hs_fab_auto_rec_t *rec)
+{
+    memset(rec, 0, sizeof *rec);
+    rec->magic = HS_FAB_AUTO_MAGIC;
+    if (!list) list = hs_env_str("HS_FAB_AUTO");
+    if (!list) list = "efa,verbs,tcp";
+    const char *p = list;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= HS_FAB_AUTO_NAME)
+            return HS_ERR(-EINVAL,
+                          "HS_FAB_AUTO '%s': expected a comma-separated list of libfabric "
+                          "providers such as efa,verbs,tcp (an entry is empty or longer than "
+                          "%d characters)",
+                          list, HS_FAB_AUTO_NAME - 1);
+        if (rec->count == HS_FAB_AUTO_MAX)
+            return HS_ERR(-EINVAL, "HS_FAB_AUTO '%s': at most %d providers", list, HS_FAB_AUTO_MAX);
+        char *name = rec->e[rec->count].name;
+        memcpy(name, p, len);
+        name[len] = '\0';
+        if (!strncmp(name, "hsshm", 5) || !strcmp(name, "auto") || !strcmp(name, "hybrid"))
+            return HS_ERR(-EINVAL,
+                          "HS_FAB_AUTO '%s': '%s' is not a libfabric provider (the list names "
+                          "the providers tried between hosts)",
+                          list, name);
+        for (const char *c = name; *c; c++)
+            if (!(*c >= 'a' && *c <= 'z') && !(*c >= '0' && *c <= '9') && *c != '_' && *c != ';')
+                return HS_ERR(-EINVAL, "HS_FAB_AUTO '%s': '%s' is not a provider name", list, name);
+        rec->e[rec->count].have = hs_fab_provider_check(name) == 0;
+        rec->count++;
+        if (!p[len]) break;
+        p += len + 1;
+    }
+    return 0;
+}
+
+int hs_fab_auto_choose(const hs_fab_auto_rec_t *recs, int n, char *out, size_t cap)
+{
+    for (int r = 0; r < n; r++)
+        if (recs[r].magic != HS_FAB_AUTO_MAGIC || recs[r].count > HS_FAB_AUTO_MAX)
+            return HS_ERR(-EPROTO,
+                          "choosing the provider between hosts: rank %d sent a corrupt record "
+                          "(mixed builds?)",
+                          r);
+    char why[HS_ERRMSG_MAX] = "";
+    size_t used = 0;
+    for (uint32_t i = 0; i < recs[0].count; i++) {
+        char name[HS_FAB_AUTO_NAME];
+        memcpy(name, recs[0].e[i].name, sizeof name);
+        name[sizeof name - 1] = '\0';
+        int lacking = -1;
+        for (int r = 0; r < n && lacking < 0; r++) {
+            int have = 0;
+            for (uint32_t j = 0; j < recs[r].count && !have; j++)
+                have = recs[r].e[j].have && !strncmp(recs[r].e[j].name, name, sizeof name);
+            if (!have) lacking = r;
+        }
+        if (lacking < 0) {
+            if (strlen(name) >= cap) return HS_ERR(-ENAMETOOLONG, "provider name '%s'", name);
+            memcpy(out, name, strlen(name) + 1);
+            return 0;
+        }
+        if (used < sizeof why)
+            used += (size_t)snprintf(why + used, sizeof why - used, "%s%s (not on rank %d)",
+                                     i ? ", " : "", name, lacking);
+    }
+    return HS_ERR(-ENODEV,
+                  "no libfabric provider that every rank has among HS_FAB_AUTO's: %s; install "
+                  "one (fi_info -l lists them) or name one with --provider",
+                  recs[0].count ? why : "(empty list)");
+}
+
+/* host_of NULL: only all_local is known (auto picks hsshm or libfabric for every pair).
+ * auto_inter: the libfabric provider auto takes across hosts (NULL: tcp). */
 static int create_impl(hs_transport_t **out, int rank, int size, int all_local, const int *host_of,
-                       const hs_transport_opts_t *opts)
+                       const hs_transport_opts_t *opts, const char *auto_inter)
 {
     *out = NULL;
     if (size < 1 || rank < 0 || rank >= size)
@@ -72,7 +147,12 @@ static int create_impl(hs_transport_t **out, int rank, int size, int all_local, 
             nhosts += first;
         }
         all_local = nhosts == 1;
-        if (!strcmp(o.provider, "auto") && nhosts > 1 && crowded) inter = "tcp";
+        if (!strcmp(o.provider, "auto") && nhosts > 1) {
+            if (crowded)
+                inter = auto_inter ? auto_inter : "tcp";
+            else if (auto_inter)
+                o.provider = auto_inter; /* one rank per host: libfabric for every pair */
+        }
     }
     if (!strncmp(o.provider, "hsshm+", 6)) inter = o.provider + 6;
     if (!strcmp(o.provider, "hybrid")) inter = "tcp";
@@ -111,7 +191,7 @@ static int create_impl(hs_transport_t **out, int rank, int size, int all_local, 
 int hs_transport_create(hs_transport_t **out, int rank, int size, int all_local,
                         const hs_transport_opts_t *opts)
 {
-    return create_impl(out, rank, size, all_local, NULL, opts);
+    return create_impl(out, rank, size, all_local, NULL, opts, NULL);
 }
 
 int hs_transport_create_hosts(hs_transport_t **out, int rank, int size, const int *host_of,
@@ -119,7 +199,7 @@ int hs_transport_create_hosts(hs_transport_t **out, int rank, int size, const in
 {
     *out = NULL;
     if (!host_of) return HS_ERR(-EINVAL, "transport: no host table");
-    return create_impl(out, rank, size, 0, host_of, opts);
+    return create_impl(out, rank, size, 0, host_of, opts, NULL);
 }
 
 const char *hs_transport_pair_provider(const hs_transport_t *t, int same_host)
@@ -170,8 +250,25 @@ int hs_transport_open(hs_transport_t **out, struct hs_boot *boot, const hs_trans
     int *host_of = hs_calloc((size_t)size, sizeof *host_of, "host table");
     if (!host_of) return -ENOMEM;
     for (int r = 0; r < size; r++) host_of[r] = hs_boot_host_of(boot, r);
-    int crc = create_impl(&t, rank, size, hs_boot_all_local(boot), host_of, opts);
+    /* auto across hosts: every rank probes HS_FAB_AUTO's providers and all take the first
+     * that every rank has (a collective: every rank of a job sees the same hosts). */
+    const char *prov = opts && opts->provider ? opts->provider : hs_env_str("HS_PROVIDER");
+    char inter[HS_FAB_AUTO_NAME] = "";
+    int crc = 0;
+    if ((!prov || !strcmp(prov, "auto")) && !hs_boot_all_local(boot)) {
+        hs_fab_auto_rec_t mine, *recs = hs_calloc((size_t)size, sizeof *recs, "provider choice");
+        crc = recs ? hs_fab_auto_probe(NULL, &mine) : -ENOMEM;
+        if (crc == 0) crc = hs_boot_allgather(boot, &mine, sizeof mine, recs);
+        if (crc == 0) crc = hs_fab_auto_choose(recs, size, inter, sizeof inter);
+        if (crc == 0)
+            HS_DEBUG("rank %d: auto takes libfabric provider %s across hosts", rank, inter);
+        free(recs);
+    }
+    if (crc == 0)
+        crc = create_impl(&t, rank, size, hs_boot_all_local(boot), host_of, opts,
+                          inter[0] ? inter : NULL);
     free(host_of);
+    if (crc < 0) hs_error_prefix("opening the transport (rank %d of %d)", rank, size);
     HS_TRY(crc);
     char *all = hs_calloc((size_t)size, HS_TRANSPORT_ADDR_MAX, "address exchange");
     char mine[HS_TRANSPORT_ADDR_MAX];

@@ -8,6 +8,7 @@
  * timeouts naming the peers, and link shaping per pair on both backends. The namespace test (two
  * real network stacks) is tests/test_hosts.sh.
  */
+#include "gossip/transport_impl.h"
 #include "hearsay/common.h"
 #include "hearsay/transport.h"
 
@@ -74,6 +75,79 @@ START_TEST(test_choice)
     ck_assert_int_lt(hs_transport_check_provider("hsshm+"), 0);
     ck_assert_int_lt(hs_transport_check_provider("hsshm+nosuchprov"), 0);
     ck_assert_msg(strstr(hs_last_error(), "nosuchprov"), "%s", hs_last_error());
+}
+END_TEST
+
+/* auto across hosts: the first provider of rank 0's list that every rank has. */
+static hs_fab_auto_rec_t rec(const char *names, const char *have)
+{
+    hs_fab_auto_rec_t r;
+    memset(&r, 0, sizeof r);
+    r.magic = HS_FAB_AUTO_MAGIC;
+    for (const char *p = names; *p; r.count++) {
+        size_t len = strcspn(p, ",");
+        memcpy(r.e[r.count].name, p, len);
+        r.e[r.count].have = have[r.count] == '1';
+        p += len + (p[len] == ',');
+    }
+    return r;
+}
+
+START_TEST(test_auto_choice)
+{
+    char out[HS_FAB_AUTO_NAME];
+    hs_fab_auto_rec_t r[3];
+    /* every rank has verbs: the best common one wins over tcp */
+    r[0] = rec("efa,verbs,tcp", "011");
+    r[1] = rec("efa,verbs,tcp", "111");
+    r[2] = rec("efa,verbs,tcp", "011");
+    ck_assert_int_eq(hs_fab_auto_choose(r, 3, out, sizeof out), 0);
+    ck_assert_str_eq(out, "verbs");
+    /* one host without verbs: the whole job takes tcp, never a mix */
+    r[2] = rec("efa,verbs,tcp", "001");
+    ck_assert_int_eq(hs_fab_auto_choose(r, 3, out, sizeof out), 0);
+    ck_assert_str_eq(out, "tcp");
+    /* rank 0's order rules; a rank that did not list a provider counts as lacking it */
+    r[0] = rec("tcp,verbs", "11");
+    r[1] = rec("verbs,tcp", "11");
+    r[2] = rec("tcp", "1");
+    ck_assert_int_eq(hs_fab_auto_choose(r, 3, out, sizeof out), 0);
+    ck_assert_str_eq(out, "tcp");
+    r[0] = rec("verbs,tcp", "11");
+    ck_assert_int_eq(hs_fab_auto_choose(r, 3, out, sizeof out), 0);
+    ck_assert_str_eq(out, "tcp");
+    /* nothing in common: an error naming, per candidate, a rank without it */
+    r[0] = rec("efa,tcp", "11");
+    r[1] = rec("efa,tcp", "10");
+    r[2] = rec("efa,tcp", "01");
+    ck_assert_int_eq(hs_fab_auto_choose(r, 3, out, sizeof out), -ENODEV);
+    ck_assert_msg(strstr(hs_last_error(), "efa (not on rank 2)") &&
+                      strstr(hs_last_error(), "tcp (not on rank 1)"),
+                  "%s", hs_last_error());
+    /* a corrupt record (mixed builds) */
+    r[1].magic = 0;
+    ck_assert_int_eq(hs_fab_auto_choose(r, 3, out, sizeof out), -EPROTO);
+    ck_assert_msg(strstr(hs_last_error(), "rank 1"), "%s", hs_last_error());
+    /* the list: parsed and probed here (this machine's libfabric has tcp) */
+    hs_fab_auto_rec_t m;
+    ck_assert_int_eq(hs_fab_auto_probe("nosuchprov,tcp", &m), 0);
+    ck_assert_int_eq(m.count, 2);
+    ck_assert_int_eq(m.e[0].have, 0);
+    ck_assert_int_eq(m.e[1].have, 1);
+    ck_assert_int_eq(hs_fab_auto_choose(&m, 1, out, sizeof out), 0);
+    ck_assert_str_eq(out, "tcp");
+    const char *bad[] = {"",
+                         "tcp,",
+                         ",tcp",
+                         "hsshm,tcp",
+                         "auto",
+                         "TCP",
+                         "a,b,c,d,e,f,g,h,i",
+                         "a234567890123456789012345678901234"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(hs_fab_auto_probe(bad[i], &m), -EINVAL);
+        ck_assert_msg(strstr(hs_last_error(), "HS_FAB_AUTO"), "'%s': %s", bad[i], hs_last_error());
+    }
 }
 END_TEST
 
@@ -370,6 +444,7 @@ int main(void)
     TCase *c = tcase_create("hybrid");
     tcase_set_timeout(c, 120);
     tcase_add_test(c, test_choice);
+    tcase_add_test(c, test_auto_choice);
     tcase_add_test(c, test_world_hybrid);
     tcase_add_test(c, test_world_hybrid_peer_death);
     tcase_add_test(c, test_world_hybrid_shaping);

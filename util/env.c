@@ -42,6 +42,9 @@ static const hs_env_var_t table[] = {
     {"HS_PROVIDER", HS_ENV_STRING, "auto", NO_RANGE,
      "transport: auto (hsshm on one host, else tcp), hsshm, tcp, shm, verbs, udp, sockets, efa "
      "or any fi_info -l name"},
+    {"HS_FAB_AUTO", HS_ENV_STRING, "efa,verbs,tcp", NO_RANGE,
+     "libfabric providers auto tries between hosts, best first; the job takes the first that "
+     "every rank has (rank 0's list)"},
     {"HS_SHAPING", HS_ENV_STRING, NULL, NO_RANGE,
      "link shaping spec, e.g. 'latency=2ms,jitter=1ms,bw=1Gbit; 0-3:latency=5ms' (none when "
      "unset)"},

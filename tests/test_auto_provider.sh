@@ -1,0 +1,56 @@
+#!/bin/sh
+# shellcheck disable=SC2016,SC2317 # $HS_RANK expands in the rank's shell; cleanup runs from trap
+# tests/test_auto_provider.sh — `--provider auto` across hosts (gossip/transport.c): 4 ranks
+# on 2 hosts emulated with HS_HOSTNAME on this machine, started by `hearsay run`, take the
+# best libfabric provider of HS_FAB_AUTO that every rank has (tcp here: no efa or verbs
+# hardware), and summary.json names it; a list none of whose providers exists stops every
+# rank with a message naming each candidate and a rank without it.
+bin=${HS_BIN:-./hearsay}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/hs_auto_XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+ok() { echo "ok: $*"; }
+bad() {
+    echo "FAIL: $*"
+    fail=1
+}
+unset HS_PROVIDER
+train() { # OUT RANKS_PER_HOST: a few SGP iterations on 4 ranks
+    HS_RPH=$2 "$bin" run -n 4 --timeout 120 -- sh -c \
+        'HS_HOSTNAME=emu$((HS_RANK / HS_RPH)) exec "$0" train --algo sgp --model mlp:16-8-4 \
+         --data gauss:dim=16,classes=4,train=512,test=128 --epochs 1 --batch 32 --progress 0 \
+         --out "$1"' "$bin" "$1"
+}
+transports() {
+    /usr/bin/python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["transports"]; print(t["intra_host"], t["inter_host"])' "$1/summary.json"
+}
+
+export HS_FAB_AUTO="nosuchprov,efa,verbs,tcp"
+if train "$tmp/two" 2 >"$tmp/two.log" 2>&1; then
+    got=$(transports "$tmp/two")
+    [ "$got" = "hsshm tcp;ofi_rxm" ] && ok "2 hosts of 2 ranks: $got" ||
+        bad "2 hosts of 2 ranks: transports '$got', expected 'hsshm tcp;ofi_rxm'"
+else
+    bad "2 hosts of 2 ranks failed:"
+    cat "$tmp/two.log"
+fi
+if train "$tmp/four" 1 >"$tmp/four.log" 2>&1; then
+    got=$(transports "$tmp/four")
+    [ "$got" = "None tcp;ofi_rxm" ] && ok "4 hosts of 1 rank: $got" ||
+        bad "4 hosts of 1 rank: transports '$got', expected 'None tcp;ofi_rxm'"
+else
+    bad "4 hosts of 1 rank failed:"
+    cat "$tmp/four.log"
+fi
+
+export HS_FAB_AUTO="nosuchprov,alsonot"
+if train "$tmp/none" 2 >"$tmp/none.log" 2>&1; then
+    bad "a list of missing providers was accepted"
+elif grep -q "nosuchprov (not on rank 0), alsonot (not on rank 0)" "$tmp/none.log"; then
+    ok "no common provider: refused, naming each"
+else
+    bad "no common provider: message not found in:"
+    cat "$tmp/none.log"
+fi
+[ -e "$tmp/none/summary.json" ] && bad "the refused run wrote a summary"
+exit $fail
