@@ -26,9 +26,10 @@
  * copies in between: 7 to 9 passes).
  *
  * The floor: in the same job, after the same barrier, every rank makes the exchange's 5
- * passes over a model-sized buffer as plain copies (the whole buffer there and back, then
- * half of it), timed as the exchange (span), median of --reps, once with memcpy and once with
- * the exchange's own vector loop (scale by 1); floor_s = the faster. It holds every rank's
+ * passes over a model-sized buffer, timed as the exchange (span), median of --reps, once as
+ * memcpy copies (the whole buffer there and back, then half of it) and once as the exchange's
+ * own scale and mix loops mixing from the rank's own share (the exchange without its message);
+ * floor_s = the faster. It holds every rank's
  * passes and the same barrier exit and wake-ups as the exchange, but no message: ranks
  * sharing cores share it as in the exchange (a copy shorter than a time slice is not shared
  * but queued, which the span counts and a rank's own clock would not).
@@ -255,29 +256,31 @@ static int exchange(gossip_t *g, long it)
     return rc;
 }
 
-/* The copies that set the floor: after a barrier every rank makes the exchange's 5 passes
- * over `bytes` as copies (a to b, b to a, half of a to b: 2 + 2 + 1), with memcpy (times) and
- * with the vector loop of the exchange (scale by 1: vtimes); times[i] and times[reps + i] are
+/* The passes that set the floor: after a barrier every rank makes the exchange's 5 passes
+ * over `bytes`, as memcpy copies (a to b, b to a, half of a to b: 2 + 2 + 1; times) and as the
+ * exchange's own loops with no message (b = a / 2, then a = a / 2 + b; vtimes); times[i] and times[reps + i] are
  * when this rank started and ended repetition i (hs_bl_gather_span). */
 static void copy5(char *a, char *b, size_t bytes, int vec)
 {
+    if (vec) { /* the exchange's own loops, mixing from its own share: no message */
+        size_t n = bytes / sizeof(float);
+        scale_to((float *)b, (const float *)a, n, 0.5f);
+        mix_into((float *)a, (const float *)b, n, 0.5f);
+        return;
+    }
     size_t half = bytes / 2 / sizeof(float) * sizeof(float);
     char *dst[3] = {b, a, b}, *src[3] = {a, b, a};
     size_t len[3] = {bytes, bytes, half};
-    for (int k = 0; k < 3; k++)
-        if (vec)
-            scale_to((float *)dst[k], (const float *)src[k], len[k] / sizeof(float), 1.0f);
-        else
-            memcpy(dst[k], src[k], len[k]);
+    for (int k = 0; k < 3; k++) memcpy(dst[k], src[k], len[k]);
 }
 
 static int copy_times(gossip_t *g, int reps, double *times, double *vtimes)
 {
     char *a = hs_malloc(g->bytes, "copy source"), *b = hs_malloc(g->bytes, "copy target");
     int rc = a && b ? 0 : -ENOMEM;
-    if (rc == 0) {
-        memset(a, 1, g->bytes);
-        memset(b, 2, g->bytes);
+    if (rc == 0) { /* normal floats: a stays 1 through the loops (no subnormal slow path) */
+        for (size_t i = 0; i < g->bytes / sizeof(float); i++) ((float *)a)[i] = 1.0f;
+        memset(b, 0, g->bytes);
     }
     for (int i = -1; rc == 0 && i < reps; i++) { /* (i = -1: warm-up) */
         if ((rc = barrier(g)) < 0) break;
