@@ -12,7 +12,10 @@
 #       (docs/launch.md; as tests/transport_netns.sh). Virtually `hearsay sim -n 4
 #       --ranks-per-host 2` with the inter-host links capped by --link (one rule per rank pair
 #       across the hosts), and again with --sim-nic (each host's NIC shared by its ranks: fairly
-#       among concurrent flows, the default, and first come first served, --sim-nic-share fifo).
+#       among concurrent flows, the default, and first come first served, --sim-nic-share fifo),
+#       and with --sim-nic --sim-proto rxm: what the real transport, libfabric's tcp;ofi_rxm,
+#       does inside a transfer (every 1.2 MB message goes by ofi_rxm's read rendezvous, and
+#       TCP's acknowledgements share the reverse direction; docs/simulation.md).
 #       Needs root, ip(8) with network namespaces and tc(8) with tbf: otherwise a SKIP line and
 #       (a) alone. Every namespace made here is deleted on exit, also on a signal.
 #
@@ -201,7 +204,8 @@ for c in $configs; do
         else
             pairs="0-2:bw=$simrate;0-3:bw=$simrate;1-2:bw=$simrate;1-3:bw=$simrate"
             sims=("sim-link:--ranks-per-host 2 --link $pairs" "sim-nic:--ranks-per-host 2 --sim-nic $simrate"
-                "sim-nic-fifo:--ranks-per-host 2 --sim-nic $simrate --sim-nic-share fifo")
+                "sim-nic-fifo:--ranks-per-host 2 --sim-nic $simrate --sim-nic-share fifo"
+                "sim-rxm:--ranks-per-host 2 --sim-nic $simrate --sim-proto rxm")
         fi
         for s in "${sims[@]}"; do
             kind=${s%%:*}
@@ -217,6 +221,8 @@ for c in $configs; do
                 cfg="(a) 2 ranks, 1 host, --link $link"
             elif [ "$kind" = sim-link ]; then
                 cfg="(b) 4 ranks, 2 netns hosts, tbf $rate; virtual: --link per rank pair"
+            elif [ "$kind" = sim-rxm ]; then
+                cfg="(b) 4 ranks, 2 netns hosts, tbf $rate; virtual: --sim-nic $simrate --sim-proto rxm"
             elif [ "$kind" = sim-nic-fifo ]; then
                 cfg="(b) 4 ranks, 2 netns hosts, tbf $rate; virtual: --sim-nic $simrate --sim-nic-share fifo"
             else

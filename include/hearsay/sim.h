@@ -54,6 +54,11 @@ typedef struct hs_sim_opts {
     const char *nic_share; /* how a NIC serves concurrent messages: "fair" (NULL: max-min fair
                             * shares among rank pairs, as TCP flows) or "fifo" (one after the
                             * other, in the order sent) */
+    const char *proto;     /* what the transport does inside a transfer between hosts (NULL:
+                            * nothing): a comma list of rndv=BYTES (messages above BYTES go
+                            * by a read rendezvous, as libfabric ofi_rxm's), acks (TCP's
+                            * acknowledgements share the reverse direction) or rxm (both, at
+                            * ofi_rxm's defaults); needs nic with fair sharing */
     int threads;           /* host threads that run ranks' gradients at once (<= 0: the online
                             * CPUs); results are identical whatever the count */
     hs_sim_stats_t *stats; /* optional: filled at the end of a run */
@@ -69,6 +74,10 @@ int hs_sim_nic_parse(const char *rate, double *Bps);
 
 /* Check a --sim-nic-share policy ("fair", NULL: fair, or "fifo"): 0 and *fair, or -EINVAL. */
 int hs_sim_nic_share_parse(const char *share, int *fair);
+
+/* Check a --sim-proto spec ("rxm", "rndv=131072,acks", NULL: none): 0, *rndv_bytes (0: no
+ * rendezvous) and *acks, or -EINVAL naming the bad part. */
+int hs_sim_proto_parse(const char *spec, long *rndv_bytes, int *acks);
 
 /* Run o (as `hearsay train` would on so->n ranks) in virtual time. Files as hearsay train
  * writes them (summary.json gains "clock": "virtual"). *res: rank 0's result. Returns 0, or
