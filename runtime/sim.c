@@ -65,6 +65,9 @@ struct sim_thread {
     int sleeping;   /* blocked in a sleep: only its deadline wakes it */
     int depth;      /* > 0: in the simulator's code (accounting: sim_in, sim_out) */
     double left_at; /* when it last went back to the workers' code (hs_now) */
+    double cpu_at;  /* measured-all: its CPU clock then (hs_thread_cpu_s) */
+    double owed;    /* ... CPU seconds of the workers' code not yet paid in virtual time */
+    int locks;      /* service locks it holds (hs_svc_lock): it pays nothing meanwhile */
     double wake_at; /* while blocked: the deadline (INFINITY: none) */
     void *(*fn)(void *);
     void *arg;
@@ -175,6 +178,7 @@ struct sim_world {
     double now;
     uint64_t seq;
     double fixed_s; /* compute model: > 0 fixed, < 0 measured */
+    int charge_all; /* measured-all: every stretch of the workers' code costs its CPU time */
     sem_t sched;
     sim_thread_t *current;
     int mains_left;                        /* ranks whose training loop has not ended */
@@ -323,6 +327,8 @@ static sim_thread_t *current_of(sim_world_t *w)
 }
 
 static void sim_in(sim_world_t *w);
+static void sim_back(sim_world_t *w);
+static void sim_out(sim_world_t *w);
 
 static void *trampoline(void *arg)
 {
@@ -331,6 +337,7 @@ static void *trampoline(void *arg)
     /* a rank's main thread starts in the workers' code; a service's in the simulator's */
     t->depth = t == t->rk->main ? 0 : 1;
     t->left_at = hs_now();
+    if (t->w->charge_all) t->cpu_at = hs_thread_cpu_s();
     t->fn(t->arg);
     if (t == t->rk->main) sim_in(t->w);
     t->state = T_DONE;
@@ -1134,7 +1141,12 @@ static int wait_reqs(sim_world_t *w, sim_rank_t *rk, hs_treq_t **reqs, int n, do
         }
         if (idle && w->now >= next_idle) {
             next_idle = w->now + IDLE_SLICE_S;
-            HS_TRY(idle(idle_ctx));
+            /* the owner's idle hook (rank 0 takes evaluation snapshots and evaluates): workers'
+             * code, whose CPU time measured-all counts */
+            if (w->charge_all) sim_out(w);
+            int irc = idle(idle_ctx);
+            if (w->charge_all) sim_in(w);
+            HS_TRY(irc);
             continue;
         }
         block_until(w, idle ? HS_MIN(deadline, next_idle) : deadline);
@@ -1303,8 +1315,30 @@ static void st_close(hs_transport_t *t)
 
 /* --- accounting: the workers' code and the simulator's ----------------------------------- */
 
-/* The running thread enters the simulator's code (from the workers'). */
+/* The running thread enters the simulator's code (from the workers'). With measured-all
+ * compute, the thread CPU time it spent in the workers' code since it last left the simulator
+ * (the mixing, the optimizer step, an evaluation, a service's handler: all but the gradient,
+ * which vx_local times) passes on its virtual clock now, before the call it enters takes
+ * effect: a send goes out once the work before it is done. Not while it holds a service lock
+ * (the one thread that runs at a time is what keeps that section atomic here): the time is
+ * paid at its first entry after the lock. */
 static void sim_in(sim_world_t *w)
+{
+    sim_thread_t *t = w->current;
+    if (!t || t->depth++ != 0) return;
+    w->worker_s += hs_now() - t->left_at;
+    if (!w->charge_all) return;
+    t->owed += hs_thread_cpu_s() - t->cpu_at;
+    if (t->locks > 0 || !(t->owed > 0)) return;
+    double until = w->now + t->owed;
+    t->owed = 0;
+    while (w->now < until) block_for(w, until, 1);
+}
+
+/* The running thread comes back into the simulator from a pure service's handler that it ran
+ * for another rank, inside a delivery (svc_inline): the handler takes no virtual time (it runs
+ * at the delivery's time), and what it cost is nobody's to pay. */
+static void sim_back(sim_world_t *w)
 {
     sim_thread_t *t = w->current;
     if (t && t->depth++ == 0) w->worker_s += hs_now() - t->left_at;
@@ -1314,7 +1348,10 @@ static void sim_in(sim_world_t *w)
 static void sim_out(sim_world_t *w)
 {
     sim_thread_t *t = w->current;
-    if (t && --t->depth == 0) t->left_at = hs_now();
+    if (t && --t->depth == 0) {
+        t->left_at = hs_now();
+        if (w->charge_all) t->cpu_at = hs_thread_cpu_s();
+    }
 }
 
 #define SIM_CALL(w, type, call)                                                                    \
@@ -1772,7 +1809,7 @@ static void svc_inline(sim_world_t *w, struct hs_treq *r, const void *data)
             sim_out(w);
             int hr = hs_svc_handle_inline(s->x, &s->d, r->slot, r->held ? r->held->data : data,
                                           &st); /* on_msg (--trace: an apply span) */
-            sim_in(w);
+            sim_back(w);
             svc_latch(s, hr);
         }
         data = NULL;
@@ -1865,7 +1902,14 @@ fail:
 
 static void vx_svc_lock(hs_service_t *s)
 {
-    (void)s; /* one thread runs at a time */
+    sim_thread_t *t = ((sim_x_t *)s->x->impl)->w->current; /* one thread runs at a time: */
+    if (t) t->locks++;                                     /* counted for measured-all */
+}
+
+static void vx_svc_unlock(hs_service_t *s)
+{
+    sim_thread_t *t = ((sim_x_t *)s->x->impl)->w->current;
+    if (t && t->locks > 0) t->locks--;
 }
 
 static void vx_svc_wait(hs_service_t *s, double timeout_s)
@@ -1968,7 +2012,7 @@ static const hs_exec_ops_t sim_exec_ops = {
     .observe = ax_observe,
     .svc_start = ax_svc_start,
     .svc_lock = vx_svc_lock,
-    .svc_unlock = vx_svc_lock,
+    .svc_unlock = vx_svc_unlock,
     .svc_wait = ax_svc_wait,
     .svc_error = vx_svc_error,
     .svc_stop = ax_svc_stop,
@@ -1984,6 +2028,10 @@ int hs_sim_compute_parse(const char *spec, double *fixed_s)
         *fixed_s = -1;
         return 0;
     }
+    if (!strcmp(spec, "measured-all")) {
+        *fixed_s = -2;
+        return 0;
+    }
     if (!strcmp(spec, "bench")) {
         *fixed_s = 0; /* measured once at the start of the run */
         return 0;
@@ -1995,8 +2043,8 @@ int hs_sim_compute_parse(const char *spec, double *fixed_s)
         return 0;
     }
     return HS_ERR(-EINVAL,
-                  "--sim-compute '%s': expected fixed:MS (milliseconds per step), bench or "
-                  "measured",
+                  "--sim-compute '%s': expected fixed:MS (milliseconds per step), bench, "
+                  "measured or measured-all",
                   spec);
 }
 
@@ -2268,6 +2316,7 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     }
     sim_world_t w = {.o = o, .n = so->n, .first_failed = -1, .flows_next = INFINITY};
     w.fixed_s = fixed_s;
+    w.charge_all = fixed_s < -1.5;
     w.stack_bytes = (size_t)((so->stack_mib > 0 ? so->stack_mib : 2.0) * 1048576.0);
     sem_init(&w.sched, 0, 0);
     w.par = sim_threads(so);

@@ -606,6 +606,36 @@ START_TEST(test_proto)
 }
 END_TEST
 
+/* --sim-compute measured-all: every stretch of the workers' code costs its thread CPU time,
+ * paid at the next call into the simulator (not while a service lock is held, not for a pure
+ * service's handler run inside a delivery). The algorithms with services (AD-PSGD's passive
+ * side, SGP's pure receiver, leader-SGD's service) and the all-reduce run to the end through
+ * the NICs and the rendezvous, and take longer than with gradients alone at 1 us. */
+START_TEST(test_measured_all)
+{
+    const char *algos[] = {"--algo sgp", "--algo sgp --delay-bound none", "--algo adpsgd",
+                           "--algo lsgd", "--algo allreduce"};
+    for (size_t i = 0; i < HS_ARRAY_LEN(algos); i++) {
+        char dir[4096], all[1024];
+        snprintf(all, sizeof all, TASK " %s --epochs 1", algos[i]);
+        tr_workdir_path(dir, sizeof dir, "mall_fixed");
+        const char *net = "-n 4 --ranks-per-host 2 --sim-nic 100Mbit --sim-proto rndv=1000,acks";
+        char sim[256];
+        snprintf(sim, sizeof sim, "%s --sim-compute fixed:0.001", net);
+        ck_assert_int_eq(sim_job(dir, sim, all, 60), 0);
+        double fixed = tr_summary_num(dir, "wall_s");
+        tr_workdir_path(dir, sizeof dir, "mall");
+        snprintf(sim, sizeof sim, "%s --sim-compute measured-all", net);
+        int st = sim_job(dir, sim, all, 60);
+        if (st) tr_show_log(dir);
+        ck_assert_int_eq(st, 0);
+        double wall = tr_summary_num(dir, "wall_s");
+        ck_assert_msg(wall > fixed, "%s: %g s virtual with measured-all, %g s with 1 us steps",
+                      algos[i], wall, fixed);
+    }
+}
+END_TEST
+
 static void rejected(const char *simargs, const char *needle)
 {
     ck_assert_msg(tr_sim_rejected(simargs, TASK, 2, needle), "'%s' (see stderr)", simargs);
@@ -616,6 +646,7 @@ START_TEST(test_bad_input)
     rejected("-n 0", "-n");
     rejected("", "-n N");
     rejected("-n 4 --sim-compute fast", "--sim-compute 'fast'");
+    rejected("-n 4 --sim-compute measured-al", "--sim-compute 'measured-al'");
     rejected("-n 4 --sim-compute fixed:-3", "--sim-compute fixed:MS");
     rejected("-n 4 --ranks-per-host 0", "--ranks-per-host");
     rejected("-n 4 --algo sgp --graph donut", "donut");
@@ -655,6 +686,7 @@ int main(void)
     TR_ADD_TEST(tc, test_link_pace, why);
     TR_ADD_TEST(tc, test_nic_share, why);
     TR_ADD_TEST(tc, test_proto, why);
+    TR_ADD_TEST(tc, test_measured_all, why);
     TR_ADD_TEST(tc, test_bad_input, why);
     suite_add_tcase(s, tc);
     return tr_run_suite(s);

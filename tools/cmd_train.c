@@ -566,7 +566,8 @@ int hs_cmd_train(int argc, char **argv)
 }
 
 static const char sim_usage[] =
-    "usage: hearsay sim -n N [--sim-compute fixed:MS|bench|measured] [--ranks-per-host R]\n"
+    "usage: hearsay sim -n N [--sim-compute fixed:MS|bench|measured|measured-all]\n"
+    "                   [--ranks-per-host R]\n"
     "                   [--sim-nic RATE [--sim-nic-share fair|fifo] [--sim-proto LIST]]\n"
     "                   [--sim-threads P]\n"
     "                   [TRAIN OPTIONS]\n"
@@ -580,8 +581,10 @@ static const char sim_usage[] =
     "  --sim-compute SPEC       a gradient step's duration: fixed:MS (default fixed:10; the run\n"
     "                           is then bit-for-bit repeatable; a step time measured elsewhere,\n"
     "                           a GPU's say), bench (the median step of this model measured\n"
-    "                           here once at the start) or measured (each step's own thread\n"
-    "                           CPU time)\n"
+    "                           here once at the start), measured (each step's own thread\n"
+    "                           CPU time) or measured-all (also the thread CPU time of the\n"
+    "                           rest of the workers' code: mixing, the optimizer step,\n"
+    "                           evaluations, handlers; neither is repeatable)\n"
     "  --ranks-per-host R       consecutive ranks per host, for host-scoped --link rules\n"
     "                           (default: all on one host)\n"
     "  --sim-nic RATE           each host's NIC (10Gbit, 100Mbit, 1GB, ..): a message between\n"

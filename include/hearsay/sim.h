@@ -47,7 +47,9 @@ typedef struct hs_sim_stats {
 typedef struct hs_sim_opts {
     int n;                 /* simulated ranks (>= 1) */
     int ranks_per_host;    /* consecutive ranks per host for host-scoped link rules (<= 0: n) */
-    const char *compute;   /* "fixed:MS" (default fixed:10), "bench" or "measured" */
+    const char *compute;   /* "fixed:MS" (default fixed:10), "bench", "measured" (a gradient
+                            * step: its thread CPU time) or "measured-all" (also the rest of
+                            * the workers' code: mixing, optimizer step, evaluations) */
     double stack_mib;      /* stack of each simulated thread (0: 2 MiB) */
     const char *nic;       /* each host's NIC rate ("10Gbit"; NULL: none): inter-host messages
                             * go through the sending and the receiving host's NIC */
@@ -65,8 +67,8 @@ typedef struct hs_sim_opts {
 } hs_sim_opts_t;
 
 /* Check a --sim-compute spec: 0, or -EINVAL naming the bad part. *fixed_s gets the fixed
- * duration in seconds, 0 for "bench" (measured at the start of the run), or -1 for
- * "measured". */
+ * duration in seconds, 0 for "bench" (measured at the start of the run), -1 for "measured"
+ * or -2 for "measured-all". */
 int hs_sim_compute_parse(const char *spec, double *fixed_s);
 
 /* Check a --sim-nic rate ("10Gbit"): 0 and *Bps in bytes per second, or -EINVAL naming it. */
