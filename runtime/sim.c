@@ -205,6 +205,7 @@ struct sim_world {
     char end_msg[256];
     sim_msg_t *pool;          /* freed messages kept for reuse (msg_get/msg_put) */
     struct hs_treq *req_pool; /* freed requests kept for reuse (req_get, req_release) */
+    sim_msg_t *ctrl_pool;     /* freed control messages (ctrl_get, ctrl_put) */
     size_t pool_bytes;
     /* Accounting: wall seconds spent in the workers' own code (training loop, algorithms,
      * handlers, gradients) as opposed to the simulator's (scheduling, thread switches, the
@@ -414,6 +415,37 @@ static sim_msg_t *msg_get(sim_world_t *w, size_t len)
     return m;
 }
 
+/* A rendezvous's control message (--sim-proto): from a pool of their own, so that they
+ * neither take a model-sized buffer from the messages' pool nor fill its head. */
+static sim_msg_t *ctrl_get(sim_world_t *w)
+{
+    sim_msg_t *c = w->ctrl_pool;
+    if (c) {
+        w->ctrl_pool = c->next;
+        return c;
+    }
+    c = malloc(sizeof *c + 1);
+    if (c) c->cap = 1;
+    return c;
+}
+
+static void ctrl_put(sim_world_t *w, sim_msg_t *c)
+{
+    c->next = w->ctrl_pool;
+    w->ctrl_pool = c;
+}
+
+/* At the end of a run: m, still in flight, and the partner a rendezvous parks beside it (the
+ * data beside its request to send or read request, the control message beside the data). */
+static void msg_free_flight(sim_msg_t *m)
+{
+    if (m->kind == MSG_RTS || m->kind == MSG_RREQ)
+        free(m->ref);
+    else if (m->kind == MSG_DATA && m->rndv)
+        free(m->ref);
+    free(m);
+}
+
 static void msg_put(sim_world_t *w, sim_msg_t *m)
 {
     if (w->pool_bytes + m->cap > POOL_MAX_BYTES) {
@@ -614,19 +646,19 @@ static void rndv_step(sim_world_t *w, sim_msg_t *c)
             c->sreq->msg = NULL;
             wake_rank(&w->rk[c->dst]);
         }
-        msg_put(w, c);
+        ctrl_put(w, c);
         return;
     }
     if (m->reclaimed) { /* its sender took it back (unsent): the send has completed */
         w->in_flight[m->src]--;
         msg_put(w, m);
-        msg_put(w, c);
+        ctrl_put(w, c);
         return;
     }
     sim_rank_t *d = &w->rk[m->dst];
     if (c->kind == MSG_RTS && (d->dead || d->left)) { /* nobody will read it: it goes where a
                                                        * message to the gone rank goes */
-        msg_put(w, c);
+        ctrl_put(w, c);
         m->rndv = 0;
         m->ref = NULL;
         deliver(w, m);
@@ -657,7 +689,7 @@ static void deliver(sim_world_t *w, sim_msg_t *m)
         m->rndv = 0;
         m->ref = NULL;
         if (m->reclaimed || d->dead || d->left) {
-            msg_put(w, c);
+            ctrl_put(w, c);
         } else {
             c->src = m->dst;
             c->dst = m->src;
@@ -965,7 +997,7 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
         m->sreq = r;
         sim_msg_t *c = NULL;
         if (w->rndv_bytes > 0 && len > (size_t)w->rndv_bytes) {
-            c = msg_get(w, 0);
+            c = ctrl_get(w);
             if (!c) {
                 msg_put(w, m);
                 req_put(w, r);
@@ -986,7 +1018,7 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
         }
         int rc = flows_add(w, c ? c : m);
         if (rc < 0) {
-            if (c) msg_put(w, c);
+            if (c) ctrl_put(w, c);
             msg_put(w, m);
             req_put(w, r);
             return rc;
@@ -2442,11 +2474,16 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     for (int i = 0; i < w.ncons; i++) free(w.cons[i].sum);
     free(w.cons);
     free(w.rows);
-    for (int i = 0; i < w.nheap; i++) free(w.heap[i]);
+    for (int i = 0; i < w.nheap; i++) msg_free_flight(w.heap[i]);
     while (w.flows) {
         sim_msg_t *m = w.flows;
         w.flows = m->next;
-        free(m);
+        msg_free_flight(m);
+    }
+    while (w.ctrl_pool) {
+        sim_msg_t *c = w.ctrl_pool;
+        w.ctrl_pool = c->next;
+        free(c);
     }
     while (w.pool) {
         sim_msg_t *m = w.pool;
