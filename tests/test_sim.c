@@ -610,11 +610,14 @@ END_TEST
  * paid at the next call into the simulator (not while a service lock is held, not for a pure
  * service's handler run inside a delivery). The algorithms with services (AD-PSGD's passive
  * side, SGP's pure receiver, leader-SGD's service) and the all-reduce run to the end through
- * the NICs and the rendezvous, and take longer than with gradients alone at 1 us. */
+ * the NICs and the rendezvous; the lockstep ones (synchronous SGP, the all-reduce: every
+ * rank's work is on every iteration's path) take longer than with 1 us steps. (Not the
+ * asynchronous ones: when a rank is slower, the order of arrivals changes, and the run may
+ * even end sooner.) */
 START_TEST(test_measured_all)
 {
-    const char *algos[] = {"--algo sgp", "--algo sgp --delay-bound none", "--algo adpsgd",
-                           "--algo lsgd", "--algo allreduce"};
+    const char *algos[] = {"--algo sgp", "--algo allreduce", "--algo sgp --delay-bound none",
+                           "--algo adpsgd", "--algo lsgd"};
     for (size_t i = 0; i < HS_ARRAY_LEN(algos); i++) {
         char dir[4096], all[1024];
         snprintf(all, sizeof all, TASK " %s --epochs 1", algos[i]);
@@ -630,8 +633,9 @@ START_TEST(test_measured_all)
         if (st) tr_show_log(dir);
         ck_assert_int_eq(st, 0);
         double wall = tr_summary_num(dir, "wall_s");
-        ck_assert_msg(wall > fixed, "%s: %g s virtual with measured-all, %g s with 1 us steps",
-                      algos[i], wall, fixed);
+        ck_assert_msg(i >= 2 || wall > fixed,
+                      "%s: %g s virtual with measured-all, %g s with 1 us steps", algos[i], wall,
+                      fixed);
     }
 }
 END_TEST
