@@ -12,7 +12,12 @@
 #       (docs/launch.md; as tests/transport_netns.sh). Virtually `hearsay sim -n 4
 #       --ranks-per-host 2` with the inter-host links capped by --link (one rule per rank pair
 #       across the hosts), and again with --sim-nic (each host's NIC shared by its ranks: fairly
-#       among concurrent flows, the default, and first come first served, --sim-nic-share fifo).
+#       among concurrent flows, the default, and first come first served, --sim-nic-share fifo),
+#       and with --sim-nic --sim-proto rxm: what the real transport, libfabric's tcp;ofi_rxm,
+#       does inside a transfer (every 1.2 MB message goes by ofi_rxm's read rendezvous, and
+#       TCP's acknowledgements share the reverse direction; docs/simulation.md), once more
+#       with --sim-compute measured-all (the CPU time of the workers' code besides the
+#       gradients: mixing, optimizer step, evaluations).
 #       Needs root, ip(8) with network namespaces and tc(8) with tbf: otherwise a SKIP line and
 #       (a) alone. Every namespace made here is deleted on exit, also on a signal.
 #
@@ -201,22 +206,36 @@ for c in $configs; do
         else
             pairs="0-2:bw=$simrate;0-3:bw=$simrate;1-2:bw=$simrate;1-3:bw=$simrate"
             sims=("sim-link:--ranks-per-host 2 --link $pairs" "sim-nic:--ranks-per-host 2 --sim-nic $simrate"
-                "sim-nic-fifo:--ranks-per-host 2 --sim-nic $simrate --sim-nic-share fifo")
+                "sim-nic-fifo:--ranks-per-host 2 --sim-nic $simrate --sim-nic-share fifo"
+                "sim-rxm:--ranks-per-host 2 --sim-nic $simrate --sim-proto rxm"
+                "sim-rxm-all:--ranks-per-host 2 --sim-nic $simrate --sim-proto rxm --sim-compute measured-all")
         fi
         for s in "${sims[@]}"; do
             kind=${s%%:*}
             read -r -a simflags <<<"${s#*:}"
+            comp=measured # (a --sim-compute in the row's flags replaces it)
+            for ((i = 0; i < ${#simflags[@]}; i++)); do
+                if [ "${simflags[$i]}" = --sim-compute ]; then
+                    comp=${simflags[$((i + 1))]}
+                    simflags=("${simflags[@]:0:$i}" "${simflags[@]:$((i + 2))}")
+                    break
+                fi
+            done
             sim=$c-$a-$kind
             rm -rf "${out:?}/$sim"
             echo "== ($c) $a: virtual, ${s#*:}"
             bg_wait timeout "$limit" "$bin" sim -n "$([ "$c" = a ] && echo 2 || echo 4)" \
-                --sim-compute measured "${simflags[@]}" "${flags[@]}" --out "$out/$sim" \
+                --sim-compute "$comp" "${simflags[@]}" "${flags[@]}" --out "$out/$sim" \
                 >"$out/$sim.log" 2>&1 || true
             ok_run "$out/$sim" "$out/$sim.log" || continue
             if [ "$c" = a ]; then
                 cfg="(a) 2 ranks, 1 host, --link $link"
             elif [ "$kind" = sim-link ]; then
                 cfg="(b) 4 ranks, 2 netns hosts, tbf $rate; virtual: --link per rank pair"
+            elif [ "$kind" = sim-rxm-all ]; then
+                cfg="(b) 4 ranks, 2 netns hosts, tbf $rate; virtual: --sim-nic $simrate --sim-proto rxm --sim-compute measured-all"
+            elif [ "$kind" = sim-rxm ]; then
+                cfg="(b) 4 ranks, 2 netns hosts, tbf $rate; virtual: --sim-nic $simrate --sim-proto rxm"
             elif [ "$kind" = sim-nic-fifo ]; then
                 cfg="(b) 4 ranks, 2 netns hosts, tbf $rate; virtual: --sim-nic $simrate --sim-nic-share fifo"
             else

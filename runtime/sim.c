@@ -44,6 +44,10 @@
 #include <unistd.h>
 
 #define IDLE_SLICE_S 0.1 /* the owner's waits call the idle hook this often (virtual s) */
+/* The bytes of a rendezvous's control message (--sim-proto rndv=BYTES) through the NICs: about
+ * ofi_rxm's packet header with a buffer descriptor (~100 bytes); at 100 Mbit/s it takes 10 us,
+ * so its exact size hardly matters. */
+#define SIM_CTRL_BYTES 128
 
 typedef struct sim_world sim_world_t;
 typedef struct sim_rank sim_rank_t;
@@ -61,12 +65,20 @@ struct sim_thread {
     int sleeping;   /* blocked in a sleep: only its deadline wakes it */
     int depth;      /* > 0: in the simulator's code (accounting: sim_in, sim_out) */
     double left_at; /* when it last went back to the workers' code (hs_now) */
+    double cpu_at;  /* measured-all: its CPU clock then (hs_thread_cpu_s) */
+    double owed;    /* ... CPU seconds of the workers' code not yet paid in virtual time */
+    int locks;      /* service locks it holds (hs_svc_lock): it pays nothing meanwhile */
     double wake_at; /* while blocked: the deadline (INFINITY: none) */
     void *(*fn)(void *);
     void *arg;
     sim_thread_t *next_ready; /* the ready queue */
     sim_thread_t *next_in_rank;
 };
+
+/* What a message in the NICs is: the workers' own (MSG_DATA), or one of the transport's
+ * control messages of a rendezvous (--sim-proto rndv=BYTES): the sender's request to send
+ * (MSG_RTS), the receiver's read request (MSG_RREQ) and its closing message (MSG_DONE). */
+enum { MSG_DATA, MSG_RTS, MSG_RREQ, MSG_DONE };
 
 /* A message in flight or waiting unexpected. */
 typedef struct sim_msg {
@@ -81,6 +93,10 @@ typedef struct sim_msg {
     struct sim_msg *next; /* unexpected queue; the NICs' flows (fair sharing), in send order */
     int active;           /* fair sharing: the first of its (src, dst) pair in the NICs */
     double rem, rate;     /* ... its bytes not yet through the NICs, and its rate now */
+    int kind;             /* MSG_DATA, or a rendezvous's control message (--sim-proto) */
+    int rndv;             /* MSG_DATA: it goes by a rendezvous (moves on the read request) */
+    struct sim_msg *ref;  /* a control message: its data message; a rendezvous's data
+                           * message: its control message, parked until the data is in */
     unsigned char data[];
 } sim_msg_t;
 
@@ -146,11 +162,14 @@ struct sim_world {
     long nrows, caprows;
     size_t nparams;
     int cons_rc;
-    int rph;                       /* ranks per host */
-    double nic_Bps;                /* each host's NIC (0: none) */
-    double *nic_tx, *nic_rx;       /* (hosts) FIFO: when each NIC is free again; fair: scratch */
-    int nic_fair;                  /* the NICs share their rate among the flows through them */
-    int *nic_ntx, *nic_nrx;        /* fair: scratch (hosts) */
+    int rph;                 /* ranks per host */
+    double nic_Bps;          /* each host's NIC (0: none) */
+    double *nic_tx, *nic_rx; /* (hosts) FIFO: when each NIC is free again; fair: scratch */
+    int nic_fair;            /* the NICs share their rate among the flows through them */
+    int *nic_ntx, *nic_nrx;  /* fair: scratch (hosts) */
+    int *nic_atx, *nic_arx;  /* ... flows whose TCP acknowledgements cross each side */
+    long rndv_bytes;         /* --sim-proto: messages above this go by a rendezvous (0: none) */
+    double ack_share;        /* ... acknowledgement frames per data byte, in time (0: none) */
     sim_msg_t *flows, *flows_tail; /* fair: messages in the NICs, in send order */
     int nflows;                    /* ... how many (the heap keeps room for them all) */
     double flows_t;                /* ... their rem is as of this time */
@@ -159,6 +178,7 @@ struct sim_world {
     double now;
     uint64_t seq;
     double fixed_s; /* compute model: > 0 fixed, < 0 measured */
+    int charge_all; /* measured-all: every stretch of the workers' code costs its CPU time */
     sem_t sched;
     sim_thread_t *current;
     int mains_left;                        /* ranks whose training loop has not ended */
@@ -185,6 +205,7 @@ struct sim_world {
     char end_msg[256];
     sim_msg_t *pool;          /* freed messages kept for reuse (msg_get/msg_put) */
     struct hs_treq *req_pool; /* freed requests kept for reuse (req_get, req_release) */
+    sim_msg_t *ctrl_pool;     /* freed control messages (ctrl_get, ctrl_put) */
     size_t pool_bytes;
     /* Accounting: wall seconds spent in the workers' own code (training loop, algorithms,
      * handlers, gradients) as opposed to the simulator's (scheduling, thread switches, the
@@ -307,6 +328,8 @@ static sim_thread_t *current_of(sim_world_t *w)
 }
 
 static void sim_in(sim_world_t *w);
+static void sim_back(sim_world_t *w);
+static void sim_out(sim_world_t *w);
 
 static void *trampoline(void *arg)
 {
@@ -315,6 +338,7 @@ static void *trampoline(void *arg)
     /* a rank's main thread starts in the workers' code; a service's in the simulator's */
     t->depth = t == t->rk->main ? 0 : 1;
     t->left_at = hs_now();
+    if (t->w->charge_all) t->cpu_at = hs_thread_cpu_s();
     t->fn(t->arg);
     if (t == t->rk->main) sim_in(t->w);
     t->state = T_DONE;
@@ -389,6 +413,37 @@ static sim_msg_t *msg_get(sim_world_t *w, size_t len)
     sim_msg_t *m = malloc(sizeof *m + cap);
     if (m) m->cap = cap;
     return m;
+}
+
+/* A rendezvous's control message (--sim-proto): from a pool of their own, so that they
+ * neither take a model-sized buffer from the messages' pool nor fill its head. */
+static sim_msg_t *ctrl_get(sim_world_t *w)
+{
+    sim_msg_t *c = w->ctrl_pool;
+    if (c) {
+        w->ctrl_pool = c->next;
+        return c;
+    }
+    c = malloc(sizeof *c + 1);
+    if (c) c->cap = 1;
+    return c;
+}
+
+static void ctrl_put(sim_world_t *w, sim_msg_t *c)
+{
+    c->next = w->ctrl_pool;
+    w->ctrl_pool = c;
+}
+
+/* At the end of a run: m, still in flight, and the partner a rendezvous parks beside it (the
+ * data beside its request to send or read request, the control message beside the data). */
+static void msg_free_flight(sim_msg_t *m)
+{
+    if (m->kind == MSG_RTS || m->kind == MSG_RREQ)
+        free(m->ref);
+    else if (m->kind == MSG_DATA && m->rndv)
+        free(m->ref);
+    free(m);
 }
 
 static void msg_put(sim_world_t *w, sim_msg_t *m)
@@ -571,11 +626,82 @@ static void complete_send(sim_world_t *w, sim_msg_t *m)
     wake_rank(&w->rk[m->src]);
 }
 
+static void flows_enter(sim_world_t *w, sim_msg_t *m);
+static void deliver(sim_world_t *w, sim_msg_t *m);
+
+/* A control message of a rendezvous (--sim-proto rndv=BYTES) is through (the clock is at
+ * c->at). As libfabric's ofi_rxm over tcp: the sender's request to send (RTS) reaches the
+ * receiver, which asks for the data with a read request; that goes back on the receiver's
+ * own byte stream to the sender, behind what the receiver is sending it already; when it
+ * reaches the sender the data follows on the sender's stream, and once the data is in, the
+ * receiver's closing message (DONE) goes back the same way as the read request; the send
+ * completes when it arrives. The heap's room is unchanged (c leaves it, c or the data enters
+ * the NICs). */
+static void rndv_step(sim_world_t *w, sim_msg_t *c)
+{
+    sim_msg_t *m = c->ref;
+    if (c->kind == MSG_DONE) {
+        if (c->sreq) {
+            c->sreq->done = 1;
+            c->sreq->msg = NULL;
+            wake_rank(&w->rk[c->dst]);
+        }
+        ctrl_put(w, c);
+        return;
+    }
+    if (m->reclaimed) { /* its sender took it back (unsent): the send has completed */
+        w->in_flight[m->src]--;
+        msg_put(w, m);
+        ctrl_put(w, c);
+        return;
+    }
+    sim_rank_t *d = &w->rk[m->dst];
+    if (c->kind == MSG_RTS && (d->dead || d->left)) { /* nobody will read it: it goes where a
+                                                       * message to the gone rank goes */
+        ctrl_put(w, c);
+        m->rndv = 0;
+        m->ref = NULL;
+        deliver(w, m);
+        return;
+    }
+    c->seq = ++w->seq;
+    if (c->kind == MSG_RTS) { /* the receiver's read request, on its stream to the sender */
+        c->kind = MSG_RREQ;
+        c->src = m->dst;
+        c->dst = m->src;
+        flows_enter(w, c);
+        return;
+    }
+    c->kind = MSG_DONE; /* (parked until the data is in) */
+    flows_enter(w, m);
+}
+
 static void deliver(sim_world_t *w, sim_msg_t *m)
 {
-    w->in_flight[m->src]--;
-    complete_send(w, m);
+    if (m->kind != MSG_DATA) {
+        rndv_step(w, m);
+        return;
+    }
     sim_rank_t *d = &w->rk[m->dst];
+    w->in_flight[m->src]--;
+    if (m->rndv) { /* the data is in: the closing message goes back, and completes the send */
+        sim_msg_t *c = m->ref;
+        m->rndv = 0;
+        m->ref = NULL;
+        if (m->reclaimed || d->dead || d->left) {
+            ctrl_put(w, c);
+        } else {
+            c->src = m->dst;
+            c->dst = m->src;
+            c->seq = ++w->seq;
+            c->ref = NULL;
+            c->sreq = m->sreq;
+            if (c->sreq) c->sreq->msg = c;
+            m->sreq = NULL;
+            flows_enter(w, c);
+        }
+    }
+    complete_send(w, m);
     if (m->reclaimed) {
         msg_put(w, m);
         return;
@@ -639,43 +765,63 @@ static void flows_progress(sim_world_t *w)
  * carry flows without a rate, the one whose rate left divided by those flows is the smallest
  * (the first such, on a tie) gives each of them that share, which is taken from the other NIC
  * each of them crosses; until every flow has its rate. */
+/* With TCP's acknowledgements (--sim-proto acks), a flow at rate r also takes a * r of the
+ * reverse direction (the receiving host's transmit side, the sending host's receive side), a
+ * = w->ack_share: progressive filling with those weights (a side's flows without a rate grow
+ * together, a side is full when its rate left equals (flows + a x reverse flows) x r). */
 static void flows_share(sim_world_t *w)
 {
     int nh = (w->n + w->rph - 1) / w->rph;
+    double a = w->ack_share;
     for (int h = 0; h < nh; h++) {
         w->nic_tx[h] = w->nic_rx[h] = w->nic_Bps;
-        w->nic_ntx[h] = w->nic_nrx[h] = 0;
+        w->nic_ntx[h] = w->nic_nrx[h] = w->nic_atx[h] = w->nic_arx[h] = 0;
     }
     for (sim_msg_t *m = w->flows; m; m = m->next)
         if (m->active) {
             m->rate = -1;
             w->nic_ntx[host_of(w, m->src)]++;
             w->nic_nrx[host_of(w, m->dst)]++;
+            if (a > 0) {
+                w->nic_atx[host_of(w, m->dst)]++;
+                w->nic_arx[host_of(w, m->src)]++;
+            }
         }
     for (;;) {
         double best = INFINITY;
         int bh = -1, brx = 0;
-        for (int h = 0; h < nh; h++)
-            if (w->nic_ntx[h] > 0 && w->nic_tx[h] / w->nic_ntx[h] < best) {
-                best = w->nic_tx[h] / w->nic_ntx[h];
+        for (int h = 0; h < nh; h++) {
+            double k = w->nic_ntx[h] + a * w->nic_atx[h];
+            if (w->nic_ntx[h] + w->nic_atx[h] > 0 && w->nic_tx[h] / k < best) {
+                best = w->nic_tx[h] / k;
                 bh = h;
                 brx = 0;
             }
-        for (int h = 0; h < nh; h++)
-            if (w->nic_nrx[h] > 0 && w->nic_rx[h] / w->nic_nrx[h] < best) {
-                best = w->nic_rx[h] / w->nic_nrx[h];
+        }
+        for (int h = 0; h < nh; h++) {
+            double k = w->nic_nrx[h] + a * w->nic_arx[h];
+            if (w->nic_nrx[h] + w->nic_arx[h] > 0 && w->nic_rx[h] / k < best) {
+                best = w->nic_rx[h] / k;
                 bh = h;
                 brx = 1;
             }
+        }
         if (bh < 0) break;
         for (sim_msg_t *m = w->flows; m; m = m->next) {
             int hs = host_of(w, m->src), hd = host_of(w, m->dst);
-            if (!m->active || m->rate >= 0 || (brx ? hd : hs) != bh) continue;
+            if (!m->active || m->rate >= 0) continue;
+            if ((brx ? hd : hs) != bh && !(a > 0 && (brx ? hs : hd) == bh)) continue;
             m->rate = best;
             w->nic_tx[hs] = HS_MAX(w->nic_tx[hs] - best, 0.0);
             w->nic_rx[hd] = HS_MAX(w->nic_rx[hd] - best, 0.0);
             w->nic_ntx[hs]--;
             w->nic_nrx[hd]--;
+            if (a > 0) {
+                w->nic_tx[hd] = HS_MAX(w->nic_tx[hd] - a * best, 0.0);
+                w->nic_rx[hs] = HS_MAX(w->nic_rx[hs] - a * best, 0.0);
+                w->nic_atx[hd]--;
+                w->nic_arx[hs]--;
+            }
         }
     }
 }
@@ -719,10 +865,9 @@ static void flows_settle(sim_world_t *w)
             w->flows_next = w->now + m->rem / m->rate;
 }
 
-/* A message enters the NICs now (its fields set, in_flight counted). */
-static int flows_add(sim_world_t *w, sim_msg_t *m)
+/* A message enters the NICs now (its fields set; the heap has room for it). */
+static void flows_enter(sim_world_t *w, sim_msg_t *m)
 {
-    HS_TRY(heap_reserve(w, w->nflows + 1));
     flows_progress(w);
     m->active = 1;
     for (sim_msg_t *q = w->flows; q && m->active; q = q->next)
@@ -737,6 +882,13 @@ static int flows_add(sim_world_t *w, sim_msg_t *m)
     w->flows_tail = m;
     w->nflows++;
     flows_settle(w);
+}
+
+/* A message enters the NICs now (its fields set, in_flight counted). */
+static int flows_add(sim_world_t *w, sim_msg_t *m)
+{
+    HS_TRY(heap_reserve(w, w->nflows + 1));
+    flows_enter(w, m);
     return 0;
 }
 
@@ -835,12 +987,38 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
     if (len) memcpy(m->data, buf, len);
     m->at = at;
     m->seq = ++w->seq;
-    if (fair) { /* through the NICs, shared fairly: the send completes on delivery */
+    m->kind = MSG_DATA;
+    m->rndv = 0;
+    m->ref = NULL;
+    if (fair) { /* through the NICs, shared fairly: the send completes on delivery, or by a
+                 * rendezvous (--sim-proto rndv=BYTES) when its closing message is back */
         r->done = 0;
         r->msg = m;
         m->sreq = r;
-        int rc = flows_add(w, m);
+        sim_msg_t *c = NULL;
+        if (w->rndv_bytes > 0 && len > (size_t)w->rndv_bytes) {
+            c = ctrl_get(w);
+            if (!c) {
+                msg_put(w, m);
+                req_put(w, r);
+                return HS_ERR(-ENOMEM, "sim: out of memory for a control message");
+            }
+            size_t ccap = c->cap;
+            *c = (sim_msg_t){.src = rk->rank,
+                             .dst = peer,
+                             .tag = tag,
+                             .len = SIM_CTRL_BYTES,
+                             .at = INFINITY,
+                             .seq = ++w->seq,
+                             .cap = ccap,
+                             .kind = MSG_RTS,
+                             .ref = m};
+            m->rndv = 1;
+            m->ref = c;
+        }
+        int rc = flows_add(w, c ? c : m);
         if (rc < 0) {
+            if (c) ctrl_put(w, c);
             msg_put(w, m);
             req_put(w, r);
             return rc;
@@ -995,7 +1173,12 @@ static int wait_reqs(sim_world_t *w, sim_rank_t *rk, hs_treq_t **reqs, int n, do
         }
         if (idle && w->now >= next_idle) {
             next_idle = w->now + IDLE_SLICE_S;
-            HS_TRY(idle(idle_ctx));
+            /* the owner's idle hook (rank 0 takes evaluation snapshots and evaluates): workers'
+             * code, whose CPU time measured-all counts */
+            if (w->charge_all) sim_out(w);
+            int irc = idle(idle_ctx);
+            if (w->charge_all) sim_in(w);
+            HS_TRY(irc);
             continue;
         }
         block_until(w, idle ? HS_MIN(deadline, next_idle) : deadline);
@@ -1044,6 +1227,8 @@ static void st_req_free(hs_transport_t *t, hs_treq_t **req)
 static int reclaim(sim_world_t *w, sim_msg_t *m, int src, int peer, uint32_t tag,
                    hs_transport_msg_fn cb, void *ctx)
 {
+    if (m->kind == MSG_DONE) return 0;   /* its data is in already */
+    if (m->kind != MSG_DATA) m = m->ref; /* a rendezvous's data, still with its sender */
     if (m->reclaimed || m->src != src || m->dst != peer || m->tag != tag) return 0;
     cb(ctx, peer, m->data, m->len, m->len);
     m->reclaimed = 1;
@@ -1162,8 +1347,30 @@ static void st_close(hs_transport_t *t)
 
 /* --- accounting: the workers' code and the simulator's ----------------------------------- */
 
-/* The running thread enters the simulator's code (from the workers'). */
+/* The running thread enters the simulator's code (from the workers'). With measured-all
+ * compute, the thread CPU time it spent in the workers' code since it last left the simulator
+ * (the mixing, the optimizer step, an evaluation, a service's handler: all but the gradient,
+ * which vx_local times) passes on its virtual clock now, before the call it enters takes
+ * effect: a send goes out once the work before it is done. Not while it holds a service lock
+ * (the one thread that runs at a time is what keeps that section atomic here): the time is
+ * paid at its first entry after the lock. */
 static void sim_in(sim_world_t *w)
+{
+    sim_thread_t *t = w->current;
+    if (!t || t->depth++ != 0) return;
+    w->worker_s += hs_now() - t->left_at;
+    if (!w->charge_all) return;
+    t->owed += hs_thread_cpu_s() - t->cpu_at;
+    if (t->locks > 0 || !(t->owed > 0)) return;
+    double until = w->now + t->owed;
+    t->owed = 0;
+    while (w->now < until) block_for(w, until, 1);
+}
+
+/* The running thread comes back into the simulator from a pure service's handler that it ran
+ * for another rank, inside a delivery (svc_inline): the handler takes no virtual time (it runs
+ * at the delivery's time), and what it cost is nobody's to pay. */
+static void sim_back(sim_world_t *w)
 {
     sim_thread_t *t = w->current;
     if (t && t->depth++ == 0) w->worker_s += hs_now() - t->left_at;
@@ -1173,7 +1380,10 @@ static void sim_in(sim_world_t *w)
 static void sim_out(sim_world_t *w)
 {
     sim_thread_t *t = w->current;
-    if (t && --t->depth == 0) t->left_at = hs_now();
+    if (t && --t->depth == 0) {
+        t->left_at = hs_now();
+        if (w->charge_all) t->cpu_at = hs_thread_cpu_s();
+    }
 }
 
 #define SIM_CALL(w, type, call)                                                                    \
@@ -1631,7 +1841,7 @@ static void svc_inline(sim_world_t *w, struct hs_treq *r, const void *data)
             sim_out(w);
             int hr = hs_svc_handle_inline(s->x, &s->d, r->slot, r->held ? r->held->data : data,
                                           &st); /* on_msg (--trace: an apply span) */
-            sim_in(w);
+            sim_back(w);
             svc_latch(s, hr);
         }
         data = NULL;
@@ -1724,7 +1934,14 @@ fail:
 
 static void vx_svc_lock(hs_service_t *s)
 {
-    (void)s; /* one thread runs at a time */
+    sim_thread_t *t = ((sim_x_t *)s->x->impl)->w->current; /* one thread runs at a time: */
+    if (t) t->locks++;                                     /* counted for measured-all */
+}
+
+static void vx_svc_unlock(hs_service_t *s)
+{
+    sim_thread_t *t = ((sim_x_t *)s->x->impl)->w->current;
+    if (t && t->locks > 0) t->locks--;
 }
 
 static void vx_svc_wait(hs_service_t *s, double timeout_s)
@@ -1827,7 +2044,7 @@ static const hs_exec_ops_t sim_exec_ops = {
     .observe = ax_observe,
     .svc_start = ax_svc_start,
     .svc_lock = vx_svc_lock,
-    .svc_unlock = vx_svc_lock,
+    .svc_unlock = vx_svc_unlock,
     .svc_wait = ax_svc_wait,
     .svc_error = vx_svc_error,
     .svc_stop = ax_svc_stop,
@@ -1843,6 +2060,10 @@ int hs_sim_compute_parse(const char *spec, double *fixed_s)
         *fixed_s = -1;
         return 0;
     }
+    if (!strcmp(spec, "measured-all")) {
+        *fixed_s = -2;
+        return 0;
+    }
     if (!strcmp(spec, "bench")) {
         *fixed_s = 0; /* measured once at the start of the run */
         return 0;
@@ -1854,8 +2075,8 @@ int hs_sim_compute_parse(const char *spec, double *fixed_s)
         return 0;
     }
     return HS_ERR(-EINVAL,
-                  "--sim-compute '%s': expected fixed:MS (milliseconds per step), bench or "
-                  "measured",
+                  "--sim-compute '%s': expected fixed:MS (milliseconds per step), bench, "
+                  "measured or measured-all",
                   spec);
 }
 
@@ -1867,6 +2088,48 @@ int hs_sim_nic_share_parse(const char *share, int *fair)
         *fair = 0;
     else
         return HS_ERR(-EINVAL, "--sim-nic-share '%s': expected fair or fifo", share);
+    return 0;
+}
+
+int hs_sim_proto_parse(const char *spec, long *rndv_bytes, int *acks)
+{
+    *rndv_bytes = 0;
+    *acks = 0;
+    if (!spec) return 0;
+    if (!*spec)
+        return HS_ERR(-EINVAL, "--sim-proto: expected a comma list of rxm, rndv=BYTES and acks");
+    const char *p = spec;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char item[64];
+        if (n == 0 || n >= sizeof item)
+            return HS_ERR(-EINVAL,
+                          "--sim-proto '%s': an empty or too long item (expected rxm, "
+                          "rndv=BYTES or acks)",
+                          spec);
+        memcpy(item, p, n);
+        item[n] = 0;
+        if (!strcmp(item, "rxm")) { /* libfabric ofi_rxm over tcp, its defaults */
+            *rndv_bytes = 131072;   /* FI_OFI_RXM_SAR_LIMIT */
+            *acks = 1;
+        } else if (!strcmp(item, "acks")) {
+            *acks = 1;
+        } else if (!strncmp(item, "rndv=", 5)) {
+            if (hs_parse_long(item + 5, 1, (long)1 << 40, "--sim-proto rndv=BYTES", rndv_bytes) < 0)
+                return -EINVAL;
+        } else {
+            return HS_ERR(-EINVAL,
+                          "--sim-proto '%s': unknown item '%s' (expected rxm, "
+                          "rndv=BYTES or acks)",
+                          spec, item);
+        }
+        p += n;
+        if (*p == ',') {
+            p++;
+            if (!*p) return HS_ERR(-EINVAL, "--sim-proto '%s': a trailing comma", spec);
+        }
+    }
     return 0;
 }
 
@@ -2085,6 +2348,7 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     }
     sim_world_t w = {.o = o, .n = so->n, .first_failed = -1, .flows_next = INFINITY};
     w.fixed_s = fixed_s;
+    w.charge_all = fixed_s < -1.5;
     w.stack_bytes = (size_t)((so->stack_mib > 0 ? so->stack_mib : 2.0) * 1048576.0);
     sem_init(&w.sched, 0, 0);
     w.par = sim_threads(so);
@@ -2115,9 +2379,24 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     w.nic_rx = hs_calloc((size_t)nhosts, sizeof *w.nic_rx, "NIC state");
     w.nic_ntx = hs_calloc((size_t)nhosts, sizeof *w.nic_ntx, "NIC state");
     w.nic_nrx = hs_calloc((size_t)nhosts, sizeof *w.nic_nrx, "NIC state");
-    if (!w.nic_tx || !w.nic_rx || !w.nic_ntx || !w.nic_nrx) rc = -ENOMEM;
+    w.nic_atx = hs_calloc((size_t)nhosts, sizeof *w.nic_atx, "NIC state");
+    w.nic_arx = hs_calloc((size_t)nhosts, sizeof *w.nic_arx, "NIC state");
+    if (!w.nic_tx || !w.nic_rx || !w.nic_ntx || !w.nic_nrx || !w.nic_atx || !w.nic_arx)
+        rc = -ENOMEM;
     if (rc == 0 && so->nic && *so->nic) rc = hs_sim_nic_parse(so->nic, &w.nic_Bps);
     if (rc == 0) rc = hs_sim_nic_share_parse(so->nic_share, &w.nic_fair);
+    int acks = 0;
+    if (rc == 0) rc = hs_sim_proto_parse(so->proto, &w.rndv_bytes, &acks);
+    if (rc == 0 && so->proto && !(w.nic_Bps > 0 && w.nic_fair))
+        rc = HS_ERR(-EINVAL,
+                    "--sim-proto %s: needs --sim-nic RATE with --sim-nic-share fair "
+                    "(it acts on the transfers through the NICs)",
+                    so->proto);
+    /* TCP's delayed acknowledgements (RFC 1122 4.2.3.2, RFC 5681 4.2): one per two full-sized
+     * segments, a 66-byte frame (14 Ethernet + 20 IP + 32 TCP with timestamps) for two
+     * 1514-byte frames of data; the NIC's rate counts payload, so in time an acknowledgement
+     * takes 66 / (2 x 1514) of the data it acknowledges. */
+    if (acks) w.ack_share = 66.0 / (2.0 * 1514.0);
     for (int r = 0; r < w.n && rc == 0; r++) {
         if (!(hosts[r] = malloc(32))) {
             rc = -ENOMEM;
@@ -2195,11 +2474,16 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     for (int i = 0; i < w.ncons; i++) free(w.cons[i].sum);
     free(w.cons);
     free(w.rows);
-    for (int i = 0; i < w.nheap; i++) free(w.heap[i]);
+    for (int i = 0; i < w.nheap; i++) msg_free_flight(w.heap[i]);
     while (w.flows) {
         sim_msg_t *m = w.flows;
         w.flows = m->next;
-        free(m);
+        msg_free_flight(m);
+    }
+    while (w.ctrl_pool) {
+        sim_msg_t *c = w.ctrl_pool;
+        w.ctrl_pool = c->next;
+        free(c);
     }
     while (w.pool) {
         sim_msg_t *m = w.pool;
@@ -2222,6 +2506,8 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     free(w.nic_rx);
     free(w.nic_ntx);
     free(w.nic_nrx);
+    free(w.nic_atx);
+    free(w.nic_arx);
     free(w.rk);
     free(w.th);
     sem_destroy(&w.slots);

@@ -106,6 +106,19 @@ START_TEST(test_deterministic)
     for (size_t i = 0; i < HS_ARRAY_LEN(files); i++)
         ck_assert_msg(same_file(a, b, files[i]), "--sim-nic: %s differs between two runs",
                       files[i]);
+    /* and with the transport's protocol (--sim-proto: every message of 2.9 kB by a
+     * rendezvous, its control messages in the NICs' flows, TCP's acknowledgements) */
+    const char *proto = "-n 6 --ranks-per-host 2 --sim-nic 100Mbit --sim-compute fixed:5 "
+                        "--sim-proto rndv=1000,acks";
+    snprintf(sim, sizeof sim, "%s --sim-threads 1", proto);
+    ck_assert_int_eq(sim_job(a, sim, args, 60), 0);
+    tr_rm_rf(b);
+    ck_assert_int_eq(rename(a, b), 0);
+    snprintf(sim, sizeof sim, "%s --sim-threads 2", proto);
+    ck_assert_int_eq(sim_job(a, sim, args, 60), 0);
+    for (size_t i = 0; i < HS_ARRAY_LEN(files); i++)
+        ck_assert_msg(same_file(a, b, files[i]), "--sim-proto: %s differs between two runs",
+                      files[i]);
 }
 END_TEST
 
@@ -545,6 +558,88 @@ START_TEST(test_nic_share)
 }
 END_TEST
 
+/* The transport's protocol (--sim-proto) to the nanosecond: 2 ranks on 2 hosts behind 100
+ * Mbit/s NICs send each other a message of n = 69,032 bytes at the same virtual time (SGP on
+ * 2 ranks, --delay-bound 0: each waits for the other's). By a rendezvous (rndv=1000, below
+ * n) the data moves after the request to send and the read request, 128 bytes each, one
+ * after the other: (2 x 128 + n) / nic. TCP's acknowledgements (acks) of the data coming in
+ * take a = 66 / (2 x 1514) of each NIC's transmit side, so every transfer runs at nic /
+ * (1 + a): n (1 + a) / nic, and (2 x 128 + n)(1 + a) / nic with both. */
+START_TEST(test_proto)
+{
+    const char *args = "--algo sgp --delay-bound 0 --model mlp:64-128-64-10 "
+                       "--data gauss:dim=64,classes=10,train=4000 --epochs 1 --max-iters 2 "
+                       "--eval-every 0 -q";
+    const double n = 69032, nic = 100e6 / 8, c = 128, a = 66.0 / (2 * 1514);
+    const struct {
+        const char *proto;
+        double bytes;
+    } cases[] = {
+        {"", n},
+        {"--sim-proto rndv=1000", 2 * c + n},
+        {"--sim-proto acks", n * (1 + a)},
+        {"--sim-proto rndv=1000,acks", (2 * c + n) * (1 + a)},
+        {"--sim-proto rndv=100000", n}, /* above the message: sent eagerly */
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(cases); i++) {
+        char dir[4096], sim[256], all[8192], trace[4200];
+        tr_workdir_path(dir, sizeof dir, "proto");
+        snprintf(trace, sizeof trace, "%s.json", dir);
+        snprintf(sim, sizeof sim,
+                 "-n 2 --ranks-per-host 1 --sim-nic 100Mbit %s --sim-compute fixed:1",
+                 cases[i].proto);
+        snprintf(all, sizeof all, "%s --trace %s", args, trace);
+        int st = sim_job(dir, sim, all, 60);
+        if (st) tr_show_log(dir);
+        ck_assert_int_eq(st, 0);
+        size_t len = 0;
+        char *text = (char *)slurp(trace, &len);
+        ck_assert(text);
+        double s1 = trace_first(text, "send", 1, "to", 0);
+        double a1 = trace_first(text, "apply", 0, "from", 1);
+        free(text);
+        ck_assert_msg(s1 >= 0 && a1 >= 0, "%s: spans missing", trace);
+        double want = 1e6 * cases[i].bytes / nic;
+        ck_assert_msg(fabs(a1 - s1 - want) < 2e-3, "'%s': the message took %.3f us, expected %.3f",
+                      cases[i].proto, a1 - s1, want);
+    }
+}
+END_TEST
+
+/* --sim-compute measured-all: every stretch of the workers' code costs its thread CPU time,
+ * paid at the next call into the simulator (not while a service lock is held, not for a pure
+ * service's handler run inside a delivery). The algorithms with services (AD-PSGD's passive
+ * side, SGP's pure receiver, leader-SGD's service) and the all-reduce run to the end through
+ * the NICs and the rendezvous; the lockstep ones (synchronous SGP, the all-reduce: every
+ * rank's work is on every iteration's path) take longer than with 1 us steps. (Not the
+ * asynchronous ones: when a rank is slower, the order of arrivals changes, and the run may
+ * even end sooner.) */
+START_TEST(test_measured_all)
+{
+    const char *algos[] = {"--algo sgp", "--algo allreduce", "--algo sgp --delay-bound none",
+                           "--algo adpsgd", "--algo lsgd"};
+    for (size_t i = 0; i < HS_ARRAY_LEN(algos); i++) {
+        char dir[4096], all[1024];
+        snprintf(all, sizeof all, TASK " %s --epochs 1", algos[i]);
+        tr_workdir_path(dir, sizeof dir, "mall_fixed");
+        const char *net = "-n 4 --ranks-per-host 2 --sim-nic 100Mbit --sim-proto rndv=1000,acks";
+        char sim[256];
+        snprintf(sim, sizeof sim, "%s --sim-compute fixed:0.001", net);
+        ck_assert_int_eq(sim_job(dir, sim, all, 60), 0);
+        double fixed = tr_summary_num(dir, "wall_s");
+        tr_workdir_path(dir, sizeof dir, "mall");
+        snprintf(sim, sizeof sim, "%s --sim-compute measured-all", net);
+        int st = sim_job(dir, sim, all, 60);
+        if (st) tr_show_log(dir);
+        ck_assert_int_eq(st, 0);
+        double wall = tr_summary_num(dir, "wall_s");
+        ck_assert_msg(i >= 2 || wall > fixed,
+                      "%s: %g s virtual with measured-all, %g s with 1 us steps", algos[i], wall,
+                      fixed);
+    }
+}
+END_TEST
+
 static void rejected(const char *simargs, const char *needle)
 {
     ck_assert_msg(tr_sim_rejected(simargs, TASK, 2, needle), "'%s' (see stderr)", simargs);
@@ -555,11 +650,19 @@ START_TEST(test_bad_input)
     rejected("-n 0", "-n");
     rejected("", "-n N");
     rejected("-n 4 --sim-compute fast", "--sim-compute 'fast'");
+    rejected("-n 4 --sim-compute measured-al", "--sim-compute 'measured-al'");
     rejected("-n 4 --sim-compute fixed:-3", "--sim-compute fixed:MS");
     rejected("-n 4 --ranks-per-host 0", "--ranks-per-host");
     rejected("-n 4 --algo sgp --graph donut", "donut");
     rejected("-n 4 --sim-nic 10Gbt", "--sim-nic 10Gbt");
     rejected("-n 4 --sim-nic 1Gbit --sim-nic-share lifo", "--sim-nic-share 'lifo'");
+    rejected("-n 4 --sim-nic 1Gbit --sim-proto rxm,tls", "unknown item 'tls'");
+    rejected("-n 4 --sim-nic 1Gbit --sim-proto rndv=big", "--sim-proto rndv=BYTES");
+    rejected("-n 4 --sim-nic 1Gbit --sim-proto rndv=0", "--sim-proto rndv=BYTES");
+    rejected("-n 4 --sim-nic 1Gbit --sim-proto acks,", "trailing comma");
+    rejected("-n 4 --sim-nic 1Gbit --sim-proto acks,,rxm", "empty or too long item");
+    rejected("-n 4 --sim-proto rxm", "--sim-proto rxm: needs --sim-nic");
+    rejected("-n 4 --sim-nic 1Gbit --sim-nic-share fifo --sim-proto rxm", "needs --sim-nic");
     rejected("-n 4 --algo dpsgd --delay-bound 2", "--delay-bound applies to --algo sgp osgp");
     rejected("-n 4 --algo allreduce --time-budget 5", "--time-budget applies to --algo");
     rejected("-n 4 --algo sgp --delay-bound soon", "--delay-bound");
@@ -586,6 +689,8 @@ int main(void)
     TR_ADD_TEST(tc, test_nic, why);
     TR_ADD_TEST(tc, test_link_pace, why);
     TR_ADD_TEST(tc, test_nic_share, why);
+    TR_ADD_TEST(tc, test_proto, why);
+    TR_ADD_TEST(tc, test_measured_all, why);
     TR_ADD_TEST(tc, test_bad_input, why);
     suite_add_tcase(s, tc);
     return tr_run_suite(s);

@@ -566,8 +566,10 @@ int hs_cmd_train(int argc, char **argv)
 }
 
 static const char sim_usage[] =
-    "usage: hearsay sim -n N [--sim-compute fixed:MS|bench|measured] [--ranks-per-host R]\n"
-    "                   [--sim-nic RATE [--sim-nic-share fair|fifo]] [--sim-threads P]\n"
+    "usage: hearsay sim -n N [--sim-compute fixed:MS|bench|measured|measured-all]\n"
+    "                   [--ranks-per-host R]\n"
+    "                   [--sim-nic RATE [--sim-nic-share fair|fifo] [--sim-proto LIST]]\n"
+    "                   [--sim-threads P]\n"
     "                   [TRAIN OPTIONS]\n"
     "\n"
     "Run `hearsay train` on N simulated ranks in this one process, on a virtual clock: the\n"
@@ -579,8 +581,10 @@ static const char sim_usage[] =
     "  --sim-compute SPEC       a gradient step's duration: fixed:MS (default fixed:10; the run\n"
     "                           is then bit-for-bit repeatable; a step time measured elsewhere,\n"
     "                           a GPU's say), bench (the median step of this model measured\n"
-    "                           here once at the start) or measured (each step's own thread\n"
-    "                           CPU time)\n"
+    "                           here once at the start), measured (each step's own thread\n"
+    "                           CPU time) or measured-all (also the thread CPU time of the\n"
+    "                           rest of the workers' code: mixing, the optimizer step,\n"
+    "                           evaluations, handlers; neither is repeatable)\n"
     "  --ranks-per-host R       consecutive ranks per host, for host-scoped --link rules\n"
     "                           (default: all on one host)\n"
     "  --sim-nic RATE           each host's NIC (10Gbit, 100Mbit, 1GB, ..): a message between\n"
@@ -589,6 +593,16 @@ static const char sim_usage[] =
     "  --sim-nic-share POLICY   how a NIC serves messages at the same time: fair (default:\n"
     "                           max-min fair shares among rank pairs, as TCP connections\n"
     "                           share a link) or fifo (one after the other, in send order)\n"
+    "  --sim-proto LIST         what the transport does inside a transfer between hosts, on\n"
+    "                           top of the fair NICs (default: nothing); a comma list of\n"
+    "                           rndv=BYTES  a message above BYTES goes by a read rendezvous\n"
+    "                                       (libfabric ofi_rxm): a request to send, the\n"
+    "                                       receiver's read request back on its own byte\n"
+    "                                       stream to the sender, the data, a closing\n"
+    "                                       message back; the send completes when it is in\n"
+    "                           acks        TCP's delayed acknowledgements take 66 / (2 x\n"
+    "                                       1514) of the data's rate in the reverse direction\n"
+    "                           rxm         both, at ofi_rxm's defaults: rndv=131072,acks\n"
     "  --link SPEC              the links (hearsay train --help; default: ideal links)\n"
     "  --sim-threads P          host threads that compute ranks' gradients at the same time\n"
     "                           (default: the online CPUs); the results are the same for any\n"
@@ -637,6 +651,7 @@ int hs_cmd_sim(int argc, char **argv)
     const char *rph = take_flag(&argc, av, "--ranks-per-host", NULL);
     so.nic = take_flag(&argc, av, "--sim-nic", NULL);
     so.nic_share = take_flag(&argc, av, "--sim-nic-share", NULL);
+    so.proto = take_flag(&argc, av, "--sim-proto", NULL);
     const char *thr = take_flag(&argc, av, "--sim-threads", NULL);
     long v = 0;
     double fixed;
@@ -654,6 +669,16 @@ int hs_cmd_sim(int argc, char **argv)
     if (!bad && so.nic && hs_sim_nic_parse(so.nic, &nic_Bps) < 0) bad = 1;
     int fair;
     if (!bad && hs_sim_nic_share_parse(so.nic_share, &fair) < 0) bad = 1;
+    long rndv;
+    int acks;
+    if (!bad && hs_sim_proto_parse(so.proto, &rndv, &acks) < 0) bad = 1;
+    if (!bad && so.proto && (!so.nic || !fair)) {
+        HS_ERR(-EINVAL,
+               "--sim-proto %s: needs --sim-nic RATE with --sim-nic-share fair (it "
+               "acts on the transfers through the NICs)",
+               so.proto);
+        bad = 1;
+    }
     if (!bad && rph) {
         if (hs_parse_long(rph, 1, 65536, "--ranks-per-host", &v) < 0) bad = 1;
         so.ranks_per_host = (int)v;

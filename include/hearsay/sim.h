@@ -47,21 +47,28 @@ typedef struct hs_sim_stats {
 typedef struct hs_sim_opts {
     int n;                 /* simulated ranks (>= 1) */
     int ranks_per_host;    /* consecutive ranks per host for host-scoped link rules (<= 0: n) */
-    const char *compute;   /* "fixed:MS" (default fixed:10), "bench" or "measured" */
+    const char *compute;   /* "fixed:MS" (default fixed:10), "bench", "measured" (a gradient
+                            * step: its thread CPU time) or "measured-all" (also the rest of
+                            * the workers' code: mixing, optimizer step, evaluations) */
     double stack_mib;      /* stack of each simulated thread (0: 2 MiB) */
     const char *nic;       /* each host's NIC rate ("10Gbit"; NULL: none): inter-host messages
                             * go through the sending and the receiving host's NIC */
     const char *nic_share; /* how a NIC serves concurrent messages: "fair" (NULL: max-min fair
                             * shares among rank pairs, as TCP flows) or "fifo" (one after the
                             * other, in the order sent) */
+    const char *proto;     /* what the transport does inside a transfer between hosts (NULL:
+                            * nothing): a comma list of rndv=BYTES (messages above BYTES go
+                            * by a read rendezvous, as libfabric ofi_rxm's), acks (TCP's
+                            * acknowledgements share the reverse direction) or rxm (both, at
+                            * ofi_rxm's defaults); needs nic with fair sharing */
     int threads;           /* host threads that run ranks' gradients at once (<= 0: the online
                             * CPUs); results are identical whatever the count */
     hs_sim_stats_t *stats; /* optional: filled at the end of a run */
 } hs_sim_opts_t;
 
 /* Check a --sim-compute spec: 0, or -EINVAL naming the bad part. *fixed_s gets the fixed
- * duration in seconds, 0 for "bench" (measured at the start of the run), or -1 for
- * "measured". */
+ * duration in seconds, 0 for "bench" (measured at the start of the run), -1 for "measured"
+ * or -2 for "measured-all". */
 int hs_sim_compute_parse(const char *spec, double *fixed_s);
 
 /* Check a --sim-nic rate ("10Gbit"): 0 and *Bps in bytes per second, or -EINVAL naming it. */
@@ -69,6 +76,10 @@ int hs_sim_nic_parse(const char *rate, double *Bps);
 
 /* Check a --sim-nic-share policy ("fair", NULL: fair, or "fifo"): 0 and *fair, or -EINVAL. */
 int hs_sim_nic_share_parse(const char *share, int *fair);
+
+/* Check a --sim-proto spec ("rxm", "rndv=131072,acks", NULL: none): 0, *rndv_bytes (0: no
+ * rendezvous) and *acks, or -EINVAL naming the bad part. */
+int hs_sim_proto_parse(const char *spec, long *rndv_bytes, int *acks);
 
 /* Run o (as `hearsay train` would on so->n ranks) in virtual time. Files as hearsay train
  * writes them (summary.json gains "clock": "virtual"). *res: rank 0's result. Returns 0, or
