@@ -19,6 +19,7 @@
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
 #include "hearsay/config.h"
+#include "hearsay/env.h"
 #include "hearsay/transport.h"
 #include "tools/commands.h"
 
@@ -72,6 +73,13 @@ static const hs_option_t ar_options[] = {
      .def = "0",
      .range = "[0, 4096]",
      .help = "receives posted ahead (0: the library default)"},
+    {.name = "buffer",
+     .type = HS_OPT_STRING,
+     .def = "shared",
+     .metavar = "KIND",
+     .help = "hearsay's buffer: shared (hs_transport_buf_alloc, as all-reduce SGD allocates its "
+             "gradients: over hsshm the peers map it and the all-reduce reads and writes it "
+             "in place) or plain (malloc: over hsshm the direct path's process_vm_readv)"},
     {.name = "mpi",
      .type = HS_OPT_BOOL,
      .def = "true",
@@ -135,7 +143,14 @@ static int hearsay_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
     hs_boot_t *b = NULL;
     hs_transport_t *t = NULL;
     hs_allreduce_t *ar = NULL, *bar = NULL; /* bar: 1-float all-reduce used as the barrier */
-    float *x = NULL, *x0 = NULL, one = 1;
+    float *x = NULL, *x0 = NULL, *one = NULL;
+    const char *bufkind = hs_cfg_str(cfg, "buffer");
+    int shared = !strcmp(bufkind, "shared");
+    if (!shared && strcmp(bufkind, "plain") != 0) {
+        fprintf(stderr, "hearsay bench allreduce: --buffer %s: expected shared or plain\n",
+                bufkind);
+        return 1;
+    }
     double *times = hs_malloc((size_t)reps * sizeof *times, "timings");
     if (!times) return 1;
     hs_transport_opts_t to;
@@ -144,6 +159,11 @@ static int hearsay_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
     if (strcmp(prov, "auto") != 0) to.provider = prov;
     if (rc == 0) rc = hs_boot_init(&b, NULL);
     if (rc == 0) rc = hs_transport_open(&t, b, &to);
+    /* The barrier's float lies in shared memory like the buffer: every all-reduce here takes
+     * the path the buffer kind gives. */
+    if (rc == 0) rc = shared ? hs_transport_buf_alloc(t, sizeof *one, (void **)&one) : 0;
+    if (rc == 0 && !shared && !(one = hs_malloc(sizeof *one, "barrier"))) rc = -ENOMEM;
+    if (rc == 0) *one = 1;
     hs_allreduce_opts_t ao;
     if (rc == 0) rc = hs_allreduce_opts_default(&ao);
     /* The transport's barrier sends 1-byte messages, which libfabric 1.17's shm provider can
@@ -163,7 +183,9 @@ static int hearsay_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
     for (int si = 0; rc == 0 && si < nsizes; si++) {
         int rank = hs_transport_rank(t), P = hs_transport_size(t);
         size_t n = sizes[si] / sizeof(float);
-        x = hs_malloc(n * sizeof *x, "all-reduce buffer");
+        /* shared: as optim/allreduce_sgd.c allocates the gradients it all-reduces */
+        if (shared && (rc = hs_transport_buf_alloc(t, n * sizeof *x, (void **)&x)) < 0) break;
+        if (!shared) x = hs_malloc(n * sizeof *x, "all-reduce buffer");
         x0 = hs_malloc(n * sizeof *x0, "all-reduce buffer copy");
         if (!x || !x0) {
             rc = -ENOMEM;
@@ -175,7 +197,7 @@ static int hearsay_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
         if ((rc = hs_allreduce_run(ar, x)) < 0 || (rc = verify(x, n, P)) < 0) break;
         for (int i = 0; rc == 0 && i < warmup + reps; i++) {
             memcpy(x, x0, n * sizeof *x);
-            if ((rc = hs_allreduce_run(bar, &one)) < 0) break;
+            if ((rc = hs_allreduce_run(bar, one)) < 0) break;
             double t0 = hs_now();
             rc = hs_allreduce_run(ar, x);
             if (i >= warmup) times[i - warmup] = hs_now() - t0;
@@ -186,20 +208,29 @@ static int hearsay_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
             for (int i = 1; i < reps; i++) min = HS_MIN(min, times[i]);
             double med = hs_bench_median(times, (size_t)reps);
             printf("HSB impl=hearsay ranks=%d bytes=%zu median_s=%.6e min_s=%.6e reps=%d "
-                   "provider=%s chunk=%zu depth=%d\n",
+                   "provider=%s chunk=%zu depth=%d buffer=%s path=%s\n",
                    P, n * sizeof(float), med, min, reps, hs_transport_provider(t), ao.chunk_bytes,
-                   ao.depth);
+                   ao.depth, bufkind, hs_env_str("HS_AR_PATH") ?: "auto");
             fflush(stdout);
         }
         hs_allreduce_destroy(&ar);
-        HS_FREE(x);
+        if (shared)
+            hs_transport_buf_free(t, (void **)&x);
+        else
+            HS_FREE(x);
         HS_FREE(x0);
     }
-    if (rc == 0) rc = hs_allreduce_run(bar, &one);
+    if (rc == 0) rc = hs_allreduce_run(bar, one);
     if (rc < 0) fprintf(stderr, "hearsay bench allreduce (worker): %s\n", hs_last_error());
     hs_allreduce_destroy(&ar);
     hs_allreduce_destroy(&bar);
-    free(x);
+    if (shared && t) {
+        hs_transport_buf_free(t, (void **)&x);
+        hs_transport_buf_free(t, (void **)&one);
+    } else {
+        free(x);
+        free(one);
+    }
     free(x0);
     free(times);
     hs_transport_close(&t);
@@ -277,7 +308,7 @@ static int mpi_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
 typedef struct result {
     int have;
     double med, min;
-    char provider[64], library[128];
+    char provider[64], library[128], buffer[16], path[16];
     size_t chunk;
     int depth, reps;
 } result_t;
@@ -307,6 +338,9 @@ static int collect(char *const argv[], double limit_s, const size_t *sizes, int 
                 if (*c == '_') *c = ' ';
             r->chunk = (size_t)strtoull(hs_bl_field(line, "chunk", v, sizeof v) ?: "0", NULL, 10);
             r->depth = atoi(hs_bl_field(line, "depth", v, sizeof v) ?: "0");
+            snprintf(r->buffer, sizeof r->buffer, "%s",
+                     hs_bl_field(line, "buffer", v, sizeof v) ?: "");
+            snprintf(r->path, sizeof r->path, "%s", hs_bl_field(line, "path", v, sizeof v) ?: "");
             r->reps = atoi(hs_bl_field(line, "reps", v, sizeof v) ?: "0");
         }
     }
@@ -327,10 +361,11 @@ static void print_result(int json, int P, size_t bytes, const result_t *h, const
     if (json) {
         printf("{\"bench\": \"allreduce\", \"ranks\": %d, \"bytes\": %zu, \"size\": \"%s\", "
                "\"cores\": %d, \"provider\": \"%s\", \"fi_shm_disable_cma\": \"%s\", "
-               "\"chunk_bytes\": %zu, \"depth\": %d, \"reps\": %d, "
-               "\"median_s\": %.6g, \"min_s\": %.6g, \"algbw_GBps\": %.4g, \"busbw_GBps\": %.4g",
+               "\"chunk_bytes\": %zu, \"depth\": %d, \"buffer\": \"%s\", \"path\": \"%s\", "
+               "\"reps\": %d, \"median_s\": %.6g, \"min_s\": %.6g, \"algbw_GBps\": %.4g, "
+               "\"busbw_GBps\": %.4g",
                P, bytes, sz, hs_bl_cores(), h->provider, getenv("FI_SHM_DISABLE_CMA") ?: "unset",
-               h->chunk, h->depth, h->reps, h->med, h->min, h_alg, h_bus);
+               h->chunk, h->depth, h->buffer, h->path, h->reps, h->med, h->min, h_alg, h_bus);
         if (m && m->have) {
             double m_alg = bytes / m->med / 1e9;
             printf(", \"mpi\": \"%s\", \"mpi_median_s\": %.6g, \"mpi_min_s\": %.6g, "
@@ -341,7 +376,8 @@ static void print_result(int json, int P, size_t bytes, const result_t *h, const
             printf(", \"mpi\": null, \"mpi_note\": \"%s\"}\n", mpi_note);
         }
     } else {
-        printf("ranks %d  %6s  hearsay %9.3f ms  busbw %6.2f GB/s", P, sz, h->med * 1e3, h_bus);
+        printf("ranks %d  %6s  hearsay (%s, %s) %9.3f ms  busbw %6.2f GB/s", P, sz, h->buffer,
+               h->path, h->med * 1e3, h_bus);
         if (m && m->have)
             printf("  |  MPI %9.3f ms  busbw %6.2f GB/s  |  mpi/hearsay %.2f\n", m->med * 1e3,
                    bytes / m->med / 1e9 * f, m->med / h->med);
@@ -427,6 +463,8 @@ int hs_bench_allreduce(int argc, char **argv)
                          (char *)hs_cfg_str(cfg, "chunk"),
                          "--depth",
                          depth,
+                         "--buffer",
+                         (char *)hs_cfg_str(cfg, "buffer"),
                          NULL};
         if (collect(hargv, limit, sizes, nsizes, hres, "the hearsay ranks") < 0) {
             fprintf(stderr, "hearsay bench allreduce (%d ranks): %s\n", ranks[ri], hs_last_error());

@@ -31,8 +31,21 @@
 #include "hearsay/env.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HAVE_STREAM 1
+#endif
 
 #define DEFAULT_CHUNK_BYTES ((size_t)1 << 20)
 #define MAX_DEPTH           (1 << 20)
@@ -49,7 +62,23 @@ typedef struct direct_msg {
     uint32_t magic, phase;
     uint64_t op, addr, n;
     uint32_t ok, pad;
+    hs_tbuf_handle_t hdl; /* mapped path set-up: the sender's control block */
 } direct_msg_t;
+
+/* Mapped path: each rank's control block, in memory of hs_transport_buf_alloc that every peer
+ * maps read-write (its own cache lines for what the owner writes and what peers write). */
+typedef struct ar_ctl {
+    alignas(64) _Atomic uint32_t bell;   /* futex word: bumped by whoever has news for the owner */
+    _Atomic uint32_t sleepers;           /* owner threads waiting on bell */
+    alignas(64) _Atomic uint64_t arrive; /* op + 1 of the operation the owner entered */
+    _Atomic uint64_t failed;             /* op + 1 of an operation the owner gave up */
+    uint32_t mapped;                     /* for that operation: 1 when hdl names its buffer */
+    uint32_t pad;
+    hs_tbuf_handle_t hdl;
+    alignas(64) _Atomic uint64_t filled; /* segments the peers wrote into the owner's buffer */
+} ar_ctl_t;
+
+#define MAPPED_SPIN 64 /* polls before sleeping on the bell (ranks often outnumber cores) */
 
 struct hs_allreduce {
     hs_transport_t *t;
@@ -77,6 +106,14 @@ struct hs_allreduce {
     /* direct path (NULL when the ring is forced or the transport cannot read peers) */
     float *direct_tmp;             /* (DIRECT_CHUNK) a peer's chunk */
     struct direct_msg *direct_all; /* (P) the exchanged messages */
+    /* mapped path: 0 not set up yet, 1 on, -1 off (agreed by every rank), -2 failed */
+    int mapped;
+    ar_ctl_t *ctl;          /* mine (hs_transport_buf_alloc) */
+    ar_ctl_t **pctl;        /* (P) the peers' control blocks mapped here (NULL: me) */
+    float **pbuf;           /* (P) the peers' buffers of the last mapped operation, mapped */
+    hs_tbuf_handle_t *phdl; /* (P) their handles */
+    int *pend;              /* (P) ranks a wait is waiting for */
+    int npend;
 };
 
 int hs_allreduce_opts_default(hs_allreduce_opts_t *o)
@@ -96,8 +133,10 @@ int hs_allreduce_opts_default(hs_allreduce_opts_t *o)
             o->path = HS_AR_PATH_RING;
         else if (!strcmp(e, "direct"))
             o->path = HS_AR_PATH_DIRECT;
+        else if (!strcmp(e, "mapped"))
+            o->path = HS_AR_PATH_MAPPED;
         else
-            return HS_ERR(-EINVAL, "HS_AR_PATH '%s': expected auto, ring or direct", e);
+            return HS_ERR(-EINVAL, "HS_AR_PATH '%s': expected auto, ring, direct or mapped", e);
     }
     v = 0; /* also the table's default */
     if (hs_env_long("HS_AR_DEPTH", &v) < 0) return -EINVAL;
@@ -196,8 +235,9 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
     if ((uint64_t)o.tag_base + o.tag_span - 1 > HS_TAG_MAX)
         return HS_ERR(-EINVAL, "all-reduce: tag range %u + %u passes HS_TAG_MAX (%u)", o.tag_base,
                       o.tag_span, HS_TAG_MAX);
-    if (o.path < HS_AR_PATH_AUTO || o.path > HS_AR_PATH_DIRECT)
-        return HS_ERR(-EINVAL, "all-reduce: path %d is not auto (0), ring (1) or direct (2)",
+    if (o.path < HS_AR_PATH_AUTO || o.path > HS_AR_PATH_MAPPED)
+        return HS_ERR(-EINVAL,
+                      "all-reduce: path %d is not auto (0), ring (1), direct (2) or mapped (3)",
                       o.path);
 
     int P = hs_transport_size(t);
@@ -240,7 +280,31 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
          * once in the request table. */
         /* Whether peer reads work is settled collectively in the first exchange; here only
          * whether the backend has them at all (the same on every rank). */
-        int want_direct = o.path != HS_AR_PATH_RING && hs_transport_has_peer_read(t);
+        int want_direct = (o.path == HS_AR_PATH_AUTO || o.path == HS_AR_PATH_DIRECT) &&
+                          hs_transport_has_peer_read(t);
+        int want_mapped = (o.path == HS_AR_PATH_AUTO || o.path == HS_AR_PATH_MAPPED) &&
+                          hs_transport_has_peer_map(t);
+        if (o.path == HS_AR_PATH_MAPPED && !want_mapped) {
+            hs_allreduce_destroy(&ar);
+            return HS_ERR(-ENOSYS,
+                          "all-reduce: the mapped path needs a transport that shares buffers "
+                          "between same-host ranks (hsshm); this one is %s",
+                          hs_transport_provider(t));
+        }
+        ar->mapped = want_mapped ? 0 : -1;
+        if (want_mapped) {
+            ar->pctl = hs_calloc((size_t)P, sizeof *ar->pctl, "all-reduce mapped path");
+            ar->pbuf = hs_calloc((size_t)P, sizeof *ar->pbuf, "all-reduce mapped path");
+            ar->phdl = hs_calloc((size_t)P, sizeof *ar->phdl, "all-reduce mapped path");
+            ar->pend = hs_calloc((size_t)P, sizeof *ar->pend, "all-reduce mapped path");
+            if (!ar->direct_all)
+                ar->direct_all =
+                    hs_calloc((size_t)P, sizeof(struct direct_msg), "all-reduce direct");
+            if (!ar->pctl || !ar->pbuf || !ar->phdl || !ar->pend || !ar->direct_all) {
+                hs_allreduce_destroy(&ar);
+                return -ENOMEM;
+            }
+        }
         if (o.path == HS_AR_PATH_DIRECT && !want_direct) {
             hs_allreduce_destroy(&ar);
             return HS_ERR(-ENOSYS,
@@ -250,7 +314,9 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
         }
         if (want_direct && items >= 3 && ar->cap >= 2 * (size_t)P) {
             ar->direct_tmp = hs_malloc(DIRECT_CHUNK * sizeof(float), "all-reduce direct chunk");
-            ar->direct_all = hs_calloc((size_t)P, sizeof(struct direct_msg), "all-reduce direct");
+            if (!ar->direct_all)
+                ar->direct_all =
+                    hs_calloc((size_t)P, sizeof(struct direct_msg), "all-reduce direct");
             if (!ar->direct_tmp || !ar->direct_all) {
                 hs_allreduce_destroy(&ar);
                 return -ENOMEM;
@@ -272,6 +338,24 @@ void hs_allreduce_destroy(hs_allreduce_t **ar)
     hs_allreduce_t *a = *ar;
     for (size_t i = 0; i < a->nact; i++)
         if (a->reqs[i]) hs_transport_req_free(a->t, &a->reqs[i]);
+    for (int p = 0; p < a->P && (a->pctl || a->pbuf); p++) {
+        if (a->pbuf && a->pbuf[p]) {
+            void *v = a->pbuf[p];
+            hs_transport_peer_unmap(a->t, p, &v);
+        }
+        if (a->pctl && a->pctl[p]) {
+            void *v = a->pctl[p];
+            hs_transport_peer_unmap(a->t, p, &v);
+        }
+    }
+    if (a->ctl) {
+        void *v = a->ctl;
+        hs_transport_buf_free(a->t, &v);
+    }
+    free(a->pctl);
+    free(a->pbuf);
+    free(a->phdl);
+    free(a->pend);
     free(a->scratch);
     free(a->bounce);
     free(a->direct_tmp);
@@ -417,7 +501,7 @@ static int direct_exchange(hs_allreduce_t *ar, uint64_t op, uint32_t phase, dire
                            direct_msg_t *all, double timeout)
 {
     int P = ar->P;
-    uint32_t tag = item_tag(ar, op, phase);
+    uint32_t tag = item_tag(ar, op, phase % 3); /* set-up phases 3, 4 reuse the first tags */
     mine->magic = DIRECT_MAGIC;
     mine->phase = phase;
     mine->op = op;
@@ -513,6 +597,301 @@ static int direct_run(hs_allreduce_t *ar, float *buf, float inv, uint64_t op, do
     return 1;
 }
 
+/* --- the mapped path (every rank's buffer in shared memory: hs_transport_buf_alloc) ------ */
+
+static long futex_call(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
+}
+
+/* Tell the owner of c there is news. */
+static void ctl_bell(ar_ctl_t *c)
+{
+    atomic_fetch_add(&c->bell, 1);
+    if (atomic_load(&c->sleepers) > 0) futex_call(&c->bell, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+static inline void cpu_relax(void)
+{
+#ifdef HAVE_STREAM
+    _mm_pause();
+#endif
+}
+
+/* What a wait waits for: every peer's arrival at op (want 0), or the peers' segments of op
+ * written into my buffer (filled >= want). 1: there, 0: not yet (ar->pend: the ranks
+ * missing), < 0: a peer gave up this operation. */
+static int ctl_check(hs_allreduce_t *ar, uint64_t op, uint64_t want)
+{
+    ar->npend = 0;
+    for (int p = 0; p < ar->P; p++) {
+        if (p == ar->rank) continue;
+        if (atomic_load(&ar->pctl[p]->failed) == op + 1)
+            return HS_ERR(-ECONNABORTED,
+                          "all-reduce #%llu (rank %d of %d), mapped path: rank %d gave up this "
+                          "operation (see its error)",
+                          (unsigned long long)op, ar->rank, ar->P, p);
+        if (!want && atomic_load(&ar->pctl[p]->arrive) < op + 1) ar->pend[ar->npend++] = p;
+    }
+    if (want && atomic_load(&ar->ctl->filled) < want) {
+        /* who is missing is not known (a count): name every peer */
+        for (int p = 0; p < ar->P; p++)
+            if (p != ar->rank) ar->pend[ar->npend++] = p;
+    }
+    return ar->npend == 0;
+}
+
+/* Wait for ctl_check: poll a little, then sleep on my bell, bounded by timeout; a peer that
+ * exited is reported at once (-ECONNRESET), a late one after timeout (-ETIMEDOUT): both name
+ * the ranks waited for. */
+static int ctl_wait(hs_allreduce_t *ar, uint64_t op, uint64_t want, double timeout)
+{
+    ar_ctl_t *c = ar->ctl;
+    double t0 = hs_now(), next_live = t0 + 0.05;
+    for (int spin = 0;; spin++) {
+        int r = ctl_check(ar, op, want);
+        if (r) return r < 0 ? r : 0;
+        if (spin < MAPPED_SPIN) {
+            cpu_relax();
+            continue;
+        }
+        atomic_fetch_add(&c->sleepers, 1);
+        uint32_t seen = atomic_load(&c->bell);
+        r = ctl_check(ar, op, want);
+        double now = hs_now();
+        if (r == 0 && now - t0 < timeout) {
+            double d = HS_MIN(timeout - (now - t0), 0.05);
+            struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+            futex_call(&c->bell, FUTEX_WAIT, seen, &ts);
+        }
+        atomic_fetch_sub(&c->sleepers, 1);
+        if (r) return r < 0 ? r : 0;
+        now = hs_now();
+        if (now >= next_live || now - t0 >= timeout) {
+            next_live = now + 0.05;
+            for (int i = 0; i < ar->npend; i++)
+                if (hs_transport_peer_gone(ar->t, ar->pend[i]) == 1)
+                    return HS_ERR(-ECONNRESET,
+                                  "all-reduce #%llu (rank %d of %d), mapped path: rank %d has "
+                                  "exited",
+                                  (unsigned long long)op, ar->rank, ar->P, ar->pend[i]);
+        }
+        if (now - t0 >= timeout) {
+            if (ctl_check(ar, op, want)) continue; /* arrived meanwhile */
+            char who[256];
+            size_t w = 0;
+            who[0] = '\0';
+            for (int i = 0; i < ar->npend && w + 16 < sizeof who; i++)
+                w += (size_t)snprintf(who + w, sizeof who - w, "%s%d", i ? ", " : "", ar->pend[i]);
+            return HS_ERR(
+                -ETIMEDOUT,
+                "all-reduce #%llu (rank %d of %d), mapped path: waited %.1f s for rank(s) "
+                "%s %s",
+                (unsigned long long)op, ar->rank, ar->P, now - t0, who,
+                want ? "to write their segments into this rank's buffer"
+                     : "to enter the operation");
+        }
+    }
+}
+
+/* Set up the mapped path (once per plan, collectively, with two small all-to-alls): every
+ * rank makes a control block and maps every peer's. Every rank ends with the same ar->mapped
+ * (1, or -1 when some rank could not). */
+static int mapped_setup(hs_allreduce_t *ar, uint64_t op, double timeout)
+{
+    int P = ar->P;
+    direct_msg_t mine = {0}, *all = ar->direct_all;
+    void *v = NULL;
+    mine.n = ar->n;
+    if (hs_transport_buf_alloc(ar->t, sizeof(ar_ctl_t), &v) == 0) {
+        ar->ctl = v;
+        mine.ok = hs_transport_buf_handle(ar->t, v, sizeof(ar_ctl_t), &mine.hdl) == 0;
+    }
+    HS_TRY(direct_exchange(ar, op, 3, &mine, all, timeout));
+    int ok = 1;
+    for (int p = 0; p < P; p++) ok &= all[p].ok == 1;
+    for (int p = 0; ok && p < P; p++) {
+        if (p == ar->rank) continue;
+        void *m = NULL;
+        if (hs_transport_peer_map(ar->t, p, &all[p].hdl, &m) < 0) {
+            HS_DEBUG("all-reduce: rank %d cannot map rank %d's control block (%s): no mapped path",
+                     ar->rank, p, hs_last_error());
+            ok = 0;
+        } else {
+            ar->pctl[p] = m;
+        }
+    }
+    mine.ok = (uint32_t)ok;
+    HS_TRY(direct_exchange(ar, op, 4, &mine, all, timeout));
+    for (int p = 0; p < P; p++) ok &= all[p].ok == 1;
+    if (ok) {
+        ar->mapped = 1;
+        return 0;
+    }
+    for (int p = 0; p < P; p++)
+        if (ar->pctl[p]) {
+            v = ar->pctl[p];
+            hs_transport_peer_unmap(ar->t, p, &v);
+            ar->pctl[p] = NULL;
+        }
+    if (ar->ctl) {
+        v = ar->ctl;
+        hs_transport_buf_free(ar->t, &v);
+        ar->ctl = NULL;
+    }
+    ar->mapped = -1;
+    if (ar->o.path == HS_AR_PATH_MAPPED)
+        return HS_ERR(-ENOSYS,
+                      "all-reduce: HS_AR_PATH=mapped but some rank cannot map its peers' "
+                      "buffers (transport %s)",
+                      hs_transport_provider(ar->t));
+    return 0;
+}
+
+/* y[0..m) = (x[0][0..m) + x[1][0..m) + ... + x[P-1][0..m)) (* a when a != 0), in rank order
+ * whichever rank computes it (y may be one of the x). */
+static void sum_ranks(float *y, const float *const *x, int P, size_t m, float a)
+{
+    size_t i = 0;
+    v8f_t va = {a, a, a, a, a, a, a, a};
+    for (; i + 16 <= m; i += 16) {
+        v8f_t s0, s1, b0, b1;
+        memcpy(&s0, x[0] + i, sizeof s0);
+        memcpy(&s1, x[0] + i + 8, sizeof s1);
+        for (int r = 1; r < P; r++) {
+            memcpy(&b0, x[r] + i, sizeof b0);
+            memcpy(&b1, x[r] + i + 8, sizeof b1);
+            s0 += b0;
+            s1 += b1;
+        }
+        if (a != 0.0f) {
+            s0 *= va;
+            s1 *= va;
+        }
+        memcpy(y + i, &s0, sizeof s0);
+        memcpy(y + i + 8, &s1, sizeof s1);
+    }
+    for (; i < m; i++) {
+        float v = x[0][i];
+        for (int r = 1; r < P; r++) v += x[r][i];
+        y[i] = a != 0.0f ? v * a : v;
+    }
+}
+
+/* Copy m floats into another rank's buffer with non-temporal stores where the CPU has them:
+ * the lines go to memory without being read first (nobody here reads them again). */
+static void stream_copy(float *dst, const float *src, size_t m)
+{
+    size_t i = 0;
+#ifdef HAVE_STREAM
+    for (; i < m && ((uintptr_t)(dst + i) & 15); i++) dst[i] = src[i];
+    for (; i + 16 <= m; i += 16) {
+        _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+        _mm_stream_ps(dst + i + 4, _mm_loadu_ps(src + i + 4));
+        _mm_stream_ps(dst + i + 8, _mm_loadu_ps(src + i + 8));
+        _mm_stream_ps(dst + i + 12, _mm_loadu_ps(src + i + 12));
+    }
+#endif
+    memcpy(dst + i, src + i, (m - i) * sizeof(float));
+}
+
+static void stream_fence(void)
+{
+#ifdef HAVE_STREAM
+    _mm_sfence();
+#endif
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Give up op: tell the peers (they stop waiting for this rank) and stop using the path. */
+static int mapped_fail(hs_allreduce_t *ar, uint64_t op, int rc)
+{
+    atomic_store(&ar->ctl->failed, op + 1);
+    for (int p = 0; p < ar->P; p++)
+        if (p != ar->rank) ctl_bell(ar->pctl[p]);
+    ar->mapped = -2;
+    hs_error_prefix("all-reduce #%llu (rank %d of %d, %zu floats), mapped path",
+                    (unsigned long long)op, ar->rank, ar->P, ar->n);
+    return rc;
+}
+
+/* Returns 1 when the mapped path ran (rc in *rcp), 0 when some rank's buffer is not shared
+ * memory (every rank sees that and takes another path for this operation). */
+static int mapped_run(hs_allreduce_t *ar, float *buf, float inv, uint64_t op, double timeout,
+                      int *rcp)
+{
+    int P = ar->P, me = ar->rank;
+    ar_ctl_t *c = ar->ctl;
+    uint64_t base = atomic_load(&c->filled);
+    hs_tbuf_handle_t h;
+    c->mapped = hs_transport_buf_handle(ar->t, buf, ar->n * sizeof(float), &h) == 0;
+    c->hdl = h;
+    atomic_store(&c->arrive, op + 1); /* publishes mapped and hdl */
+    for (int p = 0; p < P; p++)
+        if (p != me) ctl_bell(ar->pctl[p]);
+    int rc = ctl_wait(ar, op, 0, timeout);
+    if (rc < 0) {
+        *rcp = mapped_fail(ar, op, rc);
+        return 1;
+    }
+    int all = (int)c->mapped;
+    for (int p = 0; p < P; p++)
+        if (p != me) all &= ar->pctl[p]->mapped == 1;
+    if (!all) {
+        if (ar->o.path != HS_AR_PATH_MAPPED) return 0;
+        *rcp =
+            mapped_fail(ar, op,
+                        HS_ERR(-EINVAL, "HS_AR_PATH=mapped, but a rank's buffer is not memory of "
+                                        "hs_transport_buf_alloc"));
+        return 1;
+    }
+    /* The peers' buffers, mapped here (kept while a peer keeps its buffer). */
+    for (int p = 0; p < P; p++) {
+        if (p == me) continue;
+        hs_tbuf_handle_t ph = ar->pctl[p]->hdl;
+        if (ar->pbuf[p] && !memcmp(&ph, &ar->phdl[p], sizeof ph)) continue;
+        void *m = NULL, *old = ar->pbuf[p];
+        rc = hs_transport_peer_map(ar->t, p, &ph, &m);
+        if (rc < 0) {
+            *rcp = mapped_fail(ar, op, rc);
+            return 1;
+        }
+        hs_transport_peer_unmap(ar->t, p, &old); /* after mapping: a shared mapping stays */
+        ar->pbuf[p] = m;
+        ar->phdl[p] = ph;
+    }
+    /* Reduce my segment over every rank's buffer and write the result into every buffer, a
+     * cache-sized chunk at a time (the sum stays in cache for the copies). Nobody else
+     * reads or writes segment `me` of any buffer during the operation. */
+    size_t off0 = seg_off(ar, me), len = seg_len(ar, me);
+    const float *x[64];
+    const float **xs = P <= 64 ? x : NULL;
+    if (!xs && !(xs = hs_malloc((size_t)P * sizeof *xs, "all-reduce sources"))) {
+        *rcp = mapped_fail(ar, op, -ENOMEM);
+        return 1;
+    }
+    for (size_t ch = 0; ch < len; ch += DIRECT_CHUNK) {
+        size_t m = HS_MIN(DIRECT_CHUNK, len - ch), o = off0 + ch;
+        for (int r = 0; r < P; r++) xs[r] = (r == me ? buf : ar->pbuf[r]) + o;
+        sum_ranks(buf + o, xs, P, m, inv);
+        for (int d = 1; d < P; d++) {
+            int p = (me + d) % P;
+            stream_copy(ar->pbuf[p] + o, buf + o, m);
+        }
+    }
+    if (xs != x) free(xs);
+    stream_fence();
+    for (int d = 1; d < P; d++) {
+        int p = (me + d) % P;
+        atomic_fetch_add(&ar->pctl[p]->filled, 1);
+        ctl_bell(ar->pctl[p]);
+    }
+    /* Done when every peer has written its segment here. */
+    rc = ctl_wait(ar, op, base + (uint64_t)(P - 1), timeout);
+    *rcp = rc < 0 ? mapped_fail(ar, op, rc) : 0;
+    return 1;
+}
+
 int hs_allreduce_run_avg(hs_allreduce_t *ar, float *buf, int average)
 {
     if (!ar) return HS_ERR(-EINVAL, "hs_allreduce_run: NULL plan");
@@ -526,6 +905,24 @@ int hs_allreduce_run_avg(hs_allreduce_t *ar, float *buf, int average)
     for (int i = 0; i < ar->nslots; i++) ar->free_slots[i] = ar->nslots - 1 - i;
     double timeout = ar->o.timeout_s > 0 ? ar->o.timeout_s : ar->t->opts.timeout_s;
     if (timeout <= 0) timeout = 60;
+    if (ar->mapped == -2)
+        return HS_ERR(-EIO,
+                      "all-reduce #%llu: an earlier operation of this plan failed on the mapped "
+                      "path (make a new plan)",
+                      (unsigned long long)op);
+    if (ar->mapped == 0) {
+        int rc = mapped_setup(ar, op, timeout);
+        if (rc < 0) {
+            ar->mapped = -2;
+            hs_error_prefix("all-reduce #%llu (rank %d of %d), setting up the mapped path",
+                            (unsigned long long)op, ar->rank, ar->P);
+            return rc;
+        }
+    }
+    if (ar->mapped == 1) {
+        int rc = 0;
+        if (mapped_run(ar, buf, ru.inv, op, timeout, &rc)) return rc;
+    }
     if (ar->direct_tmp) {
         int rc = 0;
         if (direct_run(ar, buf, ru.inv, op, timeout, &rc)) return rc;

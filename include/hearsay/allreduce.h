@@ -56,11 +56,13 @@ typedef struct hs_allreduce_opts {
     uint32_t tag_base;  /* first tag of the reserved range (0 = HS_ALLREDUCE_TAG_BASE) */
     uint32_t tag_span;  /* tags in the range (0 = HS_ALLREDUCE_TAG_SPAN) */
     int average;        /* 1: divide the sum by the number of ranks */
-    int path;           /* HS_AR_PATH_AUTO (direct where the transport can read peers'
-                           memory: hsshm), _RING or _DIRECT; HS_AR_PATH=auto|ring|direct */
+    int path;           /* HS_AR_PATH_AUTO (mapped where every rank's buffer is shared memory,
+                           else direct where the transport can read peers' memory: hsshm, else
+                           the ring), _RING, _DIRECT or _MAPPED;
+                           HS_AR_PATH=auto|ring|direct|mapped */
 } hs_allreduce_opts_t;
 
-enum { HS_AR_PATH_AUTO = 0, HS_AR_PATH_RING = 1, HS_AR_PATH_DIRECT = 2 };
+enum { HS_AR_PATH_AUTO = 0, HS_AR_PATH_RING = 1, HS_AR_PATH_DIRECT = 2, HS_AR_PATH_MAPPED = 3 };
 
 /* Fill `o` with the defaults (sum, default chunk, depth and timeout, default tag range),
  * then apply HS_AR_CHUNK_BYTES, HS_AR_DEPTH and HS_AR_PATH from the environment where set. Returns
