@@ -72,8 +72,10 @@ typedef struct ar_ctl {
     _Atomic uint32_t sleepers;           /* owner threads waiting on bell */
     alignas(64) _Atomic uint64_t arrive; /* op + 1 of the operation the owner entered */
     _Atomic uint64_t failed;             /* op + 1 of an operation the owner gave up */
+    _Atomic uint64_t stage;              /* copying fallback: 2 op + 1 reduced, 2 op + 2 done */
     uint32_t mapped;                     /* for that operation: 1 when hdl names its buffer */
-    uint32_t pad;
+    uint32_t readok;                     /* 1: the owner can read every peer (peer_read) */
+    uint64_t addr;                       /* the owner's buffer (copying fallback) */
     hs_tbuf_handle_t hdl;
     alignas(64) _Atomic uint64_t filled; /* segments the peers wrote into the owner's buffer */
 } ar_ctl_t;
@@ -618,10 +620,16 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* What a wait waits for: every peer's arrival at op (want 0), or the peers' segments of op
- * written into my buffer (filled >= want). 1: there, 0: not yet (ar->pend: the ranks
- * missing), < 0: a peer gave up this operation. */
-static int ctl_check(hs_allreduce_t *ar, uint64_t op, uint64_t want)
+/* What a wait waits for. */
+enum { W_ARRIVE, W_FILLED, W_STAGE };
+static const char *const wait_what[] = {"to enter the operation",
+                                        "to write their segments into this rank's buffer",
+                                        "to finish their part of the copying fallback"};
+
+/* Every peer's arrival at op (W_ARRIVE), the peers' segments of op written into my buffer
+ * (W_FILLED: my filled >= want), every peer's stage >= want (W_STAGE). 1: there, 0: not
+ * yet (ar->pend: the ranks missing), < 0: a peer gave up this operation. */
+static int ctl_check(hs_allreduce_t *ar, uint64_t op, int kind, uint64_t want)
 {
     ar->npend = 0;
     for (int p = 0; p < ar->P; p++) {
@@ -631,9 +639,11 @@ static int ctl_check(hs_allreduce_t *ar, uint64_t op, uint64_t want)
                           "all-reduce #%llu (rank %d of %d), mapped path: rank %d gave up this "
                           "operation (see its error)",
                           (unsigned long long)op, ar->rank, ar->P, p);
-        if (!want && atomic_load(&ar->pctl[p]->arrive) < op + 1) ar->pend[ar->npend++] = p;
+        if ((kind == W_ARRIVE && atomic_load(&ar->pctl[p]->arrive) < op + 1) ||
+            (kind == W_STAGE && atomic_load(&ar->pctl[p]->stage) < want))
+            ar->pend[ar->npend++] = p;
     }
-    if (want && atomic_load(&ar->ctl->filled) < want) {
+    if (kind == W_FILLED && atomic_load(&ar->ctl->filled) < want) {
         /* who is missing is not known (a count): name every peer */
         for (int p = 0; p < ar->P; p++)
             if (p != ar->rank) ar->pend[ar->npend++] = p;
@@ -644,12 +654,12 @@ static int ctl_check(hs_allreduce_t *ar, uint64_t op, uint64_t want)
 /* Wait for ctl_check: poll a little, then sleep on my bell, bounded by timeout; a peer that
  * exited is reported at once (-ECONNRESET), a late one after timeout (-ETIMEDOUT): both name
  * the ranks waited for. */
-static int ctl_wait(hs_allreduce_t *ar, uint64_t op, uint64_t want, double timeout)
+static int ctl_wait(hs_allreduce_t *ar, uint64_t op, int kind, uint64_t want, double timeout)
 {
     ar_ctl_t *c = ar->ctl;
     double t0 = hs_now(), next_live = t0 + 0.05;
     for (int spin = 0;; spin++) {
-        int r = ctl_check(ar, op, want);
+        int r = ctl_check(ar, op, kind, want);
         if (r) return r < 0 ? r : 0;
         if (spin < MAPPED_SPIN) {
             cpu_relax();
@@ -657,7 +667,7 @@ static int ctl_wait(hs_allreduce_t *ar, uint64_t op, uint64_t want, double timeo
         }
         atomic_fetch_add(&c->sleepers, 1);
         uint32_t seen = atomic_load(&c->bell);
-        r = ctl_check(ar, op, want);
+        r = ctl_check(ar, op, kind, want);
         double now = hs_now();
         if (r == 0 && now - t0 < timeout) {
             double d = HS_MIN(timeout - (now - t0), 0.05);
@@ -677,7 +687,7 @@ static int ctl_wait(hs_allreduce_t *ar, uint64_t op, uint64_t want, double timeo
                                   (unsigned long long)op, ar->rank, ar->P, ar->pend[i]);
         }
         if (now - t0 >= timeout) {
-            if (ctl_check(ar, op, want)) continue; /* arrived meanwhile */
+            if (ctl_check(ar, op, kind, want)) continue; /* arrived meanwhile */
             char who[256];
             size_t w = 0;
             who[0] = '\0';
@@ -687,9 +697,7 @@ static int ctl_wait(hs_allreduce_t *ar, uint64_t op, uint64_t want, double timeo
                 -ETIMEDOUT,
                 "all-reduce #%llu (rank %d of %d), mapped path: waited %.1f s for rank(s) "
                 "%s %s",
-                (unsigned long long)op, ar->rank, ar->P, now - t0, who,
-                want ? "to write their segments into this rank's buffer"
-                     : "to enter the operation");
+                (unsigned long long)op, ar->rank, ar->P, now - t0, who, wait_what[kind]);
         }
     }
 }
@@ -815,6 +823,43 @@ static int mapped_fail(hs_allreduce_t *ar, uint64_t op, int rc)
     return rc;
 }
 
+/* Some buffer is not shared memory, but every rank can read its peers' (process_vm_readv):
+ * the direct path's copies, with the control blocks' counters in place of its message
+ * exchanges (the addresses came with the arrival). */
+static int copied_run(hs_allreduce_t *ar, float *buf, float inv, uint64_t op, double timeout)
+{
+    int P = ar->P, me = ar->rank, rc = 0;
+    size_t off0 = seg_off(ar, me), len = seg_len(ar, me);
+    for (size_t c = 0; rc == 0 && c < len; c += DIRECT_CHUNK) {
+        size_t m = HS_MIN(DIRECT_CHUNK, len - c);
+        float *y = buf + off0 + c;
+        for (int d = 1; d < P && rc == 0; d++) {
+            int p = (me + d) % P;
+            rc = hs_transport_peer_read(ar->t, p, ar->pctl[p]->addr + (off0 + c) * sizeof(float),
+                                        ar->direct_tmp, m * sizeof(float));
+            if (rc == 0) {
+                if (inv != 0.0f && d == P - 1)
+                    add_scale_into(y, ar->direct_tmp, m, inv);
+                else
+                    add_into(y, ar->direct_tmp, m);
+            }
+        }
+    }
+    for (int step = 1; step <= 2 && rc == 0; step++) {
+        atomic_store(&ar->ctl->stage, 2 * op + (uint64_t)step);
+        for (int p = 0; p < P; p++)
+            if (p != me) ctl_bell(ar->pctl[p]);
+        rc = ctl_wait(ar, op, W_STAGE, 2 * op + (uint64_t)step, timeout);
+        for (int d = 1; step == 1 && d < P && rc == 0; d++) { /* all-gather, in place */
+            int p = (me + d) % P;
+            size_t o = seg_off(ar, p);
+            rc = hs_transport_peer_read(ar->t, p, ar->pctl[p]->addr + o * sizeof(float), buf + o,
+                                        seg_len(ar, p) * sizeof(float));
+        }
+    }
+    return rc < 0 ? mapped_fail(ar, op, rc) : 0;
+}
+
 /* Returns 1 when the mapped path ran (rc in *rcp), 0 when some rank's buffer is not shared
  * memory (every rank sees that and takes another path for this operation). */
 static int mapped_run(hs_allreduce_t *ar, float *buf, float inv, uint64_t op, double timeout,
@@ -826,19 +871,28 @@ static int mapped_run(hs_allreduce_t *ar, float *buf, float inv, uint64_t op, do
     hs_tbuf_handle_t h;
     c->mapped = hs_transport_buf_handle(ar->t, buf, ar->n * sizeof(float), &h) == 0;
     c->hdl = h;
+    c->addr = (uint64_t)(uintptr_t)buf;
+    c->readok = hs_transport_has_peer_read(ar->t) && hs_transport_peer_read_ok(ar->t);
     atomic_store(&c->arrive, op + 1); /* publishes mapped and hdl */
     for (int p = 0; p < P; p++)
         if (p != me) ctl_bell(ar->pctl[p]);
-    int rc = ctl_wait(ar, op, 0, timeout);
+    int rc = ctl_wait(ar, op, W_ARRIVE, 0, timeout);
     if (rc < 0) {
         *rcp = mapped_fail(ar, op, rc);
         return 1;
     }
-    int all = (int)c->mapped;
+    int all = (int)c->mapped, readok = (int)c->readok;
     for (int p = 0; p < P; p++)
-        if (p != me) all &= ar->pctl[p]->mapped == 1;
+        if (p != me) {
+            all &= ar->pctl[p]->mapped == 1;
+            readok &= ar->pctl[p]->readok == 1;
+        }
     if (!all) {
-        if (ar->o.path != HS_AR_PATH_MAPPED) return 0;
+        if (ar->o.path != HS_AR_PATH_MAPPED) {
+            if (!readok || !ar->direct_tmp) return 0; /* every rank: the ring */
+            *rcp = copied_run(ar, buf, inv, op, timeout);
+            return 1;
+        }
         *rcp =
             mapped_fail(ar, op,
                         HS_ERR(-EINVAL, "HS_AR_PATH=mapped, but a rank's buffer is not memory of "
@@ -887,7 +941,7 @@ static int mapped_run(hs_allreduce_t *ar, float *buf, float inv, uint64_t op, do
         ctl_bell(ar->pctl[p]);
     }
     /* Done when every peer has written its segment here. */
-    rc = ctl_wait(ar, op, base + (uint64_t)(P - 1), timeout);
+    rc = ctl_wait(ar, op, W_FILLED, base + (uint64_t)(P - 1), timeout);
     *rcp = rc < 0 ? mapped_fail(ar, op, rc) : 0;
     return 1;
 }
