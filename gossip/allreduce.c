@@ -77,7 +77,8 @@ typedef struct ar_ctl {
     uint32_t readok;                     /* 1: the owner can read every peer (peer_read) */
     uint64_t addr;                       /* the owner's buffer (copying fallback) */
     hs_tbuf_handle_t hdl;
-    alignas(64) _Atomic uint64_t filled; /* segments the peers wrote into the owner's buffer */
+    /* done[p] = op + 1: rank p has written its segment of op into the owner's buffer */
+    alignas(64) _Atomic uint64_t done[];
 } ar_ctl_t;
 
 #define MAPPED_SPIN 64 /* polls before sleeping on the bell (ranks often outnumber cores) */
@@ -620,6 +621,14 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* "rank 3" or "ranks 1, 2": the ranks a wait still waits for. */
+static void pend_text(const hs_allreduce_t *ar, char *buf, size_t cap)
+{
+    size_t w = (size_t)snprintf(buf, cap, "rank%s ", ar->npend > 1 ? "s" : "");
+    for (int i = 0; i < ar->npend && w + 16 < cap; i++)
+        w += (size_t)snprintf(buf + w, cap - w, "%s%d", i ? ", " : "", ar->pend[i]);
+}
+
 /* What a wait waits for. */
 enum { W_ARRIVE, W_FILLED, W_STAGE };
 static const char *const wait_what[] = {"to enter the operation",
@@ -627,26 +636,26 @@ static const char *const wait_what[] = {"to enter the operation",
                                         "to finish their part of the copying fallback"};
 
 /* Every peer's arrival at op (W_ARRIVE), the peers' segments of op written into my buffer
- * (W_FILLED: my filled >= want), every peer's stage >= want (W_STAGE). 1: there, 0: not
+ * (W_FILLED: my done[p] = op + 1), every peer's stage >= want (W_STAGE). 1: there, 0: not
  * yet (ar->pend: the ranks missing), < 0: a peer gave up this operation. */
 static int ctl_check(hs_allreduce_t *ar, uint64_t op, int kind, uint64_t want)
 {
     ar->npend = 0;
+    int gave_up = -1;
     for (int p = 0; p < ar->P; p++) {
         if (p == ar->rank) continue;
-        if (atomic_load(&ar->pctl[p]->failed) == op + 1)
-            return HS_ERR(-ECONNABORTED,
-                          "all-reduce #%llu (rank %d of %d), mapped path: rank %d gave up this "
-                          "operation (see its error)",
-                          (unsigned long long)op, ar->rank, ar->P, p);
+        if (gave_up < 0 && atomic_load(&ar->pctl[p]->failed) == op + 1) gave_up = p;
         if ((kind == W_ARRIVE && atomic_load(&ar->pctl[p]->arrive) < op + 1) ||
-            (kind == W_STAGE && atomic_load(&ar->pctl[p]->stage) < want))
+            (kind == W_STAGE && atomic_load(&ar->pctl[p]->stage) < want) ||
+            (kind == W_FILLED && atomic_load(&ar->ctl->done[p]) < op + 1))
             ar->pend[ar->npend++] = p;
     }
-    if (kind == W_FILLED && atomic_load(&ar->ctl->filled) < want) {
-        /* who is missing is not known (a count): name every peer */
-        for (int p = 0; p < ar->P; p++)
-            if (p != ar->rank) ar->pend[ar->npend++] = p;
+    if (gave_up >= 0 && ar->npend > 0) {
+        char who[256];
+        pend_text(ar, who, sizeof who);
+        return HS_ERR(-ECONNABORTED,
+                      "rank %d gave up this operation (see its error); still waiting for %s %s",
+                      gave_up, who, wait_what[kind]);
     }
     return ar->npend == 0;
 }
@@ -682,22 +691,15 @@ static int ctl_wait(hs_allreduce_t *ar, uint64_t op, int kind, uint64_t want, do
             for (int i = 0; i < ar->npend; i++)
                 if (hs_transport_peer_gone(ar->t, ar->pend[i]) == 1)
                     return HS_ERR(-ECONNRESET,
-                                  "all-reduce #%llu (rank %d of %d), mapped path: rank %d has "
-                                  "exited",
-                                  (unsigned long long)op, ar->rank, ar->P, ar->pend[i]);
+                                  "nothing from rank %d, which has exited (waiting for it %s)",
+                                  ar->pend[i], wait_what[kind]);
         }
         if (now - t0 >= timeout) {
             if (ctl_check(ar, op, kind, want)) continue; /* arrived meanwhile */
             char who[256];
-            size_t w = 0;
-            who[0] = '\0';
-            for (int i = 0; i < ar->npend && w + 16 < sizeof who; i++)
-                w += (size_t)snprintf(who + w, sizeof who - w, "%s%d", i ? ", " : "", ar->pend[i]);
-            return HS_ERR(
-                -ETIMEDOUT,
-                "all-reduce #%llu (rank %d of %d), mapped path: waited %.1f s for rank(s) "
-                "%s %s",
-                (unsigned long long)op, ar->rank, ar->P, now - t0, who, wait_what[kind]);
+            pend_text(ar, who, sizeof who);
+            return HS_ERR(-ETIMEDOUT, "nothing from %s in %.1f s (waiting for %s %s)", who,
+                          now - t0, ar->npend > 1 ? "them" : "it", wait_what[kind]);
         }
     }
 }
@@ -711,9 +713,10 @@ static int mapped_setup(hs_allreduce_t *ar, uint64_t op, double timeout)
     direct_msg_t mine = {0}, *all = ar->direct_all;
     void *v = NULL;
     mine.n = ar->n;
-    if (hs_transport_buf_alloc(ar->t, sizeof(ar_ctl_t), &v) == 0) {
+    size_t bytes = sizeof(ar_ctl_t) + (size_t)P * sizeof(uint64_t);
+    if (hs_transport_buf_alloc(ar->t, bytes, &v) == 0) {
         ar->ctl = v;
-        mine.ok = hs_transport_buf_handle(ar->t, v, sizeof(ar_ctl_t), &mine.hdl) == 0;
+        mine.ok = hs_transport_buf_handle(ar->t, v, bytes, &mine.hdl) == 0;
     }
     HS_TRY(direct_exchange(ar, op, 3, &mine, all, timeout));
     int ok = 1;
@@ -867,7 +870,6 @@ static int mapped_run(hs_allreduce_t *ar, float *buf, float inv, uint64_t op, do
 {
     int P = ar->P, me = ar->rank;
     ar_ctl_t *c = ar->ctl;
-    uint64_t base = atomic_load(&c->filled);
     hs_tbuf_handle_t h;
     c->mapped = hs_transport_buf_handle(ar->t, buf, ar->n * sizeof(float), &h) == 0;
     c->hdl = h;
@@ -937,11 +939,11 @@ static int mapped_run(hs_allreduce_t *ar, float *buf, float inv, uint64_t op, do
     stream_fence();
     for (int d = 1; d < P; d++) {
         int p = (me + d) % P;
-        atomic_fetch_add(&ar->pctl[p]->filled, 1);
+        atomic_store(&ar->pctl[p]->done[me], op + 1);
         ctl_bell(ar->pctl[p]);
     }
     /* Done when every peer has written its segment here. */
-    rc = ctl_wait(ar, op, W_FILLED, base + (uint64_t)(P - 1), timeout);
+    rc = ctl_wait(ar, op, W_FILLED, 0, timeout);
     *rcp = rc < 0 ? mapped_fail(ar, op, rc) : 0;
     return 1;
 }

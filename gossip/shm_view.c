@@ -248,7 +248,7 @@ void hs_shm_peer_unmap(hs_transport_t *t, int peer, void *ptr)
     const char *p = ptr;
     pthread_mutex_lock(&s->lock);
     wmap_t **pp = &s->wmaps;
-    while (*pp && !((*pp)->peer == peer && p >= (*pp)->base && p <= (*pp)->base + (*pp)->len))
+    while (*pp && !((*pp)->peer == peer && p >= (*pp)->base && p < (*pp)->base + (*pp)->len))
         pp = &(*pp)->next;
     wmap_t *m = *pp;
     if (m && --m->refs == 0)
