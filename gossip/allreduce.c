@@ -650,12 +650,14 @@ static int ctl_check(hs_allreduce_t *ar, uint64_t op, int kind, uint64_t want)
             (kind == W_FILLED && atomic_load(&ar->ctl->done[p]) < op + 1))
             ar->pend[ar->npend++] = p;
     }
-    if (gave_up >= 0 && ar->npend > 0) {
+    /* A peer that gave up is reported unless all this rank waited for is there and its
+     * buffer is not touched any more (W_FILLED). */
+    if (gave_up >= 0 && (ar->npend > 0 || kind != W_FILLED)) {
         char who[256];
         pend_text(ar, who, sizeof who);
-        return HS_ERR(-ECONNABORTED,
-                      "rank %d gave up this operation (see its error); still waiting for %s %s",
-                      gave_up, who, wait_what[kind]);
+        return HS_ERR(-ECONNABORTED, "rank %d gave up this operation (see its error)%s%s%s%s",
+                      gave_up, ar->npend ? "; still waiting for " : "", ar->npend ? who : "",
+                      ar->npend ? " " : "", ar->npend ? wait_what[kind] : "");
     }
     return ar->npend == 0;
 }
@@ -932,11 +934,20 @@ static int mapped_run(hs_allreduce_t *ar, float *buf, float inv, uint64_t op, do
         sum_ranks(buf + o, xs, P, m, inv);
         for (int d = 1; d < P; d++) {
             int p = (me + d) % P;
+            if (atomic_load(&ar->pctl[p]->failed) == op + 1) { /* its buffer is its own again */
+                rc = HS_ERR(-ECONNABORTED, "rank %d gave up this operation (see its error)", p);
+                break;
+            }
             stream_copy(ar->pbuf[p] + o, buf + o, m);
         }
+        if (rc < 0) break;
     }
     if (xs != x) free(xs);
     stream_fence();
+    if (rc < 0) {
+        *rcp = mapped_fail(ar, op, rc);
+        return 1;
+    }
     for (int d = 1; d < P; d++) {
         int p = (me + d) % P;
         atomic_store(&ar->pctl[p]->done[me], op + 1);
