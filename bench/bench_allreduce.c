@@ -1,5 +1,5 @@
 /*
- * bench/bench_allreduce.c — `hearsay bench allreduce`: our ring all-reduce beside Open MPI's
+ * bench/bench_allreduce.c — `hearsay bench allreduce`: our all-reduce beside Open MPI's
  * MPI_Allreduce, on N local ranks, in the same run.
  *
  * The command starts itself as N ranks twice per rank count: through `hearsay run -n N`
@@ -7,7 +7,10 @@
  * found, through `mpirun -n N` (--mpi-worker: MPI_Allreduce on the same buffer). Each rank
  * times every repetition after a barrier; the time of a repetition is the slowest rank's,
  * and the median over repetitions is reported with the algorithm bandwidth (bytes / time)
- * and the bus bandwidth (bytes * 2(N-1)/N / time). Rank 0 of each job prints "HSB ..."
+ * and the bus bandwidth (bytes * 2(N-1)/N / time). Hearsay's buffer is memory of
+ * hs_transport_buf_alloc by default (--buffer shared: as all-reduce SGD keeps its gradient),
+ * and each of its repetitions also times one memcpy of the buffer on every rank at once (the
+ * floor: the least memory traffic of any all-reduce). Rank 0 of each job prints "HSB ..."
  * result lines that this process collects and prints (one JSON object per ranks x size
  * with --json).
  */
@@ -108,11 +111,13 @@ static const hs_cfg_spec_t ar_spec = {
     .usage = "hearsay bench allreduce [OPTIONS]",
     .summary =
         "Median time of an all-reduce (sum) of a float buffer on N local ranks: hearsay's\n"
-        "(the direct path over hsshm on one host, else the pipelined ring; HS_AR_PATH=ring\n"
-        "forces the ring) and Open MPI's MPI_Allreduce in the same\n"
-        "run (mpirun --oversubscribe) where MPI is built in. Reports the algorithm bandwidth\n"
-        "(bytes / time), the bus bandwidth (bytes * 2(N-1)/N / time) and the ratio\n"
-        "mpi_time / hearsay_time (> 1: hearsay is faster). Times are the slowest rank's.",
+        "(over hsshm on one host the mapped path for --buffer shared, the direct path for\n"
+        "plain buffers, else the pipelined ring; HS_AR_PATH=ring|direct|mapped forces one)\n"
+        "and Open MPI's MPI_Allreduce in the same run (mpirun --oversubscribe) where MPI is\n"
+        "built in. Reports the algorithm bandwidth (bytes / time), the bus bandwidth\n"
+        "(bytes * 2(N-1)/N / time), the floor (one memcpy of the buffer on every rank at\n"
+        "once) and the ratio mpi_time / hearsay_time (> 1: hearsay is faster). Times are the\n"
+        "slowest rank's.",
     .options = ar_options,
     .n_options = HS_ARRAY_LEN(ar_options),
 };

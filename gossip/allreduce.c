@@ -24,6 +24,29 @@
  * overwrites it (the reduced value from the left) can only exist after our own send of
  * that chunk has been received downstream (the ring's causality); all-gather receives are
  * posted into the buffer for the same reason.
+ *
+ * The mapped path (one host, every buffer from hs_transport_buf_alloc; include/hearsay/
+ * allreduce.h). Each rank has a control block (ar_ctl_t) in shared memory that every peer
+ * maps read-write, set up in the plan's first operation by two all-to-alls of small messages
+ * (handles, then whether every rank mapped every block). Operation op on rank r:
+ *   1. publish its buffer's handle (or address), then arrive = op + 1; ring every peer's bell
+ *   2. wait until every peer's arrive = op + 1 (they all published: every rank now sees the
+ *      same set of handles and takes the same path)
+ *   3. map the peers' buffers (cached while a peer keeps its buffer)
+ *   4. for each 256 KiB chunk of segment r: sum it over every buffer in rank order into its
+ *      own buffer, then stream the sum into every peer's buffer
+ *   5. set done[r] = op + 1 in every peer's block, ring its bell; wait until done[p] = op + 1
+ *      for every peer p in its own block, and return.
+ * Why that is safe without more waits: segment r of any buffer is read and written by rank r
+ * alone during the operation, and only after its owner entered (step 2); an owner returns
+ * (and may change its buffer) only after every peer's step 5, which comes after that peer's
+ * last read of it. The waits poll a few times, then sleep on the owner's bell (a futex word
+ * in its block; sleepers counted so ringing costs no system call when nobody sleeps), in
+ * slices of 50 ms between which they look whether a rank waited for has exited, bounded by the
+ * timeout. A rank that fails sets failed = op + 1 in its block: the others stop waiting for it
+ * and do not write into its buffer any more. When some buffer is not shared, every rank sees
+ * that at step 2 and takes the direct path's copies (process_vm_readv) with two more counter
+ * waits (stage: reduced, then done reading) instead of message exchanges, or the ring.
  */
 #include "hearsay/allreduce.h"
 
