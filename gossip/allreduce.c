@@ -676,11 +676,14 @@ static int ctl_check(hs_allreduce_t *ar, uint64_t op, int kind, uint64_t want)
     /* A peer that gave up is reported unless all this rank waited for is there and its
      * buffer is not touched any more (W_FILLED). */
     if (gave_up >= 0 && (ar->npend > 0 || kind != W_FILLED)) {
+        if (!ar->npend)
+            return HS_ERR(-ECONNABORTED, "rank %d gave up this operation (see its error)", gave_up);
         char who[256];
         pend_text(ar, who, sizeof who);
-        return HS_ERR(-ECONNABORTED, "rank %d gave up this operation (see its error)%s%s%s%s",
-                      gave_up, ar->npend ? "; still waiting for " : "", ar->npend ? who : "",
-                      ar->npend ? " " : "", ar->npend ? wait_what[kind] : "");
+        return HS_ERR(-ECONNABORTED,
+                      "nothing yet from %s (waiting for %s %s), and rank %d gave up this "
+                      "operation (see its error)",
+                      who, ar->npend > 1 ? "them" : "it", wait_what[kind], gave_up);
     }
     return ar->npend == 0;
 }

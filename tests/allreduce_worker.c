@@ -95,57 +95,86 @@ static void buf_free(hs_transport_t *t, float *x)
         free(x);
 }
 
+/* Every check on buffers of n floats; 0 or 1 (reported), everything freed either way. */
+static int check_size(hs_transport_t *t, size_t n)
+{
+    int rank = hs_transport_rank(t), P = hs_transport_size(t), st = 1, rc = 0;
+    float *x = buf_alloc(t, n), *y = NULL;
+    hs_allreduce_t *ar = NULL;
+    hs_allreduce_opts_t o;
+    hs_allreduce_opts_default(&o);
+    o.timeout_s = 20;
+    if (!x) {
+        fail(rank, "buf_alloc", -ENOMEM);
+        goto out;
+    }
+    if ((rc = hs_allreduce_create(&ar, t, n, &o)) < 0) {
+        fail(rank, "create", rc);
+        goto out;
+    }
+    /* Back-to-back sums on one plan, then an average. */
+    for (int round = 0; round < 3; round++) {
+        fill(x, n, rank, round);
+        if ((rc = hs_allreduce_run(ar, x)) < 0) {
+            fail(rank, "sum", rc);
+            goto out;
+        }
+        if (check(x, n, P, round, 0, rank, "sum")) goto out;
+    }
+    fill(x, n, rank, 3);
+    if ((rc = hs_allreduce_run_avg(ar, x, 1)) < 0) {
+        fail(rank, "average", rc);
+        goto out;
+    }
+    if (check(x, n, P, 3, 1, rank, "average")) goto out;
+    hs_allreduce_destroy(&ar);
+    /* One-shot calls, twice in a row, with tiny chunks (many items, each padded on the
+     * wire) where the buffer is not huge. */
+    if (n <= 100000) o.chunk_bytes = 40;
+    for (int round = 4; round < 6; round++) {
+        fill(x, n, rank, round);
+        o.average = round == 5;
+        if ((rc = hs_allreduce_sum(t, x, n, &o)) < 0) {
+            fail(rank, "one-shot", rc);
+            goto out;
+        }
+        if (check(x, n, P, round, o.average, rank, "one-shot")) goto out;
+    }
+    /* Another buffer on the same plan, then the first again (the peers remap). */
+    if (n > 0) {
+        o.chunk_bytes = 0;
+        o.average = 0;
+        if (!(y = buf_alloc(t, n))) {
+            fail(rank, "buf_alloc", -ENOMEM);
+            goto out;
+        }
+        if ((rc = hs_allreduce_create(&ar, t, n, &o)) < 0) {
+            fail(rank, "create", rc);
+            goto out;
+        }
+        for (int round = 6; round < 9; round++) {
+            float *z = round == 7 ? y : x;
+            fill(z, n, rank, round);
+            if ((rc = hs_allreduce_run(ar, z)) < 0) {
+                fail(rank, "sum, two buffers", rc);
+                goto out;
+            }
+            if (check(z, n, P, round, 0, rank, "sum, two buffers")) goto out;
+        }
+    }
+    st = 0;
+out:
+    hs_allreduce_destroy(&ar);
+    if (y) buf_free(t, y);
+    if (x) buf_free(t, x);
+    return st;
+}
+
 static int run_checks(hs_transport_t *t, int argc, char **argv)
 {
-    int rank = hs_transport_rank(t), P = hs_transport_size(t);
-    for (int a = 0; a < argc; a++) {
-        size_t n = (size_t)strtoul(argv[a], NULL, 10);
-        float *x = buf_alloc(t, n);
-        if (!x) return fail(rank, "buf_alloc", -ENOMEM);
-        hs_allreduce_opts_t o;
-        hs_allreduce_opts_default(&o);
-        o.timeout_s = 20;
-        hs_allreduce_t *ar = NULL;
-        int rc = hs_allreduce_create(&ar, t, n, &o);
-        if (rc < 0) return fail(rank, "create", rc);
-        /* Back-to-back sums on one plan, then an average. */
-        for (int round = 0; round < 3; round++) {
-            fill(x, n, rank, round);
-            if ((rc = hs_allreduce_run(ar, x)) < 0) return fail(rank, "sum", rc);
-            if (check(x, n, P, round, 0, rank, "sum")) return 1;
-        }
-        fill(x, n, rank, 3);
-        if ((rc = hs_allreduce_run_avg(ar, x, 1)) < 0) return fail(rank, "average", rc);
-        if (check(x, n, P, 3, 1, rank, "average")) return 1;
-        hs_allreduce_destroy(&ar);
-        /* One-shot calls, twice in a row, with tiny chunks (many items, each padded on the
-         * wire) where the buffer is not huge. */
-        if (n <= 100000) o.chunk_bytes = 40;
-        for (int round = 4; round < 6; round++) {
-            fill(x, n, rank, round);
-            o.average = round == 5;
-            if ((rc = hs_allreduce_sum(t, x, n, &o)) < 0) return fail(rank, "one-shot", rc);
-            if (check(x, n, P, round, o.average, rank, "one-shot")) return 1;
-        }
-        /* Another buffer on the same plan, then the first again (the peers remap). */
-        if (rc == 0 && n > 0) {
-            o.chunk_bytes = 0;
-            o.average = 0;
-            float *y = buf_alloc(t, n);
-            if (!y) return fail(rank, "buf_alloc", -ENOMEM);
-            if ((rc = hs_allreduce_create(&ar, t, n, &o)) < 0) return fail(rank, "create", rc);
-            for (int round = 6; round < 9; round++) {
-                float *z = round == 7 ? y : x;
-                fill(z, n, rank, round);
-                if ((rc = hs_allreduce_run(ar, z)) < 0) return fail(rank, "sum, two buffers", rc);
-                if (check(z, n, P, round, 0, rank, "sum, two buffers")) return 1;
-            }
-            hs_allreduce_destroy(&ar);
-            buf_free(t, y);
-        }
-        buf_free(t, x);
-    }
-    printf("AR_OK rank %d\n", rank);
+    for (int a = 0; a < argc; a++)
+        if (check_size(t, (size_t)strtoul(argv[a], NULL, 10))) return 1;
+    printf("AR_OK rank %d\n", hs_transport_rank(t));
     return 0;
 }
 
