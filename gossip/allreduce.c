@@ -688,6 +688,22 @@ static int ctl_check(hs_allreduce_t *ar, uint64_t op, int kind, uint64_t want)
     return ar->npend == 0;
 }
 
+/* Peer p has exited while this rank waited for it: an error naming it as the transport does
+ * (a 1-byte direct read from the buffer it last published fails with its pid), or as here
+ * where that cannot be had. */
+static int peer_exited(hs_allreduce_t *ar, int p, int kind)
+{
+    char b;
+    uint64_t a = ar->pctl[p]->addr;
+    if (a && hs_transport_has_peer_read(ar->t) &&
+        hs_transport_peer_read(ar->t, p, a, &b, 1) == -ECONNRESET) {
+        hs_error_prefix("nothing from rank %d (waiting for it %s)", p, wait_what[kind]);
+        return -ECONNRESET;
+    }
+    return HS_ERR(-ECONNRESET, "nothing from rank %d, which has exited (waiting for it %s)", p,
+                  wait_what[kind]);
+}
+
 /* Wait for ctl_check: poll a little, then sleep on my bell, bounded by timeout; a peer that
  * exited is reported at once (-ECONNRESET), a late one after timeout (-ETIMEDOUT): both name
  * the ranks waited for. */
@@ -718,9 +734,7 @@ static int ctl_wait(hs_allreduce_t *ar, uint64_t op, int kind, uint64_t want, do
             next_live = now + 0.05;
             for (int i = 0; i < ar->npend; i++)
                 if (hs_transport_peer_gone(ar->t, ar->pend[i]) == 1)
-                    return HS_ERR(-ECONNRESET,
-                                  "nothing from rank %d, which has exited (waiting for it %s)",
-                                  ar->pend[i], wait_what[kind]);
+                    return peer_exited(ar, ar->pend[i], kind);
         }
         if (now - t0 >= timeout) {
             if (ctl_check(ar, op, kind, want)) continue; /* arrived meanwhile */
