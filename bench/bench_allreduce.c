@@ -1,5 +1,5 @@
 /*
- * bench/bench_allreduce.c — `hearsay bench allreduce`: our ring all-reduce beside Open MPI's
+ * bench/bench_allreduce.c — `hearsay bench allreduce`: our all-reduce beside Open MPI's
  * MPI_Allreduce, on N local ranks, in the same run.
  *
  * The command starts itself as N ranks twice per rank count: through `hearsay run -n N`
@@ -7,7 +7,10 @@
  * found, through `mpirun -n N` (--mpi-worker: MPI_Allreduce on the same buffer). Each rank
  * times every repetition after a barrier; the time of a repetition is the slowest rank's,
  * and the median over repetitions is reported with the algorithm bandwidth (bytes / time)
- * and the bus bandwidth (bytes * 2(N-1)/N / time). Rank 0 of each job prints "HSB ..."
+ * and the bus bandwidth (bytes * 2(N-1)/N / time). Hearsay's buffer is memory of
+ * hs_transport_buf_alloc by default (--buffer shared: as all-reduce SGD keeps its gradient),
+ * and each of its repetitions also times one memcpy of the buffer on every rank at once (the
+ * floor: the least memory traffic of any all-reduce). Rank 0 of each job prints "HSB ..."
  * result lines that this process collects and prints (one JSON object per ranks x size
  * with --json).
  */
@@ -19,6 +22,7 @@
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
 #include "hearsay/config.h"
+#include "hearsay/env.h"
 #include "hearsay/transport.h"
 #include "tools/commands.h"
 
@@ -72,6 +76,13 @@ static const hs_option_t ar_options[] = {
      .def = "0",
      .range = "[0, 4096]",
      .help = "receives posted ahead (0: the library default)"},
+    {.name = "buffer",
+     .type = HS_OPT_STRING,
+     .def = "shared",
+     .metavar = "KIND",
+     .help = "hearsay's buffer: shared (hs_transport_buf_alloc, as all-reduce SGD allocates its "
+             "gradients: over hsshm the peers map it and the all-reduce reads and writes it "
+             "in place) or plain (malloc: over hsshm the direct path's process_vm_readv)"},
     {.name = "mpi",
      .type = HS_OPT_BOOL,
      .def = "true",
@@ -100,11 +111,13 @@ static const hs_cfg_spec_t ar_spec = {
     .usage = "hearsay bench allreduce [OPTIONS]",
     .summary =
         "Median time of an all-reduce (sum) of a float buffer on N local ranks: hearsay's\n"
-        "(the direct path over hsshm on one host, else the pipelined ring; HS_AR_PATH=ring\n"
-        "forces the ring) and Open MPI's MPI_Allreduce in the same\n"
-        "run (mpirun --oversubscribe) where MPI is built in. Reports the algorithm bandwidth\n"
-        "(bytes / time), the bus bandwidth (bytes * 2(N-1)/N / time) and the ratio\n"
-        "mpi_time / hearsay_time (> 1: hearsay is faster). Times are the slowest rank's.",
+        "(over hsshm on one host the mapped path for --buffer shared, the direct path for\n"
+        "plain buffers, else the pipelined ring; HS_AR_PATH=ring|direct|mapped forces one)\n"
+        "and Open MPI's MPI_Allreduce in the same run (mpirun --oversubscribe) where MPI is\n"
+        "built in. Reports the algorithm bandwidth (bytes / time), the bus bandwidth\n"
+        "(bytes * 2(N-1)/N / time), the floor (one memcpy of the buffer on every rank at\n"
+        "once) and the ratio mpi_time / hearsay_time (> 1: hearsay is faster). Times are the\n"
+        "slowest rank's.",
     .options = ar_options,
     .n_options = HS_ARRAY_LEN(ar_options),
 };
@@ -135,8 +148,16 @@ static int hearsay_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
     hs_boot_t *b = NULL;
     hs_transport_t *t = NULL;
     hs_allreduce_t *ar = NULL, *bar = NULL; /* bar: 1-float all-reduce used as the barrier */
-    float *x = NULL, *x0 = NULL, one = 1;
-    double *times = hs_malloc((size_t)reps * sizeof *times, "timings");
+    float *x = NULL, *x0 = NULL, *one = NULL;
+    const char *bufkind = hs_cfg_str(cfg, "buffer");
+    int shared = !strcmp(bufkind, "shared");
+    if (!shared && strcmp(bufkind, "plain") != 0) {
+        fprintf(stderr, "hearsay bench allreduce: --buffer %s: expected shared or plain\n",
+                bufkind);
+        return 1;
+    }
+    /* times[0..reps): the all-reduce; times[reps..2 reps): the floor's copy */
+    double *times = hs_malloc(2 * (size_t)reps * sizeof *times, "timings");
     if (!times) return 1;
     hs_transport_opts_t to;
     int rc = hs_transport_opts_default(&to);
@@ -144,6 +165,11 @@ static int hearsay_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
     if (strcmp(prov, "auto") != 0) to.provider = prov;
     if (rc == 0) rc = hs_boot_init(&b, NULL);
     if (rc == 0) rc = hs_transport_open(&t, b, &to);
+    /* The barrier's float lies in shared memory like the buffer: every all-reduce here takes
+     * the path the buffer kind gives. */
+    if (rc == 0) rc = shared ? hs_transport_buf_alloc(t, sizeof *one, (void **)&one) : 0;
+    if (rc == 0 && !shared && !(one = hs_malloc(sizeof *one, "barrier"))) rc = -ENOMEM;
+    if (rc == 0) *one = 1;
     hs_allreduce_opts_t ao;
     if (rc == 0) rc = hs_allreduce_opts_default(&ao);
     /* The transport's barrier sends 1-byte messages, which libfabric 1.17's shm provider can
@@ -163,7 +189,9 @@ static int hearsay_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
     for (int si = 0; rc == 0 && si < nsizes; si++) {
         int rank = hs_transport_rank(t), P = hs_transport_size(t);
         size_t n = sizes[si] / sizeof(float);
-        x = hs_malloc(n * sizeof *x, "all-reduce buffer");
+        /* shared: as optim/allreduce_sgd.c allocates the gradients it all-reduces */
+        if (shared && (rc = hs_transport_buf_alloc(t, n * sizeof *x, (void **)&x)) < 0) break;
+        if (!shared) x = hs_malloc(n * sizeof *x, "all-reduce buffer");
         x0 = hs_malloc(n * sizeof *x0, "all-reduce buffer copy");
         if (!x || !x0) {
             rc = -ENOMEM;
@@ -173,33 +201,55 @@ static int hearsay_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
         if ((rc = hs_allreduce_create(&ar, t, n, &ao)) < 0) break;
         memcpy(x, x0, n * sizeof *x);
         if ((rc = hs_allreduce_run(ar, x)) < 0 || (rc = verify(x, n, P)) < 0) break;
+        /* The floor first: every rank copies the buffer once at the same time, after a
+         * barrier (reads and writes it once: the least memory traffic of any all-reduce). */
+        for (int i = 0; rc == 0 && i < warmup + reps; i++) {
+            if ((rc = hs_allreduce_run(bar, one)) < 0) break;
+            double t0 = hs_now();
+            memcpy(x, x0, n * sizeof *x);
+            if (i >= warmup) times[reps + i - warmup] = hs_now() - t0;
+        }
+        /* The all-reduce, in the MPI worker's loop: reset, barrier, timed call. (A barrier
+         * before the reset too made the mapped path 1.3-1.8x faster here on 4 ranks / 2 cores,
+         * so the two workers must loop alike.) */
         for (int i = 0; rc == 0 && i < warmup + reps; i++) {
             memcpy(x, x0, n * sizeof *x);
-            if ((rc = hs_allreduce_run(bar, &one)) < 0) break;
+            if ((rc = hs_allreduce_run(bar, one)) < 0) break;
             double t0 = hs_now();
             rc = hs_allreduce_run(ar, x);
             if (i >= warmup) times[i - warmup] = hs_now() - t0;
         }
-        if (rc == 0) rc = hs_bl_gather_max(t, times, reps, TIMES_TAG);
+        if (rc == 0) rc = verify(x, n, P); /* the last repetition too (untimed) */
+        if (rc == 0) rc = hs_bl_gather_max(t, times, 2 * reps, TIMES_TAG);
         if (rc == 0 && rank == 0) {
             double min = times[0];
             for (int i = 1; i < reps; i++) min = HS_MIN(min, times[i]);
             double med = hs_bench_median(times, (size_t)reps);
+            double floor = hs_bench_median(times + reps, (size_t)reps);
             printf("HSB impl=hearsay ranks=%d bytes=%zu median_s=%.6e min_s=%.6e reps=%d "
-                   "provider=%s chunk=%zu depth=%d\n",
+                   "provider=%s chunk=%zu depth=%d buffer=%s path=%s floor_s=%.6e\n",
                    P, n * sizeof(float), med, min, reps, hs_transport_provider(t), ao.chunk_bytes,
-                   ao.depth);
+                   ao.depth, bufkind, hs_env_str("HS_AR_PATH") ?: "auto", floor);
             fflush(stdout);
         }
         hs_allreduce_destroy(&ar);
-        HS_FREE(x);
+        if (shared)
+            hs_transport_buf_free(t, (void **)&x);
+        else
+            HS_FREE(x);
         HS_FREE(x0);
     }
-    if (rc == 0) rc = hs_allreduce_run(bar, &one);
+    if (rc == 0) rc = hs_allreduce_run(bar, one);
     if (rc < 0) fprintf(stderr, "hearsay bench allreduce (worker): %s\n", hs_last_error());
     hs_allreduce_destroy(&ar);
     hs_allreduce_destroy(&bar);
-    free(x);
+    if (shared && t) {
+        hs_transport_buf_free(t, (void **)&x);
+        hs_transport_buf_free(t, (void **)&one);
+    } else {
+        free(x);
+        free(one);
+    }
     free(x0);
     free(times);
     hs_transport_close(&t);
@@ -277,7 +327,8 @@ static int mpi_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
 typedef struct result {
     int have;
     double med, min;
-    char provider[64], library[128];
+    char provider[64], library[128], buffer[16], path[16];
+    double floor;
     size_t chunk;
     int depth, reps;
 } result_t;
@@ -307,7 +358,11 @@ static int collect(char *const argv[], double limit_s, const size_t *sizes, int 
                 if (*c == '_') *c = ' ';
             r->chunk = (size_t)strtoull(hs_bl_field(line, "chunk", v, sizeof v) ?: "0", NULL, 10);
             r->depth = atoi(hs_bl_field(line, "depth", v, sizeof v) ?: "0");
+            snprintf(r->buffer, sizeof r->buffer, "%s",
+                     hs_bl_field(line, "buffer", v, sizeof v) ?: "");
+            snprintf(r->path, sizeof r->path, "%s", hs_bl_field(line, "path", v, sizeof v) ?: "");
             r->reps = atoi(hs_bl_field(line, "reps", v, sizeof v) ?: "0");
+            r->floor = atof(hs_bl_field(line, "floor_s", v, sizeof v) ?: "nan");
         }
     }
     free(out);
@@ -327,10 +382,12 @@ static void print_result(int json, int P, size_t bytes, const result_t *h, const
     if (json) {
         printf("{\"bench\": \"allreduce\", \"ranks\": %d, \"bytes\": %zu, \"size\": \"%s\", "
                "\"cores\": %d, \"provider\": \"%s\", \"fi_shm_disable_cma\": \"%s\", "
-               "\"chunk_bytes\": %zu, \"depth\": %d, \"reps\": %d, "
-               "\"median_s\": %.6g, \"min_s\": %.6g, \"algbw_GBps\": %.4g, \"busbw_GBps\": %.4g",
+               "\"chunk_bytes\": %zu, \"depth\": %d, \"buffer\": \"%s\", \"path\": \"%s\", "
+               "\"reps\": %d, \"median_s\": %.6g, \"min_s\": %.6g, \"algbw_GBps\": %.4g, "
+               "\"busbw_GBps\": %.4g, \"floor_s\": %.6g, \"floor_ratio\": %.4g",
                P, bytes, sz, hs_bl_cores(), h->provider, getenv("FI_SHM_DISABLE_CMA") ?: "unset",
-               h->chunk, h->depth, h->reps, h->med, h->min, h_alg, h_bus);
+               h->chunk, h->depth, h->buffer, h->path, h->reps, h->med, h->min, h_alg, h_bus,
+               h->floor, h->med / h->floor);
         if (m && m->have) {
             double m_alg = bytes / m->med / 1e9;
             printf(", \"mpi\": \"%s\", \"mpi_median_s\": %.6g, \"mpi_min_s\": %.6g, "
@@ -341,7 +398,8 @@ static void print_result(int json, int P, size_t bytes, const result_t *h, const
             printf(", \"mpi\": null, \"mpi_note\": \"%s\"}\n", mpi_note);
         }
     } else {
-        printf("ranks %d  %6s  hearsay %9.3f ms  busbw %6.2f GB/s", P, sz, h->med * 1e3, h_bus);
+        printf("ranks %d  %6s  hearsay (%s, %s) %8.3f ms  busbw %6.2f GB/s  floor %7.3f ms (x%.2f)",
+               P, sz, h->buffer, h->path, h->med * 1e3, h_bus, h->floor * 1e3, h->med / h->floor);
         if (m && m->have)
             printf("  |  MPI %9.3f ms  busbw %6.2f GB/s  |  mpi/hearsay %.2f\n", m->med * 1e3,
                    bytes / m->med / 1e9 * f, m->med / h->med);
@@ -427,6 +485,8 @@ int hs_bench_allreduce(int argc, char **argv)
                          (char *)hs_cfg_str(cfg, "chunk"),
                          "--depth",
                          depth,
+                         "--buffer",
+                         (char *)hs_cfg_str(cfg, "buffer"),
                          NULL};
         if (collect(hargv, limit, sizes, nsizes, hres, "the hearsay ranks") < 0) {
             fprintf(stderr, "hearsay bench allreduce (%d ranks): %s\n", ranks[ri], hs_last_error());

@@ -158,6 +158,7 @@ int hs_bl_gather_max(hs_transport_t *t, double *times, int n, unsigned tag)
     if (rc == 0) {
         o.tag_base = tag;
         o.tag_span = HS_BL_TAG_SPAN;
+        if (o.path == HS_AR_PATH_MAPPED) o.path = HS_AR_PATH_AUTO; /* `all` is plain memory */
         rc = hs_allreduce_sum(t, all, (size_t)P * (size_t)n, &o);
     }
     for (int r = 0; rc == 0 && r < P; r++)

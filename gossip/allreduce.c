@@ -24,6 +24,29 @@
  * overwrites it (the reduced value from the left) can only exist after our own send of
  * that chunk has been received downstream (the ring's causality); all-gather receives are
  * posted into the buffer for the same reason.
+ *
+ * The mapped path (one host, every buffer from hs_transport_buf_alloc; include/hearsay/
+ * allreduce.h). Each rank has a control block (ar_ctl_t) in shared memory that every peer
+ * maps read-write, set up in the plan's first operation by two all-to-alls of small messages
+ * (handles, then whether every rank mapped every block). Operation op on rank r:
+ *   1. publish its buffer's handle (or address), then arrive = op + 1; ring every peer's bell
+ *   2. wait until every peer's arrive = op + 1 (they all published: every rank now sees the
+ *      same set of handles and takes the same path)
+ *   3. map the peers' buffers (cached while a peer keeps its buffer)
+ *   4. for each 256 KiB chunk of segment r: sum it over every buffer in rank order into its
+ *      own buffer, then stream the sum into every peer's buffer
+ *   5. set done[r] = op + 1 in every peer's block, ring its bell; wait until done[p] = op + 1
+ *      for every peer p in its own block, and return.
+ * Why that is safe without more waits: segment r of any buffer is read and written by rank r
+ * alone during the operation, and only after its owner entered (step 2); an owner returns
+ * (and may change its buffer) only after every peer's step 5, which comes after that peer's
+ * last read of it. The waits poll a few times, then sleep on the owner's bell (a futex word
+ * in its block; sleepers counted so ringing costs no system call when nobody sleeps), in
+ * slices of 50 ms between which they look whether a rank waited for has exited, bounded by the
+ * timeout. A rank that fails sets failed = op + 1 in its block: the others stop waiting for it
+ * and do not write into its buffer any more. When some buffer is not shared, every rank sees
+ * that at step 2 and takes the direct path's copies (process_vm_readv) with two more counter
+ * waits (stage: reduced, then done reading) instead of message exchanges, or the ring.
  */
 #include "hearsay/allreduce.h"
 
@@ -31,8 +54,21 @@
 #include "hearsay/env.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HAVE_STREAM 1
+#endif
 
 #define DEFAULT_CHUNK_BYTES ((size_t)1 << 20)
 #define MAX_DEPTH           (1 << 20)
@@ -49,7 +85,26 @@ typedef struct direct_msg {
     uint32_t magic, phase;
     uint64_t op, addr, n;
     uint32_t ok, pad;
+    hs_tbuf_handle_t hdl; /* mapped path set-up: the sender's control block */
 } direct_msg_t;
+
+/* Mapped path: each rank's control block, in memory of hs_transport_buf_alloc that every peer
+ * maps read-write (its own cache lines for what the owner writes and what peers write). */
+typedef struct ar_ctl {
+    alignas(64) _Atomic uint32_t bell;   /* futex word: bumped by whoever has news for the owner */
+    _Atomic uint32_t sleepers;           /* owner threads waiting on bell */
+    alignas(64) _Atomic uint64_t arrive; /* op + 1 of the operation the owner entered */
+    _Atomic uint64_t failed;             /* op + 1 of an operation the owner gave up */
+    _Atomic uint64_t stage;              /* copying fallback: 2 op + 1 reduced, 2 op + 2 done */
+    uint32_t mapped;                     /* for that operation: 1 when hdl names its buffer */
+    uint32_t readok;                     /* 1: the owner can read every peer (peer_read) */
+    uint64_t addr;                       /* the owner's buffer (copying fallback) */
+    hs_tbuf_handle_t hdl;
+    /* done[p] = op + 1: rank p has written its segment of op into the owner's buffer */
+    alignas(64) _Atomic uint64_t done[];
+} ar_ctl_t;
+
+#define MAPPED_SPIN 64 /* polls before sleeping on the bell (ranks often outnumber cores) */
 
 struct hs_allreduce {
     hs_transport_t *t;
@@ -77,6 +132,14 @@ struct hs_allreduce {
     /* direct path (NULL when the ring is forced or the transport cannot read peers) */
     float *direct_tmp;             /* (DIRECT_CHUNK) a peer's chunk */
     struct direct_msg *direct_all; /* (P) the exchanged messages */
+    /* mapped path: 0 not set up yet, 1 on, -1 off (agreed by every rank), -2 failed */
+    int mapped;
+    ar_ctl_t *ctl;          /* mine (hs_transport_buf_alloc) */
+    ar_ctl_t **pctl;        /* (P) the peers' control blocks mapped here (NULL: me) */
+    float **pbuf;           /* (P) the peers' buffers of the last mapped operation, mapped */
+    hs_tbuf_handle_t *phdl; /* (P) their handles */
+    int *pend;              /* (P) ranks a wait is waiting for */
+    int npend;
 };
 
 int hs_allreduce_opts_default(hs_allreduce_opts_t *o)
@@ -96,8 +159,10 @@ int hs_allreduce_opts_default(hs_allreduce_opts_t *o)
             o->path = HS_AR_PATH_RING;
         else if (!strcmp(e, "direct"))
             o->path = HS_AR_PATH_DIRECT;
+        else if (!strcmp(e, "mapped"))
+            o->path = HS_AR_PATH_MAPPED;
         else
-            return HS_ERR(-EINVAL, "HS_AR_PATH '%s': expected auto, ring or direct", e);
+            return HS_ERR(-EINVAL, "HS_AR_PATH '%s': expected auto, ring, direct or mapped", e);
     }
     v = 0; /* also the table's default */
     if (hs_env_long("HS_AR_DEPTH", &v) < 0) return -EINVAL;
@@ -196,8 +261,9 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
     if ((uint64_t)o.tag_base + o.tag_span - 1 > HS_TAG_MAX)
         return HS_ERR(-EINVAL, "all-reduce: tag range %u + %u passes HS_TAG_MAX (%u)", o.tag_base,
                       o.tag_span, HS_TAG_MAX);
-    if (o.path < HS_AR_PATH_AUTO || o.path > HS_AR_PATH_DIRECT)
-        return HS_ERR(-EINVAL, "all-reduce: path %d is not auto (0), ring (1) or direct (2)",
+    if (o.path < HS_AR_PATH_AUTO || o.path > HS_AR_PATH_MAPPED)
+        return HS_ERR(-EINVAL,
+                      "all-reduce: path %d is not auto (0), ring (1), direct (2) or mapped (3)",
                       o.path);
 
     int P = hs_transport_size(t);
@@ -240,7 +306,31 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
          * once in the request table. */
         /* Whether peer reads work is settled collectively in the first exchange; here only
          * whether the backend has them at all (the same on every rank). */
-        int want_direct = o.path != HS_AR_PATH_RING && hs_transport_has_peer_read(t);
+        int want_direct = (o.path == HS_AR_PATH_AUTO || o.path == HS_AR_PATH_DIRECT) &&
+                          hs_transport_has_peer_read(t);
+        int want_mapped = (o.path == HS_AR_PATH_AUTO || o.path == HS_AR_PATH_MAPPED) &&
+                          hs_transport_has_peer_map(t);
+        if (o.path == HS_AR_PATH_MAPPED && !want_mapped) {
+            hs_allreduce_destroy(&ar);
+            return HS_ERR(-ENOSYS,
+                          "all-reduce: the mapped path needs a transport that shares buffers "
+                          "between same-host ranks (hsshm); this one is %s",
+                          hs_transport_provider(t));
+        }
+        ar->mapped = want_mapped ? 0 : -1;
+        if (want_mapped) {
+            ar->pctl = hs_calloc((size_t)P, sizeof *ar->pctl, "all-reduce mapped path");
+            ar->pbuf = hs_calloc((size_t)P, sizeof *ar->pbuf, "all-reduce mapped path");
+            ar->phdl = hs_calloc((size_t)P, sizeof *ar->phdl, "all-reduce mapped path");
+            ar->pend = hs_calloc((size_t)P, sizeof *ar->pend, "all-reduce mapped path");
+            if (!ar->direct_all)
+                ar->direct_all =
+                    hs_calloc((size_t)P, sizeof(struct direct_msg), "all-reduce direct");
+            if (!ar->pctl || !ar->pbuf || !ar->phdl || !ar->pend || !ar->direct_all) {
+                hs_allreduce_destroy(&ar);
+                return -ENOMEM;
+            }
+        }
         if (o.path == HS_AR_PATH_DIRECT && !want_direct) {
             hs_allreduce_destroy(&ar);
             return HS_ERR(-ENOSYS,
@@ -250,7 +340,9 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
         }
         if (want_direct && items >= 3 && ar->cap >= 2 * (size_t)P) {
             ar->direct_tmp = hs_malloc(DIRECT_CHUNK * sizeof(float), "all-reduce direct chunk");
-            ar->direct_all = hs_calloc((size_t)P, sizeof(struct direct_msg), "all-reduce direct");
+            if (!ar->direct_all)
+                ar->direct_all =
+                    hs_calloc((size_t)P, sizeof(struct direct_msg), "all-reduce direct");
             if (!ar->direct_tmp || !ar->direct_all) {
                 hs_allreduce_destroy(&ar);
                 return -ENOMEM;
@@ -272,6 +364,24 @@ void hs_allreduce_destroy(hs_allreduce_t **ar)
     hs_allreduce_t *a = *ar;
     for (size_t i = 0; i < a->nact; i++)
         if (a->reqs[i]) hs_transport_req_free(a->t, &a->reqs[i]);
+    for (int p = 0; p < a->P && (a->pctl || a->pbuf); p++) {
+        if (a->pbuf && a->pbuf[p]) {
+            void *v = a->pbuf[p];
+            hs_transport_peer_unmap(a->t, p, &v);
+        }
+        if (a->pctl && a->pctl[p]) {
+            void *v = a->pctl[p];
+            hs_transport_peer_unmap(a->t, p, &v);
+        }
+    }
+    if (a->ctl) {
+        void *v = a->ctl;
+        hs_transport_buf_free(a->t, &v);
+    }
+    free(a->pctl);
+    free(a->pbuf);
+    free(a->phdl);
+    free(a->pend);
     free(a->scratch);
     free(a->bounce);
     free(a->direct_tmp);
@@ -417,7 +527,7 @@ static int direct_exchange(hs_allreduce_t *ar, uint64_t op, uint32_t phase, dire
                            direct_msg_t *all, double timeout)
 {
     int P = ar->P;
-    uint32_t tag = item_tag(ar, op, phase);
+    uint32_t tag = item_tag(ar, op, phase % 3); /* set-up phases 3, 4 reuse the first tags */
     mine->magic = DIRECT_MAGIC;
     mine->phase = phase;
     mine->op = op;
@@ -513,6 +623,382 @@ static int direct_run(hs_allreduce_t *ar, float *buf, float inv, uint64_t op, do
     return 1;
 }
 
+/* --- the mapped path (every rank's buffer in shared memory: hs_transport_buf_alloc) ------ */
+
+static long futex_call(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
+}
+
+/* Tell the owner of c there is news. */
+static void ctl_bell(ar_ctl_t *c)
+{
+    atomic_fetch_add(&c->bell, 1);
+    if (atomic_load(&c->sleepers) > 0) futex_call(&c->bell, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+static inline void cpu_relax(void)
+{
+#ifdef HAVE_STREAM
+    _mm_pause();
+#endif
+}
+
+/* "rank 3" or "ranks 1, 2": the ranks a wait still waits for. */
+static void pend_text(const hs_allreduce_t *ar, char *buf, size_t cap)
+{
+    size_t w = (size_t)snprintf(buf, cap, "rank%s ", ar->npend > 1 ? "s" : "");
+    for (int i = 0; i < ar->npend && w + 16 < cap; i++)
+        w += (size_t)snprintf(buf + w, cap - w, "%s%d", i ? ", " : "", ar->pend[i]);
+}
+
+/* What a wait waits for. */
+enum { W_ARRIVE, W_FILLED, W_STAGE };
+static const char *const wait_what[] = {"to enter the operation",
+                                        "to write their segments into this rank's buffer",
+                                        "to finish their part of the copying fallback"};
+
+/* Every peer's arrival at op (W_ARRIVE), the peers' segments of op written into my buffer
+ * (W_FILLED: my done[p] = op + 1), every peer's stage >= want (W_STAGE). 1: there, 0: not
+ * yet (ar->pend: the ranks missing), < 0: a peer gave up this operation. */
+static int ctl_check(hs_allreduce_t *ar, uint64_t op, int kind, uint64_t want)
+{
+    ar->npend = 0;
+    int gave_up = -1;
+    for (int p = 0; p < ar->P; p++) {
+        if (p == ar->rank) continue;
+        if (gave_up < 0 && atomic_load(&ar->pctl[p]->failed) == op + 1) gave_up = p;
+        if ((kind == W_ARRIVE && atomic_load(&ar->pctl[p]->arrive) < op + 1) ||
+            (kind == W_STAGE && atomic_load(&ar->pctl[p]->stage) < want) ||
+            (kind == W_FILLED && atomic_load(&ar->ctl->done[p]) < op + 1))
+            ar->pend[ar->npend++] = p;
+    }
+    /* A peer that gave up is reported unless all this rank waited for is there and its
+     * buffer is not touched any more (W_FILLED). */
+    if (gave_up >= 0 && (ar->npend > 0 || kind != W_FILLED)) {
+        if (!ar->npend)
+            return HS_ERR(-ECONNABORTED, "rank %d gave up this operation (see its error)", gave_up);
+        char who[256];
+        pend_text(ar, who, sizeof who);
+        return HS_ERR(-ECONNABORTED,
+                      "nothing yet from %s (waiting for %s %s), and rank %d gave up this "
+                      "operation (see its error)",
+                      who, ar->npend > 1 ? "them" : "it", wait_what[kind], gave_up);
+    }
+    return ar->npend == 0;
+}
+
+/* Peer p has exited while this rank waited for it: an error naming it as the transport does
+ * (a 1-byte direct read from the buffer it last published fails with its pid), or as here
+ * where that cannot be had. */
+static int peer_exited(hs_allreduce_t *ar, int p, int kind)
+{
+    char b;
+    uint64_t a = ar->pctl[p]->addr;
+    if (a && hs_transport_has_peer_read(ar->t) &&
+        hs_transport_peer_read(ar->t, p, a, &b, 1) == -ECONNRESET) {
+        hs_error_prefix("nothing from rank %d (waiting for it %s)", p, wait_what[kind]);
+        return -ECONNRESET;
+    }
+    return HS_ERR(-ECONNRESET, "nothing from rank %d, which has exited (waiting for it %s)", p,
+                  wait_what[kind]);
+}
+
+/* Wait for ctl_check: poll a little, then sleep on my bell, bounded by timeout; a peer that
+ * exited is reported at once (-ECONNRESET), a late one after timeout (-ETIMEDOUT): both name
+ * the ranks waited for. */
+static int ctl_wait(hs_allreduce_t *ar, uint64_t op, int kind, uint64_t want, double timeout)
+{
+    ar_ctl_t *c = ar->ctl;
+    double t0 = hs_now(), next_live = t0 + 0.05;
+    for (int spin = 0;; spin++) {
+        int r = ctl_check(ar, op, kind, want);
+        if (r) return r < 0 ? r : 0;
+        if (spin < MAPPED_SPIN) {
+            cpu_relax();
+            continue;
+        }
+        atomic_fetch_add(&c->sleepers, 1);
+        uint32_t seen = atomic_load(&c->bell);
+        r = ctl_check(ar, op, kind, want);
+        double now = hs_now();
+        if (r == 0 && now - t0 < timeout) {
+            double d = HS_MIN(timeout - (now - t0), 0.05);
+            struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+            futex_call(&c->bell, FUTEX_WAIT, seen, &ts);
+        }
+        atomic_fetch_sub(&c->sleepers, 1);
+        if (r) return r < 0 ? r : 0;
+        now = hs_now();
+        if (now >= next_live || now - t0 >= timeout) {
+            next_live = now + 0.05;
+            for (int i = 0; i < ar->npend; i++)
+                if (hs_transport_peer_gone(ar->t, ar->pend[i]) == 1)
+                    return peer_exited(ar, ar->pend[i], kind);
+        }
+        if (now - t0 >= timeout) {
+            if (ctl_check(ar, op, kind, want)) continue; /* arrived meanwhile */
+            char who[256];
+            pend_text(ar, who, sizeof who);
+            return HS_ERR(-ETIMEDOUT, "nothing from %s in %.1f s (waiting for %s %s)", who,
+                          now - t0, ar->npend > 1 ? "them" : "it", wait_what[kind]);
+        }
+    }
+}
+
+/* Set up the mapped path (once per plan, collectively, with two small all-to-alls): every
+ * rank makes a control block and maps every peer's. Every rank ends with the same ar->mapped
+ * (1, or -1 when some rank could not). */
+static int mapped_setup(hs_allreduce_t *ar, uint64_t op, double timeout)
+{
+    int P = ar->P;
+    direct_msg_t mine = {0}, *all = ar->direct_all;
+    void *v = NULL;
+    mine.n = ar->n;
+    size_t bytes = sizeof(ar_ctl_t) + (size_t)P * sizeof(uint64_t);
+    if (hs_transport_buf_alloc(ar->t, bytes, &v) == 0) {
+        ar->ctl = v;
+        mine.ok = hs_transport_buf_handle(ar->t, v, bytes, &mine.hdl) == 0;
+    }
+    HS_TRY(direct_exchange(ar, op, 3, &mine, all, timeout));
+    int ok = 1;
+    for (int p = 0; p < P; p++) ok &= all[p].ok == 1;
+    for (int p = 0; ok && p < P; p++) {
+        if (p == ar->rank) continue;
+        void *m = NULL;
+        if (hs_transport_peer_map(ar->t, p, &all[p].hdl, &m) < 0) {
+            HS_DEBUG("all-reduce: rank %d cannot map rank %d's control block (%s): no mapped path",
+                     ar->rank, p, hs_last_error());
+            ok = 0;
+        } else {
+            ar->pctl[p] = m;
+        }
+    }
+    mine.ok = (uint32_t)ok;
+    HS_TRY(direct_exchange(ar, op, 4, &mine, all, timeout));
+    for (int p = 0; p < P; p++) ok &= all[p].ok == 1;
+    if (ok) {
+        ar->mapped = 1;
+        return 0;
+    }
+    for (int p = 0; p < P; p++)
+        if (ar->pctl[p]) {
+            v = ar->pctl[p];
+            hs_transport_peer_unmap(ar->t, p, &v);
+            ar->pctl[p] = NULL;
+        }
+    if (ar->ctl) {
+        v = ar->ctl;
+        hs_transport_buf_free(ar->t, &v);
+        ar->ctl = NULL;
+    }
+    ar->mapped = -1;
+    if (ar->o.path == HS_AR_PATH_MAPPED)
+        return HS_ERR(-ENOSYS,
+                      "all-reduce: HS_AR_PATH=mapped but some rank cannot map its peers' "
+                      "buffers (transport %s)",
+                      hs_transport_provider(ar->t));
+    return 0;
+}
+
+/* y[0..m) = (x[0][0..m) + x[1][0..m) + ... + x[P-1][0..m)) (* a when a != 0), in rank order
+ * whichever rank computes it (y may be one of the x). */
+static void sum_ranks(float *y, const float *const *x, int P, size_t m, float a)
+{
+    size_t i = 0;
+    v8f_t va = {a, a, a, a, a, a, a, a};
+    for (; i + 16 <= m; i += 16) {
+        v8f_t s0, s1, b0, b1;
+        memcpy(&s0, x[0] + i, sizeof s0);
+        memcpy(&s1, x[0] + i + 8, sizeof s1);
+        for (int r = 1; r < P; r++) {
+            memcpy(&b0, x[r] + i, sizeof b0);
+            memcpy(&b1, x[r] + i + 8, sizeof b1);
+            s0 += b0;
+            s1 += b1;
+        }
+        if (a != 0.0f) {
+            s0 *= va;
+            s1 *= va;
+        }
+        memcpy(y + i, &s0, sizeof s0);
+        memcpy(y + i + 8, &s1, sizeof s1);
+    }
+    for (; i < m; i++) {
+        float v = x[0][i];
+        for (int r = 1; r < P; r++) v += x[r][i];
+        y[i] = a != 0.0f ? v * a : v;
+    }
+}
+
+/* Copy m floats into another rank's buffer with non-temporal stores where the CPU has them:
+ * the lines go to memory without being read first (nobody here reads them again). */
+static void stream_copy(float *dst, const float *src, size_t m)
+{
+    size_t i = 0;
+#ifdef HAVE_STREAM
+    for (; i < m && ((uintptr_t)(dst + i) & 15); i++) dst[i] = src[i];
+    for (; i + 16 <= m; i += 16) {
+        _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+        _mm_stream_ps(dst + i + 4, _mm_loadu_ps(src + i + 4));
+        _mm_stream_ps(dst + i + 8, _mm_loadu_ps(src + i + 8));
+        _mm_stream_ps(dst + i + 12, _mm_loadu_ps(src + i + 12));
+    }
+#endif
+    memcpy(dst + i, src + i, (m - i) * sizeof(float));
+}
+
+static void stream_fence(void)
+{
+#ifdef HAVE_STREAM
+    _mm_sfence();
+#endif
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Give up op: tell the peers (they stop waiting for this rank) and stop using the path. */
+static int mapped_fail(hs_allreduce_t *ar, uint64_t op, int rc)
+{
+    atomic_store(&ar->ctl->failed, op + 1);
+    for (int p = 0; p < ar->P; p++)
+        if (p != ar->rank) ctl_bell(ar->pctl[p]);
+    ar->mapped = -2;
+    hs_error_prefix("all-reduce #%llu (rank %d of %d, %zu floats), mapped path",
+                    (unsigned long long)op, ar->rank, ar->P, ar->n);
+    return rc;
+}
+
+/* Some buffer is not shared memory, but every rank can read its peers' (process_vm_readv):
+ * the direct path's copies, with the control blocks' counters in place of its message
+ * exchanges (the addresses came with the arrival). */
+static int copied_run(hs_allreduce_t *ar, float *buf, float inv, uint64_t op, double timeout)
+{
+    int P = ar->P, me = ar->rank, rc = 0;
+    size_t off0 = seg_off(ar, me), len = seg_len(ar, me);
+    for (size_t c = 0; rc == 0 && c < len; c += DIRECT_CHUNK) {
+        size_t m = HS_MIN(DIRECT_CHUNK, len - c);
+        float *y = buf + off0 + c;
+        for (int d = 1; d < P && rc == 0; d++) {
+            int p = (me + d) % P;
+            rc = hs_transport_peer_read(ar->t, p, ar->pctl[p]->addr + (off0 + c) * sizeof(float),
+                                        ar->direct_tmp, m * sizeof(float));
+            if (rc == 0) {
+                if (inv != 0.0f && d == P - 1)
+                    add_scale_into(y, ar->direct_tmp, m, inv);
+                else
+                    add_into(y, ar->direct_tmp, m);
+            }
+        }
+    }
+    for (int step = 1; step <= 2 && rc == 0; step++) {
+        atomic_store(&ar->ctl->stage, 2 * op + (uint64_t)step);
+        for (int p = 0; p < P; p++)
+            if (p != me) ctl_bell(ar->pctl[p]);
+        rc = ctl_wait(ar, op, W_STAGE, 2 * op + (uint64_t)step, timeout);
+        for (int d = 1; step == 1 && d < P && rc == 0; d++) { /* all-gather, in place */
+            int p = (me + d) % P;
+            size_t o = seg_off(ar, p);
+            rc = hs_transport_peer_read(ar->t, p, ar->pctl[p]->addr + o * sizeof(float), buf + o,
+                                        seg_len(ar, p) * sizeof(float));
+        }
+    }
+    return rc < 0 ? mapped_fail(ar, op, rc) : 0;
+}
+
+/* Returns 1 when the mapped path ran (rc in *rcp), 0 when some rank's buffer is not shared
+ * memory (every rank sees that and takes another path for this operation). */
+static int mapped_run(hs_allreduce_t *ar, float *buf, float inv, uint64_t op, double timeout,
+                      int *rcp)
+{
+    int P = ar->P, me = ar->rank;
+    ar_ctl_t *c = ar->ctl;
+    hs_tbuf_handle_t h;
+    c->mapped = hs_transport_buf_handle(ar->t, buf, ar->n * sizeof(float), &h) == 0;
+    c->hdl = h;
+    c->addr = (uint64_t)(uintptr_t)buf;
+    c->readok = hs_transport_has_peer_read(ar->t) && hs_transport_peer_read_ok(ar->t);
+    atomic_store(&c->arrive, op + 1); /* publishes mapped and hdl */
+    for (int p = 0; p < P; p++)
+        if (p != me) ctl_bell(ar->pctl[p]);
+    int rc = ctl_wait(ar, op, W_ARRIVE, 0, timeout);
+    if (rc < 0) {
+        *rcp = mapped_fail(ar, op, rc);
+        return 1;
+    }
+    int all = (int)c->mapped, readok = (int)c->readok;
+    for (int p = 0; p < P; p++)
+        if (p != me) {
+            all &= ar->pctl[p]->mapped == 1;
+            readok &= ar->pctl[p]->readok == 1;
+        }
+    if (!all) {
+        if (ar->o.path != HS_AR_PATH_MAPPED) {
+            if (!readok || !ar->direct_tmp) return 0; /* every rank: the ring */
+            *rcp = copied_run(ar, buf, inv, op, timeout);
+            return 1;
+        }
+        *rcp =
+            mapped_fail(ar, op,
+                        HS_ERR(-EINVAL, "HS_AR_PATH=mapped, but a rank's buffer is not memory of "
+                                        "hs_transport_buf_alloc"));
+        return 1;
+    }
+    /* The peers' buffers, mapped here (kept while a peer keeps its buffer). */
+    for (int p = 0; p < P; p++) {
+        if (p == me) continue;
+        hs_tbuf_handle_t ph = ar->pctl[p]->hdl;
+        if (ar->pbuf[p] && !memcmp(&ph, &ar->phdl[p], sizeof ph)) continue;
+        void *m = NULL, *old = ar->pbuf[p];
+        rc = hs_transport_peer_map(ar->t, p, &ph, &m);
+        if (rc < 0) {
+            *rcp = mapped_fail(ar, op, rc);
+            return 1;
+        }
+        hs_transport_peer_unmap(ar->t, p, &old); /* after mapping: a shared mapping stays */
+        ar->pbuf[p] = m;
+        ar->phdl[p] = ph;
+    }
+    /* Reduce my segment over every rank's buffer and write the result into every buffer, a
+     * cache-sized chunk at a time (the sum stays in cache for the copies). Nobody else
+     * reads or writes segment `me` of any buffer during the operation. */
+    size_t off0 = seg_off(ar, me), len = seg_len(ar, me);
+    const float *x[64];
+    const float **xs = P <= 64 ? x : NULL;
+    if (!xs && !(xs = hs_malloc((size_t)P * sizeof *xs, "all-reduce sources"))) {
+        *rcp = mapped_fail(ar, op, -ENOMEM);
+        return 1;
+    }
+    for (size_t ch = 0; ch < len; ch += DIRECT_CHUNK) {
+        size_t m = HS_MIN(DIRECT_CHUNK, len - ch), o = off0 + ch;
+        for (int r = 0; r < P; r++) xs[r] = (r == me ? buf : ar->pbuf[r]) + o;
+        sum_ranks(buf + o, xs, P, m, inv);
+        for (int d = 1; d < P; d++) {
+            int p = (me + d) % P;
+            if (atomic_load(&ar->pctl[p]->failed) == op + 1) { /* its buffer is its own again */
+                rc = HS_ERR(-ECONNABORTED, "rank %d gave up this operation (see its error)", p);
+                break;
+            }
+            stream_copy(ar->pbuf[p] + o, buf + o, m);
+        }
+        if (rc < 0) break;
+    }
+    if (xs != x) free(xs);
+    stream_fence();
+    if (rc < 0) {
+        *rcp = mapped_fail(ar, op, rc);
+        return 1;
+    }
+    for (int d = 1; d < P; d++) {
+        int p = (me + d) % P;
+        atomic_store(&ar->pctl[p]->done[me], op + 1);
+        ctl_bell(ar->pctl[p]);
+    }
+    /* Done when every peer has written its segment here. */
+    rc = ctl_wait(ar, op, W_FILLED, 0, timeout);
+    *rcp = rc < 0 ? mapped_fail(ar, op, rc) : 0;
+    return 1;
+}
+
 int hs_allreduce_run_avg(hs_allreduce_t *ar, float *buf, int average)
 {
     if (!ar) return HS_ERR(-EINVAL, "hs_allreduce_run: NULL plan");
@@ -526,6 +1012,24 @@ int hs_allreduce_run_avg(hs_allreduce_t *ar, float *buf, int average)
     for (int i = 0; i < ar->nslots; i++) ar->free_slots[i] = ar->nslots - 1 - i;
     double timeout = ar->o.timeout_s > 0 ? ar->o.timeout_s : ar->t->opts.timeout_s;
     if (timeout <= 0) timeout = 60;
+    if (ar->mapped == -2)
+        return HS_ERR(-EIO,
+                      "all-reduce #%llu: an earlier operation of this plan failed on the mapped "
+                      "path (make a new plan)",
+                      (unsigned long long)op);
+    if (ar->mapped == 0) {
+        int rc = mapped_setup(ar, op, timeout);
+        if (rc < 0) {
+            ar->mapped = -2;
+            hs_error_prefix("all-reduce #%llu (rank %d of %d), setting up the mapped path",
+                            (unsigned long long)op, ar->rank, ar->P);
+            return rc;
+        }
+    }
+    if (ar->mapped == 1) {
+        int rc = 0;
+        if (mapped_run(ar, buf, ru.inv, op, timeout, &rc)) return rc;
+    }
     if (ar->direct_tmp) {
         int rc = 0;
         if (direct_run(ar, buf, ru.inv, op, timeout, &rc)) return rc;

@@ -345,4 +345,7 @@ const hs_transport_ops_t hs_shm_ops = {
     .irecv_view = hs_shm_irecv_view,
     .view_wait = hs_shm_view_wait,
     .view_release = hs_shm_view_release,
+    .buf_handle = hs_shm_buf_handle,
+    .peer_map = hs_shm_peer_map,
+    .peer_unmap = hs_shm_peer_unmap,
 };

@@ -72,6 +72,16 @@ typedef struct pmap {
     struct pmap *next;
 } pmap_t;
 
+/* A peer's mappable buffer mapped here read-write (peer_map), counted. */
+typedef struct wmap {
+    int peer;
+    uint64_t id;
+    char *base;
+    size_t len;
+    int refs;
+    struct wmap *next;
+} wmap_t;
+
 /* A message that arrived before its receive (whole or in part). */
 typedef struct ux {
     int src, ctrl;
@@ -130,6 +140,7 @@ typedef struct shm {
     pmap_t *maps; /* peers' buffers mapped here */
     int nmaps, map_warned;
     struct hs_treq held; /* sentinel (hprev/hnext): views holding an unacknowledged SNAP */
+    wmap_t *wmaps;       /* peers' buffers mapped read-write (peer_map) */
 } shm_t;
 
 /* --- small helpers ----------------------------------------------------------------------- */
@@ -244,6 +255,10 @@ pmap_t *hs_shm_map_get_locked(shm_t *s, int p, const hs_shm_snap_t *sn);
 /* Acknowledge to peer p every RTS/SNAP taken from it that no view holds any more (in ring
  * order: up to the oldest held one). */
 void hs_shm_rdv_ack_locked(shm_t *s, int p);
+/* Shared buffers (peer_map): a handle for part of a buffer of this rank, a peer's mapped. */
+int hs_shm_buf_handle(hs_transport_t *t, const void *buf, size_t len, hs_tbuf_handle_t *h);
+int hs_shm_peer_map(hs_transport_t *t, int peer, const hs_tbuf_handle_t *h, void **ptr);
+void hs_shm_peer_unmap(hs_transport_t *t, int peer, void *ptr);
 /* Teardown: unmap the peers' buffers, free this rank's. */
 void hs_shm_views_close(shm_t *s);
 

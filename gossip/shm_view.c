@@ -167,8 +167,109 @@ void hs_shm_rdv_ack_locked(shm_t *s, int p)
     hs_shm_ring_bell(pe->seg);
 }
 
+/* --- shared buffers: a peer's buffer mapped read-write (the direct all-reduce) ---------- */
+
+#define HANDLE_MAGIC 0x4853484d41500001ull /* "HSHMAP" v1 */
+
+/* Handle words: magic, buffer id, memfd number, map_len, offset of buf, len. */
+int hs_shm_buf_handle(hs_transport_t *t, const void *buf, size_t len, hs_tbuf_handle_t *h)
+{
+    shm_t *s = t->impl;
+    pthread_mutex_lock(&s->lock);
+    shbuf_t *b = hs_shm_buf_find_locked(s, buf, len);
+    if (b) {
+        h->w[0] = HANDLE_MAGIC;
+        h->w[1] = b->id;
+        h->w[2] = (uint64_t)b->fd;
+        h->w[3] = b->map_len;
+        h->w[4] = (uint64_t)((const char *)buf - b->base);
+        h->w[5] = len;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return b ? 0 : -ENOENT; /* not an error to report: the caller copies instead */
+}
+
+int hs_shm_peer_map(hs_transport_t *t, int peer, const hs_tbuf_handle_t *h, void **ptr)
+{
+    shm_t *s = t->impl;
+    uint64_t id = h->w[1], fdn = h->w[2], map_len = h->w[3], off = h->w[4], len = h->w[5];
+    if (h->w[0] != HANDLE_MAGIC || fdn > INT32_MAX || off > map_len || len > map_len - off)
+        return HS_ERR(-EINVAL, "rank %d: rank %d's buffer handle is not one of hsshm's", t->rank,
+                      peer);
+    pthread_mutex_lock(&s->lock);
+    for (wmap_t *m = s->wmaps; m; m = m->next)
+        if (m->peer == peer && m->id == id && m->len >= map_len) {
+            m->refs++;
+            *ptr = m->base + off;
+            pthread_mutex_unlock(&s->lock);
+            return 0;
+        }
+    unsigned pid = s->peers[peer].addr.pid;
+    pthread_mutex_unlock(&s->lock);
+    /* Map outside the lock: populating a large buffer takes a while. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%u/fd/%u", pid, (unsigned)fdn);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return HS_ERR(-e, "rank %d: opening rank %d's buffer (%s): %s", t->rank, peer, path,
+                      strerror(e));
+    }
+    struct stat st;
+    void *base = MAP_FAILED;
+    const char *why = NULL;
+    if (fstat(fd, &st) < 0 || st.st_size < 0 || (uint64_t)st.st_size < map_len)
+        why = "size";
+    else if ((base = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd,
+                          0)) == MAP_FAILED)
+        why = "mmap";
+    int e = errno;
+    close(fd);
+    if (why)
+        return HS_ERR(e ? -e : -EIO, "rank %d: mapping rank %d's buffer of %llu bytes (%s): %s",
+                      t->rank, peer, (unsigned long long)map_len, why, strerror(e));
+    wmap_t *m = hs_calloc(1, sizeof *m, "mapped peer buffer");
+    if (!m) {
+        munmap(base, map_len);
+        return -ENOMEM;
+    }
+    *m = (wmap_t){.peer = peer, .id = id, .base = base, .len = map_len, .refs = 1};
+    pthread_mutex_lock(&s->lock);
+    m->next = s->wmaps;
+    s->wmaps = m;
+    pthread_mutex_unlock(&s->lock);
+    *ptr = m->base + off;
+    return 0;
+}
+
+void hs_shm_peer_unmap(hs_transport_t *t, int peer, void *ptr)
+{
+    shm_t *s = t->impl;
+    const char *p = ptr;
+    pthread_mutex_lock(&s->lock);
+    wmap_t **pp = &s->wmaps;
+    while (*pp && !((*pp)->peer == peer && p >= (*pp)->base && p < (*pp)->base + (*pp)->len))
+        pp = &(*pp)->next;
+    wmap_t *m = *pp;
+    if (m && --m->refs == 0)
+        *pp = m->next;
+    else
+        m = NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (m) {
+        munmap(m->base, m->len);
+        free(m);
+    }
+}
+
 void hs_shm_views_close(shm_t *s)
 {
+    while (s->wmaps) {
+        wmap_t *m = s->wmaps;
+        s->wmaps = m->next;
+        munmap(m->base, m->len);
+        free(m);
+    }
     while (s->maps) map_drop(s, &s->maps);
     while (s->bufs) {
         shbuf_t *b = s->bufs;

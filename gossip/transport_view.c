@@ -63,6 +63,43 @@ void hs_transport_buf_free(hs_transport_t *t, void **buf)
     *buf = NULL;
 }
 
+int hs_transport_has_peer_map(const hs_transport_t *t)
+{
+    return t && native_bufs(t) && VIEW_HAS_OP(t, buf_handle) && VIEW_HAS_OP(t, peer_map) &&
+           VIEW_HAS_OP(t, peer_unmap);
+}
+
+int hs_transport_buf_handle(hs_transport_t *t, const void *buf, size_t len, hs_tbuf_handle_t *h)
+{
+    if (!t || !buf || !h) return HS_ERR(-EINVAL, "buf_handle: NULL argument");
+    memset(h, 0, sizeof *h);
+    if (!hs_transport_has_peer_map(t))
+        return HS_ERR(-ENOSYS, "buf_handle: transport %s shares no buffers",
+                      hs_transport_provider(t));
+    return t->ops->buf_handle(t, buf, len, h);
+}
+
+int hs_transport_peer_map(hs_transport_t *t, int peer, const hs_tbuf_handle_t *h, void **ptr)
+{
+    if (!t || !h || !ptr) return HS_ERR(-EINVAL, "peer_map: NULL argument");
+    *ptr = NULL;
+    if (!hs_transport_has_peer_map(t))
+        return HS_ERR(-ENOSYS, "peer_map: transport %s shares no buffers",
+                      hs_transport_provider(t));
+    if (peer < 0 || peer >= t->size || peer == t->rank)
+        return HS_ERR(-EINVAL, "peer_map: rank %d is no peer of rank %d (of %d)", peer, t->rank,
+                      t->size);
+    return t->ops->peer_map(t, peer, h, ptr);
+}
+
+void hs_transport_peer_unmap(hs_transport_t *t, int peer, void **ptr)
+{
+    if (!t || !ptr || !*ptr) return;
+    if (hs_transport_has_peer_map(t) && peer >= 0 && peer < t->size)
+        t->ops->peer_unmap(t, peer, *ptr);
+    *ptr = NULL;
+}
+
 int hs_transport_irecv_view(hs_transport_t *t, int peer, uint32_t tag, size_t cap,
                             hs_tview_t **view)
 {

@@ -18,7 +18,8 @@ struct hs_model {
     int n_layers;
     size_t n_params;
     float *params; /* (n_params) device */
-    float *grads;  /* (n_params) device */
+    float *grads;  /* (n_params) device: grads_own, or the caller's (hs_model_use_grads) */
+    float *grads_own;
     size_t n_state;
     float *state;         /* (n_state) device: running statistics of the batch-norm layers */
     int eval_batch_stats; /* evaluate / forward with batch statistics (gradient checks) */
@@ -122,7 +123,7 @@ void hs_model_free(hs_model_t **mp)
     hs_kernels_t *k = m->k;
     for (int i = 0; i < m->n_layers && m->layers; i++) free_layer(k, &m->layers[i]);
     k->ops->free(k, m->params);
-    k->ops->free(k, m->grads);
+    k->ops->free(k, m->grads_own ? m->grads_own : m->grads);
     k->ops->free(k, m->state);
     k->ops->free(k, m->ws);
     k->ops->free(k, m->dx_scratch);
@@ -205,6 +206,25 @@ float *hs_model_params(hs_model_t *m)
 float *hs_model_grads(hs_model_t *m)
 {
     return m->grads;
+}
+
+int hs_model_use_grads(hs_model_t *m, float *g)
+{
+    if (!m) return HS_ERR(-EINVAL, "hs_model_use_grads: NULL model");
+    if (!g) {
+        if (!m->grads_own) return 0;
+        memcpy(m->grads_own, m->grads, m->n_params * sizeof(float));
+        m->grads = m->grads_own;
+        m->grads_own = NULL;
+        return 0;
+    }
+    if (m->k->device != HS_DEV_CPU)
+        return HS_ERR(-EINVAL, "model '%s': gradients in caller memory need the CPU kernels",
+                      m->spec);
+    memcpy(g, m->grads, m->n_params * sizeof(float));
+    if (!m->grads_own) m->grads_own = m->grads;
+    m->grads = g;
+    return 0;
 }
 
 int hs_model_num_views(const hs_model_t *m)

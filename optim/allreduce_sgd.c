@@ -6,6 +6,11 @@
  * paused rank stalls everyone, and a dead rank stops the run with an error naming it within
  * the all-reduce's bounded waits. With --compress the gradients are exchanged compressed with
  * error feedback instead (EF-SGD, optim/efsgd.c).
+ *
+ * Where the transport shares buffers between same-host ranks (hsshm), the gradient lives in
+ * memory of hs_transport_buf_alloc (hs_dist_use_grads; with non-CPU kernels the host staging
+ * buffer does), like NCCL's registered buffers or MPI_Alloc_mem: the peers map it, and the
+ * all-reduce reads and writes it in place (its mapped path, gossip/allreduce.c).
  */
 #include "hearsay/algo.h"
 #include "hearsay/allreduce.h"
@@ -18,8 +23,10 @@
 struct hs_algo {
     hs_dist_t *d;
     hs_allreduce_t *ar;
-    float *host; /* (n) host staging for non-CPU backends */
-    efsgd_t *ef; /* --compress: EF-SGD instead of the all-reduce */
+    float *host;     /* (n) host staging for non-CPU backends */
+    int host_shared; /* host is memory of hs_transport_buf_alloc */
+    float *shared;   /* (n) the gradient moved into hs_transport_buf_alloc memory, or NULL */
+    efsgd_t *ef;     /* --compress: EF-SGD instead of the all-reduce */
 };
 
 static int ar_step(hs_algo_t *a, long t)
@@ -64,7 +71,14 @@ static void ar_finalize(hs_algo_t **ap)
     if (!a) return;
     hs_allreduce_destroy(&a->ar);
     efsgd_destroy(&a->ef);
-    free(a->host);
+    if (a->shared) {
+        (void)hs_dist_use_grads(a->d, NULL); /* the model's own buffer again */
+        hs_transport_buf_free(a->d->t, (void **)&a->shared);
+    }
+    if (a->host_shared)
+        hs_transport_buf_free(a->d->t, (void **)&a->host);
+    else
+        free(a->host);
     free(a);
     *ap = NULL;
 }
@@ -90,7 +104,27 @@ static int ar_init(hs_algo_t **out, hs_dist_t *d)
     ao.timeout_s = d->o->comm_timeout_s;
     /* a job of one rank opens no transport: nothing to reduce */
     if (d->t && d->size > 1 && (rc = hs_allreduce_create(&a->ar, d->t, d->n, &ao)) < 0) goto fail;
-    if (d->k->device != HS_DEV_CPU && !(a->host = hs_malloc(d->n * sizeof(float), "gradient"))) {
+    /* The buffer the all-reduce runs on in shared memory where the transport has it. */
+    int share = a->ar && hs_transport_has_peer_map(d->t);
+    void *g = NULL;
+    if (share && hs_transport_buf_alloc(d->t, d->n * sizeof(float), &g) < 0) {
+        HS_DEBUG("all-reduce SGD: no shared gradient buffer (%s): the all-reduce copies",
+                 hs_last_error());
+        g = NULL;
+    }
+    if (g && d->k->device == HS_DEV_CPU) {
+        if (hs_dist_use_grads(d, g) == 0) {
+            a->shared = g;
+        } else {
+            HS_DEBUG("all-reduce SGD: the gradient stays where it is (%s)", hs_last_error());
+            hs_transport_buf_free(d->t, &g);
+        }
+    } else if (g) {
+        a->host = g;
+        a->host_shared = 1;
+    }
+    if (d->k->device != HS_DEV_CPU && !a->host &&
+        !(a->host = hs_malloc(d->n * sizeof(float), "gradient"))) {
         rc = -ENOMEM;
         goto fail;
     }

@@ -83,6 +83,15 @@ static int d_apply(void *ctx, double lr_scale, float *dst)
     return rc;
 }
 
+static int d_use_grads(void *ctx, float *g)
+{
+    run_t *R = ctx;
+    hs_model_t *m = hs_worker_model(R->w);
+    HS_TRY(hs_model_use_grads(m, g));
+    R->d.grads = hs_model_grads(m);
+    return 0;
+}
+
 static int d_evaluate(void *ctx, const float *params, double *loss, double *acc)
 {
     run_t *R = ctx;
@@ -278,6 +287,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     d->loss = NAN;
     d->ctx = R;
     d->apply = d_apply;
+    d->use_grads = d_use_grads;
     d->evaluate = d_evaluate;
     d->peer_failed = d_peer_failed;
     d->peer_dead = d_peer_dead;

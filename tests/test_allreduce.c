@@ -7,7 +7,9 @@
  * and the lines every rank prints. Sizes: 1, 7, 1000 and ~3M floats on 2, 3 and 4 ranks
  * (1 and 7 are below or near the rank count: empty segments and chunks). The crash test
  * checks that when a rank dies the others get an error naming a peer within the bound,
- * instead of hanging.
+ * instead of hanging; the late test the same for a rank that stays away past the timeout.
+ * AR_BUF=shared runs the same checks on buffers of hs_transport_buf_alloc (the mapped path
+ * over hsshm), AR_BUF=mixed with rank 0's buffer plain (the copying fallback), 2 to 8 ranks.
  */
 #include "hearsay/common.h"
 
@@ -25,12 +27,12 @@ static int count(const char *hay, const char *needle)
     return c;
 }
 
-static void run_check(const char *ranks)
+static void run_check_sizes(const char *ranks, const char *big)
 {
     const char *worker = tr_helper("allreduce_worker");
     tr_job_t j;
-    const char *args[] = {tr_hearsay(), "run",   "-n", ranks, "--timeout", "20",      "--",
-                          worker,       "check", "1",  "7",   "1000",      "3000017", NULL};
+    const char *args[] = {tr_hearsay(), "run",   "-n", ranks, "--timeout", "20", "--",
+                          worker,       "check", "1",  "7",   "1000",      big,  NULL};
     tr_run(&j, args, NULL, 60);
     ck_assert_msg(j.status == 0, "%s after %.1f s, output:\n%s", tr_status_text(j.status),
                   j.elapsed, j.out);
@@ -42,6 +44,11 @@ static void run_check(const char *ranks)
         ck_assert_msg(strstr(j.out, want), "missing \"%s\" in:\n%s", want, j.out);
     }
     tr_job_free(&j);
+}
+
+static void run_check(const char *ranks)
+{
+    run_check_sizes(ranks, "3000017");
 }
 
 START_TEST(test_sum_avg_2)
@@ -85,6 +92,68 @@ START_TEST(test_sum_avg_3_direct)
 }
 END_TEST
 
+/* Shared buffers (hs_transport_buf_alloc): the mapped path over hsshm, 2 to 8 ranks; forced
+ * by name; and one rank's buffer plain (every rank takes the copying fallback). */
+START_TEST(test_sum_avg_2_shared)
+{
+    setenv("AR_BUF", "shared", 1);
+    run_check("2");
+}
+END_TEST
+
+START_TEST(test_sum_avg_3_shared)
+{
+    setenv("AR_BUF", "shared", 1);
+    run_check("3");
+}
+END_TEST
+
+START_TEST(test_sum_avg_4_shared)
+{
+    setenv("AR_BUF", "shared", 1);
+    run_check("4");
+}
+END_TEST
+
+START_TEST(test_sum_avg_8_shared)
+{
+    setenv("AR_BUF", "shared", 1);
+    run_check_sizes("8", "100003");
+}
+END_TEST
+
+START_TEST(test_sum_avg_5_mapped)
+{
+    setenv("AR_BUF", "shared", 1);
+    setenv("HS_AR_PATH", "mapped", 1);
+    run_check_sizes("5", "1000003");
+}
+END_TEST
+
+START_TEST(test_sum_avg_4_mixed)
+{
+    setenv("AR_BUF", "mixed", 1);
+    run_check("4");
+}
+END_TEST
+
+/* HS_AR_PATH=mapped with plain buffers: an error on every rank, at once, not a hang. */
+START_TEST(test_mapped_needs_shared_buffers)
+{
+    setenv("AR_BUF", "mixed", 1);
+    setenv("HS_AR_PATH", "mapped", 1);
+    const char *worker = tr_helper("allreduce_worker");
+    tr_job_t j;
+    const char *args[] = {tr_hearsay(), "run",  "-n",    "3",    "--timeout", "20",
+                          "--",         worker, "check", "1000", NULL};
+    tr_run(&j, args, NULL, 40);
+    ck_assert_msg(j.status != 0, "succeeded:\n%s", j.out);
+    ck_assert_msg(j.elapsed < 15, "took %.1f s:\n%s", j.elapsed, j.out);
+    ck_assert_msg(strstr(j.out, "not memory of hs_transport_buf_alloc"), "output:\n%s", j.out);
+    tr_job_free(&j);
+}
+END_TEST
+
 /* Rank 2 of 4 leaves after one all-reduce; the others must report an error naming a rank
  * within the 10 s bound (their timeout is 8 s; a dead neighbour is noticed sooner). */
 static void dead_rank(void)
@@ -125,6 +194,53 @@ START_TEST(test_dead_rank_is_reported)
 }
 END_TEST
 
+START_TEST(test_dead_rank_is_reported_shared)
+{
+    setenv("AR_BUF", "shared", 1);
+    dead_rank();
+}
+END_TEST
+
+/* Rank 1 of 3 stays away for 9 s: the others give up after their 4 s timeout, naming it. */
+static void late_rank(void)
+{
+    const char *worker = tr_helper("allreduce_worker");
+    tr_job_t j;
+    const char *args[] = {tr_hearsay(), "run",  "-n",   "3", "--timeout", "30",
+                          "--",         worker, "late", "1", "4",         NULL};
+    tr_run(&j, args, NULL, 40);
+    ck_assert_msg(j.status == 0, "%s after %.1f s, output:\n%s", tr_status_text(j.status),
+                  j.elapsed, j.out);
+    ck_assert_msg(count(j.out, "AR_MISSED") == 0 && count(j.out, "AR_FAIL") == 0, "output:\n%s",
+                  j.out);
+    ck_assert_msg(count(j.out, "AR_DETECTED") == 2, "expected 2 ranks to report:\n%s", j.out);
+    for (const char *q = strstr(j.out, "AR_DETECTED"); q; q = strstr(q + 1, "AR_DETECTED")) {
+        const char *after = strstr(q, " after ");
+        ck_assert_ptr_nonnull(after);
+        double dt = atof(after + 7);
+        ck_assert_msg(dt >= 3.5 && dt < 7.0, "reported after %.2f s:\n%s", dt, j.out);
+        const char *eol = strchr(q, '\n');
+        ck_assert_ptr_nonnull(eol);
+        const char *peer = strstr(q, "rank 1");
+        ck_assert_msg(peer && peer < eol, "message names no late rank: %.*s", (int)(eol - q), q);
+    }
+    ck_assert_msg(strstr(j.out, "AR_LATE rank 1: "), "output:\n%s", j.out);
+    tr_job_free(&j);
+}
+
+START_TEST(test_late_rank_is_reported_shared)
+{
+    setenv("AR_BUF", "shared", 1);
+    late_rank();
+}
+END_TEST
+
+START_TEST(test_late_rank_is_reported)
+{
+    late_rank();
+}
+END_TEST
+
 START_TEST(test_dead_rank_is_reported_ring)
 {
     setenv("HS_AR_PATH", "ring", 1);
@@ -147,6 +263,16 @@ int main(void)
     TR_ADD_TEST(tc, test_sum_avg_3_direct, why);
     TR_ADD_TEST(tc, test_dead_rank_is_reported, why);
     TR_ADD_TEST(tc, test_dead_rank_is_reported_ring, why);
+    TR_ADD_TEST(tc, test_sum_avg_2_shared, why);
+    TR_ADD_TEST(tc, test_sum_avg_3_shared, why);
+    TR_ADD_TEST(tc, test_sum_avg_4_shared, why);
+    TR_ADD_TEST(tc, test_sum_avg_8_shared, why);
+    TR_ADD_TEST(tc, test_sum_avg_5_mapped, why);
+    TR_ADD_TEST(tc, test_sum_avg_4_mixed, why);
+    TR_ADD_TEST(tc, test_mapped_needs_shared_buffers, why);
+    TR_ADD_TEST(tc, test_dead_rank_is_reported_shared, why);
+    TR_ADD_TEST(tc, test_late_rank_is_reported_shared, why);
+    TR_ADD_TEST(tc, test_late_rank_is_reported, why);
     suite_add_tcase(s, tc);
     return tr_run_suite(s);
 }

@@ -11,7 +11,7 @@ static const struct {
 } benches[] = {
     {"step", hs_bench_step, "one training step (forward + backward + SGD) of a model"},
     {"p2p", hs_bench_p2p, "bandwidth and latency of tagged sends between 2 ranks"},
-    {"allreduce", hs_bench_allreduce, "ring all-reduce vs MPI_Allreduce on 2/4/8 local ranks"},
+    {"allreduce", hs_bench_allreduce, "hearsay's all-reduce vs MPI_Allreduce on 2/4/8 local ranks"},
     {"gossip", hs_bench_gossip, "one SGP exchange (exp1peer) vs PyTorch+gloo"},
     {"sim", hs_bench_sim, "the virtual-time simulator's cost: scale, overhead, thread counts"},
     {"compress", hs_bench_compress, "compress / decompress GB/s of every compressor beside memcpy"},

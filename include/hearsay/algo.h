@@ -34,6 +34,7 @@
 #include "hearsay/topology.h"
 #include "hearsay/transport.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -135,6 +136,9 @@ typedef struct hs_dist {
     void (*peer_failed)(void *ctx, int peer, long iter, const char *why);
     int (*peer_dead)(void *ctx, int peer);
     int (*record)(void *ctx, const char *file, const char *header, const char *line);
+    /* Optional (NULL: not offered): keep the gradient in g (host memory of n floats, CPU
+     * kernels), or back in the model's own buffer (g NULL); d->grads follows. */
+    int (*use_grads)(void *ctx, float *g);
 } hs_dist_t;
 
 /* The local optimizer's step with d->grads and this iteration's learning rate times lr_scale
@@ -148,6 +152,14 @@ static inline int hs_dist_apply(hs_dist_t *d, double lr_scale)
 static inline int hs_dist_apply_to(hs_dist_t *d, float *dst)
 {
     return d->apply(d->ctx, 1.0, dst);
+}
+
+/* Keep the gradient in g from now on (host memory of n floats that the caller frees after a
+ * call with g NULL, which moves it back; CPU kernels): all-reduce SGD puts it in memory of
+ * hs_transport_buf_alloc, which its peers map. -ENOSYS where the loop does not offer it. */
+static inline int hs_dist_use_grads(hs_dist_t *d, float *g)
+{
+    return d->use_grads ? d->use_grads(d->ctx, g) : -ENOSYS;
 }
 
 /* Evaluate parameters (device, n floats; NULL = d->params) on the test set. */

@@ -10,14 +10,27 @@
  * buffer (no copy). Reduce-scatter receives land in scratch slots and are added in place;
  * all-gather receives land directly in the user's buffer.
  *
- * On one host with the shared-memory transport (hsshm) the default is the direct path
- * instead: the ranks announce their buffers in a message to every rank, each rank sums its
- * own segment by reading the others' straight from their memory (hs_transport_peer_read:
- * one copy, in cache-sized chunks), the ranks tell each other they are done, each copies the
- * other finished segments straight into its buffer, and a last exchange says nobody reads
- * any more. Same segments and the same order of additions on every rank as a rule: every
- * rank ends with bit-identical values. It moves half the bytes of the ring and needs no
- * cooperation from a descheduled peer, which matters when ranks outnumber cores.
+ * On one host with the shared-memory transport (hsshm) the default is one of two direct
+ * paths instead, both with a small control block per rank in shared memory that every peer
+ * maps (set up once per plan with two small message exchanges; then counters and futex
+ * waits, no messages):
+ *  - mapped, when every rank's buffer lies in memory of hs_transport_buf_alloc (as all-reduce
+ *    SGD allocates its gradients, like NCCL's registered buffers or MPI_Alloc_mem): the peers
+ *    map each other's buffers, and each rank sums its own segment straight from every buffer
+ *    and writes the sum into every buffer (non-temporal stores), a cache-sized chunk at a
+ *    time: each rank reads its buffer's worth and writes its buffer's worth, the least memory
+ *    traffic an all-reduce can make, no system call on the way. Two waits per operation:
+ *    every peer has entered, every peer has written its segment here.
+ *  - direct, otherwise: each rank sums its own segment by reading the others' straight from
+ *    their memory (hs_transport_peer_read: one copy, in cache-sized chunks), waits until
+ *    every rank is done, copies the other finished segments straight into its buffer, and
+ *    waits until nobody reads any more.
+ * Each segment is summed by one rank, in rank order: every rank ends with bit-identical
+ * values. Neither needs a descheduled peer to run for a copy to happen, which matters when
+ * ranks outnumber cores. Which one runs is decided per operation from what every rank
+ * published when it entered, so the ranks always agree. HS_AR_PATH=direct (or a transport
+ * that reads peers but shares no buffers) runs the direct path with small all-to-all message
+ * exchanges in place of the control blocks (three per operation).
  *
  * A plan (hs_allreduce_t) is made once per buffer length and reused on the hot path: it
  * holds the scratch slots and the request tables, so a call allocates nothing in this
@@ -28,7 +41,12 @@
  *
  * Waiting blocks in the transport (hs_transport_waitany: the CQ's wait object, never a
  * spin), bounded by opts.timeout_s: a dead or hung neighbour gives an error naming the
- * peer, the step and the chunk within that bound, and the call cancels its requests.
+ * peer, the step and the chunk within that bound, and the call cancels its requests. The
+ * direct paths poll their counters briefly (64 polls) and then sleep on a futex, bounded the
+ * same way: a rank that exited is named at once, a late one after the timeout, and a rank
+ * that gives up tells the others (they stop waiting for it and never write into its buffer
+ * again, except a chunk already being written). After a failure on a path with control blocks
+ * the plan only returns errors: make a new one.
  */
 #ifndef HEARSAY_ALLREDUCE_H
 #define HEARSAY_ALLREDUCE_H
@@ -56,11 +74,13 @@ typedef struct hs_allreduce_opts {
     uint32_t tag_base;  /* first tag of the reserved range (0 = HS_ALLREDUCE_TAG_BASE) */
     uint32_t tag_span;  /* tags in the range (0 = HS_ALLREDUCE_TAG_SPAN) */
     int average;        /* 1: divide the sum by the number of ranks */
-    int path;           /* HS_AR_PATH_AUTO (direct where the transport can read peers'
-                           memory: hsshm), _RING or _DIRECT; HS_AR_PATH=auto|ring|direct */
+    int path;           /* HS_AR_PATH_AUTO (mapped where every rank's buffer is shared memory,
+                           else direct where the transport can read peers' memory: hsshm, else
+                           the ring), _RING, _DIRECT or _MAPPED;
+                           HS_AR_PATH=auto|ring|direct|mapped */
 } hs_allreduce_opts_t;
 
-enum { HS_AR_PATH_AUTO = 0, HS_AR_PATH_RING = 1, HS_AR_PATH_DIRECT = 2 };
+enum { HS_AR_PATH_AUTO = 0, HS_AR_PATH_RING = 1, HS_AR_PATH_DIRECT = 2, HS_AR_PATH_MAPPED = 3 };
 
 /* Fill `o` with the defaults (sum, default chunk, depth and timeout, default tag range),
  * then apply HS_AR_CHUNK_BYTES, HS_AR_DEPTH and HS_AR_PATH from the environment where set. Returns

@@ -122,6 +122,11 @@ float *hs_model_params(hs_model_t *m);
 /* The flat gradient buffer (device, num_params floats); after a train step it holds
  * d(mean loss over the batch) / d(params). */
 float *hs_model_grads(hs_model_t *m);
+/* Keep the gradient in caller memory from now on (CPU kernels only: host memory of
+ * num_params floats that outlives its use, such as a buffer of hs_transport_buf_alloc that
+ * an all-reduce shares with the peers); its current values are copied in. g NULL: back to the
+ * model's own buffer (values copied back). The caller frees g after that. */
+int hs_model_use_grads(hs_model_t *m, float *g);
 /* Parameter views: their number, and view i (NULL when out of range). */
 int hs_model_num_views(const hs_model_t *m);
 const hs_param_view_t *hs_model_view(const hs_model_t *m, int i);

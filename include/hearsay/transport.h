@@ -53,6 +53,12 @@ typedef struct hs_treq hs_treq_t;
 typedef struct hs_twin hs_twin_t;
 typedef struct hs_tview hs_tview_t;
 
+/* A buffer of hs_transport_buf_alloc (or part of one) as a same-host peer can map it
+ * (hs_transport_buf_handle, hs_transport_peer_map): opaque, fixed size, safe to send. */
+typedef struct hs_tbuf_handle {
+    uint64_t w[6];
+} hs_tbuf_handle_t;
+
 typedef struct hs_transport_opts {
     const char *provider; /* "auto" (NULL): hsshm when all ranks share a host, tcp when
                              every host holds one rank, else per pair (hsshm within a host,
@@ -195,6 +201,15 @@ typedef struct hs_transport_ops {
     /* Free a view receive, complete or not; a mapped sender's buffer is handed back (its send
      * completes, in the order the sender sent). *req = NULL. */
     void (*view_release)(hs_transport_t *t, hs_treq_t **req);
+    /* Optional (NULL: -ENOSYS): shared buffers between same-host ranks (the direct all-reduce).
+     * Describe [buf, buf + len), which must lie in one buffer of this rank's buf_alloc, in *h
+     * (-ENOENT when it does not), for a peer's peer_map. */
+    int (*buf_handle)(hs_transport_t *t, const void *buf, size_t len, hs_tbuf_handle_t *h);
+    /* Map the bytes peer's handle h describes here, readable and writable (hsshm: its memfd,
+     * populated): *ptr is its first byte. Mappings are counted: each successful call is
+     * matched by one peer_unmap of the same pointer. Errors name the peer. */
+    int (*peer_map)(hs_transport_t *t, int peer, const hs_tbuf_handle_t *h, void **ptr);
+    void (*peer_unmap)(hs_transport_t *t, int peer, void *ptr);
 } hs_transport_ops_t;
 
 /* The context every backend shares; backends keep their own state in impl. */
@@ -315,6 +330,18 @@ size_t hs_tview_len(const hs_tview_t *view);
 int hs_tview_source(const hs_tview_t *view);
 /* Release a view (complete or not; an incomplete one is cancelled); *view = NULL. */
 void hs_transport_view_release(hs_transport_t *t, hs_tview_t **view);
+
+/* Shared buffers on one host (hsshm; -ENOSYS elsewhere, where callers copy instead): a rank
+ * describes part of a buffer of hs_transport_buf_alloc in a handle (-ENOENT when [buf,
+ * buf + len) is not in one), sends it to a peer on the same host, and the peer maps those
+ * bytes read-write with hs_transport_peer_map: both then load and store the same memory, and
+ * ordering is theirs to arrange (atomics in such memory work across the processes, futexes
+ * too). Each successful peer_map is undone by one hs_transport_peer_unmap of its pointer
+ * (mappings of one buffer are shared and counted); mappings left at close are dropped. */
+int hs_transport_has_peer_map(const hs_transport_t *t);
+int hs_transport_buf_handle(hs_transport_t *t, const void *buf, size_t len, hs_tbuf_handle_t *h);
+int hs_transport_peer_map(hs_transport_t *t, int peer, const hs_tbuf_handle_t *h, void **ptr);
+void hs_transport_peer_unmap(hs_transport_t *t, int peer, void **ptr);
 
 /* Collective: expose buf[0..len) on every rank as a window. */
 int hs_transport_win_create(hs_transport_t *t, void *buf, size_t len, hs_twin_t **win);
