@@ -109,7 +109,7 @@ hs_ns_add() { # NAME: make a namespace and record it, or say which one could not
 # enough never to drop. Returns 1 with the reason on stderr; whatever
 # was made is recorded for hs_hosts_down.
 hs_hosts_up() { # TAG N RATE NET
-    local tag=$1 n=$2 rate=$3 net=$4 i err gso segs burst h v s shape
+    local tag=$1 n=$2 rate=$3 net=$4 i err gso segs burst h v s shape x
     shape=$(hs_tbf_shape "$rate") || return 1
     read -r gso segs burst <<<"$shape"
     hs_ns_add "${tag}sw" || return 1
@@ -136,6 +136,12 @@ hs_hosts_up() { # TAG N RATE NET
             echo "error: cannot configure the veth pair $v-$s of namespace '$h': $err" >&2
             return 1
         fi
+        for x in ${HS_NETNS_SYSCTL:-}; do # e.g. net.ipv4.tcp_slow_start_after_idle=0
+            if ! err=$(ip netns exec "$h" sysctl -q -w "$x" 2>&1); then
+                echo "error: HS_NETNS_SYSCTL: cannot set '$x' in namespace '$h': $err" >&2
+                return 1
+            fi
+        done
         if ! err=$({ tc -n "$h" qdisc add dev "$v" root tbf rate "$rate" burst "$burst" latency 2s &&
             tc -n "${tag}sw" qdisc add dev "$s" root tbf rate "$rate" burst "$burst" latency 2s; } 2>&1); then
             echo "error: cannot add tc tbf rate $rate on $v/$s: $err" >&2
@@ -166,8 +172,10 @@ hs_cleanup() {
 }
 
 # One job of N x R ranks on the hosts of hs_hosts_up, R consecutive ranks per host, started
-# Slurm-style (docs/launch.md) against `hearsay run --rendezvous-only` in host 0, over the tcp
-# provider on each host's veth (HS_HOSTNAME host<i>). Every process under `timeout LIMIT`.
+# Slurm-style (docs/launch.md) against `hearsay run --rendezvous-only` in host 0, with the
+# transport a cluster job gets (`--provider auto`: hsshm between the ranks of a host, tcp over
+# each host's veth between hosts; HS_HOSTNAME host<i>); HS_NETNS_PROVIDER=tcp forces tcp for
+# every pair, as these studies did before 2026-11-24. Every process under `timeout LIMIT`.
 # Returns 1 when a rank failed; the ranks' output goes to LOG.
 hs_netns_run() { # BIN TAG NET N R DIR LOG LIMIT TRAIN-FLAGS...
     local bin=$1 tag=$2 net=$3 n=$4 rph=$5 dir=$6 log=$7 limit=$8 rdvdir r h i rc=0 rdv
@@ -200,7 +208,7 @@ hs_netns_run() { # BIN TAG NET N R DIR LOG LIMIT TRAIN-FLAGS...
             set +a
             exec timeout "$limit" ip netns exec "${tag}h$h" env SLURM_PROCID="$r" \
                 SLURM_NTASKS="$size" HS_HOSTNAME="host$h" FI_TCP_IFACE="${tag}v$h" \
-                "$bin" train "$@" --provider tcp --out "$dir"
+                "$bin" train "$@" --provider "${HS_NETNS_PROVIDER:-auto}" --out "$dir"
         ) >"$log.$r" 2>&1 &
         ranks+=($!)
         HS_PIDS+=("$!")
