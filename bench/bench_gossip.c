@@ -258,8 +258,8 @@ static int exchange(gossip_t *g, long it)
 
 /* The passes that set the floor: after a barrier every rank makes the exchange's 5 passes
  * over `bytes`, as memcpy copies (a to b, b to a, half of a to b: 2 + 2 + 1; times) and as the
- * exchange's own loops with no message (b = a / 2, then a = a / 2 + b; vtimes); times[i] and times[reps + i] are
- * when this rank started and ended repetition i (hs_bl_gather_span). */
+ * exchange's own loops with no message (b = a / 2, then a = a / 2 + b; vtimes); times[i] and
+ * times[reps + i] are when this rank started and ended repetition i (hs_bl_gather_span). */
 static void copy5(char *a, char *b, size_t bytes, int vec)
 {
     if (vec) { /* the exchange's own loops, mixing from its own share: no message */
