@@ -86,8 +86,8 @@ int hs_fab_auto_choose(const hs_fab_auto_rec_t *recs, int n, char *out, size_t c
     for (int r = 0; r < n; r++)
         if (recs[r].magic != HS_FAB_AUTO_MAGIC || recs[r].count > HS_FAB_AUTO_MAX)
             return HS_ERR(-EPROTO,
-                          "choosing the provider between hosts: rank %d sent a corrupt record "
-                          "(mixed builds?)",
+                          "choosing the provider between hosts: rank %d sent no valid record "
+                          "(its HS_FAB_AUTO is bad, or mixed builds)",
                           r);
     char why[HS_ERRMSG_MAX] = "";
     size_t used = 0;
@@ -258,7 +258,13 @@ int hs_transport_open(hs_transport_t **out, struct hs_boot *boot, const hs_trans
     if ((!prov || !strcmp(prov, "auto")) && !hs_boot_all_local(boot)) {
         hs_fab_auto_rec_t mine, *recs = hs_calloc((size_t)size, sizeof *recs, "provider choice");
         crc = recs ? hs_fab_auto_probe(NULL, &mine) : -ENOMEM;
-        if (crc == 0) crc = hs_boot_allgather(boot, &mine, sizeof mine, recs);
+        if (recs) {
+            /* A rank whose list is bad still takes part, with a record the others refuse at
+             * once (rather than waiting for it until the bootstrap's timeout). */
+            if (crc < 0) mine.magic = 0;
+            int grc = hs_boot_allgather(boot, &mine, sizeof mine, recs);
+            if (crc == 0) crc = grc;
+        }
         if (crc == 0) crc = hs_fab_auto_choose(recs, size, inter, sizeof inter);
         if (crc == 0)
             HS_DEBUG("rank %d: auto takes libfabric provider %s across hosts", rank, inter);

@@ -4,7 +4,8 @@
 # on 2 hosts emulated with HS_HOSTNAME on this machine, started by `hearsay run`, take the
 # best libfabric provider of HS_FAB_AUTO that every rank has (tcp here: no efa or verbs
 # hardware), and summary.json names it; a list none of whose providers exists stops every
-# rank with a message naming each candidate and a rank without it.
+# rank with a message naming each candidate and a rank without it; a rank whose own list is
+# bad stops every rank at once, naming it.
 bin=${HS_BIN:-./hearsay}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hs_auto_XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -53,4 +54,20 @@ else
     cat "$tmp/none.log"
 fi
 [ -e "$tmp/none/summary.json" ] && bad "the refused run wrote a summary"
+
+# one rank's list is bad: it says so, and every other rank stops at once naming it
+unset HS_FAB_AUTO
+if HS_RPH=2 "$bin" run -n 4 --timeout 120 -- sh -c \
+    '[ "$HS_RANK" = 2 ] && export HS_FAB_AUTO=",bad"; HS_HOSTNAME=emu$((HS_RANK / HS_RPH)) \
+     exec "$0" train --algo sgp --model mlp:16-8-4 \
+     --data gauss:dim=16,classes=4,train=512,test=128 --epochs 1 --batch 32 --progress 0 \
+     --out "$1"' "$bin" "$tmp/badlist" >"$tmp/badlist.log" 2>&1; then
+    bad "a rank with a bad HS_FAB_AUTO was accepted"
+elif grep -q "HS_FAB_AUTO ',bad'" "$tmp/badlist.log" &&
+    grep -q "rank 2 sent no valid record" "$tmp/badlist.log"; then
+    ok "one rank's bad list: it and its peers stop, naming it"
+else
+    bad "one rank's bad list: messages not found in:"
+    cat "$tmp/badlist.log"
+fi
 exit $fail
