@@ -1,5 +1,5 @@
 #!/bin/sh
-# shellcheck disable=SC2317 # cleanup runs from trap
+# shellcheck disable=SC2015,SC2317 # A && ok || bad: ok never fails; cleanup runs from trap
 # tests/test_bench.sh — `hearsay bench gossip` and `hearsay bench allreduce` run end to end on
 # small sizes (2 and 4 local ranks, 64 KiB and 1 MiB, both gossip paths, hearsay's all-reduce
 # without MPI): one JSON object per (ranks, size) with the fields the docs quote, times that
