@@ -51,6 +51,23 @@ static int same_file(const char *a, const char *b, const char *name)
  * one host thread, the second computing gradients on two side by side (--sim-threads): every
  * file byte for byte the same. The second run goes to the same directory (moved away in
  * between), so even the configuration in summary.json matches. */
+/* Run `sim` (+ args) on 1 host thread into b, then on 2 into a: every one of files must be the
+ * same byte for byte (what: the case, in the message). */
+static void threads_agree(const char *a, const char *b, const char *sim, const char *args,
+                          const char *const *files, size_t nfiles, const char *what)
+{
+    char spec[512];
+    snprintf(spec, sizeof spec, "%s --sim-threads 1", sim);
+    ck_assert_int_eq(sim_job(a, spec, args, 60), 0);
+    tr_rm_rf(b);
+    ck_assert_int_eq(rename(a, b), 0);
+    snprintf(spec, sizeof spec, "%s --sim-threads 2", sim);
+    ck_assert_int_eq(sim_job(a, spec, args, 60), 0);
+    for (size_t i = 0; i < nfiles; i++)
+        ck_assert_msg(same_file(a, b, files[i]), "%s: %s differs between 1 and 2 host threads",
+                      what, files[i]);
+}
+
 START_TEST(test_deterministic)
 {
     char a[4096], b[4096];
@@ -58,14 +75,10 @@ START_TEST(test_deterministic)
     tr_workdir_path(b, sizeof b, "det_first");
     const char *args = TASK " --algo sgp --epochs 2 --straggler slow:1:x3 "
                             "--straggler pause:all:p=0.05:fixed=20ms --link latency=1ms,bw=1Gbit";
-    ck_assert_int_eq(sim_job(a, "-n 6 --sim-compute fixed:5 --sim-threads 1", args, 60), 0);
-    tr_rm_rf(b);
-    ck_assert_int_eq(rename(a, b), 0);
-    ck_assert_int_eq(sim_job(a, "-n 6 --sim-compute fixed:5 --sim-threads 2", args, 60), 0);
     const char *files[] = {"summary.json", "eval.csv",   "consensus.csv",  "rank-0.csv",
                            "rank-3.csv",   "rank-5.csv", "rank-1-eval.csv"};
-    for (size_t i = 0; i < HS_ARRAY_LEN(files); i++)
-        ck_assert_msg(same_file(a, b, files[i]), "%s differs between two identical runs", files[i]);
+    threads_agree(a, b, "-n 6 --sim-compute fixed:5", args, files, HS_ARRAY_LEN(files),
+                  "ideal links");
     ck_assert(tr_summary_has(a, "\"clock\": \"virtual\""));
     ck_assert(tr_summary_has(a, "\"transport\": \"sim\""));
     /* 2 epochs of 20 iterations at 5 ms, the straggler x3 and the pauses: more than 0.2 s of
@@ -95,30 +108,14 @@ START_TEST(test_deterministic)
     }
     /* the same with three hosts behind NICs shared fairly (flows start and end at every
      * message: the rates are recomputed then, in a fixed order) */
-    const char *nic = "-n 6 --ranks-per-host 2 --sim-nic 100Mbit --sim-compute fixed:5";
-    char sim[256];
-    snprintf(sim, sizeof sim, "%s --sim-threads 1", nic);
-    ck_assert_int_eq(sim_job(a, sim, args, 60), 0);
-    tr_rm_rf(b);
-    ck_assert_int_eq(rename(a, b), 0);
-    snprintf(sim, sizeof sim, "%s --sim-threads 2", nic);
-    ck_assert_int_eq(sim_job(a, sim, args, 60), 0);
-    for (size_t i = 0; i < HS_ARRAY_LEN(files); i++)
-        ck_assert_msg(same_file(a, b, files[i]), "--sim-nic: %s differs between two runs",
-                      files[i]);
+    threads_agree(a, b, "-n 6 --ranks-per-host 2 --sim-nic 100Mbit --sim-compute fixed:5", args,
+                  files, HS_ARRAY_LEN(files), "--sim-nic");
     /* and with the transport's protocol (--sim-proto: every message of 2.9 kB by a
      * rendezvous, its control messages in the NICs' flows, TCP's acknowledgements) */
-    const char *proto = "-n 6 --ranks-per-host 2 --sim-nic 100Mbit --sim-compute fixed:5 "
-                        "--sim-proto rndv=1000,acks";
-    snprintf(sim, sizeof sim, "%s --sim-threads 1", proto);
-    ck_assert_int_eq(sim_job(a, sim, args, 60), 0);
-    tr_rm_rf(b);
-    ck_assert_int_eq(rename(a, b), 0);
-    snprintf(sim, sizeof sim, "%s --sim-threads 2", proto);
-    ck_assert_int_eq(sim_job(a, sim, args, 60), 0);
-    for (size_t i = 0; i < HS_ARRAY_LEN(files); i++)
-        ck_assert_msg(same_file(a, b, files[i]), "--sim-proto: %s differs between two runs",
-                      files[i]);
+    threads_agree(a, b,
+                  "-n 6 --ranks-per-host 2 --sim-nic 100Mbit --sim-compute fixed:5 "
+                  "--sim-proto rndv=1000,acks",
+                  args, files, HS_ARRAY_LEN(files), "--sim-proto");
 }
 END_TEST
 
