@@ -16,9 +16,10 @@ bad() {
     fail=1
 }
 unset HS_PROVIDER
-train() { # OUT RANKS_PER_HOST: a few SGP iterations on 4 ranks
-    HS_RPH=$2 "$bin" run -n 4 --timeout 120 -- sh -c \
-        'HS_HOSTNAME=emu$((HS_RANK / HS_RPH)) exec "$0" train --algo sgp --model mlp:16-8-4 \
+train() { # OUT RANKS_PER_HOST [RANK LIST]: a few SGP iterations on 4 ranks (RANK: HS_FAB_AUTO=LIST)
+    HS_RPH=$2 HS_ODD_RANK=${3:--1} HS_ODD_LIST=${4:-} "$bin" run -n 4 --timeout 120 -- sh -c \
+        '[ "$HS_RANK" = "$HS_ODD_RANK" ] && export HS_FAB_AUTO="$HS_ODD_LIST"
+         HS_HOSTNAME=emu$((HS_RANK / HS_RPH)) exec "$0" train --algo sgp --model mlp:16-8-4 \
          --data gauss:dim=16,classes=4,train=512,test=128 --epochs 1 --batch 32 --progress 0 \
          --out "$1"' "$bin" "$1"
 }
@@ -26,23 +27,19 @@ transports() {
     /usr/bin/python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["transports"]; print(t["intra_host"], t["inter_host"])' "$1/summary.json"
 }
 
+expect() { # NAME DIR RANKS_PER_HOST WANT: the run succeeds and summary.json's transports are WANT
+    if train "$2" "$3" >"$2.log" 2>&1; then
+        got=$(transports "$2")
+        [ "$got" = "$4" ] && ok "$1: $got" || bad "$1: transports '$got', expected '$4'"
+    else
+        bad "$1 failed:"
+        cat "$2.log"
+    fi
+}
+
 export HS_FAB_AUTO="nosuchprov,efa,verbs,tcp"
-if train "$tmp/two" 2 >"$tmp/two.log" 2>&1; then
-    got=$(transports "$tmp/two")
-    [ "$got" = "hsshm tcp;ofi_rxm" ] && ok "2 hosts of 2 ranks: $got" ||
-        bad "2 hosts of 2 ranks: transports '$got', expected 'hsshm tcp;ofi_rxm'"
-else
-    bad "2 hosts of 2 ranks failed:"
-    cat "$tmp/two.log"
-fi
-if train "$tmp/four" 1 >"$tmp/four.log" 2>&1; then
-    got=$(transports "$tmp/four")
-    [ "$got" = "None tcp;ofi_rxm" ] && ok "4 hosts of 1 rank: $got" ||
-        bad "4 hosts of 1 rank: transports '$got', expected 'None tcp;ofi_rxm'"
-else
-    bad "4 hosts of 1 rank failed:"
-    cat "$tmp/four.log"
-fi
+expect "2 hosts of 2 ranks" "$tmp/two" 2 "hsshm tcp;ofi_rxm"
+expect "4 hosts of 1 rank" "$tmp/four" 1 "None tcp;ofi_rxm"
 
 export HS_FAB_AUTO="nosuchprov,alsonot"
 if train "$tmp/none" 2 >"$tmp/none.log" 2>&1; then
@@ -57,11 +54,7 @@ fi
 
 # one rank's list is bad: it says so, and every other rank stops at once naming it
 unset HS_FAB_AUTO
-if HS_RPH=2 "$bin" run -n 4 --timeout 120 -- sh -c \
-    '[ "$HS_RANK" = 2 ] && export HS_FAB_AUTO=",bad"; HS_HOSTNAME=emu$((HS_RANK / HS_RPH)) \
-     exec "$0" train --algo sgp --model mlp:16-8-4 \
-     --data gauss:dim=16,classes=4,train=512,test=128 --epochs 1 --batch 32 --progress 0 \
-     --out "$1"' "$bin" "$tmp/badlist" >"$tmp/badlist.log" 2>&1; then
+if train "$tmp/badlist" 2 2 ",bad" >"$tmp/badlist.log" 2>&1; then
     bad "a rank with a bad HS_FAB_AUTO was accepted"
 elif grep -q "HS_FAB_AUTO ',bad'" "$tmp/badlist.log" &&
     grep -q "rank 2 sent no valid record" "$tmp/badlist.log"; then
