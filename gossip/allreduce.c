@@ -302,8 +302,6 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
         ar->item = hs_calloc(ar->cap, sizeof *ar->item, "all-reduce requests");
         ar->slot = hs_calloc(ar->cap, sizeof *ar->slot, "all-reduce requests");
         if (tiny) ar->bounce = hs_malloc(items * MIN_WIRE_BYTES, "all-reduce padded sends");
-        /* The direct path needs 3 tags per operation, and 2 (P - 1) receives and sends at
-         * once in the request table. */
         /* Whether peer reads work is settled collectively in the first exchange; here only
          * whether the backend has them at all (the same on every rank). */
         int want_direct = (o.path == HS_AR_PATH_AUTO || o.path == HS_AR_PATH_DIRECT) &&
@@ -338,6 +336,8 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
                           "peers' memory (hsshm); this one is %s",
                           hs_transport_provider(t));
         }
+        /* The direct path needs 3 tags per operation, and 2 (P - 1) receives and sends at
+         * once in the request table. */
         if (want_direct && items >= 3 && ar->cap >= 2 * (size_t)P) {
             ar->direct_tmp = hs_malloc(DIRECT_CHUNK * sizeof(float), "all-reduce direct chunk");
             if (!ar->direct_all)

@@ -7,6 +7,10 @@
 # rank with a message naming each candidate and a rank without it; a rank whose own list is
 # bad stops every rank at once, naming it.
 bin=${HS_BIN:-./hearsay}
+if [ ! -x /usr/bin/python3 ]; then
+    echo "test_auto_provider: skipped: no /usr/bin/python3 to read summary.json (apt-get install python3)"
+    exit 77
+fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hs_auto_XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fail=0

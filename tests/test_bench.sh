@@ -7,6 +7,10 @@
 # and bad input (a size of 0, an unknown path) refused with a message naming it, exit 2.
 # Timings are not asserted: speed is for the benchmarks themselves (docs/benchmarks.md).
 bin=${HS_BIN:-./hearsay}
+if [ ! -x /usr/bin/python3 ]; then
+    echo "test_bench: skipped: no /usr/bin/python3 to read the JSON (apt-get install python3)"
+    exit 77
+fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hs_bench_XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fail=0
