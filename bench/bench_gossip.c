@@ -325,12 +325,8 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
     if (rc == 0) rc = hs_boot_init(&b, NULL);
     if (rc == 0) rc = hs_transport_open(&g.t, b, &to);
     hs_allreduce_opts_t bo;
-    if (rc == 0) rc = hs_allreduce_opts_default(&bo);
-    if (rc == 0) {
-        bo.tag_base = BARRIER_TAG;
-        bo.tag_span = HS_BL_TAG_SPAN;
-        rc = hs_allreduce_create(&g.bar, g.t, 1, &bo);
-    }
+    if (rc == 0) rc = hs_bl_plain_opts(&bo, BARRIER_TAG);
+    if (rc == 0) rc = hs_allreduce_create(&g.bar, g.t, 1, &bo);
     if (rc == 0)
         rc = hs_topo_create(&g.topo, hs_cfg_str(cfg, "graph"), hs_transport_size(g.t), 1, NULL);
     long it = 0;

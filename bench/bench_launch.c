@@ -142,25 +142,36 @@ const char *hs_bl_field(const char *line, const char *key, char *buf, size_t cap
     return NULL;
 }
 
+int hs_bl_plain_opts(hs_allreduce_opts_t *o, unsigned tag)
+{
+    HS_TRY(hs_allreduce_opts_default(o));
+    o->tag_base = tag;
+    o->tag_span = HS_BL_TAG_SPAN;
+    if (o->path == HS_AR_PATH_MAPPED) o->path = HS_AR_PATH_AUTO; /* plain memory */
+    return 0;
+}
+
+/* The timing gathers' exchange: sum `all` (count floats, plain memory) over the ranks on
+ * tags tag .. Through the all-reduce (every receive posted before anything can arrive, and
+ * messages padded past shm's inject size), not plain send/recv: libfabric 1.17's shm loses
+ * small messages that arrive before their receive. Each rank fills its own row of `all` and
+ * leaves the others zero, so the sum holds every rank's row exactly. */
+static int sum_rows(hs_transport_t *t, float *all, size_t count, unsigned tag)
+{
+    hs_allreduce_opts_t o;
+    HS_TRY(hs_bl_plain_opts(&o, tag));
+    return hs_allreduce_sum(t, all, count, &o);
+}
+
 int hs_bl_gather_max(hs_transport_t *t, double *times, int n, unsigned tag)
 {
-    /* Through the ring all-reduce (every receive posted before anything can arrive, and
-     * messages padded past shm's inject size), not plain send/recv: libfabric 1.17's shm
-     * loses small messages that arrive before their receive. Row r of the (P, n) buffer is
-     * rank r's times, zero elsewhere; the sum holds every rank's row. */
+    /* Row r of the (P, n) buffer is rank r's times (sum_rows). */
     int rank = hs_transport_rank(t), P = hs_transport_size(t);
     if (P == 1 || n <= 0) return 0;
     float *all = hs_calloc((size_t)P * (size_t)n, sizeof *all, "timing gather");
     if (!all) return -ENOMEM;
     for (int i = 0; i < n; i++) all[(size_t)rank * (size_t)n + (size_t)i] = (float)times[i];
-    hs_allreduce_opts_t o;
-    int rc = hs_allreduce_opts_default(&o);
-    if (rc == 0) {
-        o.tag_base = tag;
-        o.tag_span = HS_BL_TAG_SPAN;
-        if (o.path == HS_AR_PATH_MAPPED) o.path = HS_AR_PATH_AUTO; /* `all` is plain memory */
-        rc = hs_allreduce_sum(t, all, (size_t)P * (size_t)n, &o);
-    }
+    int rc = sum_rows(t, all, (size_t)P * (size_t)n, tag);
     for (int r = 0; rc == 0 && r < P; r++)
         for (int i = 0; i < n; i++)
             times[i] = HS_MAX(times[i], (double)all[(size_t)r * (size_t)n + (size_t)i]);
@@ -189,13 +200,7 @@ int hs_bl_gather_span(hs_transport_t *t, double *se, int n, unsigned tag)
             all[(size_t)rank * row + 4 * (size_t)i + 2 * (size_t)k + 1] = (float)(v[k] - hi);
         }
     }
-    hs_allreduce_opts_t o;
-    int rc = hs_allreduce_opts_default(&o);
-    if (rc == 0) {
-        o.tag_base = tag;
-        o.tag_span = HS_BL_TAG_SPAN;
-        rc = hs_allreduce_sum(t, all, (size_t)P * row, &o);
-    }
+    int rc = sum_rows(t, all, (size_t)P * row, tag);
     for (int i = 0; rc == 0 && i < n; i++) {
         double first = -HUGE_VAL, last = -HUGE_VAL;
         for (int r = 0; r < P; r++) {

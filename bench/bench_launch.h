@@ -4,6 +4,7 @@
 #ifndef HEARSAY_BENCH_LAUNCH_H
 #define HEARSAY_BENCH_LAUNCH_H
 
+#include "hearsay/allreduce.h"
 #include "hearsay/transport.h"
 
 #include <stddef.h>
@@ -39,6 +40,12 @@ const char *hs_bl_field(const char *line, const char *key, char *buf, size_t cap
 /* Tags each of the benchmarks' private collectives (barrier, timing gather) may use from its
  * base: keep bases this far apart and outside other traffic. */
 #define HS_BL_TAG_SPAN 0x80u
+
+/* Options of the benchmarks' own all-reduces (barriers, timing gathers) on plain memory,
+ * on tags tag .. tag + HS_BL_TAG_SPAN - 1: the library's defaults, except that
+ * HS_AR_PATH=mapped (meant for the measured all-reduce) falls back to auto, since plain
+ * memory cannot take the mapped path. */
+int hs_bl_plain_opts(hs_allreduce_opts_t *o, unsigned tag);
 
 /* Collective: every rank contributes times[0..n); every rank gets the element-wise maximum
  * over ranks in times (as floats: ~1e-7 relative). Runs a ring all-reduce on tags
