@@ -43,6 +43,15 @@ int hs_transport_opts_default(hs_transport_opts_t *o)
     return 0;
 }
 
+/* 1 when name has only the characters of libfabric provider names (tcp;ofi_rxm, verbs, ...). */
+static int provider_name_ok(const char *name)
+{
+    for (const char *c = name; *c; c++)
+        if (!(*c >= 'a' && *c <= 'z') && !(*c >= '0' && *c <= '9') && *c != '_' && *c != ';')
+            return 0;
+    return 1;
+}
+
 /* --- auto across hosts: the best libfabric provider every rank has ----------------------- */
 
 int hs_fab_auto_probe(const char *list, hs_fab_auto_rec_t *rec)
@@ -70,9 +79,8 @@ int hs_fab_auto_probe(const char *list, hs_fab_auto_rec_t *rec)
                           "HS_FAB_AUTO '%s': '%s' is not a libfabric provider (the list names "
                           "the providers tried between hosts)",
                           list, name);
-        for (const char *c = name; *c; c++)
-            if (!(*c >= 'a' && *c <= 'z') && !(*c >= '0' && *c <= '9') && *c != '_' && *c != ';')
-                return HS_ERR(-EINVAL, "HS_FAB_AUTO '%s': '%s' is not a provider name", list, name);
+        if (!provider_name_ok(name))
+            return HS_ERR(-EINVAL, "HS_FAB_AUTO '%s': '%s' is not a provider name", list, name);
         rec->e[rec->count].have = hs_fab_provider_check(name) == 0;
         rec->count++;
         if (!p[len]) break;
@@ -221,12 +229,11 @@ int hs_transport_check_provider(const char *name)
                           "ranks on other hosts (e.g. hsshm+tcp)",
                           name);
     }
-    for (const char *p = name; *p; p++)
-        if (!(*p >= 'a' && *p <= 'z') && !(*p >= '0' && *p <= '9') && *p != '_' && *p != ';')
-            return HS_ERR(-EINVAL,
-                          "'%s' is not a provider name (auto, hsshm, or a libfabric provider "
-                          "such as tcp, shm, verbs, efa)",
-                          name);
+    if (!provider_name_ok(name))
+        return HS_ERR(-EINVAL,
+                      "'%s' is not a provider name (auto, hsshm, or a libfabric provider "
+                      "such as tcp, shm, verbs, efa)",
+                      name);
     return hs_fab_provider_check(name);
 }
 
