@@ -64,7 +64,8 @@ static const hs_option_t step_options[] = {
      .type = HS_OPT_ENUM,
      .def = "none",
      .choices = "none|torch",
-     .help = "also run PyTorch's same step (/usr/bin/python3, python3-torch) and print the ratio"},
+     .help = "also run PyTorch's same step on the same device (/usr/bin/python3, python3-torch; "
+             "HS_PYTHON names another interpreter) and print the ratio"},
     {.name = "json",
      .type = HS_OPT_BOOL,
      .def = "false",
@@ -114,16 +115,76 @@ static const char *torch_script(void)
     return NULL;
 }
 
-static int run_reference(const char *model, int batch, int threads, int reps, int warmup,
-                         double *median_ms, int json)
+/* The model's matrix products at this batch: the forward FLOPs of all of them (*fwd_flops) and
+ * the largest one, timed alone through the backend's own gemm (cuBLAS, OpenBLAS) on random
+ * data: the throughput the library reaches on that shape is the ceiling the step is set beside. */
+static int time_largest_gemm(hs_kernels_t *k, const hs_model_t *m, int batch, int reps,
+                             hs_gemm_shape_t *big, double *fwd_flops, double *gemm_ms)
+{
+    int n = hs_model_gemms(m, batch, NULL, 0);
+    *fwd_flops = 0, *gemm_ms = 0;
+    memset(big, 0, sizeof *big);
+    if (n <= 0) return 0;
+    hs_gemm_shape_t *g = hs_calloc((size_t)n, sizeof *g, "matrix-product shapes");
+    if (!g) return -ENOMEM;
+    hs_model_gemms(m, batch, g, n);
+    for (int i = 0; i < n; i++) {
+        double f = 2.0 * g[i].M * g[i].N * g[i].K, fb = 2.0 * big->M * big->N * big->K;
+        *fwd_flops += f;
+        /* equal work (a ResNet's stages): the widest product, the one a GEMM runs best */
+        if (f > fb * (1 + 1e-9) || (f >= fb * (1 - 1e-9) && g[i].N * g[i].K > big->N * big->K))
+            *big = g[i];
+    }
+    free(g);
+    size_t na = (size_t)big->M * big->K, nb = (size_t)big->K * big->N, nc = (size_t)big->M * big->N;
+    float *h = hs_malloc(HS_MAX(na, nb) * sizeof *h, "gemm operands");
+    float *a = NULL, *b = NULL, *c = NULL;
+    double *t = hs_malloc((size_t)reps * sizeof *t, "gemm timings");
+    int rc = -ENOMEM;
+    if (!h || !t) goto out;
+    hs_rng_t r;
+    hs_rng_seed(&r, 2, 0);
+    for (size_t i = 0; i < HS_MAX(na, nb); i++) h[i] = (float)hs_rng_normal(&r);
+    if ((rc = k->ops->alloc(k, na * sizeof *a, (void **)&a)) < 0 ||
+        (rc = k->ops->alloc(k, nb * sizeof *b, (void **)&b)) < 0 ||
+        (rc = k->ops->alloc(k, nc * sizeof *c, (void **)&c)) < 0 ||
+        (rc = k->ops->to_device(k, a, h, na * sizeof *a)) < 0 ||
+        (rc = k->ops->to_device(k, b, h, nb * sizeof *b)) < 0)
+        goto out;
+    int M = (int)big->M, N = (int)big->N, K = (int)big->K;
+    for (int i = 0; i < 5 + reps; i++) {
+        double t0 = hs_now();
+        if ((rc = k->ops->gemm(k, 0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N)) < 0 ||
+            (rc = k->ops->sync(k)) < 0)
+            goto out;
+        if (i >= 5) t[i - 5] = (hs_now() - t0) * 1e3;
+    }
+    *gemm_ms = hs_bench_median(t, (size_t)reps);
+    rc = 0;
+out:
+    k->ops->free(k, a);
+    k->ops->free(k, b);
+    k->ops->free(k, c);
+    free(h);
+    free(t);
+    return rc;
+}
+
+static int run_reference(const char *model, const char *device, int batch, int threads, int reps,
+                         int warmup, double *median_ms, int json)
 {
     const char *script = torch_script();
     if (!script) return HS_ERR(-ENOENT, "bench/torch_step.py not found (source tree or install)");
+    /* HS_PYTHON: another interpreter with PyTorch (a GPU machine's CUDA build, say) */
+    const char *py = getenv("HS_PYTHON");
+    if (!py || !*py) py = "/usr/bin/python3";
+    if (strchr(py, '\'') || strchr(model, '\'') || strchr(device, '\''))
+        return HS_ERR(-EINVAL, "HS_PYTHON, --model and --device must not contain a quote");
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "OMP_NUM_THREADS=%d /usr/bin/python3 '%s' --model '%s' --batch %d --threads %d "
+             "OMP_NUM_THREADS=%d '%s' '%s' --model '%s' --device '%s' --batch %d --threads %d "
              "--reps %d --warmup %d",
-             threads, script, model, batch, threads, reps, warmup);
+             threads, py, script, model, device, batch, threads, reps, warmup);
     FILE *p = popen(cmd, "r");
     if (!p) return HS_ERR(-errno, "cannot start the PyTorch reference: %s", strerror(errno));
     char line[4096] = "";
@@ -141,8 +202,8 @@ static int run_reference(const char *model, int batch, int threads, int reps, in
     if (json)
         printf("%s\n", line);
     else
-        printf("pytorch  %-24s batch %4d  threads %d  median %8.3f ms\n", model, batch, threads,
-               *median_ms);
+        printf("pytorch  %-24s batch %4d  threads %d  median %8.3f ms  (%s)\n", model, batch,
+               threads, *median_ms, device);
     return 0;
 }
 
@@ -206,23 +267,40 @@ int hs_bench_step(int argc, char **argv)
     double min = times[0];
     for (int i = 1; i < reps; i++) min = HS_MIN(min, times[i]);
     double med = hs_bench_median(times, (size_t)reps);
+    hs_gemm_shape_t big;
+    double fwd_flops, gemm_ms;
+    if (time_largest_gemm(k, m, batch, reps, &big, &fwd_flops, &gemm_ms) < 0) goto fail;
+    /* forward, data gradient and weight gradient: three products of each shape */
+    double step_tflops = 3.0 * fwd_flops / (med * 1e-3) / 1e12;
+    double gemm_tflops = gemm_ms > 0 ? 2.0 * big.M * big.N * big.K / (gemm_ms * 1e-3) / 1e12 : 0;
+    double frac = gemm_tflops > 0 ? step_tflops / gemm_tflops : 0;
     if (json)
         printf(
             "{\"bench\": \"step\", \"impl\": \"hearsay\", \"device\": \"%s\", \"model\": \"%s\", "
             "\"batch\": %d, \"threads\": %d, \"openblas_coretype\": \"%s\", "
             "\"openblas_core\": \"%s\", \"params\": %zu, \"reps\": %d, \"median_ms\": %.4f, "
-            "\"min_ms\": %.4f}\n",
+            "\"min_ms\": %.4f, \"step_gemm_gflop\": %.4f, \"step_tflops\": %.4f, "
+            "\"largest_gemm\": \"%s\", \"gemm_mnk\": [%ld, %ld, %ld], \"gemm_ms\": %.4f, "
+            "\"gemm_tflops\": %.4f, \"fraction_of_gemm\": %.4f}\n",
             k->ops->name, model, batch, threads, hs_bench_coretype_env(), hs_bench_blas_core(), np,
-            reps, med, min);
-    else
+            reps, med, min, 3.0 * fwd_flops / 1e9, step_tflops, big.name, big.M, big.N, big.K,
+            gemm_ms, gemm_tflops, frac);
+    else {
         printf("hearsay  %-24s batch %4d  threads %d  median %8.3f ms  (min %.3f; %s; "
                "OPENBLAS_CORETYPE=%s, core %s)\n",
                model, batch, threads, med, min, k->ops->name, hs_bench_coretype_env(),
                hs_bench_blas_core());
+        printf("gemm     step: %.3f GFLOP of matrix products, %.3f TFLOP/s; largest product %s "
+               "(%ldx%ldx%ld) alone: %.4f ms, %.3f TFLOP/s; step / product = %.2f\n",
+               3.0 * fwd_flops / 1e9, step_tflops, big.name, big.M, big.N, big.K, gemm_ms,
+               gemm_tflops, frac);
+    }
     fflush(stdout);
     if (hs_cfg_enum(cfg, "reference") == 1) {
         double ref;
-        if (run_reference(model, batch, threads, reps, warmup, &ref, json) < 0) goto fail;
+        if (run_reference(model, hs_cfg_str(cfg, "device"), batch, threads, reps, warmup, &ref,
+                          json) < 0)
+            goto fail;
         if (json)
             printf(
                 "{\"bench\": \"step\", \"compare\": \"pytorch_over_hearsay\", \"ratio\": %.3f}\n",

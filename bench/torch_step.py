@@ -19,6 +19,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--model", default="mlp:784-1024-1024-10",
                     help="mlp:IN-H1-...-OUT, logreg:IN-OUT, lenet5, resnet20")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=50)
@@ -52,10 +53,16 @@ def main():
         print(f"torch_step.py: supported models: mlp:, logreg:, lenet5, resnet20; got "
               f"'{args.model}'", file=sys.stderr)
         return 2
+    dev = torch.device(args.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        print("torch_step.py: this PyTorch has no CUDA device", file=sys.stderr)
+        return 2
+    model, x = model.to(dev), x.to(dev)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
-    y = torch.randint(0, classes, (args.batch,))
+    y = torch.randint(0, classes, (args.batch,)).to(dev)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
     def step():
         opt.zero_grad(set_to_none=False)
@@ -65,13 +72,16 @@ def main():
 
     for _ in range(args.warmup):
         step()
+    sync()
     times = []
     for _ in range(args.reps):
         t0 = time.perf_counter()
         step()
+        sync()
         times.append((time.perf_counter() - t0) * 1e3)
     print(json.dumps({
         "bench": "step", "impl": "pytorch", "version": torch.__version__, "model": args.model,
+        "device": args.device,
         "batch": args.batch, "threads": torch.get_num_threads(),
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "auto"),
         "reps": args.reps, "median_ms": round(statistics.median(times), 4),

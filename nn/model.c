@@ -404,6 +404,46 @@ static const char *thousands(size_t v, char *buf, size_t len)
     return buf;
 }
 
+static int gemm_add(hs_gemm_shape_t *out, int max, int n, const char *layer, const char *part,
+                    long M, long N, long K)
+{
+    if (n < max) {
+        hs_gemm_shape_t *g = &out[n];
+        snprintf(g->name, sizeof g->name, "%s%s%s", layer, part[0] ? "." : "", part);
+        g->M = M, g->N = N, g->K = K;
+    }
+    return n + 1;
+}
+
+int hs_model_gemms(const hs_model_t *m, int B, hs_gemm_shape_t *out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        const hs_layer_t *L = &m->layers[i];
+        long pos = (long)B * L->out_h * L->out_w, k2 = (long)L->ksize * L->ksize;
+        switch (L->type) {
+        case HS_LAYER_FC:
+            n = gemm_add(out, max, n, L->name, "", B, L->out_n, L->in_n);
+            break;
+        case HS_LAYER_CONV:
+            n = gemm_add(out, max, n, L->name, "", pos, L->out_c, L->in_c * k2);
+            break;
+        case HS_LAYER_BLOCK:
+        case HS_LAYER_RESBLOCK:
+            /* two 3x3 convolutions; a Fixup block's 1x1 projection where the shape changes (a
+             * batch-norm block's shortcut there pads with zeros: option A, no product) */
+            n = gemm_add(out, max, n, L->name, "conv1", pos, L->out_c, L->in_c * 9L);
+            n = gemm_add(out, max, n, L->name, "conv2", pos, L->out_c, L->out_c * 9L);
+            if (L->type == HS_LAYER_BLOCK && L->has_proj)
+                n = gemm_add(out, max, n, L->name, "proj", pos, L->out_c, L->in_c);
+            break;
+        default:
+            break;
+        }
+    }
+    return n;
+}
+
 void hs_model_print(const hs_model_t *m, FILE *f)
 {
     char num[32], shape[48];

@@ -4,7 +4,8 @@
 # small sizes (2 and 4 local ranks, 64 KiB and 1 MiB, both gossip paths, hearsay's all-reduce
 # without MPI): one JSON object per (ranks, size) with the fields the docs quote, times that
 # are positive numbers, and the exchange's own check (z keeps the mean of the ranks) passed;
-# and bad input (a size of 0, an unknown path) refused with a message naming it, exit 2.
+# `hearsay bench step` with its GEMM ceiling (the model's largest product timed alone); and bad
+# input (a size of 0, an unknown path) refused with a message naming it, exit 2.
 # Timings are not asserted: speed is for the benchmarks themselves (docs/benchmarks.md).
 bin=${HS_BIN:-./hearsay}
 if [ ! -x /usr/bin/python3 ]; then
@@ -62,6 +63,19 @@ if "$bin" bench allreduce --ranks 2,4 --sizes 64K,1M --reps 3 --warmup 1 --no-mp
 else
     bad "bench allreduce failed:"
     cat "$tmp/a.err"
+fi
+
+# bench step: the step beside the backend's own GEMM on its largest product (fc1 of
+# mlp:20-40-10 at batch 8: M N K = 8 x 40 x 20, against fc2's 8 x 10 x 40)
+if "$bin" bench step --model mlp:20-40-10 --batch 8 --reps 3 --warmup 1 --json >"$tmp/s" \
+    2>"$tmp/s.err"; then
+    check_json "bench step" "$tmp/s" 1 median_ms step_gemm_gflop step_tflops gemm_ms gemm_tflops \
+        fraction_of_gemm
+    grep -q '"largest_gemm": "fc1", "gemm_mnk": \[8, 40, 20\]' "$tmp/s" &&
+        ok "bench step names the largest product" || bad "bench step's largest product: $(cat "$tmp/s")"
+else
+    bad "bench step failed:"
+    cat "$tmp/s.err"
 fi
 
 # bad input: exit 2 and a message naming the bad part

@@ -363,6 +363,44 @@ START_TEST(test_init_parse)
 }
 END_TEST
 
+/* The matrix products bench step sets beside cuBLAS/OpenBLAS: fc (B, out, in); a convolution
+ * as its implicit GEMM (B x output positions, out channels, in channels x kernel area). */
+START_TEST(test_gemm_shapes)
+{
+    hs_kernels_t *k = open_cpu();
+    hs_model_t *m = NULL;
+    hs_gemm_shape_t g[32];
+    ck_assert_int_eq(hs_model_create(&m, k, "mlp:784-1024-1024-10", 1, 28, 28, 10, 4, 1), 0);
+    ck_assert_int_eq(hs_model_gemms(m, 128, NULL, 0), 3);
+    ck_assert_int_eq(hs_model_gemms(m, 128, g, 2), 3); /* counts past max, writes max */
+    ck_assert_int_eq(hs_model_gemms(m, 128, g, 32), 3);
+    ck_assert_str_eq(g[1].name, "fc2");
+    ck_assert(g[0].M == 128 && g[0].N == 1024 && g[0].K == 784);
+    ck_assert(g[2].M == 128 && g[2].N == 10 && g[2].K == 1024);
+    hs_model_free(&m);
+    /* lenet5 on 1x28x28: conv1 5x5 pad 2 -> 28x28, pool, conv2 5x5 -> 10x10, fc 400-120-84-10 */
+    ck_assert_int_eq(hs_model_create(&m, k, "lenet5", 1, 28, 28, 10, 4, 1), 0);
+    ck_assert_int_eq(hs_model_gemms(m, 2, g, 32), 5);
+    ck_assert(g[0].M == 2 * 28 * 28 && g[0].N == 6 && g[0].K == 25);
+    ck_assert(g[1].M == 2 * 10 * 10 && g[1].N == 16 && g[1].K == 6 * 25);
+    ck_assert(g[2].M == 2 && g[2].N == 120 && g[2].K == 400);
+    hs_model_free(&m);
+    /* resnet20 (option A shortcuts: no projection): stem, 9 blocks of two 3x3 convs, fc */
+    ck_assert_int_eq(hs_model_create(&m, k, "resnet20", 3, 32, 32, 10, 4, 1), 0);
+    ck_assert_int_eq(hs_model_gemms(m, 1, g, 32), 20);
+    ck_assert(g[0].M == 32 * 32 && g[0].N == 16 && g[0].K == 27);
+    ck_assert(g[7].M == 16 * 16 && g[7].N == 32 && g[7].K == 16 * 9); /* res4.conv1, stride 2 */
+    ck_assert(g[18].M == 8 * 8 && g[18].N == 64 && g[18].K == 64 * 9);
+    ck_assert(g[19].M == 1 && g[19].N == 10 && g[19].K == 64);
+    hs_model_free(&m);
+    /* resnet20-fixup has 1x1 projections where the width changes */
+    ck_assert_int_eq(hs_model_create(&m, k, "resnet20-fixup", 3, 32, 32, 10, 4, 1), 0);
+    ck_assert_int_eq(hs_model_gemms(m, 1, g, 32), 22);
+    hs_model_free(&m);
+    hs_kernels_close(&k);
+}
+END_TEST
+
 START_TEST(test_create_errors_and_print)
 {
     hs_kernels_t *k = open_cpu();
@@ -875,6 +913,7 @@ int main(void)
     tcase_add_test(tc, test_views_and_init);
     tcase_add_test(tc, test_init_parse);
     tcase_add_test(tc, test_create_errors_and_print);
+    tcase_add_test(tc, test_gemm_shapes);
     tcase_add_test(tc, test_logreg_forward_reference);
     tcase_add_test(tc, test_training_loss_falls);
     suite_add_tcase(s, tc);

@@ -176,6 +176,19 @@ int hs_model_forward(hs_model_t *m, const float *x, int B, const float **logits)
 /* Print a table of layers (output shape, parameter count) and the total to `f`. */
 void hs_model_print(const hs_model_t *m, FILE *f);
 
+/* One matrix product of the forward pass: an fc layer (M = batch, N = outputs, K = inputs) or
+ * a convolution as its implicit GEMM (M = batch x output positions, N = output channels,
+ * K = input channels x kernel area); 2 M N K floating-point operations. The backward pass makes
+ * two products of the same size per layer (data and weight gradients). */
+typedef struct hs_gemm_shape {
+    char name[32]; /* "fc1", "conv2", "block4.conv1", "block7.proj" */
+    long M, N, K;
+} hs_gemm_shape_t;
+
+/* The forward pass's matrix products at batch B, in order: writes up to `max` into `out` (NULL
+ * with max 0 to count) and returns how many the model has. */
+int hs_model_gemms(const hs_model_t *m, int B, hs_gemm_shape_t *out, int max);
+
 #ifdef __cplusplus
 }
 #endif
