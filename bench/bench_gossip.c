@@ -74,12 +74,14 @@ static const hs_option_t g_options[] = {
      .type = HS_OPT_INT,
      .def = "20",
      .range = "[1, 100000]",
-     .help = "timed exchanges per size (the median is reported)"},
+     .help =
+         "repetitions per size: each times two exchanges and the floor's two ways, taking turns "
+         "(medians reported; the reference times N exchanges)"},
     {.name = "warmup",
      .type = HS_OPT_INT,
      .def = "3",
      .range = "[0, 100000]",
-     .help = "untimed exchanges first"},
+     .help = "untimed repetitions first"},
     {.name = "graph",
      .type = HS_OPT_STRING,
      .def = "exp1peer",
