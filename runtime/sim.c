@@ -826,9 +826,17 @@ static void flows_share(sim_world_t *w)
     }
 }
 
-/* After flows_progress: hand the flows that are through (their last byte, to a billionth of
- * the message) to the link model, start the next message of their pair, share the NICs anew
- * and find when the next flow will be through. The heap has room (flows_add). */
+/* 1 when an active flow is through: its last byte, to a billionth of the message, or so
+ * little left that the clock cannot move by its time (a few bytes late in a long run: now +
+ * rem / rate == now, where waiting for them would never end). */
+static int flow_through(const sim_world_t *w, const sim_msg_t *m)
+{
+    return m->rem <= 1e-9 * (double)m->len || (m->rate > 0 && w->now + m->rem / m->rate <= w->now);
+}
+
+/* After flows_progress: hand the flows that are through (flow_through) to the link model,
+ * start the next message of their pair, share the NICs anew and find when the next flow will
+ * be through. The heap has room (flows_add). */
 static void flows_settle(sim_world_t *w)
 {
     for (int done = 1; done;) {
@@ -836,7 +844,7 @@ static void flows_settle(sim_world_t *w)
         sim_msg_t **pp = &w->flows, *prev = NULL;
         while (*pp) {
             sim_msg_t *m = *pp;
-            if (!m->active || m->rem > 1e-9 * (double)m->len) {
+            if (!m->active || !flow_through(w, m)) {
                 prev = m;
                 pp = &m->next;
                 continue;

@@ -555,6 +555,24 @@ START_TEST(test_nic_share)
 }
 END_TEST
 
+/* A long run through the fair NICs: 300 s steps put the clock near 12,000 s, where a few bytes
+ * left of a small message take less time than the clock can resolve (now + rem / rate ==
+ * now). The NICs used to wait for them forever (the Ethernet study's SGP at 1 Gbit/s hung at
+ * 3 s); the run must end, within the job's limit. */
+START_TEST(test_nic_long_run)
+{
+    char dir[4096];
+    tr_workdir_path(dir, sizeof dir, "nic_long");
+    int st = sim_job(dir, "-n 4 --ranks-per-host 2 --sim-nic 1Gbit --sim-compute fixed:300000",
+                     "--algo sgp --model mlp:16-32-4 --data gauss:dim=16,classes=4,train=4000,"
+                     "test=100 --batch 32 --max-iters 40 --eval-every 0.1 -q --link "
+                     "0-2:latency=1ms;0-3:latency=1ms;1-2:latency=1ms;1-3:latency=1ms",
+                     30);
+    if (st) tr_show_log(dir);
+    ck_assert_int_eq(st, 0);
+}
+END_TEST
+
 /* The transport's protocol (--sim-proto) to the nanosecond: 2 ranks on 2 hosts behind 100
  * Mbit/s NICs send each other a message of n = 69,032 bytes at the same virtual time (SGP on
  * 2 ranks, --delay-bound 0: each waits for the other's). By a rendezvous (rndv=1000, below
@@ -686,6 +704,7 @@ int main(void)
     TR_ADD_TEST(tc, test_nic, why);
     TR_ADD_TEST(tc, test_link_pace, why);
     TR_ADD_TEST(tc, test_nic_share, why);
+    TR_ADD_TEST(tc, test_nic_long_run, why);
     TR_ADD_TEST(tc, test_proto, why);
     TR_ADD_TEST(tc, test_measured_all, why);
     TR_ADD_TEST(tc, test_bad_input, why);
