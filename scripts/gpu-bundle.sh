@@ -11,13 +11,15 @@
 #   1. configures _gpubuild (../configure --enable-werror --without-mpi --with-cuda; MPI is
 #      left out so that no Open MPI has to travel) unless it exists, and builds hearsay and the
 #      test programs (make, make check TESTS=);
-#   2. makes the build tree self-consistent without the system headers: automake's dependency
-#      files name /usr/include/rdma/fabric.h and the like, which the GPU machine lacks, so make
-#      would rebuild; they are emptied (as a fresh configure leaves them), and config.h's stamp
-#      is ordered after config.status so config.h is not remade;
-#   3. packs the source tree with _gpubuild, and the shared libraries the programs need beside
-#      glibc and CUDA (ldd), into one archive. mtimes are kept, so `make check` there finds
-#      everything up to date.
+#   2. copies the build tree and makes the copy self-consistent without the system headers:
+#      automake's dependency files name /usr/include/rdma/fabric.h and the like, which the GPU
+#      machine lacks, so make would rebuild; the copy's are emptied (as a fresh configure leaves
+#      them), and its config.h stamp is ordered after config.status so config.h is not remade
+#      (_gpubuild itself keeps tracking the headers for the next build);
+#   3. packs the source tree with that copy as _gpubuild, and the shared libraries the
+#      programs need beside glibc and CUDA (ldd), into one archive. mtimes are kept, so `make
+#      check` there finds everything up to date; the script unpacks the archive once here and
+#      checks that with `make -q`.
 #
 # On the GPU machine (as root, the archive in the current directory):
 #   mkdir -p "$(dirname "$REPO")" && tar xJf bundle.tar.xz -C "$(dirname "$REPO")"
@@ -41,27 +43,40 @@ if [ ! -f "$build/Makefile" ]; then
 fi
 make -C "$build" -j"$(nproc)" >/dev/null
 make -C "$build" -j"$(nproc)" check TESTS= >/dev/null
-find "$build" -path '*/.deps/*' -type f \( -name '*.Plo' -o -name '*.Po' \) \
-    -exec sh -c 'for f; do echo "# dummy" >"$f"; done' sh {} +
-s=$(stat -c %Y "$build/config.status")
-touch -d "@$((s + 1))" "$build/stamp-h1"
-touch -d "@$((s + 2))" "$build/config.h"
-make -C "$build" -q all || { echo "gpu-bundle: $build is not up to date after the fix-up" >&2; exit 1; }
 
-lib=$(mktemp -d "${TMPDIR:-/tmp}/hs-gpu-lib.XXXXXX")
-trap 'rm -rf "$lib"' EXIT
-mkdir "$lib/hs-gpu-lib"
+# The archive's copy of the build tree: dependency files emptied, config.h's stamps ordered.
+# (The copy, not _gpubuild itself, whose dependency files keep tracking the headers here.)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/hs-gpu-bundle.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+cp -a "$build" "$tmp/_gpubuild"
+find "$tmp/_gpubuild" -path '*/.deps/*' -type f \( -name '*.Plo' -o -name '*.Po' \) \
+    -exec sh -c 'for f; do echo "# dummy" >"$f"; done' sh {} +
+rm -f "$tmp"/_gpubuild/tests/*.log "$tmp"/_gpubuild/tests/*.trs
+s=$(stat -c %Y "$tmp/_gpubuild/config.status")
+touch -d "@$((s + 1))" "$tmp/_gpubuild/stamp-h1"
+touch -d "@$((s + 2))" "$tmp/_gpubuild/config.h"
+
+mkdir "$tmp/hs-gpu-lib"
 bins="$build/.libs/hearsay $build/.libs/libhearsay.so"
 for t in "$build"/tests/.libs/*; do [ -x "$t" ] && bins="$bins $t"; done
 # shellcheck disable=SC2086 # word splitting of the program list is meant
 ldd $bins 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
     grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|cuda|cudnn|cublas|libhearsay' |
-    while read -r l; do cp -L "$l" "$lib/hs-gpu-lib/"; done
+    while read -r l; do cp -L "$l" "$tmp/hs-gpu-lib/"; done
 
 mkdir -p "$(dirname "$out")"
 name=$(basename "$repo")
 tar cf - -C "$(dirname "$repo")" --exclude="$name/.git" --exclude="$name/.gpu" \
-    --exclude="$name/_build" --exclude="$name/_build-*" --exclude="$name/autom4te.cache" \
-    --exclude="$name/_gpubuild/tests/*.log" --exclude="$name/_gpubuild/tests/*.trs" "$name" \
-    -C "$lib" hs-gpu-lib | xz -T0 -6 >"$out"
+    --exclude="$name/_build" --exclude="$name/_build-*" --exclude="$name/_gpubuild" \
+    --exclude="$name/autom4te.cache" "$name" \
+    -C "$tmp" --transform="s,^_gpubuild,$name/_gpubuild," _gpubuild hs-gpu-lib |
+    xz -T0 -6 >"$out"
+# The archive's build tree must be up to date wherever it lands: unpacked here, `make -q`.
+chk=$(mktemp -d "${TMPDIR:-/tmp}/hs-gpu-check.XXXXXX")
+trap 'rm -rf "$tmp" "$chk"' EXIT
+xz -dc "$out" | tar xf - -C "$chk"
+[ -x "$chk/hs-gpu-lib/libfabric.so.1" ] || [ -f "$chk/hs-gpu-lib/libfabric.so.1" ] ||
+    { echo "gpu-bundle: the archive lacks hs-gpu-lib/libfabric.so.1" >&2; exit 1; }
+make -C "$chk/$name/_gpubuild" -q all >/dev/null 2>&1 ||
+    { echo "gpu-bundle: the archive's _gpubuild is not up to date once unpacked" >&2; exit 1; }
 echo "gpu-bundle: $out ($(du -h "$out" | cut -f1)); unpack it on the GPU machine at $(dirname "$repo")"
