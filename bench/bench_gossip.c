@@ -294,7 +294,8 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
     hs_boot_t *b = NULL;
     gossip_t g;
     memset(&g, 0, sizeof g);
-    /* (start, end) of each repetition on this rank: 2 reps values each */
+    /* (start, end) on this rank of each exchange (times: 2 xreps values) and of each floor
+     * repetition (ctimes, vtimes: 2 reps values each) */
     int xreps = 2 * reps; /* exchanges: two per repetition (see the loop) */
     double *times = hs_malloc(2 * (size_t)xreps * sizeof *times, "timings");
     double *ctimes = hs_malloc(2 * (size_t)reps * sizeof *ctimes, "copy timings");
