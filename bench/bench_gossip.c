@@ -26,14 +26,17 @@
  * copies in between: 7 to 9 passes).
  *
  * The floor: in the same job, after the same barrier, every rank makes the exchange's 5
- * passes over a model-sized buffer, timed as the exchange (span), median of --reps (each
- * repetition right after an exchange's, so that both meet the same bandwidth), once as
- * memcpy copies (the whole buffer there and back, then half of it) and once as the exchange's
+ * passes over its own model and share buffer (the exchange's memory, so that the job's
+ * footprint in the caches is the exchange's), timed as the exchange (span), median of --reps
+ * (each repetition right after an exchange's, so that both meet the same bandwidth), once as
+ * memcpy copies (the model to the share and back, then half of it) and once as the exchange's
  * own scale and mix loops mixing from the rank's own share (the exchange without its message);
- * floor_s = the faster. It holds every rank's
- * passes and the same barrier exit and wake-ups as the exchange, but no message: ranks
- * sharing cores share it as in the exchange (a copy shorter than a time slice is not shared
- * but queued, which the span counts and a rank's own clock would not).
+ * both leave the model as it was. floor_s = the faster. It holds every rank's passes and the
+ * same barrier exit and wake-ups as the exchange, but no message: ranks sharing cores share it
+ * as in the exchange (a copy shorter than a time slice is not shared but queued, which the
+ * span counts and a rank's own clock would not). Up to commit bed0310 the floor used two
+ * buffers of its own: the job then touched twice the exchange's memory (64 MiB at 4 MiB on 4
+ * ranks, twice this VM's L3), and each turn evicted the other's data (docs/benchmarks.md).
  */
 #include "config.h"
 
@@ -260,13 +263,15 @@ static int exchange(gossip_t *g, long it)
 }
 
 /* The passes that set the floor: after a barrier every rank makes the exchange's 5 passes
- * over `bytes`, as memcpy copies (a to b, b to a, half of a to b: 2 + 2 + 1; times) and as the
- * exchange's own loops with no message (b = a / 2, then a = a / 2 + b; vtimes); times[i] and
- * times[reps + i] are when this rank started and ended repetition i (hs_bl_gather_span). */
-static void copy5(char *a, char *b, size_t bytes, int vec)
+ * over the model a (n floats, then the weight: `bytes`) and the share buffer b, as memcpy
+ * copies (a to b, b to a, half of a to b: 2 + 2 + 1; ctimes) and as the exchange's own loops
+ * with no message (b = a / 2, then a = a / 2 + b; vtimes). Both leave a as it was: the
+ * copies by copying it back, the loops because halving and doubling a normal float (or 0)
+ * is exact. times[i] and times[reps + i] are when this rank started and ended repetition i
+ * (hs_bl_gather_span). */
+static void copy5(char *a, char *b, size_t n, size_t bytes, int vec)
 {
     if (vec) { /* the exchange's own loops, mixing from its own share: no message */
-        size_t n = bytes / sizeof(float);
         scale_to((float *)b, (const float *)a, n, 0.5f);
         mix_into((float *)a, (const float *)b, n, 0.5f);
         return;
@@ -277,13 +282,15 @@ static void copy5(char *a, char *b, size_t bytes, int vec)
     for (int k = 0; k < 3; k++) memcpy(dst[k], src[k], len[k]);
 }
 
-/* One repetition of the floor, one way (vec: the exchange's loops; else memcpy), after a
- * barrier: this rank's (start, end) into t[0] and t[reps]. */
-static int floor_rep(gossip_t *g, char *a, char *b, int vec, int reps, double *t)
+/* One repetition of the floor, one way (vec: the exchange's loops; else memcpy), on the
+ * model and the share buffer after a barrier: this rank's (start, end) into t[0] and t[reps].
+ * The last exchange's send must be complete first: its receiver may still read the share. */
+static int floor_rep(gossip_t *g, int vec, int reps, double *t)
 {
+    if (g->sreq) HS_TRY(hs_transport_wait(g->t, &g->sreq, 0, NULL));
     HS_TRY(barrier(g));
     double t0 = hs_now();
-    copy5(a, b, g->bytes, vec);
+    copy5(g->x, g->sbuf, g->n, g->bytes, vec);
     t[0] = t0, t[reps] = hs_now();
     return 0;
 }
@@ -350,16 +357,6 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
         double w = 1;
         memcpy(g.x + g.n * sizeof(float), &w, sizeof w);
         memset(g.sbuf, 0, g.bytes);
-        /* The floor's buffers; normal floats: a stays 1 through the loops (no subnormals). */
-        char *fa = hs_malloc(g.bytes, "floor source"), *fb = hs_malloc(g.bytes, "floor target");
-        if (!fa || !fb) {
-            free(fa);
-            free(fb);
-            rc = -ENOMEM;
-            break;
-        }
-        for (size_t i = 0; i < g.bytes / sizeof(float); i++) ((float *)fa)[i] = 1.0f;
-        memset(fb, 0, g.bytes);
         if (rc == 0) rc = post_recv(&g, it);
         if (rc == 0) rc = barrier(&g);
         /* Exchanges and the floor's repetitions take turns: exchange, memcpy floor, exchange,
@@ -376,12 +373,10 @@ static int gossip_worker(const hs_cfg_t *cfg, const size_t *sizes, int nsizes)
                 rc = exchange(&g, it);
                 if (k >= 0) times[2 * k + vec] = t0, times[xreps + 2 * k + vec] = hs_now();
                 if (rc == 0)
-                    rc = k >= 0 ? floor_rep(&g, fa, fb, vec, reps, (vec ? vtimes : ctimes) + k)
-                                : floor_rep(&g, fa, fb, vec, 1, wt);
+                    rc = k >= 0 ? floor_rep(&g, vec, reps, (vec ? vtimes : ctimes) + k)
+                                : floor_rep(&g, vec, 1, wt);
             }
         }
-        free(fa);
-        free(fb);
         /* Push-sum keeps sum(x) / sum(w): z = x / w must stay the mean rank (P-1)/2. */
         memcpy(&w, g.x + g.n * sizeof(float), sizeof w);
         if (rc == 0 && fabs(x[g.n / 2] / w - (P - 1) / 2.0) > 0.5 * (P - 1) + 1e-6)
