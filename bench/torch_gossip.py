@@ -7,8 +7,9 @@ share to rank + 2^(t mod log2 n), irecv the in-peer's share, wait for both, add.
 an exchange is its span, as hearsay's: from the first rank's leaving a barrier to the last
 rank's end of the add (time.monotonic, the host's CLOCK_MONOTONIC); rank 0 prints one
 "HSB ..." line per size with the median (the format hearsay collects). Between two
-exchanges, after a barrier, every rank makes untimed passes over two more model-sized
-buffers, as hearsay's benchmark makes its floor's: both exchanges find the caches alike.
+exchanges, after a barrier, every rank makes untimed copies over its model and its receive
+buffer (there and back, then half), as hearsay's benchmark makes its floor's passes over its
+model and share buffer: both exchanges find the caches alike.
 
 usage: /usr/bin/python3 torch_gossip.py --ranks 4 --sizes 4M,64M --reps 20 --warmup 3
 """
@@ -42,9 +43,9 @@ def worker(rank, n, port, sizes, reps, warmup, threads):
         x = torch.full((numel + 1,), float(rank), dtype=torch.float32)
         x[numel] = 1.0
         buf = torch.empty_like(x)
-        # hearsay's benchmark runs its floor's passes (two model-sized buffers) between two
-        # exchanges; the same untimed passes here, so that both find the caches alike
-        fa, fb = torch.ones_like(x), torch.empty_like(x)
+        # hearsay's benchmark runs its floor's passes (over its model and share buffer)
+        # between two exchanges; the same untimed passes here over x and buf (x is left as it
+        # was), so that both find the caches alike
         half = (numel + 1) // 2
         starts, ends = [], []
         for i in range(warmup + reps):
@@ -64,9 +65,9 @@ def worker(rank, n, port, sizes, reps, warmup, threads):
                 starts.append(-t0)
                 ends.append(t1)
             dist.barrier()
-            fb.copy_(fa)
-            fa.copy_(fb)
-            fb[:half].copy_(fa[:half])
+            buf.copy_(x)
+            x.copy_(buf)
+            buf[:half].copy_(x[:half])
         t = torch.tensor(starts + ends, dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)  # (-first start, last end) of each
         if rank == 0:
