@@ -59,7 +59,8 @@ static const hs_option_t step_options[] = {
      .type = HS_OPT_INT,
      .def = "10",
      .range = "[0, 100000]",
-     .help = "untimed steps first"},
+     .help = "untimed steps first (and untimed runs of the largest matrix product before "
+             "it is timed)"},
     {.name = "reference",
      .type = HS_OPT_ENUM,
      .def = "none",
@@ -117,8 +118,9 @@ static const char *torch_script(void)
 
 /* The model's matrix products at this batch: the forward FLOPs of all of them (*fwd_flops) and
  * the largest one, timed alone through the backend's own gemm (cuBLAS, OpenBLAS) on random
- * data: the throughput the library reaches on that shape is the ceiling the step is set beside. */
-static int time_largest_gemm(hs_kernels_t *k, const hs_model_t *m, int batch, int reps,
+ * data: the throughput the library reaches on that shape is the ceiling the step is set beside.
+ * Warm-up and timed runs as many as the step's (--warmup, --reps). */
+static int time_largest_gemm(hs_kernels_t *k, const hs_model_t *m, int batch, int warmup, int reps,
                              hs_gemm_shape_t *big, double *fwd_flops, double *gemm_ms)
 {
     int n = hs_model_gemms(m, batch, NULL, 0);
@@ -152,12 +154,12 @@ static int time_largest_gemm(hs_kernels_t *k, const hs_model_t *m, int batch, in
         (rc = k->ops->to_device(k, b, h, nb * sizeof *b)) < 0)
         goto out;
     int M = (int)big->M, N = (int)big->N, K = (int)big->K;
-    for (int i = 0; i < 5 + reps; i++) {
+    for (int i = 0; i < warmup + reps; i++) {
         double t0 = hs_now();
         if ((rc = k->ops->gemm(k, 0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N)) < 0 ||
             (rc = k->ops->sync(k)) < 0)
             goto out;
-        if (i >= 5) t[i - 5] = (hs_now() - t0) * 1e3;
+        if (i >= warmup) t[i - warmup] = (hs_now() - t0) * 1e3;
     }
     *gemm_ms = hs_bench_median(t, (size_t)reps);
     rc = 0;
@@ -269,7 +271,7 @@ int hs_bench_step(int argc, char **argv)
     double med = hs_bench_median(times, (size_t)reps);
     hs_gemm_shape_t big;
     double fwd_flops, gemm_ms;
-    if (time_largest_gemm(k, m, batch, reps, &big, &fwd_flops, &gemm_ms) < 0) goto fail;
+    if (time_largest_gemm(k, m, batch, warmup, reps, &big, &fwd_flops, &gemm_ms) < 0) goto fail;
     /* forward, data gradient and weight gradient: three products of each shape */
     double step_tflops = 3.0 * fwd_flops / (med * 1e-3) / 1e12;
     double gemm_tflops = gemm_ms > 0 ? 2.0 * big.M * big.N * big.K / (gemm_ms * 1e-3) / 1e12 : 0;
