@@ -308,11 +308,17 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
                           hs_transport_has_peer_read(t);
         int want_mapped = (o.path == HS_AR_PATH_AUTO || o.path == HS_AR_PATH_MAPPED) &&
                           hs_transport_has_peer_map(t);
-        if (o.path == HS_AR_PATH_MAPPED && !want_mapped) {
+        /* A path asked for by name that this transport cannot give. */
+        if ((o.path == HS_AR_PATH_MAPPED && !want_mapped) ||
+            (o.path == HS_AR_PATH_DIRECT && !want_direct)) {
+            int mapped = o.path == HS_AR_PATH_MAPPED;
             hs_allreduce_destroy(&ar);
             return HS_ERR(-ENOSYS,
-                          "all-reduce: the mapped path needs a transport that shares buffers "
-                          "between same-host ranks (hsshm); this one is %s",
+                          "all-reduce: the %s path needs a transport that %s (hsshm); "
+                          "this one is %s",
+                          mapped ? "mapped" : "direct",
+                          mapped ? "shares buffers between same-host ranks"
+                                 : "reads same-host peers' memory",
                           hs_transport_provider(t));
         }
         ar->mapped = want_mapped ? 0 : -1;
@@ -328,13 +334,6 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
                 hs_allreduce_destroy(&ar);
                 return -ENOMEM;
             }
-        }
-        if (o.path == HS_AR_PATH_DIRECT && !want_direct) {
-            hs_allreduce_destroy(&ar);
-            return HS_ERR(-ENOSYS,
-                          "all-reduce: the direct path needs a transport that reads same-host "
-                          "peers' memory (hsshm); this one is %s",
-                          hs_transport_provider(t));
         }
         /* The direct path needs 3 tags per operation, and 2 (P - 1) receives and sends at
          * once in the request table. */

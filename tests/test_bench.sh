@@ -5,7 +5,8 @@
 # without MPI): one JSON object per (ranks, size) with the fields the docs quote, times that
 # are positive numbers, and the exchange's own check (z keeps the mean of the ranks) passed;
 # `hearsay bench step` with its GEMM ceiling (the model's largest product timed alone); and bad
-# input (a size of 0, an unknown path) refused with a message naming it, exit 2.
+# input (a size of 0, an unknown path) refused with a message naming it, exit 2, and an
+# all-reduce path forced by HS_AR_PATH that the transport cannot give, refused by name.
 # Timings are not asserted: speed is for the benchmarks themselves (docs/benchmarks.md).
 bin=${HS_BIN:-./hearsay}
 if [ ! -x /usr/bin/python3 ]; then
@@ -94,4 +95,18 @@ refuse() { # NAME PATTERN ARGS...
 refuse "gossip size 0" "size" bench gossip --sizes 0 --reps 1
 refuse "gossip unknown path" "path" bench gossip --path nowhere --reps 1
 refuse "allreduce ranks 0" "ranks" bench allreduce --ranks 0 --reps 1 --no-mpi
+# a forced all-reduce path that the transport (libfabric's tcp) cannot give: the worker stops
+# with a message naming the path and the transport
+for p in direct mapped; do
+    HS_AR_PATH=$p "$bin" bench allreduce --ranks 2 --sizes 64K --reps 1 --warmup 0 --no-mpi \
+        --provider tcp >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -ne 0 ] && grep -q "the $p path needs a transport" "$tmp/err" &&
+        grep -q "this one is tcp" "$tmp/err"; then
+        ok "refused: HS_AR_PATH=$p over tcp"
+    else
+        bad "HS_AR_PATH=$p over tcp: exit $rc, stderr:"
+        cat "$tmp/err"
+    fi
+done
 exit $fail
