@@ -27,113 +27,51 @@ static int count(const char *hay, const char *needle)
     return c;
 }
 
-static void run_check_sizes(const char *ranks, const char *big)
+/* One configuration of the sum and average checks: the ranks, the largest size (floats), and
+ * what it forces (NULL: the default). The default on one host is the direct path over hsshm;
+ * the ring must stay right too, over hsshm and over libfabric (tcp), and the direct path when
+ * asked for by name. Shared buffers (hs_transport_buf_alloc): the mapped path over hsshm, 2 to
+ * 8 ranks; forced by name; and one rank's buffer plain (every rank takes the copying
+ * fallback). */
+static const struct sum_case {
+    const char *ranks, *big;
+    const char *buf;      /* AR_BUF: shared, mixed */
+    const char *path;     /* HS_AR_PATH */
+    const char *provider; /* HS_PROVIDER */
+} sum_cases[] = {
+    {"2", "3000017", NULL, NULL, NULL},         {"3", "3000017", NULL, NULL, NULL},
+    {"4", "3000017", NULL, NULL, NULL},         {"4", "3000017", NULL, "ring", NULL},
+    {"3", "3000017", NULL, NULL, "tcp"},        {"3", "3000017", NULL, "direct", NULL},
+    {"2", "3000017", "shared", NULL, NULL},     {"3", "3000017", "shared", NULL, NULL},
+    {"4", "3000017", "shared", NULL, NULL},     {"8", "100003", "shared", NULL, NULL},
+    {"5", "1000003", "shared", "mapped", NULL}, {"4", "3000017", "mixed", NULL, NULL},
+};
+
+START_TEST(test_sum_avg)
 {
+    const struct sum_case *c = &sum_cases[_i];
+    char what[160];
+    snprintf(what, sizeof what, "%s ranks, up to %s floats, AR_BUF=%s HS_AR_PATH=%s HS_PROVIDER=%s",
+             c->ranks, c->big, c->buf ? c->buf : "-", c->path ? c->path : "-",
+             c->provider ? c->provider : "-");
+    if (c->buf) setenv("AR_BUF", c->buf, 1);
+    if (c->path) setenv("HS_AR_PATH", c->path, 1);
+    if (c->provider) setenv("HS_PROVIDER", c->provider, 1);
     const char *worker = tr_helper("allreduce_worker");
     tr_job_t j;
-    const char *args[] = {tr_hearsay(), "run",   "-n", ranks, "--timeout", "20", "--",
-                          worker,       "check", "1",  "7",   "1000",      big,  NULL};
+    const char *args[] = {tr_hearsay(), "run",   "-n", c->ranks, "--timeout", "20",   "--",
+                          worker,       "check", "1",  "7",      "1000",      c->big, NULL};
     tr_run(&j, args, NULL, 60);
-    ck_assert_msg(j.status == 0, "%s after %.1f s, output:\n%s", tr_status_text(j.status),
+    ck_assert_msg(j.status == 0, "%s: %s after %.1f s, output:\n%s", what, tr_status_text(j.status),
                   j.elapsed, j.out);
-    ck_assert_msg(count(j.out, "AR_FAIL") == 0, "failures in:\n%s", j.out);
-    int P = atoi(ranks);
+    ck_assert_msg(count(j.out, "AR_FAIL") == 0, "%s: failures in:\n%s", what, j.out);
+    int P = atoi(c->ranks);
     char want[64];
     for (int r = 0; r < P; r++) {
         snprintf(want, sizeof want, "AR_OK rank %d\n", r);
-        ck_assert_msg(strstr(j.out, want), "missing \"%s\" in:\n%s", want, j.out);
+        ck_assert_msg(strstr(j.out, want), "%s: missing \"%s\" in:\n%s", what, want, j.out);
     }
     tr_job_free(&j);
-}
-
-static void run_check(const char *ranks)
-{
-    run_check_sizes(ranks, "3000017");
-}
-
-START_TEST(test_sum_avg_2)
-{
-    run_check("2");
-}
-END_TEST
-
-START_TEST(test_sum_avg_3)
-{
-    run_check("3");
-}
-END_TEST
-
-START_TEST(test_sum_avg_4)
-{
-    run_check("4");
-}
-END_TEST
-
-/* The default on one host is the direct path over hsshm; the ring must stay right too, over
- * hsshm and over libfabric (tcp), and the direct path when asked for by name. */
-START_TEST(test_sum_avg_4_ring)
-{
-    setenv("HS_AR_PATH", "ring", 1);
-    run_check("4");
-}
-END_TEST
-
-START_TEST(test_sum_avg_3_tcp_ring)
-{
-    setenv("HS_PROVIDER", "tcp", 1);
-    run_check("3");
-}
-END_TEST
-
-START_TEST(test_sum_avg_3_direct)
-{
-    setenv("HS_AR_PATH", "direct", 1);
-    run_check("3");
-}
-END_TEST
-
-/* Shared buffers (hs_transport_buf_alloc): the mapped path over hsshm, 2 to 8 ranks; forced
- * by name; and one rank's buffer plain (every rank takes the copying fallback). */
-START_TEST(test_sum_avg_2_shared)
-{
-    setenv("AR_BUF", "shared", 1);
-    run_check("2");
-}
-END_TEST
-
-START_TEST(test_sum_avg_3_shared)
-{
-    setenv("AR_BUF", "shared", 1);
-    run_check("3");
-}
-END_TEST
-
-START_TEST(test_sum_avg_4_shared)
-{
-    setenv("AR_BUF", "shared", 1);
-    run_check("4");
-}
-END_TEST
-
-START_TEST(test_sum_avg_8_shared)
-{
-    setenv("AR_BUF", "shared", 1);
-    run_check_sizes("8", "100003");
-}
-END_TEST
-
-START_TEST(test_sum_avg_5_mapped)
-{
-    setenv("AR_BUF", "shared", 1);
-    setenv("HS_AR_PATH", "mapped", 1);
-    run_check_sizes("5", "1000003");
-}
-END_TEST
-
-START_TEST(test_sum_avg_4_mixed)
-{
-    setenv("AR_BUF", "mixed", 1);
-    run_check("4");
 }
 END_TEST
 
@@ -255,20 +193,12 @@ int main(void)
     Suite *s = suite_create("allreduce");
     TCase *tc = tcase_create("ring");
     tcase_set_timeout(tc, 90);
-    TR_ADD_TEST(tc, test_sum_avg_2, why);
-    TR_ADD_TEST(tc, test_sum_avg_3, why);
-    TR_ADD_TEST(tc, test_sum_avg_4, why);
-    TR_ADD_TEST(tc, test_sum_avg_4_ring, why);
-    TR_ADD_TEST(tc, test_sum_avg_3_tcp_ring, why);
-    TR_ADD_TEST(tc, test_sum_avg_3_direct, why);
+    if (why)
+        tr_skip("test_sum_avg", "%s", why);
+    else
+        tcase_add_loop_test(tc, test_sum_avg, 0, (int)HS_ARRAY_LEN(sum_cases));
     TR_ADD_TEST(tc, test_dead_rank_is_reported, why);
     TR_ADD_TEST(tc, test_dead_rank_is_reported_ring, why);
-    TR_ADD_TEST(tc, test_sum_avg_2_shared, why);
-    TR_ADD_TEST(tc, test_sum_avg_3_shared, why);
-    TR_ADD_TEST(tc, test_sum_avg_4_shared, why);
-    TR_ADD_TEST(tc, test_sum_avg_8_shared, why);
-    TR_ADD_TEST(tc, test_sum_avg_5_mapped, why);
-    TR_ADD_TEST(tc, test_sum_avg_4_mixed, why);
     TR_ADD_TEST(tc, test_mapped_needs_shared_buffers, why);
     TR_ADD_TEST(tc, test_dead_rank_is_reported_shared, why);
     TR_ADD_TEST(tc, test_late_rank_is_reported_shared, why);
