@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static double clk; /* the fake environment's clock (s) */
@@ -299,6 +300,42 @@ START_TEST(test_paths)
 }
 END_TEST
 
+/* Every rank of a job checks the same names at once (the path and rank 0's part): 4
+ * processes doing so 2000 times each must all pass, and leave nothing behind. Before the check
+ * stopped creating and removing the shared names, one rank's probe made another's check fail
+ * ("its directory does not exist") in the CI run of 2026-11-24. */
+START_TEST(test_paths_concurrent)
+{
+    make_dir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/t.json", dir);
+    pid_t kids[4];
+    for (int k = 0; k < 4; k++) {
+        kids[k] = fork();
+        ck_assert_int_ge(kids[k], 0);
+        if (kids[k] == 0) {
+            for (int i = 0; i < 2000; i++)
+                if (hs_trace_check_path(path) < 0) {
+                    fprintf(stderr, "check %d of process %d: %s\n", i, k, hs_last_error());
+                    _exit(1);
+                }
+            _exit(0);
+        }
+    }
+    int failed = 0;
+    for (int k = 0; k < 4; k++) {
+        int st = 0;
+        ck_assert_int_eq(waitpid(kids[k], &st, 0), kids[k]);
+        failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    ck_assert_msg(failed == 0, "%d of 4 processes saw a check fail (stderr above)", failed);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", dir);
+    ck_assert_msg(system(cmd) == 0, "the checks left files in %s", dir);
+    remove_dir();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("timeline");
@@ -307,6 +344,7 @@ int main(void)
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_bad_parts);
     tcase_add_test(tc, test_paths);
+    tcase_add_test(tc, test_paths_concurrent);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -256,24 +256,35 @@ void hs_trace_part_name(char *buf, size_t cap, const char *path, int r)
     snprintf(buf, cap, "%s.rank%d", path, r);
 }
 
-/* Can `path` be created or written? Creates nothing that stays. */
+/* Can `path` be created or written? Creates nothing that stays, and never creates or removes
+ * `path` itself: every rank of a job checks the same names at once, and one rank's probe of
+ * a shared name (created, then unlinked) made another's open fail with ENOENT in between,
+ * reported as a missing directory. An existing file is opened for writing (not truncated);
+ * a missing one is probed with a name of this process's own beside it. */
 static int check_one(const char *path, const char *what)
 {
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
         return HS_ERR(-EISDIR, "--trace %s: %s is a directory", what, path);
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-        close(fd);
-        unlink(path);
-        return 0;
-    }
-    if (errno == EEXIST) fd = open(path, O_WRONLY | O_CLOEXEC);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd >= 0) {
         close(fd);
         return 0;
     }
     int e = errno;
+    if (e == ENOENT) { /* not there (or just removed by another rank): can it be created? */
+        static atomic_uint probes;
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s.probe%ld-%u", path, (long)getpid(),
+                 atomic_fetch_add(&probes, 1));
+        fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            close(fd);
+            unlink(probe);
+            return 0;
+        }
+        e = errno;
+    }
     if (e == ENOENT)
         return HS_ERR(-e, "--trace %s: cannot create %s: its directory does not exist", what, path);
     return HS_ERR(-e, "--trace %s: cannot write %s: %s", what, path, strerror(e));
