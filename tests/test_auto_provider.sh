@@ -11,14 +11,10 @@ if [ ! -x /usr/bin/python3 ]; then
     echo "test_auto_provider: skipped: no /usr/bin/python3 to read summary.json (apt-get install python3)"
     exit 77
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/hs_auto_XXXXXX") || exit 1
+# shellcheck source=tests/shlib.sh
+. "$(dirname "$0")/shlib.sh"
+hs_scratch auto
 trap 'rm -rf "$tmp"' EXIT
-fail=0
-ok() { echo "ok: $*"; }
-bad() {
-    echo "FAIL: $*"
-    fail=1
-}
 unset HS_PROVIDER
 train() { # OUT RANKS_PER_HOST [RANK LIST]: a few SGP iterations on 4 ranks (RANK: HS_FAB_AUTO=LIST)
     HS_RPH=$2 HS_ODD_RANK=${3:--1} HS_ODD_LIST=${4:-} "$bin" run -n 4 --timeout 120 -- sh -c \

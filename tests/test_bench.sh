@@ -13,14 +13,10 @@ if [ ! -x /usr/bin/python3 ]; then
     echo "test_bench: skipped: no /usr/bin/python3 to read the JSON (apt-get install python3)"
     exit 77
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/hs_bench_XXXXXX") || exit 1
+# shellcheck source=tests/shlib.sh
+. "$(dirname "$0")/shlib.sh"
+hs_scratch bench
 trap 'rm -rf "$tmp"' EXIT
-fail=0
-ok() { echo "ok: $*"; }
-bad() {
-    echo "FAIL: $*"
-    fail=1
-}
 export HS_SHM_QUIET=1
 
 # NAME FILE N FIELD...: FILE holds N JSON lines, each with every FIELD a positive number

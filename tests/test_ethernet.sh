@@ -13,7 +13,9 @@
 bin=${HS_BIN:-./hearsay}
 src=${HS_SRCDIR:-.}
 study=$src/experiments/ethernet.sh
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/hs_ethernet_XXXXXX") || exit 1
+# shellcheck source=tests/shlib.sh
+. "$(dirname "$0")/shlib.sh"
+hs_scratch ethernet
 tag=hst$$
 job=
 cleanup() {
@@ -23,12 +25,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
-fail=0
-ok() { echo "ok: $*"; }
-bad() {
-    echo "FAIL: $*"
-    fail=1
-}
 ours() { ip netns list 2>/dev/null | grep -c "^$tag" || true; }
 export HEARSAY=$bin
 

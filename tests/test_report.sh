@@ -11,14 +11,10 @@ if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
     echo "test_report: skipped: /usr/bin/python3 cannot import matplotlib (apt-get install python3-matplotlib)"
     exit 77
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/hs_report_XXXXXX") || exit 1
+# shellcheck source=tests/shlib.sh
+. "$(dirname "$0")/shlib.sh"
+hs_scratch report
 trap 'rm -rf "$tmp"' EXIT
-fail=0
-ok() { echo "ok: $*"; }
-bad() {
-    echo "FAIL: $*"
-    fail=1
-}
 png() { # FILE: starts with the PNG signature
     [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]
 }
