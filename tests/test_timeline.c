@@ -290,6 +290,11 @@ START_TEST(test_paths)
     ck_assert_msg(strstr(hs_last_error(), path) && strstr(hs_last_error(), "does not exist"), "%s",
                   hs_last_error());
     ck_assert_int_lt(hs_trace_check_path(""), 0);
+    snprintf(path, sizeof path, "%s/fifo", dir); /* refused at once, not waiting for a reader */
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_lt(hs_trace_check_path(path), 0);
+    ck_assert_msg(strstr(hs_last_error(), "cannot write"), "%s", hs_last_error());
+    unlink(path);
     snprintf(path, sizeof path, "%s/t.json", dir);
     ck_assert_int_eq(hs_trace_check_path(path), 0);
     ck_assert_int_ne(access(path, F_OK), 0); /* the check left nothing */

@@ -259,14 +259,15 @@ void hs_trace_part_name(char *buf, size_t cap, const char *path, int r)
 /* Can `path` be created or written? Creates nothing that stays, and never creates or removes
  * `path` itself: every rank of a job checks the same names at once, and one rank's probe of
  * a shared name (created, then unlinked) made another's open fail with ENOENT in between,
- * reported as a missing directory. An existing file is opened for writing (not truncated);
- * a missing one is probed with a name of this process's own beside it. */
+ * reported as a missing directory. An existing file is opened for writing (not truncated,
+ * not waiting: a FIFO with no reader is refused); a missing one is probed with a name of this
+ * process's own beside it. */
 static int check_one(const char *path, const char *what)
 {
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
         return HS_ERR(-EISDIR, "--trace %s: %s is a directory", what, path);
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC); /* (a FIFO: ENXIO, no hang) */
     if (fd >= 0) {
         close(fd);
         return 0;
