@@ -39,11 +39,23 @@
 #include "hearsay/common.h"
 #include "optim/ps_wire.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define RX_SLOTS 8 /* receives kept posted per in-peer */
+
+/* A GOSSIP share held until its round is mixed (a bound D >= 0): the sender's round, the
+ * source, the order it arrived in, its weight share and a copy of its z. */
+typedef struct sgp_msg {
+    long round;
+    int src;
+    long seq;
+    double w;
+    uint64_t bytes;
+    float *z; /* (n) host */
+} sgp_msg_t;
 
 typedef struct sgp_round {
     long iter; /* -1: free */
@@ -80,8 +92,18 @@ struct hs_algo {
     double *recv_w;  /* (size) weight received from each source (service lock) */
     long *acc_it[2]; /* sender iterations of the messages in acc[i] (staleness) */
     size_t acc_nit[2], acc_cap[2];
-    long bound;   /* the delay bound in force (HS_DELAY_NONE: none) */
-    long trained; /* rounds trained (the next round's number) */
+    long bound; /* the delay bound in force (HS_DELAY_NONE: none) */
+    int exact;  /* --delay-mode exact: round t mixes exactly round t - bound's messages */
+    /* With a bound (held mode), GOSSIP shares are copied here as they arrive and mixed in
+     * (round, source) order, never in arrival order, and never before their round (service
+     * lock). Without one (asynchronous), they are folded into acc[] as they arrive. */
+    sgp_msg_t *held; /* (cap_held) */
+    size_t nheld, cap_held;
+    float **pool; /* (cap_pool) free z copies */
+    size_t npool, cap_pool;
+    long held_seq;
+    long mixed_upto; /* every round <= this one has been mixed (held mode) */
+    long trained;    /* rounds trained (the next round's number) */
 
     /* the end of the run (sgp_finish; the counters under the service lock) */
     unsigned char *in_set, *out_set; /* (size) ranks that may send here / that we send to */
@@ -148,6 +170,53 @@ static int absorb(hs_algo_t *a, const float *v, double s)
 
 /* --- the receiving service ------------------------------------------------------------ */
 
+/* Keep a copy of a GOSSIP share until its round is mixed (service lock held). */
+static int hold(hs_algo_t *a, const hs_ps_hdr_v1_t *h, const float *zm, int src, size_t len)
+{
+    if (a->nheld == a->cap_held) {
+        size_t cap = a->cap_held ? 2 * a->cap_held : 16;
+        sgp_msg_t *m = realloc(a->held, cap * sizeof *m);
+        if (!m) return HS_ERR(-ENOMEM, "out of memory holding %zu messages", cap);
+        a->held = m;
+        a->cap_held = cap;
+    }
+    float *z = a->npool ? a->pool[--a->npool] : malloc(a->n * sizeof(float));
+    if (!z) return HS_ERR(-ENOMEM, "out of memory holding a message of %zu floats", a->n);
+    memcpy(z, zm, a->n * sizeof(float));
+    a->held[a->nheld++] = (sgp_msg_t){.round = h->iteration,
+                                      .src = src,
+                                      .seq = a->held_seq++,
+                                      .w = h->weight,
+                                      .bytes = len,
+                                      .z = z};
+    return 0;
+}
+
+/* Return a held copy's buffer to the pool (service lock held). */
+static void unhold(hs_algo_t *a, float *z)
+{
+    if (a->npool == a->cap_pool) {
+        size_t cap = a->cap_pool ? 2 * a->cap_pool : 16;
+        float **p = realloc(a->pool, cap * sizeof *p);
+        if (!p) {
+            free(z);
+            return;
+        }
+        a->pool = p;
+        a->cap_pool = cap;
+    }
+    a->pool[a->npool++] = z;
+}
+
+/* (round, source, arrival) order: the order held messages are mixed in. */
+static int msg_order(const void *pa, const void *pb)
+{
+    const sgp_msg_t *x = pa, *y = pb;
+    if (x->round != y->round) return x->round < y->round ? -1 : 1;
+    if (x->src != y->src) return x->src < y->src ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
 /* Fold one message into the running weighted mean (the service calls this for each): a
  * GOSSIP share or a REPLY; DONE and FIN only update the end-of-run counters. */
 static int rx_apply(void *ctx, int slot, const void *buf, const hs_tstatus_t *st)
@@ -176,6 +245,17 @@ static int rx_apply(void *ctx, int slot, const void *buf, const hs_tstatus_t *st
         return HS_ERR(-EPROTO, "message from rank %d carries weight %g", src, h->weight);
     const float *zm = (const float *)((const unsigned char *)buf + sizeof *h);
     lock(a);
+    if (kind == HS_PS_GOSSIP && a->bound >= 0) { /* held mode: a copy, mixed in its round */
+        int rc = hold(a, h, zm, src, st->len);
+        if (rc == 0) {
+            a->recv_w[src] += h->weight;
+            a->recv_from[src]++;
+            if (a->lingering) a->owe[src]++;
+            if (h->iteration > a->last_iter[src]) a->last_iter[src] = h->iteration;
+        }
+        unlock(a);
+        return rc;
+    }
     int c = a->cur;
     if (a->acc_nit[c] == a->acc_cap[c]) {
         size_t cap = a->acc_cap[c] ? 2 * a->acc_cap[c] : 64;
@@ -211,8 +291,50 @@ static int rx_apply(void *ctx, int slot, const void *buf, const hs_tstatus_t *st
 
 /* --- main-thread pieces ---------------------------------------------------------------- */
 
-/* Add everything the receiver accumulated into (z, w); count it in the stats. */
-static int fold(hs_algo_t *a)
+/* Mix the held shares of rounds <= upto into (z, w), in (round, source) order, one at a time
+ * (z <- (w z + s z_m) / (w + s)): the result depends on which messages are mixed, never on
+ * when they arrived. Counted in the stats (signed staleness: my round - the sender's). */
+static int mix_held(hs_algo_t *a, long upto)
+{
+    hs_dist_t *d = a->d;
+    size_t k = 0, keep = 0;
+    sgp_msg_t *take = NULL;
+    if (upto > a->mixed_upto) a->mixed_upto = upto;
+    lock(a);
+    for (size_t i = 0; i < a->nheld; i++) k += a->held[i].round <= upto;
+    if (k && !(take = malloc(k * sizeof *take))) {
+        unlock(a);
+        return HS_ERR(-ENOMEM, "out of memory mixing %zu messages", k);
+    }
+    /* the messages of rounds <= upto out, the others stay held in arrival order */
+    for (size_t i = 0, j = 0; i < a->nheld; i++) {
+        if (a->held[i].round <= upto)
+            take[j++] = a->held[i];
+        else
+            a->held[keep++] = a->held[i];
+    }
+    a->nheld = keep;
+    unlock(a);
+    if (!k) return 0;
+    qsort(take, k, sizeof *take, msg_order);
+    int rc = 0;
+    long now_it = d->iter; /* the round just taken */
+    for (size_t i = 0; i < k; i++) {
+        if (rc == 0) rc = absorb(a, take[i].z, take[i].w);
+        hs_dist_staleness(d, now_it - take[i].round);
+        d->st.bytes_recv += take[i].bytes;
+    }
+    lock(a);
+    for (size_t i = 0; i < k; i++) unhold(a, take[i].z);
+    unlock(a);
+    free(take);
+    return rc;
+}
+
+/* Add what the receiver has into (z, w): the held shares of rounds <= upto (held mode), and
+ * everything folded into the running mean (asynchronous shares, answers at the end of the
+ * run); count it in the stats. */
+static int fold(hs_algo_t *a, long upto)
 {
     hs_dist_t *d = a->d;
     double t0 = hs_exec_now(d->x);
@@ -221,6 +343,7 @@ static int fold(hs_algo_t *a)
         hs_error_prefix("rank %d", d->rank);
         return rc;
     }
+    if ((rc = mix_held(a, upto)) < 0) return rc;
     lock(a);
     int mine = a->cur;
     long msgs = a->acc_msgs;
@@ -431,6 +554,66 @@ static int bound_staleness(hs_algo_t *a, long t)
     return 0;
 }
 
+/* 1 when a share of round r from src is held (service lock held). */
+static int have_msg(const hs_algo_t *a, int src, long r)
+{
+    for (size_t i = 0; i < a->nheld; i++)
+        if (a->held[i].src == src && a->held[i].round == r) return 1;
+    return 0;
+}
+
+/* --delay-mode exact: wait until the share of every live in-peer of each round in [from, upto]
+ * is held (a peer that announced its end, DONE, is waited for only up to what it sent), with
+ * the same bounds as bound_staleness: the comm timeout, liveness probes every 0.25 s. The
+ * look is per (source, round), so a message of a later round never stands in for a missing
+ * one. */
+static int wait_exact(hs_algo_t *a, long from, long upto)
+{
+    hs_dist_t *d = a->d;
+    if (from < d->start_iter) from = d->start_iter;
+    if (upto < from) return 0;
+    int cap = HS_MAX(1, hs_topo_max_in_degree(d->topo)), rc = 0;
+    int *in = hs_malloc((size_t)cap * sizeof *in, "in-peers");
+    if (!in) return -ENOMEM;
+    double t0 = hs_exec_now(d->x), next_probe = t0 + 0.25;
+    for (long r = from; r <= upto && rc == 0; r++) {
+        int c = 0;
+        if ((rc = hs_topo_in_peers(d->topo, r, d->rank, in, NULL, cap, &c)) < 0) break;
+        for (int i = 0; i < c && rc == 0; i++) {
+            int j = in[i];
+            if (j == d->rank) continue;
+            for (;;) {
+                lock(a);
+                int late = !hs_dist_peer_dead(d, j) && !have_msg(a, j, r) &&
+                           !(a->done_cnt[j] >= 0 && a->recv_from[j] >= a->done_cnt[j]);
+                if (late) hs_svc_wait(d->x, a->svc, 0.05);
+                long last = a->last_iter[j];
+                unlock(a);
+                if (!late) break;
+                if ((rc = hs_svc_error(d->x, a->svc)) < 0 || (rc = hs_dist_idle(d)) < 0) break;
+                double now = hs_exec_now(d->x);
+                char why[160];
+                if (now - t0 > d->o->comm_timeout_s) {
+                    snprintf(why, sizeof why,
+                             "no message of round %ld after %.1f s (--delay-mode exact)", r,
+                             d->o->comm_timeout_s);
+                    hs_dist_peer_failed(d, j, last + 1, why);
+                } else if (now >= next_probe) {
+                    next_probe = now + 0.25;
+                    if (!hs_exec_alive(d->x, j, 0)) {
+                        snprintf(why, sizeof why, "exited (seen while waiting for its round %ld)",
+                                 r);
+                        if ((rc = peer_gone(a, j, why)) < 0) break;
+                    }
+                }
+            }
+        }
+    }
+    free(in);
+    d->st.wait_s += elapsed(a, t0);
+    return rc;
+}
+
 static int sgp_step(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
@@ -483,9 +666,14 @@ static int sgp_step(hs_algo_t *a, long t)
     /* 4. keep p_self (z is unchanged by keeping a share: only w scales) */
     a->w *= self;
     d->st.comm_s += elapsed(a, t0);
-    /* 5. what has arrived (with --delay-bound D: at least up to round t - D) */
+    /* 5. exact: round t - D's shares, all of them; bounded: what has arrived of rounds <= t, at
+     * least every share of rounds <= t - D (never a later round's); none: what has arrived */
+    if (a->exact) {
+        HS_TRY(wait_exact(a, t - a->bound, t - a->bound));
+        return fold(a, t - a->bound);
+    }
     HS_TRY(bound_staleness(a, t));
-    return fold(a);
+    return fold(a, a->bound >= 0 ? t : LONG_MAX);
 }
 
 /* End of the run: what was sent to each failed peer and what came back, DIR/rank-R-ps-failed.csv
@@ -667,7 +855,7 @@ static int sgp_finish(hs_algo_t *a)
     long total_prev = -1;
     double last_progress = t0, next_probe = t0 + 0.5;
     while (rc == 0) {
-        if ((rc = fold(a)) < 0 || (rc = answer(a)) < 0) break;
+        if ((rc = fold(a, LONG_MAX)) < 0 || (rc = answer(a)) < 0) break;
         int waiting = 0, ready = 0;
         long total = 0;
         lock(a);
@@ -683,7 +871,7 @@ static int sgp_finish(hs_algo_t *a)
             }
             if (a->out_set[j] && (a->fin_cnt[j] < 0 || a->reply_recv[j] < a->fin_cnt[j])) waiting++;
         }
-        if (waiting && !ready && !a->acc_msgs) hs_svc_wait(d->x, a->svc, 0.1);
+        if (waiting && !ready && !a->acc_msgs && !a->nheld) hs_svc_wait(d->x, a->svc, 0.1);
         unlock(a);
         for (int j = 0; j < d->size && ready && rc == 0; j++) {
             if (j == d->rank || !a->in_set[j] || a->fin_sent[j] || hs_dist_peer_dead(d, j))
@@ -736,15 +924,27 @@ static int sgp_finish(hs_algo_t *a)
     if (rc == 0) rc = record_failed(a);
     d->st.wait_s += elapsed(a, t0);
     if (rc < 0) return rc;
-    return fold(a);
+    return fold(a, LONG_MAX);
 }
 
 static int sgp_drain(hs_algo_t *a, int final)
 {
     hs_dist_t *d = a->d;
-    if (final && d->drain_until <= 0) return sgp_finish(a);
+    /* Before an evaluation, with a bound (held mode): nothing. Evaluation observes; mixing
+     * early would make the iterates depend on where evaluations fall. */
+    if (!final && a->bound >= 0) return 0;
+    if (final && d->drain_until <= 0) {
+        /* exact: every round up to the last trained is in and mixed, in (round, source) order,
+         * before the end-of-run exchange (OSGP's last D rounds included), so nothing in flight
+         * is left to arrive in an order that timing decides */
+        if (a->exact) {
+            HS_TRY(wait_exact(a, a->mixed_upto + 1, a->trained - 1));
+            HS_TRY(fold(a, LONG_MAX));
+        }
+        return sgp_finish(a);
+    }
     for (int i = 0; i < a->tau; i++) HS_TRY(wait_round(a, &a->rounds[i]));
-    if (!final) return fold(a);
+    if (!final) return fold(a, LONG_MAX);
     double t0 = hs_exec_now(d->x);
     /* how many messages the schedule says each in-peer sends here over the run */
     int cap = HS_MAX(1, hs_topo_max_in_degree(d->topo)), rc = 0;
@@ -806,7 +1006,7 @@ static int sgp_drain(hs_algo_t *a, int final)
     if (rc == 0) rc = settle(a);
     d->st.wait_s += elapsed(a, t0);
     if (rc < 0) return rc;
-    return fold(a);
+    return fold(a, until - 1);
 }
 
 static void sgp_finalize(hs_algo_t **ap)
@@ -848,6 +1048,10 @@ static void sgp_finalize(hs_algo_t **ap)
     free(a->fin_cnt);
     free(a->replies_sent);
     free(a->fin_sent);
+    for (size_t i = 0; i < a->nheld; i++) free(a->held[i].z);
+    for (size_t i = 0; i < a->npool; i++) free(a->pool[i]);
+    free(a->held);
+    free(a->pool);
     free(a->acc_it[0]);
     free(a->acc_it[1]);
     free(a->acc[0]);
@@ -870,7 +1074,7 @@ static void sgp_finalize(hs_algo_t **ap)
     *ap = NULL;
 }
 
-static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound)
+static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound, hs_delay_mode_t mode)
 {
     *out = NULL;
     if (!d->topo) return HS_ERR(-EINVAL, "SGP needs a graph (--graph)");
@@ -884,6 +1088,8 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound)
     a->d = d;
     a->tau = tau;
     a->bound = bound;
+    a->exact = bound >= 0 && mode == HS_DELAY_MODE_EXACT;
+    a->mixed_upto = d->start_iter - 1;
     a->trained = d->start_iter;
     a->n = d->n;
     a->w = 1.0;
@@ -1002,12 +1208,14 @@ fail:
 
 static int sgp_init(hs_algo_t **out, hs_dist_t *d)
 {
-    return sgp_open(out, d, 1, hs_algo_delay_bound(&hs_algo_sgp_ops, d->o));
+    return sgp_open(out, d, 1, hs_algo_delay_bound(&hs_algo_sgp_ops, d->o),
+                    hs_algo_delay_mode(&hs_algo_sgp_ops, d->o));
 }
 
 static int osgp_init(hs_algo_t **out, hs_dist_t *d)
 {
-    return sgp_open(out, d, d->o->tau, hs_algo_delay_bound(&hs_algo_osgp_ops, d->o));
+    return sgp_open(out, d, d->o->tau, hs_algo_delay_bound(&hs_algo_osgp_ops, d->o),
+                    hs_algo_delay_mode(&hs_algo_osgp_ops, d->o));
 }
 
 static double sgp_weight(const hs_algo_t *a)
@@ -1066,7 +1274,9 @@ static int sgp_crash(hs_algo_t *a, double *lost, double *recv_from)
     int n = hs_transport_leave(d->t, HS_TAG_GOSSIP, held, a);
     if (n < 0 && n != -ENOSYS && rc == 0) rc = n;
     hs_svc_stop(d->x, &a->svc); /* its handler has folded what it took; nothing more comes */
-    *lost = a->w + a->acc_w[0] + a->acc_w[1] + a->held_w;
+    double kept = 0;            /* shares held for their round (the service has stopped) */
+    for (size_t i = 0; i < a->nheld; i++) kept += a->held[i].w;
+    *lost = a->w + a->acc_w[0] + a->acc_w[1] + a->held_w + kept;
     for (int j = 0; j < d->size; j++) recv_from[j] = a->recv_w[j] + a->held_from[j];
     return rc;
 }

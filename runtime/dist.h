@@ -27,16 +27,17 @@ typedef struct hs_rank_final {
      * every round and at the end), iterations trained (the last one's number + 1), time of the
      * iterations in which nothing was applied, and the staleness of every applied message */
     double w_min, w_max, iters, alone_s;
-    double stale_max;                 /* -1: no message */
-    double stale_hist[HS_STALE_BINS]; /* hs_dist_stats_t.stale_hist summed */
+    double stale_min, stale_max;      /* signed; +INFINITY, -INFINITY: no message */
+    double stale_hist[HS_STALE_BINS]; /* hs_dist_stats_t.stale_hist summed (bin - HS_STALE_OFF) */
     /* bytes_sent / bytes_recv over the run, the final drain's included (rank-R.csv's rows
      * end before it) */
     double bytes_sent, bytes_recv;
 } hs_rank_final_t;
 
 /* The values of hs_rank_final_t's health that travel in the FINAL message (after the failure
- * reports): w_min, w_max, iters, alone_s, stale_max, bytes_sent, bytes_recv, stale_hist. */
-#define HS_HEALTH_DOUBLES (7 + HS_STALE_BINS)
+ * reports): w_min, w_max, iters, alone_s, stale_max, bytes_sent, bytes_recv, stale_min, stale_hist.
+ */
+#define HS_HEALTH_DOUBLES (8 + HS_STALE_BINS)
 
 /* The averaged model and consensus distance at one evaluation point. */
 typedef struct hs_avg_eval {

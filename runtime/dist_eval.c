@@ -312,7 +312,8 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         hl[4] = mine->stale_max;
         hl[5] = mine->bytes_sent;
         hl[6] = mine->bytes_recv;
-        memcpy(hl + 7, mine->stale_hist, sizeof mine->stale_hist);
+        hl[7] = mine->stale_min;
+        memcpy(hl + 8, mine->stale_hist, sizeof mine->stale_hist);
         /* The ack from rank 0 says it has our results: exiting earlier could fail its
          * receive (a peer that exits is declared dead), so every rank stays until then. */
         hs_treq_t *req = NULL, *ack = NULL;
@@ -386,7 +387,8 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         f->stale_max = hl[4];
         f->bytes_sent = hl[5];
         f->bytes_recv = hl[6];
-        memcpy(f->stale_hist, hl + 7, sizeof f->stale_hist);
+        f->stale_min = hl[7];
+        memcpy(f->stale_hist, hl + 8, sizeof f->stale_hist);
         const float *zr = (const float *)(buf + sizeof *h);
         for (size_t e = 0; e < d->n; e++) sum[e] += zr[e];
         norm2 += h->aux[HS_AUX_NORM2];

@@ -276,7 +276,8 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The q-quantile (0..1) of a staleness histogram, NAN when it is empty. */
+/* The q-quantile (0..1) of a signed staleness histogram (bin b: staleness b - HS_STALE_OFF),
+ * NAN when it is empty. */
 static double hist_quantile(const double *hist, double q)
 {
     double total = 0, cum = 0;
@@ -284,9 +285,9 @@ static double hist_quantile(const double *hist, double q)
     if (!(total > 0)) return NAN;
     for (int b = 0; b < HS_STALE_BINS; b++) {
         cum += hist[b];
-        if (cum >= q * total) return b;
+        if (cum >= q * total) return b - HS_STALE_OFF;
     }
-    return HS_STALE_BINS - 1;
+    return HS_STALE_BINS - 1 - HS_STALE_OFF;
 }
 
 static void json_str(FILE *f, const char *key, const char *v)
@@ -353,10 +354,12 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
         else
             json_str(f, "delay_bound", "none");
         json_str(f, "sgp_step", fi->sgp_step);
+        if (fi->delay_mode) json_str(f, "delay_mode", fi->delay_mode);
     }
     /* health over every rank that finished: the weight's range, the staleness of every applied
      * message (one histogram for the job), the iterations each trained */
-    double wmin = INFINITY, wmax = -INFINITY, smax = -1, hist[HS_STALE_BINS] = {0};
+    double wmin = INFINITY, wmax = -INFINITY, smin = INFINITY, smax = -INFINITY;
+    double hist[HS_STALE_BINS] = {0};
     double imin = INFINITY, imax = -INFINITY;
     for (int q = 0; q < r->size; q++) {
         const hs_rank_final_t *a = &fi->all[q];
@@ -364,6 +367,7 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
         if (a->w_min < wmin) wmin = a->w_min;
         if (a->w_max > wmax) wmax = a->w_max;
         if (a->stale_max > smax) smax = a->stale_max;
+        if (a->stale_min < smin) smin = a->stale_min;
         if (a->iters < imin) imin = a->iters;
         if (a->iters > imax) imax = a->iters;
         for (int b = 0; b < HS_STALE_BINS; b++) hist[b] += a->stale_hist[b];
@@ -373,9 +377,12 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
     fprintf(f, ",\n  \"ps_weight_max\": ");
     hs_json_number(f, isfinite(wmax) ? wmax : NAN);
     fprintf(f, ",\n");
+    /* signed: negative = a message of the sender's later round (from the receiver's future) */
+    json_num(f, "staleness_min", isfinite(smin) ? smin : NAN);
+    json_num(f, "staleness_p1", hist_quantile(hist, 0.01));
     json_num(f, "staleness_p50", hist_quantile(hist, 0.5));
     json_num(f, "staleness_p99", hist_quantile(hist, 0.99));
-    json_num(f, "staleness_max", smax >= 0 ? smax : NAN);
+    json_num(f, "staleness_max", isfinite(smax) ? smax : NAN);
     json_num(f, "iterations_min", isfinite(imin) ? imin : NAN);
     json_num(f, "iterations_max", isfinite(imax) ? imax : NAN);
     fprintf(f, "  \"ps_weight_sum\": %.15g,\n", res->ps_weight_sum);
@@ -416,9 +423,11 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
                   {"alone_s", a->present ? a->alone_s : NAN},
                   {"ps_weight_min", a->present ? a->w_min : NAN},
                   {"ps_weight_max", a->present ? a->w_max : NAN},
+                  {"staleness_min", a->present && isfinite(a->stale_min) ? a->stale_min : NAN},
+                  {"staleness_p1", hist_quantile(a->stale_hist, 0.01)},
                   {"staleness_p50", hist_quantile(a->stale_hist, 0.5)},
                   {"staleness_p99", hist_quantile(a->stale_hist, 0.99)},
-                  {"staleness_max", a->present && a->stale_max >= 0 ? a->stale_max : NAN}};
+                  {"staleness_max", a->present && isfinite(a->stale_max) ? a->stale_max : NAN}};
         fprintf(f, "%s\n    {\"rank\": %d, \"finished\": %s, \"ps_weight\": ", q ? "," : "", q,
                 a->present ? "true" : "false");
         hs_json_number(f, a->present ? a->weight : NAN);

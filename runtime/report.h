@@ -44,9 +44,10 @@ typedef struct hs_report_final {
     int tau, progress_thread;
     size_t num_params;
     long iterations;
-    double time_budget_s; /* --time-budget (0: none) */
-    long delay_bound;     /* in force (HS_DELAY_NONE: none, or no such bound) */
-    const char *sgp_step; /* "x" or "z" (sgp/osgp), NULL for the others */
+    double time_budget_s;   /* --time-budget (0: none) */
+    long delay_bound;       /* in force (HS_DELAY_NONE: none, or no such bound) */
+    const char *sgp_step;   /* "x" or "z" (sgp/osgp), NULL for the others */
+    const char *delay_mode; /* "exact", "bounded" or "none" (sgp/osgp) */
     double wall_s, samples_per_s, bayes_acc;
     const hs_rank_final_t *all; /* (ranks) */
     const hs_avg_eval_t *avg;

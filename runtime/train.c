@@ -451,12 +451,13 @@ static void account_health(run_t *R, double w, double span_s)
     hs_rank_final_t *h = &R->tot;
     if (w < h->w_min) h->w_min = w;
     if (w > h->w_max) h->w_max = w;
-    if (d->st.msgs_applied > 0) {
+    if (d->st.stale_n > 0) {
         for (int b = 0; b < HS_STALE_BINS; b++) h->stale_hist[b] += d->st.stale_hist[b];
         if ((double)d->st.stale_max > h->stale_max) h->stale_max = (double)d->st.stale_max;
-    } else if ((R->ops->flags & HS_ALGO_COMM) && d->size > 1) {
-        h->alone_s += span_s;
+        if ((double)d->st.stale_min < h->stale_min) h->stale_min = (double)d->st.stale_min;
     }
+    if (d->st.msgs_applied == 0 && (R->ops->flags & HS_ALGO_COMM) && d->size > 1)
+        h->alone_s += span_s;
     if (!R->warned_w && !(w >= W_WARN_LO && w <= W_WARN_HI)) {
         R->warned_w = 1;
         HS_WARN("rank %d: push-sum weight %.3g left [%g, %g] at iteration %ld: the rank runs "
@@ -653,6 +654,9 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
             .time_budget_s = o->time_budget_s,
             .delay_bound = hs_algo_delay_bound(R->ops, &R->ao),
             .sgp_step = (R->ops->flags & HS_ALGO_DELAY) ? (o->sgp_step_x ? "x" : "z") : NULL,
+            .delay_mode = hs_algo_delay_mode(R->ops, &R->ao) == HS_DELAY_MODE_EXACT     ? "exact"
+                          : hs_algo_delay_mode(R->ops, &R->ao) == HS_DELAY_MODE_BOUNDED ? "bounded"
+                                                                                        : "none",
             .wall_s = wall,
             .samples_per_s = r->samples_per_s,
             .bayes_acc = r->bayes_acc,
@@ -731,7 +735,8 @@ int hs_train_in(const hs_train_opts_t *o, hs_boot_t *boot, hs_exec_t *x, hs_trai
     R.done = R.start;
     R.tot.w_min = INFINITY;
     R.tot.w_max = -INFINITY;
-    R.tot.stale_max = -1;
+    R.tot.stale_max = -INFINITY;
+    R.tot.stale_min = INFINITY;
     double epoch_loss = 0;
     long epoch_batches = 0;
     for (long it = R.start; it < T; it++) {

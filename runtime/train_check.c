@@ -35,6 +35,7 @@ void hs_train_algo_opts(const hs_train_opts_t *o, hs_algo_opts_t *ao)
     *ao = (hs_algo_opts_t){.tau = o->tau,
                            .delay_bound = o->delay_bound,
                            .sgp_step_x = o->sgp_step_x,
+                           .delay_mode = (hs_delay_mode_t)o->delay_mode,
                            .period = o->period,
                            .seed = o->seed,
                            .alpha = o->alpha,
@@ -159,6 +160,14 @@ static int check_bounds(const hs_train_opts_t *o, const hs_algo_ops_t *ops)
                       algos_with(HS_ALGO_DELAY, names, sizeof names), ops->name);
     if (o->delay_bound < HS_DELAY_AUTO)
         return HS_ERR(-EINVAL, "--delay-bound %ld: give D >= 0, none or auto", o->delay_bound);
+    if (o->delay_mode != HS_DELAY_MODE_AUTO && !(ops->flags & HS_ALGO_DELAY))
+        return HS_ERR(-EINVAL, "--delay-mode applies to --algo %s (--algo %s has no delay bound)",
+                      algos_with(HS_ALGO_DELAY, names, sizeof names), ops->name);
+    if (o->delay_mode < HS_DELAY_MODE_AUTO || o->delay_mode > HS_DELAY_MODE_BOUNDED)
+        return HS_ERR(-EINVAL, "--delay-mode %d: give exact, bounded or auto", o->delay_mode);
+    if (o->delay_mode == HS_DELAY_MODE_EXACT && o->delay_bound == HS_DELAY_NONE)
+        return HS_ERR(-EINVAL, "--delay-mode exact needs a delay bound D >= 0 (round t mixes "
+                               "round t - D's messages): --delay-bound none is asynchronous");
     if (!(o->time_budget_s >= 0) || !isfinite(o->time_budget_s))
         return HS_ERR(-EINVAL, "--time-budget %g: give seconds >= 0", o->time_budget_s);
     if (o->time_budget_s > 0 && !(ops->flags & HS_ALGO_BUDGET))

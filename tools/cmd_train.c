@@ -141,6 +141,15 @@ static hs_option_t train_options[] = {
      .help = "sgp/osgp: before mixing round t, wait (bounded by --comm-timeout) for every message "
              "the in-peers sent up to round t-D; 0: round t's own (the SGP paper), none: never "
              "wait (asynchronous); auto: sgp 0, osgp --tau (the papers' bounded delays)"},
+    {.name = "delay-mode",
+     .type = HS_OPT_ENUM,
+     .def = "auto",
+     .choices = "auto|exact|bounded",
+     .help = "sgp/osgp with a delay bound D: exact mixes in round t exactly the in-peers' "
+             "messages of round t-D, in source order (a fixed delay: the iterates do not depend "
+             "on timing; later rounds are held until their turn); bounded mixes whatever has "
+             "arrived, waiting for rounds <= t-D (delays of at most D); auto: sgp exact (the "
+             "SGP paper's Algorithm 1), osgp bounded"},
     {.name = "max-staleness",
      .type = HS_OPT_INT,
      .def = "0",
@@ -443,6 +452,10 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
         o.delay_bound = hs_cfg_int(cfg, "max-staleness");
     }
     o.sgp_step_x = !strcmp(hs_cfg_str(cfg, "sgp-step"), "x");
+    const char *dm = hs_cfg_str(cfg, "delay-mode");
+    o.delay_mode = !strcmp(dm, "exact")     ? HS_DELAY_MODE_EXACT
+                   : !strcmp(dm, "bounded") ? HS_DELAY_MODE_BOUNDED
+                                            : HS_DELAY_MODE_AUTO;
     o.time_budget_s = hs_cfg_double(cfg, "time-budget");
     o.alpha = hs_cfg_double(cfg, "alpha");
     o.centers = hs_cfg_str(cfg, "centers");

@@ -60,13 +60,26 @@ extern "C" {
 #define HS_TAG_LSGD_SNAP  0x47014u /* leader-SGD: a versioned, checksummed snapshot */
 #define HS_TAG_EF_GATHER  0x47020u /* all-reduce SGD with --compress: compressed gradients */
 
-/* Bins of the per-message staleness histogram (hs_dist_stats_t.stale_hist). */
+/* Bins of the per-message staleness histogram (hs_dist_stats_t.stale_hist): bin b counts
+ * staleness b - HS_STALE_OFF, so -HS_STALE_OFF (a message HS_STALE_OFF or more rounds from the
+ * sender's future: the first bin counts those) up to HS_STALE_BINS - HS_STALE_OFF - 1 (the last
+ * bin counts that and more). */
 #define HS_STALE_BINS 256
+#define HS_STALE_OFF  64
 
 /* --delay-bound (hs_algo_opts_t.delay_bound): none (asynchronous), or the algorithm's own
  * default (sgp: 0, osgp: tau). */
 #define HS_DELAY_NONE (-1L)
 #define HS_DELAY_AUTO (-2L)
+
+/* --delay-mode (hs_algo_opts_t.delay_mode): how a bound D >= 0 is kept. */
+typedef enum hs_delay_mode {
+    HS_DELAY_MODE_AUTO = 0, /* the algorithm's own: sgp exact, osgp bounded */
+    HS_DELAY_MODE_EXACT,    /* round t mixes exactly its in-peers' round t - D messages, in source
+                             * order: a fixed delay, iterates independent of timing */
+    HS_DELAY_MODE_BOUNDED,  /* round t mixes every message that has arrived, rounds <= t - D
+                             * waited for: a bounded delay (later rounds may be mixed early) */
+} hs_delay_mode_t;
 
 /* Per-iteration counters an algorithm adds to (the loop writes them to rank-R.csv and zeroes
  * them before each iteration). */
@@ -77,35 +90,38 @@ typedef struct hs_dist_stats {
     uint64_t bytes_recv;  /* payload + headers applied */
     long msgs_applied;    /* messages added into the local state */
     double staleness_sum; /* sum over applied messages of (my iteration - sender's) */
-    /* per applied message, its staleness max(0, my iteration - sender's): a histogram (the last
-     * bin counts HS_STALE_BINS - 1 and more) and the largest; hs_dist_staleness() fills all */
+    /* per applied message, its signed staleness s = my iteration - the sender's (negative: a
+     * message of the sender's later round, i.e. from my future): a histogram (bin
+     * s + HS_STALE_OFF, clamped to the first and last bins), the smallest and the largest
+     * (both meaningful only when stale_n > 0); hs_dist_staleness() fills all */
     uint32_t stale_hist[HS_STALE_BINS];
-    long stale_max;
+    long stale_n, stale_min, stale_max;
 } hs_dist_stats_t;
 
 /* The algorithms' own options (flags of `hearsay train`; docs/algorithms.md). */
 typedef struct hs_algo_opts {
-    int tau;                 /* osgp: rounds in flight; easgd/eamsgd/lsgd: period (>= 1) */
-    long delay_bound;        /* sgp/osgp: in-peers' messages of rounds <= t - D are mixed before
-                              * round t is (0: round t's own; HS_DELAY_NONE: asynchronous;
-                              * HS_DELAY_AUTO: the algorithm's default, sgp 0, osgp tau) */
-    int sgp_step_x;          /* sgp/osgp: 1 = the paper's step on x (default), 0 = on z */
-    int period;              /* localsgd: local steps between two averages (>= 1) */
-    uint64_t seed;           /* --seed (adpsgd draws its partners from it) */
-    double alpha;            /* easgd/eamsgd: moving rate (<= 0: 0.9 / ranks) */
-    const char *centers;     /* easgd/eamsgd: ranks holding the center shards (NULL/"" = all) */
-    const char *center_path; /* easgd/eamsgd: auto | rma | service (NULL: $HS_CENTER_PATH) */
-    double pull_local;       /* lsgd: pull toward the group's leader */
-    double pull_global;      /* lsgd: pull toward the global leader */
-    int groups;              /* lsgd: groups of contiguous ranks (<= 0: one per host) */
-    int leader_window;       /* lsgd: batches in the recent-loss average (>= 1) */
-    int nesterov;            /* the local optimizer uses Nesterov momentum (eamsgd checks) */
-    double momentum;         /* the local optimizer's momentum */
-    double comm_timeout_s;   /* bound on every wait for a peer (> 0) */
-    double drain_timeout_s;  /* bound on the end-of-run drain (> 0) */
-    const char *compress;    /* --compress SPEC (hearsay/compress.h; NULL/"none": none), for
-                              * the algorithms with HS_ALGO_COMPRESS */
-    double consensus_step;   /* choco: gamma (<= 0: the compressor's default) */
+    int tau;                    /* osgp: rounds in flight; easgd/eamsgd/lsgd: period (>= 1) */
+    long delay_bound;           /* sgp/osgp: in-peers' messages of rounds <= t - D are mixed before
+                                 * round t is (0: round t's own; HS_DELAY_NONE: asynchronous;
+                                 * HS_DELAY_AUTO: the algorithm's default, sgp 0, osgp tau) */
+    int sgp_step_x;             /* sgp/osgp: 1 = the paper's step on x (default), 0 = on z */
+    hs_delay_mode_t delay_mode; /* sgp/osgp: exact (fixed delay) or bounded */
+    int period;                 /* localsgd: local steps between two averages (>= 1) */
+    uint64_t seed;              /* --seed (adpsgd draws its partners from it) */
+    double alpha;               /* easgd/eamsgd: moving rate (<= 0: 0.9 / ranks) */
+    const char *centers;        /* easgd/eamsgd: ranks holding the center shards (NULL/"" = all) */
+    const char *center_path;    /* easgd/eamsgd: auto | rma | service (NULL: $HS_CENTER_PATH) */
+    double pull_local;          /* lsgd: pull toward the group's leader */
+    double pull_global;         /* lsgd: pull toward the global leader */
+    int groups;                 /* lsgd: groups of contiguous ranks (<= 0: one per host) */
+    int leader_window;          /* lsgd: batches in the recent-loss average (>= 1) */
+    int nesterov;               /* the local optimizer uses Nesterov momentum (eamsgd checks) */
+    double momentum;            /* the local optimizer's momentum */
+    double comm_timeout_s;      /* bound on every wait for a peer (> 0) */
+    double drain_timeout_s;     /* bound on the end-of-run drain (> 0) */
+    const char *compress;       /* --compress SPEC (hearsay/compress.h; NULL/"none": none), for
+                                 * the algorithms with HS_ALGO_COMPRESS */
+    double consensus_step;      /* choco: gamma (<= 0: the compressor's default) */
 } hs_algo_opts_t;
 
 /* What the loop gives an algorithm. */
@@ -190,14 +206,16 @@ static inline int hs_dist_record(hs_dist_t *d, const char *file, const char *hea
     return d->record ? d->record(d->ctx, file, header, line) : 0;
 }
 
-/* Count one applied message of staleness s (my iteration - the sender's) in d->st. */
+/* Count one applied message of signed staleness s (my iteration - the sender's; negative for
+ * a message from the sender's later round) in d->st. */
 static inline void hs_dist_staleness(hs_dist_t *d, long s)
 {
     d->st.msgs_applied++;
+    if (d->st.stale_n == 0 || s < d->st.stale_min) d->st.stale_min = s;
+    if (d->st.stale_n++ == 0 || s > d->st.stale_max) d->st.stale_max = s;
     d->st.staleness_sum += (double)s;
-    long b = s < 0 ? 0 : s;
-    if (b > d->st.stale_max) d->st.stale_max = b;
-    d->st.stale_hist[b < HS_STALE_BINS ? b : HS_STALE_BINS - 1]++;
+    long b = s + HS_STALE_OFF;
+    d->st.stale_hist[b < 0 ? 0 : b < HS_STALE_BINS ? b : HS_STALE_BINS - 1]++;
 }
 
 /* The loop's idle hook, for waits that do not go through hs_exec_wait. */
@@ -301,6 +319,16 @@ static inline long hs_algo_delay_bound(const hs_algo_ops_t *ops, const hs_algo_o
     if (!(ops->flags & HS_ALGO_DELAY)) return HS_DELAY_NONE;
     if (o->delay_bound != HS_DELAY_AUTO) return o->delay_bound;
     return (ops->flags & HS_ALGO_TAU) ? o->tau : 0;
+}
+
+/* The delay mode in force: --delay-mode, or the algorithm's own (sgp exact: the paper's
+ * synchronous Algorithm 1; osgp bounded: Algorithm 2's delays of at most tau rounds);
+ * HS_DELAY_MODE_AUTO without a bound (asynchronous, or no delay bound at all). */
+static inline hs_delay_mode_t hs_algo_delay_mode(const hs_algo_ops_t *ops, const hs_algo_opts_t *o)
+{
+    if (hs_algo_delay_bound(ops, o) < 0) return HS_DELAY_MODE_AUTO;
+    if (o->delay_mode != HS_DELAY_MODE_AUTO) return o->delay_mode;
+    return (ops->flags & HS_ALGO_TAU) ? HS_DELAY_MODE_BOUNDED : HS_DELAY_MODE_EXACT;
 }
 
 /* The push-sum weight of a (1 without one). */

@@ -60,6 +60,8 @@ typedef struct hs_train_opts {
     long delay_bound;              /* SGP/OSGP: before mixing round t, every in-peer message of
                                     * rounds <= t - D has been mixed (HS_DELAY_NONE:
                                     * asynchronous; HS_DELAY_AUTO, the default: sgp 0, osgp tau) */
+    int delay_mode;                /* SGP/OSGP: hs_delay_mode_t (--delay-mode; 0: the
+                                    * algorithm's own, sgp exact, osgp bounded) */
     int sgp_step_x;                /* SGP/OSGP: 1 = the paper's step on x (z moves by the
                                     * step / w; the default), 0 = the step on z */
     double time_budget_s;          /* > 0: every rank stops training at this time (wall or
