@@ -6,6 +6,7 @@
 #include "hearsay/common.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int hs_nx_init(hs_nx_t *x, hs_dist_t *d, const char *name, int maxdeg, size_t cap, const int *to,
                const int *from)
@@ -36,28 +37,48 @@ void hs_nx_finalize(hs_nx_t *x)
 }
 
 /* Wait for every request in reqs (bounded); a failure is an error naming the peer. Received
- * messages go to fn as they arrive. */
+ * messages go to fn once all of them are in, in slot order (never arrival order: the sums the
+ * handlers make are then the same whatever the timing). */
 static int wait_all(hs_nx_t *x, hs_treq_t **reqs, int n, long t, int recv, hs_nx_recv_fn fn,
                     void *ctx)
 {
     hs_dist_t *d = x->d;
+    hs_tstatus_t sts_stack[64], *sts = sts_stack; /* (n) the status of each received slot */
+    unsigned char got_stack[64], *got = got_stack;
+    if (recv && n > 64) {
+        sts = hs_malloc((size_t)n * sizeof *sts, "receive statuses");
+        got = hs_malloc((size_t)n, "receive flags");
+        if (!sts || !got) {
+            if (sts != sts_stack) free(sts);
+            if (got != got_stack) free(got);
+            return -ENOMEM;
+        }
+    }
+    if (recv) memset(got, 0, (size_t)n);
+    int rc = 0;
     for (;;) {
         int left = 0;
         for (int i = 0; i < n; i++) left += reqs[i] != NULL;
-        if (!left) return 0;
+        if (!left) break;
         int idx = -1;
         hs_tstatus_t st;
-        int rc = hs_exec_wait(d->x, reqs, n, d->o->comm_timeout_s, 0, &idx, &st);
+        rc = hs_exec_wait(d->x, reqs, n, d->o->comm_timeout_s, 0, &idx, &st);
         if (rc < 0) {
             if (idx >= 0) hs_dist_peer_failed(d, (recv ? x->from : x->to)[idx], t, hs_last_error());
             hs_error_prefix("%s round %ld, %s", x->name, t, recv ? "receive" : "send");
-            return rc;
+            break;
         }
-        if (!recv || idx < 0) continue;
-        HS_TRY(fn(ctx, idx, x->rbuf[idx], &st, t));
-        d->st.bytes_recv += st.len;
+        if (recv && idx >= 0) sts[idx] = st, got[idx] = 1;
+    }
+    for (int i = 0; rc == 0 && recv && i < n; i++) {
+        if (!got[i]) continue;
+        if ((rc = fn(ctx, i, x->rbuf[i], &sts[i], t)) < 0) break;
+        d->st.bytes_recv += sts[i].len;
         d->st.msgs_applied++;
     }
+    if (sts != sts_stack) free(sts);
+    if (got != got_stack) free(got);
+    return rc;
 }
 
 int hs_nx_wait_sends(hs_nx_t *x, long t)
