@@ -38,6 +38,17 @@ hs_launcher() { # BIN SIM WORKERS SIMCOMPUTE
     fi
 }
 
+# "run K of TOTAL", the time elapsed and an estimate of the rest (from the mean so far), then
+# what the run was.
+hs_progress() { # K TOTAL START-EPOCH-SECONDS WHAT
+    local now el left
+    now=$(date +%s)
+    el=$((now - $3))
+    left=$(($1 > 0 ? el * ($2 - $1) / $1 : 0))
+    printf '[run %d of %d, %dm%02ds elapsed, about %dm%02ds left] %s\n' "$1" "$2" \
+        $((el / 60)) $((el % 60)) $((left / 60)) $((left % 60)) "$4"
+}
+
 hs_die() {
     echo "error: $*" >&2
     exit 2

@@ -114,103 +114,372 @@ def scenario_title(sc):
     return "transient pauses" if sc == "pauses" else f"×{float(sc[1:]):g}"
 
 
+# --- seeds, intervals and health (issue 25) -------------------------------------------------
+
+# Student's t, two-sided 95 %, by degrees of freedom (beyond 30: 1.96 is within 2 %).
+T95 = [float("nan"), 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+       2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074,
+       2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def mean_ci(xs):
+    """(mean, half-width of its 95 % interval) of the values; the half-width is None for fewer
+    than 2 values, the mean None for none."""
+    xs = [x for x in xs if x is not None and math.isfinite(x)]
+    if not xs:
+        return None, None
+    m = sum(xs) / len(xs)
+    if len(xs) < 2:
+        return m, None
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    return m, T95[min(len(xs) - 1, 30)] * sd / math.sqrt(len(xs))
+
+
+def fmt_ci(m, h, nd=3):
+    if m is None:
+        return "—"
+    if h is None:
+        return f"{m:.{nd}g}"
+    return f"{m:.{nd}g} ± {h:.2g}"
+
+
+def run_health(summ, ev=None):
+    """(status, reasons) of one run: "failed" when it left no summary, its summary says so
+    (summary.json "health"), or its final loss or averaged model is not finite; "warn" when the
+    summary says so; else "ok"."""
+    if not summ:
+        return "failed", ["no summary.json (the run did not finish)"]
+    reasons = [str(x) for x in summ.get("health_reasons") or []]
+    h = summ.get("health")
+    loss = summ.get("final_test_loss")
+    if not isinstance(loss, (int, float)) or not math.isfinite(loss):
+        return "failed", reasons + [f"final test loss {loss}"]
+    if ev and any(isinstance(e.get("avg_test_loss"), float) and
+                  not math.isfinite(e["avg_test_loss"]) for e in ev):
+        return "failed", reasons + ["the averaged model's loss is not finite"]
+    if h in ("failed", "warn"):
+        return h, reasons
+    return "ok", reasons
+
+
+def avg_to_target(ev, target):
+    """(time, iteration) at which the averaged model first reaches the target test loss
+    (eval.csv, on the common clock: what `hearsay report` and the plots use), else (None,
+    None)."""
+    e = first_crossing(by_iteration(ev), "avg_test_loss", target)
+    return (e["clock_s"], e["iteration"]) if e else (None, None)
+
+
+def decide(lo, hi, limit):
+    """A verdict on "value <= limit" from an interval [lo, hi]: yes, no, or undecided."""
+    if hi <= limit:
+        return "yes"
+    if lo > limit:
+        return "no"
+    return "undecided"
+
+
+def seed_runs(top, pattern):
+    """Runs TOP/SCENARIO/NAME-sSEED (the layout since issue 25): a list
+    of dicts with name, scenario, seed, dir, summary, eval, health."""
+    runs = []
+    for sc in sorted(os.listdir(top)):
+        sd = os.path.join(top, sc)
+        if not os.path.isdir(sd) or not re.fullmatch(pattern, sc):
+            continue
+        for name in sorted(os.listdir(sd)):
+            d = os.path.join(sd, name)
+            m = re.fullmatch(r"(.+)-s([0-9]+)", name)
+            if not m or not os.path.isdir(d):
+                continue
+            summ = read_json(os.path.join(d, "summary.json"))
+            ev = read_csv(os.path.join(d, "eval.csv"))
+            st, why = run_health(summ, ev)
+            runs.append({"name": m.group(1), "scenario": sc, "seed": int(m.group(2)), "dir": d,
+                         "summary": summ, "eval": ev, "health": st, "why": why})
+    return runs
+
+
+def band_curve(evs, key="avg_test_loss", xkey="clock_s", points=60):
+    """Mean and min..max of several runs' curves on a common grid of x (the runs' eval.csv
+    rows, interpolated linearly in x; the grid ends where the shortest run ends)."""
+    curves = []
+    for ev in evs:
+        pts = sorted((e[xkey], e[key]) for e in ev if finite(e.get(xkey)) and finite(e.get(key)))
+        if len(pts) >= 2:
+            curves.append(pts)
+    if not curves:
+        return None
+    lo = max(c[0][0] for c in curves)
+    hi = min(c[-1][0] for c in curves)
+    if not hi > lo:
+        return None
+    xs = [lo + (hi - lo) * i / (points - 1) for i in range(points)]
+
+    def at(c, x):
+        for (x0, y0), (x1, y1) in zip(c, c[1:]):
+            if x0 <= x <= x1:
+                return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+        return c[-1][1]
+    ys = [[at(c, x) for c in curves] for x in xs]
+    return (xs, [sum(v) / len(v) for v in ys], [min(v) for v in ys], [max(v) for v in ys],
+            len(curves))
+
+
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf"]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "<"]
+
+
+NICE = [0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10, 20,
+        30, 50, 100]
+
+
+def log_ticks(ax, lo, hi):
+    """A log y axis over [lo, hi] with plain-number ticks (0.3, 0.5, 0.7, 1, 2 ..), no minor
+    labels."""
+    from matplotlib.ticker import NullFormatter, NullLocator
+    ax.set_ylim(lo, hi)
+    ticks = [v for v in NICE if lo <= v <= hi]
+    if len(ticks) > 7:
+        ticks = ticks[::2]
+    ax.set_yticks(ticks)
+    ax.set_yticklabels([f"{v:g}" for v in ticks])
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def clock_label(runs):
+    clocks = {(r["summary"] or {}).get("clock", "wall") for r in runs if r["summary"]}
+    return "virtual time (s, hearsay sim)" if clocks == {"virtual"} else "wall-clock time (s)"
+
+
 def stragglers(out, target):
-    runs = load_runs(out, r"([a-z0-9-]+?)-(x[0-9.]+|pauses)")
+    runs = seed_runs(out, r"x[0-9.]+|pauses")
     if not runs:
-        sys.exit(f"report: no runs found in {out}")
+        sys.exit(f"report: no runs found in {out} (expected {out}/SCENARIO/ALGO-sSEED)")
+    for r in runs:
+        r["ttt"], r["itt"] = avg_to_target(r["eval"], target) if r["health"] != "failed" \
+            else (None, None)
     rows = []
     for r in runs:
-        algo, sc = r["match"].group(1), r["match"].group(2)
-        row = {"algo": algo, "scenario": sc, "status": "ok" if r["summary"] else "failed"}
-        for f in FIELDS + ["ps_weight_min", "ps_weight_max", "staleness_p99"]:
-            row[f] = get(r["summary"], f)
+        s = r["summary"] or {}
+        row = {"algo": r["name"], "scenario": r["scenario"], "seed": r["seed"],
+               "health": r["health"], "health_reasons": "; ".join(r["why"]),
+               "time_to_target_avg_s": r["ttt"], "iterations_to_target_avg": r["itt"]}
+        for f in FIELDS + ["ps_weight_min", "ps_weight_max", "staleness_min", "staleness_max"]:
+            row[f] = get(s, f)
         rows.append(row)
     write_csv(os.path.join(out, "results.csv"), rows,
-              ["algo", "scenario", "status"] + FIELDS + ["ps_weight_min", "ps_weight_max",
-                                                         "staleness_p99"])
-    algos = sorted({r["algo"] for r in rows},
-                   key=lambda a: ALGO_ORDER.index(a) if a in ALGO_ORDER else 99)
-    scs = sorted({r["scenario"] for r in rows}, key=scenario_key)
-    by = {(r["algo"], r["scenario"]): r for r in rows}
+              ["algo", "scenario", "seed", "health", "health_reasons", "time_to_target_avg_s",
+               "iterations_to_target_avg"] + FIELDS +
+              ["ps_weight_min", "ps_weight_max", "staleness_min", "staleness_max"])
+    algos = sorted({r["name"] for r in runs},
+                   key=lambda a: (ALGO_ORDER.index(a) if a in ALGO_ORDER else 99, a))
+    scs = sorted({r["scenario"] for r in runs}, key=scenario_key)
+    seeds = sorted({r["seed"] for r in runs})
+    cell = {}
+    for r in runs:
+        cell.setdefault((r["name"], r["scenario"]), []).append(r)
 
-    def t(a, sc):
-        return by.get((a, sc), {}).get("time_to_target_s")
+    def ok_runs(a, sc):
+        return [r for r in cell.get((a, sc), []) if r["health"] != "failed"]
 
-    lines = [f"Time to test loss {target} ({clock_words(runs)}; the averaged model), by "
-             f"straggler: ×k = one worker's steps k times slower, transient pauses = every "
-             f"worker pauses with probability 0.05 per iteration for an exponential time of "
-             f"mean 10 steps:", "",
+    def times(a, sc):
+        return [r["ttt"] for r in ok_runs(a, sc)]
+
+    nseed = len(seeds)
+    clock = clock_words([r for r in runs if r["summary"]])
+    lines = [f"Time to test loss {target} of **the averaged model** (the mean of every rank's "
+             f"model, evaluated at common evaluation points; {clock}; eval.csv, the same figure "
+             f"`hearsay report` and the plots show), by straggler: ×k = one worker's steps k "
+             f"times slower, transient pauses = every worker pauses with probability 0.05 per "
+             f"iteration for an exponential time of mean 10 steps. "
+             + (f"Mean ± the 95 % interval's half-width over {nseed} seeds "
+                f"({seeds[0]}..{seeds[-1]}; Student's t)." if nseed > 1 else
+                "One seed: no interval, hence no verdicts (--seeds K)."), "",
              "| algorithm | " + " | ".join(scenario_title(sc) for sc in scs) +
              " | final test acc (×1) | push-sum weight min–max (all runs) |",
              "|---|" + "---|" * (len(scs) + 2)]
+    failed = []
     for a in algos:
-        cells = [fmt(t(a, sc)) for sc in scs]
-        acc = by.get((a, scs[0]), {}).get("final_test_acc")
-        wmin = [by[(a, sc)]["ps_weight_min"] for sc in scs
-                if by.get((a, sc), {}).get("ps_weight_min") is not None]
-        wmax = [by[(a, sc)]["ps_weight_max"] for sc in scs
-                if by.get((a, sc), {}).get("ps_weight_max") is not None]
+        cells = []
+        for sc in scs:
+            rs = cell.get((a, sc), [])
+            bad = [r for r in rs if r["health"] == "failed"]
+            failed += bad
+            ts = times(a, sc)
+            m, h = mean_ci(ts)
+            reached = sum(1 for t in ts if t is not None)
+            txt = fmt_ci(m, h)
+            if reached < len(rs):
+                txt += f" ({reached}/{len(rs)} reached)"
+            if bad:
+                txt += f" **FAILED {len(bad)}/{len(rs)}**"
+            cells.append(txt)
+        accs = [get(r["summary"], "final_test_acc") for r in ok_runs(a, scs[0])]
+        am, ah = mean_ci([100 * x for x in accs if x is not None])
+        ws = [r["summary"] for sc in scs for r in ok_runs(a, sc)]
+        wmin = [get(s, "ps_weight_min") for s in ws if get(s, "ps_weight_min") is not None]
+        wmax = [get(s, "ps_weight_max") for s in ws if get(s, "ps_weight_max") is not None]
         wr = f"{min(wmin):.3g}–{max(wmax):.3g}" if wmin and wmax else "—"
-        lines.append(f"| {a} | " + " | ".join(cells) +
-                     f" | {fmt(100 * acc if acc else None, 1)} % | {wr} |")
-    # The robustness criteria of the straggler study: under a scenario, an algorithm reaches
-    # the target within 1.3x of its own time without stragglers and within 0.4x of all-reduce
-    # SGD's time under the same scenario.
-    checks = [("x4", ["adpsgd", "sgp-async", "sgp", "osgp"]),
-              ("pauses", ["sgp", "osgp", "adpsgd", "sgp-async"])]
+        lines.append(f"| {a} | " + " | ".join(cells) + f" | {fmt_ci(am, ah)} % | {wr} |")
+    if failed:
+        lines += ["", "FAILED runs (excluded from every mean and verdict):"] + \
+            [f"- {os.path.relpath(r['dir'], out)}: {'; '.join(r['why']) or 'failed'}"
+             for r in failed]
+    # Robustness: under a scenario, an algorithm reaches the target within 1.3x its own time
+    # without stragglers and within 0.4x all-reduce SGD's time under the same scenario. Per
+    # seed (the same seed's runs form a pair), then the interval of the ratio's mean decides.
     crit = []
-    for sc, names in checks:
-        ar = t("allreduce", sc)
-        for a in names:
-            base, with_ = t(a, "x1"), t(a, sc)
-            if base is None or with_ is None:
+    by_seed = {(r["name"], r["scenario"], r["seed"]): r for r in runs if r["health"] != "failed"}
+
+    def ratios(a, sc, b, sc_b):
+        out_ = []
+        for sd in seeds:
+            x, y = by_seed.get((a, sc, sd)), by_seed.get((b, sc_b, sd))
+            if x and y and x["ttt"] is not None and y["ttt"] is not None and y["ttt"] > 0:
+                out_.append(x["ttt"] / y["ttt"])
+        return out_
+    for sc in [s for s in scs if s != "x1"]:
+        if "x1" not in scs:
+            break
+        for a in [x for x in algos if x != "allreduce"]:
+            own, vs = ratios(a, sc, a, "x1"), ratios(a, sc, "allreduce", sc)
+            if not own:
                 continue
-            own = with_ / base
-            vs = with_ / ar if ar else None
-            ok = own <= 1.3 and (vs is not None and vs <= 0.4)
-            crit.append(f"| {a} | {scenario_title(sc)} | {own:.2f} | "
-                        f"{'—' if vs is None else f'{vs:.2f}'} | {'yes' if ok else 'no'} |")
+            om, oh = mean_ci(own)
+            vm, vh = mean_ci(vs)
+            if nseed < 2 or oh is None or vh is None:
+                verdict = "— (one seed)"
+            else:
+                v1 = decide(om - oh, om + oh, 1.3)
+                v2 = decide(vm - vh, vm + vh, 0.4)
+                verdict = "yes" if v1 == v2 == "yes" else \
+                    "no" if "no" in (v1, v2) else "undecided"
+            crit.append(f"| {a} | {scenario_title(sc)} | {fmt_ci(om, oh, 3)} | "
+                        f"{fmt_ci(vm, vh, 3)} | {verdict} |")
     if crit:
-        lines += ["", "Robustness (target: ≤ 1.3 of its own time without stragglers, and ≤ 0.4 "
-                  "of all-reduce SGD's under the same stragglers):", "",
+        lines += ["", "Robustness, on the averaged model (target: ≤ 1.3 of its own time without "
+                  "stragglers, and ≤ 0.4 of all-reduce SGD's under the same stragglers; ratios "
+                  "per seed, then their mean and 95 % interval; yes or no only when the whole "
+                  "interval is on one side of both limits, else undecided):", "",
                   "| algorithm | stragglers | / own ×1 | / all-reduce | both met |",
                   "|---|---|---|---|---|"] + crit
+    # Without stragglers: which algorithms the intervals separate from all-reduce SGD.
+    if "x1" in scs and "allreduce" in algos and nseed > 1:
+        sep = []
+        for a in [x for x in algos if x != "allreduce"]:
+            rr = ratios(a, "x1", "allreduce", "x1")
+            m, h = mean_ci(rr)
+            if m is None or h is None:
+                continue
+            word = "faster" if m + h < 1 else "slower" if m - h > 1 else "not separated"
+            sep.append(f"| {a} | {fmt_ci(m, h, 3)} | {word} |")
+        if sep:
+            lines += ["", "Without stragglers (×1), time to target against all-reduce SGD's "
+                      "(per seed, mean and 95 % interval):", "",
+                      "| algorithm | / all-reduce | verdict |", "|---|---|---|"] + sep
     table = "\n".join(lines) + "\n"
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(table)
     print(table)
     if plots_available():
         import matplotlib.pyplot as plt
-        for sc in scs:
-            fig, ax = plt.subplots(figsize=(7, 4.5))
-            for r in runs:
-                if r["match"].group(2) != sc or not r["eval"]:
-                    continue
-                ev = r["eval"]
-                ax.plot([e["clock_s"] for e in ev], [e["avg_test_loss"] for e in ev],
-                        marker="o", ms=3, label=r["match"].group(1))
-            ax.axhline(target, color="gray", ls="--", lw=1, label=f"target {target}")
-            ax.set_yscale("log")
-            ax.set_xlabel("training time (s)")
-            ax.set_ylabel("test loss of the averaged model")
-            ax.set_title(f"stragglers: {scenario_title(sc)}")
-            ax.legend(fontsize=8)
-            fig.tight_layout()
-            fig.savefig(os.path.join(out, f"loss_vs_time_{sc}.png"), dpi=110)
-            plt.close(fig)
-        ks = [sc for sc in scs if sc != "pauses"]
+        study_panels(out, runs, target, plt, "loss_vs_time.png", scenario_title,
+                     order=lambda sc: scenario_key(sc))
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        for a in algos:
-            pts = [(float(sc[1:]), t(a, sc)) for sc in ks if t(a, sc) is not None]
+        ks = [sc for sc in scs if sc != "pauses"]
+        for i, a in enumerate(algos):
+            pts = []
+            for sc in ks:
+                m, h = mean_ci(times(a, sc))
+                if m is not None:
+                    pts.append((float(sc[1:]), m, h or 0.0))
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=a)
+                ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
+                            yerr=[p[2] for p in pts], marker=MARKERS[i % len(MARKERS)],
+                            color=PALETTE[i % len(PALETTE)], capsize=3, label=a)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("straggler slowdown k")
-        ax.set_ylabel(f"time to test loss {target} (s)")
-        ax.legend(fontsize=8)
+        ax.set_yscale("log")
+        ys = [m for a in algos for sc in ks for m in [mean_ci(times(a, sc))[0]] if m]
+        if ys:
+            log_ticks(ax, min(ys) / 1.5, max(ys) * 1.5)
+        ax.set_xticks([float(sc[1:]) for sc in ks])
+        ax.set_xticklabels([scenario_title(sc) for sc in ks])
+        ax.set_xlabel("straggler slowdown")
+        ax.set_ylabel(f"time to test loss {target}, averaged model\n({clock_label(runs)})")
+        if nseed > 1:
+            ax.set_title(f"mean and 95 % interval over {nseed} seeds")
+        ax.legend(fontsize=8, ncol=2)
         fig.tight_layout()
         fig.savefig(os.path.join(out, "time_to_target.png"), dpi=110)
         plt.close(fig)
+
+
+def study_panels(out, runs, target, plt, name, title, order=None, max_lines=9):
+    """One figure, one panel per scenario (the runs' "scenario"), one line per algorithm (the
+    mean over its seeds, with the min..max band where there are several), log loss axis."""
+    scs = sorted({r["scenario"] for r in runs}, key=order or (lambda x: x))
+    names = []
+    for r in runs:
+        if r["name"] not in names:
+            names.append(r["name"])
+    names.sort(key=lambda a: (ALGO_ORDER.index(a) if a in ALGO_ORDER else 99, a))
+    cols = min(3, len(scs))
+    rows_ = (len(scs) + cols - 1) // cols
+    fig, axes = plt.subplots(rows_, cols, figsize=(5.2 * cols, 4.2 * rows_), squeeze=False)
+    # y: from the best mean to the worst starting loss (a diverging curve leaves the panel at
+    # the top, and its legend entry says so); x: to 2.5x the slowest time to target
+    starts, lows, ttts, diverged = [], [], [], set()
+    for r in runs:
+        pts = [e["avg_test_loss"] for e in r["eval"] if finite(e.get("avg_test_loss"))]
+        if pts and r["health"] != "failed":
+            starts.append(pts[0])
+            lows.append(min(pts))
+        t, _ = avg_to_target(r["eval"], target) if r["health"] != "failed" else (None, None)
+        if t is not None:
+            ttts.append(t)
+    ylo = min(lows + [target]) / 1.15 if lows else None
+    yhi = max(starts + [target]) * 1.3 if starts else None
+    for k, sc in enumerate(scs):
+        ax = axes[k // cols][k % cols]
+        for i, a in enumerate(names[:max_lines]):
+            evs = [r["eval"] for r in runs if r["scenario"] == sc and r["name"] == a and
+                   r["health"] != "failed"]
+            b = band_curve(evs)
+            if not b:
+                continue
+            xs, mean, lo, hi, n = b
+            c = PALETTE[i % len(PALETTE)]
+            if yhi and max(mean) > yhi:
+                diverged.add(a)
+            ax.plot(xs, mean, color=c, lw=1.6, label=a if k == 0 else None,
+                    marker=MARKERS[i % len(MARKERS)], markevery=max(1, len(xs) // 8), ms=4)
+            if n > 1:
+                ax.fill_between(xs, lo, hi, color=c, alpha=0.15, lw=0)
+        ax.axhline(target, color="gray", ls="--", lw=1)
+        ax.set_yscale("log")
+        if ylo and yhi:
+            log_ticks(ax, ylo, yhi)
+        if ttts:
+            ax.set_xlim(0, 2.5 * max(ttts))
+        ax.set_title(title(sc))
+        ax.set_xlabel(clock_label(runs))
+        if k % cols == 0:
+            ax.set_ylabel("test loss, averaged model")
+    for k in range(len(scs), rows_ * cols):
+        axes[k // cols][k % cols].axis("off")
+    nseed = len({r["seed"] for r in runs})
+    fig.legend(loc="lower center", ncol=min(len(names), 9), fontsize=8,
+               bbox_to_anchor=(0.5, 0.0))
+    fig.suptitle(f"test loss of the averaged model (dashed: target {target})" +
+                 (f"; lines: mean of {nseed} seeds, bands: their range" if nseed > 1 else "") +
+                 (f"; leaving the top: {', '.join(sorted(diverged))}" if diverged else ""),
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
+    fig.savefig(os.path.join(out, name), dpi=110)
+    plt.close(fig)
 
 
 def by_iteration(rows):
