@@ -148,8 +148,11 @@ int hs_worker_open(hs_worker_t **out, const hs_train_opts_t *o, int rank, int ra
         goto fail;
     hs_batcher_start_epoch(&w->batches, 0);
     /* Every rank derives the same count from global quantities (shards may differ by a
-     * sample, or much more under non-IID sharding): all ranks run the same iterations. */
-    w->iters_per_epoch = (long)(w->train.n / ranks / batch);
+     * sample, or much more under non-IID sharding): all ranks run the same iterations. The
+     * batch asked for, not this rank's (clipped to a small shard): with the clipped one a rank
+     * holding 10 samples of a Dirichlet split ran 7x the iterations of the others, alone at
+     * the end of every synchronous algorithm (issue 25). */
+    w->iters_per_epoch = (long)(w->train.n / ranks / o->batch);
     if (w->iters_per_epoch < 1) w->iters_per_epoch = 1;
 
     if ((rc = hs_model_create(&w->model, w->k, o->model, w->train.c, w->train.h, w->train.w,

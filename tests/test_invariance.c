@@ -161,6 +161,30 @@ START_TEST(test_real_sgp)
 }
 END_TEST
 
+/* Under a Dirichlet label skew some shards hold fewer samples than a batch: every rank still
+ * runs the same iterations (the build before issue 25 derived a small shard's count from its
+ * clipped batch, so one rank of 64 ran 800 iterations to the others' 112, alone). */
+START_TEST(test_noniid_same_iterations)
+{
+    char d[4096];
+    tr_workdir_path(d, sizeof d, "noniid");
+    int st = tr_sim_job(d, "-n 64",
+                        "--algo sgp --model logreg:64-10 "
+                        "--data gauss:dim=64,classes=10,train=32000,test=200,sep=5 "
+                        "--shard dirichlet:0.1 --batch 64 --epochs 2 --seed 1 --threads 1 "
+                        "--eval-every 0 -q",
+                        120);
+    if (st != 0) tr_show_log(d);
+    ck_assert_int_eq(st, 0);
+    double lo = tr_summary_num(d, "iterations_min"), hi = tr_summary_num(d, "iterations_max");
+    ck_assert_msg(lo == 14 && hi == 14, "iterations %g .. %g, expected 14 on every rank", lo, hi);
+    ck_assert_msg(tr_summary_num(d, "ps_weight_min") == 1 &&
+                      tr_summary_num(d, "ps_weight_max") == 1,
+                  "push-sum weights %g .. %g", tr_summary_num(d, "ps_weight_min"),
+                  tr_summary_num(d, "ps_weight_max"));
+}
+END_TEST
+
 int main(void)
 {
     const char *why = tr_require(NULL, NULL);
@@ -177,6 +201,7 @@ int main(void)
     TR_ADD_TEST(tc, test_sim_qsgp, why);
     TR_ADD_TEST(tc, test_sim_eval_observer, why);
     TR_ADD_TEST(tc, test_real_sgp, why);
+    TR_ADD_TEST(tc, test_noniid_same_iterations, why);
     suite_add_tcase(s, tc);
     return tr_run_suite(s);
 }
