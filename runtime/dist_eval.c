@@ -104,6 +104,25 @@ static int round_done(hs_evalc_t *ec, int i)
     return 0;
 }
 
+/* The pending round of the lowest iteration (-1: none). */
+static int first_round(const hs_evalc_t *ec)
+{
+    int first = -1;
+    for (int i = 0; i < ec->nr; i++)
+        if (first < 0 || ec->r[i].iter < ec->r[first].iter) first = i;
+    return first;
+}
+
+/* Evaluate the complete rounds in iteration order: a round whose last snapshot came first
+ * (snapshots of different ranks arrive in any order, and two receives are posted) waits for
+ * the rounds before it, so that eval.csv's rows are in iteration order. */
+static int flush_rounds(hs_evalc_t *ec)
+{
+    int live = live_ranks(ec->d), i;
+    while ((i = first_round(ec)) >= 0 && ec->r[i].count >= live) HS_TRY(round_done(ec, i));
+    return 0;
+}
+
 int hs_evalc_add(hs_evalc_t *ec, int sender, long iter, const float *z, double loss, double acc,
                  double clock_s)
 {
@@ -134,8 +153,7 @@ int hs_evalc_add(hs_evalc_t *ec, int sender, long iter, const float *z, double l
     if (loss > r->loss_max) r->loss_max = loss;
     if (clock_s > r->clock_max) r->clock_max = clock_s;
     if (sender >= 0 && sender < d->size) ec->got[sender]++;
-    if (r->count >= live_ranks(d)) return round_done(ec, i);
-    return 0;
+    return flush_rounds(ec);
 }
 
 static int take(hs_evalc_t *ec, int slot, const hs_tstatus_t *st)
@@ -194,12 +212,8 @@ int hs_evalc_finish(hs_evalc_t *ec, long rounds, double timeout_s)
         if (now - last_progress > timeout_s) break;
     }
     /* what is left is incomplete: evaluate it with the snapshots that arrived, in order */
-    while (ec->nr > 0) {
-        int first = 0;
-        for (int i = 1; i < ec->nr; i++)
-            if (ec->r[i].iter < ec->r[first].iter) first = i;
-        HS_TRY(round_done(ec, first));
-    }
+    int first;
+    while ((first = first_round(ec)) >= 0) HS_TRY(round_done(ec, first));
     return 0;
 }
 
