@@ -68,6 +68,7 @@ struct sim_thread {
     double cpu_at;  /* measured-all: its CPU clock then (hs_thread_cpu_s) */
     double owed;    /* ... CPU seconds of the workers' code not yet paid in virtual time */
     int locks;      /* service locks it holds (hs_svc_lock): it pays nothing meanwhile */
+    int uncounted;  /* > 0: in an observer's stretch (hs_exec_uncounted): it pays nothing */
     double wake_at; /* while blocked: the deadline (INFINITY: none) */
     void *(*fn)(void *);
     void *arg;
@@ -923,6 +924,33 @@ static double deliver_time(sim_world_t *w, int src, int dst, size_t len)
     return t < w->now ? w->now : t;
 }
 
+/* The observers' channel (evaluation snapshots to rank 0, unless --sim-eval-traffic): the
+ * message is in the destination's posted receive or unexpected queue at once, outside the
+ * NICs, the links and the event queue, and nobody is woken: it takes no virtual time, no
+ * bandwidth and no event, so the run's every event and iterate are those of a run without it.
+ * The destination finds it when it next looks (a test, a wait's poll). */
+static int observer_send(sim_world_t *w, int src, sim_rank_t *d, const void *buf, size_t len)
+{
+    struct hs_treq *pr = take_posted(d, src, HS_TAG_EVAL);
+    if (pr && !pr->inplace && !pr->svc) {
+        complete_recv_from(pr, src, HS_TAG_EVAL, buf, len);
+        return 0;
+    }
+    sim_msg_t *m = msg_get(w, len);
+    if (!m) return HS_ERR(-ENOMEM, "sim: out of memory for a %zu-byte message", len);
+    size_t mcap = m->cap;
+    *m = (sim_msg_t){
+        .src = src, .dst = d->rank, .tag = HS_TAG_EVAL, .len = len, .at = w->now, .cap = mcap};
+    if (len) memcpy(m->data, buf, len);
+    if (pr && complete_recv(pr, m)) return 0; /* an in-place receive keeps m */
+    if (pr) {
+        msg_put(w, m);
+        return 0;
+    }
+    append(&d->unexpected, m);
+    return 0;
+}
+
 static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
                     hs_treq_t **req)
 {
@@ -939,6 +967,15 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
     if (w->rk[peer].dead || w->rk[peer].left) {
         r->err = HS_ERR(-ECONNRESET, "sim: rank %d has exited (send of %zu bytes, tag %#x)", peer,
                         len, tag);
+        *req = r;
+        return 0;
+    }
+    if (tag == HS_TAG_EVAL && !w->o->sim_eval_traffic) {
+        int rc = observer_send(w, rk->rank, &w->rk[peer], buf, len);
+        if (rc < 0) {
+            req_put(w, r);
+            return rc;
+        }
         *req = r;
         return 0;
     }
@@ -1367,7 +1404,7 @@ static void sim_in(sim_world_t *w)
     sim_thread_t *t = w->current;
     if (!t || t->depth++ != 0) return;
     w->worker_s += hs_now() - t->left_at;
-    if (!w->charge_all) return;
+    if (!w->charge_all || t->uncounted > 0) return; /* (an observer's: nobody pays it) */
     t->owed += hs_thread_cpu_s() - t->cpu_at;
     if (t->locks > 0 || !(t->owed > 0)) return;
     double until = w->now + t->owed;
@@ -1597,6 +1634,22 @@ static int vx_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *count
     while (w->now < until) block_for(w, until, 1);
     *counted = until - start;
     return rc;
+}
+
+/* An observer's stretch (hs_exec_uncounted, the workers' code of the owner thread): with
+ * measured-all, what it costs is paid by nobody; what the thread owed before it still is. */
+static void vx_uncounted(hs_exec_t *x, int begin)
+{
+    sim_world_t *w = ((sim_x_t *)x->impl)->w;
+    sim_thread_t *t = current_of(w);
+    if (!t) return;
+    int outside = t->depth == 0; /* (the idle hook runs inside the simulator) */
+    if (begin) {
+        if (w->charge_all && outside && t->uncounted == 0) t->owed += hs_thread_cpu_s() - t->cpu_at;
+        t->uncounted++;
+    } else if (t->uncounted > 0 && --t->uncounted == 0 && w->charge_all && outside) {
+        t->cpu_at = hs_thread_cpu_s();
+    }
 }
 
 static void vx_crash(hs_exec_t *x, int status)
@@ -2057,6 +2110,7 @@ static const hs_exec_ops_t sim_exec_ops = {
     .svc_error = vx_svc_error,
     .svc_stop = ax_svc_stop,
     .destroy = vx_destroy,
+    .uncounted = vx_uncounted,
 };
 
 /* --- the run ---------------------------------------------------------------------------- */

@@ -64,6 +64,9 @@ typedef struct run {
     long done;       /* iterations done (the last one's number + 1) */
     int warned_w;    /* the weight left [1e-3, 1e3] once: said so */
     hs_trace_t *tr;  /* --trace (NULL: none) */
+    /* Evaluation is an observer (hearsay sim without --sim-eval-traffic): no drain before it,
+     * no virtual time or bandwidth for it (docs/simulation.md, "Evaluation") */
+    int observer;
 } run_t;
 
 /* The push-sum weight's healthy range: outside it the progress line warns (once). */
@@ -159,12 +162,23 @@ static int hit_target(const hs_train_opts_t *o, double loss, double acc)
 }
 
 /* An evaluation point after `done` iterations. */
+static int evaluate_point_(run_t *R, long done);
 static int evaluate_point(run_t *R, long done)
+{
+    if (R->observer) hs_exec_uncounted(R->x, 1);
+    int rc = evaluate_point_(R, done);
+    if (R->observer) hs_exec_uncounted(R->x, 0);
+    return rc;
+}
+
+static int evaluate_point_(run_t *R, long done)
 {
     const hs_train_opts_t *o = R->o;
     double te0 = hs_exec_now(R->x), clk = clock_of(R);
     hs_trace_begin(R->tr, HS_TR_EVAL, done); /* (an error ends the run: the merge closes it) */
-    HS_TRY(R->ops->drain(R->algo, 0));
+    /* An observer evaluates the model as the step left it: a drain would wait for this rank's
+     * sends (time) and apply what has arrived earlier than the algorithm would (iterates). */
+    if (!R->observer) HS_TRY(R->ops->drain(R->algo, 0));
     double tl, ta;
     HS_TRY(hs_worker_evaluate(R->w, NULL, &tl, &ta));
     if (hit_target(o, tl, ta) && !isfinite(R->ttt)) R->ttt = clk;
@@ -192,10 +206,19 @@ static int evaluate_point(run_t *R, long done)
     return 0;
 }
 
-/* hs_exec_t's idle hook on rank 0: take the evaluation snapshots that have arrived. */
-static int evalc_idle(void *ec)
+/* Rank 0: take the evaluation snapshots that have arrived (an observer's stretch). */
+static int evalc_poll(run_t *R)
 {
-    return hs_evalc_poll(ec);
+    if (R->observer) hs_exec_uncounted(R->x, 1);
+    int rc = hs_evalc_poll(R->ec);
+    if (R->observer) hs_exec_uncounted(R->x, 0);
+    return rc;
+}
+
+/* hs_exec_t's idle hook on rank 0: the same. */
+static int evalc_idle(void *ctx)
+{
+    return evalc_poll(ctx);
 }
 
 /* Start-up only: one byte each way between every pair of ranks, so that every connection
@@ -322,6 +345,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     }
     d->t = R->t;
     d->x = R->x;
+    R->observer = !strcmp(R->x->ops->name, "virtual") && !o->sim_eval_traffic;
     if (o->trace) {
         HS_TRY(hs_trace_open(&R->tr, o->trace, R->x, rank, size));
         R->x->trace = R->tr;
@@ -345,7 +369,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
             return -ENOMEM;
         if (rank == 0) {
             HS_TRY(hs_evalc_open(&R->ec, d, hs_report_avg_csv(R->rep), R->ipe));
-            hs_exec_set_idle(R->x, evalc_idle, R->ec);
+            hs_exec_set_idle(R->x, evalc_idle, R);
         }
     }
     if (o->dump_params) {
@@ -604,12 +628,13 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     R->tot.ttt_s = R->ttt;
     R->tot.clock_s = train_end;
     /* (under --time-budget every rank evaluated at its own points: the rounds are what came) */
-    if (R->ec)
-        HS_TRY(hs_evalc_finish(R->ec,
-                               eval_period > 0 && !(o->time_budget_s > 0)
-                                   ? (T - 1) / eval_period - R->start / eval_period
-                                   : 0,
-                               o->drain_timeout_s));
+    long rounds = eval_period > 0 && !(o->time_budget_s > 0)
+                      ? (T - 1) / eval_period - R->start / eval_period
+                      : 0;
+    /* An observer's snapshots are all in by the time their senders' results are (they were
+     * sent first, and cost nothing): collected after the gather, so that waiting for them
+     * delays no acknowledgement and no rank's end. */
+    if (R->ec && !R->observer) HS_TRY(hs_evalc_finish(R->ec, rounds, o->drain_timeout_s));
     hs_rank_final_t *all = hs_calloc((size_t)d->size, sizeof *all, "per-rank results");
     if (!all) return -ENOMEM;
     hs_avg_eval_t avg = {0};
@@ -630,6 +655,11 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
                               .rank_acc_mean = tacc};
     }
     double wall = hs_exec_now(R->x) - R->t0, trained = 0;
+    if (rc == 0 && R->ec && R->observer) {
+        hs_exec_uncounted(R->x, 1);
+        rc = hs_evalc_finish(R->ec, rounds, o->drain_timeout_s);
+        hs_exec_uncounted(R->x, 0);
+    }
     for (int q = 0; q < d->size; q++)
         if (all[q].present) trained += all[q].iters - (double)R->start;
     r->iterations = T;
@@ -759,7 +789,7 @@ int hs_train_in(const hs_train_opts_t *o, hs_boot_t *boot, hs_exec_t *x, hs_trai
             goto out;
         if (R.ec) {
             double te0 = hs_exec_now(R.x);
-            if ((rc = hs_evalc_poll(R.ec)) < 0) goto out;
+            if ((rc = evalc_poll(&R)) < 0) goto out;
             R.eval_s += hs_exec_now(R.x) - te0;
         }
     }

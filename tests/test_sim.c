@@ -394,6 +394,76 @@ START_TEST(test_weight_health)
 }
 END_TEST
 
+/* 1 when DIR/eval.csv has rows and their iterations rise strictly. */
+static int eval_in_order(const char *dir)
+{
+    char path[4200], line[512];
+    snprintf(path, sizeof path, "%s/eval.csv", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    long prev = -1, rows = 0;
+    int ok = fgets(line, sizeof line, f) != NULL; /* the header */
+    while (ok && fgets(line, sizeof line, f)) {
+        long it = strtol(line, NULL, 10);
+        if (it <= prev) ok = 0;
+        prev = it;
+        rows++;
+    }
+    fclose(f);
+    return ok && rows > 1;
+}
+
+/* Evaluation is an observer in virtual time: with a straggler, a jittered link and every rank
+ * behind its own NIC, --eval-every changes no parameter of any rank at any iteration
+ * (--dump-trajectory) and no byte of any rank-R.csv (every time column); its snapshots cost
+ * what they would on a cluster only with --sim-eval-traffic. eval.csv is in iteration order. */
+START_TEST(test_eval_observer)
+{
+    static const char *const algos[] = {"dpsgd", "allreduce"};
+    const char *sim = "-n 6 --ranks-per-host 1 --sim-nic 100Mbit --sim-compute fixed:5";
+    for (size_t k = 0; k < HS_ARRAY_LEN(algos); k++) {
+        char a[4096], b[4096], c[4096], args[1024], name[64];
+        snprintf(name, sizeof name, "observer_%s_none", algos[k]);
+        tr_workdir_path(a, sizeof a, name);
+        snprintf(name, sizeof name, "observer_%s_eval", algos[k]);
+        tr_workdir_path(b, sizeof b, name);
+        snprintf(name, sizeof name, "observer_%s_paid", algos[k]);
+        tr_workdir_path(c, sizeof c, name);
+#define OBS_TASK                                                                                   \
+    "--model mlp:16-32-4 --data gauss:dim=16,classes=4,train=4000,test=500 --batch 32 "            \
+    "--threads 1 --epochs 2 -q --dump-trajectory --straggler slow:1:x3 "                           \
+    "--link latency=1ms,jitter=0.5ms"
+        snprintf(args, sizeof args, OBS_TASK " --algo %s --eval-every 0", algos[k]);
+        ck_assert_int_eq(sim_job(a, sim, args, 60), 0);
+        snprintf(args, sizeof args, OBS_TASK " --algo %s --eval-every 0.125", algos[k]);
+        ck_assert_int_eq(sim_job(b, sim, args, 60), 0);
+        snprintf(args, sizeof args, OBS_TASK " --algo %s --eval-every 0.125 --sim-eval-traffic",
+                 algos[k]);
+        ck_assert_int_eq(sim_job(c, sim, args, 60), 0);
+        for (int r = 0; r < 6; r++) {
+            char f[64];
+            snprintf(f, sizeof f, "rank-%d.traj.f32", r);
+            ck_assert_msg(same_file(a, b, f), "%s: --eval-every changed rank %d's iterates",
+                          algos[k], r);
+            snprintf(f, sizeof f, "rank-%d.csv", r);
+            ck_assert_msg(same_file(a, b, f), "%s: --eval-every changed rank %d's rank-%d.csv",
+                          algos[k], r, r);
+        }
+        ck_assert(tr_summary_num(a, "wall_s") == tr_summary_num(b, "wall_s"));
+        ck_assert_msg(eval_in_order(b), "%s: eval.csv out of iteration order", algos[k]);
+        ck_assert_msg(eval_in_order(c), "%s: eval.csv out of iteration order", algos[k]);
+        /* paid for: the snapshots cross the NICs, the ranks drain and wait for their sends */
+        int differ = 0;
+        for (int r = 0; r < 6; r++) {
+            char f[64];
+            snprintf(f, sizeof f, "rank-%d.csv", r);
+            differ += !same_file(a, c, f);
+        }
+        ck_assert_msg(differ > 0, "%s: --sim-eval-traffic changed no time", algos[k]);
+    }
+}
+END_TEST
+
 /* A crashed rank: the survivors of a tolerant algorithm finish and report it, and no push-sum
  * mass is lost. */
 START_TEST(test_crash)
@@ -699,6 +769,7 @@ int main(void)
     TR_ADD_TEST(tc, test_end_answers, why);
     TR_ADD_TEST(tc, test_weight_health, why);
     TR_ADD_TEST(tc, test_time_budget, why);
+    TR_ADD_TEST(tc, test_eval_observer, why);
     TR_ADD_TEST(tc, test_crash, why);
     TR_ADD_TEST(tc, test_every_algorithm, why);
     TR_ADD_TEST(tc, test_nic, why);

@@ -46,6 +46,8 @@ typedef struct hs_train_opts {
     const char *warmup;      /* "0", "5", "500it" */
     uint64_t seed;           /* data order, initialisation, synthetic data */
     double eval_every;       /* epochs between evaluations (fractional allowed; 0 = end only) */
+    int sim_eval_traffic;    /* hearsay sim: evaluations cost virtual time and bandwidth (0: they
+                              * are observers, free; docs/simulation.md) */
     double target_loss;      /* test loss to reach (<= 0: none) */
     double target_acc;       /* test accuracy in [0, 1] to reach (<= 0: none) */
     const char *out_dir;     /* NULL: no files */
