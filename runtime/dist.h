@@ -22,6 +22,9 @@ typedef struct hs_rank_final {
     double weight; /* push-sum weight */
     double test_loss, test_acc, ttt_s, train_loss, clock_s;
     double compute_s, comm_s, wait_s, straggle_s, msgs;
+    /* evaluations and checkpoints (the final evaluation included), and this rank's run from
+     * the start to its final evaluation: compute_s + comm_s + wait_s + straggle_s + eval_s */
+    double eval_s, wall_s;
     double dist; /* ||z_i - mean z|| (rank 0 computes it when z_i arrives) */
     /* health (docs/algorithms.md, "Health"): the push-sum weight's range over the run (after
      * every round and at the end), iterations trained (the last one's number + 1), time of the
@@ -37,6 +40,8 @@ typedef struct hs_rank_final {
 /* The values of hs_rank_final_t's health that travel in the FINAL message (after the failure
  * reports): w_min, w_max, iters, alone_s, stale_max, bytes_sent, bytes_recv, stale_hist. */
 #define HS_HEALTH_DOUBLES (7 + HS_STALE_BINS)
+/* ... and after them: eval_s, wall_s. */
+#define HS_TIME_DOUBLES 2
 
 /* The averaged model and consensus distance at one evaluation point. */
 typedef struct hs_avg_eval {

@@ -295,13 +295,15 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
     /* the trailing int64 and double arrays start 8-byte aligned: after an odd number of
      * floats, 4 bytes of padding (UBSan: misaligned store with a 650-parameter model) */
     size_t zpad = (d->n * sizeof(float)) % 8 ? 8 - (d->n * sizeof(float)) % 8 : 0;
-    size_t extra = zpad + (size_t)d->size * sizeof(int64_t) + HS_HEALTH_DOUBLES * sizeof(double);
+    size_t extra = zpad + (size_t)d->size * sizeof(int64_t) +
+                   (HS_HEALTH_DOUBLES + HS_TIME_DOUBLES) * sizeof(double);
     size_t bytes = sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float) + extra;
     unsigned char *buf = hs_calloc(1, bytes, "end-of-run message");
     if (!buf) return -ENOMEM;
     hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)buf;
     int64_t *fa = (int64_t *)(buf + sizeof *h + d->n * sizeof(float) + zpad);
     double *hl = (double *)(fa + d->size); /* (HS_HEALTH_DOUBLES) */
+    double *tm = hl + HS_HEALTH_DOUBLES;   /* (HS_TIME_DOUBLES) */
     int rc = 0;
     if (d->rank != 0) {
         hs_ps_hdr_init(h, HS_PS_FINAL, d->rank, d->total_iters, mine->weight, d->n);
@@ -327,6 +329,8 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         hl[5] = mine->bytes_sent;
         hl[6] = mine->bytes_recv;
         memcpy(hl + 7, mine->stale_hist, sizeof mine->stale_hist);
+        tm[0] = mine->eval_s;
+        tm[1] = mine->wall_s;
         /* The ack from rank 0 says it has our results: exiting earlier could fail its
          * receive (a peer that exits is declared dead), so every rank stays until then. */
         hs_treq_t *req = NULL, *ack = NULL;
@@ -401,6 +405,8 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         f->bytes_sent = hl[5];
         f->bytes_recv = hl[6];
         memcpy(f->stale_hist, hl + 7, sizeof f->stale_hist);
+        f->eval_s = tm[0];
+        f->wall_s = tm[1];
         const float *zr = (const float *)(buf + sizeof *h);
         for (size_t e = 0; e < d->n; e++) sum[e] += zr[e];
         norm2 += h->aux[HS_AUX_NORM2];

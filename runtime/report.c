@@ -408,6 +408,8 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
                   {"comm_s", a->comm_s},
                   {"wait_s", a->wait_s},
                   {"straggle_s", a->straggle_s},
+                  {"eval_s", a->present ? a->eval_s : NAN},
+                  {"wall_s", a->present ? a->wall_s : NAN},
                   {"msgs_applied", a->msgs},
                   {"bytes_sent", a->present ? a->bytes_sent : NAN},
                   {"bytes_recv", a->present ? a->bytes_recv : NAN},

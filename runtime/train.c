@@ -55,7 +55,8 @@ typedef struct run {
     hs_treq_t *esreq;
     float *zh; /* (n) host copy of z */
     double t0, eval_s;
-    double ttt; /* own time to target (training clock), NAN */
+    double row_clock; /* the training clock at the last row of rank-R.csv */
+    double ttt;       /* own time to target (training clock), NAN */
     hs_rank_final_t tot;
     long start;      /* first iteration of this run (a resumed run: the checkpoint's) */
     long ipe;        /* iterations per epoch */
@@ -178,7 +179,12 @@ static int evaluate_point_(run_t *R, long done)
     hs_trace_begin(R->tr, HS_TR_EVAL, done); /* (an error ends the run: the merge closes it) */
     /* An observer evaluates the model as the step left it: a drain would wait for this rank's
      * sends (time) and apply what has arrived earlier than the algorithm would (iterates). */
-    if (!R->observer) HS_TRY(R->ops->drain(R->algo, 0));
+    if (!R->observer) {
+        double c0 = R->d.st.comm_s, w0 = R->d.st.wait_s;
+        HS_TRY(R->ops->drain(R->algo, 0));
+        R->d.st.comm_s = c0; /* (its time is the evaluation's, eval_s) */
+        R->d.st.wait_s = w0;
+    }
     double tl, ta;
     HS_TRY(hs_worker_evaluate(R->w, NULL, &tl, &ta));
     if (hit_target(o, tl, ta) && !isfinite(R->ttt)) R->ttt = clk;
@@ -401,6 +407,7 @@ static int checkpoint_point(run_t *R, long done)
 {
     double t0 = hs_exec_now(R->x);
     hs_trace_begin(R->tr, HS_TR_CHECKPOINT, done);
+    double c0 = R->d.st.comm_s, w0 = R->d.st.wait_s; /* (the cut's time is eval_s) */
     if (R->ops->flags & HS_ALGO_PUSHSUM) {
         R->d.drain_until = done;
         int rc = R->ops->drain(R->algo, 1);
@@ -417,6 +424,8 @@ static int checkpoint_point(run_t *R, long done)
         rc = hs_exec_barrier(R->x);
         if (rc < 0) hs_error_prefix("rank %d: checkpoint at iteration %ld", R->d.rank, done);
     }
+    R->d.st.comm_s = c0;
+    R->d.st.wait_s = w0;
     R->eval_s += hs_exec_now(R->x) - t0;
     hs_trace_end(R->tr, HS_TR_CHECKPOINT);
     return rc;
@@ -533,20 +542,30 @@ static int iteration(run_t *R, long it, double *loss_out)
     }
     d->iter = it;
     d->loss = loss;
-    double compute = hs_exec_now(R->x) - ts;
-    double delay = hs_straggler_delay(R->strag, it, compute);
+    double grad_s = hs_exec_now(R->x) - ts;
+    double delay = hs_straggler_delay(R->strag, it, grad_s);
     if (delay > 0) {
         hs_trace_begin(R->tr, HS_TR_STRAGGLER, 0);
         HS_TRY(hs_exec_sleep(R->x, delay));
         hs_trace_end(R->tr, HS_TR_STRAGGLER);
     }
-    double ta = hs_exec_now(R->x), c0 = d->st.comm_s + d->st.wait_s;
     hs_trace_begin(R->tr, HS_TR_STEP, 0);
     HS_TRY(R->ops->step(R->algo, it));
     hs_trace_end(R->tr, HS_TR_STEP);
-    double step_s = hs_exec_now(R->x) - ta;
-    double other = step_s - (d->st.comm_s + d->st.wait_s - c0);
-    compute += other > 0 ? other : 0; /* the local optimizer step */
+    /* Every second of the training clock is in one column of one row: compute is what the
+     * others leave since the last row (the gradient, the local optimizer step, the loop's own
+     * work between iterations), so each row's columns add up to its clock's step and the
+     * columns' sums to the clock. Communication counted while another thread waited or
+     * computed (a service) may overlap: the overlap comes off wait, then comm. */
+    double clk = clock_of(R);
+    double compute = (clk - R->row_clock) - d->st.comm_s - d->st.wait_s - delay;
+    if (compute < 0) {
+        double over = -compute, cut = HS_MIN(over, d->st.wait_s);
+        d->st.wait_s -= cut;
+        d->st.comm_s -= HS_MIN(over - cut, d->st.comm_s);
+        compute = 0;
+    }
+    R->row_clock = clk;
     R->tot.compute_s += compute;
     R->tot.comm_s += d->st.comm_s;
     R->tot.wait_s += d->st.wait_s;
@@ -557,7 +576,7 @@ static int iteration(run_t *R, long it, double *loss_out)
     double w = hs_algo_weight(R->ops, R->algo);
     account_health(R, w, hs_exec_now(R->x) - ts);
     hs_report_iter_t row = {.done = it + 1,
-                            .clock_s = clock_of(R),
+                            .clock_s = clk,
                             .loss = loss,
                             .acc = nb ? (double)correct / nb : NAN,
                             .lr = lr,
@@ -568,7 +587,8 @@ static int iteration(run_t *R, long it, double *loss_out)
                             .wait_total_s = R->tot.wait_s};
     HS_TRY(hs_report_iteration(R->rep, &row));
     HS_TRY(observe(R, it + 1));
-    /* (an evaluation's drain is counted in the next row) */
+    /* (an evaluation's drain: its messages and bytes are counted in the next row, its time is
+     * the evaluation's) */
     memset(&d->st, 0, sizeof d->st);
     *loss_out = loss;
     hs_trace_end(R->tr, HS_TR_ITERATION);
@@ -606,18 +626,28 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     const hs_train_opts_t *o = R->o;
     hs_dist_t *d = &R->d;
     long T = R->done;
-    double train_end = clock_of(R);
+    double td = hs_exec_now(R->x), train_end = td - R->t0 - R->eval_s;
+    R->tot.compute_s += train_end - R->row_clock; /* (the loop's own work after the last row) */
     memset(&d->st, 0, sizeof d->st);
     HS_TRY(R->ops->drain(R->algo, 1)); /* nothing in flight, nothing lost */
-    R->tot.wait_s += d->st.wait_s;
-    R->tot.comm_s += d->st.comm_s;
+    double te = hs_exec_now(R->x), drain_s = te - td;
+    /* the drain's time: its communication, and waiting for the rest */
+    R->tot.comm_s += HS_MIN(d->st.comm_s, drain_s);
+    R->tot.wait_s += drain_s - HS_MIN(d->st.comm_s, drain_s);
     R->tot.msgs += (double)d->st.msgs_applied;
     R->tot.bytes_sent += (double)d->st.bytes_sent; /* the final drain's, in no row */
     R->tot.bytes_recv += (double)d->st.bytes_recv;
     double tl, tacc, w = hs_algo_weight(R->ops, R->algo);
     account_health(R, w, 0);
     R->tot.iters = (double)T;
-    HS_TRY(hs_worker_evaluate(R->w, NULL, &tl, &tacc));
+    if (R->observer) hs_exec_uncounted(R->x, 1);
+    int erc = hs_worker_evaluate(R->w, NULL, &tl, &tacc);
+    if (R->observer) hs_exec_uncounted(R->x, 0);
+    HS_TRY(erc);
+    /* this rank's run: its time columns add up to it (the final gather's waits are not in it) */
+    double tw = hs_exec_now(R->x);
+    R->tot.eval_s = R->eval_s + (tw - te);
+    R->tot.wall_s = tw - R->t0;
     if (hit_target(o, tl, tacc) && !isfinite(R->ttt)) R->ttt = train_end;
     HS_TRY(pull_z(R));
     if (o->dump_params) HS_TRY(hs_report_dump(R->rep, "final", R->zh, d->n));

@@ -450,6 +450,10 @@ START_TEST(test_eval_observer)
                           algos[k], r, r);
         }
         ck_assert(tr_summary_num(a, "wall_s") == tr_summary_num(b, "wall_s"));
+        /* every rank's time columns add up to its wall_s, the evaluations' cost paid or not */
+        char why[512];
+        ck_assert_msg(tr_time_adds_up(b, 6, why, sizeof why) == 0, "%s: %s", algos[k], why);
+        ck_assert_msg(tr_time_adds_up(c, 6, why, sizeof why) == 0, "%s: %s", algos[k], why);
         ck_assert_msg(eval_in_order(b), "%s: eval.csv out of iteration order", algos[k]);
         ck_assert_msg(eval_in_order(c), "%s: eval.csv out of iteration order", algos[k]);
         /* paid for: the snapshots cross the NICs, the ranks drain and wait for their sends */
