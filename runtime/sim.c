@@ -1792,16 +1792,38 @@ static int cmp_row(const void *a, const void *b)
     return (x->iter > y->iter) - (x->iter < y->iter);
 }
 
-/* consensus.csv, and "consensus_rate" added to summary.json: the geometric-mean contraction
- * per iteration over the second half of the rows whose distance is above 1e-6 of the first
- * (the asymptotic rate, the one |lambda2| predicts). */
+/* Finite-time averaging (exp1peer at n = 2^k averages exactly in k steps, the complete graph
+ * in one): the first row whose distance is at the float floor (1e-5 of the first row's or
+ * less) reached in one step from at least 1e3 times as far, and stays there; -1 when none.
+ * A geometric contraction at rate r gets there in steps of r, never 1e-3 at once. */
+static long exact_after(const sim_world_t *w)
+{
+    double floor_d = 1e-5 * w->rows[0].dist;
+    for (long i = 1; i < w->nrows; i++) {
+        if (!(w->rows[i].dist <= floor_d)) continue;
+        if (!(w->rows[i].dist <= 1e-3 * w->rows[i - 1].dist)) return -1;
+        for (long j = i + 1; j < w->nrows; j++)
+            if (!(w->rows[j].dist <= floor_d)) return -1;
+        return w->rows[i].iter;
+    }
+    return -1;
+}
+
+/* consensus.csv, and "consensus_rate" and "consensus_exact_after" added to summary.json: the
+ * geometric-mean contraction per iteration over the second half of the rows whose distance
+ * is above 1e-6 of the first (the asymptotic rate, the one |lambda2| predicts), or, when the
+ * ranks average exactly in finitely many iterations (exact_after), a rate of 0 and that
+ * iteration (null otherwise). */
 static int write_consensus(sim_world_t *w)
 {
     while (w->ncons > 0) HS_TRY(cons_close(w, w->ncons - 1)); /* incomplete: crashed ranks */
     qsort(w->rows, (size_t)w->nrows, sizeof *w->rows, cmp_row);
     const char *dir = w->o->out_dir;
     double rate = NAN;
-    if (w->nrows > 1 && w->rows[0].dist > 0) {
+    long exact = w->nrows > 1 && w->rows[0].dist > 0 ? exact_after(w) : -1;
+    if (exact >= 0) {
+        rate = 0;
+    } else if (w->nrows > 1 && w->rows[0].dist > 0) {
         /* the asymptotic rate: over the second half of the rows above the float floor (the
          * first half is the transient of the faster modes) */
         long last = 0;
@@ -1848,9 +1870,13 @@ static int write_consensus(sim_world_t *w)
     }
     fseek(f, cut, SEEK_SET);
     if (isfinite(rate))
-        fprintf(f, ",\n  \"consensus_rate\": %.9g\n}\n", rate);
+        fprintf(f, ",\n  \"consensus_rate\": %.9g", rate);
     else
-        fprintf(f, ",\n  \"consensus_rate\": null\n}\n");
+        fprintf(f, ",\n  \"consensus_rate\": null");
+    if (exact >= 0)
+        fprintf(f, ",\n  \"consensus_exact_after\": %ld\n}\n", exact);
+    else
+        fprintf(f, ",\n  \"consensus_exact_after\": null\n}\n");
     long now = ftell(f);
     int rc = fclose(f);
     if (rc == 0 && now < end && truncate(path, now) != 0) rc = -1;
