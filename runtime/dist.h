@@ -54,9 +54,13 @@ typedef struct hs_avg_eval {
     double rank_loss_mean, rank_loss_min, rank_loss_max, rank_acc_mean;
 } hs_avg_eval_t;
 
-/* Rank 0: collect EVAL snapshots. `csv` (may be NULL) gets one row per completed round; ipe:
- * iterations per epoch. */
-int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv, long ipe);
+/* Rank 0: collect EVAL snapshots. `csv` (may be NULL) gets one row per completed round, in
+ * iteration order; ipe: iterations per epoch; target_loss / target_acc (<= 0: none): the
+ * averaged model's first round meeting either is kept (hs_evalc_ttt). */
+int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv, long ipe, double target_loss,
+                  double target_acc);
+/* The clock_s of the first round whose averaged model met the target; NAN: none yet. */
+double hs_evalc_ttt(const hs_evalc_t *ec);
 void hs_evalc_close(hs_evalc_t **ec);
 /* Add a snapshot: z (n floats, host) with the sender's figures (iteration, own test loss and
  * accuracy, training clock). Rank 0 adds its own this way. */

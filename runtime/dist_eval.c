@@ -42,8 +42,9 @@ struct hs_evalc {
     unsigned char *buf[EV_SLOTS];
     ev_round_t *r;
     int nr, cap;
-    long *got;   /* (size) snapshots received per rank */
-    float *zbar; /* (n) */
+    long *got;                           /* (size) snapshots received per rank */
+    double target_loss, target_acc, ttt; /* the averaged model's first time at the target */
+    float *zbar;                         /* (n) */
 };
 
 int hs_dist_eval_host(hs_dist_t *d, const float *zh, double *loss, double *acc)
@@ -99,6 +100,9 @@ static int round_done(hs_evalc_t *ec, int i)
     a.rank_loss_max = r->loss_max;
     a.rank_acc_mean = r->acc_sum / r->count;
     hs_report_avg_row(ec->csv, &a, ec->ipe);
+    if (isnan(ec->ttt) && ((ec->target_loss > 0 && a.test_loss <= ec->target_loss) ||
+                           (ec->target_acc > 0 && a.test_acc >= ec->target_acc)))
+        ec->ttt = a.clock_s;
     free(r->sum);
     ec->r[i] = ec->r[--ec->nr];
     return 0;
@@ -233,10 +237,19 @@ void hs_evalc_close(hs_evalc_t **ecp)
     *ecp = NULL;
 }
 
-int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv, long ipe)
+double hs_evalc_ttt(const hs_evalc_t *ec)
+{
+    return ec ? ec->ttt : NAN;
+}
+
+int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv, long ipe, double target_loss,
+                  double target_acc)
 {
     hs_evalc_t *ec = hs_calloc(1, sizeof *ec, "evaluation collector");
     if (!ec) return -ENOMEM;
+    ec->target_loss = target_loss;
+    ec->target_acc = target_acc;
+    ec->ttt = NAN;
     ec->d = d;
     ec->csv = csv;
     ec->ipe = ipe;

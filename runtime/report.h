@@ -48,6 +48,7 @@ typedef struct hs_report_final {
     long delay_bound;     /* in force (HS_DELAY_NONE: none, or no such bound) */
     const char *sgp_step; /* "x" or "z" (sgp/osgp), NULL for the others */
     double wall_s, samples_per_s, bayes_acc;
+    double ttt_avg_s;           /* the averaged model's time to target (eval.csv's clock_s), NAN */
     const hs_rank_final_t *all; /* (ranks) */
     const hs_avg_eval_t *avg;
     const long *failed_at; /* (ranks) -1 alive */

@@ -57,6 +57,7 @@ typedef struct run {
     double t0, eval_s;
     double row_clock; /* the training clock at the last row of rank-R.csv */
     double ttt;       /* own time to target (training clock), NAN */
+    double ttt_avg;   /* one worker: its model's (the averaged model), the same */
     hs_rank_final_t tot;
     long start;      /* first iteration of this run (a resumed run: the checkpoint's) */
     long ipe;        /* iterations per epoch */
@@ -206,6 +207,7 @@ static int evaluate_point_(run_t *R, long done)
                            .rank_loss_max = tl,
                            .rank_acc_mean = ta};
         hs_report_avg_row(hs_report_avg_csv(R->rep), &a, R->ipe);
+        if (hit_target(o, tl, ta) && !isfinite(R->ttt_avg)) R->ttt_avg = clk;
     }
     R->eval_s += hs_exec_now(R->x) - te0;
     hs_trace_end(R->tr, HS_TR_EVAL);
@@ -374,7 +376,8 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
         if (!(R->esbuf = hs_malloc(sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float), "eval buffer")))
             return -ENOMEM;
         if (rank == 0) {
-            HS_TRY(hs_evalc_open(&R->ec, d, hs_report_avg_csv(R->rep), R->ipe));
+            HS_TRY(hs_evalc_open(&R->ec, d, hs_report_avg_csv(R->rep), R->ipe, o->target_loss,
+                                 o->target_acc));
             hs_exec_set_idle(R->x, evalc_idle, R);
         }
     }
@@ -697,6 +700,10 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     r->wall_s = wall;
     r->samples_per_s =
         (d->rank == 0 ? trained : (double)(T - R->start) * d->size) * o->batch / wall;
+    /* the averaged model's first evaluation at the target (eval.csv's rows in iteration
+     * order, the final one included), at its clock_s */
+    double ttt_avg = R->ec ? hs_evalc_ttt(R->ec) : R->ttt_avg;
+    if (!isfinite(ttt_avg) && hit_target(o, avg.test_loss, avg.test_acc)) ttt_avg = avg.clock_s;
     if (rc == 0 && d->rank == 0) {
         await_failed_exit(R, all);
         hs_report_final_t fi = {
@@ -714,6 +721,7 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
             .delay_bound = hs_algo_delay_bound(R->ops, &R->ao),
             .sgp_step = (R->ops->flags & HS_ALGO_DELAY) ? (o->sgp_step_x ? "x" : "z") : NULL,
             .wall_s = wall,
+            .ttt_avg_s = ttt_avg,
             .samples_per_s = r->samples_per_s,
             .bayes_acc = r->bayes_acc,
             .all = all,
@@ -756,8 +764,9 @@ int hs_train(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *res)
 
 int hs_train_in(const hs_train_opts_t *o, hs_boot_t *boot, hs_exec_t *x, hs_train_result_t *res)
 {
-    run_t R = {.o = o, .ttt = NAN};
+    run_t R = {.o = o, .ttt = NAN, .ttt_avg = NAN};
     hs_train_result_t r = {.time_to_target_s = NAN,
+                           .time_to_target_avg_s = NAN,
                            .final_test_loss = NAN,
                            .final_test_acc = NAN,
                            .final_train_loss = NAN};

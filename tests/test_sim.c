@@ -476,6 +476,50 @@ START_TEST(test_eval_observer)
 }
 END_TEST
 
+/* The clock_s of the first row of DIR/eval.csv whose averaged model's test loss is at most
+ * target (NAN: none). */
+static double eval_first_at(const char *dir, double target)
+{
+    char path[4200], line[512];
+    snprintf(path, sizeof path, "%s/eval.csv", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return NAN;
+    double t = NAN;
+    if (fgets(line, sizeof line, f))
+        while (isnan(t) && fgets(line, sizeof line, f)) {
+            long it, ranks;
+            double ep, clk, loss;
+            if (sscanf(line, "%ld,%lf,%lf,%ld,%lf", &it, &ep, &clk, &ranks, &loss) == 5 &&
+                loss <= target)
+                t = clk;
+        }
+    fclose(f);
+    return t;
+}
+
+/* One time to target per question, the clock named: summary.json's time_to_target_avg_s is
+ * the averaged model's (eval.csv's first row at the target, at its clock_s, the latest of the
+ * ranks' clocks), time_to_target_s the median of the ranks' own models on their own clocks.
+ * With a x4 straggler and asynchronous SGP they differ: the fast ranks' own models get there
+ * on their clocks long before the average of all, the straggler's included, does. */
+START_TEST(test_ttt_avg)
+{
+    char dir[4096], args[1024];
+    tr_workdir_path(dir, sizeof dir, "ttt_avg");
+    snprintf(args, sizeof args,
+             "%s --epochs 2 --target-loss 0.5 --algo sgp --delay-bound none --straggler "
+             "slow:1:x4 --eval-every 0.125",
+             TASK);
+    ck_assert_int_eq(sim_job(dir, "-n 8", args, 60), 0);
+    double avg = tr_summary_num(dir, "time_to_target_avg_s"),
+           med = tr_summary_num(dir, "time_to_target_s"), row = eval_first_at(dir, 0.5);
+    ck_assert_msg(isfinite(avg) && fabs(avg - row) <= 1e-6,
+                  "time_to_target_avg_s %g, eval.csv's first row at the target %g", avg, row);
+    ck_assert(tr_summary_has(dir, "\"time_to_target_clock\": \"eval.csv clock_s"));
+    ck_assert_msg(isfinite(med) && med < avg, "rank median %g, averaged model %g", med, avg);
+}
+END_TEST
+
 /* A crashed rank: the survivors of a tolerant algorithm finish and report it, and no push-sum
  * mass is lost. */
 START_TEST(test_crash)
@@ -782,6 +826,7 @@ int main(void)
     TR_ADD_TEST(tc, test_weight_health, why);
     TR_ADD_TEST(tc, test_time_budget, why);
     TR_ADD_TEST(tc, test_eval_observer, why);
+    TR_ADD_TEST(tc, test_ttt_avg, why);
     TR_ADD_TEST(tc, test_crash, why);
     TR_ADD_TEST(tc, test_every_algorithm, why);
     TR_ADD_TEST(tc, test_nic, why);

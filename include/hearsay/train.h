@@ -111,8 +111,13 @@ typedef struct hs_train_result {
     double final_train_loss; /* mean over the last epoch's batches */
     double final_test_loss;
     double final_test_acc;
-    double bayes_acc;        /* of the data set, NAN when unknown */
-    double time_to_target_s; /* first evaluation meeting the target; NAN when not reached */
+    double bayes_acc;            /* of the data set, NAN when unknown */
+    double time_to_target_s;     /* the ranks' median of their own model's first evaluation
+                                  * meeting the target, each on its own training clock; NAN when
+                                  * not reached (half the ranks or more) */
+    double time_to_target_avg_s; /* the averaged model's first evaluation meeting the target
+                                  * (eval.csv, in iteration order), at that row's clock_s: the
+                                  * latest training clock among the ranks; NAN when not */
     size_t num_params;
     /* Distributed runs (rank 0 has the job-wide figures; other ranks their own). */
     int ranks;
