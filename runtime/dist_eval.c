@@ -44,6 +44,7 @@ struct hs_evalc {
     int nr, cap;
     long *got;                           /* (size) snapshots received per rank */
     double target_loss, target_acc, ttt; /* the averaged model's first time at the target */
+    long nonfinite;                      /* its first round with a NaN/Inf loss (-1: none) */
     float *zbar;                         /* (n) */
 };
 
@@ -100,6 +101,7 @@ static int round_done(hs_evalc_t *ec, int i)
     a.rank_loss_max = r->loss_max;
     a.rank_acc_mean = r->acc_sum / r->count;
     hs_report_avg_row(ec->csv, &a, ec->ipe);
+    if (!isfinite(a.test_loss) && ec->nonfinite < 0) ec->nonfinite = a.iteration;
     if (isnan(ec->ttt) && ((ec->target_loss > 0 && a.test_loss <= ec->target_loss) ||
                            (ec->target_acc > 0 && a.test_acc >= ec->target_acc)))
         ec->ttt = a.clock_s;
@@ -242,6 +244,11 @@ double hs_evalc_ttt(const hs_evalc_t *ec)
     return ec ? ec->ttt : NAN;
 }
 
+long hs_evalc_nonfinite(const hs_evalc_t *ec)
+{
+    return ec ? ec->nonfinite : -1;
+}
+
 int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv, long ipe, double target_loss,
                   double target_acc)
 {
@@ -250,6 +257,7 @@ int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv, long ipe, double ta
     ec->target_loss = target_loss;
     ec->target_acc = target_acc;
     ec->ttt = NAN;
+    ec->nonfinite = -1;
     ec->d = d;
     ec->csv = csv;
     ec->ipe = ipe;
@@ -344,6 +352,8 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         memcpy(hl + 7, mine->stale_hist, sizeof mine->stale_hist);
         tm[0] = mine->eval_s;
         tm[1] = mine->wall_s;
+        tm[2] = mine->w_out_iter;
+        tm[3] = mine->w_out_w;
         /* The ack from rank 0 says it has our results: exiting earlier could fail its
          * receive (a peer that exits is declared dead), so every rank stays until then. */
         hs_treq_t *req = NULL, *ack = NULL;
@@ -377,7 +387,8 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         goto out;
     }
     for (int r = 1; r < d->size; r++) {
-        all[r] = (hs_rank_final_t){.test_loss = NAN, .test_acc = NAN, .ttt_s = NAN, .dist = NAN};
+        all[r] = (hs_rank_final_t){
+            .test_loss = NAN, .test_acc = NAN, .ttt_s = NAN, .dist = NAN, .w_out_iter = -1};
         if (hs_dist_peer_dead(d, r)) continue;
         hs_treq_t *req = NULL;
         hs_tstatus_t st;
@@ -420,6 +431,8 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         memcpy(f->stale_hist, hl + 7, sizeof f->stale_hist);
         f->eval_s = tm[0];
         f->wall_s = tm[1];
+        f->w_out_iter = tm[2];
+        f->w_out_w = tm[3];
         const float *zr = (const float *)(buf + sizeof *h);
         for (size_t e = 0; e < d->n; e++) sum[e] += zr[e];
         norm2 += h->aux[HS_AUX_NORM2];

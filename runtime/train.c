@@ -64,7 +64,7 @@ typedef struct run {
     int *host_of;    /* (size) for hs_dist_t.host_of */
     long *failed_at; /* (size) -1 alive, else the iteration at/after which the rank failed */
     long done;       /* iterations done (the last one's number + 1) */
-    int warned_w;    /* the weight left [1e-3, 1e3] once: said so */
+    int warned_w;    /* the weight left [1e-2, 1e2] once: said so (tot.w_out_iter) */
     hs_trace_t *tr;  /* --trace (NULL: none) */
     /* Evaluation is an observer (hearsay sim without --sim-eval-traffic): no drain before it,
      * no virtual time or bandwidth for it (docs/simulation.md, "Evaluation") */
@@ -72,8 +72,8 @@ typedef struct run {
 } run_t;
 
 /* The push-sum weight's healthy range: outside it the progress line warns (once). */
-#define W_WARN_LO 1e-3
-#define W_WARN_HI 1e3
+#define W_WARN_LO 1e-2
+#define W_WARN_HI 1e2
 
 /* --- hs_dist_t's loop side ------------------------------------------------------------- */
 
@@ -495,9 +495,12 @@ static void account_health(run_t *R, double w, double span_s)
     }
     if (!R->warned_w && !(w >= W_WARN_LO && w <= W_WARN_HI)) {
         R->warned_w = 1;
-        HS_WARN("rank %d: push-sum weight %.3g left [%g, %g] at iteration %ld: the rank runs "
-                "ahead of what it receives (try --delay-bound 0, docs/algorithms.md, \"Health\")",
-                d->rank, w, W_WARN_LO, W_WARN_HI, d->iter + 1);
+        h->w_out_iter = (double)(d->iter + 1);
+        h->w_out_w = w;
+        HS_WARN("rank %d: push-sum weight %.3g at iteration %ld left [1e-2, 1e2]: messages from "
+                "later rounds mixed (asynchronous or bounded delay) or a starved in-peer (try "
+                "--delay-bound 0; docs/algorithms.md, \"Health\")",
+                d->rank, w, d->iter + 1);
     }
 }
 
@@ -531,6 +534,8 @@ static int iteration(run_t *R, long it, double *loss_out)
     if (!isfinite(loss)) {
         /* push-sum with the step on x moves z by lr / w: say so when w has fallen */
         double w = hs_algo_weight(R->ops, R->algo), wmin = R->tot.w_min;
+        /* for rank 0's summary (health: failed), before this rank stops */
+        if (hs_report_diverged(R->rep, it, loss, w) < 0) hs_error_clear();
         if ((R->ops->flags & HS_ALGO_PUSHSUM) && R->o->sgp_step_x && wmin < 0.1)
             return HS_ERR(-ERANGE,
                           "rank %d: training diverged: loss is %g at iteration %ld (lr %g; its "
@@ -722,6 +727,7 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
             .sgp_step = (R->ops->flags & HS_ALGO_DELAY) ? (o->sgp_step_x ? "x" : "z") : NULL,
             .wall_s = wall,
             .ttt_avg_s = ttt_avg,
+            .avg_nonfinite = R->ec ? hs_evalc_nonfinite(R->ec) : -1,
             .samples_per_s = r->samples_per_s,
             .bayes_acc = r->bayes_acc,
             .all = all,
@@ -801,6 +807,7 @@ int hs_train_in(const hs_train_opts_t *o, hs_boot_t *boot, hs_exec_t *x, hs_trai
     R.tot.w_min = INFINITY;
     R.tot.w_max = -INFINITY;
     R.tot.stale_max = -1;
+    R.tot.w_out_iter = -1;
     double epoch_loss = 0;
     long epoch_batches = 0;
     for (long it = R.start; it < T; it++) {

@@ -340,8 +340,9 @@ END_TEST
 
 /* Weight health: beside a x100 straggler, asynchronous ranks run tens of rounds ahead of what
  * they receive (the straggler's shares come late, and it hoards the mass it is sent) and the
- * others' weights fall below 1e-3 (3.8e-4 here): each such rank warns once, and summary.json
- * says how far they fell. The faithful default waits for round t's messages: every weight
+ * others' weights fall below 1e-3 (3.8e-4 here): each such rank warns once ("left [1e-2,
+ * 1e2]"), and summary.json says how far they fell, with health "warn" and a reason naming the
+ * rank and the iteration. The faithful default waits for round t's messages: every weight
  * stays 1. (A send completes when its message arrives, so link latency alone no longer lets
  * a rank run ahead: SGP waits for round t - 1's sends before sending round t.) */
 START_TEST(test_weight_health)
@@ -366,10 +367,11 @@ START_TEST(test_weight_health)
     unsigned char *text = slurp(log, &n);
     ck_assert(text);
     int warnings = 0, per_rank[4] = {0};
-    for (const char *p = (const char *)text; (p = strstr(p, "left [0.001, 1000]")); p++) {
-        warnings++;
+    for (const char *p = (const char *)text; (p = strstr(p, "left [1e-2, 1e2]")); p++) {
         const char *line = p;
         while (line > (const char *)text && line[-1] != '\n') line--;
+        if (!strncmp(line, "hearsay: health ", 16)) continue; /* the run's verdict, at the end */
+        warnings++;
         const char *r = strstr(line, "rank ");
         int rank = r && r < p ? atoi(r + 5) : -1;
         ck_assert_msg(rank >= 0 && rank < 4, "a weight warning names no rank");
@@ -379,6 +381,8 @@ START_TEST(test_weight_health)
     ck_assert_msg(warnings >= 1, "no weight warning");
     for (int r = 0; r < 4; r++)
         ck_assert_msg(per_rank[r] <= 1, "rank %d warned %d times", r, per_rank[r]);
+    ck_assert(tr_summary_has(dir, "\"health\": \"warn\""));
+    ck_assert(tr_summary_has(dir, "left [1e-2, 1e2]: messages from later rounds mixed"));
     ck_assert(tr_summary_has(dir, "\"delay_bound\": \"none\""));
     ck_assert(tr_summary_has(dir, "\"sgp_step\": \"z\""));
     tr_workdir_path(dir, sizeof dir, "health_faithful");
@@ -389,7 +393,9 @@ START_TEST(test_weight_health)
               tr_summary_num(dir, "ps_weight_max") == 1);
     ck_assert(tr_summary_num(dir, "staleness_max") == 0);
     snprintf(log, sizeof log, "%s.log", dir);
-    ck_assert(!tr_file_has(log, "left [0.001, 1000]"));
+    ck_assert(!tr_file_has(log, "left [1e-2, 1e2]"));
+    ck_assert(tr_summary_has(dir, "\"health\": \"ok\""));
+    ck_assert(tr_summary_has(dir, "\"health_reasons\": [],"));
     /* the variant that ran is in the summary: the papers' bounds (SGP 0, OSGP tau) */
     ck_assert(tr_summary_has(dir, "\"delay_bound\": 0,"));
     ck_assert(tr_summary_has(dir, "\"sgp_step\": \"x\""));
@@ -520,6 +526,26 @@ START_TEST(test_ttt_avg)
 }
 END_TEST
 
+/* A diverged run is FAILED: asynchronous SGP with the step on x beside a x100 straggler (rank
+ * 0, which survives), lr 2: the others' weights fall below 1e-2 (each warns once, naming its
+ * iteration), their loss turns NaN and they stop; rank 0's summary.json says "failed" with a
+ * reason per diverged rank, and the run's exit status is not 0. */
+START_TEST(test_health_failed)
+{
+    char dir[4096];
+    tr_workdir_path(dir, sizeof dir, "health_failed");
+    int st =
+        sim_job(dir, "-n 4 --sim-compute fixed:1",
+                HEALTH_TASK " --straggler slow:0:x100 --delay-bound none --sgp-step x --lr 2", 60);
+    ck_assert_int_ne(st, 0);
+    ck_assert_msg(tr_summary_has(dir, "\"health\": \"failed\""), "no failed health");
+    ck_assert(tr_summary_has(dir, "\"rank 1 diverged at iteration "));
+    ck_assert(tr_log_has(dir, "rank 1: push-sum weight "));
+    ck_assert(tr_log_has(dir, "training diverged: loss is"));
+    ck_assert(tr_log_has(dir, "hearsay: health failed: rank "));
+}
+END_TEST
+
 /* A crashed rank: the survivors of a tolerant algorithm finish and report it, and no push-sum
  * mass is lost. */
 START_TEST(test_crash)
@@ -530,6 +556,9 @@ START_TEST(test_crash)
         sim_job(dir, "-n 6", TASK " --algo sgp --epochs 2 --straggler crash:2:iter=10", 60), 0);
     ck_assert(tr_summary_has(dir, "\"rank\": 2, \"after_iteration\""));
     ck_assert(tr_summary_num(dir, "final_test_loss") < 0.5);
+    /* a failed peer: health warn, the reason naming it */
+    ck_assert(tr_summary_has(dir, "\"health\": \"warn\""));
+    ck_assert(tr_summary_has(dir, "\"rank 2 failed at/after iteration "));
     /* push-sum mass: the survivors' weights plus what the crashed rank took with it (the
      * simulated transport hands back what it never took: unsent, leave) */
     double ws = tr_summary_num(dir, "ps_weight_sum"), lost = tr_summary_num(dir, "ps_weight_lost");
@@ -827,6 +856,7 @@ int main(void)
     TR_ADD_TEST(tc, test_time_budget, why);
     TR_ADD_TEST(tc, test_eval_observer, why);
     TR_ADD_TEST(tc, test_ttt_avg, why);
+    TR_ADD_TEST(tc, test_health_failed, why);
     TR_ADD_TEST(tc, test_crash, why);
     TR_ADD_TEST(tc, test_every_algorithm, why);
     TR_ADD_TEST(tc, test_nic, why);

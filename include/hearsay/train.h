@@ -126,6 +126,7 @@ typedef struct hs_train_result {
                                 * (their DIR/rank-R-lost.json; 0 without) */
     double consensus_distance; /* RMS over ranks of ||z_i - mean z|| at the end */
     int n_failed;              /* ranks reported failed */
+    int health;                /* summary.json's health: 0 ok, 1 warn, 2 failed */
 } hs_train_result_t;
 
 typedef struct hs_worker hs_worker_t;
