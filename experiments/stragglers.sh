@@ -133,6 +133,7 @@ for sc in "${scenarios[@]}"; do
         fi
         t1=$(date +%s%N)
         echo "   done in $(((t1 - t0) / 1000000)) ms"
+        hs_health "$dir"
     done
 done
 "$HS_PY" "$here/report.py" stragglers "$out" --target-loss "$target"
