@@ -75,7 +75,7 @@ runs=(
 declare -A ttt
 echo "# $mode; $model ($data), batch $batch, $epochs epochs, target test accuracy $target"
 echo
-echo "| run | bytes sent / iteration / rank | time to target (s) | speed-up vs baseline | final test acc | final test loss | run time (s) |"
+echo "| run | bytes sent / iteration / rank | time to target, averaged model (s) | speed-up vs baseline | final test acc | final test loss | run time (s) |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
 i=0
 for r in "${runs[@]}"; do
@@ -94,7 +94,10 @@ d = sys.argv[1]
 s = json.load(open(d + "/summary.json"))
 rows = list(csv.DictReader(open(d + "/rank-0.csv")))
 b = sum(float(r["bytes_sent"]) for r in rows) / max(1, len(rows))
-t = s.get("time_to_target_s")
+# the averaged model's (summary.json time_to_target_avg_s; a FAILED run reaches nothing)
+t = s.get("time_to_target_avg_s", s.get("time_to_target_s"))
+if s.get("health") == "failed":
+    t = None
 print("nan" if t is None else t, s["final_test_acc"], s["final_test_loss"], s["wall_s"], b)
 EOF
     )

@@ -30,6 +30,23 @@ hs_sim_compute() { # BIN SPEC MODEL BATCH
     echo "fixed:$ms"
 }
 
+# After a run: its summary.json's health, said when it is not ok ("   FAILED (health failed:
+# REASON)" or "   health warn: REASON"); report.py marks a failed run FAILED in its row and
+# leaves it out of every verdict.
+hs_health() { # DIR
+    [ -f "$1/summary.json" ] || return 0
+    "$HS_PY" - "$1/summary.json" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+h, why = s.get("health", "ok"), s.get("health_reasons") or []
+more = f" (+{len(why) - 1} more in summary.json)" if len(why) > 1 else ""
+if h == "failed":
+    print(f"   FAILED (health failed: {why[0] if why else '?'}{more})")
+elif h == "warn":
+    print(f"   health warn: {why[0] if why else '?'}{more}")
+EOF
+}
+
 hs_launcher() { # BIN SIM WORKERS SIMCOMPUTE
     if [ "$2" = 1 ]; then
         HS_LAUNCH=("$1" sim -n "$3" --sim-compute "$4")

@@ -67,6 +67,40 @@ def get(summ, key):
     return float(v) if isinstance(v, (int, float)) else None
 
 
+def health(summ):
+    """summary.json's health: "ok", "warn", "failed"; "failed" without a summary (the run
+    never wrote one); "ok" for a run older than the field."""
+    if not summ:
+        return "failed"
+    return summ.get("health", "ok")
+
+
+def health_note(summ):
+    """The first of summary.json's health_reasons ('' when none)."""
+    why = (summ or {}).get("health_reasons") or []
+    return why[0] if why else ""
+
+
+def ttt_avg(summ, ev, target):
+    """The averaged model's time to `target`: the first row of eval.csv (in iteration order, the
+    final row included) whose avg_test_loss is at most the target, at its clock_s (the latest
+    training clock among the ranks there); summary.json's time_to_target_avg_s is the same
+    figure for its own target. None when never reached or failed."""
+    if summ and health(summ) == "failed":
+        return None
+    t = get(summ, "time_to_target_avg_s")
+    if t is not None and target is not None and get(summ, "target_loss") == target:
+        return t if math.isfinite(t) else None
+    if target is None:
+        return t if t is not None and math.isfinite(t) else None
+    e = first_crossing(ev, "avg_test_loss", target)
+    return e["clock_s"] if e else None
+
+
+TTT_WORDS = ("the averaged model's time to target: eval.csv's first evaluation at the target, "
+             "on the latest rank's training clock there (summary.json time_to_target_avg_s)")
+
+
 def plots_available():
     try:
         import matplotlib
@@ -87,8 +121,8 @@ def write_csv(path, rows, fields):
             w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in fields})
 
 
-FIELDS = ["time_to_target_s", "final_test_loss", "final_test_acc", "wall_s", "iterations",
-          "ps_weight_sum", "consensus_distance"]
+FIELDS = ["time_to_target_avg_s", "time_to_target_s", "final_test_loss", "final_test_acc",
+          "wall_s", "iterations", "ps_weight_sum", "consensus_distance"]
 
 
 def clock_words(runs):
@@ -291,8 +325,8 @@ def stragglers(out, target):
     nseed = len(seeds)
     clock = clock_words([r for r in runs if r["summary"]])
     lines = [f"Time to test loss {target} of **the averaged model** (the mean of every rank's "
-             f"model, evaluated at common evaluation points; {clock}; eval.csv, the same figure "
-             f"`hearsay report` and the plots show), by straggler: ×k = one worker's steps k "
+             f"model; {clock}; {TTT_WORDS}; the same figure `hearsay report` and the plots "
+             f"show), by straggler: ×k = one worker's steps k "
              f"times slower, transient pauses = every worker pauses with probability 0.05 per "
              f"iteration for an exponential time of mean 10 steps. "
              + (f"Mean ± the 95 % interval's half-width over {nseed} seeds "
@@ -522,16 +556,18 @@ def rank_iters_to_target(d, target):
 
 def averaging(d, eps):
     """Pure averaging run: (iterations until the distance is eps of its start or None, the
-    iterations run, the curve [(t, d / d0)], summary's consensus_rate)."""
+    iterations run, the curve [(t, d / d0)], summary's consensus_rate, its
+    consensus_exact_after: the iteration of finite-time averaging, or None)."""
     rows = read_csv(os.path.join(d, "consensus.csv"))
     rows = [r for r in rows if isinstance(r.get("consensus_distance"), float)]
     if not rows or rows[0]["consensus_distance"] <= 0:
-        return None, None, [], None
+        return None, None, [], None, None
     d0 = rows[0]["consensus_distance"]
     curve = [(r["iteration"], r["consensus_distance"] / d0) for r in rows]
     hit = next((t for t, v in curve if v <= eps), None)
-    return hit, curve[-1][0], curve, get(read_json(os.path.join(d, "summary.json")),
-                                             "consensus_rate")
+    summ = read_json(os.path.join(d, "summary.json"))
+    return hit, curve[-1][0], curve, get(summ, "consensus_rate"), \
+        get(summ, "consensus_exact_after")
 
 
 def persistent_gain(steps):
@@ -586,7 +622,7 @@ def order_check(rows, key, what, pred="pred_iters", pred_name="predicted", margi
     for a in rows:
         for b in rows:
             pa, pb, ma, mb = a[pred], b[pred], a.get(key), b.get(key)
-            if key == "iterations_to_target":  # a run that never reached it: infinitely many
+            if key.startswith("iterations_to_target"):  # never reached: infinitely many
                 ma = math.inf if ma is None and a["status"] == "ok" else ma
                 mb = math.inf if mb is None and b["status"] == "ok" else mb
             if None in (pa, pb, ma, mb) or (math.isinf(ma) and math.isinf(mb)):
@@ -603,9 +639,12 @@ def topologies(out, target, eps, eval_every=0.25):
         sys.exit(f"report: no runs found in {out}")
     rows = []
     for r in runs:
-        row = {"graph": r["name"], "status": "ok" if r["summary"] else "failed"}
+        hl = health(r["summary"])
+        row = {"graph": r["name"], "status": "FAILED" if hl == "failed" else "ok", "health": hl,
+               "health_reason": health_note(r["summary"])}
         for f in FIELDS:
             row[f] = get(r["summary"], f)
+        row["ttt"] = ttt_avg(r["summary"], r["eval"], target)
         full = read_json(os.path.join(r["dir"], "topo.json")) or \
             read_json(os.path.join(out, "averaging", r["name"], "topo.json")) or {}
         topo = full.get("report", full)
@@ -617,8 +656,9 @@ def topologies(out, target, eps, eval_every=0.25):
         e = first_crossing(r["eval"], "avg_test_loss", target)
         row["iterations_to_target_avg_model"] = e["iteration"] if e else None
         row["iterations_to_target"] = rank_iters_to_target(r["dir"], target)
-        hit, ran, curve, rate = averaging(os.path.join(out, "averaging", r["name"]), eps)
+        hit, ran, curve, rate, exact = averaging(os.path.join(out, "averaging", r["name"]), eps)
         row["avg_iters_to_eps"], row["avg_iters_run"], row["avg_rate"] = hit, ran, rate
+        row["avg_exact_after"] = exact
         r["avg_curve"] = curve
         # consensus distance while training: every iteration (virtual time) or evaluations
         cons = read_csv(os.path.join(r["dir"], "consensus.csv"))
@@ -634,8 +674,9 @@ def topologies(out, target, eps, eval_every=0.25):
     rows.sort(key=lambda x: (x["pred_iters"] is None, x["pred_iters"] or 0,
                              -(x["gap_per_iter"] or 0)))
     write_csv(os.path.join(out, "results.csv"), rows,
-              ["graph", "status", "lambda2", "period", "gap_per_iter", "pred_iters",
-               "avg_iters_to_eps", "avg_iters_run", "avg_rate", "persistent_gain",
+              ["graph", "status", "health", "health_reason", "lambda2", "period",
+               "gap_per_iter", "pred_iters", "avg_iters_to_eps", "avg_iters_run", "avg_rate",
+               "avg_exact_after", "ttt", "persistent_gain",
                "iterations_to_target",
                "iterations_to_target_avg_model", "train_consensus_mean"] + FIELDS)
     have_avg = any(r["avg_iters_run"] for r in rows)
@@ -646,9 +687,9 @@ def topologies(out, target, eps, eval_every=0.25):
     if have_avg:
         head += f" averaging: iterations to {eps:g} | measured rate |"
         sep += "---|---|"
-    head += (f" iterations to loss {target} (rank median) | ... averaged model | time to target "
-             "(ms) | persistent-disagreement gain | consensus distance, 2nd half of training | "
-             "final test loss |")
+    head += (f" iterations to loss {target} (rank median) | ... averaged model | time to target, "
+             "averaged model (ms) | persistent-disagreement gain | consensus distance, 2nd half "
+             "of training | final test loss |")
     sep += "---|---|---|---|---|---|"
     lines += [head, sep]
     for r in rows:
@@ -657,23 +698,31 @@ def topologies(out, target, eps, eval_every=0.25):
             a = r["avg_iters_to_eps"]
             cells.append(fmt(a, 0) if a is not None else
                          (f"> {r['avg_iters_run']:g}" if r["avg_iters_run"] else "—"))
-            cells.append(fmt(r["avg_rate"], 4))
-        ttt = r["time_to_target_s"]
+            cells.append(f"0 (exact after {r['avg_exact_after']:g})"
+                         if r.get("avg_exact_after") is not None else fmt(r["avg_rate"], 4))
+        ttt = r["ttt"]
+        if r["status"] == "FAILED":
+            cells[0] += " (FAILED)"
         cells += [fmt(r["iterations_to_target"], 0), fmt(r["iterations_to_target_avg_model"], 0),
+                  "FAILED" if r["status"] == "FAILED" else
                   fmt(1e3 * ttt if ttt is not None else None, 1),
                   fmt(r["persistent_gain"], 3), f"{r['train_consensus_mean']:.3g}"
                   if r["train_consensus_mean"] is not None else "—",
                   fmt(r["final_test_loss"], 4)]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
+    # the verdicts: the averaged model's iterations to the target (the tables' figure), never
+    # a FAILED run's
     checks = (("avg_iters_to_eps", "averaging iterations", "pred_iters", "predicted iterations",
                "the spectral gaps"),
-              ("iterations_to_target", "iterations to the target loss", "pred_iters",
+              ("iterations_to_target_avg_model",
+               "iterations to the target loss (averaged model)", "pred_iters",
                "predicted iterations", "the spectral gaps"),
               ("train_consensus_mean", "consensus distance while training", "pred_iters",
                "predicted iterations", "the spectral gaps"),
-              ("iterations_to_target", "iterations to the target loss", "persistent_gain",
-               "gain", "the persistent-disagreement gains"),
+              ("iterations_to_target_avg_model",
+               "iterations to the target loss (averaged model)", "persistent_gain", "gain",
+               "the persistent-disagreement gains"),
               ("train_consensus_mean", "consensus distance while training", "persistent_gain",
                "gain", "the persistent-disagreement gains"))
     # iterations to the target are read at evaluations: a difference of one evaluation
@@ -681,12 +730,14 @@ def topologies(out, target, eps, eval_every=0.25):
     ev_its = max([r["summary"]["iterations"] / max(1.0, get(r["summary"], "epochs") or 1.0)
                   * eval_every for r in runs if r["summary"]], default=1.0)
     margin_its = max(1.0, math.ceil(ev_its - 1e-9))
+    ok_rows = [r for r in rows if r["status"] != "FAILED"]
+    failed_rows = [r["graph"] for r in rows if r["status"] == "FAILED"]
     for key, what, pred, pred_name, by in checks:
-        if not any(r.get(key) is not None for r in rows) or \
-                not any(r.get(pred) is not None for r in rows):
+        if not any(r.get(key) is not None for r in ok_rows) or \
+                not any(r.get(pred) is not None for r in ok_rows):
             continue
-        margin = margin_its if key == "iterations_to_target" else 0.0
-        bad = order_check(rows, key, what, pred, pred_name, margin)
+        margin = margin_its if key.startswith("iterations_to_target") else 0.0
+        bad = order_check(ok_rows, key, what, pred, pred_name, margin)
         if bad:
             lines.append(f"Order of the {what}: {len(bad)} pair(s) contradict {by}" +
                          (f" by more than {margin:g} iteration(s), the evaluation interval:"
@@ -696,6 +747,10 @@ def topologies(out, target, eps, eval_every=0.25):
             lines.append(f"Order of the {what}: as {by} predict" +
                          (f" (differences of {margin:g} iteration(s), the evaluation interval, "
                           "count as ties)." if margin else "."))
+    if failed_rows:
+        lines.append("Left out of every verdict, FAILED (summary.json health failed: diverged or "
+                     "NaN): " + ", ".join(failed_rows) + ".")
+    lines.append(f"Time to target: {TTT_WORDS}.")
     table = "\n".join(lines) + "\n"
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(table)
@@ -812,7 +867,8 @@ def validate(out, tol):
                 with open(os.path.join(d, "summary.json")) as f:
                     summ = json.load(f)
             sp = rank_split(d)
-            res[kind] = {"ttt": get(summ, "time_to_target_s"),
+            res[kind] = {"ttt": ttt_avg(summ, read_csv(os.path.join(d, "eval.csv")),
+                                        get(summ, "target_loss")),
                          "its": sp["iterations"] / sp["clock_s"] if sp and sp["clock_s"] > 0
                          else None, "split": sp}
 
@@ -914,11 +970,10 @@ def run_info(d, target=None):
     info["recv"] = [total(x, "bytes_recv") for x in ranks]
     t = target if target is not None else get(summ, "target_loss")
     info["target"] = t
-    ttt = get(summ, "time_to_target_s")
-    if target is not None:  # a target of our own: the first evaluation of the averaged model
-        e = first_crossing(ev, "avg_test_loss", target)
-        ttt = e["clock_s"] if e else None
-    info["ttt"] = ttt if ttt is not None and math.isfinite(ttt) else None
+    # the averaged model's (summary.json's time_to_target_avg_s, or eval.csv at a target of
+    # our own), as the study tables; None for a FAILED run
+    info["ttt"] = ttt_avg(summ, ev, target)
+    info["health"] = health(summ)
     return info
 
 
@@ -955,7 +1010,8 @@ def run_report(d, target, plt):
              f"transport: {transports_of(s)}", "",
              "| figure | value |", "|---|---|"]
     for key in ("iterations", "epochs", "wall_s", "samples_per_s", "final_test_loss",
-                "final_test_acc", "final_train_loss", "target_loss", "time_to_target_s",
+                "final_test_acc", "final_train_loss", "target_loss", "time_to_target_avg_s",
+                "time_to_target_s",
                 "consensus_distance", "consensus_distance_rel", "ps_weight_min", "ps_weight_max",
                 "ps_weight_sum", "ps_weight_lost", "staleness_p50", "staleness_p99",
                 "staleness_max"):
@@ -965,7 +1021,12 @@ def run_report(d, target, plt):
         lines.append(f"| {key} | {v:.6g} |" if isinstance(v, (int, float)) else
                      f"| {key} | {v} |")
     if target is not None:
-        lines.append(f"| time to test loss {target:g} ({unit}) | {fmt(info['ttt'], 3)} |")
+        lines.append(f"| time to test loss {target:g}, averaged model ({unit}) | "
+                     f"{fmt(info['ttt'], 3)} |")
+    hl = s.get("health")
+    if hl:
+        why = "; ".join(s.get("health_reasons") or [])
+        lines.append(f"| health | {'FAILED' if hl == 'failed' else hl}{': ' + why if why else ''} |")
     failed = s.get("failed_ranks") or []
     if failed:
         lines.append(f"| failed ranks | {', '.join(str(f.get('rank')) for f in failed)} |")
@@ -1090,7 +1151,8 @@ def study_report(top, target, plt, each):
         rows.append({"run": os.path.relpath(i["dir"], top), "algo": s.get("algo"),
                      "clock": s.get("clock", "wall"), "ranks": s.get("ranks"),
                      "transport": transports_of(s), "iterations": s.get("iterations"),
-                     "wall_s": get(s, "wall_s"), "time_to_target_s": i["ttt"],
+                     "wall_s": get(s, "wall_s"), "health": i["health"],
+                     "time_to_target_avg_s": i["ttt"],
                      "target_loss": i["target"], "final_test_loss": get(s, "final_test_loss"),
                      "final_test_acc": get(s, "final_test_acc"),
                      "bytes_sent_per_rank": sum(sent) / len(sent) if sent else None,
@@ -1099,16 +1161,18 @@ def study_report(top, target, plt, each):
     write_csv(os.path.join(top, "runs.csv"), rows, list(rows[0].keys()))
     lines = [f"# {os.path.basename(os.path.normpath(top))}: {len(rows)} runs", "",
              "| run | algorithm | clock | ranks | transport | iterations | time | time to "
-             "target | target | final test loss | final test acc | sent per rank |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "target, averaged model | target | final test loss | final test acc | sent per rank "
+             "| health |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         acc = r["final_test_acc"]
         lines.append(f"| {r['run']} | {r['algo']} | {r['clock']} | {r['ranks']} | "
                      f"{r['transport']} | {r['iterations']} | {fmt(r['wall_s'])} | "
-                     f"{fmt(r['time_to_target_s'])} | {fmt(r['target_loss'], 3)} | "
+                     f"{fmt(r['time_to_target_avg_s'])} | {fmt(r['target_loss'], 3)} | "
                      f"{fmt(r['final_test_loss'], 4)} | "
                      f"{fmt(100 * acc if acc is not None else None, 1)} % | "
-                     f"{human_bytes(r['bytes_sent_per_rank'])} |")
+                     f"{human_bytes(r['bytes_sent_per_rank'])} | "
+                     f"{'FAILED' if r['health'] == 'failed' else r['health']} |")
     pngs = []
     if plt is not None:
         groups = {}

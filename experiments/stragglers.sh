@@ -177,6 +177,7 @@ for sc in "${scenarios[@]}"; do
             fi
             t1=$(date +%s%N)
             hs_progress "$k" "$total" "$start" "$a, $sc, seed $s: $(((t1 - t0) / 1000000)) ms"
+            hs_health "$dir"
         done
     done
 done

@@ -163,6 +163,7 @@ for g in $graphs; do
     mv "$out/$name.topo.json" "$dir/topo.json"
     t1=$(date +%s%N)
     echo "   training done in $(((t1 - t0) / 1000000)) ms"
+    hs_health "$dir"
 done
 "$HS_PY" "$here/report.py" topologies "$out" --target-loss "$target" --eps "$eps" \
     --eval-every "$evalevery"

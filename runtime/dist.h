@@ -22,6 +22,12 @@ typedef struct hs_rank_final {
     double weight; /* push-sum weight */
     double test_loss, test_acc, ttt_s, train_loss, clock_s;
     double compute_s, comm_s, wait_s, straggle_s, msgs;
+    /* evaluations and checkpoints (the final evaluation included), and this rank's run from
+     * the start to its final evaluation: compute_s + comm_s + wait_s + straggle_s + eval_s */
+    double eval_s, wall_s;
+    /* the push-sum weight first outside [1e-2, 1e2]: after that many iterations (-1: never),
+     * and its value then */
+    double w_out_iter, w_out_w;
     double dist; /* ||z_i - mean z|| (rank 0 computes it when z_i arrives) */
     /* health (docs/algorithms.md, "Health"): the push-sum weight's range over the run (after
      * every round and at the end), iterations trained (the last one's number + 1), time of the
@@ -38,6 +44,8 @@ typedef struct hs_rank_final {
  * reports): w_min, w_max, iters, alone_s, stale_max, bytes_sent, bytes_recv, stale_min, stale_hist.
  */
 #define HS_HEALTH_DOUBLES (8 + HS_STALE_BINS)
+/* ... and after them: eval_s, wall_s, w_out_iter, w_out_w. */
+#define HS_TIME_DOUBLES 4
 
 /* The averaged model and consensus distance at one evaluation point. */
 typedef struct hs_avg_eval {
@@ -50,9 +58,15 @@ typedef struct hs_avg_eval {
     double rank_loss_mean, rank_loss_min, rank_loss_max, rank_acc_mean;
 } hs_avg_eval_t;
 
-/* Rank 0: collect EVAL snapshots. `csv` (may be NULL) gets one row per completed round; ipe:
- * iterations per epoch. */
-int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv, long ipe);
+/* Rank 0: collect EVAL snapshots. `csv` (may be NULL) gets one row per completed round, in
+ * iteration order; ipe: iterations per epoch; target_loss / target_acc (<= 0: none): the
+ * averaged model's first round meeting either is kept (hs_evalc_ttt). */
+int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv, long ipe, double target_loss,
+                  double target_acc);
+/* The clock_s of the first round whose averaged model met the target; NAN: none yet. */
+double hs_evalc_ttt(const hs_evalc_t *ec);
+/* The first round whose averaged model's test loss was NaN or infinite (-1: none). */
+long hs_evalc_nonfinite(const hs_evalc_t *ec);
 void hs_evalc_close(hs_evalc_t **ec);
 /* Add a snapshot: z (n floats, host) with the sender's figures (iteration, own test loss and
  * accuracy, training clock). Rank 0 adds its own this way. */

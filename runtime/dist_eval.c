@@ -42,8 +42,10 @@ struct hs_evalc {
     unsigned char *buf[EV_SLOTS];
     ev_round_t *r;
     int nr, cap;
-    long *got;   /* (size) snapshots received per rank */
-    float *zbar; /* (n) */
+    long *got;                           /* (size) snapshots received per rank */
+    double target_loss, target_acc, ttt; /* the averaged model's first time at the target */
+    long nonfinite;                      /* its first round with a NaN/Inf loss (-1: none) */
+    float *zbar;                         /* (n) */
 };
 
 int hs_dist_eval_host(hs_dist_t *d, const float *zh, double *loss, double *acc)
@@ -99,8 +101,31 @@ static int round_done(hs_evalc_t *ec, int i)
     a.rank_loss_max = r->loss_max;
     a.rank_acc_mean = r->acc_sum / r->count;
     hs_report_avg_row(ec->csv, &a, ec->ipe);
+    if (!isfinite(a.test_loss) && ec->nonfinite < 0) ec->nonfinite = a.iteration;
+    if (isnan(ec->ttt) && ((ec->target_loss > 0 && a.test_loss <= ec->target_loss) ||
+                           (ec->target_acc > 0 && a.test_acc >= ec->target_acc)))
+        ec->ttt = a.clock_s;
     free(r->sum);
     ec->r[i] = ec->r[--ec->nr];
+    return 0;
+}
+
+/* The pending round of the lowest iteration (-1: none). */
+static int first_round(const hs_evalc_t *ec)
+{
+    int first = -1;
+    for (int i = 0; i < ec->nr; i++)
+        if (first < 0 || ec->r[i].iter < ec->r[first].iter) first = i;
+    return first;
+}
+
+/* Evaluate the complete rounds in iteration order: a round whose last snapshot came first
+ * (snapshots of different ranks arrive in any order, and two receives are posted) waits for
+ * the rounds before it, so that eval.csv's rows are in iteration order. */
+static int flush_rounds(hs_evalc_t *ec)
+{
+    int live = live_ranks(ec->d), i;
+    while ((i = first_round(ec)) >= 0 && ec->r[i].count >= live) HS_TRY(round_done(ec, i));
     return 0;
 }
 
@@ -134,8 +159,7 @@ int hs_evalc_add(hs_evalc_t *ec, int sender, long iter, const float *z, double l
     if (loss > r->loss_max) r->loss_max = loss;
     if (clock_s > r->clock_max) r->clock_max = clock_s;
     if (sender >= 0 && sender < d->size) ec->got[sender]++;
-    if (r->count >= live_ranks(d)) return round_done(ec, i);
-    return 0;
+    return flush_rounds(ec);
 }
 
 static int take(hs_evalc_t *ec, int slot, const hs_tstatus_t *st)
@@ -194,12 +218,8 @@ int hs_evalc_finish(hs_evalc_t *ec, long rounds, double timeout_s)
         if (now - last_progress > timeout_s) break;
     }
     /* what is left is incomplete: evaluate it with the snapshots that arrived, in order */
-    while (ec->nr > 0) {
-        int first = 0;
-        for (int i = 1; i < ec->nr; i++)
-            if (ec->r[i].iter < ec->r[first].iter) first = i;
-        HS_TRY(round_done(ec, first));
-    }
+    int first;
+    while ((first = first_round(ec)) >= 0) HS_TRY(round_done(ec, first));
     return 0;
 }
 
@@ -219,10 +239,25 @@ void hs_evalc_close(hs_evalc_t **ecp)
     *ecp = NULL;
 }
 
-int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv, long ipe)
+double hs_evalc_ttt(const hs_evalc_t *ec)
+{
+    return ec ? ec->ttt : NAN;
+}
+
+long hs_evalc_nonfinite(const hs_evalc_t *ec)
+{
+    return ec ? ec->nonfinite : -1;
+}
+
+int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv, long ipe, double target_loss,
+                  double target_acc)
 {
     hs_evalc_t *ec = hs_calloc(1, sizeof *ec, "evaluation collector");
     if (!ec) return -ENOMEM;
+    ec->target_loss = target_loss;
+    ec->target_acc = target_acc;
+    ec->ttt = NAN;
+    ec->nonfinite = -1;
     ec->d = d;
     ec->csv = csv;
     ec->ipe = ipe;
@@ -281,13 +316,15 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
     /* the trailing int64 and double arrays start 8-byte aligned: after an odd number of
      * floats, 4 bytes of padding (UBSan: misaligned store with a 650-parameter model) */
     size_t zpad = (d->n * sizeof(float)) % 8 ? 8 - (d->n * sizeof(float)) % 8 : 0;
-    size_t extra = zpad + (size_t)d->size * sizeof(int64_t) + HS_HEALTH_DOUBLES * sizeof(double);
+    size_t extra = zpad + (size_t)d->size * sizeof(int64_t) +
+                   (HS_HEALTH_DOUBLES + HS_TIME_DOUBLES) * sizeof(double);
     size_t bytes = sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float) + extra;
     unsigned char *buf = hs_calloc(1, bytes, "end-of-run message");
     if (!buf) return -ENOMEM;
     hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)buf;
     int64_t *fa = (int64_t *)(buf + sizeof *h + d->n * sizeof(float) + zpad);
     double *hl = (double *)(fa + d->size); /* (HS_HEALTH_DOUBLES) */
+    double *tm = hl + HS_HEALTH_DOUBLES;   /* (HS_TIME_DOUBLES) */
     int rc = 0;
     if (d->rank != 0) {
         hs_ps_hdr_init(h, HS_PS_FINAL, d->rank, d->total_iters, mine->weight, d->n);
@@ -314,6 +351,10 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         hl[6] = mine->bytes_recv;
         hl[7] = mine->stale_min;
         memcpy(hl + 8, mine->stale_hist, sizeof mine->stale_hist);
+        tm[0] = mine->eval_s;
+        tm[1] = mine->wall_s;
+        tm[2] = mine->w_out_iter;
+        tm[3] = mine->w_out_w;
         /* The ack from rank 0 says it has our results: exiting earlier could fail its
          * receive (a peer that exits is declared dead), so every rank stays until then. */
         hs_treq_t *req = NULL, *ack = NULL;
@@ -347,7 +388,8 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         goto out;
     }
     for (int r = 1; r < d->size; r++) {
-        all[r] = (hs_rank_final_t){.test_loss = NAN, .test_acc = NAN, .ttt_s = NAN, .dist = NAN};
+        all[r] = (hs_rank_final_t){
+            .test_loss = NAN, .test_acc = NAN, .ttt_s = NAN, .dist = NAN, .w_out_iter = -1};
         if (hs_dist_peer_dead(d, r)) continue;
         hs_treq_t *req = NULL;
         hs_tstatus_t st;
@@ -389,6 +431,10 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         f->bytes_recv = hl[6];
         f->stale_min = hl[7];
         memcpy(f->stale_hist, hl + 8, sizeof f->stale_hist);
+        f->eval_s = tm[0];
+        f->wall_s = tm[1];
+        f->w_out_iter = tm[2];
+        f->w_out_w = tm[3];
         const float *zr = (const float *)(buf + sizeof *h);
         for (size_t e = 0; e < d->n; e++) sum[e] += zr[e];
         norm2 += h->aux[HS_AUX_NORM2];

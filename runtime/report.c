@@ -5,6 +5,7 @@
 #include "hearsay/json.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -254,6 +255,134 @@ int hs_report_crash(hs_report_t *r, const hs_report_crash_t *c)
     return 0;
 }
 
+int hs_report_diverged(hs_report_t *r, long done, double loss, double w)
+{
+    if (!r || !r->o->out_dir) return 0;
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/rank-%d-diverged.json", r->o->out_dir, r->rank);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return HS_ERR(-errno, "cannot write %s: %s", tmp, strerror(errno));
+    fprintf(f, "{\"rank\": %d, \"iteration\": %ld, \"loss\": \"%g\", \"ps_weight\": %.9g}\n",
+            r->rank, done, loss, isfinite(w) ? w : -1.0);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        return HS_ERR(-err, "writing %s failed: %s", path, strerror(err));
+    }
+    return 0;
+}
+
+/* Rank q's divergence (DIR/rank-q-diverged.json): 1 with the iteration, the loss's text and
+ * the weight then (-1: unknown), 0 when it has none. */
+static int diverged_of(const hs_report_t *r, int q, long *iter, char *loss, size_t cap, double *w)
+{
+    char path[4096], buf[512];
+    snprintf(path, sizeof path, "%s/rank-%d-diverged.json", r->o->out_dir, q);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *it = strstr(buf, "\"iteration\": "), *ls = strstr(buf, "\"loss\": \""),
+               *pw = strstr(buf, "\"ps_weight\": ");
+    *iter = it ? strtol(it + 13, NULL, 10) : -1;
+    *w = pw ? strtod(pw + 13, NULL) : -1;
+    snprintf(loss, cap, "%s", "nan");
+    if (ls) {
+        ls += 9;
+        size_t l = strcspn(ls, "\"");
+        if (l < cap) {
+            memcpy(loss, ls, l);
+            loss[l] = '\0';
+        }
+    }
+    return 1;
+}
+
+/* summary.json's health: failed (a NaN or infinite loss or parameters anywhere: a diverged
+ * rank, an averaged model or a rank's model that evaluates to NaN), warn (a push-sum weight
+ * outside [1e-2, 1e2], a failed rank), or ok; one reason per finding. */
+typedef struct health {
+    int level; /* 0 ok, 1 warn, 2 failed */
+    char **why;
+    int n;
+} health_t;
+
+static void health_add(health_t *h, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void health_add(health_t *h, int level, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (level > h->level) h->level = level;
+    char **nw = realloc(h->why, (size_t)(h->n + 1) * sizeof *nw);
+    if (!nw) return;
+    h->why = nw;
+    if ((h->why[h->n] = strdup(buf))) h->n++;
+}
+
+static void health_check(const hs_report_t *r, const hs_report_final_t *fi, health_t *h)
+{
+    const hs_avg_eval_t *avg = fi->avg;
+    for (int q = 0; q < r->size; q++) {
+        const hs_rank_final_t *a = &fi->all[q];
+        long it;
+        double w;
+        char loss[64];
+        if (!a->present && r->o->out_dir && diverged_of(r, q, &it, loss, sizeof loss, &w)) {
+            if (w >= 0)
+                health_add(h, 2,
+                           "rank %d diverged at iteration %ld: loss %s (push-sum weight %.3g)", q,
+                           it, loss, w);
+            else
+                health_add(h, 2, "rank %d diverged at iteration %ld: loss %s", q, it, loss);
+            continue;
+        }
+        if (fi->failed_at[q] >= 0) {
+            health_add(h, 1, "rank %d failed at/after iteration %ld", q, fi->failed_at[q]);
+            continue;
+        }
+        if (!a->present) continue;
+        if (!isfinite(a->test_loss) || !isfinite(a->train_loss))
+            health_add(h, 2,
+                       "rank %d ends with a NaN or infinite loss (test %g, training %g): NaN/Inf "
+                       "parameters",
+                       q, a->test_loss, a->train_loss);
+        if (a->w_out_iter >= 0)
+            health_add(h, 1,
+                       "rank %d: push-sum weight %.3g at iteration %.0f left [1e-2, 1e2]: messages "
+                       "from later rounds mixed (asynchronous or bounded delay) or a starved "
+                       "in-peer",
+                       q, a->w_out_w, a->w_out_iter);
+        else if (a->w_min < 1e-2 || a->w_max > 1e2) /* (a rank of an older build) */
+            health_add(h, 1, "rank %d: push-sum weight in [%.3g, %.3g], outside [1e-2, 1e2]", q,
+                       a->w_min, a->w_max);
+    }
+    if (fi->avg_nonfinite >= 0)
+        health_add(h, 2, "the averaged model's test loss is NaN or infinite at iteration %ld",
+                   fi->avg_nonfinite);
+    if (!isfinite(avg->test_loss) || !isfinite(avg->consensus))
+        health_add(h, 2,
+                   "the averaged model ends with test loss %g and consensus distance %g: NaN/Inf "
+                   "parameters",
+                   avg->test_loss, avg->consensus);
+}
+
+static void health_free(health_t *h)
+{
+    for (int i = 0; i < h->n; i++) free(h->why[i]);
+    free(h->why);
+}
+
+static const char *health_word(const health_t *h)
+{
+    return h->level == 2 ? "failed" : h->level == 1 ? "warn" : "ok";
+}
+
 /* The weight rank q took with it when it crashed (DIR/rank-q-lost.json), or NAN. */
 static double lost_of(const hs_report_t *r, int q)
 {
@@ -305,7 +434,7 @@ static void json_num(FILE *f, const char *key, double v)
 }
 
 static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_train_result_t *res,
-                         const double *lost)
+                         const double *lost, const health_t *hl)
 {
     const hs_train_opts_t *o = r->o;
     const hs_avg_eval_t *avg = fi->avg;
@@ -316,6 +445,14 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
     json_str(f, "algo", fi->algo);
     fprintf(f, "  \"ranks\": %d,\n", r->size);
     json_str(f, "clock", fi->clock ? fi->clock : "wall");
+    /* health: ok | warn | failed, and why (docs/algorithms.md, "Health") */
+    json_str(f, "health", health_word(hl));
+    fprintf(f, "  \"health_reasons\": [");
+    for (int i = 0; i < hl->n; i++) {
+        fprintf(f, "%s", i ? ", " : "");
+        hs_json_string(f, hl->why[i]);
+    }
+    fprintf(f, "],\n");
     json_str(f, "graph", fi->graph ? fi->graph : "");
     json_str(f, "transport", fi->transport ? fi->transport : "");
     fprintf(f, "  \"transports\": {\"intra_host\": ");
@@ -346,6 +483,12 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
     json_num(f, "bayes_acc", fi->bayes_acc);
     json_num(f, "target_loss", o->target_loss > 0 ? o->target_loss : NAN);
     json_num(f, "target_acc", o->target_acc > 0 ? o->target_acc : NAN);
+    /* two times to target: the averaged model's on the common clock (what eval.csv, the
+     * study tables and hearsay report use), and the median of the ranks' own models, each on
+     * its own training clock (docs/algorithms.md, "Files") */
+    json_num(f, "time_to_target_avg_s", res->time_to_target_avg_s);
+    json_str(f, "time_to_target_clock",
+             "eval.csv clock_s: the latest training clock among the ranks at the evaluation");
     json_num(f, "time_to_target_s", res->time_to_target_s);
     json_num(f, "time_budget_s", fi->time_budget_s > 0 ? fi->time_budget_s : NAN);
     if (fi->sgp_step) { /* the variant of SGP that ran (docs/algorithms.md) */
@@ -415,6 +558,8 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
                   {"comm_s", a->comm_s},
                   {"wait_s", a->wait_s},
                   {"straggle_s", a->straggle_s},
+                  {"eval_s", a->present ? a->eval_s : NAN},
+                  {"wall_s", a->present ? a->wall_s : NAN},
                   {"msgs_applied", a->msgs},
                   {"bytes_sent", a->present ? a->bytes_sent : NAN},
                   {"bytes_recv", a->present ? a->bytes_recv : NAN},
@@ -475,6 +620,7 @@ int hs_report_finish(hs_report_t *r, const hs_report_final_t *fi, hs_train_resul
     double med = n % 2 ? tt[n / 2] : 0.5 * (tt[n / 2 - 1] + tt[n / 2]);
     free(tt);
     res->time_to_target_s = isfinite(med) ? med : NAN;
+    res->time_to_target_avg_s = fi->ttt_avg_s;
     res->final_test_loss = avg->test_loss;
     res->final_test_acc = avg->test_acc;
     res->final_train_loss = nt ? tls / nt : NAN;
@@ -483,8 +629,15 @@ int hs_report_finish(hs_report_t *r, const hs_report_final_t *fi, hs_train_resul
     res->consensus_distance = avg->consensus;
     res->n_failed = nfailed;
     hs_report_avg_row(r->evcsv, avg, r->ipe);
-    int rc = r->o->out_dir ? write_summary(r, fi, res, lq) : 0;
+    health_t hl = {0};
+    health_check(r, fi, &hl);
+    int rc = r->o->out_dir ? write_summary(r, fi, res, lq, &hl) : 0;
     free(lq);
+    if (hl.level > 0) /* (each event said so when it happened; this is the run's verdict) */
+        fprintf(stderr, "hearsay: health %s: %s%s\n", health_word(&hl), hl.n ? hl.why[0] : "",
+                hl.n > 1 ? " (and more: summary.json health_reasons)" : "");
+    res->health = hl.level;
+    health_free(&hl);
     HS_TRY(rc);
     if (!r->o->quiet) {
         if (n > 1)

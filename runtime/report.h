@@ -49,6 +49,8 @@ typedef struct hs_report_final {
     const char *sgp_step;   /* "x" or "z" (sgp/osgp), NULL for the others */
     const char *delay_mode; /* "exact", "bounded" or "none" (sgp/osgp) */
     double wall_s, samples_per_s, bayes_acc;
+    double ttt_avg_s;   /* the averaged model's time to target (eval.csv's clock_s), NAN */
+    long avg_nonfinite; /* the first evaluation of the averaged model with a NaN/Inf loss, -1 */
     const hs_rank_final_t *all; /* (ranks) */
     const hs_avg_eval_t *avg;
     const long *failed_at; /* (ranks) -1 alive */
@@ -90,6 +92,10 @@ int hs_report_trajectory(hs_report_t *r, int first, const float *z, size_t n);
  * weight taken (train_loss nan), and DIR/rank-R-lost.json (written whole: a temporary file,
  * then rename), which rank 0 reads for summary.json. Nothing without --out. */
 int hs_report_crash(hs_report_t *r, const hs_report_crash_t *c);
+/* Training diverged here (a NaN or infinite loss) after `done` iterations:
+ * DIR/rank-R-diverged.json (written whole), which rank 0 reads for summary.json's health.
+ * Nothing without --out. */
+int hs_report_diverged(hs_report_t *r, long done, double loss, double w);
 /* Rank 0: the final row of eval.csv, summary.json, the closing lines; fills *res from the
  * job's figures. */
 int hs_report_finish(hs_report_t *r, const hs_report_final_t *f, hs_train_result_t *res);

@@ -68,6 +68,7 @@ struct sim_thread {
     double cpu_at;  /* measured-all: its CPU clock then (hs_thread_cpu_s) */
     double owed;    /* ... CPU seconds of the workers' code not yet paid in virtual time */
     int locks;      /* service locks it holds (hs_svc_lock): it pays nothing meanwhile */
+    int uncounted;  /* > 0: in an observer's stretch (hs_exec_uncounted): it pays nothing */
     double wake_at; /* while blocked: the deadline (INFINITY: none) */
     void *(*fn)(void *);
     void *arg;
@@ -923,6 +924,33 @@ static double deliver_time(sim_world_t *w, int src, int dst, size_t len)
     return t < w->now ? w->now : t;
 }
 
+/* The observers' channel (evaluation snapshots to rank 0, unless --sim-eval-traffic): the
+ * message is in the destination's posted receive or unexpected queue at once, outside the
+ * NICs, the links and the event queue, and nobody is woken: it takes no virtual time, no
+ * bandwidth and no event, so the run's every event and iterate are those of a run without it.
+ * The destination finds it when it next looks (a test, a wait's poll). */
+static int observer_send(sim_world_t *w, int src, sim_rank_t *d, const void *buf, size_t len)
+{
+    struct hs_treq *pr = take_posted(d, src, HS_TAG_EVAL);
+    if (pr && !pr->inplace && !pr->svc) {
+        complete_recv_from(pr, src, HS_TAG_EVAL, buf, len);
+        return 0;
+    }
+    sim_msg_t *m = msg_get(w, len);
+    if (!m) return HS_ERR(-ENOMEM, "sim: out of memory for a %zu-byte message", len);
+    size_t mcap = m->cap;
+    *m = (sim_msg_t){
+        .src = src, .dst = d->rank, .tag = HS_TAG_EVAL, .len = len, .at = w->now, .cap = mcap};
+    if (len) memcpy(m->data, buf, len);
+    if (pr && complete_recv(pr, m)) return 0; /* an in-place receive keeps m */
+    if (pr) {
+        msg_put(w, m);
+        return 0;
+    }
+    append(&d->unexpected, m);
+    return 0;
+}
+
 static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
                     hs_treq_t **req)
 {
@@ -939,6 +967,15 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
     if (w->rk[peer].dead || w->rk[peer].left) {
         r->err = HS_ERR(-ECONNRESET, "sim: rank %d has exited (send of %zu bytes, tag %#x)", peer,
                         len, tag);
+        *req = r;
+        return 0;
+    }
+    if (tag == HS_TAG_EVAL && !w->o->sim_eval_traffic) {
+        int rc = observer_send(w, rk->rank, &w->rk[peer], buf, len);
+        if (rc < 0) {
+            req_put(w, r);
+            return rc;
+        }
         *req = r;
         return 0;
     }
@@ -1367,7 +1404,7 @@ static void sim_in(sim_world_t *w)
     sim_thread_t *t = w->current;
     if (!t || t->depth++ != 0) return;
     w->worker_s += hs_now() - t->left_at;
-    if (!w->charge_all) return;
+    if (!w->charge_all || t->uncounted > 0) return; /* (an observer's: nobody pays it) */
     t->owed += hs_thread_cpu_s() - t->cpu_at;
     if (t->locks > 0 || !(t->owed > 0)) return;
     double until = w->now + t->owed;
@@ -1599,6 +1636,22 @@ static int vx_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *count
     return rc;
 }
 
+/* An observer's stretch (hs_exec_uncounted, the workers' code of the owner thread): with
+ * measured-all, what it costs is paid by nobody; what the thread owed before it still is. */
+static void vx_uncounted(hs_exec_t *x, int begin)
+{
+    sim_world_t *w = ((sim_x_t *)x->impl)->w;
+    sim_thread_t *t = current_of(w);
+    if (!t) return;
+    int outside = t->depth == 0; /* (the idle hook runs inside the simulator) */
+    if (begin) {
+        if (w->charge_all && outside && t->uncounted == 0) t->owed += hs_thread_cpu_s() - t->cpu_at;
+        t->uncounted++;
+    } else if (t->uncounted > 0 && --t->uncounted == 0 && w->charge_all && outside) {
+        t->cpu_at = hs_thread_cpu_s();
+    }
+}
+
 static void vx_crash(hs_exec_t *x, int status)
 {
     sim_x_t *v = x->impl;
@@ -1739,16 +1792,38 @@ static int cmp_row(const void *a, const void *b)
     return (x->iter > y->iter) - (x->iter < y->iter);
 }
 
-/* consensus.csv, and "consensus_rate" added to summary.json: the geometric-mean contraction
- * per iteration over the second half of the rows whose distance is above 1e-6 of the first
- * (the asymptotic rate, the one |lambda2| predicts). */
+/* Finite-time averaging (exp1peer at n = 2^k averages exactly in k steps, the complete graph
+ * in one): the first row whose distance is at the float floor (1e-5 of the first row's or
+ * less) reached in one step from at least 1e3 times as far, and stays there; -1 when none.
+ * A geometric contraction at rate r gets there in steps of r, never 1e-3 at once. */
+static long exact_after(const sim_world_t *w)
+{
+    double floor_d = 1e-5 * w->rows[0].dist;
+    for (long i = 1; i < w->nrows; i++) {
+        if (!(w->rows[i].dist <= floor_d)) continue;
+        if (!(w->rows[i].dist <= 1e-3 * w->rows[i - 1].dist)) return -1;
+        for (long j = i + 1; j < w->nrows; j++)
+            if (!(w->rows[j].dist <= floor_d)) return -1;
+        return w->rows[i].iter;
+    }
+    return -1;
+}
+
+/* consensus.csv, and "consensus_rate" and "consensus_exact_after" added to summary.json: the
+ * geometric-mean contraction per iteration over the second half of the rows whose distance
+ * is above 1e-6 of the first (the asymptotic rate, the one |lambda2| predicts), or, when the
+ * ranks average exactly in finitely many iterations (exact_after), a rate of 0 and that
+ * iteration (null otherwise). */
 static int write_consensus(sim_world_t *w)
 {
     while (w->ncons > 0) HS_TRY(cons_close(w, w->ncons - 1)); /* incomplete: crashed ranks */
     qsort(w->rows, (size_t)w->nrows, sizeof *w->rows, cmp_row);
     const char *dir = w->o->out_dir;
     double rate = NAN;
-    if (w->nrows > 1 && w->rows[0].dist > 0) {
+    long exact = w->nrows > 1 && w->rows[0].dist > 0 ? exact_after(w) : -1;
+    if (exact >= 0) {
+        rate = 0;
+    } else if (w->nrows > 1 && w->rows[0].dist > 0) {
         /* the asymptotic rate: over the second half of the rows above the float floor (the
          * first half is the transient of the faster modes) */
         long last = 0;
@@ -1795,9 +1870,13 @@ static int write_consensus(sim_world_t *w)
     }
     fseek(f, cut, SEEK_SET);
     if (isfinite(rate))
-        fprintf(f, ",\n  \"consensus_rate\": %.9g\n}\n", rate);
+        fprintf(f, ",\n  \"consensus_rate\": %.9g", rate);
     else
-        fprintf(f, ",\n  \"consensus_rate\": null\n}\n");
+        fprintf(f, ",\n  \"consensus_rate\": null");
+    if (exact >= 0)
+        fprintf(f, ",\n  \"consensus_exact_after\": %ld\n}\n", exact);
+    else
+        fprintf(f, ",\n  \"consensus_exact_after\": null\n}\n");
     long now = ftell(f);
     int rc = fclose(f);
     if (rc == 0 && now < end && truncate(path, now) != 0) rc = -1;
@@ -2057,6 +2136,7 @@ static const hs_exec_ops_t sim_exec_ops = {
     .svc_error = vx_svc_error,
     .svc_stop = ax_svc_stop,
     .destroy = vx_destroy,
+    .uncounted = vx_uncounted,
 };
 
 /* --- the run ---------------------------------------------------------------------------- */

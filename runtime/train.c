@@ -55,20 +55,25 @@ typedef struct run {
     hs_treq_t *esreq;
     float *zh; /* (n) host copy of z */
     double t0, eval_s;
-    double ttt; /* own time to target (training clock), NAN */
+    double row_clock; /* the training clock at the last row of rank-R.csv */
+    double ttt;       /* own time to target (training clock), NAN */
+    double ttt_avg;   /* one worker: its model's (the averaged model), the same */
     hs_rank_final_t tot;
     long start;      /* first iteration of this run (a resumed run: the checkpoint's) */
     long ipe;        /* iterations per epoch */
     int *host_of;    /* (size) for hs_dist_t.host_of */
     long *failed_at; /* (size) -1 alive, else the iteration at/after which the rank failed */
     long done;       /* iterations done (the last one's number + 1) */
-    int warned_w;    /* the weight left [1e-3, 1e3] once: said so */
+    int warned_w;    /* the weight left [1e-2, 1e2] once: said so (tot.w_out_iter) */
     hs_trace_t *tr;  /* --trace (NULL: none) */
+    /* Evaluation is an observer (hearsay sim without --sim-eval-traffic): no drain before it,
+     * no virtual time or bandwidth for it (docs/simulation.md, "Evaluation") */
+    int observer;
 } run_t;
 
 /* The push-sum weight's healthy range: outside it the progress line warns (once). */
-#define W_WARN_LO 1e-3
-#define W_WARN_HI 1e3
+#define W_WARN_LO 1e-2
+#define W_WARN_HI 1e2
 
 /* --- hs_dist_t's loop side ------------------------------------------------------------- */
 
@@ -159,12 +164,28 @@ static int hit_target(const hs_train_opts_t *o, double loss, double acc)
 }
 
 /* An evaluation point after `done` iterations. */
+static int evaluate_point_(run_t *R, long done);
 static int evaluate_point(run_t *R, long done)
+{
+    if (R->observer) hs_exec_uncounted(R->x, 1);
+    int rc = evaluate_point_(R, done);
+    if (R->observer) hs_exec_uncounted(R->x, 0);
+    return rc;
+}
+
+static int evaluate_point_(run_t *R, long done)
 {
     const hs_train_opts_t *o = R->o;
     double te0 = hs_exec_now(R->x), clk = clock_of(R);
     hs_trace_begin(R->tr, HS_TR_EVAL, done); /* (an error ends the run: the merge closes it) */
-    HS_TRY(R->ops->drain(R->algo, 0));
+    /* An observer evaluates the model as the step left it: a drain would wait for this rank's
+     * sends (time) and apply what has arrived earlier than the algorithm would (iterates). */
+    if (!R->observer) {
+        double c0 = R->d.st.comm_s, w0 = R->d.st.wait_s;
+        HS_TRY(R->ops->drain(R->algo, 0));
+        R->d.st.comm_s = c0; /* (its time is the evaluation's, eval_s) */
+        R->d.st.wait_s = w0;
+    }
     double tl, ta;
     HS_TRY(hs_worker_evaluate(R->w, NULL, &tl, &ta));
     if (hit_target(o, tl, ta) && !isfinite(R->ttt)) R->ttt = clk;
@@ -186,16 +207,26 @@ static int evaluate_point(run_t *R, long done)
                            .rank_loss_max = tl,
                            .rank_acc_mean = ta};
         hs_report_avg_row(hs_report_avg_csv(R->rep), &a, R->ipe);
+        if (hit_target(o, tl, ta) && !isfinite(R->ttt_avg)) R->ttt_avg = clk;
     }
     R->eval_s += hs_exec_now(R->x) - te0;
     hs_trace_end(R->tr, HS_TR_EVAL);
     return 0;
 }
 
-/* hs_exec_t's idle hook on rank 0: take the evaluation snapshots that have arrived. */
-static int evalc_idle(void *ec)
+/* Rank 0: take the evaluation snapshots that have arrived (an observer's stretch). */
+static int evalc_poll(run_t *R)
 {
-    return hs_evalc_poll(ec);
+    if (R->observer) hs_exec_uncounted(R->x, 1);
+    int rc = hs_evalc_poll(R->ec);
+    if (R->observer) hs_exec_uncounted(R->x, 0);
+    return rc;
+}
+
+/* hs_exec_t's idle hook on rank 0: the same. */
+static int evalc_idle(void *ctx)
+{
+    return evalc_poll(ctx);
 }
 
 /* Start-up only: one byte each way between every pair of ranks, so that every connection
@@ -322,6 +353,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     }
     d->t = R->t;
     d->x = R->x;
+    R->observer = !strcmp(R->x->ops->name, "virtual") && !o->sim_eval_traffic;
     if (o->trace) {
         HS_TRY(hs_trace_open(&R->tr, o->trace, R->x, rank, size));
         R->x->trace = R->tr;
@@ -344,8 +376,9 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
         if (!(R->esbuf = hs_malloc(sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float), "eval buffer")))
             return -ENOMEM;
         if (rank == 0) {
-            HS_TRY(hs_evalc_open(&R->ec, d, hs_report_avg_csv(R->rep), R->ipe));
-            hs_exec_set_idle(R->x, evalc_idle, R->ec);
+            HS_TRY(hs_evalc_open(&R->ec, d, hs_report_avg_csv(R->rep), R->ipe, o->target_loss,
+                                 o->target_acc));
+            hs_exec_set_idle(R->x, evalc_idle, R);
         }
     }
     if (o->dump_params) {
@@ -377,6 +410,7 @@ static int checkpoint_point(run_t *R, long done)
 {
     double t0 = hs_exec_now(R->x);
     hs_trace_begin(R->tr, HS_TR_CHECKPOINT, done);
+    double c0 = R->d.st.comm_s, w0 = R->d.st.wait_s; /* (the cut's time is eval_s) */
     if (R->ops->flags & HS_ALGO_PUSHSUM) {
         R->d.drain_until = done;
         int rc = R->ops->drain(R->algo, 1);
@@ -393,6 +427,8 @@ static int checkpoint_point(run_t *R, long done)
         rc = hs_exec_barrier(R->x);
         if (rc < 0) hs_error_prefix("rank %d: checkpoint at iteration %ld", R->d.rank, done);
     }
+    R->d.st.comm_s = c0;
+    R->d.st.wait_s = w0;
     R->eval_s += hs_exec_now(R->x) - t0;
     hs_trace_end(R->tr, HS_TR_CHECKPOINT);
     return rc;
@@ -460,9 +496,12 @@ static void account_health(run_t *R, double w, double span_s)
         h->alone_s += span_s;
     if (!R->warned_w && !(w >= W_WARN_LO && w <= W_WARN_HI)) {
         R->warned_w = 1;
-        HS_WARN("rank %d: push-sum weight %.3g left [%g, %g] at iteration %ld: the rank runs "
-                "ahead of what it receives (try --delay-bound 0, docs/algorithms.md, \"Health\")",
-                d->rank, w, W_WARN_LO, W_WARN_HI, d->iter + 1);
+        h->w_out_iter = (double)(d->iter + 1);
+        h->w_out_w = w;
+        HS_WARN("rank %d: push-sum weight %.3g at iteration %ld left [1e-2, 1e2]: messages from "
+                "later rounds mixed (asynchronous or bounded delay) or a starved in-peer (try "
+                "--delay-bound 0; docs/algorithms.md, \"Health\")",
+                d->rank, w, d->iter + 1);
     }
 }
 
@@ -496,6 +535,8 @@ static int iteration(run_t *R, long it, double *loss_out)
     if (!isfinite(loss)) {
         /* push-sum with the step on x moves z by lr / w: say so when w has fallen */
         double w = hs_algo_weight(R->ops, R->algo), wmin = R->tot.w_min;
+        /* for rank 0's summary (health: failed), before this rank stops */
+        if (hs_report_diverged(R->rep, it, loss, w) < 0) hs_error_clear();
         if ((R->ops->flags & HS_ALGO_PUSHSUM) && R->o->sgp_step_x && wmin < 0.1)
             return HS_ERR(-ERANGE,
                           "rank %d: training diverged: loss is %g at iteration %ld (lr %g; its "
@@ -510,20 +551,30 @@ static int iteration(run_t *R, long it, double *loss_out)
     }
     d->iter = it;
     d->loss = loss;
-    double compute = hs_exec_now(R->x) - ts;
-    double delay = hs_straggler_delay(R->strag, it, compute);
+    double grad_s = hs_exec_now(R->x) - ts;
+    double delay = hs_straggler_delay(R->strag, it, grad_s);
     if (delay > 0) {
         hs_trace_begin(R->tr, HS_TR_STRAGGLER, 0);
         HS_TRY(hs_exec_sleep(R->x, delay));
         hs_trace_end(R->tr, HS_TR_STRAGGLER);
     }
-    double ta = hs_exec_now(R->x), c0 = d->st.comm_s + d->st.wait_s;
     hs_trace_begin(R->tr, HS_TR_STEP, 0);
     HS_TRY(R->ops->step(R->algo, it));
     hs_trace_end(R->tr, HS_TR_STEP);
-    double step_s = hs_exec_now(R->x) - ta;
-    double other = step_s - (d->st.comm_s + d->st.wait_s - c0);
-    compute += other > 0 ? other : 0; /* the local optimizer step */
+    /* Every second of the training clock is in one column of one row: compute is what the
+     * others leave since the last row (the gradient, the local optimizer step, the loop's own
+     * work between iterations), so each row's columns add up to its clock's step and the
+     * columns' sums to the clock. Communication counted while another thread waited or
+     * computed (a service) may overlap: the overlap comes off wait, then comm. */
+    double clk = clock_of(R);
+    double compute = (clk - R->row_clock) - d->st.comm_s - d->st.wait_s - delay;
+    if (compute < 0) {
+        double over = -compute, cut = HS_MIN(over, d->st.wait_s);
+        d->st.wait_s -= cut;
+        d->st.comm_s -= HS_MIN(over - cut, d->st.comm_s);
+        compute = 0;
+    }
+    R->row_clock = clk;
     R->tot.compute_s += compute;
     R->tot.comm_s += d->st.comm_s;
     R->tot.wait_s += d->st.wait_s;
@@ -534,7 +585,7 @@ static int iteration(run_t *R, long it, double *loss_out)
     double w = hs_algo_weight(R->ops, R->algo);
     account_health(R, w, hs_exec_now(R->x) - ts);
     hs_report_iter_t row = {.done = it + 1,
-                            .clock_s = clock_of(R),
+                            .clock_s = clk,
                             .loss = loss,
                             .acc = nb ? (double)correct / nb : NAN,
                             .lr = lr,
@@ -545,7 +596,8 @@ static int iteration(run_t *R, long it, double *loss_out)
                             .wait_total_s = R->tot.wait_s};
     HS_TRY(hs_report_iteration(R->rep, &row));
     HS_TRY(observe(R, it + 1));
-    /* (an evaluation's drain is counted in the next row) */
+    /* (an evaluation's drain: its messages and bytes are counted in the next row, its time is
+     * the evaluation's) */
     memset(&d->st, 0, sizeof d->st);
     *loss_out = loss;
     hs_trace_end(R->tr, HS_TR_ITERATION);
@@ -583,18 +635,28 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     const hs_train_opts_t *o = R->o;
     hs_dist_t *d = &R->d;
     long T = R->done;
-    double train_end = clock_of(R);
+    double td = hs_exec_now(R->x), train_end = td - R->t0 - R->eval_s;
+    R->tot.compute_s += train_end - R->row_clock; /* (the loop's own work after the last row) */
     memset(&d->st, 0, sizeof d->st);
     HS_TRY(R->ops->drain(R->algo, 1)); /* nothing in flight, nothing lost */
-    R->tot.wait_s += d->st.wait_s;
-    R->tot.comm_s += d->st.comm_s;
+    double te = hs_exec_now(R->x), drain_s = te - td;
+    /* the drain's time: its communication, and waiting for the rest */
+    R->tot.comm_s += HS_MIN(d->st.comm_s, drain_s);
+    R->tot.wait_s += drain_s - HS_MIN(d->st.comm_s, drain_s);
     R->tot.msgs += (double)d->st.msgs_applied;
     R->tot.bytes_sent += (double)d->st.bytes_sent; /* the final drain's, in no row */
     R->tot.bytes_recv += (double)d->st.bytes_recv;
     double tl, tacc, w = hs_algo_weight(R->ops, R->algo);
     account_health(R, w, 0);
     R->tot.iters = (double)T;
-    HS_TRY(hs_worker_evaluate(R->w, NULL, &tl, &tacc));
+    if (R->observer) hs_exec_uncounted(R->x, 1);
+    int erc = hs_worker_evaluate(R->w, NULL, &tl, &tacc);
+    if (R->observer) hs_exec_uncounted(R->x, 0);
+    HS_TRY(erc);
+    /* this rank's run: its time columns add up to it (the final gather's waits are not in it) */
+    double tw = hs_exec_now(R->x);
+    R->tot.eval_s = R->eval_s + (tw - te);
+    R->tot.wall_s = tw - R->t0;
     if (hit_target(o, tl, tacc) && !isfinite(R->ttt)) R->ttt = train_end;
     HS_TRY(pull_z(R));
     if (o->dump_params) HS_TRY(hs_report_dump(R->rep, "final", R->zh, d->n));
@@ -605,12 +667,13 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     R->tot.ttt_s = R->ttt;
     R->tot.clock_s = train_end;
     /* (under --time-budget every rank evaluated at its own points: the rounds are what came) */
-    if (R->ec)
-        HS_TRY(hs_evalc_finish(R->ec,
-                               eval_period > 0 && !(o->time_budget_s > 0)
-                                   ? (T - 1) / eval_period - R->start / eval_period
-                                   : 0,
-                               o->drain_timeout_s));
+    long rounds = eval_period > 0 && !(o->time_budget_s > 0)
+                      ? (T - 1) / eval_period - R->start / eval_period
+                      : 0;
+    /* An observer's snapshots are all in by the time their senders' results are (they were
+     * sent first, and cost nothing): collected after the gather, so that waiting for them
+     * delays no acknowledgement and no rank's end. */
+    if (R->ec && !R->observer) HS_TRY(hs_evalc_finish(R->ec, rounds, o->drain_timeout_s));
     hs_rank_final_t *all = hs_calloc((size_t)d->size, sizeof *all, "per-rank results");
     if (!all) return -ENOMEM;
     hs_avg_eval_t avg = {0};
@@ -631,6 +694,11 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
                               .rank_acc_mean = tacc};
     }
     double wall = hs_exec_now(R->x) - R->t0, trained = 0;
+    if (rc == 0 && R->ec && R->observer) {
+        hs_exec_uncounted(R->x, 1);
+        rc = hs_evalc_finish(R->ec, rounds, o->drain_timeout_s);
+        hs_exec_uncounted(R->x, 0);
+    }
     for (int q = 0; q < d->size; q++)
         if (all[q].present) trained += all[q].iters - (double)R->start;
     r->iterations = T;
@@ -638,6 +706,10 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     r->wall_s = wall;
     r->samples_per_s =
         (d->rank == 0 ? trained : (double)(T - R->start) * d->size) * o->batch / wall;
+    /* the averaged model's first evaluation at the target (eval.csv's rows in iteration
+     * order, the final one included), at its clock_s */
+    double ttt_avg = R->ec ? hs_evalc_ttt(R->ec) : R->ttt_avg;
+    if (!isfinite(ttt_avg) && hit_target(o, avg.test_loss, avg.test_acc)) ttt_avg = avg.clock_s;
     if (rc == 0 && d->rank == 0) {
         await_failed_exit(R, all);
         hs_report_final_t fi = {
@@ -658,6 +730,8 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
                           : hs_algo_delay_mode(R->ops, &R->ao) == HS_DELAY_MODE_BOUNDED ? "bounded"
                                                                                         : "none",
             .wall_s = wall,
+            .ttt_avg_s = ttt_avg,
+            .avg_nonfinite = R->ec ? hs_evalc_nonfinite(R->ec) : -1,
             .samples_per_s = r->samples_per_s,
             .bayes_acc = r->bayes_acc,
             .all = all,
@@ -700,8 +774,9 @@ int hs_train(const hs_train_opts_t *o, hs_boot_t *boot, hs_train_result_t *res)
 
 int hs_train_in(const hs_train_opts_t *o, hs_boot_t *boot, hs_exec_t *x, hs_train_result_t *res)
 {
-    run_t R = {.o = o, .ttt = NAN};
+    run_t R = {.o = o, .ttt = NAN, .ttt_avg = NAN};
     hs_train_result_t r = {.time_to_target_s = NAN,
+                           .time_to_target_avg_s = NAN,
                            .final_test_loss = NAN,
                            .final_test_acc = NAN,
                            .final_train_loss = NAN};
@@ -737,6 +812,7 @@ int hs_train_in(const hs_train_opts_t *o, hs_boot_t *boot, hs_exec_t *x, hs_trai
     R.tot.w_max = -INFINITY;
     R.tot.stale_max = -INFINITY;
     R.tot.stale_min = INFINITY;
+    R.tot.w_out_iter = -1;
     double epoch_loss = 0;
     long epoch_batches = 0;
     for (long it = R.start; it < T; it++) {
@@ -764,7 +840,7 @@ int hs_train_in(const hs_train_opts_t *o, hs_boot_t *boot, hs_exec_t *x, hs_trai
             goto out;
         if (R.ec) {
             double te0 = hs_exec_now(R.x);
-            if ((rc = hs_evalc_poll(R.ec)) < 0) goto out;
+            if ((rc = evalc_poll(&R)) < 0) goto out;
             R.eval_s += hs_exec_now(R.x) - te0;
         }
     }

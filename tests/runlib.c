@@ -941,6 +941,56 @@ double tr_summary_rank_num(const char *dir, int rank, const char *key)
     return v;
 }
 
+int tr_time_adds_up(const char *dir, int ranks, char *why, size_t cap)
+{
+    for (int r = 0; r < ranks; r++) {
+        if (tr_summary_rank_num(dir, r, "finished") != 1) continue;
+        static const char *const cols[] = {"compute_s", "comm_s", "wait_s", "straggle_s", "eval_s"};
+        double sum = 0, wall = tr_summary_rank_num(dir, r, "wall_s");
+        for (size_t i = 0; i < sizeof cols / sizeof *cols; i++)
+            sum += tr_summary_rank_num(dir, r, cols[i]);
+        if (!(fabs(sum - wall) <= 1e-6 * (1 + wall))) {
+            snprintf(why, cap,
+                     "summary.json: rank %d's time columns sum to %.9g s, its wall_s %.9g s", r,
+                     sum, wall);
+            return -1;
+        }
+        char path[PATH_MAX + 32], line[1024];
+        snprintf(path, sizeof path, "%s/rank-%d.csv", dir, r);
+        FILE *f = fopen(path, "r");
+        if (!f) {
+            snprintf(why, cap, "%s is missing", path);
+            return -1;
+        }
+        double csum = 0, clock = 0;
+        long rows = 0;
+        int bad = !fgets(line, sizeof line, f); /* header: iteration,wall_s,epoch,train_loss,lr,
+                                                 * compute_s,comm_s,wait_s,straggle_s,... */
+        while (!bad && fgets(line, sizeof line, f)) {
+            double v[9];
+            char *p = line;
+            for (int k = 0; k < 9 && !bad; k++) {
+                char *end;
+                v[k] = strtod(p, &end);
+                if (end == p || (*end != ',' && k < 8)) bad = 1;
+                p = end + 1;
+            }
+            if (bad) break;
+            clock = v[1];
+            csum += v[5] + v[6] + v[7] + v[8];
+            rows++;
+        }
+        fclose(f);
+        /* (each value printed to 6 significant digits) */
+        if (bad || !rows || !(fabs(csum - clock) <= 1e-5 * (double)rows * (1 + clock))) {
+            snprintf(why, cap, "%s: the time columns of %ld rows sum to %.9g s, the clock %.9g s",
+                     path, rows, csum, clock);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int tr_summary_has(const char *dir, const char *text)
 {
     char path[PATH_MAX + 16];

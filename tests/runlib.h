@@ -257,6 +257,11 @@ double tr_summary_num(const char *dir, const char *key);
 double tr_summary_rank_num(const char *dir, int rank, const char *key);
 /* 1 when DIR/summary.json holds `text` (a fixed string). */
 int tr_summary_has(const char *dir, const char *text);
+/* Every finished rank's time adds up: in summary.json, compute_s + comm_s + wait_s +
+ * straggle_s + eval_s = its wall_s, and in DIR/rank-R.csv the rows' compute_s + comm_s +
+ * wait_s + straggle_s = the last row's wall_s (the training clock). 0, or -1 with the first
+ * mismatch in why. */
+int tr_time_adds_up(const char *dir, int ranks, char *why, size_t cap);
 /* 1 when DIR.log (the job's merged output) holds `text` (a fixed string). */
 int tr_log_has(const char *dir, const char *text);
 /* The last 20 lines of DIR.log to stderr (for a failing assertion's context). */

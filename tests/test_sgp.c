@@ -92,6 +92,8 @@ static void reaches_target(const char *algo, const char *extra)
     ck_assert_msg(isfinite(tr_summary_num(dir, "time_to_target_s")), "%s: target never reached",
                   algo);
     ck_assert_int_eq((int)tr_summary_num(dir, "ranks"), 4);
+    char why[512];
+    ck_assert_msg(tr_time_adds_up(dir, 4, why, sizeof why) == 0, "%s: %s", algo, why);
     /* every rank's own model is good too */
     double own = tr_summary_num(dir, "rank_test_loss_mean");
     ck_assert_msg(own < 0.3, "%s: mean of the ranks' own test losses %g", algo, own);

@@ -111,6 +111,13 @@ static hs_option_t train_options[] = {
      .group = "Evaluation",
      .metavar = "EPOCHS",
      .help = "evaluate on the test set every this many epochs (0: at the end only)"},
+    {.name = "sim-eval-traffic",
+     .type = HS_OPT_BOOL,
+     .def = "false",
+     .help = "hearsay sim: evaluations cost what they would on a cluster (the snapshots to rank "
+             "0 cross the simulated network, the evaluation's drain and compute take virtual "
+             "time); by default they are observers that take no virtual time or bandwidth, so "
+             "--eval-every changes no iterate and no time (real runs always pay)"},
     {.name = "target-loss",
      .type = HS_OPT_DOUBLE,
      .def = "0",
@@ -381,6 +388,7 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
     o.warmup = hs_cfg_str(cfg, "warmup");
     o.seed = (uint64_t)hs_cfg_int(cfg, "seed");
     o.eval_every = hs_cfg_double(cfg, "eval-every");
+    o.sim_eval_traffic = hs_cfg_bool(cfg, "sim-eval-traffic");
     o.target_loss = hs_cfg_double(cfg, "target-loss");
     o.target_acc = hs_cfg_double(cfg, "target-acc");
     o.out_dir = hs_cfg_str(cfg, "out");

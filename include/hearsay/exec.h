@@ -118,6 +118,10 @@ typedef struct hs_exec_ops {
      * as compute does for it; *counted gets the seconds it counts for. Returns fn's result.
      * The virtual environment may run several ranks' fn at the same time. */
     int (*local)(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *counted);
+    /* Optional (NULL: nothing; the wall clock cannot stop): begin (1) and end (0) a stretch of
+     * the owner thread's code that is an observer of the run (hearsay sim's evaluation, unless
+     * --sim-eval-traffic): the CPU time it takes is charged to no clock. Nests. */
+    void (*uncounted)(hs_exec_t *x, int begin);
 } hs_exec_ops_t;
 
 /* The part every implementation shares. */
@@ -198,6 +202,14 @@ static inline double hs_exec_compute(hs_exec_t *x, double cpu_s, double wall_s)
 
 /* Run local computation fn(ctx) and count it on this clock (the `local` slot). */
 int hs_exec_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *counted);
+
+/* Begin (1) or end (0) a stretch that no clock pays for (the `uncounted` slot; no-op without). */
+static inline void hs_exec_uncounted(hs_exec_t *x, int begin)
+{
+    if (x->ops->size >= offsetof(hs_exec_ops_t, uncounted) + sizeof x->ops->uncounted &&
+        x->ops->uncounted)
+        x->ops->uncounted(x, begin);
+}
 
 __attribute__((noreturn)) static inline void hs_exec_crash(hs_exec_t *x, int status)
 {

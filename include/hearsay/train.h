@@ -46,6 +46,8 @@ typedef struct hs_train_opts {
     const char *warmup;      /* "0", "5", "500it" */
     uint64_t seed;           /* data order, initialisation, synthetic data */
     double eval_every;       /* epochs between evaluations (fractional allowed; 0 = end only) */
+    int sim_eval_traffic;    /* hearsay sim: evaluations cost virtual time and bandwidth (0: they
+                              * are observers, free; docs/simulation.md) */
     double target_loss;      /* test loss to reach (<= 0: none) */
     double target_acc;       /* test accuracy in [0, 1] to reach (<= 0: none) */
     const char *out_dir;     /* NULL: no files */
@@ -111,8 +113,13 @@ typedef struct hs_train_result {
     double final_train_loss; /* mean over the last epoch's batches */
     double final_test_loss;
     double final_test_acc;
-    double bayes_acc;        /* of the data set, NAN when unknown */
-    double time_to_target_s; /* first evaluation meeting the target; NAN when not reached */
+    double bayes_acc;            /* of the data set, NAN when unknown */
+    double time_to_target_s;     /* the ranks' median of their own model's first evaluation
+                                  * meeting the target, each on its own training clock; NAN when
+                                  * not reached (half the ranks or more) */
+    double time_to_target_avg_s; /* the averaged model's first evaluation meeting the target
+                                  * (eval.csv, in iteration order), at that row's clock_s: the
+                                  * latest training clock among the ranks; NAN when not */
     size_t num_params;
     /* Distributed runs (rank 0 has the job-wide figures; other ranks their own). */
     int ranks;
@@ -121,6 +128,7 @@ typedef struct hs_train_result {
                                 * (their DIR/rank-R-lost.json; 0 without) */
     double consensus_distance; /* RMS over ranks of ||z_i - mean z|| at the end */
     int n_failed;              /* ranks reported failed */
+    int health;                /* summary.json's health: 0 ok, 1 warn, 2 failed */
 } hs_train_result_t;
 
 typedef struct hs_worker hs_worker_t;
