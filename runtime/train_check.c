@@ -65,7 +65,7 @@ static int check_model_data(const hs_train_opts_t *o)
     hs_data_spec_t ds;
     HS_TRY(flag_err(hs_data_spec_parse(o->data, &ds), "--data", o->data));
     int c, h, w, classes;
-    hs_data_spec_shape(&ds, &c, &h, &w, &classes);
+    HS_TRY(flag_err(hs_data_spec_probe(&ds, &c, &h, &w, &classes), "--data", o->data));
     HS_TRY(flag_err(hs_model_parse_spec(o->model, c, h, w, classes, NULL), "--model", o->model));
     hs_init_scheme_t scheme;
     if (o->init) HS_TRY(flag_err(hs_init_parse(o->init, &scheme), "--init", o->init));
