@@ -33,8 +33,8 @@ static hs_option_t train_options[] = {
      .type = HS_OPT_STRING,
      .def = "gauss",
      .metavar = "SPEC",
-     .help = "dataset: gauss[:k=v,..], teacher[:..], mnist:DIR, cifar10:DIR, digits[:PATH] (see "
-             "below)"},
+     .help = "dataset: gauss[:k=v,..], teacher[:..], mnist:DIR, cifar10:DIR, digits[:PATH], "
+             "npy:DIR (see below)"},
     {.name = "shard",
      .type = HS_OPT_STRING,
      .def = "iid",
