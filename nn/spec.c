@@ -431,6 +431,25 @@ static int plan_resnet20_fixup(plan_t *p)
     return add_fc(p, p->classes, HS_INIT_ZERO);
 }
 
+/* A named image model that does not fit the data: say what input it takes (issue 30: "layer 3
+ * 'lenet5' has a window larger than its input (1x784)" left a newcomer guessing). */
+static int image_model_err(const char *spec, int c, int h, int w)
+{
+    char why[HS_ERRMSG_MAX];
+    snprintf(why, sizeof why, "%s", hs_last_error());
+    const char *takes = !strcmp(spec, "lenet5")
+                            ? "1x28x28 (mnist, digits) or 3x32x32 (cifar10) images, at least 12x12"
+                            : "3x32x32 images (cifar10), or 1x28x28 (mnist, digits)";
+    if (h == 1 || w == 1)
+        return HS_ERR(-EINVAL,
+                      "model '%s' takes %s, and the data's samples are flat vectors (%dx%dx%d: "
+                      "gauss and teacher give 1x1xDIM): use --data mnist:DIR, cifar10:DIR, digits "
+                      "or npy:DIR with arrays of shape (N, C, H, W), or an mlp for flat data",
+                      spec, takes, c, h, w);
+    return HS_ERR(-EINVAL, "model '%s' takes %s; the data's samples are %dx%dx%d: %s", spec, takes,
+                  c, h, w, why);
+}
+
 int hs_nn_plan(const char *spec, int in_c, int in_h, int in_w, int classes, hs_layer_t **layers,
                int *n_layers, size_t *n_params, size_t *n_state)
 {
@@ -456,12 +475,12 @@ int hs_nn_plan(const char *spec, int in_c, int in_h, int in_w, int classes, hs_l
         rc = plan_dense(&p, args, 0);
     } else if (nlen == 3 && !strncmp(spec, "mlp", 3) && args) {
         rc = plan_dense(&p, args, 1);
-    } else if (!strcmp(spec, "lenet5")) {
-        rc = plan_lenet5(&p);
-    } else if (!strcmp(spec, "resnet20")) {
-        rc = plan_resnet20(&p);
-    } else if (!strcmp(spec, "resnet20-fixup")) {
-        rc = plan_resnet20_fixup(&p);
+    } else if (!strcmp(spec, "lenet5") || !strcmp(spec, "resnet20") ||
+               !strcmp(spec, "resnet20-fixup")) {
+        rc = !strcmp(spec, "lenet5")     ? plan_lenet5(&p)
+             : !strcmp(spec, "resnet20") ? plan_resnet20(&p)
+                                         : plan_resnet20_fixup(&p);
+        if (rc < 0) rc = image_model_err(spec, in_c, in_h, in_w);
     } else if (nlen == 3 && !strncmp(spec, "seq", 3) && args) {
         rc = 0;
         const char *s = args;

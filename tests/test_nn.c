@@ -58,6 +58,10 @@ START_TEST(test_spec_errors)
     expect_spec_error("mlp:784-100-10", 3, 32, 32, 10, "3x32x32 = 3072 inputs", "784 inputs");
     expect_spec_error("mlp:784-100-10", 1, 28, 28, 100, "100 classes", NULL);
     expect_spec_error("lenet5", 1, 8, 8, 10, "1x8x8", "kernel larger");
+    expect_spec_error("lenet5", 1, 8, 8, 10, "model 'lenet5' takes 1x28x28", NULL);
+    /* issue 30: on flat data it names the input it takes, not its third layer's window */
+    expect_spec_error("lenet5", 1, 1, 784, 10, "model 'lenet5' takes 1x28x28 (mnist, digits)",
+                      "flat vectors (1x1x784");
     expect_spec_error("lenet5:3", 1, 28, 28, 10, "takes no sizes", NULL);
     expect_spec_error("resnet20", 3, 32, 32, 1, "at least 2 classes", NULL);
     expect_spec_error("resnet20-fixup:3", 3, 32, 32, 10, "takes no sizes", NULL);
