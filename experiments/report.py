@@ -683,8 +683,12 @@ def run_report(d, target, plt):
     lines = [f"# {name}", "",
              f"{s.get('algo', '?')} on {s.get('ranks', '?')} ranks, {s.get('model', '?')} "
              f"({s.get('num_params', '?')} parameters) on {s.get('data', '?')}; clock: {clock}; "
-             f"transport: {transports_of(s)}", "",
-             "| figure | value |", "|---|---|"]
+             f"transport: {transports_of(s)}", ""]
+    if s.get("algo") == "local" and (s.get("ranks") or 1) > 1:  # issue 30
+        lines += [f"Note: --algo local: the {s.get('ranks')} workers trained independently (they "
+                  "never communicated); the \"averaged model\" figures below are those of the "
+                  "average of their separately trained models, which no worker trained.", ""]
+    lines += ["| figure | value |", "|---|---|"]
     for key in ("iterations", "epochs", "wall_s", "samples_per_s", "final_test_loss",
                 "final_test_acc", "final_train_loss", "target_loss", "time_to_target_s",
                 "consensus_distance", "consensus_distance_rel", "ps_weight_min", "ps_weight_max",
@@ -752,7 +756,9 @@ def run_plots(d, info, plt):
         for ax, xkey, xl in ((axes[0], "clock_s", xlabel), (axes[1], "iteration", "iteration")):
             pts = [(e[xkey], e[avg_key]) for e in ev if finite(e.get(avg_key))]
             if pts:
-                ax.plot(*zip(*pts), marker="o", ms=3, lw=2, color="k", label="averaged model")
+                ax.plot(*zip(*pts), marker="o", ms=3, lw=2, color="k",
+                        label="average of independent models" if s.get("algo") == "local"
+                        else "averaged model")
             for q, rev in enumerate(revs):
                 pts = [(e[xkey], e[rank_key]) for e in rev if finite(e.get(rank_key))]
                 if pts:

@@ -34,6 +34,18 @@ grep -q "warning: no --algo" "$tmp/err" && bad "one worker warned" || ok "one wo
 "$bin" run -n 2 -- hearsay train --algo sgp $small >"$tmp/out" 2>"$tmp/err"
 grep -q "done:.*averaged model test loss" "$tmp/out" && ok "--algo sgp: the averaged model" || bad "sgp result line: $(grep done: "$tmp/out")"
 
+# hearsay report on such a run says so too
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    # shellcheck disable=SC2086
+    "$bin" sim -n 2 $small --out "$tmp/local" >/dev/null 2>&1 || bad "sim --out failed"
+    "$bin" report "$tmp/local" >/dev/null 2>"$tmp/err" || bad "hearsay report failed: $(cat "$tmp/err")"
+    grep -q "Note: --algo local: the 2 workers trained independently" "$tmp/local/report.md" &&
+        ok "hearsay report on a local job says its workers trained independently" ||
+        bad "report.md of a local job: $(head -n 8 "$tmp/local/report.md")"
+else
+    echo "skipped: hearsay report (no matplotlib for /usr/bin/python3)"
+fi
+
 # a model that does not fit: the input it takes
 "$bin" train --model lenet5 --data gauss >"$tmp/out" 2>"$tmp/err" && bad "lenet5 on gauss accepted"
 grep -q "model 'lenet5' takes 1x28x28 (mnist, digits) or 3x32x32 (cifar10) images" "$tmp/err" &&
