@@ -106,6 +106,8 @@ for k in $slowdowns; do scenarios+=("x$k"); done
 mkdir -p "$out"
 echo "stragglers: $workers workers$([ "$sim" = 1 ] && echo " in virtual time ($simcompute)"), algos [$algos], scenarios [${scenarios[*]}] (xK: rank $srank slowed K times$([ "$pauses" = 1 ] && echo "; pauses: p=0.05, exponential, mean ${pause_ms} ms = 10 steps"))," \
     "model $model, data $data, batch $batch, lr $lr, $epochs epochs, target loss $target -> $out"
+nalgos=$(wc -w <<<"$algos")
+hs_progress_start $((${#scenarios[@]} * nalgos))
 for sc in "${scenarios[@]}"; do
     for a in $algos; do
         dir="$out/$a-$sc"
@@ -121,7 +123,7 @@ for sc in "${scenarios[@]}"; do
         sgp-d* | osgp-d*) algo=(--algo "${a%%-d*}" --delay-bound "${a##*-d}") ;;
         *) algo=(--algo "$a") ;;
         esac
-        echo "== $a, $sc"
+        hs_progress_next "$a, $sc"
         t0=$(date +%s%N)
         if ! "${HS_LAUNCH[@]}" "${algo[@]}" --model "$model" --data "$data" \
             --epochs "$epochs" --seed "$seed" --batch "$batch" --lr "$lr" --threads 1 --target-loss "$target" \
@@ -135,5 +137,6 @@ for sc in "${scenarios[@]}"; do
         echo "   done in $(((t1 - t0) / 1000000)) ms"
     done
 done
+hs_progress_end
 "$HS_PY" "$here/report.py" stragglers "$out" --target-loss "$target"
 hs_report "$bin" "$out" --target-loss "$target"

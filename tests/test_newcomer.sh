@@ -46,6 +46,20 @@ else
     echo "skipped: hearsay report (no matplotlib for /usr/bin/python3)"
 fi
 
+# a study prints run k of K, the time elapsed and an estimate of the rest
+src=${HS_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    HEARSAY=$bin bash "$src/experiments/stragglers.sh" --sim --sim-compute fixed:1 \
+        --algos "allreduce sgp" --slowdowns "1 4" --epochs 1 --model mlp:8-8-10 \
+        --data gauss:dim=8,classes=10,train=2000,test=200 --batch 32 --out "$tmp/study" \
+        >"$tmp/study.log" 2>&1 || bad "stragglers.sh failed: $(tail -n 5 "$tmp/study.log")"
+    grep -q "^== run 1 of 4: allreduce, x1 (elapsed [0-9]*s)$" "$tmp/study.log" &&
+        grep -q "^== run 4 of 4: sgp, x4 (elapsed [0-9]*s, about [0-9]*s left)$" "$tmp/study.log" &&
+        grep -q "^== 4 of 4 runs in [0-9]*s$" "$tmp/study.log" &&
+        ok "stragglers.sh prints run k of K, elapsed and the time left" ||
+        bad "stragglers.sh progress: $(grep '^==' "$tmp/study.log")"
+fi
+
 # a model that does not fit: the input it takes
 "$bin" train --model lenet5 --data gauss >"$tmp/out" 2>"$tmp/err" && bad "lenet5 on gauss accepted"
 grep -q "model 'lenet5' takes 1x28x28 (mnist, digits) or 3x32x32 (cifar10) images" "$tmp/err" &&
