@@ -101,6 +101,13 @@ def clock_words(runs):
     return n + "seconds of wall-clock time, real processes"
 
 
+def time_unit(runs):
+    """The unit of the runs' times for axis labels: "virtual s" when every one ran on hearsay
+    sim's virtual clock (issue 30: they were labelled "(s)"), else "s"."""
+    clocks = {(r.get("summary") or {}).get("clock", "wall") for r in runs}
+    return "virtual s" if clocks == {"virtual"} else "s"
+
+
 ALGO_ORDER = ["allreduce", "localsgd", "sgp", "sgp-d2", "sgp-d10", "sgp-d30", "sgp-async",
               "osgp", "osgp-d10", "osgp-d30", "dpsgd", "adpsgd", "easgd", "eamsgd", "lsgd"]
 
@@ -191,7 +198,7 @@ def stragglers(out, target):
                         marker="o", ms=3, label=r["match"].group(1))
             ax.axhline(target, color="gray", ls="--", lw=1, label=f"target {target}")
             ax.set_yscale("log")
-            ax.set_xlabel("training time (s)")
+            ax.set_xlabel(f"training time ({time_unit(runs)})")
             ax.set_ylabel("test loss of the averaged model")
             ax.set_title(f"stragglers: {scenario_title(sc)}")
             ax.legend(fontsize=8)
@@ -206,7 +213,7 @@ def stragglers(out, target):
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=a)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("straggler slowdown k")
-        ax.set_ylabel(f"time to test loss {target} (s)")
+        ax.set_ylabel(f"time to test loss {target} ({time_unit(runs)})")
         ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(os.path.join(out, "time_to_target.png"), dpi=110)
@@ -488,7 +495,7 @@ def topologies(out, target, eps, eval_every=0.25):
                     ms=3, color=colors[i % len(colors)], label=r["name"])
     ax.axhline(target, color="gray", ls="--", lw=1, label=f"target {target}")
     ax.set_yscale("log")
-    ax.set_xlabel("training time (s)")
+    ax.set_xlabel(f"training time ({time_unit(runs)})")
     ax.set_ylabel("test loss of the averaged model")
     ax.legend()
     fig.tight_layout()
@@ -666,8 +673,8 @@ def transports_of(summ):
     """The transport(s) a run used: summary.json's "transports" (per pair kind) when present,
     else its "transport"."""
     t = summ.get("transports")
-    if isinstance(t, dict):
-        return ", ".join(f"{k}: {v}" for k, v in sorted(t.items()))
+    if isinstance(t, dict):  # a kind of pair the job did not have is null: left out
+        return ", ".join(f"{k}: {v}" for k, v in sorted(t.items()) if v is not None) or "—"
     if isinstance(t, list):
         return ", ".join(str(x) for x in t)
     return summ.get("transport") or "—"
@@ -697,8 +704,12 @@ def run_report(d, target, plt):
         v = s.get(key)
         if v is None:
             continue
-        lines.append(f"| {key} | {v:.6g} |" if isinstance(v, (int, float)) else
-                     f"| {key} | {v} |")
+        if key.endswith("_acc") and isinstance(v, (int, float)):  # as everywhere else: a %
+            lines.append(f"| {key} | {100 * v:.2f} % |")
+            continue
+        label = f"{key} ({unit})" if key in ("wall_s", "time_to_target_s") else key
+        lines.append(f"| {label} | {v:.6g} |" if isinstance(v, (int, float)) else
+                     f"| {label} | {v} |")
     if target is not None:
         lines.append(f"| time to test loss {target:g} ({unit}) | {fmt(info['ttt'], 3)} |")
     failed = s.get("failed_ranks") or []
@@ -735,7 +746,7 @@ def run_report(d, target, plt):
 
 def run_plots(d, info, plt):
     s, ranks, ev = info["summary"], info["ranks"], info["eval"]
-    xlabel = "virtual time (s)" if s.get("clock") == "virtual" else "time (s)"
+    xlabel = "time (virtual s)" if s.get("clock") == "virtual" else "time (s)"
     revs = []
     r = 0
     while os.path.exists(os.path.join(d, f"rank-{r}-eval.csv")):

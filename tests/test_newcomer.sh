@@ -42,6 +42,15 @@ if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
     grep -q "Note: --algo local: the 2 workers trained independently" "$tmp/local/report.md" &&
         ok "hearsay report on a local job says its workers trained independently" ||
         bad "report.md of a local job: $(head -n 8 "$tmp/local/report.md")"
+    # report polish (issue 30 item 5): no Python None, accuracy as a percentage as everywhere
+    # else, virtual seconds said so
+    grep -q "None" "$tmp/local/report.md" && bad "report.md shows a None: $(grep None "$tmp/local/report.md")"
+    grep -q "transport: intra_host: sim$" "$tmp/local/report.md" && ok "report.md: transport without an empty inter_host" ||
+        bad "transport line: $(grep transport: "$tmp/local/report.md")"
+    grep -q "^| final_test_acc | [0-9.]* % |$" "$tmp/local/report.md" && ok "report.md: accuracy as a percentage" ||
+        bad "accuracy: $(grep final_test_acc "$tmp/local/report.md")"
+    grep -q "^| wall_s (virtual s) |" "$tmp/local/report.md" && ok "report.md: virtual seconds said so" ||
+        bad "wall_s: $(grep wall_s "$tmp/local/report.md")"
 else
     echo "skipped: hearsay report (no matplotlib for /usr/bin/python3)"
 fi
