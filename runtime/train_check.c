@@ -80,7 +80,8 @@ static int check_optimizer(const hs_train_opts_t *o)
     HS_TRY(flag_err(hs_lr_parse(o->lr_schedule, o->epochs, &s), "--lr-schedule", o->lr_schedule));
     const char *warmup = o->warmup ? o->warmup : "0";
     HS_TRY(flag_err(hs_lr_set_warmup(&s, warmup), "--warmup", warmup));
-    HS_TRY(flag_err(hs_device_parse(o->device, NULL, NULL), "--device", o->device));
+    /* a CUDA device is looked for now: no usable one fails at once, with the driver's reason */
+    HS_TRY(flag_err(hs_device_select(o->device, 0, NULL, NULL), "--device", o->device));
     return 0;
 }
 

@@ -76,6 +76,21 @@ grep -q "model 'lenet5' takes 1x28x28 (mnist, digits) or 3x32x32 (cifar10) image
     bad "lenet5 on gauss: $(cat "$tmp/err")"
 grep -q "window larger" "$tmp/err" && bad "still talks of a window: $(cat "$tmp/err")" || true
 
+# --device cuda without a usable GPU: refused at once, with the driver's reason (or the build's)
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    t0=$(date +%s)
+    # shellcheck disable=SC2086
+    "$bin" run -n 2 -- hearsay train --device cuda $small >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    el=$(($(date +%s) - t0))
+    if [ $rc = 2 ] && [ $el -lt 20 ] && grep -q "hearsay train: --device cuda: .*\(CUDA device\|built without CUDA\)" "$tmp/err" &&
+        ! grep -q "^\[0\] epoch" "$tmp/out"; then
+        ok "--device cuda without a GPU: exit 2 in ${el}s, '$(grep -m1 -- '--device cuda' "$tmp/err" | cut -c1-120)...'"
+    else
+        bad "--device cuda without a GPU: exit $rc after ${el}s: $(cat "$tmp/err")"
+    fi
+fi
+
 # --help-models: every model, every seq: layer, examples
 "$bin" train --help-models >"$tmp/models" 2>&1 || bad "--help-models failed"
 missing=
