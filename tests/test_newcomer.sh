@@ -101,4 +101,6 @@ done
 [ -z "$missing" ] && ok "--help-models documents every model and seq: layer, with examples" ||
     bad "--help-models lacks:$missing"
 "$bin" train --help | grep -q -- "--help-models" && ok "--help points to --help-models" || bad "--help does not mention --help-models"
+"$bin" sim --help-models | grep -q "^  seq:L-L" && ok "hearsay sim --help-models too" ||
+    bad "hearsay sim --help-models fails"
 exit $fail

@@ -661,6 +661,9 @@ int hs_cmd_sim(int argc, char **argv)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(sim_usage, stdout);
             return 0;
+        } else if (!strcmp(argv[i], "--help-models")) {
+            fputs(hs_model_spec_help(), stdout);
+            return 0;
         }
     char **av = calloc((size_t)argc + 1, sizeof *av);
     if (!av) return fail("memory");
