@@ -47,6 +47,18 @@ else
     cat "$tmp/checks.log"
 fi
 
+# docs/python.md's "Your own arrays" block, as written, then a check of what it made
+awk '/^## Your own arrays/ {w = 1} w && /^```python/ {p = 1; next} p && /^```/ {exit} p' \
+    "$src/docs/python.md" >"$tmp/arrays.py"
+printf '%s\n' 'assert run.summary["ranks"] == 2 and data.startswith("npy:"), run.summary' \
+    'print("accuracy", run.summary["final_test_acc"])' >>"$tmp/arrays.py"
+if "$tmp/venv/bin/python" "$tmp/arrays.py" >"$tmp/arrays.log" 2>&1; then
+    ok "docs/python.md's own-arrays block trains ($(tail -n 1 "$tmp/arrays.log"))"
+else
+    bad "docs/python.md's own-arrays block failed:"
+    cat "$tmp/arrays.log"
+fi
+
 # docs/python.md's worked example: the python block under "## Worked example", as written
 awk '/^## Worked example/ {w = 1} w && /^```python/ {p = 1; next} p && /^```/ {exit} p' \
     "$src/docs/python.md" >"$tmp/example.py"
