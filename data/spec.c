@@ -33,9 +33,15 @@ const char *hs_data_spec_help(void)
            "             when i % 5 == 4 (1438 train, 359 test); keys: size=28 (upscaled\n"
            "             bilinearly, for lenet5; default) or size=8 (native), norm=train|none\n"
            "             (default train), train=N test=N, path=PATH\n"
+           "  npy:DIR    NumPy arrays saved with np.save: DIR/x_train.npy, y_train.npy,\n"
+           "             x_test.npy, y_test.npy; x float32, float64 or uint8 (/255) of shape\n"
+           "             (N, D), (N, H, W) or (N, C, H, W); y integers of shape (N)\n"
+           "             keys: classes=K (default: the largest label + 1), norm=none|train\n"
+           "             (default none: the arrays as they are), train=N test=N, dir=DIR\n"
            "  examples: gauss   gauss:dim=100,classes=5,sep=5   teacher:hidden=32,noise=0.1\n"
            "            mnist:data/mnist   cifar10:data/cifar-10-batches-bin,norm=train\n"
            "            digits   digits:size=8   digits:/path/to/digits.csv.gz\n"
+           "            npy:/path/to/arrays,classes=10\n"
            "  seed= fixes the data; without it the run's --seed is used.";
 }
 
@@ -137,8 +143,11 @@ static int set_teacher(parser_t *p, hs_data_spec_t *o, const char *key, const ch
 static int set_files(parser_t *p, hs_data_spec_t *o, const char *key, const char *val)
 {
     long v;
-    const int digits = o->kind == HS_DATA_DIGITS;
-    if (digits && strcmp(key, "size") == 0) {
+    const int digits = o->kind == HS_DATA_DIGITS, npy = o->kind == HS_DATA_NPY;
+    if (npy && strcmp(key, "classes") == 0) {
+        HS_TRY(get_long(p, key, val, 2, 65536, &v));
+        o->classes = (int)v;
+    } else if (digits && strcmp(key, "size") == 0) {
         HS_TRY(get_long(p, key, val, 8, 28, &v));
         if (v != 8 && v != 28)
             return HS_ERR(-EINVAL, "data spec '%s': size %ld is not 28 (upscaled) or 8 (native)",
@@ -158,12 +167,12 @@ static int set_files(parser_t *p, hs_data_spec_t *o, const char *key, const char
             o->norm = HS_NORM_NONE;
         else
             return HS_ERR(-EINVAL, "data spec '%s': norm '%s' is not one of %s", p->spec, val,
-                          digits ? "train, none" : "known, train, none");
-        if (digits && o->norm == HS_NORM_KNOWN)
+                          digits || npy ? "train, none" : "known, train, none");
+        if ((digits || npy) && o->norm == HS_NORM_KNOWN)
             return HS_ERR(-EINVAL,
-                          "data spec '%s': norm=known: the digits have no published statistics "
+                          "data spec '%s': norm=known: %s no published statistics "
                           "(use train or none)",
-                          p->spec);
+                          p->spec, digits ? "the digits have" : "your arrays have");
     } else if (strcmp(key, "train") == 0) {
         HS_TRY(get_long(p, key, val, 1, 1L << 31, &v));
         o->n_train = v;
@@ -172,7 +181,9 @@ static int set_files(parser_t *p, hs_data_spec_t *o, const char *key, const char
         o->n_test = v;
     } else {
         return unknown_key(p, key,
-                           digits ? "path, size, norm, train, test" : "dir, norm, train, test");
+                           digits ? "path, size, norm, train, test"
+                           : npy  ? "dir, classes, norm, train, test"
+                                  : "dir, norm, train, test");
     }
     return 0;
 }
@@ -200,13 +211,16 @@ int hs_data_spec_parse(const char *spec, hs_data_spec_t *out)
         out->kind = HS_DATA_CIFAR10;
     else if (strcmp(buf, "digits") == 0)
         out->kind = HS_DATA_DIGITS;
+    else if (strcmp(buf, "npy") == 0)
+        out->kind = HS_DATA_NPY;
     else
         return HS_ERR(-EINVAL,
-                      "data spec '%s': unknown kind '%s' (expected gauss, teacher, mnist, cifar10 "
-                      "or digits)",
+                      "data spec '%s': unknown kind '%s' (expected gauss, teacher, mnist, cifar10, "
+                      "digits or npy)",
                       spec, buf);
-    const int files =
-        out->kind == HS_DATA_MNIST || out->kind == HS_DATA_CIFAR10 || out->kind == HS_DATA_DIGITS;
+    const int files = out->kind == HS_DATA_MNIST || out->kind == HS_DATA_CIFAR10 ||
+                      out->kind == HS_DATA_DIGITS || out->kind == HS_DATA_NPY;
+    if (out->kind == HS_DATA_NPY) out->norm = HS_NORM_NONE;
     if (out->kind == HS_DATA_DIGITS) {
         out->norm = HS_NORM_TRAIN;
         out->size = 28;
@@ -276,12 +290,23 @@ void hs_data_spec_shape(const hs_data_spec_t *spec, int *c, int *h, int *w, int 
     case HS_DATA_DIGITS:
         *h = *w = spec->size;
         break;
+    case HS_DATA_NPY:
+        *c = *h = *w = 0;
+        *classes = spec->classes;
+        break;
     case HS_DATA_CIFAR10:
     default:
         *c = 3;
         *h = *w = 32;
         break;
     }
+}
+
+int hs_data_spec_probe(const hs_data_spec_t *spec, int *c, int *h, int *w, int *classes)
+{
+    hs_data_spec_shape(spec, c, h, w, classes);
+    if (spec->kind != HS_DATA_NPY) return 0;
+    return hs_npy_probe(spec->dir, spec->classes, c, h, w, classes);
 }
 
 /* Keep the first n samples of a loaded file set (0 = all). */
@@ -324,6 +349,17 @@ int hs_data_spec_load(const hs_data_spec_t *spec, uint64_t seed, hs_dataset_t *t
         }
         return 0;
     }
+    case HS_DATA_NPY:
+        HS_TRY(hs_data_npy(spec->dir, spec->classes, train, test));
+        if ((rc = keep_first(train, spec->n_train)) < 0 ||
+            (rc = keep_first(test, spec->n_test)) < 0 ||
+            (spec->norm != HS_NORM_NONE &&
+             (rc = hs_data_normalize(spec->norm, NULL, NULL, train, test)) < 0)) {
+            hs_dataset_free(train);
+            hs_dataset_free(test);
+            return rc;
+        }
+        return 0;
     case HS_DATA_DIGITS: {
         char path[sizeof(spec->dir)];
         if (spec->dir[0])

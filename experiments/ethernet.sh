@@ -238,6 +238,7 @@ echo "ethernet: $hosts hosts x $rph ranks, tbf [$rates], latency $latency betwee
     "iterations, target test loss $target -> $out"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) on $(nproc) cores"
 : >"$out/runs.tsv"
+hs_progress_start $(($(wc -w <<<"$rates") * $(wc -w <<<"$algos")))
 for rate in $rates; do
     simrate=$(awk -v b="$(hs_rate_bits "$rate")" -v g="$goodput" 'BEGIN { printf "%.6gMbit", b * g / 1e6 }')
     if ! hs_hosts_up "$tag" "$hosts" "$rate" "$net"; then
@@ -264,7 +265,7 @@ for rate in $rates; do
         l=$(load1)
         tx0=()
         for ((h = 0; h < hosts; h++)); do tx0+=("$(hs_host_tx_bytes "$tag" "$h")"); done
-        echo "== $rate $a: real (load $l)"
+        hs_progress_next "$rate $a: real (load $l)"
         t0=$(date +%s%N)
         hs_netns_run "$bin" "$tag" "$net" "$hosts" "$rph" "$out/$real" "$out/$real.log" \
             "$limit" "${flags[@]}" || true
@@ -281,6 +282,7 @@ for rate in $rates; do
     done
     hs_hosts_down
 done
+hs_progress_end
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$HS_PY" "$here/report.py" ethernet "$out" --target-loss "$target" || failed=1
 hs_report "$bin" "$out" --target-loss "$target"

@@ -55,15 +55,39 @@ hs_launcher() { # BIN SIM WORKERS SIMCOMPUTE
     fi
 }
 
-# "run K of TOTAL", the time elapsed and an estimate of the rest (from the mean so far), then
-# what the run was.
-hs_progress() { # K TOTAL START-EPOCH-SECONDS WHAT
-    local now el left
-    now=$(date +%s)
-    el=$((now - $3))
-    left=$(($1 > 0 ? el * ($2 - $1) / $1 : 0))
-    printf '[run %d of %d, %dm%02ds elapsed, about %dm%02ds left] %s\n' "$1" "$2" \
-        $((el / 60)) $((el % 60)) $((left / 60)) $((left % 60)) "$4"
+# --- overall progress of a study (issue 30: 27 runs, 12 minutes, and no "run k of 27") -------
+# hs_progress_start K before the first run, hs_progress_next LABEL before each run: it prints
+# "== run k of K: LABEL (elapsed 1m05s, about 3m20s left)", the estimate the mean time of the
+# runs so far times the runs left; hs_progress_end prints the total.
+hs_dur() { # SECONDS -> 45s, 3m05s, 1h02m
+    local s=$1
+    if [ "$s" -ge 3600 ]; then
+        printf '%dh%02dm' $((s / 3600)) $((s % 3600 / 60))
+    elif [ "$s" -ge 60 ]; then
+        printf '%dm%02ds' $((s / 60)) $((s % 60))
+    else
+        printf '%ds' "$s"
+    fi
+}
+
+hs_progress_start() { # K
+    HS_RUNS_TOTAL=$1
+    HS_RUNS_DONE=0
+    HS_RUNS_T0=$(date +%s)
+}
+
+hs_progress_next() { # LABEL...
+    local el est=""
+    el=$(($(date +%s) - HS_RUNS_T0))
+    if [ "$HS_RUNS_DONE" -gt 0 ]; then
+        est=", about $(hs_dur $((el * (HS_RUNS_TOTAL - HS_RUNS_DONE) / HS_RUNS_DONE))) left"
+    fi
+    HS_RUNS_DONE=$((HS_RUNS_DONE + 1))
+    echo "== run $HS_RUNS_DONE of $HS_RUNS_TOTAL: $* (elapsed $(hs_dur "$el")$est)"
+}
+
+hs_progress_end() {
+    echo "== $HS_RUNS_DONE of $HS_RUNS_TOTAL runs in $(hs_dur $(($(date +%s) - HS_RUNS_T0)))"
 }
 
 hs_die() {

@@ -135,6 +135,13 @@ def clock_words(runs):
     return n + "seconds of wall-clock time, real processes"
 
 
+def time_unit(runs):
+    """The unit of the runs' times for axis labels: "virtual s" when every one ran on hearsay
+    sim's virtual clock (issue 30: they were labelled "(s)"), else "s"."""
+    clocks = {(r.get("summary") or {}).get("clock", "wall") for r in runs}
+    return "virtual s" if clocks == {"virtual"} else "s"
+
+
 ALGO_ORDER = ["allreduce", "localsgd", "sgp", "sgp-d2", "sgp-d10", "sgp-d30", "sgp-async",
               "osgp", "osgp-d10", "osgp-d30", "dpsgd", "adpsgd", "easgd", "eamsgd", "lsgd"]
 
@@ -812,7 +819,7 @@ def topologies(out, target, eps, eval_every=0.25):
                     ms=3, color=colors[i % len(colors)], label=r["name"])
     ax.axhline(target, color="gray", ls="--", lw=1, label=f"target {target}")
     ax.set_yscale("log")
-    ax.set_xlabel("training time (s)")
+    ax.set_xlabel(f"training time ({time_unit(runs)})")
     ax.set_ylabel("test loss of the averaged model")
     ax.legend()
     fig.tight_layout()
@@ -990,8 +997,8 @@ def transports_of(summ):
     """The transport(s) a run used: summary.json's "transports" (per pair kind) when present,
     else its "transport"."""
     t = summ.get("transports")
-    if isinstance(t, dict):
-        return ", ".join(f"{k}: {v}" for k, v in sorted(t.items()))
+    if isinstance(t, dict):  # a kind of pair the job did not have is null: left out
+        return ", ".join(f"{k}: {v}" for k, v in sorted(t.items()) if v is not None) or "—"
     if isinstance(t, list):
         return ", ".join(str(x) for x in t)
     return summ.get("transport") or "—"
@@ -1007,8 +1014,12 @@ def run_report(d, target, plt):
     lines = [f"# {name}", "",
              f"{s.get('algo', '?')} on {s.get('ranks', '?')} ranks, {s.get('model', '?')} "
              f"({s.get('num_params', '?')} parameters) on {s.get('data', '?')}; clock: {clock}; "
-             f"transport: {transports_of(s)}", "",
-             "| figure | value |", "|---|---|"]
+             f"transport: {transports_of(s)}", ""]
+    if s.get("algo") == "local" and (s.get("ranks") or 1) > 1:  # issue 30
+        lines += [f"Note: --algo local: the {s.get('ranks')} workers trained independently (they "
+                  "never communicated); the \"averaged model\" figures below are those of the "
+                  "average of their separately trained models, which no worker trained.", ""]
+    lines += ["| figure | value |", "|---|---|"]
     for key in ("iterations", "epochs", "wall_s", "samples_per_s", "final_test_loss",
                 "final_test_acc", "final_train_loss", "target_loss", "time_to_target_avg_s",
                 "time_to_target_s",
@@ -1018,8 +1029,12 @@ def run_report(d, target, plt):
         v = s.get(key)
         if v is None:
             continue
-        lines.append(f"| {key} | {v:.6g} |" if isinstance(v, (int, float)) else
-                     f"| {key} | {v} |")
+        if key.endswith("_acc") and isinstance(v, (int, float)):  # as everywhere else: a %
+            lines.append(f"| {key} | {100 * v:.2f} % |")
+            continue
+        label = f"{key} ({unit})" if key in ("wall_s", "time_to_target_s") else key
+        lines.append(f"| {label} | {v:.6g} |" if isinstance(v, (int, float)) else
+                     f"| {label} | {v} |")
     if target is not None:
         lines.append(f"| time to test loss {target:g}, averaged model ({unit}) | "
                      f"{fmt(info['ttt'], 3)} |")
@@ -1061,7 +1076,7 @@ def run_report(d, target, plt):
 
 def run_plots(d, info, plt):
     s, ranks, ev = info["summary"], info["ranks"], info["eval"]
-    xlabel = "virtual time (s)" if s.get("clock") == "virtual" else "time (s)"
+    xlabel = "time (virtual s)" if s.get("clock") == "virtual" else "time (s)"
     revs = []
     r = 0
     while os.path.exists(os.path.join(d, f"rank-{r}-eval.csv")):
@@ -1082,7 +1097,9 @@ def run_plots(d, info, plt):
         for ax, xkey, xl in ((axes[0], "clock_s", xlabel), (axes[1], "iteration", "iteration")):
             pts = [(e[xkey], e[avg_key]) for e in ev if finite(e.get(avg_key))]
             if pts:
-                ax.plot(*zip(*pts), marker="o", ms=3, lw=2, color="k", label="averaged model")
+                ax.plot(*zip(*pts), marker="o", ms=3, lw=2, color="k",
+                        label="average of independent models" if s.get("algo") == "local"
+                        else "averaged model")
             for q, rev in enumerate(revs):
                 pts = [(e[xkey], e[rank_key]) for e in rev if finite(e.get(rank_key))]
                 if pts:

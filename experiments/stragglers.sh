@@ -145,8 +145,7 @@ echo "stragglers: $workers workers$([ "$sim" = 1 ] && echo " in virtual time ($s
 echo "  model $model, data $data, shards $shard, batch $batch, lr $lr, $epochs epochs, target loss $target, seeds $seed..$((seed + seeds - 1)) -> $out"
 # Runs go to OUT/SCENARIO/ALGO-sSEED: one folder per scenario, so `hearsay report OUT` draws one
 # panel per scenario, the seeds of an algorithm as one line with its band.
-k=0
-start=$(date +%s)
+hs_progress_start "$total"
 for sc in "${scenarios[@]}"; do
     mkdir -p "$out/$sc"
     for a in $algos; do
@@ -163,9 +162,9 @@ for sc in "${scenarios[@]}"; do
         *) algo=(--algo "$a") ;;
         esac
         for ((s = seed; s < seed + seeds; s++)); do
-            k=$((k + 1))
             dir="$out/$sc/$a-s$s"
             rm -rf "$dir"
+            hs_progress_next "$a, $sc, seed $s"
             t0=$(date +%s%N)
             if ! "${HS_LAUNCH[@]}" "${algo[@]}" "${net[@]}" --model "$model" --data "$data" \
                 --shard "$shard" --epochs "$epochs" --seed "$s" --batch "$batch" --lr "$lr" \
@@ -176,10 +175,11 @@ for sc in "${scenarios[@]}"; do
                 tail -n 5 "$dir.log" | sed 's/^/   /'
             fi
             t1=$(date +%s%N)
-            hs_progress "$k" "$total" "$start" "$a, $sc, seed $s: $(((t1 - t0) / 1000000)) ms"
+            echo "   done in $(((t1 - t0) / 1000000)) ms"
             hs_health "$dir"
         done
     done
 done
+hs_progress_end
 "$HS_PY" "$here/report.py" stragglers "$out" --target-loss "$target"
 hs_report "$bin" "$out" --target-loss "$target"

@@ -122,11 +122,12 @@ topo_json() { # GRAPH FILE
     "$HS_PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["report"]["predicted_iters"])' "$2"
 }
 
+hs_progress_start "$(wc -w <<<"$graphs")"
 for g in $graphs; do
     name=${g%%:*}
     dir="$out/$name"
     rm -rf "$dir"
-    echo "== $g"
+    hs_progress_next "$g"
     pred=$(topo_json "$g" "$out/$name.topo.json") || {
         echo "   hearsay topo --graph $g --n $workers failed"
         continue
@@ -165,6 +166,7 @@ for g in $graphs; do
     echo "   training done in $(((t1 - t0) / 1000000)) ms"
     hs_health "$dir"
 done
+hs_progress_end
 "$HS_PY" "$here/report.py" topologies "$out" --target-loss "$target" --eps "$eps" \
     --eval-every "$evalevery"
 hs_report "$bin" "$out" --target-loss "$target"

@@ -24,3 +24,9 @@ int hs_kernels_cuda_device_count(void)
 {
     return 0;
 }
+
+int hs_kernels_cuda_probe(int *count)
+{
+    *count = 0;
+    return HS_ERR(-ENOSYS, "this hearsay was built without CUDA (reconfigure with --with-cuda)");
+}

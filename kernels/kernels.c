@@ -107,6 +107,29 @@ int hs_device_parse(const char *s, hs_device_t *dev, int *index)
     return 0;
 }
 
+int hs_device_select(const char *s, int local_rank, hs_device_t *dev, int *index)
+{
+    hs_device_t d;
+    int idx, count = 0;
+    HS_TRY(hs_device_parse(s, &d, &idx));
+    if (d == HS_DEV_CUDA) {
+#if HS_HAVE_CUDA
+        HS_TRY(hs_kernels_cuda_probe(&count));
+#else
+        return HS_ERR(-ENOSYS, HS_NO_CUDA_MSG);
+#endif
+        if (strcmp(s, "cuda") == 0) {
+            idx = (local_rank < 0 ? 0 : local_rank) % count;
+        } else if (idx >= count) {
+            return HS_ERR(-ENODEV, "--device %s: %d CUDA device%s visible (cuda:0 to cuda:%d)", s,
+                          count, count == 1 ? " is" : "s are", count - 1);
+        }
+    }
+    if (dev) *dev = d;
+    if (index) *index = idx;
+    return 0;
+}
+
 int hs_cuda_available(void)
 {
 #if HS_HAVE_CUDA

@@ -431,6 +431,68 @@ static int plan_resnet20_fixup(plan_t *p)
     return add_fc(p, p->classes, HS_INIT_ZERO);
 }
 
+const char *hs_model_spec_help(void)
+{
+    return "Models (--model SPEC); the data's sample shape C x H x W and class count K are\n"
+           "given by --data, and the model must fit them (checked before anything runs):\n"
+           "\n"
+           "  logreg:IN-K            softmax regression: one fc layer; IN = C*H*W\n"
+           "                           logreg:784-10 (gauss, mnist)   logreg:3072-10 (cifar10)\n"
+           "  mlp:IN-H1-...-Hn-K     fc(H1)-relu-...-fc(Hn)-relu-fc(K); at least one hidden size\n"
+           "                           mlp:784-1024-1024-10 (the default, on gauss)\n"
+           "                           mlp:64-128-10 (digits:size=8)\n"
+           "  lenet5                 conv5x5(6)-relu-maxpool2-conv5x5(16)-relu-maxpool2-fc120-\n"
+           "                         relu-fc84-relu-fc(K); takes images: 1x28x28 (mnist, digits;\n"
+           "                         the first conv pads by 2) or 3x32x32 (cifar10), not the flat\n"
+           "                         1x1xDIM vectors of gauss and teacher\n"
+           "  resnet20               the CIFAR ResNet-20 with batch norm (He et al. 2016), "
+           "269,722\n"
+           "                         parameters on 3x32x32 with 10 classes\n"
+           "  resnet20-fixup         ResNet-20 without normalisation, Fixup-initialised (Zhang et\n"
+           "                         al. 2019)\n"
+           "  seq:L-L-...            any list of layers, each one of\n"
+           "      fcN                a fully connected layer of N outputs (flattens an image)\n"
+           "      convK[kR][sS][pP]  K filters RxR, stride S, padding P (defaults k3 s1 p0)\n"
+           "      maxpoolN[sS]       NxN max pooling, stride S (default N)\n"
+           "      relu, tanh         activations\n"
+           "      flatten            C x H x W to a vector\n"
+           "      gap                global average pooling (C x H x W to C)\n"
+           "      bn                 batch norm of the previous conv's channels or fc's features\n"
+           "                         (directly after a conv or fc, never last)\n"
+           "      resK[sS]           a basic residual block with batch norm, K channels, stride S\n"
+           "      blockK[sS]         a Fixup basic block (no normalisation)\n"
+           "    the last layer must output K values. Examples:\n"
+           "      seq:fc256-relu-fc10                             an MLP on any flat data\n"
+           "      seq:conv16k5p2-relu-maxpool2-conv32k5-relu-maxpool2-fc10     on 1x28x28\n"
+           "      seq:conv32-bn-relu-maxpool2-conv64-bn-relu-gap-fc10          on 3x32x32\n"
+           "      seq:conv16p1-relu-res16-res32s2-res64s2-gap-fc10  a small ResNet\n"
+           "\n"
+           "Bounds: every size 1 .. 2^24, at most 2^24 values per sample after any layer, at\n"
+           "most 2^31 - 1 parameters. Initialisation: --init torch (default), he or xavier.\n"
+           "Sample shapes of the data specs: gauss and teacher 1x1xDIM, mnist 1x28x28, digits\n"
+           "1x28x28 (1x8x8 with size=8), cifar10 3x32x32, npy the arrays' (N, ...) shape.\n"
+           "Try one without training: hearsay train --model SPEC --data SPEC --max-iters 1.\n";
+}
+
+/* A named image model that does not fit the data: say what input it takes (issue 30: "layer 3
+ * 'lenet5' has a window larger than its input (1x784)" left a newcomer guessing). */
+static int image_model_err(const char *spec, int c, int h, int w)
+{
+    char why[HS_ERRMSG_MAX];
+    snprintf(why, sizeof why, "%s", hs_last_error());
+    const char *takes = !strcmp(spec, "lenet5")
+                            ? "1x28x28 (mnist, digits) or 3x32x32 (cifar10) images, at least 12x12"
+                            : "3x32x32 images (cifar10), or 1x28x28 (mnist, digits)";
+    if (h == 1 || w == 1)
+        return HS_ERR(-EINVAL,
+                      "model '%s' takes %s, and the data's samples are flat vectors (%dx%dx%d: "
+                      "gauss and teacher give 1x1xDIM): use --data mnist:DIR, cifar10:DIR, digits "
+                      "or npy:DIR with arrays of shape (N, C, H, W), or an mlp for flat data",
+                      spec, takes, c, h, w);
+    return HS_ERR(-EINVAL, "model '%s' takes %s; the data's samples are %dx%dx%d: %s", spec, takes,
+                  c, h, w, why);
+}
+
 int hs_nn_plan(const char *spec, int in_c, int in_h, int in_w, int classes, hs_layer_t **layers,
                int *n_layers, size_t *n_params, size_t *n_state)
 {
@@ -456,12 +518,12 @@ int hs_nn_plan(const char *spec, int in_c, int in_h, int in_w, int classes, hs_l
         rc = plan_dense(&p, args, 0);
     } else if (nlen == 3 && !strncmp(spec, "mlp", 3) && args) {
         rc = plan_dense(&p, args, 1);
-    } else if (!strcmp(spec, "lenet5")) {
-        rc = plan_lenet5(&p);
-    } else if (!strcmp(spec, "resnet20")) {
-        rc = plan_resnet20(&p);
-    } else if (!strcmp(spec, "resnet20-fixup")) {
-        rc = plan_resnet20_fixup(&p);
+    } else if (!strcmp(spec, "lenet5") || !strcmp(spec, "resnet20") ||
+               !strcmp(spec, "resnet20-fixup")) {
+        rc = !strcmp(spec, "lenet5")     ? plan_lenet5(&p)
+             : !strcmp(spec, "resnet20") ? plan_resnet20(&p)
+                                         : plan_resnet20_fixup(&p);
+        if (rc < 0) rc = image_model_err(spec, in_c, in_h, in_w);
     } else if (nlen == 3 && !strncmp(spec, "seq", 3) && args) {
         rc = 0;
         const char *s = args;

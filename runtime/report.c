@@ -640,11 +640,16 @@ int hs_report_finish(hs_report_t *r, const hs_report_final_t *fi, hs_train_resul
     health_free(&hl);
     HS_TRY(rc);
     if (!r->o->quiet) {
+        /* --algo local: the workers never talked, so their average is no model anyone
+         * trained: say so (issue 30) */
+        const int alone = r->o->algo && !strcmp(r->o->algo, "local");
         if (n > 1)
-            printf("done: %ld iterations on %d ranks in %.1f s: averaged model test loss %.4f, "
+            printf("done: %ld iterations on %d ranks in %.1f s: %s test loss %.4f, "
                    "accuracy %.2f%%, consensus distance %.3g, sum of weights %.9g\n",
-                   fi->iterations, n, fi->wall_s, avg->test_loss, 100 * avg->test_acc,
-                   avg->consensus, wsum);
+                   fi->iterations, n, fi->wall_s,
+                   alone ? "average of the independently trained workers' models (--algo local)"
+                         : "averaged model",
+                   avg->test_loss, 100 * avg->test_acc, avg->consensus, wsum);
         if (n > 1 && lost > 0)
             printf("crashed ranks took weight %.9g with them (sum with the survivors' %.9g)\n",
                    lost, wsum + lost);

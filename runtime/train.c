@@ -303,7 +303,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
      * local SGD exactly; a gossip graph, an EASGD center, a leader are not built) */
     if ((R->ops->flags & HS_ALGO_COMM) && size == 1) R->ops = &hs_algo_local_ops;
     HS_TRY(hs_straggler_create(&R->strag, o->stragglers, o->n_stragglers, o->seed, rank, size));
-    HS_TRY(hs_worker_open(&R->w, o, rank, size));
+    HS_TRY(hs_worker_open_local(&R->w, o, rank, size, hs_boot_local_rank(boot)));
     HS_TRY(hs_worker_perturb(R->w, o->init_spread, o->seed, rank));
     algo_opts(R);
     hs_dist_t *d = &R->d;

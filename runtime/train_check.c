@@ -66,7 +66,7 @@ static int check_model_data(const hs_train_opts_t *o)
     hs_data_spec_t ds;
     HS_TRY(flag_err(hs_data_spec_parse(o->data, &ds), "--data", o->data));
     int c, h, w, classes;
-    hs_data_spec_shape(&ds, &c, &h, &w, &classes);
+    HS_TRY(flag_err(hs_data_spec_probe(&ds, &c, &h, &w, &classes), "--data", o->data));
     HS_TRY(flag_err(hs_model_parse_spec(o->model, c, h, w, classes, NULL), "--model", o->model));
     hs_init_scheme_t scheme;
     if (o->init) HS_TRY(flag_err(hs_init_parse(o->init, &scheme), "--init", o->init));
@@ -81,7 +81,8 @@ static int check_optimizer(const hs_train_opts_t *o)
     HS_TRY(flag_err(hs_lr_parse(o->lr_schedule, o->epochs, &s), "--lr-schedule", o->lr_schedule));
     const char *warmup = o->warmup ? o->warmup : "0";
     HS_TRY(flag_err(hs_lr_set_warmup(&s, warmup), "--warmup", warmup));
-    HS_TRY(flag_err(hs_device_parse(o->device, NULL, NULL), "--device", o->device));
+    /* a CUDA device is looked for now: no usable one fails at once, with the driver's reason */
+    HS_TRY(flag_err(hs_device_select(o->device, 0, NULL, NULL), "--device", o->device));
     return 0;
 }
 

@@ -108,6 +108,12 @@ void hs_worker_close(hs_worker_t **wp)
 
 int hs_worker_open(hs_worker_t **out, const hs_train_opts_t *o, int rank, int ranks)
 {
+    return hs_worker_open_local(out, o, rank, ranks, rank);
+}
+
+int hs_worker_open_local(hs_worker_t **out, const hs_train_opts_t *o, int rank, int ranks,
+                         int local_rank)
+{
     int rc;
     *out = NULL;
     if (o->batch < 1) return HS_ERR(-EINVAL, "--batch must be at least 1 (got %d)", o->batch);
@@ -120,7 +126,7 @@ int hs_worker_open(hs_worker_t **out, const hs_train_opts_t *o, int rank, int ra
 
     hs_device_t dev;
     int dev_index;
-    if ((rc = hs_device_parse(o->device, &dev, &dev_index)) < 0) goto fail;
+    if ((rc = hs_device_select(o->device, local_rank, &dev, &dev_index)) < 0) goto fail;
     if ((rc = hs_kernels_open(&w->k, dev, dev_index, o->threads)) < 0) goto fail;
 
     if (o->shared_train && o->shared_test) {

@@ -6,8 +6,10 @@ pkgs=(build-essential autoconf automake libtool pkg-config
       libfabric-dev libfabric-bin libopenblas-dev liblapacke-dev zlib1g-dev check
       libopenmpi-dev openmpi-bin iproute2 clang-format
       clang libclang-rt-14-dev
-      python3-numpy python3-matplotlib python3-sklearn)
+      python3-numpy python3-matplotlib python3-sklearn python3-pandas python3-venv python3-pip)
 # clang and its runtimes build the libFuzzer harnesses (make fuzz, tests/fuzz/).
+# python3-pandas, -venv and -pip: the Python package (python/, docs/python.md; tests/test_python.sh
+# installs it into a fresh venv that sees Debian's numpy and pandas).
 # python3-sklearn brings the handwritten digits (--data digits; tests/test_models_lr.sh,
 # tests/test_digits_parity.sh). PyTorch is the reference of tests/test_digits_parity.sh and
 # `hearsay bench step --reference torch`; HS_WITH_TORCH=0 leaves it out (the test then skips).

@@ -1,6 +1,6 @@
 /*
- * tests/test_data.c — datasets: MNIST idx and CIFAR-10 binary readers (good and bad files
- * written to a temp dir), synthetic sets and their Bayes accuracy, sharding, batching, specs.
+ * tests/test_data.c — datasets: MNIST idx, CIFAR-10 binary and NumPy .npy readers (good and bad
+ * files written to a temp dir), synthetic sets and their Bayes accuracy, sharding, batching, specs.
  */
 #include "hearsay/common.h"
 #include "hearsay/data.h"
@@ -1275,6 +1275,206 @@ START_TEST(test_spec_load)
 }
 END_TEST
 
+/* ---- NumPy .npy ---------------------------------------------------------------------------- */
+
+/* A .npy file as np.save writes it (version 1.0, header padded to 64 bytes): the header dict
+ * `dict` (e.g. "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }") then len bytes. */
+static void write_npy(const char *path, const char *dict, const void *data, size_t len)
+{
+    char hdr[512];
+    size_t dl = strlen(dict), total = 10 + dl + 1;
+    size_t pad = (64 - total % 64) % 64;
+    ck_assert(dl + pad + 1 < sizeof hdr);
+    memcpy(hdr, dict, dl);
+    memset(hdr + dl, ' ', pad);
+    hdr[dl + pad] = '\n';
+    const size_t hlen = dl + pad + 1;
+    uint8_t *buf = malloc(10 + hlen + len + 1);
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (uint8_t)(hlen & 0xff);
+    buf[9] = (uint8_t)(hlen >> 8);
+    memcpy(buf + 10, hdr, hlen);
+    if (len) memcpy(buf + 10 + hlen, data, len);
+    write_file(path, buf, 10 + hlen + len);
+    free(buf);
+}
+
+static void npy_file(char *path, size_t size, const char *dir, const char *name)
+{
+    snprintf(path, size, "%s/%s.npy", dir, name);
+}
+
+START_TEST(test_npy_roundtrip)
+{
+    char dir[512], p[600], spec[700];
+    make_subdir(dir, sizeof dir, "npy");
+    /* train: 6 samples of 2x3 float32 (1x2x3), labels int64 0..3; test: 2 samples, uint8 labels */
+    float x[36];
+    for (int i = 0; i < 36; i++) x[i] = (float)i * 0.5f - 3.0f;
+    int64_t y[6] = {0, 1, 2, 3, 1, 0};
+    npy_file(p, sizeof p, dir, "x_train");
+    write_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (6, 2, 3), }", x, sizeof x);
+    npy_file(p, sizeof p, dir, "y_train");
+    write_npy(p, "{'descr': '<i8', 'fortran_order': False, 'shape': (6,), }", y, sizeof y);
+    npy_file(p, sizeof p, dir, "x_test");
+    write_npy(p, "{\"descr\":\"<f4\",\"fortran_order\":False,\"shape\":(2,2,3)}", x + 6, 12 * 4);
+    uint8_t yt[2] = {4, 2};
+    npy_file(p, sizeof p, dir, "y_test");
+    write_npy(p, "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }", yt, 2);
+
+    hs_dataset_t tr, te;
+    ck_assert_msg(hs_data_npy(dir, 0, &tr, &te) == 0, "%s", hs_last_error());
+    ck_assert(tr.n == 6 && tr.c == 1 && tr.h == 2 && tr.w == 3 && tr.dim == 6);
+    ck_assert(te.n == 2 && te.dim == 6);
+    ck_assert_int_eq(tr.classes, 5); /* the largest label of either set + 1 */
+    ck_assert_int_eq(te.classes, 5);
+    ck_assert_int_eq(memcmp(tr.x, x, sizeof x), 0);
+    ck_assert_int_eq(memcmp(te.x, x + 6, 12 * 4), 0);
+    for (int i = 0; i < 6; i++) ck_assert_int_eq(tr.y[i], y[i]);
+    ck_assert(te.y[0] == 4 && te.y[1] == 2);
+    hs_dataset_free(&tr);
+    hs_dataset_free(&te);
+
+    /* through the spec: the shape from the headers, classes= and train=/test= */
+    hs_data_spec_t ds;
+    int c, h, w, k;
+    snprintf(spec, sizeof spec, "npy:%s", dir);
+    ck_assert_int_eq(hs_data_spec_parse(spec, &ds), 0);
+    ck_assert_int_eq(ds.norm, HS_NORM_NONE);
+    ck_assert_msg(hs_data_spec_probe(&ds, &c, &h, &w, &k) == 0, "%s", hs_last_error());
+    ck_assert(c == 1 && h == 2 && w == 3 && k == 5);
+    snprintf(spec, sizeof spec, "npy:%s,classes=7,train=4,test=1,norm=train", dir);
+    ck_assert_int_eq(hs_data_spec_parse(spec, &ds), 0);
+    ck_assert_int_eq(hs_data_spec_probe(&ds, &c, &h, &w, &k), 0);
+    ck_assert_int_eq(k, 7);
+    ck_assert_msg(hs_data_load(spec, 0, &tr, &te) == 0, "%s", hs_last_error());
+    ck_assert(tr.n == 4 && te.n == 1 && tr.classes == 7);
+    double m = 0;
+    for (int i = 0; i < 24; i++) m += tr.x[i];
+    ck_assert(fabs(m / 24) < 1e-5); /* standardised with the (kept) train set's statistics */
+    hs_dataset_free(&tr);
+    hs_dataset_free(&te);
+    snprintf(spec, sizeof spec, "npy:%s,classes=4", dir); /* test label 4 */
+    ck_assert_int_eq(hs_data_load(spec, 0, &tr, &te), -EINVAL);
+    assert_error_has("y_test.npy: label 4 at index 0 is out of range", "classes=");
+
+    /* uint8 images (N, C, H, W), divided by 255; version 2.0 header; int16 labels */
+    make_subdir(dir, sizeof dir, "npy2");
+    uint8_t px[3 * 2 * 2 * 2];
+    for (int i = 0; i < 24; i++) px[i] = (uint8_t)(i * 10);
+    npy_file(p, sizeof p, dir, "x_train");
+    write_npy(p, "{'descr': '|u1', 'fortran_order': False, 'shape': (3, 2, 2, 2), }", px, 24);
+    npy_file(p, sizeof p, dir, "x_test");
+    write_npy(p, "{'descr': '|u1', 'fortran_order': False, 'shape': (1, 2, 2, 2), }", px, 8);
+    int16_t ys[3] = {1, 0, 1};
+    npy_file(p, sizeof p, dir, "y_train");
+    write_npy(p, "{'descr': '<i2', 'fortran_order': False, 'shape': (3,), }", ys, 6);
+    npy_file(p, sizeof p, dir, "y_test");
+    write_npy(p, "{'descr': '<i2', 'fortran_order': False, 'shape': (1,), }", ys, 2);
+    ck_assert_msg(hs_data_npy(dir, 0, &tr, &te) == 0, "%s", hs_last_error());
+    ck_assert(tr.c == 2 && tr.h == 2 && tr.w == 2 && tr.classes == 2);
+    ck_assert(fabs(tr.x[23] - 230.0 / 255) < 1e-6);
+    hs_dataset_free(&tr);
+    hs_dataset_free(&te);
+}
+END_TEST
+
+START_TEST(test_npy_bad_files)
+{
+    char x[512], y[512];
+    hs_dataset_t ds;
+    const float f[4] = {1, 2, 3, 4};
+    const int64_t l[2] = {0, 1};
+    tmp_path(y, sizeof y, "y.npy");
+    write_npy(y, "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }", l, sizeof l);
+    tmp_path(x, sizeof x, "x.npy");
+    write_npy(x, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", f, sizeof f);
+    ck_assert_msg(hs_npy_read(x, y, 0, &ds) == 0, "%s", hs_last_error());
+    ck_assert(ds.n == 2 && ds.dim == 2 && ds.classes == 2);
+    hs_dataset_free(&ds);
+
+    struct {
+        const char *dict; /* NULL: raw bytes below */
+        size_t len;       /* data bytes written (of f) */
+        const char *must;
+    } bad[] = {
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", 12,
+         "truncated: the header says 4 elements of 4 bytes (16 bytes) but 12 bytes follow it"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2), }", 16,
+         "corrupt: the header says 2 elements of 4 bytes (8 bytes) but 16 bytes follow it (8 "
+         "trailing)"},
+        {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", 16, "Fortran order"},
+        {"{'descr': '>f4', 'fortran_order': False, 'shape': (2, 2), }", 16, "big-endian"},
+        {"{'descr': '<f2', 'fortran_order': False, 'shape': (2, 4), }", 16,
+         "dtype '<f2' is not supported"},
+        {"{'descr': '<i4', 'fortran_order': False, 'shape': (2, 2), }", 16,
+         "features of dtype '<i4'"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", 16,
+         "features of shape (4,): give (samples, features)"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (4), }", 16, "is not a tuple"},
+        {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (4,), }", 16,
+         "structured dtype"},
+        {"{'descr': '<f4', 'shape': (2, 2), }", 16, "no 'fortran_order'"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), 'x': 1}", 16,
+         "unknown key 'x'"},
+        {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", 16,
+         "'descr' given twice"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), } x", 16,
+         "unexpected text after the header dict"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4), }", 0, "holds no samples"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4), }", 16, NULL}, /* 1 vs 2 */
+    };
+    for (size_t t = 0; t < HS_ARRAY_LEN(bad); t++) {
+        write_npy(x, bad[t].dict, f, bad[t].len);
+        ck_assert_msg(hs_npy_read(x, y, 0, &ds) == -EINVAL, "case %zu accepted", t);
+        assert_error_has(x, bad[t].must ? bad[t].must : "has 1 samples but");
+        ck_assert_ptr_null(ds.x);
+    }
+    /* not a .npy file at all: a .npz (zip) archive, text, a future version */
+    write_file(x, (const uint8_t *)"PK\x03\x04 zip", 10);
+    ck_assert_int_eq(hs_npy_read(x, y, 0, &ds), -EINVAL);
+    assert_error_has(x, "a zip archive (.npz, np.savez)");
+    write_file(x, (const uint8_t *)"1,2,3\n", 6);
+    ck_assert_int_eq(hs_npy_read(x, y, 0, &ds), -EINVAL);
+    assert_error_has(x, "not a .npy file");
+    write_file(x, (const uint8_t *)"\x93NUMPY\x04\x00\x10\x00{}", 12);
+    ck_assert_int_eq(hs_npy_read(x, y, 0, &ds), -EINVAL);
+    assert_error_has(x, "version 4.0 is not supported");
+    write_file(x, (const uint8_t *)"\x93NUMPY\x01\x00\x40\x00{'descr'", 17);
+    ck_assert_int_eq(hs_npy_read(x, y, 0, &ds), -EINVAL);
+    assert_error_has(x, "truncated: the .npy header is 64 bytes");
+    /* a NaN feature names its sample and feature */
+    const float nanf_[4] = {1, 2, 3, NAN};
+    write_npy(x, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", nanf_, 16);
+    ck_assert_int_eq(hs_npy_read(x, y, 0, &ds), -EINVAL);
+    assert_error_has(x, "sample 1, feature 1 is NaN");
+    /* labels: floats, 2-D, negative */
+    write_npy(x, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", f, 16);
+    const double yf[2] = {0, 1};
+    write_npy(y, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", yf, 16);
+    ck_assert_int_eq(hs_npy_read(x, y, 0, &ds), -EINVAL);
+    assert_error_has(y, "labels of dtype '<f8': give integers");
+    write_npy(y, "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 1), }", l, 16);
+    ck_assert_int_eq(hs_npy_read(x, y, 0, &ds), -EINVAL);
+    assert_error_has(y, "labels of shape (2, 1)");
+    const int32_t neg[2] = {0, -3};
+    write_npy(y, "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", neg, 8);
+    ck_assert_int_eq(hs_npy_read(x, y, 0, &ds), -EINVAL);
+    assert_error_has(y, "label -3 at index 1 is out of range");
+    /* a missing directory names the file */
+    ck_assert_int_eq(hs_data_npy("/nonexistent-hs", 0, &ds, &ds), -ENOENT);
+    assert_error_has("/nonexistent-hs/x_train.npy", "missing file");
+    /* spec keys */
+    hs_data_spec_t s;
+    ck_assert_int_eq(hs_data_spec_parse("npy", &s), -EINVAL);
+    assert_error_has("npy needs a directory", NULL);
+    ck_assert_int_eq(hs_data_spec_parse("npy:d,norm=known", &s), -EINVAL);
+    ck_assert_int_eq(hs_data_spec_parse("npy:d,classes=1", &s), -EINVAL);
+    ck_assert_int_eq(hs_data_spec_parse("npy:d,size=8", &s), -EINVAL);
+    assert_error_has("known: dir, classes, norm, train, test", NULL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("data");
@@ -1287,6 +1487,8 @@ int main(void)
     tcase_add_test(files, test_digits);
     tcase_add_test(files, test_cifar_roundtrip);
     tcase_add_test(files, test_cifar_bad_files);
+    tcase_add_test(files, test_npy_roundtrip);
+    tcase_add_test(files, test_npy_bad_files);
     suite_add_tcase(s, files);
     TCase *synth = tcase_create("synthetic");
     tcase_set_timeout(synth, 60);

@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,30 @@ START_TEST(test_device_parse)
                       hs_last_error(), bad[i]);
     }
     ck_assert_int_eq(hs_device_parse(NULL, &d, &idx), -EINVAL);
+
+    /* hs_device_select (issue 30): cuda takes the local rank modulo the visible devices,
+     * cuda:N pins N; without a usable device it fails with the driver's reason */
+    ck_assert_int_eq(hs_device_select("cpu", 5, &d, &idx), 0);
+    ck_assert(d == HS_DEV_CPU && idx == 0);
+    int count = hs_kernels_cuda_device_count();
+    if (count > 0) {
+        for (int lr = 0; lr < 2 * count + 1; lr++) {
+            ck_assert_int_eq(hs_device_select("cuda", lr, &d, &idx), 0);
+            ck_assert(d == HS_DEV_CUDA && idx == lr % count);
+        }
+        ck_assert_int_eq(hs_device_select("cuda:0", 3, &d, &idx), 0);
+        ck_assert_int_eq(idx, 0);
+        char spec[32];
+        snprintf(spec, sizeof spec, "cuda:%d", count);
+        ck_assert_int_eq(hs_device_select(spec, 0, &d, &idx), -ENODEV);
+        ck_assert_msg(strstr(hs_last_error(), "visible (cuda:0 to cuda:"), "%s", hs_last_error());
+    } else {
+        int rc = hs_device_select("cuda", 0, &d, &idx);
+        ck_assert_msg(rc == -ENODEV || rc == -ENOSYS, "rc %d", rc);
+        ck_assert_msg(strstr(hs_last_error(), rc == -ENOSYS ? "built without CUDA" : "CUDA device"),
+                      "%s", hs_last_error());
+        ck_assert_int_eq(hs_device_select("cuda:1", 0, NULL, NULL), rc);
+    }
 }
 END_TEST
 

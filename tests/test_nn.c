@@ -58,6 +58,35 @@ START_TEST(test_spec_errors)
     expect_spec_error("mlp:784-100-10", 3, 32, 32, 10, "3x32x32 = 3072 inputs", "784 inputs");
     expect_spec_error("mlp:784-100-10", 1, 28, 28, 100, "100 classes", NULL);
     expect_spec_error("lenet5", 1, 8, 8, 10, "1x8x8", "kernel larger");
+    expect_spec_error("lenet5", 1, 8, 8, 10, "model 'lenet5' takes 1x28x28", NULL);
+    /* every example of hs_model_spec_help (hearsay train --help-models) fits the shape it names */
+    static const struct {
+        const char *spec;
+        int c, h, w;
+    } examples[] = {
+        {"logreg:784-10", 1, 1, 784},
+        {"logreg:3072-10", 3, 32, 32},
+        {"mlp:784-1024-1024-10", 1, 1, 784},
+        {"mlp:64-128-10", 1, 8, 8},
+        {"lenet5", 1, 28, 28},
+        {"lenet5", 3, 32, 32},
+        {"resnet20", 3, 32, 32},
+        {"resnet20-fixup", 3, 32, 32},
+        {"seq:fc256-relu-fc10", 1, 1, 50},
+        {"seq:conv16k5p2-relu-maxpool2-conv32k5-relu-maxpool2-fc10", 1, 28, 28},
+        {"seq:conv32-bn-relu-maxpool2-conv64-bn-relu-gap-fc10", 3, 32, 32},
+        {"seq:conv16p1-relu-res16-res32s2-res64s2-gap-fc10", 3, 32, 32},
+    };
+    for (size_t i = 0; i < HS_ARRAY_LEN(examples); i++) {
+        ck_assert_msg(strstr(hs_model_spec_help(), examples[i].spec), "%s not in the help",
+                      examples[i].spec);
+        ck_assert_msg(hs_model_parse_spec(examples[i].spec, examples[i].c, examples[i].h,
+                                          examples[i].w, 10, NULL) == 0,
+                      "%s: %s", examples[i].spec, hs_last_error());
+    }
+    /* issue 30: on flat data it names the input it takes, not its third layer's window */
+    expect_spec_error("lenet5", 1, 1, 784, 10, "model 'lenet5' takes 1x28x28 (mnist, digits)",
+                      "flat vectors (1x1x784");
     expect_spec_error("lenet5:3", 1, 28, 28, 10, "takes no sizes", NULL);
     expect_spec_error("resnet20", 3, 32, 32, 1, "at least 2 classes", NULL);
     expect_spec_error("resnet20-fixup:3", 3, 32, 32, 10, "takes no sizes", NULL);

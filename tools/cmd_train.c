@@ -5,6 +5,7 @@
 #include "hearsay/config.h"
 #include "hearsay/straggler.h"
 #include "hearsay/data.h"
+#include "hearsay/nn.h"
 #include "hearsay/sim.h"
 #include "hearsay/trace.h"
 #include "hearsay/train.h"
@@ -23,7 +24,8 @@ static hs_option_t train_options[] = {
      .group = "Model and data",
      .metavar = "SPEC",
      .help = "model: logreg:IN-OUT, mlp:IN-H1-..-OUT, lenet5, resnet20 (batch norm), "
-             "resnet20-fixup, seq:LAYERS (see README)"},
+             "resnet20-fixup, seq:LAYERS (--help-models: each, and the seq: grammar with "
+             "examples)"},
     {.name = "init",
      .type = HS_OPT_ENUM,
      .def = "torch",
@@ -33,8 +35,8 @@ static hs_option_t train_options[] = {
      .type = HS_OPT_STRING,
      .def = "gauss",
      .metavar = "SPEC",
-     .help = "dataset: gauss[:k=v,..], teacher[:..], mnist:DIR, cifar10:DIR, digits[:PATH] (see "
-             "below)"},
+     .help = "dataset: gauss[:k=v,..], teacher[:..], mnist:DIR, cifar10:DIR, digits[:PATH], "
+             "npy:DIR (see below)"},
     {.name = "shard",
      .type = HS_OPT_STRING,
      .def = "iid",
@@ -324,11 +326,13 @@ static const hs_cfg_spec_t train_spec = {
     .summary = "Train a model on one worker, or on every rank of a job with a distributed\n"
                "algorithm. Every option can also be set in an INI file (--config FILE,\n"
                "`key = value` lines); flags override the file.\n"
-               "One worker is a job of one rank (--algo local). Rank 0 prints the progress\n"
-               "line; with --out DIR every rank writes DIR/rank-R.csv (per iteration: loss,\n"
-               "time split, bytes, push-sum weight, staleness) and DIR/rank-R-eval.csv; rank 0\n"
-               "writes DIR/config.ini, DIR/eval.csv (the averaged model, consensus distance)\n"
-               "and DIR/summary.json. See docs/algorithms.md.",
+               "One worker is a job of one rank (--algo local). A job of several ranks without\n"
+               "--algo runs local too: its workers train independently (a warning says so).\n"
+               "Rank 0 prints the progress line; with --out DIR every rank writes\n"
+               "DIR/rank-R.csv (per iteration: loss, time split, bytes, push-sum weight,\n"
+               "staleness) and DIR/rank-R-eval.csv; rank 0 writes DIR/config.ini, DIR/eval.csv\n"
+               "(the averaged model, consensus distance) and DIR/summary.json. Models and the\n"
+               "seq: grammar: --help-models. See docs/algorithms.md.",
     .options = train_options,
     .n_options = HS_ARRAY_LEN(train_options),
 };
@@ -349,6 +353,11 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
     int status = 0;
     for (size_t i = 0; i < HS_ARRAY_LEN(train_options); i++)
         if (!strcmp(train_options[i].name, "algo")) train_options[i].choices = hs_algo_names();
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--help-models")) {
+            fputs(hs_model_spec_help(), stdout);
+            return 0;
+        }
     if (hs_cfg_create(&cfg, &train_spec) < 0) return fail("internal option table");
     int rc = hs_cfg_parse_args(cfg, argc, argv);
     if (rc == HS_CFG_HELP) {
@@ -522,6 +531,17 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
         return 2;
     }
     int rank0 = sim || hs_boot_rank(boot) == 0;
+    /* issue 30: `hearsay run -n 4 -- hearsay train` without --algo trains 4 independent models
+     * (local stays the default: one worker needs no algorithm, and a default algorithm would
+     * hide the choice); said once, by rank 0, before anything runs */
+    const int ranks = sim ? sim->n : hs_boot_size(boot);
+    if (rank0 && ranks > 1 && hs_cfg_source(cfg, "algo") == HS_CFG_DEFAULT)
+        fprintf(stderr,
+                "%s: warning: no --algo: the %d workers train independently (--algo local: they "
+                "never communicate, and their \"averaged model\" is an average of %d separately "
+                "trained models); give --algo allreduce, sgp, adpsgd, ... to train one model "
+                "together (%s --help lists them), or --algo local to say this is what you want\n",
+                cmd, ranks, ranks, cmd);
     /* config.ini and summary.json record what runs: the algorithm's own defaults too (it
      * showed graph = exp1peer for a dpsgd run on biring, nesterov = false for eamsgd) */
     char num[32];
@@ -661,6 +681,9 @@ int hs_cmd_sim(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(sim_usage, stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--help-models")) {
+            fputs(hs_model_spec_help(), stdout);
             return 0;
         }
     char **av = calloc((size_t)argc + 1, sizeof *av);

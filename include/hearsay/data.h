@@ -13,6 +13,7 @@
  *   - cifar10:  the binary version, data_batch_1..5.bin and test_batch.bin (hs_data_cifar10),
  *               plain or gzip-compressed.
  *   - digits:   scikit-learn's 8x8 handwritten digits CSV (hs_digits_read), native or 28x28.
+ *   - npy:      NumPy's .npy files x_train, y_train, x_test, y_test (hs_data_npy).
  * hs_data_load() builds any of them from a --data spec string (see hs_data_spec_help()).
  *
  * Letters in shape comments: N samples, D = C*H*W features, K classes, B batch, W workers.
@@ -181,6 +182,38 @@ int hs_digits_find(char *path, size_t size);
  * Not the expected CSV: -EINVAL naming the file, line and field. */
 int hs_digits_read(const char *path, int size, hs_dataset_t *train, hs_dataset_t *test);
 
+/* NumPy's .npy format (data/npy.c), as np.save writes it: version 1.0, 2.0 or 3.0. */
+#define HS_NPY_MAX_NDIM 8
+typedef struct hs_npy_header {
+    char descr[16];    /* "<f4", "|u1", "<i8", ... */
+    char kind;         /* 'f' float, 'i' signed, 'u' unsigned integer, 'b' bool */
+    int itemsize;      /* bytes per element */
+    int fortran_order; /* 1: column-major (refused for more than one dimension) */
+    int ndim;          /* 0 .. HS_NPY_MAX_NDIM */
+    int64_t shape[HS_NPY_MAX_NDIM];
+    int64_t count;      /* elements: the product of the shape */
+    size_t data_offset; /* bytes before the data */
+} hs_npy_header_t;
+
+/* Parse and check the header of a .npy file whose first `avail` bytes are buf and whose whole
+ * length is file_len: the magic, the version, the header dict (exactly descr, fortran_order and
+ * shape), a supported little-endian dtype, C order, and file_len = header + count * itemsize.
+ * 0, or -EINVAL with a message naming path and what is wrong (a .npz archive, a structured or
+ * big-endian dtype, a Fortran-ordered array, a truncated file, trailing bytes, ...). */
+int hs_npy_parse_header(const char *path, const uint8_t *buf, size_t avail, size_t file_len,
+                        hs_npy_header_t *h);
+/* Read features x_path and labels y_path into *out. x: float32, float64 or uint8 (divided by
+ * 255), shape (N, D) -> 1x1xD, (N, H, W) -> 1xHxW or (N, C, H, W), every value finite; y: any
+ * integer dtype, shape (N), labels in [0, classes) (classes 0: out->classes = the largest label
+ * + 1). Errors as hs_mnist_read, each naming the file and the problem. */
+int hs_npy_read(const char *x_path, const char *y_path, int classes, hs_dataset_t *out);
+/* Read DIR/x_train.npy, y_train.npy, x_test.npy and y_test.npy (plain or .gz), the same sample
+ * shape in both sets; classes 0: the largest label of either set + 1 (at least 2). */
+int hs_data_npy(const char *dir, int classes, hs_dataset_t *train, hs_dataset_t *test);
+/* The sample shape and class count hs_data_npy would give, reading only the headers of the
+ * x files (and the labels, when classes is 0). */
+int hs_npy_probe(const char *dir, int classes, int *c, int *h, int *w, int *classes_out);
+
 /* ---- the --data spec ----------------------------------------------------------------------- */
 
 /*
@@ -191,8 +224,11 @@ int hs_digits_read(const char *path, int size, hs_dataset_t *train, hs_dataset_t
  *   mnist:DIR[,norm=known|train|none][,train=N][,test=N]
  *   cifar10:DIR[,norm=known|train|none][,train=N][,test=N]
  *   digits[:PATH][,size=28|8][,norm=train|none][,train=N][,test=N]
+ *   npy:DIR[,classes=K][,norm=none|train][,train=N][,test=N]
  * For mnist/cifar10 the directory is the first item (or dir=DIR), for digits the file (or
  * path=PATH; default: the first of hs_digits_default_paths that exists; norm defaults to train);
+ * for npy the directory of x_train.npy, y_train.npy, x_test.npy, y_test.npy (norm defaults to
+ * none: the arrays as they are; classes defaults to the largest label + 1);
  * train=/test= keep only the first N samples. seed= fixes the data seed; otherwise the seed given
  * to hs_data_load is used. Unknown kinds and keys, repeated keys and bad values are rejected with a
  * message naming them.
@@ -202,17 +238,19 @@ enum hs_data_kind {
     HS_DATA_TEACHER,
     HS_DATA_MNIST,
     HS_DATA_CIFAR10,
-    HS_DATA_DIGITS
+    HS_DATA_DIGITS,
+    HS_DATA_NPY
 };
 
 typedef struct hs_data_spec {
     enum hs_data_kind kind;
     hs_gauss_opts_t gauss;     /* when kind == HS_DATA_GAUSS */
     hs_teacher_opts_t teacher; /* when kind == HS_DATA_TEACHER */
-    char dir[1024];            /* mnist / cifar10 directory; digits file ("" = default) */
+    char dir[1024];            /* mnist / cifar10 / npy directory; digits file ("" = default) */
     int size;                  /* digits: 28 (upscaled, default) or 8 (native) */
+    int classes;               /* npy: classes=K (0: from the labels) */
     enum hs_data_norm norm;
-    int64_t n_train, n_test; /* mnist / cifar10: keep the first N (0 = all) */
+    int64_t n_train, n_test; /* mnist / cifar10 / digits / npy: keep the first N (0 = all) */
     int has_seed;            /* seed= given: it overrides the caller's seed */
     uint64_t seed;
 } hs_data_spec_t;
@@ -223,8 +261,12 @@ const char *hs_data_spec_help(void);
 int hs_data_spec_parse(const char *spec, hs_data_spec_t *out);
 /* The sample shape (c x h x w) and class count the parsed spec loads, known without loading:
  * the synthetic sets' dim and classes (1 x 1 x dim), MNIST 1 x 28 x 28, CIFAR-10 3 x 32 x 32 and
- * digits 1 x size x size, with 10 classes. For checking a model spec against the data at start. */
+ * digits 1 x size x size, with 10 classes. For checking a model spec against the data at start.
+ * npy: only the files know (c = h = w = 0, classes = classes= or 0): use hs_data_spec_probe. */
 void hs_data_spec_shape(const hs_data_spec_t *spec, int *c, int *h, int *w, int *classes);
+/* hs_data_spec_shape, and for npy the shape read from the files' headers (hs_npy_probe):
+ * 0, or an error naming the file. */
+int hs_data_spec_probe(const hs_data_spec_t *spec, int *c, int *h, int *w, int *classes);
 /* Build the train and test sets of a parsed spec; seed is used unless the spec has seed=. */
 int hs_data_spec_load(const hs_data_spec_t *spec, uint64_t seed, hs_dataset_t *train,
                       hs_dataset_t *test);

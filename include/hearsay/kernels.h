@@ -168,8 +168,14 @@ struct hs_kernels {
  * CUDA: -ENOSYS when built without CUDA, -ENODEV when no GPU is visible, with a message. */
 int hs_kernels_open(hs_kernels_t **out, hs_device_t dev, int device_index, int threads);
 void hs_kernels_close(hs_kernels_t **k);
-/* Parse "cpu" / "cuda" / "cuda:N". */
+/* Parse "cpu" / "cuda" / "cuda:N" ("cuda" gives index 0; hs_device_select picks one). */
 int hs_device_parse(const char *s, hs_device_t *dev, int *index);
+/* The device a worker uses (docs/launch.md, "GPUs"): cpu; cuda:N pins device N; cuda takes
+ * local_rank modulo the number of visible devices (CUDA_VISIBLE_DEVICES), so the ranks of a
+ * host spread over its GPUs. A CUDA spec is checked against the devices now: -ENOSYS in a build
+ * without CUDA, -ENODEV with the driver's reason when none is usable, or when N is not visible.
+ * dev and index may be NULL (a check only). */
+int hs_device_select(const char *s, int local_rank, hs_device_t *dev, int *index);
 /* 1 when a CUDA device can be used by this build (built with CUDA and a GPU present). */
 int hs_cuda_available(void);
 
@@ -179,6 +185,9 @@ void hs_kernels_cpu_close(hs_kernels_t *k);
 int hs_kernels_cuda_open(hs_kernels_t *k, int device_index);
 void hs_kernels_cuda_close(hs_kernels_t *k);
 int hs_kernels_cuda_device_count(void);
+/* The visible CUDA devices (>= 1) in *count, or -ENODEV with the driver's reason
+ * (cudaGetDeviceCount's error) / -ENOSYS without CUDA. */
+int hs_kernels_cuda_probe(int *count);
 
 #ifdef __cplusplus
 }

@@ -104,6 +104,9 @@ typedef struct hs_param_view {
 /* Check `spec` against the data shape (in_c x in_h x in_w inputs, `classes` labels) without
  * allocating anything; on success *num_params (may be NULL) receives the parameter count.
  * -EINVAL with a message naming the spec (and the data shape when they disagree). */
+/* Usage text of --model (`hearsay train --help-models`): every model, the seq: grammar and
+ * examples, the data shapes each takes (several lines, ending in a newline). */
+const char *hs_model_spec_help(void);
 int hs_model_parse_spec(const char *spec, int in_c, int in_h, int in_w, int classes,
                         size_t *num_params);
 

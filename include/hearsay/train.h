@@ -136,6 +136,10 @@ typedef struct hs_worker hs_worker_t;
 /* Build a worker for rank `rank` of `ranks` (the data is loaded and sharded; every rank
  * computes the same partition from the seed). Errors name the option at fault. */
 int hs_worker_open(hs_worker_t **out, const hs_train_opts_t *o, int rank, int ranks);
+/* The same on a host where this rank is local rank `local_rank` (--device cuda takes
+ * local_rank modulo the visible devices; hs_worker_open passes rank). */
+int hs_worker_open_local(hs_worker_t **out, const hs_train_opts_t *o, int rank, int ranks,
+                         int local_rank);
 void hs_worker_close(hs_worker_t **w);
 
 /* Gradient on the next batch (a new epoch starts when the shard is exhausted): afterwards

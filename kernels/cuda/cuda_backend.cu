@@ -296,6 +296,24 @@ int hs_kernels_cuda_device_count(void)
     return n;
 }
 
+int hs_kernels_cuda_probe(int *count)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return HS_ERR(-ENODEV,
+                      "no usable CUDA device: cudaGetDeviceCount failed: %s (%s); is the NVIDIA "
+                      "driver loaded and a GPU visible (nvidia-smi, CUDA_VISIBLE_DEVICES)?",
+                      cudaGetErrorString(e), cudaGetErrorName(e));
+    }
+    if (n <= 0)
+        return HS_ERR(-ENODEV, "no CUDA device visible (check nvidia-smi and "
+                               "CUDA_VISIBLE_DEVICES)");
+    *count = n;
+    return 0;
+}
+
 int hs_kernels_cuda_open(hs_kernels_t *k, int device_index)
 {
     if (!k) return HS_ERR(-EINVAL, "hs_kernels_cuda_open: k is NULL");

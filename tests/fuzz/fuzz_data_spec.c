@@ -2,8 +2,8 @@
  * tests/fuzz/fuzz_data_spec.c — --data specs (data/spec.c: hs_data_spec_parse), and the
  * synthetic sets a small accepted spec builds (data/synthetic.c).
  *
- * Input: the spec text. mnist and cifar10 specs are parsed but not loaded (they name a
- * directory; the readers have their own harnesses). Invariants: an accepted spec has sizes in
+ * Input: the spec text. mnist, cifar10, digits and npy specs are parsed but not loaded (they
+ * name files; the readers have their own harnesses). Invariants: an accepted spec has sizes in
  * range; a loaded set has n samples of dim features, labels in [0, classes), finite features.
  */
 #include "hearsay/common.h"
@@ -46,8 +46,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    (double)t->hidden * t->classes <= 2000;
         } else {
             FZ_CHECK(s.kind == HS_DATA_MNIST || s.kind == HS_DATA_CIFAR10 ||
-                         s.kind == HS_DATA_DIGITS,
+                         s.kind == HS_DATA_DIGITS || s.kind == HS_DATA_NPY,
                      "kind %d", (int)s.kind);
+            FZ_CHECK(s.kind != HS_DATA_NPY || s.classes == 0 ||
+                         (s.classes >= 2 && s.classes <= 65536),
+                     "npy classes %d", s.classes);
             FZ_CHECK(s.kind != HS_DATA_DIGITS || s.size == 8 || s.size == 28, "digits size %d",
                      s.size);
             FZ_CHECK(memchr(s.dir, 0, sizeof s.dir) != NULL, "dir not terminated");

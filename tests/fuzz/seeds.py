@@ -118,11 +118,13 @@ def data_spec():
                            "teacher:dim=8,hidden=4,classes=3,train=40,test=10,noise=0.1",
                            "teacher", "mnist:data/mnist,norm=train,train=100,test=10",
                            "cifar10:dir=/x,norm=none", "cifar10:/data/c10,norm=known",
-                           "digits:size=8", "digits:/x/digits.csv.gz,norm=none,test=5"]):
+                           "digits:size=8", "digits:/x/digits.csv.gz,norm=none,test=5",
+                           "npy:/x/arrays,classes=3,norm=train,train=10"]):
         put("data_spec", "ok_%02d" % i, s)
     for i, s in enumerate(["gauss:dim=0", "gauss:dim=8,dim=9", "foo", "mnist", "gauss:sep=nan",
                            "gauss:,", "teacher:noise=1", "mnist:d,norm=zz", "gauss:train=1e3",
-                           "digits:size=9", "digits:norm=known", "digits:dir=x"]):
+                           "digits:size=9", "digits:norm=known", "digits:dir=x", "npy",
+                           "npy:d,classes=1"]):
         put("data_spec", "bad_%02d" % i, s)
 
 
@@ -182,6 +184,42 @@ def mnist():
 
 
 # ---- cifar10: byte (nfiles-1 | norm << 2), then per file but the last LE16 length + bytes
+# ---- npy: classes byte, u32 length of x, x (.npy), y (.npy)
+def npy_file(descr, shape, data, version=1):
+    dims = "".join("%d, " % d for d in shape) if len(shape) != 1 else "%d," % shape[0]
+    d = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, dims.rstrip(", ")
+                                                                       if len(shape) > 1 else dims)
+    pre = 12 if version > 1 else 10
+    pad = (64 - (pre + len(d) + 1) % 64) % 64
+    hdr = (d + " " * pad + "\n").encode()
+    ln = struct.pack("<I", len(hdr)) if version > 1 else struct.pack("<H", len(hdr))
+    return b"\x93NUMPY" + bytes([version, 0]) + ln + hdr + data
+
+
+def npy():
+    def pair(classes, x, y):
+        return bytes([classes]) + struct.pack("<I", len(x)) + x + y
+    f4 = struct.pack("<6f", 0.5, -1, 2, 3.25, 0, 1e3)
+    y2 = npy_file("<i8", [2], struct.pack("<2q", 0, 1))
+    put("npy", "f4_2x3", pair(0, npy_file("<f4", [2, 3], f4), y2))
+    put("npy", "u1_2x1x3", pair(3, npy_file("|u1", [2, 1, 3], bytes([0, 9, 255, 7, 128, 1])),
+                                npy_file("|u1", [2], bytes([2, 0]))))
+    put("npy", "f8_nchw", pair(0, npy_file("<f8", [2, 1, 1, 3], struct.pack("<6d", *range(6))),
+                               npy_file("<i2", [2], struct.pack("<2h", 1, 0)), ))
+    put("npy", "v2", pair(0, npy_file("<f4", [2, 3], f4, version=2), y2))
+    put("npy", "fortran", pair(0, npy_file("<f4", [2, 3], f4).replace(b"False", b"True "), y2))
+    put("npy", "big_endian", pair(0, npy_file(">f4", [2, 3], f4), y2))
+    put("npy", "truncated", pair(0, npy_file("<f4", [2, 3], f4)[:-3], y2))
+    put("npy", "trailing", pair(0, npy_file("<f4", [2, 3], f4) + b"xx", y2))
+    put("npy", "label_range", pair(2, npy_file("<f4", [2, 3], f4),
+                                   npy_file("<i4", [2], struct.pack("<2i", 0, 5))))
+    put("npy", "count_mismatch", pair(0, npy_file("<f4", [2, 3], f4),
+                                      npy_file("<i8", [1], struct.pack("<q", 1))))
+    put("npy", "nan", pair(0, npy_file("<f4", [1, 2], struct.pack("<2f", 1, float("nan"))),
+                           npy_file("<i8", [1], struct.pack("<q", 1))))
+    put("npy", "gzip", pair(0, b"\x1f\x8b\x08\x00" + bytes(20), y2))
+
+
 def cifar10():
     def rec(label, seed=0):
         return bytes([label]) + bytes((i * 13 + seed) % 256 for i in range(3072))
@@ -344,7 +382,7 @@ def regressions():
 
 if __name__ == "__main__":
     for fn in (config, topo_spec, topo_edges, straggler, shaping, data_spec, shard, model_spec,
-               mnist, cifar10, checkpoint, rdv_wire, rdv_server, rdv_client, ps_wire, el_wire,
+               mnist, cifar10, npy, checkpoint, rdv_wire, rdv_server, rdv_client, ps_wire, el_wire,
                regressions):
         fn()
     sys.exit(0)
