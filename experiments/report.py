@@ -640,33 +640,32 @@ def order_check(rows, key, what, pred="pred_iters", pred_name="predicted", margi
     return bad
 
 
-def topologies(out, target, eps, eval_every=0.25):
-    runs = [r for r in load_runs(out, r"([a-z0-9]+)") if r["name"] != "averaging"]
+def topologies(out, target, eps, eval_every=0.25, network=None):
+    runs = []
+    for r in load_runs(out, r"([a-z0-9]+)(?:-s([0-9]+))?"):
+        if r["name"] == "averaging":
+            continue
+        r["graph"], r["seed"] = r["match"].group(1), int(r["match"].group(2) or 1)
+        runs.append(r)
     if not runs:
         sys.exit(f"report: no runs found in {out}")
-    rows = []
+    per_run = []
     for r in runs:
         hl = health(r["summary"])
-        row = {"graph": r["name"], "status": "FAILED" if hl == "failed" else "ok", "health": hl,
-               "health_reason": health_note(r["summary"])}
+        row = {"graph": r["graph"], "seed": r["seed"], "status": "FAILED" if hl == "failed"
+               else "ok", "health": hl, "health_reason": health_note(r["summary"])}
         for f in FIELDS:
             row[f] = get(r["summary"], f)
         row["ttt"] = ttt_avg(r["summary"], r["eval"], target)
-        full = read_json(os.path.join(r["dir"], "topo.json")) or \
-            read_json(os.path.join(out, "averaging", r["name"], "topo.json")) or {}
-        topo = full.get("report", full)
-        row["persistent_gain"] = persistent_gain(full.get("steps"))
-        row["gap_per_iter"] = topo.get("gap_per_iter")
-        row["lambda2"] = topo.get("lambda2")
-        row["period"] = topo.get("period")
-        row["pred_iters"] = topo.get("predicted_iters")
-        e = first_crossing(r["eval"], "avg_test_loss", target)
-        row["iterations_to_target_avg_model"] = e["iteration"] if e else None
+        e = first_crossing(by_iteration(r["eval"]), "avg_test_loss", target)
+        row["iterations_to_target_avg_model"] = e["iteration"] if e and hl != "failed" else None
         row["iterations_to_target"] = rank_iters_to_target(r["dir"], target)
-        hit, ran, curve, rate, exact = averaging(os.path.join(out, "averaging", r["name"]), eps)
-        row["avg_iters_to_eps"], row["avg_iters_run"], row["avg_rate"] = hit, ran, rate
-        row["avg_exact_after"] = exact
-        r["avg_curve"] = curve
+        its, wall = row["iterations"], row["wall_s"]
+        row["per_iter_ms"] = 1e3 * wall / its if its and wall is not None else None
+        pr = [x for x in ((r["summary"] or {}).get("per_rank") or []) if x.get("finished")]
+        mpi = [x.get("msgs_per_iter") for x in pr if isinstance(x.get("msgs_per_iter"),
+                                                               (int, float))]
+        row["msgs_per_iter"] = sum(mpi) / len(mpi) if mpi else None
         # consensus distance while training: every iteration (virtual time) or evaluations
         cons = read_csv(os.path.join(r["dir"], "consensus.csv"))
         if cons:
@@ -677,47 +676,117 @@ def topologies(out, target, eps, eval_every=0.25):
                                if isinstance(e.get("consensus"), float)]
         half = r["train_cons"][len(r["train_cons"]) // 2:]
         row["train_consensus_mean"] = sum(v for _, v in half) / len(half) if half else None
+        per_run.append(row)
+    # one row per graph: the graph's own figures once, the runs' as mean and 95 % interval over
+    # the seeds that did not fail
+    rows = []
+    for g in dict.fromkeys(r["graph"] for r in runs):
+        mine = [x for x in per_run if x["graph"] == g]
+        good = [x for x in mine if x["status"] != "FAILED"]
+        full = next((read_json(os.path.join(r["dir"], "topo.json")) for r in runs
+                     if r["graph"] == g and os.path.exists(os.path.join(r["dir"], "topo.json"))),
+                    None) or read_json(os.path.join(out, "averaging", g, "topo.json")) or {}
+        topo = full.get("report", full)
+        row = {"graph": g, "seeds": len(mine), "failed_seeds": len(mine) - len(good),
+               "status": "FAILED" if len(good) < len(mine) else "ok",
+               "persistent_gain": persistent_gain(full.get("steps")),
+               "gap_per_iter": topo.get("gap_per_iter"), "lambda2": topo.get("lambda2"),
+               "period": topo.get("period"), "pred_iters": topo.get("predicted_iters")}
+        for k in ("iterations_to_target_avg_model", "iterations_to_target", "ttt", "per_iter_ms",
+                  "msgs_per_iter", "train_consensus_mean", "final_test_loss"):
+            vals = [x[k] for x in good]
+            row[k], row[k + "_ci"] = mean_ci(vals)
+            row[k + "_reached"] = sum(1 for v in vals if v is not None)
+        hit, ran, curve, rate, exact = averaging(os.path.join(out, "averaging", g), eps)
+        row["avg_iters_to_eps"], row["avg_iters_run"], row["avg_rate"] = hit, ran, rate
+        row["avg_exact_after"] = exact
+        row["avg_curve"] = curve
         rows.append(row)
     rows.sort(key=lambda x: (x["pred_iters"] is None, x["pred_iters"] or 0,
                              -(x["gap_per_iter"] or 0)))
-    write_csv(os.path.join(out, "results.csv"), rows,
-              ["graph", "status", "health", "health_reason", "lambda2", "period",
-               "gap_per_iter", "pred_iters", "avg_iters_to_eps", "avg_iters_run", "avg_rate",
-               "avg_exact_after", "ttt", "persistent_gain",
-               "iterations_to_target",
-               "iterations_to_target_avg_model", "train_consensus_mean"] + FIELDS)
+    write_csv(os.path.join(out, "results.csv"), per_run,
+              ["graph", "seed", "status", "health", "health_reason", "ttt",
+               "iterations_to_target", "iterations_to_target_avg_model", "per_iter_ms",
+               "msgs_per_iter", "train_consensus_mean"] + FIELDS)
     have_avg = any(r["avg_iters_run"] for r in rows)
+    nseed = max(r["seeds"] for r in rows)
     lines = [f"Graphs compared ({clock_words(runs)}), in the order their spectral gaps predict "
-             f"(hearsay topo: iterations to consensus {eps:g}, one period at least):", ""]
+             f"(hearsay topo: iterations to consensus {eps:g}, one period at least)" +
+             (f"; network: {network}" if network else "") +
+             (f"; training figures: mean ± the 95 % interval's half-width over {nseed} seeds "
+              "(Student's t)" if nseed > 1 else "; one seed: no intervals") + ":", ""]
     head = "| graph | 1−\\|λ2\\| per iteration | predicted iterations to " + f"{eps:g} |"
     sep = "|---|---|---|"
     if have_avg:
         head += f" averaging: iterations to {eps:g} | measured rate |"
         sep += "---|---|"
-    head += (f" iterations to loss {target} (rank median) | ... averaged model | time to target, "
-             "averaged model (ms) | persistent-disagreement gain | consensus distance, 2nd half "
-             "of training | final test loss |")
-    sep += "---|---|---|---|---|---|"
+    head += (f" iterations to loss {target}, averaged model | messages per rank and iteration | "
+             "ms per iteration | time to target, averaged model (ms) | rank by iterations | "
+             "rank by time | consensus distance, 2nd half of training | final test loss |")
+    sep += "---|---|---|---|---|---|---|---|"
     lines += [head, sep]
+    ok_rows = [r for r in rows if r["status"] != "FAILED"]
+
+    def rank_of(key):
+        vals = sorted(r[key] for r in ok_rows if r[key] is not None)
+        return {r["graph"]: 1 + vals.index(r[key]) for r in ok_rows if r[key] is not None}
+    by_it, by_t = rank_of("iterations_to_target_avg_model"), rank_of("ttt")
     for r in rows:
-        cells = [r["graph"], fmt(r["gap_per_iter"], 4), fmt(r["pred_iters"], 0)]
+        cells = [r["graph"] + (" (FAILED)" if r["status"] == "FAILED" else ""),
+                 fmt(r["gap_per_iter"], 4), fmt(r["pred_iters"], 0)]
         if have_avg:
             a = r["avg_iters_to_eps"]
             cells.append(fmt(a, 0) if a is not None else
                          (f"> {r['avg_iters_run']:g}" if r["avg_iters_run"] else "—"))
             cells.append(f"0 (exact after {r['avg_exact_after']:g})"
                          if r.get("avg_exact_after") is not None else fmt(r["avg_rate"], 4))
-        ttt = r["ttt"]
-        if r["status"] == "FAILED":
-            cells[0] += " (FAILED)"
-        cells += [fmt(r["iterations_to_target"], 0), fmt(r["iterations_to_target_avg_model"], 0),
-                  "FAILED" if r["status"] == "FAILED" else
-                  fmt(1e3 * ttt if ttt is not None else None, 1),
-                  fmt(r["persistent_gain"], 3), f"{r['train_consensus_mean']:.3g}"
+        ttt, h = r["ttt"], r["ttt_ci"]
+        it = fmt_ci(r["iterations_to_target_avg_model"], r["iterations_to_target_avg_model_ci"])
+        if r["iterations_to_target_avg_model_reached"] < r["seeds"] - r["failed_seeds"]:
+            it += f" ({r['iterations_to_target_avg_model_reached']}/" \
+                  f"{r['seeds'] - r['failed_seeds']} reached)"
+        cells += [it, fmt(r["msgs_per_iter"], 1),
+                  fmt_ci(r["per_iter_ms"], r["per_iter_ms_ci"]),
+                  "FAILED" if r["status"] == "FAILED" and ttt is None else
+                  fmt_ci(1e3 * ttt if ttt is not None else None,
+                         1e3 * h if h is not None else None),
+                  str(by_it.get(r["graph"], "—")), str(by_t.get(r["graph"], "—")),
+                  f"{r['train_consensus_mean']:.3g}"
                   if r["train_consensus_mean"] is not None else "—",
                   fmt(r["final_test_loss"], 4)]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
+    # the spread of the training half: do the graphs need different iterations at all?
+    its = [(r["iterations_to_target_avg_model"], r["graph"]) for r in ok_rows
+           if r["iterations_to_target_avg_model"] is not None]
+    if len(its) >= 2:
+        lo, hi = min(its), max(its)
+        lines.append(f"Iterations to the target (averaged model): best {lo[1]} {lo[0]:.3g}, worst "
+                     f"{hi[1]} {hi[0]:.3g}: a spread of {100 * (hi[0] / lo[0] - 1):.0f} %.")
+    # the two orders: where fewer iterations do not mean less time, say why (the cost of an
+    # iteration: messages per rank over the network), pairs the intervals separate both ways
+    def sep_(x, y, key):
+        mx, hx, my, hy = x[key], x.get(key + "_ci") or 0, y[key], y.get(key + "_ci") or 0
+        return mx is not None and my is not None and mx + hx < my - hy
+    flips = []
+    for x in ok_rows:
+        for y in ok_rows:
+            if sep_(x, y, "iterations_to_target_avg_model") and sep_(y, x, "ttt"):
+                flips.append(
+                    f"  - {x['graph']} needs fewer iterations than {y['graph']} "
+                    f"({x['iterations_to_target_avg_model']:.3g} against "
+                    f"{y['iterations_to_target_avg_model']:.3g}) but more time "
+                    f"({1e3 * x['ttt']:.3g} ms against {1e3 * y['ttt']:.3g} ms): each of its "
+                    f"iterations costs {x['per_iter_ms']:.3g} ms against {y['per_iter_ms']:.3g} "
+                    f"ms ({fmt(x['msgs_per_iter'], 1)} messages per rank and iteration against "
+                    f"{fmt(y['msgs_per_iter'], 1)}: a denser graph mixes better per iteration "
+                    f"and pays for it in bytes on every rank's link)")
+    if flips:
+        lines += ["Where the two orders disagree (iterations to target against time to target, "
+                  "each pair separated by its intervals both ways):"] + flips
+    elif ok_rows:
+        lines.append("The order by iterations and the order by time do not contradict each other "
+                     "for any pair the intervals separate.")
     # the verdicts: the averaged model's iterations to the target (the tables' figure), never
     # a FAILED run's
     checks = (("avg_iters_to_eps", "averaging iterations", "pred_iters", "predicted iterations",
@@ -737,14 +806,14 @@ def topologies(out, target, eps, eval_every=0.25):
     ev_its = max([r["summary"]["iterations"] / max(1.0, get(r["summary"], "epochs") or 1.0)
                   * eval_every for r in runs if r["summary"]], default=1.0)
     margin_its = max(1.0, math.ceil(ev_its - 1e-9))
-    ok_rows = [r for r in rows if r["status"] != "FAILED"]
     failed_rows = [r["graph"] for r in rows if r["status"] == "FAILED"]
     for key, what, pred, pred_name, by in checks:
         if not any(r.get(key) is not None for r in ok_rows) or \
                 not any(r.get(pred) is not None for r in ok_rows):
             continue
         margin = margin_its if key.startswith("iterations_to_target") else 0.0
-        bad = order_check(ok_rows, key, what, pred, pred_name, margin)
+        bad = order_check([dict(r, status="ok") for r in ok_rows], key, what, pred, pred_name,
+                          margin)
         if bad:
             lines.append(f"Order of the {what}: {len(bad)} pair(s) contradict {by}" +
                          (f" by more than {margin:g} iteration(s), the evaluation interval:"
@@ -756,7 +825,9 @@ def topologies(out, target, eps, eval_every=0.25):
                           "count as ties)." if margin else "."))
     if failed_rows:
         lines.append("Left out of every verdict, FAILED (summary.json health failed: diverged or "
-                     "NaN): " + ", ".join(failed_rows) + ".")
+                     "NaN): " + ", ".join(
+                         f"{r['graph']} ({r['failed_seeds']} of {r['seeds']} seeds)"
+                         for r in rows if r["status"] == "FAILED") + ".")
     lines.append(f"Time to target: {TTT_WORDS}.")
     table = "\n".join(lines) + "\n"
     with open(os.path.join(out, "table.md"), "w") as f:
@@ -765,25 +836,21 @@ def topologies(out, target, eps, eval_every=0.25):
     if not plots_available():
         return
     import matplotlib.pyplot as plt
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     order = {r["graph"]: i for i, r in enumerate(rows)}
-    runs.sort(key=lambda r: order.get(r["name"], 99))
-    info = {r["graph"]: r for r in rows}
+    runs.sort(key=lambda r: (order.get(r["graph"], 99), r["seed"]))
     floor = 1e-9
     if have_avg:
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
         for ax, xmax in zip(axes, (60, None)):
-            top = 0
-            for i, r in enumerate(runs):
+            for i, r in enumerate(rows):
                 curve = r["avg_curve"]
                 if not curve:
                     continue
-                c = colors[i % len(colors)]
+                c = PALETTE[i % len(PALETTE)]
                 ts = [t for t, _ in curve if xmax is None or t <= xmax]
                 vs = [max(v, floor) for t, v in curve if xmax is None or t <= xmax]
-                ax.plot(ts, vs, color=c, lw=1.6, label=r["name"])
-                top = max(top, ts[-1])
-                lam, per = info[r["name"]]["lambda2"], info[r["name"]]["period"] or 1
+                ax.plot(ts, vs, color=c, lw=1.6, label=r["graph"])
+                lam, per = r["lambda2"], r["period"] or 1
                 if lam is not None and lam > 0:
                     rate = abs(lam) ** (1.0 / per)
                     pts = [(t, rate ** t) for t in ts if rate ** t >= floor]
@@ -799,29 +866,51 @@ def topologies(out, target, eps, eval_every=0.25):
         fig.savefig(os.path.join(out, "consensus.png"), dpi=110)
         plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, r in enumerate(runs):
-        pts = [(t, v) for t, v in r["train_cons"] if v > 0]
+    for i, g in enumerate(r["graph"] for r in rows):
+        first = next((r for r in runs if r["graph"] == g), None)
+        pts = [(t, v) for t, v in first["train_cons"] if v > 0] if first else []
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colors[i % len(colors)],
-                    label=r["name"])
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=PALETTE[i % len(PALETTE)],
+                    label=f"{g} (seed {first['seed']})")
     ax.set_yscale("log")
     ax.set_xlabel("iteration")
     ax.set_ylabel("consensus distance ‖z_i − z̄‖ while training")
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "consensus_training.png"), dpi=110)
     plt.close(fig)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, r in enumerate(runs):
-        ev = [e for e in by_iteration(r["eval"]) if isinstance(e.get("avg_test_loss"), float)]
-        if ev:
-            ax.plot([e["clock_s"] for e in ev], [e["avg_test_loss"] for e in ev], marker="o",
-                    ms=3, color=colors[i % len(colors)], label=r["name"])
-    ax.axhline(target, color="gray", ls="--", lw=1, label=f"target {target}")
-    ax.set_yscale("log")
-    ax.set_xlabel(f"training time ({time_unit(runs)})")
-    ax.set_ylabel("test loss of the averaged model")
-    ax.legend()
+    # the averaged model's loss against time and against iterations: one line per graph (the
+    # mean of its seeds, their range as a band)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    lows, starts = [], []
+    for ax, xkey, xlabel in ((axes[0], "clock_s", clock_label(runs)),
+                             (axes[1], "iteration", "iteration")):
+        for i, r in enumerate(rows):
+            evs = [x["eval"] for x in runs if x["graph"] == r["graph"] and
+                   health(x["summary"]) != "failed"]
+            b = band_curve(evs, xkey=xkey)
+            if not b:
+                continue
+            xs, mean, lo, hi, n = b
+            c = PALETTE[i % len(PALETTE)]
+            ax.plot(xs, mean, color=c, lw=1.6, marker=MARKERS[i % len(MARKERS)],
+                    markevery=max(1, len(xs) // 8), ms=4, label=r["graph"])
+            if n > 1:
+                ax.fill_between(xs, lo, hi, color=c, alpha=0.15, lw=0)
+            lows.append(min(mean))
+            starts.append(mean[0])
+        ax.axhline(target, color="gray", ls="--", lw=1)
+        ax.set_yscale("log")
+        if lows and starts:
+            log_ticks(ax, min(lows + [target]) / 1.15, max(starts + [target]) * 1.3)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("test loss, averaged model")
+    axes[0].set_title("against time: the per-iteration cost counts")
+    axes[1].set_title("against iterations: mixing alone")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"test loss of the averaged model (dashed: target {target})" +
+                 (f"; lines: mean of {nseed} seeds, bands: their range" if nseed > 1 else ""),
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "loss_vs_time.png"), dpi=110)
     plt.close(fig)
@@ -1391,6 +1480,7 @@ def main():
     ap.add_argument("--tolerance", type=float, default=0.15)
     ap.add_argument("--eps", type=float, default=1e-3)
     ap.add_argument("--runs", action="store_true", help="dir: a study directory's runs too")
+    ap.add_argument("--network", help="topologies: the network the runs had, for the heading")
     ap.add_argument("--eval-every", type=float, default=0.25, help="topologies: epochs between "
                     "evaluations (differences in iterations to the target below it are ties)")
     a = ap.parse_args()
@@ -1408,7 +1498,7 @@ def main():
     elif a.study == "stragglers":
         stragglers(a.out, a.target_loss)
     else:
-        topologies(a.out, a.target_loss, a.eps, a.eval_every)
+        topologies(a.out, a.target_loss, a.eps, a.eval_every, a.network)
 
 
 if __name__ == "__main__":

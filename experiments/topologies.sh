@@ -32,7 +32,6 @@ usage: experiments/topologies.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
   --sim             in virtual time (hearsay sim, deterministic; -n 64 for 64 workers), with
                     a pure-averaging run per graph
   -n, --workers N   workers (default 8)
-  --sim-compute S   the step time in virtual time (default bench)
   --delay-bound D   sgp/osgp --delay-bound (default: 0 with --sim, the synchronous SGP of the
                     theory; the algorithm's own default for real runs)
   --eps X           averaging runs: iterations until the consensus distance is X times its
@@ -47,6 +46,15 @@ usage: experiments/topologies.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
   --target-loss X   test loss to time (default 0.3, with --sim 0.2: every graph reaches it
                     at 64 workers, and the ranks' own models differ by then)
   --seed N          (default 1)
+  --seeds K         K training runs per graph, seeds SEED .. SEED+K-1 (default 1): the table
+                    gives each figure's mean and 95 % interval, and the orders count only the
+                    pairs the intervals separate
+  --shard SPEC      how the training set is split (default iid; with --sim dirichlet:0.1:
+                    label skew, where the graph decides how fast the ranks agree)
+  --sim-net SPEC    the network in virtual time (default "1Gbit,50us": one rank per host,
+                    each host's NIC at 1 Gbit/s, served in send order, 50 us links; none:
+                    ideal links, where an iteration costs the same on every graph)
+  --sim-compute S   the step time in virtual time (default fixed:5)
   -h, --help
 EOF2
 }
@@ -61,9 +69,12 @@ epochs=
 evalevery=
 target=
 seed=1
+seeds=1
+shard=
+simnet=1Gbit,50us
 quick=0
 sim=0
-simcompute=bench
+simcompute=fixed:5
 dbound=
 eps=1e-3
 maxavg=8000
@@ -86,6 +97,9 @@ while [ $# -gt 0 ]; do
     --eval-every) evalevery=$2; shift 2 ;;
     --target-loss) target=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
+    --seeds) seeds=$2; shift 2 ;;
+    --shard) shard=$2; shift 2 ;;
+    --sim-net) simnet=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) usage >&2; hs_die "unknown option '$1'" ;;
@@ -98,8 +112,24 @@ if [ -z "$epochs" ]; then
         if [ "$sim" = 1 ]; then epochs=8; else epochs=1; fi
     fi
 fi
+case "$seeds" in '' | *[!0-9]* | 0) hs_die "--seeds $seeds: give a count >= 1" ;; esac
 if [ -z "$target" ]; then
-    if [ "$sim" = 1 ]; then target=0.2; else target=0.3; fi
+    if [ "$sim" = 1 ]; then target=0.3; else target=0.3; fi
+fi
+if [ -z "$shard" ]; then
+    if [ "$sim" = 1 ]; then shard=dirichlet:0.1; else shard=iid; fi
+fi
+net=()
+networds="the machine's own transport"
+if [ "$sim" = 1 ]; then
+    case "$simnet" in
+    none) networds="ideal links (no communication cost)" ;;
+    *,*)
+        net=(--ranks-per-host 1 --sim-nic "${simnet%%,*}" --sim-nic-share fifo --link "latency=${simnet#*,}")
+        networds="one rank per host, ${simnet%%,*} NICs (served in send order), ${simnet#*,} links"
+        ;;
+    *) hs_die "--sim-net $simnet: give RATE,LATENCY (1Gbit,50us) or none" ;;
+    esac
 fi
 [ -z "$dbound" ] && [ "$sim" = 1 ] && dbound=0
 if [ -z "$evalevery" ]; then
@@ -112,7 +142,8 @@ bin=$(hs_find_bin)
 hs_launcher "$bin" "$sim" "$workers" "$simcompute"
 mkdir -p "$out"
 echo "topologies: $workers workers, $algo ${dflags[*]} over [$graphs], model $model, data" \
-    "$data, $epochs epochs, target loss $target -> $out"
+    "$data, shards $shard, $epochs epochs, target loss $target, seeds $seed..$((seed + seeds - 1))," \
+    "network: $networds -> $out"
 
 # The graph's spectral analysis and mixing matrices (hearsay topo --json) into FILE; prints the
 # iterations it predicts to consensus eps.
@@ -122,12 +153,9 @@ topo_json() { # GRAPH FILE
     "$HS_PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["report"]["predicted_iters"])' "$2"
 }
 
-hs_progress_start "$(wc -w <<<"$graphs")"
+hs_progress_start $(($(wc -w <<<"$graphs") * seeds))
 for g in $graphs; do
     name=${g%%:*}
-    dir="$out/$name"
-    rm -rf "$dir"
-    hs_progress_next "$g"
     pred=$(topo_json "$g" "$out/$name.topo.json") || {
         echo "   hearsay topo --graph $g --n $workers failed"
         continue
@@ -153,20 +181,29 @@ for g in $graphs; do
             echo "   averaging: $iters iterations in $((($(date +%s%N) - t0) / 1000000)) ms"
         fi
     fi
-    t0=$(date +%s%N)
-    if ! "${HS_LAUNCH[@]}" --algo "$algo" --graph "$g" "${dflags[@]}" --model "$model" \
-        --data "$data" --epochs "$epochs" --seed "$seed" --batch 64 --threads 1 --target-loss "$target" \
-        --eval-every "$evalevery" --progress 5 --out "$dir" "${extra[@]}" >"$dir.log" 2>&1 && [ ! -f "$dir/summary.json" ]; then
-        echo "   FAILED (log: $dir.log)"
-        tail -n 5 "$dir.log" | sed 's/^/   /'
-        continue
-    fi
-    mv "$out/$name.topo.json" "$dir/topo.json"
-    t1=$(date +%s%N)
-    echo "   training done in $(((t1 - t0) / 1000000)) ms"
-    hs_health "$dir"
+    # training: one run per seed, OUT/GRAPH-sSEED
+    for ((s = seed; s < seed + seeds; s++)); do
+        dir="$out/$name-s$s"
+        rm -rf "$dir"
+        hs_progress_next "$g, seed $s"
+        t0=$(date +%s%N)
+        if ! "${HS_LAUNCH[@]}" --algo "$algo" --graph "$g" "${dflags[@]}" "${net[@]}" \
+            --model "$model" --data "$data" --shard "$shard" --epochs "$epochs" --seed "$s" \
+            --batch 64 --threads 1 --target-loss "$target" --eval-every "$evalevery" \
+            --progress 5 --out "$dir" "${extra[@]}" >"$dir.log" 2>&1 &&
+            [ ! -f "$dir/summary.json" ]; then
+            echo "   FAILED (log: $dir.log)"
+            tail -n 5 "$dir.log" | sed 's/^/   /'
+            continue
+        fi
+        cp "$out/$name.topo.json" "$dir/topo.json"
+        t1=$(date +%s%N)
+        echo "   training done in $(((t1 - t0) / 1000000)) ms"
+        hs_health "$dir"
+    done
+    rm -f "$out/$name.topo.json"
 done
 hs_progress_end
 "$HS_PY" "$here/report.py" topologies "$out" --target-loss "$target" --eps "$eps" \
-    --eval-every "$evalevery"
+    --eval-every "$evalevery" --network "$networds"
 hs_report "$bin" "$out" --target-loss "$target"
