@@ -181,6 +181,8 @@ def fmt_ci(m, h, nd=3):
         return "—"
     if h is None:
         return f"{m:.{nd}g}"
+    if h <= 1e-9 * max(1.0, abs(m)):  # every seed at the same evaluation point
+        return f"{m:.{nd}g} ± 0"
     return f"{m:.{nd}g} ± {h:.2g}"
 
 
@@ -1279,8 +1281,44 @@ def study_report(top, target, plt, each):
                      f"{fmt(100 * acc if acc is not None else None, 1)} % | "
                      f"{human_bytes(r['bytes_sent_per_rank'])} | "
                      f"{'FAILED' if r['health'] == 'failed' else r['health']} |")
+    # a study of seeds (runs GROUP/NAME-sSEED, as experiments/stragglers.sh writes them): each
+    # (group, name) as the study table has it, the mean and 95 % interval over its seeds, and
+    # one figure with a panel per group, one line per name with its seeds' band
+    seeded = []
+    for i in infos:
+        m = re.fullmatch(r"(.+)-s([0-9]+)", os.path.basename(i["dir"]))
+        if not m:
+            break
+        seeded.append({"name": m.group(1), "seed": int(m.group(2)), "dir": i["dir"],
+                       "scenario": os.path.relpath(os.path.dirname(i["dir"]), top),
+                       "summary": i["summary"], "eval": i["eval"],
+                       "health": "failed" if i["health"] == "failed" else "ok"})
+    if len(seeded) != len(infos):
+        seeded = []
+    if seeded and target is not None:
+        cells = {}
+        for r in seeded:
+            cells.setdefault((r["scenario"], r["name"]), []).append(r)
+        lines += ["", f"Per group and algorithm over its seeds: the averaged model's time to test "
+                  f"loss {target:g}, mean ± the 95 % interval's half-width (Student's t; the "
+                  f"study's table.md shows the same figures):", "",
+                  "| group | algorithm | seeds | time to target, averaged model | reached | "
+                  "FAILED |", "|---|---|---|---|---|---|"]
+        for (g, a), rs in sorted(cells.items()):
+            ok_ = [r for r in rs if r["health"] != "failed"]
+            ts = [avg_to_target(r["eval"], target)[0] for r in ok_]
+            m, h = mean_ci(ts)
+            lines.append(f"| {g} | {a} | {len(rs)} | {fmt_ci(m, h)} | "
+                         f"{sum(1 for t in ts if t is not None)}/{len(ok_)} | "
+                         f"{len(rs) - len(ok_)} |")
     pngs = []
-    if plt is not None:
+    if plt is not None and seeded and target is not None:
+        scen = all(re.fullmatch(r"x[0-9.]+|pauses", r["scenario"]) for r in seeded)
+        study_panels(top, seeded, target, plt, "report-loss_vs_time.png",
+                     scenario_title if scen else (lambda g: g),
+                     order=scenario_key if scen else None)
+        pngs.append("report-loss_vs_time.png")
+    elif plt is not None:
         groups = {}
         for i in infos:
             groups.setdefault(os.path.relpath(os.path.dirname(i["dir"]), top), []).append(i)

@@ -59,6 +59,20 @@ grep -q "^| allreduce | $want |" "$s/table.md" &&
     bad "allreduce x1: expected $want: $(grep '^| allreduce' "$s/table.md")"
 grep -q '^sgp,x4,1,failed,' "$s/results.csv" && ok "results.csv marks the run failed" ||
     bad "results.csv: $(cat "$s/results.csv")"
+# a second seed of allreduce x1: the table's mean and interval, and `hearsay report` on the
+# study directory gives the same figure for the same cell
+sim "$s/x1/allreduce-s2" -n 4 --algo allreduce --seed 2
+"$py" "$src/experiments/report.py" stragglers "$s" --target-loss 0.5 >"$tmp/out" 2>&1 ||
+    bad "report.py stragglers (2 seeds) failed: $(cat "$tmp/out")"
+cell=$(awk -F' [|] ' '/^[|] allreduce [|]/ { print $2; exit }' "$s/table.md")
+case "$cell" in
+*±*) ok "allreduce x1 over 2 seeds: $cell" ;;
+*) bad "allreduce x1 over 2 seeds has no interval: $(grep '^| allreduce' "$s/table.md")" ;;
+esac
+"$py" "$src/experiments/report.py" dir "$s" --target-loss 0.5 >"$tmp/out" 2>&1
+grep -q "^| x1 | allreduce | 2 | $cell |" "$s/report.md" &&
+    ok "hearsay report on the study shows the table's figure for allreduce x1 ($cell)" ||
+    bad "report.md's allreduce x1: $(grep '| allreduce |' "$s/report.md"), table: $cell"
 
 t=$tmp/topologies
 mkdir -p "$t"
