@@ -1138,10 +1138,11 @@ def run_report(d, target, plt):
         lines.append(f"| failed ranks | {', '.join(str(f.get('rank')) for f in failed)} |")
     per = s.get("per_rank") or []
     if per:
-        lines += ["", f"Per rank (times in {unit} over the run; bytes from rank-R.csv):", "",
-                  "| rank | iterations | compute | comm | wait | straggle | sent | received | "
-                  "push-sum weight | staleness p50 / p99 / max | test loss |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += ["", f"Per rank (times in {unit} over the run, compute + comm + wait + straggle + "
+                  "eval = the rank's wall; bytes from rank-R.csv):", "",
+                  "| rank | iterations | compute | comm | wait | straggle | eval | wall | sent | "
+                  "received | push-sum weight | staleness p50 / p99 / max | test loss |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for p in per:
             q = p.get("rank", 0)
             sent = info["sent"][q] if q < len(info["sent"]) else None
@@ -1151,7 +1152,8 @@ def run_report(d, target, plt):
                 v = p.get(k)
                 return fmt(float(v), nd) if isinstance(v, (int, float)) else "—"
             lines.append(f"| {q} | {g('iterations', 0)} | {g('compute_s')} | {g('comm_s')} | "
-                         f"{g('wait_s')} | {g('straggle_s')} | {human_bytes(sent)} | "
+                         f"{g('wait_s')} | {g('straggle_s')} | {g('eval_s')} | {g('wall_s')} | "
+                         f"{human_bytes(sent)} | "
                          f"{human_bytes(recv)} | {g('ps_weight', 4)} | {g('staleness_p50', 1)} / "
                          f"{g('staleness_p99', 1)} / {g('staleness_max', 0)} | "
                          f"{g('test_loss', 4)} |")
@@ -1236,7 +1238,7 @@ def run_plots(d, info, plt):
     if per:
         fig, ax = plt.subplots(figsize=(6, 4))
         bottom = [0.0] * len(per)
-        for key in ("compute_s", "comm_s", "wait_s", "straggle_s"):
+        for key in ("compute_s", "comm_s", "wait_s", "straggle_s", "eval_s"):
             vals = [float(p.get(key)) if isinstance(p.get(key), (int, float)) else 0.0
                     for p in per]
             ax.bar([str(p["rank"]) for p in per], vals, bottom=bottom, label=key[:-2])

@@ -101,7 +101,12 @@ static int round_done(hs_evalc_t *ec, int i)
     a.rank_loss_max = r->loss_max;
     a.rank_acc_mean = r->acc_sum / r->count;
     hs_report_avg_row(ec->csv, &a, ec->ipe);
-    if (!isfinite(a.test_loss) && ec->nonfinite < 0) ec->nonfinite = a.iteration;
+    if (!isfinite(a.test_loss) && ec->nonfinite < 0) {
+        ec->nonfinite = a.iteration;
+        HS_WARN("rank 0: the averaged model's test loss is %g at iteration %ld: a rank's "
+                "parameters are NaN or infinite (it diverged; summary.json health: failed)",
+                a.test_loss, a.iteration);
+    }
     if (isnan(ec->ttt) && ((ec->target_loss > 0 && a.test_loss <= ec->target_loss) ||
                            (ec->target_acc > 0 && a.test_acc >= ec->target_acc)))
         ec->ttt = a.clock_s;

@@ -610,7 +610,7 @@ static const char sim_usage[] =
     "usage: hearsay sim -n N [--sim-compute fixed:MS|bench|measured|measured-all]\n"
     "                   [--ranks-per-host R]\n"
     "                   [--sim-nic RATE [--sim-nic-share fair|fifo] [--sim-proto LIST]]\n"
-    "                   [--sim-threads P]\n"
+    "                   [--sim-threads P] [--sim-eval-traffic]\n"
     "                   [TRAIN OPTIONS]\n"
     "\n"
     "Run `hearsay train` on N simulated ranks in this one process, on a virtual clock: the\n"
@@ -649,6 +649,11 @@ static const char sim_usage[] =
     "                           (default: the online CPUs); the results are the same for any\n"
     "                           P, only the wall time changes. --threads 0 (the default)\n"
     "                           means one BLAS thread per gradient here\n"
+    "  --sim-eval-traffic       evaluations cost what they would on a cluster (snapshots to\n"
+    "                           rank 0 over the simulated network, the drain before them, their\n"
+    "                           compute under measured-all); by default they are observers that\n"
+    "                           take no virtual time or bandwidth: --eval-every changes no\n"
+    "                           iterate and no time column\n"
     "\n"
     "Every other option is hearsay train's (hearsay train --help), with the same meaning.\n";
 
