@@ -95,7 +95,11 @@ def check(lib, rc, what):
 
 def compare(args, model_name, lib, np, torch, torch_digits):
     """One model: the step table; returns the worst relative difference (or 77: skip)."""
-    if model_name == "lenet5":
+    if model_name == "lenet5" and args.mnist:
+        import mnist_parity
+        xtr, ytr, _, _ = mnist_parity.load(args.mnist)
+        shape = (1, 28, 28)
+    elif model_name == "lenet5":
         path = args.path or torch_digits.DEFAULT_PATH
         if not os.path.exists(path):
             print(f"torch_parity.py: skipped: {path} missing (install python3-sklearn)",
@@ -137,7 +141,9 @@ def compare(args, model_name, lib, np, torch, torch_digits):
 
     g = torch.Generator().manual_seed(args.seed)
     perm = torch.randperm(len(ytr), generator=g)
-    print(f"{model_name} on {'digits' if model_name == 'lenet5' else 'random CIFAR-shaped data'}, --init {args.init} --seed {args.seed}, lr {args.lr} momentum "
+    what = ("MNIST idx files in " + args.mnist if args.mnist else "digits") \
+        if model_name == "lenet5" else "random CIFAR-shaped data"
+    print(f"{model_name} on {what}, --init {args.init} --seed {args.seed}, lr {args.lr} momentum "
           f"{args.momentum} wd {args.weight_decay} batch {args.batch}; identical weights and "
           f"batches")
     print(f"{'step':>4} {'loss hearsay':>13} {'loss torch':>11} {'|g| hearsay':>12} "
@@ -197,6 +203,9 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default=os.path.join(HERE, "..", "_build", ".libs", "libhearsay.so"))
     ap.add_argument("--path", default=None, help="digits.csv(.gz)")
+    ap.add_argument("--mnist", default=None, metavar="DIR",
+                    help="lenet5 on the MNIST idx files in DIR (bench/mnist5k_to_idx.py) instead "
+                         "of the digits, standardised as Hearsay's mnist:DIR")
     ap.add_argument("--model", default="lenet5",
                     help="lenet5 (digits), resnet20 (random CIFAR-shaped data), or both: "
                          "lenet5,resnet20")

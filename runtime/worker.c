@@ -21,7 +21,8 @@ struct hs_worker {
     double base_lr;
     int batch;
     long iter;
-    long iters_per_epoch; /* global: floor(train samples / ranks / batch), at least 1 */
+    long iters_per_epoch; /* global: floor (ceiling with keep_last) of train samples / ranks /
+                           * batch, at least 1 */
     int64_t epoch;        /* schedule epoch the batch iterator is in (iter / iters_per_epoch) */
     int64_t pass;         /* passes started over the shard (seeds the shuffle) */
     int dim;
@@ -150,15 +151,19 @@ int hs_worker_open_local(hs_worker_t **out, const hs_train_opts_t *o, int rank, 
     if (batch > w->shard.n) batch = (int)w->shard.n;
     w->batch = batch;
     if ((rc = hs_batcher_init(&w->batches, &w->train, &w->shard, batch,
-                              HS_BATCH_SHUFFLE | HS_BATCH_DROP_LAST, o->seed, rank)) < 0)
+                              HS_BATCH_SHUFFLE | (o->keep_last ? 0 : HS_BATCH_DROP_LAST), o->seed,
+                              rank)) < 0)
         goto fail;
     hs_batcher_start_epoch(&w->batches, 0);
     /* Every rank derives the same count from global quantities (shards may differ by a
      * sample, or much more under non-IID sharding): all ranks run the same iterations. The
      * batch asked for, not this rank's (clipped to a small shard): with the clipped one a rank
      * holding 10 samples of a Dirichlet split ran 7x the iterations of the others, alone at
-     * the end of every synchronous algorithm (issue 25). */
-    w->iters_per_epoch = (long)(w->train.n / ranks / o->batch);
+     * the end of every synchronous algorithm (issue 25). With the last partial batch kept, the
+     * count is the ceiling (one worker: a pass per epoch, PyTorch's
+     * DataLoader(drop_last=False)). */
+    w->iters_per_epoch = o->keep_last ? (long)((w->train.n / ranks + o->batch - 1) / o->batch)
+                                      : (long)(w->train.n / ranks / o->batch);
     if (w->iters_per_epoch < 1) w->iters_per_epoch = 1;
 
     if ((rc = hs_model_create(&w->model, w->k, o->model, w->train.c, w->train.h, w->train.w,
@@ -363,11 +368,11 @@ int hs_worker_seek(hs_worker_t *w, long iteration)
     if (iteration < 0) return HS_ERR(-EINVAL, "cannot seek to iteration %ld", iteration);
     /* Where hs_worker_grad's positioning stands after `iteration` batches, in closed form (O(1)
      * in the iteration): schedule epoch e starts a fresh pass (epoch 0: pass 0), and a pass
-     * holds k = n / B batches (the last partial one dropped), so epoch e uses
-     * ceil(ipe / k) passes and its j-th batch is batch j % k of its pass j / k. The pass
-     * numbers stay below `iteration` (ceil(ipe / k) <= ipe): no overflow. */
+     * holds k = n / B batches (the last partial one dropped; ceil(n / B) when kept), so
+     * epoch e uses ceil(ipe / k) passes and its j-th batch is batch j % k of its pass j / k.
+     * The pass numbers stay below `iteration` (ceil(ipe / k) <= ipe): no overflow. */
     hs_batcher_t *b = &w->batches;
-    int64_t ipe = w->iters_per_epoch, k = b->n / b->batch;
+    int64_t ipe = w->iters_per_epoch, k = hs_batcher_batches_per_epoch(b);
     if (k < 1) return HS_ERR(-EINVAL, "cannot seek: the shard holds no whole batch");
     w->epoch = 0;
     w->pass = 0;
@@ -376,7 +381,7 @@ int hs_worker_seek(hs_worker_t *w, long iteration)
         int64_t last = iteration - 1, e = last / ipe, j = last % ipe;
         w->epoch = e;
         w->pass = e * ((ipe + k - 1) / k) + j / k;
-        pos = (j % k + 1) * (int64_t)b->batch;
+        pos = HS_MIN((j % k + 1) * (int64_t)b->batch, b->n);
     }
     hs_batcher_start_epoch(b, w->pass);
     b->pos = pos;

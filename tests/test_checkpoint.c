@@ -215,47 +215,52 @@ END_TEST
 
 /* hs_worker_seek(k) then one gradient sees the batch iteration k of a worker that ran from the
  * start (lr 0: the parameters never move, so equal losses mean equal batches), across epoch
- * boundaries and the refills of a small non-IID shard. */
+ * boundaries and the refills of a small non-IID shard, with the last partial batch dropped
+ * (the default) and kept (--last-batch keep: an epoch is the ceiling, 13 batches, not 12). */
 START_TEST(test_worker_seek)
 {
-    hs_train_opts_t o;
-    hs_train_opts_defaults(&o);
-    o.model = "mlp:8-16-3";
-    o.data = "gauss:dim=8,classes=3,train=600,test=60";
-    o.shard = "dirichlet:0.5";
-    o.batch = 16;
-    o.lr = 0;
-    o.threads = 1;
-    o.epochs = 4;
-    const int ranks = 3;
-    for (int rank = 0; rank < ranks; rank++) {
-        hs_worker_t *a = NULL, *b = NULL;
-        ck_assert_int_eq(hs_worker_open(&a, &o, rank, ranks), 0);
-        ck_assert_int_eq(hs_worker_open(&b, &o, rank, ranks), 0);
-        long ipe = hs_worker_iters_per_epoch(a), T = 3 * ipe + 2;
-        double *loss = malloc((size_t)T * sizeof *loss);
-        for (long t = 0; t < T; t++) {
-            ck_assert_int_eq(hs_worker_grad(a, &loss[t], NULL, NULL), 0);
-            ck_assert_int_eq(hs_worker_apply(a), 0);
+    for (int keep = 0; keep < 2; keep++) {
+        hs_train_opts_t o;
+        hs_train_opts_defaults(&o);
+        o.keep_last = keep;
+        o.model = "mlp:8-16-3";
+        o.data = "gauss:dim=8,classes=3,train=600,test=60";
+        o.shard = "dirichlet:0.5";
+        o.batch = 16;
+        o.lr = 0;
+        o.threads = 1;
+        o.epochs = 4;
+        const int ranks = 3;
+        for (int rank = 0; rank < ranks; rank++) {
+            hs_worker_t *a = NULL, *b = NULL;
+            ck_assert_int_eq(hs_worker_open(&a, &o, rank, ranks), 0);
+            ck_assert_int_eq(hs_worker_open(&b, &o, rank, ranks), 0);
+            long ipe = hs_worker_iters_per_epoch(a), T = 3 * ipe + 2;
+            ck_assert_int_eq(ipe, keep ? 13 : 12); /* 600 / 3 ranks = 200 samples, batch 16 */
+            double *loss = malloc((size_t)T * sizeof *loss);
+            for (long t = 0; t < T; t++) {
+                ck_assert_int_eq(hs_worker_grad(a, &loss[t], NULL, NULL), 0);
+                ck_assert_int_eq(hs_worker_apply(a), 0);
+            }
+            long ks[] = {0, 1, ipe - 1, ipe, ipe + 1, 2 * ipe + 3, T - 1};
+            for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+                double l;
+                ck_assert_int_eq(hs_worker_seek(b, ks[i]), 0);
+                ck_assert_int_eq(hs_worker_iteration(b), ks[i]);
+                ck_assert_int_eq(hs_worker_grad(b, &l, NULL, NULL), 0);
+                ck_assert_msg(l == loss[ks[i]], "rank %d iteration %ld: loss %.9g, want %.9g", rank,
+                              ks[i], l, loss[ks[i]]);
+            }
+            ck_assert_int_lt(hs_worker_seek(b, -1), 0);
+            /* O(1) in the iteration: 2^62 takes no time (it used to loop once per iteration) */
+            double t0 = hs_now();
+            ck_assert_int_eq(hs_worker_seek(b, 1L << 62), 0);
+            ck_assert_int_eq(hs_worker_iteration(b), 1L << 62);
+            ck_assert_msg(hs_now() - t0 < 0.5, "seeking 2^62 took %.2f s", hs_now() - t0);
+            free(loss);
+            hs_worker_close(&a);
+            hs_worker_close(&b);
         }
-        long ks[] = {0, 1, ipe - 1, ipe, ipe + 1, 2 * ipe + 3, T - 1};
-        for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
-            double l;
-            ck_assert_int_eq(hs_worker_seek(b, ks[i]), 0);
-            ck_assert_int_eq(hs_worker_iteration(b), ks[i]);
-            ck_assert_int_eq(hs_worker_grad(b, &l, NULL, NULL), 0);
-            ck_assert_msg(l == loss[ks[i]], "rank %d iteration %ld: loss %.9g, want %.9g", rank,
-                          ks[i], l, loss[ks[i]]);
-        }
-        ck_assert_int_lt(hs_worker_seek(b, -1), 0);
-        /* O(1) in the iteration: 2^62 takes no time (it used to loop once per iteration) */
-        double t0 = hs_now();
-        ck_assert_int_eq(hs_worker_seek(b, 1L << 62), 0);
-        ck_assert_int_eq(hs_worker_iteration(b), 1L << 62);
-        ck_assert_msg(hs_now() - t0 < 0.5, "seeking 2^62 took %.2f s", hs_now() - t0);
-        free(loss);
-        hs_worker_close(&a);
-        hs_worker_close(&b);
     }
 }
 END_TEST

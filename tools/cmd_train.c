@@ -75,6 +75,13 @@ static hs_option_t train_options[] = {
      .def = "128",
      .range = "[1, 65536]",
      .help = "batch size per worker"},
+    {.name = "last-batch",
+     .type = HS_OPT_ENUM,
+     .def = "drop",
+     .choices = "drop|keep",
+     .help = "each pass's last partial batch: drop (every step sees --batch samples; an epoch "
+             "is floor(samples / ranks / batch) steps) or keep (PyTorch DataLoader's default: "
+             "one smaller step more, the ceiling)"},
     {.name = "lr",
      .type = HS_OPT_DOUBLE,
      .def = "0.05",
@@ -389,6 +396,7 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
     o.epochs = (int)hs_cfg_int(cfg, "epochs");
     o.max_iters = hs_cfg_int(cfg, "max-iters");
     o.batch = (int)hs_cfg_int(cfg, "batch");
+    o.keep_last = strcmp(hs_cfg_str(cfg, "last-batch"), "keep") == 0;
     o.lr = hs_cfg_double(cfg, "lr");
     o.momentum = hs_cfg_double(cfg, "momentum");
     o.nesterov = hs_cfg_bool(cfg, "nesterov");

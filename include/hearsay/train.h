@@ -100,6 +100,10 @@ typedef struct hs_train_opts {
      * simulator loads it once for every rank); NULL: each worker loads its own. */
     const hs_dataset_t *shared_train, *shared_test;
     const char *resume; /* directory of a run whose ckpt/rank-R.bin to resume (NULL) */
+    int keep_last;      /* --last-batch keep: each pass over a shard ends with its partial
+                         * batch (PyTorch's DataLoader default) and an epoch is ceil(train
+                         * samples / ranks / batch) iterations; 0 (drop, the default): the
+                         * partial batch is dropped and an epoch is the floor */
 } hs_train_opts_t;
 
 /* The defaults of `hearsay train` (the synthetic Gaussian-mixture task and the MLP). */
