@@ -11,6 +11,7 @@
  */
 #include "config.h"
 #include "hearsay/common.h"
+#include "hearsay/file.h"
 #include "hearsay/rendezvous.h"
 #include "tools/commands.h"
 
@@ -635,13 +636,12 @@ static int main_loop(launcher_t *L)
     return L->interrupted ? 128 + L->interrupted : L->first_code;
 }
 
+/* The file holds the job key: created 0600 under a fresh name beside F (O_EXCL | O_NOFOLLOW)
+ * and renamed over F, so nothing planted at F or at any other name is written through. */
 static int write_env_file(const char *path, const char *text)
 {
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "hearsay run: cannot write --env-file %s: %s\n", path, strerror(errno));
+    if (hs_file_write(path, text, strlen(text), HS_FILE_SECRET | HS_FILE_SYNC) < 0) {
+        fprintf(stderr, "hearsay run: cannot write --env-file %s: %s\n", path, hs_last_error());
         return -1;
     }
     return 0;
