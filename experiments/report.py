@@ -16,6 +16,7 @@ Needs Debian's python3-matplotlib (run with /usr/bin/python3); without it, no pl
 """
 import argparse
 import csv
+import itertools
 import json
 import math
 import os
@@ -84,6 +85,13 @@ class Rows(Sequence):
         j = self.idx[i]
         return {k: c[j] for k, c in zip(self.keys, self.cols)}
 
+    def column(self, key):
+        """One column's values (None for a column the file does not have)."""
+        if key not in self.keys:
+            return [None] * len(self.idx)
+        c = self.cols[self.keys.index(key)]
+        return c if self.idx == range(len(c)) else [c[j] for j in self.idx]
+
     def __iter__(self):
         keys, cols = self.keys, self.cols
         for j in self.idx:
@@ -99,10 +107,24 @@ def _text_lines(f, path):
         yield line
 
 
+_csv_cache = {}
+
+
 def read_csv(path):
-    """A CSV with a header line, as Rows (numbers as floats); [] when the file is missing."""
+    """A CSV with a header line, as Rows (numbers as floats); [] when the file is missing.
+    Read once per report (run_info and rank_split both want the rank CSVs; Rows are never
+    changed)."""
     if not os.path.lexists(path):
         return []
+    key = os.path.abspath(path)
+    if key not in _csv_cache:
+        if len(_csv_cache) >= 64:
+            _csv_cache.clear()
+        _csv_cache[key] = _read_csv(path)
+    return _csv_cache[key]
+
+
+def _read_csv(path):
     with open_regular(path, CSV_MAX_BYTES, "CSV file") as f:
         try:
             rd = csv.reader(_text_lines(f, path))
@@ -110,20 +132,29 @@ def read_csv(path):
             if not keys:
                 return []
             cols = [array("d") for _ in keys]
-            n = 0
-            for row in rd:
-                if len(row) > len(keys):
-                    raise ReportError(f"{path}:{rd.line_num}: {len(row)} fields for a header "
-                                      f"of {len(keys)}")
-                for c, col in enumerate(cols):
-                    v = _num(row[c]) if c < len(row) else None
-                    if isinstance(v, float) and isinstance(col, array):
-                        col.append(v)
-                        continue
-                    if isinstance(col, array):  # a value that is no number: a plain list
-                        cols[c] = col = list(col)
-                    col.append(v)
-                n += 1
+            n, width = 0, len(keys)
+            # By chunks of rows, a column at a time (float() over a column runs in C; a
+            # column with a value that is no number becomes a plain list).
+            for chunk in iter(lambda: list(itertools.islice(rd, 16384)), []):
+                chunk = [r for r in chunk if r]  # blank lines, as csv.DictReader skips them
+                if not chunk:
+                    continue
+                longest = max(map(len, chunk))
+                if longest > width:
+                    raise ReportError(f"{path}:{rd.line_num}: a line of {longest} fields for a "
+                                      f"header of {width}")
+                if min(map(len, chunk)) < width:
+                    chunk = [r + [None] * (width - len(r)) for r in chunk]
+                for c, vals in enumerate(zip(*chunk)):
+                    col = cols[c]
+                    if isinstance(col, array):
+                        try:
+                            col.extend(array("d", map(float, vals)))
+                            continue
+                        except (TypeError, ValueError):
+                            cols[c] = col = list(col)
+                    col.extend(map(_num, vals))
+                n += len(chunk)
             return Rows(keys, cols, range(n))
         except csv.Error as e:
             raise ReportError(f"{path}: not a CSV file ({e})") from None
@@ -168,13 +199,14 @@ def savefig(fig, path, dpi):
         fig.savefig(f, format="png", dpi=dpi)
 
 
-def thin(pts, n=PLOT_MAX_POINTS):
-    """At most about n of pts, evenly spaced (the last one kept): a plot of a long run."""
-    if len(pts) <= n:
-        return pts
-    step = len(pts) / n
-    out = [pts[int(i * step)] for i in range(n)]
-    return out + [pts[-1]]
+def column(rows, key):
+    """rows' values of key: straight from the column for Rows, else row by row."""
+    return rows.column(key) if isinstance(rows, Rows) else [r.get(key) for r in rows]
+
+
+def sample(rows, n=PLOT_MAX_POINTS):
+    """About n of rows, evenly spaced (a slice: nothing copied for Rows): a long run's plot."""
+    return rows[::max(1, len(rows) // n)]
 
 
 def _num(v):
@@ -661,12 +693,13 @@ def rank_split(d):
     if not rows or not all(rows):
         return None
     n = sum(len(x) for x in rows)
-    split = {k: 1e3 * sum(row[k] for x in rows for row in x) / n
+    split = {k: 1e3 * sum(sum(column(x, k)) for x in rows) / n
              for k in ("compute_s", "comm_s", "wait_s")}
     clocks = sorted(x[-1]["wall_s"] for x in rows)
     split["clock_s"] = clocks[len(clocks) // 2]
     # spread of one iteration's duration (rank 0's loop clock; evaluations included)
-    dts = sorted(1e3 * (b["wall_s"] - a["wall_s"]) for a, b in zip(rows[0], rows[0][1:]))
+    w0 = column(rows[0], "wall_s")
+    dts = sorted(1e3 * (b - a) for a, b in zip(w0, w0[1:]))
     split["dt"] = [dts[int(q * (len(dts) - 1))] for q in (0.1, 0.5, 0.9)] if dts else None
     split["iterations"] = len(rows[0])
     return split
@@ -784,7 +817,7 @@ def finite(v):
 
 def total(rows, key):
     """The column's total over the run (rank-R.csv's byte counts are per iteration)."""
-    vals = [r[key] for r in rows if finite(r.get(key))]
+    vals = [v for v in column(rows, key) if finite(v)]
     return sum(vals) if vals else None
 
 
@@ -903,11 +936,11 @@ def run_plots(d, info, plt):
             ("accuracy", "avg_test_acc", "test_acc", "test accuracy", False)):
         fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
         for ax, xkey, xl in ((axes[0], "clock_s", xlabel), (axes[1], "iteration", "iteration")):
-            pts = thin([(e[xkey], e[avg_key]) for e in ev if finite(e.get(avg_key))])
+            pts = [(e[xkey], e[avg_key]) for e in sample(ev) if finite(e.get(avg_key))]
             if pts:
                 ax.plot(*zip(*pts), marker="o", ms=3, lw=2, color="k", label="averaged model")
             for q, rev in enumerate(revs):
-                pts = thin([(e[xkey], e[rank_key]) for e in rev if finite(e.get(rank_key))])
+                pts = [(e[xkey], e[rank_key]) for e in sample(rev) if finite(e.get(rank_key))]
                 if pts:
                     ax.plot(*zip(*pts), lw=1, alpha=0.7, label=f"rank {q}")
             if log and info["target"] is not None and math.isfinite(info["target"]):
@@ -920,8 +953,8 @@ def run_plots(d, info, plt):
         fig.suptitle(f"{s.get('algo', '')}: {ylabel} versus time and iterations")
         save(fig, f"report-{what}.png")
     cons = read_csv(os.path.join(d, "consensus.csv"))
-    cpts = thin([(c["iteration"], c["consensus_distance"]) for c in cons
-                 if finite(c.get("consensus_distance")) and c["consensus_distance"] > 0])
+    cpts = [(c["iteration"], c["consensus_distance"]) for c in sample(cons)
+            if finite(c.get("consensus_distance")) and c["consensus_distance"] > 0]
     if not cpts:
         cpts = [(e["iteration"], e["consensus"]) for e in ev
                 if finite(e.get("consensus")) and e["consensus"] > 0]
@@ -935,7 +968,7 @@ def run_plots(d, info, plt):
     for what, key, ylabel in (("ps_weight", "ps_weight", "push-sum weight"),
                               ("staleness", "staleness_mean",
                                "staleness of the messages applied (iterations, mean)")):
-        series = [thin([(row["iteration"], row[key]) for row in x if finite(row.get(key))])
+        series = [[(row["iteration"], row[key]) for row in sample(x) if finite(row.get(key))]
                   for x in ranks]
         if not any(series):
             continue
