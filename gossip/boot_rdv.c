@@ -182,11 +182,13 @@ int hs_rdv_client_join(hs_rdv_client_t *c, const char *addr, const char *key, in
     double deadline = hs_now() + timeout_s, backoff = 0.02;
     hs_rdv_hdr_t rh;
     uint8_t *body = NULL;
-    int rc;
+    int rc, resets = 0, again = 0;
     /* A launcher flooded by connections without the key may drop this one before reading
      * its HELLO ("rendezvous busy: ..."): connect again until the start-up deadline. */
     for (;;) {
-        int fd = connect_retry(c, h, port, deadline);
+        /* Connecting again after a drop: a launcher that is gone refuses at once, so a short
+         * bound (not the whole start-up timeout) says so soon. */
+        int fd = connect_retry(c, h, port, again ? HS_MIN(deadline, hs_now() + 2.0) : deadline);
         if (fd < 0) return fd;
         c->fd = fd;
         int one = 1;
@@ -197,7 +199,9 @@ int hs_rdv_client_join(hs_rdv_client_t *c, const char *addr, const char *key, in
         /* Dropped (busy), or closed before this rank was admitted (a drop that raced with
          * our HELLO reads as a reset): again, while the deadline lasts. A launcher that is
          * gone refuses the next connect, and connect_retry says so. */
-        if ((rc != -EBUSY && rc != -ECONNRESET) || hs_now() + backoff >= deadline) break;
+        if ((rc != -EBUSY && (rc != -ECONNRESET || ++resets > 5)) || hs_now() + backoff >= deadline)
+            break;
+        again = 1;
         close(c->fd);
         c->fd = -1;
         hs_sleep(backoff);
