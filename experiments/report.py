@@ -166,7 +166,7 @@ class write_file:
     """with write_file(path[, binary]) as f: the file is written to a fresh temporary in
     path's directory (tempfile.mkstemp: O_EXCL, a random name) and renamed over path when
     the block ends without an error, so a symlink planted at path is replaced, never written
-    through; 0644 less the umask."""
+    through; 0666 less the umask."""
 
     def __init__(self, path, binary=False):
         self.path, self.binary, self.tmp, self.f = path, binary, None, None
@@ -177,7 +177,7 @@ class write_file:
         fd, self.tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(self.path) + ".tmp-")
         mask = os.umask(0o022)
         os.umask(mask)
-        os.fchmod(fd, 0o644 & ~mask)
+        os.fchmod(fd, 0o666 & ~mask)
         self.f = (os.fdopen(fd, "wb") if self.binary
                   else os.fdopen(fd, "w", newline="", encoding="utf-8"))
         return self.f

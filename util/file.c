@@ -64,7 +64,7 @@ static int make_tmp(const char *path, unsigned flags, char **tmp)
     size_t cap = strlen(path) + 32;
     char *name = malloc(cap);
     if (!name) return HS_ERR(-ENOMEM, "out of memory");
-    mode_t mode = (flags & HS_FILE_SECRET) ? 0600 : 0644;
+    mode_t mode = (flags & HS_FILE_SECRET) ? 0600 : 0666; /* less the umask, as fopen */
     int e = EEXIST;
     for (int i = 0; i < TMP_TRIES; i++) {
         snprintf(name, cap, "%.*s.%s.tmp-%012llx", (int)dlen, path, base,

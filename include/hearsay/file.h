@@ -6,7 +6,7 @@
  * at any name is never opened, followed or truncated) and then renamed over the target (so a
  * symlink planted at the target's name is replaced, never written through). Files that hold
  * a secret (HS_FILE_SECRET: the --env-file with the job key) are created 0600; the others
- * 0644 less the umask.
+ * 0666 less the umask (as fopen would).
  *
  * Reading: a file is opened without waiting (O_NONBLOCK: a FIFO with no writer does not
  * hang the open), refused unless it is a regular file of at most the stated size, and only
