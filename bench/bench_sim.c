@@ -14,6 +14,7 @@
 #include "bench/bench_util.h"
 #include "hearsay/common.h"
 #include "hearsay/config.h"
+#include "hearsay/file.h"
 #include "tools/commands.h"
 
 #include <math.h>
@@ -98,25 +99,11 @@ static double json_num(const char *text, const char *key)
     return end == p ? NAN : v;
 }
 
+/* A file the benchmark's own runs wrote (a regular file of at most 1 GiB), or NULL. */
 static char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
-        n += got;
-        if (n + 1 == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-            }
-            buf = nb;
-        }
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
+    char *buf = NULL;
+    if (hs_file_read_all(path, "result file", 1LL << 30, &buf, NULL) < 0) return NULL;
     return buf;
 }
 

@@ -10,6 +10,7 @@
 #include "data/data_internal.h"
 #include "hearsay/common.h"
 #include "hearsay/data.h"
+#include "hearsay/file.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -50,8 +51,10 @@ static int file_size(const char *path, off_t *size)
 static int read_all(const char *path, size_t expect, uint8_t **out)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return HS_ERR(errno == ENOENT ? -ENOENT : -EIO, "%s: %s", path, strerror(errno));
+    /* Checked again on the descriptor: a FIFO swapped in after file_size's stat is refused
+     * at once (O_NONBLOCK), not waited on. */
+    int fd = hs_file_open_read(path, "dataset file", (long long)MAX_FILE_BYTES, NULL);
+    if (fd < 0) return fd == -ENOENT ? -ENOENT : fd == -EINVAL || fd == -EFBIG ? fd : -EIO;
     uint8_t *buf = hs_malloc(expect ? expect : 1, "dataset file");
     if (!buf) {
         close(fd);

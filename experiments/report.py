@@ -16,18 +16,197 @@ Needs Debian's python3-matplotlib (run with /usr/bin/python3); without it, no pl
 """
 import argparse
 import csv
+import itertools
 import json
 import math
 import os
 import re
+import stat
 import sys
+from array import array
+from collections.abc import Sequence
+
+# What is read, and how much (hearsay report, docs/timeline.md "hearsay report"): regular
+# files only (a FIFO, a device such as /dev/zero, a socket is refused before anything is
+# read), a CSV of at most CSV_MAX_BYTES, a JSON file of at most JSON_MAX_BYTES, CSV lines of
+# at most CSV_MAX_LINE bytes. Anything else is one line on stderr naming the file, exit 2.
+CSV_MAX_BYTES = 256 << 20
+JSON_MAX_BYTES = 16 << 20
+CSV_MAX_LINE = 1 << 16
+PLOT_MAX_POINTS = 4000  # per line of a plot: longer series are thinned evenly
+
+
+class ReportError(Exception):
+    """A file the report cannot use: the message names it (one line, no traceback)."""
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def open_regular(path, limit, what="file"):
+    """Open path for reading as text: a regular file of at most `limit` bytes, else
+    ReportError. O_NONBLOCK: a FIFO with no writer would hang the open itself."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as e:
+        raise ReportError(f"cannot open {path}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
+            raise ReportError(f"{path} is {kind}: only regular files are read")
+        if st.st_size > limit:
+            raise ReportError(f"{path}: {st.st_size} bytes, above the {limit}-byte bound for a "
+                              f"{what}")
+        os.set_blocking(fd, True)
+        return open(fd, newline="", encoding="utf-8", errors="strict", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class Rows(Sequence):
+    """A CSV's rows, kept by column (array('d') while every value of a column is a number):
+    a row is a dict built when it is used, so the memory is about that of the numbers, not of
+    a dict per row (a 184 MB CSV took 3.5 GB as dicts)."""
+    __slots__ = ("keys", "cols", "idx")
+
+    def __init__(self, keys, cols, idx):
+        self.keys, self.cols, self.idx = keys, cols, idx
+
+    def __len__(self):
+        return len(self.idx)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return Rows(self.keys, self.cols, self.idx[i])
+        j = self.idx[i]
+        return {k: c[j] for k, c in zip(self.keys, self.cols)}
+
+    def column(self, key):
+        """One column's values (None for a column the file does not have)."""
+        if key not in self.keys:
+            return [None] * len(self.idx)
+        c = self.cols[self.keys.index(key)]
+        return c if self.idx == range(len(c)) else [c[j] for j in self.idx]
+
+    def __iter__(self):
+        keys, cols = self.keys, self.cols
+        for j in self.idx:
+            yield {k: c[j] for k, c in zip(keys, cols)}
+
+
+def _text_lines(f, path):
+    """f's lines, refusing NUL bytes and lines above CSV_MAX_LINE (not a CSV hearsay wrote)."""
+    for i, line in enumerate(f, 1):
+        if "\0" in line or len(line) > CSV_MAX_LINE:
+            raise ReportError(f"{path}:{i}: not a text file (NUL bytes, or a line above "
+                              f"{CSV_MAX_LINE} characters)")
+        yield line
+
+
+_csv_cache = {}
 
 
 def read_csv(path):
-    if not os.path.exists(path):
+    """A CSV with a header line, as Rows (numbers as floats); [] when the file is missing.
+    Read once per report (run_info and rank_split both want the rank CSVs; Rows are never
+    changed)."""
+    if not os.path.lexists(path):
         return []
-    with open(path, newline="") as f:
-        return [{k: _num(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    key = os.path.abspath(path)
+    if key not in _csv_cache:
+        if len(_csv_cache) >= 64:
+            _csv_cache.clear()
+        _csv_cache[key] = _read_csv(path)
+    return _csv_cache[key]
+
+
+def _read_csv(path):
+    with open_regular(path, CSV_MAX_BYTES, "CSV file") as f:
+        try:
+            rd = csv.reader(_text_lines(f, path))
+            keys = next(rd, None)
+            if not keys:
+                return []
+            cols = [array("d") for _ in keys]
+            n, width = 0, len(keys)
+            # By chunks of rows, a column at a time (float() over a column runs in C; a
+            # column with a value that is no number becomes a plain list).
+            for chunk in iter(lambda: list(itertools.islice(rd, 16384)), []):
+                chunk = [r for r in chunk if r]  # blank lines, as csv.DictReader skips them
+                if not chunk:
+                    continue
+                longest = max(map(len, chunk))
+                if longest > width:
+                    raise ReportError(f"{path}:{rd.line_num}: a line of {longest} fields for a "
+                                      f"header of {width}")
+                if min(map(len, chunk)) < width:
+                    chunk = [r + [None] * (width - len(r)) for r in chunk]
+                for c, vals in enumerate(zip(*chunk)):
+                    col = cols[c]
+                    if isinstance(col, array):
+                        try:
+                            col.extend(array("d", map(float, vals)))
+                            continue
+                        except (TypeError, ValueError):
+                            cols[c] = col = list(col)
+                    col.extend(map(_num, vals))
+                n += len(chunk)
+            return Rows(keys, cols, range(n))
+        except csv.Error as e:
+            raise ReportError(f"{path}: not a CSV file ({e})") from None
+        except UnicodeDecodeError:
+            raise ReportError(f"{path}: not a text file (bytes that are not UTF-8)") from None
+
+
+class write_file:
+    """with write_file(path[, binary]) as f: the file is written to a fresh temporary in
+    path's directory (tempfile.mkstemp: O_EXCL, a random name) and renamed over path when
+    the block ends without an error, so a symlink planted at path is replaced, never written
+    through; 0666 less the umask."""
+
+    def __init__(self, path, binary=False):
+        self.path, self.binary, self.tmp, self.f = path, binary, None, None
+
+    def __enter__(self):
+        import tempfile
+        d = os.path.dirname(self.path) or "."
+        fd, self.tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(self.path) + ".tmp-")
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)
+        self.f = (os.fdopen(fd, "wb") if self.binary
+                  else os.fdopen(fd, "w", newline="", encoding="utf-8"))
+        return self.f
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self.f.close()
+            if exc_type is None:
+                os.replace(self.tmp, self.path)
+        finally:
+            if os.path.lexists(self.tmp):
+                os.unlink(self.tmp)
+        return False
+
+
+def savefig(fig, path, dpi):
+    """fig.savefig(path) through write_file."""
+    with write_file(path, binary=True) as f:
+        fig.savefig(f, format="png", dpi=dpi)
+
+
+def column(rows, key):
+    """rows' values of key: straight from the column for Rows, else row by row."""
+    return rows.column(key) if isinstance(rows, Rows) else [r.get(key) for r in rows]
+
+
+def sample(rows, n=PLOT_MAX_POINTS):
+    """About n of rows, evenly spaced (a slice: nothing copied for Rows): a long run's plot."""
+    return rows[::max(1, len(rows) // n)]
 
 
 def _num(v):
@@ -47,8 +226,7 @@ def load_runs(out, pattern):
         summ_path = os.path.join(d, "summary.json")
         summ = None
         if os.path.exists(summ_path):
-            with open(summ_path) as f:
-                summ = json.load(f)
+            summ = read_json(summ_path)
         runs.append({"name": name, "dir": d, "match": m, "summary": summ,
                      "eval": read_csv(os.path.join(d, "eval.csv"))})
     return runs
@@ -114,7 +292,7 @@ def plots_available():
 
 
 def write_csv(path, rows, fields):
-    with open(path, "w", newline="") as f:
+    with write_file(path) as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         for r in rows:
@@ -424,7 +602,7 @@ def stragglers(out, target):
                       "(per seed, mean and 95 % interval):", "",
                       "| algorithm | / all-reduce | verdict |", "|---|---|---|"] + sep
     table = "\n".join(lines) + "\n"
-    with open(os.path.join(out, "table.md"), "w") as f:
+    with write_file(os.path.join(out, "table.md")) as f:
         f.write(table)
     print(table)
     if plots_available():
@@ -456,7 +634,7 @@ def stragglers(out, target):
             ax.set_title(f"mean and 95 % interval over {nseed} seeds")
         ax.legend(fontsize=8, ncol=2)
         fig.tight_layout()
-        fig.savefig(os.path.join(out, "time_to_target.png"), dpi=110)
+        savefig(fig, os.path.join(out, "time_to_target.png"), 110)
         plt.close(fig)
 
 
@@ -521,7 +699,7 @@ def study_panels(out, runs, target, plt, name, title, order=None, max_lines=9):
                  (f"; leaving the top: {', '.join(sorted(diverged))}" if diverged else ""),
                  fontsize=10)
     fig.tight_layout(rect=(0, 0.06, 1, 0.97))
-    fig.savefig(os.path.join(out, name), dpi=110)
+    savefig(fig, os.path.join(out, name), 110)
     plt.close(fig)
 
 
@@ -544,10 +722,18 @@ def median(xs):
 
 
 def read_json(path):
-    if not os.path.exists(path):
+    """A JSON object (a dict); None when the file is missing; ReportError when it is no
+    JSON object or not a regular file within JSON_MAX_BYTES."""
+    if not os.path.lexists(path):
         return None
-    with open(path) as f:
-        return json.load(f)
+    with open_regular(path, JSON_MAX_BYTES, "JSON file") as f:
+        try:
+            v = json.load(f)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ReportError(f"{path}: not JSON ({str(e).splitlines()[0]})") from None
+    if not isinstance(v, dict):
+        raise ReportError(f"{path}: not a JSON object")
+    return v
 
 
 def rank_iters_to_target(d, target):
@@ -832,7 +1018,7 @@ def topologies(out, target, eps, eval_every=0.25, network=None):
                          for r in rows if r["status"] == "FAILED") + ".")
     lines.append(f"Time to target: {TTT_WORDS}.")
     table = "\n".join(lines) + "\n"
-    with open(os.path.join(out, "table.md"), "w") as f:
+    with write_file(os.path.join(out, "table.md")) as f:
         f.write(table)
     print(table)
     if not plots_available():
@@ -865,7 +1051,7 @@ def topologies(out, target, eps, eval_every=0.25, network=None):
         axes[0].legend(title="measured (solid), |λ2|^t (dashed)", fontsize=8)
         fig.suptitle(f"pure averaging (SGP, --lr 0 --init-spread 1), {clock_words(runs)}")
         fig.tight_layout()
-        fig.savefig(os.path.join(out, "consensus.png"), dpi=110)
+        savefig(fig, os.path.join(out, "consensus.png"), 110)
         plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, g in enumerate(r["graph"] for r in rows):
@@ -879,7 +1065,7 @@ def topologies(out, target, eps, eval_every=0.25, network=None):
     ax.set_ylabel("consensus distance ‖z_i − z̄‖ while training")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "consensus_training.png"), dpi=110)
+    savefig(fig, os.path.join(out, "consensus_training.png"), 110)
     plt.close(fig)
     # the averaged model's loss against time and against iterations: one line per graph (the
     # mean of its seeds, their range as a band)
@@ -914,7 +1100,7 @@ def topologies(out, target, eps, eval_every=0.25, network=None):
                  (f"; lines: mean of {nseed} seeds, bands: their range" if nseed > 1 else ""),
                  fontsize=10)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "loss_vs_time.png"), dpi=110)
+    savefig(fig, os.path.join(out, "loss_vs_time.png"), 110)
     plt.close(fig)
 
 
@@ -929,12 +1115,13 @@ def rank_split(d):
     if not rows or not all(rows):
         return None
     n = sum(len(x) for x in rows)
-    split = {k: 1e3 * sum(row[k] for x in rows for row in x) / n
+    split = {k: 1e3 * sum(sum(column(x, k)) for x in rows) / n
              for k in ("compute_s", "comm_s", "wait_s")}
     clocks = sorted(x[-1]["wall_s"] for x in rows)
     split["clock_s"] = clocks[len(clocks) // 2]
     # spread of one iteration's duration (rank 0's loop clock; evaluations included)
-    dts = sorted(1e3 * (b["wall_s"] - a["wall_s"]) for a, b in zip(rows[0], rows[0][1:]))
+    w0 = column(rows[0], "wall_s")
+    dts = sorted(1e3 * (b - a) for a, b in zip(w0, w0[1:]))
     split["dt"] = [dts[int(q * (len(dts) - 1))] for q in (0.1, 0.5, 0.9)] if dts else None
     split["iterations"] = len(rows[0])
     return split
@@ -945,7 +1132,7 @@ def validate(out, tol):
     path = os.path.join(out, "pairs.tsv")
     if not os.path.exists(path):
         sys.exit(f"report: {path} not found (written by experiments/validate_sim.sh)")
-    with open(path) as f:
+    with open_regular(path, CSV_MAX_BYTES, "list of runs") as f:
         pairs = [line.rstrip("\n").split("\t") for line in f if line.strip()]
     lines = ["Real runs against the same configuration in virtual time (hearsay sim "
              "--sim-compute measured); ratio = virtual / real, "
@@ -962,8 +1149,7 @@ def validate(out, tol):
             d = os.path.join(out, d)
             summ = None
             if os.path.exists(os.path.join(d, "summary.json")):
-                with open(os.path.join(d, "summary.json")) as f:
-                    summ = json.load(f)
+                summ = read_json(os.path.join(d, "summary.json"))
             sp = rank_split(d)
             res[kind] = {"ttt": ttt_avg(summ, read_csv(os.path.join(d, "eval.csv")),
                                         get(summ, "target_loss")),
@@ -1011,7 +1197,7 @@ def validate(out, tol):
         lines.append(f"- {n}")
     write_csv(os.path.join(out, "results.csv"), rows, list(rows[0].keys()) if rows else [])
     table = "\n".join(lines) + "\n"
-    with open(os.path.join(out, "table.md"), "w") as f:
+    with write_file(os.path.join(out, "table.md")) as f:
         f.write(table)
     print(table)
 
@@ -1054,7 +1240,7 @@ def finite(v):
 
 def total(rows, key):
     """The column's total over the run (rank-R.csv's byte counts are per iteration)."""
-    vals = [r[key] for r in rows if finite(r.get(key))]
+    vals = [v for v in column(rows, key) if finite(v)]
     return sum(vals) if vals else None
 
 
@@ -1162,7 +1348,7 @@ def run_report(d, target, plt):
         pngs = run_plots(d, info, plt)
         lines += ["", "Plots: " + ", ".join(pngs)]
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(d, "report.md"), "w") as f:
+    with write_file(os.path.join(d, "report.md")) as f:
         f.write(text)
     return text, pngs
 
@@ -1179,7 +1365,7 @@ def run_plots(d, info, plt):
 
     def save(fig, name):
         fig.tight_layout()
-        fig.savefig(os.path.join(d, name), dpi=100)
+        savefig(fig, os.path.join(d, name), 100)
         plt.close(fig)
         made.append(name)
 
@@ -1188,13 +1374,13 @@ def run_plots(d, info, plt):
             ("accuracy", "avg_test_acc", "test_acc", "test accuracy", False)):
         fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
         for ax, xkey, xl in ((axes[0], "clock_s", xlabel), (axes[1], "iteration", "iteration")):
-            pts = [(e[xkey], e[avg_key]) for e in ev if finite(e.get(avg_key))]
+            pts = [(e[xkey], e[avg_key]) for e in sample(ev) if finite(e.get(avg_key))]
             if pts:
                 ax.plot(*zip(*pts), marker="o", ms=3, lw=2, color="k",
                         label="average of independent models" if s.get("algo") == "local"
                         else "averaged model")
             for q, rev in enumerate(revs):
-                pts = [(e[xkey], e[rank_key]) for e in rev if finite(e.get(rank_key))]
+                pts = [(e[xkey], e[rank_key]) for e in sample(rev) if finite(e.get(rank_key))]
                 if pts:
                     ax.plot(*zip(*pts), lw=1, alpha=0.7, label=f"rank {q}")
             if log and info["target"] is not None and math.isfinite(info["target"]):
@@ -1207,7 +1393,7 @@ def run_plots(d, info, plt):
         fig.suptitle(f"{s.get('algo', '')}: {ylabel} versus time and iterations")
         save(fig, f"report-{what}.png")
     cons = read_csv(os.path.join(d, "consensus.csv"))
-    cpts = [(c["iteration"], c["consensus_distance"]) for c in cons
+    cpts = [(c["iteration"], c["consensus_distance"]) for c in sample(cons)
             if finite(c.get("consensus_distance")) and c["consensus_distance"] > 0]
     if not cpts:
         cpts = [(e["iteration"], e["consensus"]) for e in ev
@@ -1222,7 +1408,7 @@ def run_plots(d, info, plt):
     for what, key, ylabel in (("ps_weight", "ps_weight", "push-sum weight"),
                               ("staleness", "staleness_mean",
                                "staleness of the messages applied (iterations, mean)")):
-        series = [[(row["iteration"], row[key]) for row in x if finite(row.get(key))]
+        series = [[(row["iteration"], row[key]) for row in sample(x) if finite(row.get(key))]
                   for x in ranks]
         if not any(series):
             continue
@@ -1357,7 +1543,7 @@ def study_report(top, target, plt, each):
                 ax.legend(fontsize=7, ncol=2)
                 fig.tight_layout()
                 name = f"report-loss_vs_{xname}{suffix}.png"
-                fig.savefig(os.path.join(top, name), dpi=100)
+                savefig(fig, os.path.join(top, name), 100)
                 plt.close(fig)
                 pngs.append(name)
         lines += ["", "Plots: " + ", ".join(pngs)]
@@ -1368,7 +1554,7 @@ def study_report(top, target, plt, each):
     else:
         lines += ["", "One run's plots: hearsay report RUN (or --runs here for every run)."]
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(top, "report.md"), "w") as f:
+    with write_file(os.path.join(top, "report.md")) as f:
         f.write(text)
     return text, pngs
 
@@ -1420,7 +1606,7 @@ def ethernet(out, target):
     path = os.path.join(out, "runs.tsv")
     if not os.path.exists(path):
         sys.exit(f"report: {path} not found (written by experiments/ethernet.sh)")
-    with open(path) as f:
+    with open_regular(path, CSV_MAX_BYTES, "list of runs") as f:
         lines_in = [line.rstrip("\n").split("\t") for line in f if line.strip()]
     rows = []
     for p in lines_in:
@@ -1506,7 +1692,7 @@ def ethernet(out, target):
     if csv_rows:
         write_csv(os.path.join(out, "results.csv"), csv_rows, list(csv_rows[0].keys()))
     table = "\n".join(text) + "\n"
-    with open(os.path.join(out, "table.md"), "w") as f:
+    with write_file(os.path.join(out, "table.md")) as f:
         f.write(table)
     print(table)
 
@@ -1525,20 +1711,36 @@ def main():
                     "evaluations (differences in iterations to the target below it are ties)")
     a = ap.parse_args()
     if a.study == "dir":
-        sys.exit(report_dir(a.out, a.target_loss, a.runs))
+        # Garbage in a run directory is one line naming the file, never a traceback.
+        try:
+            code = report_dir(a.out, a.target_loss, a.runs)
+        except ReportError as e:
+            sys.stderr.write(f"hearsay report: {e}\n")
+            code = 2
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError,
+                ZeroDivisionError, OverflowError) as e:
+            sys.stderr.write(f"hearsay report: {a.out}: a file of the run is not what hearsay "
+                             f"writes ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})\n")
+            code = 2
+        except MemoryError:
+            sys.stderr.write(f"hearsay report: {a.out}: out of memory\n")
+            code = 2
+        sys.exit(code)
     if not os.path.isdir(a.out):
         sys.exit(f"report: {a.out} is not a directory")
-    if a.study == "validate":
-        validate(a.out, a.tolerance)
-        return
-    if a.target_loss is None:
+    if a.study != "validate" and a.target_loss is None:
         ap.error("--target-loss is required")
-    if a.study == "ethernet":
-        ethernet(a.out, a.target_loss)
-    elif a.study == "stragglers":
-        stragglers(a.out, a.target_loss)
-    else:
-        topologies(a.out, a.target_loss, a.eps, a.eval_every, a.network)
+    try:  # a file the study cannot use: one line naming it (the traceback is not news)
+        if a.study == "validate":
+            validate(a.out, a.tolerance)
+        elif a.study == "ethernet":
+            ethernet(a.out, a.target_loss)
+        elif a.study == "stragglers":
+            stragglers(a.out, a.target_loss)
+        else:
+            topologies(a.out, a.target_loss, a.eps, a.eval_every, a.network)
+    except ReportError as e:
+        sys.exit(f"report: {e}")
 
 
 if __name__ == "__main__":

@@ -108,7 +108,8 @@ static int recv_msg(hs_rdv_client_t *c, hs_rdv_hdr_t *h, uint8_t **body, const c
     if (rc == -ECONNRESET)
         return HS_ERR(-ECONNRESET,
                       "rank %d: the rendezvous at %s closed the connection while "
-                      "this rank waited for %s (launcher gone?)",
+                      "this rank waited for %s, without saying why (the launcher exited or "
+                      "was killed?)",
                       c->rank, c->addr, what);
     if (rc < 0)
         return HS_ERR(rc, "rank %d: reading from the rendezvous at %s: %s", c->rank, c->addr,
@@ -136,7 +137,10 @@ static int recv_msg(hs_rdv_client_t *c, hs_rdv_hdr_t *h, uint8_t **body, const c
         if (n) memcpy(text, *body, n);
         text[n] = '\0';
         HS_FREE(*body);
-        int code = strstr(text, "timeout") ? -ETIMEDOUT : -ECONNABORTED;
+        /* "rendezvous busy:": dropped among connections without the key; connect again. */
+        int code = !strncmp(text, HS_RDV_BUSY, strlen(HS_RDV_BUSY)) ? -EBUSY
+                   : strstr(text, "timeout")                        ? -ETIMEDOUT
+                                                                    : -ECONNABORTED;
         return HS_ERR(code, "rank %d: rendezvous at %s: %s", c->rank, c->addr, text);
     }
     return 0;
@@ -152,7 +156,7 @@ static int send_msg(hs_rdv_client_t *c, uint16_t type, uint32_t seq, const void 
     if (rc == 0 && len) rc = hs_rdv_write_all(c->fd, data, len, deadline);
     if (rc < 0)
         return HS_ERR(rc, "rank %d: sending to the rendezvous at %s: %s", c->rank, c->addr,
-                      rc == -ECONNRESET ? "connection closed (launcher gone?)" : strerror(-rc));
+                      rc == -ECONNRESET ? "connection closed by the launcher" : strerror(-rc));
     return 0;
 }
 
@@ -170,22 +174,39 @@ int hs_rdv_client_join(hs_rdv_client_t *c, const char *addr, const char *key, in
     char h[256];
     int port;
     HS_TRY(hs_rdv_parse_addr(addr, "HS_RDV", h, sizeof h, &port));
-    int fd = connect_retry(c, h, port, hs_now() + timeout_s);
-    if (fd < 0) return fd;
-    c->fd = fd;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-
     hs_rdv_hello_t hello = {.size = (uint32_t)size, .pid = (uint32_t)getpid()};
     memcpy(hello.key, key, HS_RDV_KEY_HEX);
     snprintf(hello.host, sizeof hello.host, "%s", host);
     uint8_t hb[HS_RDV_HELLO_BYTES];
     hs_rdv_hello_encode(&hello, hb);
-    int rc = send_msg(c, HS_RDV_HELLO, 0, hb, sizeof hb);
+    double deadline = hs_now() + timeout_s, backoff = 0.02;
     hs_rdv_hdr_t rh;
     uint8_t *body = NULL;
-    if (rc == 0)
-        rc = recv_msg(c, &rh, &body, "every rank to connect", (uint64_t)size * HS_RDV_HOST_MAX);
+    int rc, resets = 0, again = 0;
+    /* A launcher flooded by connections without the key may drop this one before reading
+     * its HELLO ("rendezvous busy: ..."): connect again until the start-up deadline. */
+    for (;;) {
+        /* Connecting again after a drop: a launcher that is gone refuses at once, so a short
+         * bound (not the whole start-up timeout) says so soon. */
+        int fd = connect_retry(c, h, port, again ? HS_MIN(deadline, hs_now() + 2.0) : deadline);
+        if (fd < 0) return fd;
+        c->fd = fd;
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        rc = send_msg(c, HS_RDV_HELLO, 0, hb, sizeof hb);
+        if (rc == 0)
+            rc = recv_msg(c, &rh, &body, "every rank to connect", (uint64_t)size * HS_RDV_HOST_MAX);
+        /* Dropped (busy), or closed before this rank was admitted (a drop that raced with
+         * our HELLO reads as a reset): again, while the deadline lasts. A launcher that is
+         * gone refuses the next connect, and connect_retry says so. */
+        if ((rc != -EBUSY && (rc != -ECONNRESET || ++resets > 5)) || hs_now() + backoff >= deadline)
+            break;
+        again = 1;
+        close(c->fd);
+        c->fd = -1;
+        hs_sleep(backoff);
+        backoff = HS_MIN(2 * backoff, 0.5);
+    }
     if (rc == 0 && (rh.type != HS_RDV_WELCOME || rh.len != (uint64_t)size * HS_RDV_HOST_MAX))
         rc = HS_ERR(-EPROTO,
                     "rank %d: unexpected answer from the rendezvous at %s (type %u, "

@@ -17,7 +17,9 @@
  * Conversation (worker W, launcher L):
  *   W -> L  HELLO    payload struct hs_rdv_hello (the job key, the job size, pid, hostname)
  *   L -> W  ERROR    text, then close: bad key, bad rank, duplicate rank, size mismatch,
- *                    malformed message, timeout naming the ranks that never connected
+ *                    malformed message, timeout naming the ranks that never connected,
+ *                    "rendezvous busy: ..." (dropped among too many connections without
+ *                    the key: the worker connects again while its deadline lasts)
  *   L -> W  WELCOME  once all ranks said HELLO; payload: size x HS_RDV_HOST_MAX hostnames
  *   W -> L  GATHER   seq k, payload: this rank's bytes (every rank the same length)
  *   L -> W  RESULT   seq k, payload: size x len bytes in rank order (a barrier is len 0)
@@ -40,6 +42,9 @@
 #define HS_RDV_KEY_HEX   32 /* 128-bit key as 32 lowercase hex digits */
 #define HS_RDV_HOST_MAX  64 /* hostname bytes on the wire, NUL-padded (truncated if longer) */
 #define HS_RDV_ERR_MAX   1024
+/* An ERROR text starting so: the launcher dropped or refused a connection that had not yet
+ * presented the key, for want of room (a flood of strangers); the worker connects again. */
+#define HS_RDV_BUSY "rendezvous busy:"
 /* Bound on one rank's contribution to a round (start-up data only: endpoint addresses). */
 #define HS_RDV_GATHER_MAX (16u << 20)
 #define HS_RDV_MAX_SIZE   1024 /* ranks in one job */

@@ -7,6 +7,17 @@
  * HELLOs) and "rounds" (collective round k = 1, 2, ... gathering one contribution per rank).
  * Any rank that leaves, any bounded wait that expires, any protocol error from an admitted
  * rank fails the job: every admitted rank gets an ERROR naming the rank(s) at fault.
+ *
+ * Admission first (issue 28 item 4): connections that have not presented the job key are
+ * bounded, PENDING_MAX in all and PENDING_PER_SOURCE from one address; a new connection past
+ * either bound drops the oldest such connection (of that address, else of all), after one
+ * last look at its input (a worker's HELLO already there admits it instead). Each has
+ * hello_timeout_s (default 5 s) to present the key. A new connection's input is read at
+ * once, so a worker is admitted before any later stranger can push it out; a dropped or
+ * refused connection is told why (an ERROR starting "rendezvous busy:", on which a worker
+ * connects again while its start-up deadline lasts). Refused connections that linger to
+ * deliver their ERROR are bounded too (CLOSING_MAX). So idle strangers, however many, can
+ * neither fill the table nor exhaust the launcher's descriptors.
  */
 #include "hearsay/rendezvous.h"
 #include "gossip/rdv_wire.h"
@@ -48,8 +59,9 @@ typedef struct outmsg {
 typedef struct conn {
     int fd;
     char peer[80];
-    int rank;              /* -1 until admitted */
-    double hello_deadline; /* for connections not yet admitted */
+    char src[INET6_ADDRSTRLEN]; /* the peer's address alone (per-source bound) */
+    int rank;                   /* -1 until admitted */
+    double hello_deadline;      /* for connections not yet admitted */
     uint8_t hbuf[HS_RDV_HDR_BYTES];
     size_t hgot;
     hs_rdv_hdr_t hdr;
@@ -84,6 +96,7 @@ struct hs_rdv_server {
     /* ---- owned by the server thread ---- */
     conn_t *conns;
     int nconns;
+    long strangers;                 /* log lines about connections without the key (rate-limited) */
     int *rank_state;                /* (size) RANK_* */
     conn_t **rank_conn;             /* (size) */
     char (*hosts)[HS_RDV_HOST_MAX]; /* (size) hostnames from HELLO */
@@ -98,7 +111,14 @@ struct hs_rdv_server {
     int nbye;
 };
 
-#define MAX_CONNS (2 * HS_RDV_MAX_SIZE + 64)
+#define PENDING_MAX        256 /* connections without the key yet, in all */
+#define PENDING_PER_SOURCE 64  /* ... from one address */
+#define CLOSING_MAX        256 /* refused connections still delivering their ERROR */
+#define STRANGER_LOG_LINES 20  /* then one line in STRANGER_LOG_EVERY */
+#define STRANGER_LOG_EVERY 500
+#define HELLO_TIMEOUT_S    5.0
+/* Admitted ranks (and those saying BYE), pending and closing connections, and spare. */
+#define MAX_CONNS (2 * HS_RDV_MAX_SIZE + PENDING_MAX + CLOSING_MAX + 64)
 
 static void slog(hs_rdv_server_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void slog(hs_rdv_server_t *s, const char *fmt, ...)
@@ -210,10 +230,37 @@ static void fail_job(hs_rdv_server_t *s, const char *msg)
     set_state(s, -1);
 }
 
+/* A log line about a connection without the key: the first STRANGER_LOG_LINES, then one in
+ * STRANGER_LOG_EVERY with the count (thousands of strangers must not flood the log). */
+static void slog_stranger(hs_rdv_server_t *s, conn_t *c, const char *what)
+{
+    long n = ++s->strangers;
+    if (n <= STRANGER_LOG_LINES)
+        slog(s, "rejected connection from %s: %s", c->peer, what);
+    else if (n % STRANGER_LOG_EVERY == 0)
+        slog(s,
+             "rejected connection from %s: %s (%ld connections without the job key refused so "
+             "far; logging one in %d)",
+             c->peer, what, n, STRANGER_LOG_EVERY);
+}
+
 static void reject(hs_rdv_server_t *s, conn_t *c, const char *why)
 {
-    slog(s, "rejected connection from %s: %s", c->peer, why);
+    slog_stranger(s, c, why);
     queue_error(c, why);
+}
+
+/* Tell a connection why with one non-blocking send (nothing queued, nothing waited for) and
+ * close it now: its input has been read, so the close is a FIN and the ERROR arrives. */
+static void send_error_now(int fd, const char *text)
+{
+    uint8_t buf[HS_RDV_HDR_BYTES + HS_RDV_ERR_MAX];
+    size_t n = HS_MIN(strlen(text), (size_t)HS_RDV_ERR_MAX);
+    hs_rdv_hdr_t h = hs_rdv_hdr_make(HS_RDV_ERROR, 0, 0, n);
+    hs_rdv_hdr_encode(&h, buf);
+    memcpy(buf + HS_RDV_HDR_BYTES, text, n);
+    ssize_t w = send(fd, buf, HS_RDV_HDR_BYTES + n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
 }
 
 static void send_welcome(hs_rdv_server_t *s)
@@ -407,12 +454,9 @@ static void conn_read(hs_rdv_server_t *s, conn_t *c)
                 c->closing = 2;
                 check_departures(s);
             } else {
-                if (c->hgot || c->in_body)
-                    slog(s, "rejected connection from %s: closed in the middle of a message",
-                         c->peer);
-                else
-                    slog(s, "rejected connection from %s: closed before presenting the job key",
-                         c->peer);
+                slog_stranger(s, c,
+                              c->hgot || c->in_body ? "closed in the middle of a message"
+                                                    : "closed before presenting the job key");
                 c->closing = 2;
             }
             return;
@@ -472,6 +516,56 @@ static void conn_read(hs_rdv_server_t *s, conn_t *c)
     }
 }
 
+static int pending(const conn_t *c)
+{
+    return c->rank < 0 && !c->closing;
+}
+
+/* The oldest connection without the key (from `src` when not NULL), or NULL. */
+static conn_t *oldest_pending(hs_rdv_server_t *s, const char *src, int *count)
+{
+    conn_t *old = NULL;
+    int n = 0;
+    for (conn_t *c = s->conns; c; c = c->next)
+        if (pending(c) && (!src || !strcmp(c->src, src))) {
+            n++;
+            if (!old || c->hello_deadline <= old->hello_deadline) old = c;
+        }
+    if (count) *count = n;
+    return old;
+}
+
+/* Make room for one more connection without the key from `src`: past PENDING_PER_SOURCE from
+ * src, or PENDING_MAX in all, drop the oldest (of src, else of all). A candidate's input is
+ * read first: a HELLO already there admits it (or refuses it) instead. */
+static void make_room(hs_rdv_server_t *s, const char *src)
+{
+    for (int tries = 0; tries < 8; tries++) {
+        int from_src = 0, all = 0;
+        conn_t *c = oldest_pending(s, src, &from_src);
+        if (from_src < PENDING_PER_SOURCE) {
+            c = oldest_pending(s, NULL, &all);
+            if (all < PENDING_MAX) return;
+        }
+        conn_read(s, c);
+        if (!pending(c)) continue; /* admitted, refused or closed by what it had sent */
+        char why[200];
+        if (from_src >= PENDING_PER_SOURCE)
+            snprintf(why, sizeof why,
+                     HS_RDV_BUSY " dropped, more than %d connections without the job key "
+                                 "from %s (the oldest are dropped first)",
+                     PENDING_PER_SOURCE, c->src);
+        else
+            snprintf(why, sizeof why,
+                     HS_RDV_BUSY " dropped, more than %d connections without the job key "
+                                 "(the oldest are dropped first)",
+                     PENDING_MAX);
+        slog_stranger(s, c, why);
+        send_error_now(c->fd, why);
+        c->closing = 2;
+    }
+}
+
 static void conn_drain(conn_t *c)
 {
     uint8_t junk[4096];
@@ -515,34 +609,46 @@ static void conn_write(conn_t *c)
     }
 }
 
-static void accept_one(hs_rdv_server_t *s)
+/* Accept one connection; 0 when there was none to accept. */
+static int accept_one(hs_rdv_server_t *s)
 {
     struct sockaddr_storage sa;
     socklen_t sl = sizeof sa;
     int fd = accept4(s->lfd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
+    if (fd < 0) return 0;
     char host[INET6_ADDRSTRLEN] = "?", serv[16] = "?";
     getnameinfo((struct sockaddr *)&sa, sl, host, sizeof host, serv, sizeof serv,
                 NI_NUMERICHOST | NI_NUMERICSERV);
-    if (s->nconns >= MAX_CONNS) {
-        slog(s, "rejected connection from %s:%s: too many connections", host, serv);
+    make_room(s, host);
+    /* Dropped connections leave the count when the loop frees them: count the live ones. */
+    int live = 0;
+    for (conn_t *o = s->conns; o; o = o->next) live += o->closing != 2;
+    if (live >= MAX_CONNS) {
+        char why[160];
+        snprintf(why, sizeof why, HS_RDV_BUSY " too many connections (%d)", live);
+        if (++s->strangers <= STRANGER_LOG_LINES || s->strangers % STRANGER_LOG_EVERY == 0)
+            slog(s, "rejected connection from %s:%s: %s", host, serv, why);
+        send_error_now(fd, why);
         close(fd);
-        return;
+        return 1;
     }
     conn_t *c = calloc(1, sizeof *c);
     if (!c) {
         close(fd);
-        return;
+        return 1;
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     c->fd = fd;
     c->rank = -1;
     snprintf(c->peer, sizeof c->peer, "%s:%s", host, serv);
+    snprintf(c->src, sizeof c->src, "%s", host);
     c->hello_deadline = hs_now() + s->hello_timeout_s;
     c->next = s->conns;
     s->conns = c;
     s->nconns++;
+    conn_read(s, c); /* a worker's HELLO is usually there already: admit it now */
+    return 1;
 }
 
 static void check_timeouts(hs_rdv_server_t *s, double now)
@@ -603,12 +709,16 @@ static void *server_main(void *arg)
          * with a reset that can destroy our last (ERROR) message before the peer reads it:
          * shut the write side and discard input until the peer closes (bounded). */
         double tnow = hs_now();
+        int ndraining = 0;
         for (conn_t **pp = &s->conns; *pp;) {
             conn_t *c = *pp;
             if (c->closing == 1 && !c->out && !c->draining) {
                 shutdown(c->fd, SHUT_WR);
                 c->draining = 1;
                 c->drain_deadline = tnow + 1.0;
+                if (++ndraining > CLOSING_MAX) c->closing = 2; /* enough lingering already */
+            } else if (c->draining && c->closing != 2) {
+                ndraining++;
             }
             if (c->draining && (tnow >= c->drain_deadline || c->drained > (1u << 20)))
                 c->closing = 2;
@@ -645,7 +755,8 @@ static void *server_main(void *arg)
             break;
         }
         if (k > 0 && (pf[0].revents & POLLIN)) break;
-        if (k > 0 && (pf[1].revents & POLLIN)) accept_one(s);
+        if (k > 0 && (pf[1].revents & POLLIN))
+            for (int a = 0; a < 64 && accept_one(s); a++) continue;
         for (int i = 2; k > 0 && i < n; i++) {
             conn_t *c = pc[i];
             if (pf[i].revents & POLLOUT) conn_write(c);
@@ -686,7 +797,8 @@ int hs_rdv_server_start(hs_rdv_server_t **out, const hs_rdv_server_opts_t *o)
     s->size = o->size;
     memcpy(s->key, o->key, HS_RDV_KEY_HEX + 1);
     s->timeout_s = o->timeout_s > 0 ? o->timeout_s : 60.0;
-    s->hello_timeout_s = o->hello_timeout_s > 0 ? o->hello_timeout_s : HS_MIN(10.0, s->timeout_s);
+    s->hello_timeout_s =
+        o->hello_timeout_s > 0 ? o->hello_timeout_s : HS_MIN(HELLO_TIMEOUT_S, s->timeout_s);
     s->log = o->log ? o->log : stderr;
     snprintf(s->prefix, sizeof s->prefix, "%s", o->log_prefix ? o->log_prefix : "rendezvous: ");
     atomic_init(&s->state, 0);

@@ -3,6 +3,7 @@
 
 #include "hearsay/common.h"
 #include "hearsay/env.h"
+#include "hearsay/file.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -60,57 +61,37 @@ static uint64_t checksum(const hs_ckpt_hdr_t *h, const void *params, const void 
     return s;
 }
 
-/* fsync the directory holding path (best effort: some file systems refuse). */
-static void sync_dir(const char *path)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir)
-        dir[1] = '\0';
-    else if (slash)
-        *slash = '\0';
-    else
-        snprintf(dir, sizeof dir, ".");
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return;
-    (void)fsync(fd);
-    close(fd);
-}
-
 int hs_ckpt_write(const char *path, const hs_ckpt_t *c)
 {
     hs_ckpt_hdr_t h;
     fill_hdr(&h, c);
     h.checksum = checksum(&h, c->params, c->velocity, c->state, c->bn);
-    char tmp[4200];
-    int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (len < 0 || (size_t)len >= sizeof tmp)
-        return HS_ERR(-ENAMETOOLONG, "checkpoint path %s is too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return HS_ERR(-errno, "cannot write checkpoint %s: %s", tmp, strerror(errno));
+    /* A fresh temporary beside path (O_EXCL | O_NOFOLLOW), synced, renamed over path, and the
+     * directory synced (hearsay/file.h). */
+    hs_wfile_t w;
+    int rc = hs_wfile_open(&w, path, HS_FILE_SYNC);
+    if (rc < 0) {
+        hs_error_prefix("checkpoint");
+        return rc;
+    }
+    FILE *f = w.f;
     int ok =
         fwrite(&h, sizeof h, 1, f) == 1 &&
         fwrite(c->params, 1, h.params_bytes, f) == h.params_bytes &&
         (!h.velocity_bytes || fwrite(c->velocity, 1, h.velocity_bytes, f) == h.velocity_bytes) &&
         (!h.state_bytes || fwrite(c->state, 1, h.state_bytes, f) == h.state_bytes) &&
         (!h.bn_bytes || fwrite(c->bn, 1, h.bn_bytes, f) == h.bn_bytes);
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno;
-    if (fclose(f) != 0) ok = 0;
+    ok = ok && fflush(f) == 0;
     if (!ok) {
-        unlink(tmp);
-        return HS_ERR(-EIO, "writing checkpoint %s failed: %s", tmp, strerror(err));
+        int err = errno;
+        hs_wfile_abort(&w);
+        return HS_ERR(-EIO, "writing checkpoint %s failed: %s", path, strerror(err));
     }
     double pause = 0;
     if (hs_env_double("HS_TEST_CKPT_PAUSE", &pause) > 0 && pause > 0) hs_sleep(pause);
-    if (rename(tmp, path) != 0) {
-        err = errno;
-        unlink(tmp);
-        return HS_ERR(-err, "cannot rename %s to %s: %s", tmp, path, strerror(err));
-    }
-    sync_dir(path); /* the rename itself survives a power cut */
-    return 0;
+    rc = hs_wfile_commit(&w);
+    if (rc < 0) hs_error_prefix("checkpoint");
+    return rc;
 }
 
 void hs_ckpt_free(hs_ckpt_t *c)
@@ -126,8 +107,9 @@ void hs_ckpt_free(hs_ckpt_t *c)
 int hs_ckpt_read(const char *path, hs_ckpt_t *c)
 {
     memset(c, 0, sizeof *c);
-    FILE *f = fopen(path, "rb");
-    if (!f) return HS_ERR(-errno, "cannot open checkpoint %s: %s", path, strerror(errno));
+    FILE *f = NULL;
+    /* A regular file only: a FIFO planted as a part is refused, not waited on. */
+    HS_TRY(hs_file_fopen_read(&f, path, "checkpoint", -1));
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
         int err = errno;
@@ -234,6 +216,9 @@ int hs_ckpt_save_run(const char *dir, int rank, int size, long iteration, hs_wor
     if (rc < 0) return rc;
     char sub[4096];
     snprintf(sub, sizeof sub, "%s/ckpt", dir);
+    struct stat sl; /* a symlink planted as DIR/ckpt would carry the parts elsewhere */
+    if (lstat(sub, &sl) == 0 && S_ISLNK(sl.st_mode))
+        return HS_ERR(-ELOOP, "checkpoint directory %s is a symbolic link: refused", sub);
     HS_TRY(hs_mkdir_p(sub));
     c.params = hs_malloc(c.num_params * sizeof(float) + 1, "checkpoint parameters");
     if (vel && vn) {

@@ -1,6 +1,7 @@
 /* runtime/config_io.c — the configuration as text: INI files in and out, JSON out, --help.
  * See config.h for the formats. */
 #include "runtime/config_impl.h"
+#include "hearsay/file.h"
 #include "hearsay/json.h"
 
 #include <ctype.h>
@@ -130,19 +131,15 @@ int hs_cfg_load_string(hs_cfg_t *cfg, const char *text, const char *name)
 
 int hs_cfg_load_file(hs_cfg_t *cfg, const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return HS_ERR(-errno, "cannot open config file '%s': %s", path, strerror(errno));
+    /* A regular file of at most the bound: a FIFO (which would hang the open) and devices
+     * such as /dev/zero are refused before anything is read. */
+    FILE *f = NULL;
+    HS_TRY(hs_file_fopen_read(&f, path, "config file", HS_CFG_FILE_MAX));
     char *buf = NULL;
     size_t len = 0, cap = 0;
     int rc = 0;
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > HS_CFG_FILE_MAX) {
-        rc = HS_ERR(-EFBIG, "%s: %lld bytes, above the %d-byte bound for config files", path,
-                    (long long)st.st_size, HS_CFG_FILE_MAX);
-        goto done;
-    }
-    /* Read up to one byte past the bound (a stream has no size to check first), checking
-     * each piece for NUL bytes as it comes (/dev/zero stops at the first). */
+    /* Read up to one byte past the bound (the file may grow while read), checking each piece
+     * for NUL bytes as it comes. */
     for (;;) {
         if (len + 4096 + 1 > cap) {
             cap = cap ? 2 * cap : 8192;
@@ -307,14 +304,15 @@ int hs_cfg_write_ini(const hs_cfg_t *cfg, FILE *f)
 
 int hs_cfg_save_ini(const hs_cfg_t *cfg, const char *path)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) return HS_ERR(-errno, "cannot create '%s': %s", path, strerror(errno));
-    int rc = hs_cfg_write_ini(cfg, f);
-    if (fclose(f) != 0 && rc == 0)
-        rc = HS_ERR(-EIO, "error writing '%s'", path);
-    else if (rc < 0)
+    hs_wfile_t w;
+    HS_TRY(hs_wfile_open(&w, path, 0));
+    int rc = hs_cfg_write_ini(cfg, w.f);
+    if (rc < 0) {
+        hs_wfile_abort(&w);
         hs_error_prefix("%s", path);
-    return rc;
+        return rc;
+    }
+    return hs_wfile_commit(&w);
 }
 
 /* ---- JSON out ---------------------------------------------------------------------------- */

@@ -2,6 +2,7 @@
 #include "runtime/report.h"
 
 #include "hearsay/common.h"
+#include "hearsay/file.h"
 #include "hearsay/json.h"
 
 #include <math.h>
@@ -30,8 +31,8 @@ static FILE *open_out(const char *dir, const char *name, int *rc)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f) *rc = HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
+    FILE *f = NULL;
+    *rc = hs_file_create(&f, path, 0); /* never through what was planted at path */
     return f;
 }
 
@@ -211,11 +212,7 @@ int hs_report_dump(hs_report_t *r, const char *what, const float *z, size_t n)
     if (!r->o->out_dir) return 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/rank-%d.%s.f32", r->o->out_dir, r->rank, what);
-    FILE *f = fopen(path, "wb");
-    if (!f) return HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
-    size_t got = fwrite(z, sizeof(float), n, f);
-    if (fclose(f) != 0 || got != n) return HS_ERR(-EIO, "writing %s failed", path);
-    return 0;
+    return hs_file_write(path, z, n * sizeof(float), 0);
 }
 
 int hs_report_trajectory(hs_report_t *r, int first, const float *z, size_t n)
@@ -223,8 +220,8 @@ int hs_report_trajectory(hs_report_t *r, int first, const float *z, size_t n)
     if (!r->o->out_dir) return 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/rank-%d.traj.f32", r->o->out_dir, r->rank);
-    FILE *f = fopen(path, first ? "wb" : "ab");
-    if (!f) return HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
+    FILE *f = NULL;
+    HS_TRY(first ? hs_file_create(&f, path, 0) : hs_file_reopen(&f, path, "ab"));
     size_t got = fwrite(z, sizeof(float), n, f);
     if (fclose(f) != 0 || got != n) return HS_ERR(-EIO, "writing %s failed", path);
     return 0;
@@ -238,21 +235,16 @@ int hs_report_crash(hs_report_t *r, const hs_report_crash_t *c)
                 (double)c->done / (double)r->ipe, c->lost);
         fflush(r->csv);
     }
-    char path[4096], tmp[4200];
+    char path[4096];
     snprintf(path, sizeof path, "%s/rank-%d-lost.json", r->o->out_dir, r->rank);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return HS_ERR(-errno, "cannot write %s: %s", tmp, strerror(errno));
+    hs_wfile_t w;
+    HS_TRY(hs_wfile_open(&w, path, 0));
+    FILE *f = w.f;
     fprintf(f, "{\"rank\": %d, \"iteration\": %ld, \"ps_weight_lost\": %.17g, \"received_from\": [",
             r->rank, c->done, c->lost);
     for (int j = 0; j < c->size; j++) fprintf(f, "%s%.17g", j ? ", " : "", c->recv_from[j]);
     fprintf(f, "]}\n");
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        int err = errno;
-        unlink(tmp);
-        return HS_ERR(-err, "writing %s failed: %s", path, strerror(err));
-    }
-    return 0;
+    return hs_wfile_commit(&w);
 }
 
 int hs_report_diverged(hs_report_t *r, long done, double loss, double w)
@@ -388,8 +380,11 @@ static double lost_of(const hs_report_t *r, int q)
 {
     char path[4096], buf[512];
     snprintf(path, sizeof path, "%s/rank-%d-lost.json", r->o->out_dir, q);
-    FILE *f = fopen(path, "r");
-    if (!f) return NAN;
+    FILE *f = NULL;
+    if (hs_file_fopen_read(&f, path, "lost-weight record", 1 << 20) < 0) {
+        hs_error_clear();
+        return NAN;
+    }
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';

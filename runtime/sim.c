@@ -29,6 +29,7 @@
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
 #include "hearsay/exec.h"
+#include "hearsay/file.h"
 #include "hearsay/shaping.h"
 #include "hearsay/transport.h"
 #include "runtime/exec_svc.h" /* hs_svc_handle */
@@ -1837,8 +1838,8 @@ static int write_consensus(sim_world_t *w)
     if (!dir) return 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/consensus.csv", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
+    FILE *f = NULL;
+    HS_TRY(hs_file_create(&f, path, 0));
     fprintf(f, "iteration,virtual_s,ranks,consensus_distance\n");
     for (long i = 0; i < w->nrows; i++)
         fprintf(f, "%ld,%.9g,%d,%.9g\n", w->rows[i].iter, w->rows[i].t, w->rows[i].ranks,
@@ -1846,8 +1847,8 @@ static int write_consensus(sim_world_t *w)
     if (fclose(f) != 0) return HS_ERR(-EIO, "writing %s failed", path);
     /* summary.json (rank 0 wrote it): one more key before its closing brace */
     snprintf(path, sizeof path, "%s/summary.json", dir);
-    f = fopen(path, "r+");
-    if (!f) return 0; /* rank 0 failed before writing it: its error says why */
+    if (access(path, F_OK) != 0) return 0; /* rank 0 failed before writing it: its error says why */
+    HS_TRY(hs_file_reopen(&f, path, "r+b"));
     if (fseek(f, 0, SEEK_END) != 0) {
         fclose(f);
         return HS_ERR(-EIO, "%s: cannot seek", path);
@@ -2255,8 +2256,8 @@ static int write_stats(const hs_train_opts_t *o, const hs_sim_stats_t *s)
     if (!o->out_dir) return 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/sim.json", o->out_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return HS_ERR(-errno, "cannot write %s: %s", path, strerror(errno));
+    FILE *f = NULL;
+    HS_TRY(hs_file_create(&f, path, 0));
     fprintf(f,
             "{\n  \"sim_threads\": %d,\n  \"host_wall_s\": %.6f,\n  \"host_cpu_s\": %.6f,\n"
             "  \"worker_s\": %.6f,\n  \"local_s\": %.6f,\n  \"steps\": %ld,\n"

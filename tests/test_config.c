@@ -403,7 +403,7 @@ START_TEST(test_file_size_bound)
     double t0 = hs_now();
     hs_cfg_t *cfg = make();
     ck_assert_int_eq(parse(cfg, ARGS("--config", "/dev/zero")), -EINVAL);
-    assert_error_has("/dev/zero", "not a text file");
+    assert_error_has("/dev/zero", "only a regular file");
     hs_cfg_free(&cfg);
     /* a sparse file of 2 GiB: no disk used */
     char *path = write_temp("");

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -475,6 +476,66 @@ START_TEST(test_client_checks_length_first)
 }
 END_TEST
 
+/* Issue 28 item 4: 2,200 idle strangers (all on 127.0.0.1) holding connections before the
+ * workers come used to fill the launcher's table (about 2,150 did), and both workers were
+ * refused with "launcher gone?". Now connections without the key are bounded (64 from one
+ * address), the oldest dropped first and told why, and the workers are admitted at once. */
+START_TEST(test_server_admits_job_first)
+{
+    int n = 2200;
+    struct rlimit rl;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_cur < (rlim_t)n + 1500) {
+        rl.rlim_cur = HS_MIN(rl.rlim_max, (rlim_t)n + 1500);
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur < (rlim_t)n + 1500) n = (int)rl.rlim_cur - 1500;
+    ck_assert_msg(n >= 500, "RLIMIT_NOFILE %llu is too low for this test",
+                  (unsigned long long)rl.rlim_cur);
+    srv_fixture_t f;
+    srv_open(&f, 2, 20, 0); /* the default deadline to present the key (5 s) */
+    int *fds = malloc(sizeof *fds * (size_t)n);
+    double t = hs_now();
+    for (int i = 0; i < n; i++) fds[i] = raw_connect(&f);
+    double t_strangers = hs_now() - t;
+    client_arg_t a[2];
+    t = hs_now();
+    run_clients(&f, 2, -1, a);
+    double t_job = hs_now() - t;
+    ck_assert_msg(a[0].rc == 0 && a[1].rc == 0, "%d strangers: %s / %s", n, a[0].err, a[1].err);
+    ck_assert_msg(t_job < 5, "the job took %.1f s to start", t_job);
+    /* Each stranger dropped was told why; at most 64 are still held. */
+    int told = 0, held = 0;
+    char text[HS_RDV_ERR_MAX + 1];
+    for (int i = 0; i < n; i++) {
+        struct pollfd pf = {.fd = fds[i], .events = POLLIN};
+        if (poll(&pf, 1, 0) == 0) {
+            held++;
+        } else if (read_answer(fds[i], text, sizeof text, 1) &&
+                   (strstr(text, "rendezvous busy: dropped, more than 64 connections without "
+                                 "the job key from 127.0.0.1") ||
+                    strstr(text, "did not present the job key"))) {
+            told++;
+        }
+        close(fds[i]);
+    }
+    free(fds);
+    printf("%d strangers connected in %.2f s; the 2-rank job then started in %.3f s; %d told "
+           "why, %d still held\n",
+           n, t_strangers, t_job, told, held);
+    ck_assert_int_le(held, 64);
+    ck_assert_int_eq(told + held, n);
+    const char *log = srv_close(&f);
+    int lines = 0;
+    for (const char *p = log; p && *p; p++) lines += *p == '\n';
+    ck_assert_msg(lines < 40, "%d log lines", lines); /* 20, then one in 500 */
+    ck_assert_ptr_nonnull(strstr(log, "connections without the job key refused so far"));
+    fclose(f.log);
+    free(f.logbuf);
+}
+END_TEST
+
 static Suite *rendezvous_suite(void)
 {
     Suite *s = suite_create("rendezvous");
@@ -487,6 +548,7 @@ static Suite *rendezvous_suite(void)
     tcase_add_test(tb, test_server_timeouts_and_departures);
     tcase_add_test(tb, test_hdr_lengths_overflow);
     tcase_add_test(tb, test_client_checks_length_first);
+    tcase_add_test(tb, test_server_admits_job_first);
     suite_add_tcase(s, tb);
     return s;
 }

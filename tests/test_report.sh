@@ -94,4 +94,51 @@ rc=$?
 rc=$?
 [ $rc = 2 ] && grep -q "target-loss expects a positive number, got 'x'" "$tmp/err" &&
     ok "a bad --target-loss: exit 2" || bad "--target-loss x: exit $rc, '$(cat "$tmp/err")'"
+
+# Hostile run directories (issue 28 item 6): each refused at once with one line naming the
+# file, exit 2, no traceback, bounded time and memory. rank-3.csv -> /dev/zero grew to 20 GB.
+hostile() { # WHAT SETUP-COMMAND EXPECT: a copy of the run, SETUP run in it, then the report
+    what=$1
+    h=$tmp/hostile
+    rm -rf "$h"
+    cp -r "$run" "$h"
+    (cd "$h" && eval "$2")
+    timeout -k 2 30 "$bin" report "$h" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc -ge 124 ]; then
+        bad "$what: the report hung (killed after 30 s)"
+    elif [ $rc != 2 ] || grep -q Traceback "$tmp/err" || [ "$(wc -l <"$tmp/err")" != 1 ] ||
+        ! grep -q -- "$3" "$tmp/err"; then
+        bad "$what: exit $rc, stderr '$(head -c 600 "$tmp/err")'"
+    else
+        ok "$what: exit 2, '$(cat "$tmp/err")'"
+    fi
+}
+hostile "rank-3.csv -> /dev/zero" "rm rank-3.csv && ln -s /dev/zero rank-3.csv" \
+    "rank-3.csv is a character device"
+hostile "rank-1.csv a FIFO" "rm rank-1.csv && mkfifo rank-1.csv" "rank-1.csv is a FIFO"
+hostile "eval.csv above the bound (a sparse 300 MiB)" "truncate -s 300M eval.csv" \
+    "above the 268435456-byte bound"
+hostile "summary.json garbage" "printf '{\"algo\": ' >summary.json" "summary.json: not JSON"
+hostile "summary.json a list" "echo '[1, 2]' >summary.json" "summary.json: not a JSON object"
+hostile "rank-0.csv binary" "head -c 4096 /dev/urandom >rank-0.csv" "rank-0.csv"
+hostile "rank-2.csv NUL bytes" "printf 'iteration,wall_s\n1,\0\0\0\n' >rank-2.csv" "rank-2.csv"
+hostile "rank-2.csv too many fields" "printf '1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17\n' >>rank-2.csv" \
+    "rank-2.csv:"
+hostile "summary.json wrong types" \
+    "sed -i 's/\"per_rank\": \\[/\"per_rank\": [7, /' summary.json" "$tmp/hostile"
+# a symlink planted at a name the report writes: replaced, the file it points at unchanged
+echo VICTIM >"$tmp/victim"
+rm -f "$run/report.md" "$run/report-loss.png"
+ln -s "$tmp/victim" "$run/report.md"
+ln -s "$tmp/victim" "$run/report-loss.png"
+"$bin" report "$run" >"$tmp/out" 2>"$tmp/err" || bad "report with planted symlinks: $(cat "$tmp/err")"
+if [ "$(cat "$tmp/victim")" = VICTIM ] && [ ! -L "$run/report.md" ] &&
+    [ ! -L "$run/report-loss.png" ] && png "$run/report-loss.png"; then
+    ok "symlinks planted at report.md and a PNG are replaced, not written through"
+else
+    bad "the report wrote through a planted symlink: $(head -c 100 "$tmp/victim")"
+fi
+[ -z "$(find "$run" -name '*.tmp*')" ] && ok "no temporary left" ||
+    bad "temporaries left: $(find "$run" -name '*.tmp*')"
 exit $fail

@@ -1,5 +1,6 @@
 /* tests/test_util.c — errors, parsing and the seeded RNG. */
 #include "hearsay/common.h"
+#include "hearsay/file.h"
 #include "hearsay/json.h"
 #include "hearsay/rng.h"
 
@@ -7,6 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 START_TEST(test_error_message_and_prefix)
 {
@@ -109,6 +112,77 @@ START_TEST(test_json_writers)
 }
 END_TEST
 
+/* util/file.c (issue 28 items 5 and 6): a write replaces what was planted at the name and
+ * never writes through it; a secret is 0600; devices, FIFOs and oversized files are refused
+ * for reading at once; a write never replaces a device or FIFO. */
+START_TEST(test_file_write_and_read)
+{
+    char dir[] = "/tmp/hs_util_file_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char victim[256], name[256], fifo[256], big[256];
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(name, sizeof name, "%s/out", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(big, sizeof big, "%s/big", dir);
+    ck_assert_int_eq(hs_file_write(victim, "VICTIM", 6, 0), 0);
+    ck_assert_int_eq(symlink(victim, name), 0);
+    ck_assert_int_eq(hs_file_write(name, "key", 3, HS_FILE_SECRET | HS_FILE_SYNC), 0);
+    struct stat sb;
+    ck_assert_int_eq(lstat(name, &sb), 0);
+    ck_assert(S_ISREG(sb.st_mode));
+    ck_assert_int_eq(sb.st_mode & 0777, 0600);
+    char *buf = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(hs_file_read_all(victim, "file", 100, &buf, &len), 0);
+    ck_assert_str_eq(buf, "VICTIM"); /* not written through the symlink */
+    free(buf);
+    ck_assert_int_eq(hs_file_read_all(name, "file", 100, &buf, &len), 0);
+    ck_assert_uint_eq(len, 3);
+    ck_assert_str_eq(buf, "key");
+    free(buf);
+    /* created and renamed at once, then appended to (never through a symlink) */
+    FILE *f = NULL;
+    ck_assert_int_eq(unlink(name), 0);
+    ck_assert_int_eq(symlink(victim, name), 0);
+    ck_assert_int_eq(hs_file_create(&f, name, 0), 0);
+    fputs("a", f);
+    fclose(f);
+    ck_assert_int_eq(hs_file_reopen(&f, name, "ab"), 0);
+    fputs("b", f);
+    fclose(f);
+    ck_assert_int_eq(hs_file_read_all(name, "file", 100, &buf, &len), 0);
+    ck_assert_str_eq(buf, "ab");
+    free(buf);
+    ck_assert_int_eq(unlink(name), 0);
+    ck_assert_int_eq(symlink(victim, name), 0);
+    ck_assert_int_lt(hs_file_reopen(&f, name, "ab"), 0);
+    /* reading: a FIFO and a device refused at once, a file above its bound */
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    double t = hs_now();
+    ck_assert_int_eq(hs_file_read_all(fifo, "part", 100, &buf, &len), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "is a FIFO: only a regular file is read"));
+    ck_assert_int_eq(hs_file_read_all("/dev/zero", "part", 100, &buf, &len), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "a character device"));
+    ck_assert_double_lt(hs_now() - t, 1.0);
+    ck_assert_int_eq(hs_file_write(big, "0123456789", 10, 0), 0);
+    ck_assert_int_eq(hs_file_read_all(big, "thing", 9, &buf, &len), -EFBIG);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "10 bytes, above the 9-byte bound for things"));
+    /* a write never replaces a FIFO (or a directory) */
+    ck_assert_int_lt(hs_file_write(fifo, "x", 1, 0), 0);
+    ck_assert_int_eq(lstat(fifo, &sb), 0);
+    ck_assert(S_ISFIFO(sb.st_mode));
+    ck_assert_int_lt(hs_file_write(dir, "x", 1, 0), 0);
+    ck_assert_int_eq(hs_file_same(big, big), 1);
+    ck_assert_int_eq(hs_file_same(big, victim), 0);
+    /* nothing temporary left */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "test -z \"$(ls -A %s | grep tmp)\"", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("util");
@@ -118,6 +192,7 @@ int main(void)
     tcase_add_test(tc, test_rng_repeatable_and_moments);
     tcase_add_test(tc, test_shuffle_is_permutation);
     tcase_add_test(tc, test_json_writers);
+    tcase_add_test(tc, test_file_write_and_read);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -11,6 +11,7 @@
  */
 #include "config.h"
 #include "hearsay/common.h"
+#include "hearsay/file.h"
 #include "hearsay/rendezvous.h"
 #include "tools/commands.h"
 
@@ -71,8 +72,25 @@ typedef struct launcher {
     int forwarded;   /* last user signal forwarded (0: none) */
     int interrupted; /* the first user signal received (0: none): the exit status is 128 + it */
     int sig_rd;      /* read end of the signal self-pipe */
+    int mask_start;  /* the workers are hearsay: start them with the stop signals blocked */
     hs_rdv_server_t *srv;
 } launcher_t;
+
+/* The signals a worker is stopped with. A hearsay worker starts with them blocked (its main
+ * sets their default actions, then unblocks them: HS_START_SIGNALS=blocked), so that a stop
+ * during start-up never runs a handler some library's constructor installed (libinfinipath's
+ * calls exit() in the handler: a crash in libcublasLt's half-run constructors, 1,606 lines of
+ * nested aborts and *.btr files left in the working directory). The signal waits, pending,
+ * until main, and then ends the rank by its default action. */
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+/* Is `path` hearsay itself (the installed binary, or libtool's wrapper and lt- binary)? */
+static int is_hearsay(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    return !strcmp(b, "hearsay") || !strcmp(b, "lt-hearsay");
+}
 
 static void usage(FILE *f)
 {
@@ -257,19 +275,20 @@ static int resolve_command(const char *name, char *out, size_t cap)
 static int is_ours(const char *e)
 {
     static const char *const ours[] = {
-        "HS_RANK=",         "HS_SIZE=",       "HS_RDV=",       "HS_JOB_KEY=",
-        "HS_BOOT_TIMEOUT=", "HS_LOCAL_RANK=", "HS_LOCAL_SIZE="};
+        "HS_RANK=",         "HS_SIZE=",       "HS_RDV=",        "HS_JOB_KEY=",
+        "HS_BOOT_TIMEOUT=", "HS_LOCAL_RANK=", "HS_LOCAL_SIZE=", "HS_START_SIGNALS="};
     for (size_t i = 0; i < HS_ARRAY_LEN(ours); i++)
         if (!strncmp(e, ours[i], strlen(ours[i]))) return 1;
     return 0;
 }
 
 /* The environment of worker `rank`: ours plus the launcher's (minus our variables). */
-static char **build_env(const run_opts_t *o, int rank, const char *rdv, const char *key)
+static char **build_env(const run_opts_t *o, int rank, const char *rdv, const char *key,
+                        int mask_start)
 {
     size_t n = 0;
     while (environ[n]) n++;
-    char **env = calloc(n + 8, sizeof *env);
+    char **env = calloc(n + 9, sizeof *env);
     if (!env) return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
@@ -306,6 +325,7 @@ static char **build_env(const run_opts_t *o, int rank, const char *rdv, const ch
         if (!env[k]) return NULL; /* the process is about to fail anyway */
         k++;
     }
+    if (mask_start && !(env[k++] = strdup("HS_START_SIGNALS=blocked"))) return NULL;
     env[k] = NULL;
     return env;
 }
@@ -494,6 +514,9 @@ static int spawn(launcher_t *L, int rank, const char *path, char **env)
         for (size_t i = 0; i < HS_ARRAY_LEN(handled_signals); i++)
             sigaction(handled_signals[i], &dfl, NULL);
         sigaction(SIGPIPE, &dfl, NULL);
+        if (L->mask_start) /* until the worker's main unblocks them (stop_signals) */
+            for (size_t i = 0; i < HS_ARRAY_LEN(stop_signals); i++)
+                sigaddset(&old, stop_signals[i]);
         sigprocmask(SIG_SETMASK, &old, NULL);
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -635,13 +658,12 @@ static int main_loop(launcher_t *L)
     return L->interrupted ? 128 + L->interrupted : L->first_code;
 }
 
+/* The file holds the job key: created 0600 under a fresh name beside F (O_EXCL | O_NOFOLLOW)
+ * and renamed over F, so nothing planted at F or at any other name is written through. */
 static int write_env_file(const char *path, const char *text)
 {
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "hearsay run: cannot write --env-file %s: %s\n", path, strerror(errno));
+    if (hs_file_write(path, text, strlen(text), HS_FILE_SECRET | HS_FILE_SYNC) < 0) {
+        fprintf(stderr, "hearsay run: cannot write --env-file %s: %s\n", path, hs_last_error());
         return -1;
     }
     return 0;
@@ -718,7 +740,7 @@ int hs_cmd_run(int argc, char **argv)
         return rc;
     }
 
-    launcher_t L = {.o = o, .sig_rd = sfd, .srv = srv};
+    launcher_t L = {.o = o, .sig_rd = sfd, .mask_start = is_hearsay(path), .srv = srv};
     L.w = calloc((size_t)o.n, sizeof *L.w);
     char **env = NULL;
     rc = 1;
@@ -729,7 +751,7 @@ int hs_cmd_run(int argc, char **argv)
         if (!L.w[r].out.buf || !L.w[r].err.buf) goto out;
     }
     for (long r = 0; r < o.n; r++) {
-        env = build_env(&o, (int)r, hs_rdv_server_addr(srv), key);
+        env = build_env(&o, (int)r, hs_rdv_server_addr(srv), key, L.mask_start);
         if (!env) {
             fprintf(stderr, "hearsay run: out of memory building the environment\n");
             goto stop;

@@ -8,6 +8,7 @@
 #include "tools/commands.h"
 
 #include "hearsay/common.h"
+#include "hearsay/file.h"
 #include "hearsay/topology.h"
 
 #include <math.h>
@@ -289,11 +290,14 @@ out:
 
 static int write_file(const char *path, const hs_topo_t *t, int dot)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) return HS_ERR(-errno, "cannot write '%s': %s", path, strerror(errno));
-    int rc = dot ? hs_topo_write_dot(t, f) : hs_topo_write_edges(t, 0, 1, f);
-    if (fclose(f) != 0 && rc == 0) rc = HS_ERR(-EIO, "error closing '%s'", path);
-    return rc;
+    hs_wfile_t w;
+    HS_TRY(hs_wfile_open(&w, path, 0));
+    int rc = dot ? hs_topo_write_dot(t, w.f) : hs_topo_write_edges(t, 0, 1, w.f);
+    if (rc < 0) {
+        hs_wfile_abort(&w);
+        return rc;
+    }
+    return hs_wfile_commit(&w);
 }
 
 static int run_graph(const topo_cli_t *c)

@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -63,6 +64,19 @@ int main(int argc, char **argv)
      * installs its own). */
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    /* Started by hearsay run with the stop signals blocked (tools/cmd_run.c stop_signals): a
+     * stop that came while the libraries loaded is pending, and now ends the rank by its
+     * default action, with no library's handler run and nothing left behind. */
+    const char *ss = getenv("HS_START_SIGNALS");
+    if (ss && !strcmp(ss, "blocked")) {
+        unsetenv("HS_START_SIGNALS");
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGHUP);
+        sigprocmask(SIG_UNBLOCK, &stop, NULL);
+    }
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -13,6 +13,7 @@
 #include "topologies/topo_internal.h"
 
 #include "hearsay/common.h"
+#include "hearsay/file.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -43,11 +44,8 @@ static int parse_rank(const char *tok, long *v)
 
 int topo_read_edge_file(const char *path, int n, topo_gen_t *g)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        int err = errno ? errno : EIO;
-        return HS_ERR(-err, "cannot open edge list '%s': %s", path, strerror(err));
-    }
+    FILE *f = NULL;
+    HS_TRY(hs_file_fopen_read(&f, path, "edge list", TOPO_EDGE_FILE_MAX));
     file_edge_t *edges = NULL;
     long len = 0, cap = 0, bytes = 0;
     int rc = 0, lineno = 0, weighted = -1, header_n = 0, max_rank = -1, nself = 0;

@@ -12,6 +12,7 @@
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
 #include "hearsay/exec.h"
+#include "hearsay/file.h"
 #include "hearsay/json.h"
 #include "hearsay/transport.h"
 
@@ -256,39 +257,40 @@ void hs_trace_part_name(char *buf, size_t cap, const char *path, int r)
     snprintf(buf, cap, "%s.rank%d", path, r);
 }
 
-/* Can `path` be created or written? Creates nothing that stays, and never creates or removes
- * `path` itself: every rank of a job checks the same names at once, and one rank's probe of
- * a shared name (created, then unlinked) made another's open fail with ENOENT in between,
- * reported as a missing directory. An existing file is opened for writing (not truncated,
- * not waiting: a FIFO with no reader is refused); a missing one is probed with a name of this
- * process's own beside it. */
+/* Can `path` be written? The trace and its parts are written to a fresh temporary beside
+ * them and renamed over them (hearsay/file.h), so what counts is: the name is not a directory,
+ * a device, a FIFO or a socket (/dev/full is refused here, at start, not after the run), and
+ * a temporary can be created in its directory. Creates nothing that stays, and never creates
+ * or removes `path` itself: every rank of a job checks the same names at once, and one rank's
+ * probe of a shared name (created, then unlinked) made another's open fail with ENOENT in
+ * between, reported as a missing directory; each probe has a fresh name of its own. */
 static int check_one(const char *path, const char *what)
 {
     struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return HS_ERR(-EISDIR, "--trace %s: %s is a directory", what, path);
-    int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC); /* (a FIFO: ENXIO, no hang) */
-    if (fd >= 0) {
-        close(fd);
-        return 0;
+    if (lstat(path, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode))
+            return HS_ERR(-EISDIR, "--trace %s: %s is a directory", what, path);
+        if (!S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode))
+            return HS_ERR(-EINVAL,
+                          "--trace %s: cannot write %s: %s, not a regular file (the trace is "
+                          "written to a file)",
+                          what, path,
+                          S_ISFIFO(sb.st_mode)   ? "a FIFO"
+                          : S_ISCHR(sb.st_mode)  ? "a character device"
+                          : S_ISBLK(sb.st_mode)  ? "a block device"
+                          : S_ISSOCK(sb.st_mode) ? "a socket"
+                                                 : "a special file");
     }
-    int e = errno;
-    if (e == ENOENT) { /* not there (or just removed by another rank): can it be created? */
-        static atomic_uint probes;
-        char probe[4200];
-        snprintf(probe, sizeof probe, "%s.probe%ld-%u", path, (long)getpid(),
-                 atomic_fetch_add(&probes, 1));
-        fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd >= 0) {
-            close(fd);
-            unlink(probe);
-            return 0;
-        }
-        e = errno;
+    hs_wfile_t w;
+    int rc = hs_wfile_open(&w, path, 0);
+    if (rc < 0) {
+        if (rc == -ENOENT)
+            return HS_ERR(rc, "--trace %s: cannot create %s: its directory does not exist", what,
+                          path);
+        return HS_ERR(rc, "--trace %s: cannot write %s: %s", what, path, strerror(-rc));
     }
-    if (e == ENOENT)
-        return HS_ERR(-e, "--trace %s: cannot create %s: its directory does not exist", what, path);
-    return HS_ERR(-e, "--trace %s: cannot write %s: %s", what, path, strerror(e));
+    hs_wfile_abort(&w);
+    return 0;
 }
 
 int hs_trace_check_path(const char *path)
@@ -366,12 +368,15 @@ void hs_trace_close(hs_trace_t **trp)
 
 int hs_trace_write_part(hs_trace_t *tr)
 {
-    char part[4096], tmp[4200];
+    char part[4096];
     hs_trace_part_name(part, sizeof part, tr->path, tr->rank);
-    snprintf(tmp, sizeof tmp, "%s.tmp", part);
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return HS_ERR(-errno, "--trace %s: cannot write %s: %s", tr->path, tmp, strerror(errno));
+    hs_wfile_t w; /* a fresh temporary beside the part, renamed over it (hearsay/file.h) */
+    int rc = hs_wfile_open(&w, part, 0);
+    if (rc < 0) {
+        hs_error_prefix("--trace %s", tr->path);
+        return rc;
+    }
+    FILE *f = w.f;
     pthread_mutex_lock(&tr->mu);
     part_hdr_t h = {.version = TRACE_VERSION,
                     .rank = (uint32_t)tr->rank,
@@ -390,13 +395,14 @@ int hs_trace_write_part(hs_trace_t *tr)
             ok = fwrite(c->ev, sizeof(tr_ev_t), c->n, f) == c->n;
     }
     pthread_mutex_unlock(&tr->mu);
-    if (fclose(f) != 0) ok = 0;
-    if (!ok || rename(tmp, part) != 0) {
+    if (!ok) {
         int e = errno;
-        unlink(tmp);
+        hs_wfile_abort(&w);
         return HS_ERR(-EIO, "--trace %s: writing %s failed: %s", tr->path, part, strerror(e));
     }
-    return 0;
+    rc = hs_wfile_commit(&w);
+    if (rc < 0) hs_error_prefix("--trace %s", tr->path);
+    return rc;
 }
 
 /* --- reading parts and merging ------------------------------------------------------------- */
@@ -428,13 +434,14 @@ static void part_free(rd_part_t *p)
 static int part_read(rd_part_t *p, const char *path)
 {
     memset(p, 0, sizeof *p);
-    FILE *f = fopen(path, "rb");
-    if (!f) return HS_ERR(-errno, "cannot open the trace part %s: %s", path, strerror(errno));
+    /* A regular file of at most the bound; a FIFO is refused, not waited on. */
+    FILE *f = NULL;
+    HS_TRY(hs_file_fopen_read(&f, path, "trace part", PART_MAX_BYTES));
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > PART_MAX_BYTES) {
+    if (fstat(fileno(f), &sb) != 0) {
+        int e = errno;
         fclose(f);
-        return HS_ERR(-EINVAL, "%s: not a regular file of at most %lld bytes", path,
-                      (long long)PART_MAX_BYTES);
+        return HS_ERR(-e, "cannot stat the trace part %s: %s", path, strerror(e));
     }
     size_t len = (size_t)sb.st_size;
     p->data = malloc(len ? len : 1);
@@ -615,6 +622,13 @@ int hs_trace_merge(const char *out, const char *const *in, int n, long *dropped)
 {
     if (n < 1 || n > MERGE_MAX_PARTS)
         return HS_ERR(-EINVAL, "trace merge: %d parts (1 .. %d)", n, MERGE_MAX_PARTS);
+    /* OUT must not be one of the parts: it would be replaced by the merge of itself. */
+    for (int i = 0; i < n; i++)
+        if (!strcmp(out, in[i]) || hs_file_same(out, in[i]))
+            return HS_ERR(-EINVAL,
+                          "the output %s is the part %s: refused (it would "
+                          "overwrite its input)",
+                          out, in[i]);
     rd_part_t *p = hs_calloc((size_t)n, sizeof *p, "trace parts");
     if (!p) return -ENOMEM;
     int rc = 0;
@@ -624,10 +638,11 @@ int hs_trace_merge(const char *out, const char *const *in, int n, long *dropped)
             if (p[i].h.rank == p[j].h.rank)
                 rc = HS_ERR(-EINVAL, "trace merge: %s and %s are both rank %u's", in[j], in[i],
                             p[i].h.rank);
-    FILE *o = NULL;
-    if (rc == 0 && !(o = fopen(out, "w")))
-        rc = HS_ERR(-errno, "cannot write the trace %s: %s", out, strerror(errno));
+    hs_wfile_t wo = {0}; /* a fresh temporary beside OUT, renamed over it at the end */
+    if (rc == 0 && (rc = hs_wfile_open(&wo, out, 0)) < 0)
+        hs_error_prefix("cannot write the trace %s", out);
     if (rc < 0) goto done;
+    FILE *o = wo.f;
     int64_t t0 = INT64_MAX;
     uint64_t dropped_ev = 0, flows = 0;
     for (int i = 0; i < n; i++)
@@ -697,10 +712,7 @@ int hs_trace_merge(const char *out, const char *const *in, int n, long *dropped)
     if (dropped_ev)
         HS_WARN("trace %s: %llu events were not recorded (a thread's buffer was full)", out,
                 (unsigned long long)dropped_ev);
-    if (ferror(o) | fclose(o)) {
-        rc = HS_ERR(-EIO, "writing the trace %s failed", out);
-        unlink(out);
-    }
+    rc = hs_wfile_commit(&wo);
 done:
     for (int i = 0; i < n; i++) part_free(&p[i]);
     free(p);

@@ -22,14 +22,13 @@ extern "C" {
 typedef struct hs_rdv_server hs_rdv_server_t;
 
 typedef struct hs_rdv_server_opts {
-    const char *bind_addr; /* numeric address or hostname to listen on; NULL: 127.0.0.1 */
-    int port;              /* 0: any free port */
-    int size;              /* ranks in the job, 1..1024 */
-    const char *key;       /* the job key (HS_JOB_KEY_CHARS hex digits) */
-    double timeout_s;      /* bound on "all ranks connected" and on each round (0: 60 s) */
-    double
-        hello_timeout_s; /* a connection must present the key within this (0: min(10, timeout)) */
-    FILE *log;           /* rejections and failures are logged here (NULL: stderr) */
+    const char *bind_addr;  /* numeric address or hostname to listen on; NULL: 127.0.0.1 */
+    int port;               /* 0: any free port */
+    int size;               /* ranks in the job, 1..1024 */
+    const char *key;        /* the job key (HS_JOB_KEY_CHARS hex digits) */
+    double timeout_s;       /* bound on "all ranks connected" and on each round (0: 60 s) */
+    double hello_timeout_s; /* a connection must present the key within this (0: min(5, timeout)) */
+    FILE *log;              /* rejections and failures are logged here (NULL: stderr) */
     const char *log_prefix; /* put before each log line (NULL: "rendezvous: ") */
 } hs_rdv_server_opts_t;
 
