@@ -1331,12 +1331,22 @@ def study_report(top, target, plt, each):
             colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
             algos = sorted({i["summary"].get("algo", "") for i in members})
             styles = {}
+            labels = {}
             for i in sorted(members, key=lambda i: (i["summary"].get("clock") == "virtual",
                                                     i["dir"])):
                 a = i["summary"].get("algo", "")
+                c = colors[algos.index(a) % len(colors)]
+                # experiments/ethernet.sh's ALGO-sSEED-real|sim|simr: the style by kind (real
+                # solid, virtual dashed, virtual with the real inputs dotted), one legend entry
+                # per algorithm and kind whatever the seeds
+                m = re.fullmatch(r"(.+)-s[0-9]+-(real|sim|simr)", os.path.basename(i["dir"]))
+                if m:
+                    styles[(a, i["dir"])] = (c, {"real": "-", "sim": "--", "simr": ":"}[m[2]])
+                    lab = f"{m[1]} {m[2]}"
+                    labels[i["dir"]] = lab if lab not in labels.values() else None
+                    continue
                 k = sum(1 for (b, _) in styles if b == a)
-                styles[(a, i["dir"])] = (colors[algos.index(a) % len(colors)],
-                                         ("-", "--", ":", "-.")[k % 4])
+                styles[(a, i["dir"])] = (c, ("-", "--", ":", "-.")[k % 4])
             for xkey, xname in (("clock_s", "time"), ("iteration", "iterations")):
                 fig, ax = plt.subplots(figsize=(7.5, 4.5))
                 for i in members:
@@ -1345,7 +1355,7 @@ def study_report(top, target, plt, each):
                     if pts:
                         c, ls = styles[(i["summary"].get("algo", ""), i["dir"])]
                         ax.plot(*zip(*pts), marker="o", ms=3, color=c, ls=ls,
-                                label=os.path.basename(i["dir"]))
+                                label=labels.get(i["dir"], os.path.basename(i["dir"])))
                 tg = {i["target"] for i in members if i["target"] is not None and
                       math.isfinite(i["target"])}
                 if len(tg) == 1:
