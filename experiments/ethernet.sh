@@ -23,10 +23,18 @@
 # run (ALGO-simr: --sim-nic at the measured goodput, --sim-compute fixed at the real run's mean
 # step) beside the nominal one (ALGO-sim: the tbf rate, the step's CPU time measured).
 #
-# Writes OUT/table.md, OUT/results.csv (time to target, bytes per host, transports), and per
-# link speed OUT/RATE/ALGO-real, ALGO-sim and ALGO-simr run directories with their logs, and
-# `hearsay report OUT`: OUT/report.md and a loss-versus-time plot per link speed
-# (OUT/report-loss_vs_time_RATE.png; real runs solid, virtual ones dashed).
+# --seeds K: K runs per (link speed, algorithm), seeds SEED..SEED+K-1, each with its real and
+# virtual runs. Each cell of the table is then the mean with its 95 % interval over the seeds
+# whose run did not fail (Student's t), and a verdict (virtual within --tolerance of real; the
+# fastest algorithm at a link speed) is given only where the intervals decide it. A FAILED run
+# (health failed, or no summary.json) is marked and left out of every mean and verdict.
+#
+# Writes OUT/runs.tsv (one line per real run: what the table is made from; its 12th column is
+# the seed), OUT/table.md, OUT/results.csv (one row per run and seed: time to target, bytes per
+# host, transports, health), and per link speed OUT/RATE/ALGO-sSEED-real, ALGO-sSEED-sim and
+# ALGO-sSEED-simr run directories with their logs, and `hearsay report OUT`: OUT/report.md and
+# a loss-versus-time plot per link speed (OUT/report-loss_vs_time_RATE.png; real runs solid,
+# virtual ones dashed).
 # Exit 0 when every run ran, 1 when one failed, 2 on a usage error, 77 when it cannot run here.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -52,7 +60,13 @@ usage: experiments/ethernet.sh [OPTIONS] [-- EXTRA hearsay train FLAGS]
   --max-iters N      iterations per run (default 120)
   --eval-every E     epochs between evaluations (default 0.05)
   --target-loss X    test loss to time (default 0.4)
-  --seed N           (default 1)
+  --seed N           the first seed (default 1)
+  --seeds K          K runs per (rate, algorithm), seeds SEED .. SEED+K-1, each real and
+                     virtual (default 1): each cell is the mean with its 95 % interval over the
+                     seeds that did not fail, and a verdict is given only where the intervals
+                     decide it (one seed: no interval, no verdict)
+  --tolerance X      virtual agrees with real when virtual/real is within 1 +- X over the whole
+                     interval (default 0.25)
   --no-sim           no virtual-time runs
   --virtual-only     make the virtual runs of OUT's real runs again (OUT/runs.tsv; give the
                      options the study ran with); needs no root
@@ -82,6 +96,8 @@ iters=120
 evalevery=0.05
 target=0.4
 seed=1
+seeds=1
+tol=0.25
 sim=1
 vonly=0
 tag=hse$$
@@ -104,6 +120,8 @@ while [ $# -gt 0 ]; do
     --eval-every) evalevery=$2; shift 2 ;;
     --target-loss) target=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
+    --seeds) seeds=$2; shift 2 ;;
+    --tolerance) tol=$2; shift 2 ;;
     --no-sim) sim=0; shift ;;
     --virtual-only) vonly=1; shift ;;
     --quick)
@@ -123,6 +141,9 @@ case "$hosts" in 2 | 3 | 4) ;; *) hs_die "--hosts: expected 2, 3 or 4, got '$hos
 case "$rph" in [1-8]) ;; *) hs_die "--ranks-per-host: expected 1 to 8, got '$rph'" ;; esac
 [[ "$tag" =~ ^[a-z0-9]{1,9}$ ]] || hs_die "--tag: expected 1 to 9 lowercase letters and digits, got '$tag'"
 [[ "$iters" =~ ^[1-9][0-9]*$ ]] || hs_die "--max-iters: expected a positive integer, got '$iters'"
+[[ "$seed" =~ ^[0-9]+$ ]] || hs_die "--seed: expected a non-negative integer, got '$seed'"
+case "$seeds" in '' | *[!0-9]* | 0) hs_die "--seeds $seeds: give a count >= 1" ;; esac
+[[ "$tol" =~ ^[0-9]*\.?[0-9]+$ ]] || hs_die "--tolerance: expected a number such as 0.25, got '$tol'"
 [[ "$limit" =~ ^[1-9][0-9]*$ ]] || hs_die "--limit: expected a positive number of seconds, got '$limit'"
 for r in $rates; do
     [ -n "$(hs_rate_bits "$r")" ] || hs_die "--rates: '$r' is not a tc rate (NUMBER followed by kbit, mbit or gbit)"
@@ -173,9 +194,9 @@ ok_run() { # DIR LOG
     failed=1
     return 1
 }
-train_flags() { # ALGO
+train_flags() { # ALGO SEED
     printf '%s\n' --algo "$1" --model "$model" --data "$data" --epochs 10 --max-iters "$iters" \
-        --batch "$batch" --lr "$lr" --threads 1 --seed "$seed" --target-loss "$target" \
+        --batch "$batch" --lr "$lr" --threads 1 --seed "$2" --target-loss "$target" \
         --eval-every "$evalevery" --progress 0
     [ -n "$link" ] && printf '%s\n' --link "$link"
     [ ${#extra[@]} -gt 0 ] && printf '%s\n' "${extra[@]}"
@@ -183,29 +204,31 @@ train_flags() { # ALGO
 }
 
 # The virtual runs of one real run (sets simd, simgd, cms): the same configuration at the tbf
-# rate's goodput with the step's CPU time measured (RATE/ALGO-sim), and the same with the real
-# run's inputs, the measured link goodput and its mean step (RATE/ALGO-simr).
-virtual_runs() { # RATE ALGO REAL_DIR SIM_NIC MEASURED_NIC
-    local rate=$1 a=$2 real=$3 simrate=$4 simg=$5
+# rate's goodput with the step's CPU time measured (RATE/ALGO-sSEED-sim), and the same with the
+# real run's inputs, the measured link goodput and its mean step (RATE/ALGO-sSEED-simr).
+virtual_runs() { # RATE ALGO REAL_DIR SIM_NIC MEASURED_NIC SEED
+    local rate=$1 a=$2 real=$3 simrate=$4 simg=$5 sd=$6
     local -a flags
-    mapfile -t flags < <(train_flags "$a")
-    simd="" simgd=""
+    mapfile -t flags < <(train_flags "$a" "$sd")
+    simd="" simgd="" cms=""
+    # a real run that failed has no virtual runs (its line stays: FAILED in the table)
+    [ -f "$out/$real/summary.json" ] || return 0
     # the real run's step: mean compute_s over every rank's iterations (rank-R.csv only, not
     # rank-R-eval.csv nor the algorithms' own rank-R-adpsgd.csv, rank-R-leader.csv)
     cms=$(awk -F, 'FNR > 1 && FILENAME ~ /\/rank-[0-9]+\.csv$/ { s += $6; n++ }
         END { if (n) printf "%.4f", 1e3 * s / n }' "$out/$real"/rank-*.csv)
     [ "$sim" = 1 ] || return 0
-    simd=$rate/$a-sim
+    simd=${real%-real}-sim
     rm -rf "${out:?}/$simd"
-    echo "== $rate $a: virtual, --sim-nic $simrate"
+    echo "== $rate $a seed $sd: virtual, --sim-nic $simrate"
     bg_wait timeout "$limit" "$bin" sim -n "$size" --ranks-per-host "$rph" \
         --sim-compute measured --sim-nic "$simrate" "${flags[@]}" --out "$out/$simd" \
         >"$out/$simd.log" 2>&1 || true
     ok_run "$out/$simd" "$out/$simd.log" || simd=""
     if [ -n "$simg" ] && [ -n "$cms" ]; then
-        simgd=$rate/$a-simr
+        simgd=${real%-real}-simr
         rm -rf "${out:?}/$simgd"
-        echo "== $rate $a: virtual with the real inputs: --sim-nic $simg (measured goodput)" \
+        echo "== $rate $a seed $sd: virtual with the real inputs: --sim-nic $simg (measured goodput)" \
             "--sim-compute fixed:$cms (the real run's mean step, ms)"
         bg_wait timeout "$limit" "$bin" sim -n "$size" --ranks-per-host "$rph" \
             --sim-compute "fixed:$cms" --sim-nic "$simg" "${flags[@]}" --out "$out/$simgd" \
@@ -220,25 +243,30 @@ if [ "$vonly" = 1 ]; then
     [ -s "$out/runs.tsv" ] || hs_die "--virtual-only: no $out/runs.tsv (run the study first)"
     bin=$(hs_find_bin)
     mv "$out/runs.tsv" "$out/runs.tsv.old"
-    while IFS=$'\t' read -r rate a real _ l wire rph_ simrate _ simg _; do
-        rph=$rph_
+    # fields split on tabs one by one (read with IFS=tab would merge the empty ones); a file
+    # from before --seeds has 11 columns: its runs are seed 1
+    while IFS= read -r line; do
+        [ -n "$line" ] || continue
+        mapfile -t f < <(tr '\t' '\n' <<<"$line")
+        rate=${f[0]} a=${f[1]} real=${f[2]} l=${f[4]} wire=${f[5]} rph=${f[6]} simrate=${f[7]}
+        simg=${f[9]:-} s=${f[11]:-1}
         size=$((hosts * rph))
-        virtual_runs "$rate" "$a" "$real" "$simrate" "$simg"
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rate" "$a" "$real" "$simd" \
-            "$l" "$wire" "$rph" "$simrate" "$simgd" "$simg" "$cms" >>"$out/runs.tsv"
+        virtual_runs "$rate" "$a" "$real" "$simrate" "$simg" "$s"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rate" "$a" "$real" \
+            "$simd" "$l" "$wire" "$rph" "$simrate" "$simgd" "$simg" "$cms" "$s" >>"$out/runs.tsv"
     done <"$out/runs.tsv.old"
     rm -f "$out/runs.tsv.old"
-    "$HS_PY" "$here/report.py" ethernet "$out" --target-loss "$target" || failed=1
+    "$HS_PY" "$here/report.py" ethernet "$out" --target-loss "$target" --tolerance "$tol" || failed=1
     hs_report "$bin" "$out" --target-loss "$target"
     exit "$failed"
 fi
 
 echo "ethernet: $hosts hosts x $rph ranks, tbf [$rates], latency $latency between hosts" \
     "(hearsay --link), algorithms [$algos], $model on $data, batch $batch, lr $lr, $iters" \
-    "iterations, target test loss $target -> $out"
+    "iterations, target test loss $target, seeds $seed..$((seed + seeds - 1)) -> $out"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) on $(nproc) cores"
 : >"$out/runs.tsv"
-hs_progress_start $(($(wc -w <<<"$rates") * $(wc -w <<<"$algos")))
+hs_progress_start $(($(wc -w <<<"$rates") * $(wc -w <<<"$algos") * seeds))
 for rate in $rates; do
     simrate=$(awk -v b="$(hs_rate_bits "$rate")" -v g="$goodput" 'BEGIN { printf "%.6gMbit", b * g / 1e6 }')
     if ! hs_hosts_up "$tag" "$hosts" "$rate" "$net"; then
@@ -258,14 +286,15 @@ for rate in $rates; do
     else
         echo "   could not measure the link's TCP goodput (no $HS_PY?): no virtual run at it"
     fi
-    for a in $algos; do
-        mapfile -t flags < <(train_flags "$a")
-        real=$rate/$a-real
-        rm -rf "${out:?}/$real"
+    # seeds outermost: a drift in the machine's load spreads over every algorithm
+    for ((s = seed; s < seed + seeds; s++)); do for a in $algos; do
+        mapfile -t flags < <(train_flags "$a" "$s")
+        real=$rate/$a-s$s-real
+        rm -rf "${out:?}/$real" "${out:?}/${real%-real}-sim" "${out:?}/${real%-real}-simr"
         l=$(load1)
         tx0=()
         for ((h = 0; h < hosts; h++)); do tx0+=("$(hs_host_tx_bytes "$tag" "$h")"); done
-        hs_progress_next "$rate $a: real (load $l)"
+        hs_progress_next "$rate $a seed $s: real (load $l)"
         t0=$(date +%s%N)
         hs_netns_run "$bin" "$tag" "$net" "$hosts" "$rph" "$out/$real" "$out/$real.log" \
             "$limit" "${flags[@]}" || true
@@ -274,16 +303,18 @@ for rate in $rates; do
         for ((h = 0; h < hosts; h++)); do
             wire+="${wire:+,}$(($(hs_host_tx_bytes "$tag" "$h") - tx0[h]))"
         done
-        ok_run "$out/$real" "$out/$real.log" || continue
-        echo "   $(((t1 - t0) / 1000000)) ms, bytes sent by each host on its veth: $wire"
-        virtual_runs "$rate" "$a" "$real" "$simrate" "$simg"
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rate" "$a" "$real" "$simd" \
-            "$l" "$wire" "$rph" "$simrate" "$simgd" "$simg" "$cms" >>"$out/runs.tsv"
-    done
+        if ok_run "$out/$real" "$out/$real.log"; then
+            echo "   $(((t1 - t0) / 1000000)) ms, bytes sent by each host on its veth: $wire"
+        fi
+        # a failed real run keeps its line (no virtual runs): FAILED in the table
+        virtual_runs "$rate" "$a" "$real" "$simrate" "$simg" "$s"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rate" "$a" "$real" \
+            "$simd" "$l" "$wire" "$rph" "$simrate" "$simgd" "$simg" "$cms" "$s" >>"$out/runs.tsv"
+    done; done
     hs_hosts_down
 done
 hs_progress_end
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$HS_PY" "$here/report.py" ethernet "$out" --target-loss "$target" || failed=1
+"$HS_PY" "$here/report.py" ethernet "$out" --target-loss "$target" --tolerance "$tol" || failed=1
 hs_report "$bin" "$out" --target-loss "$target"
 exit "$failed"

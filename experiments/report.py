@@ -6,7 +6,8 @@
                                                  runs OUT/averaging/GRAPH/
     report.py validate OUT [--tolerance 0.15]    pairs of runs listed in OUT/pairs.tsv
                                                  (experiments/validate_sim.sh)
-    report.py ethernet OUT --target-loss X       OUT/runs.tsv (experiments/ethernet.sh)
+    report.py ethernet OUT --target-loss X [--tolerance 0.25]
+                                                 OUT/runs.tsv (experiments/ethernet.sh)
     report.py dir DIR [--target-loss X] [--runs] any run or study directory: what
                                                  `hearsay report DIR` runs (report.md, PNGs)
 
@@ -1516,12 +1517,22 @@ def study_report(top, target, plt, each):
             colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
             algos = sorted({i["summary"].get("algo", "") for i in members})
             styles = {}
+            labels = {}
             for i in sorted(members, key=lambda i: (i["summary"].get("clock") == "virtual",
                                                     i["dir"])):
                 a = i["summary"].get("algo", "")
+                c = colors[algos.index(a) % len(colors)]
+                # experiments/ethernet.sh's ALGO-sSEED-real|sim|simr: the style by kind (real
+                # solid, virtual dashed, virtual with the real inputs dotted), one legend entry
+                # per algorithm and kind whatever the seeds
+                m = re.fullmatch(r"(.+)-s[0-9]+-(real|sim|simr)", os.path.basename(i["dir"]))
+                if m:
+                    styles[(a, i["dir"])] = (c, {"real": "-", "sim": "--", "simr": ":"}[m[2]])
+                    lab = f"{m[1]} {m[2]}"
+                    labels[i["dir"]] = lab if lab not in labels.values() else None
+                    continue
                 k = sum(1 for (b, _) in styles if b == a)
-                styles[(a, i["dir"])] = (colors[algos.index(a) % len(colors)],
-                                         ("-", "--", ":", "-.")[k % 4])
+                styles[(a, i["dir"])] = (c, ("-", "--", ":", "-.")[k % 4])
             for xkey, xname in (("clock_s", "time"), ("iteration", "iterations")):
                 fig, ax = plt.subplots(figsize=(7.5, 4.5))
                 for i in members:
@@ -1530,7 +1541,7 @@ def study_report(top, target, plt, each):
                     if pts:
                         c, ls = styles[(i["summary"].get("algo", ""), i["dir"])]
                         ax.plot(*zip(*pts), marker="o", ms=3, color=c, ls=ls,
-                                label=os.path.basename(i["dir"]))
+                                label=labels.get(i["dir"], os.path.basename(i["dir"])))
                 tg = {i["target"] for i in members if i["target"] is not None and
                       math.isfinite(i["target"])}
                 if len(tg) == 1:
@@ -1600,9 +1611,11 @@ def rate_key(rate):
     return -float(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] if m else 0
 
 
-def ethernet(out, target):
+def ethernet(out, target, tol=0.25):
     """OUT/runs.tsv lines RATE, ALGO, REAL_DIR, SIM_DIR, LOAD, WIRE_BYTES_PER_HOST (comma list),
-    RANKS_PER_HOST, SIM_NIC_RATE: one table per link speed, real beside virtual."""
+    RANKS_PER_HOST, SIM_NIC_RATE, SIMR_DIR, MEASURED_GOODPUT, REAL_STEP_MS, SEED (a file from
+    before --seeds has no SEED: seed 1): one table per link speed, real beside virtual, each
+    cell the mean and 95 % interval over the seeds whose run did not fail."""
     path = os.path.join(out, "runs.tsv")
     if not os.path.exists(path):
         sys.exit(f"report: {path} not found (written by experiments/ethernet.sh)")
@@ -1610,85 +1623,202 @@ def ethernet(out, target):
         lines_in = [line.rstrip("\n").split("\t") for line in f if line.strip()]
     rows = []
     for p in lines_in:
+        p += [""] * (12 - len(p))
         rate, algo, rd, sd, load, wire, rph = p[:7]
         rph = int(rph)
-        gd = p[8] if len(p) > 8 else ""
+        seed = int(p[11]) if p[11].strip() else 1
         res = {}
-        for kind, d in (("real", rd), ("sim", sd), ("simr", gd)):
-            if not d or not is_run_dir(os.path.join(out, d)):
+        for kind, d in (("real", rd), ("sim", sd), ("simr", p[8])):
+            if not d:  # not made: --no-sim, no goodput, or its real run failed
                 res[kind] = None
                 continue
-            i = run_info(os.path.join(out, d), target)
-            sent = [b or 0 for b in i["sent"]]
-            nh = max(1, len(sent) // rph)
-            sp = rank_split(os.path.join(out, d))
-            res[kind] = {"ttt": i["ttt"], "loss": get(i["summary"], "final_test_loss"),
-                         "msg_per_host": sum(sent) / nh if sent else None,
-                         "its": sp["iterations"] / sp["clock_s"] if sp and sp["clock_s"] > 0
-                         else None, "split": sp, "transport": transports_of(i["summary"]),
-                         "iterations": get(i["summary"], "iterations")}
+            dd = os.path.join(out, d)
+            summ = read_json(os.path.join(dd, "summary.json"))
+            ev = read_csv(os.path.join(dd, "eval.csv"))
+            st, why = run_health(summ, ev)
+            r_ = {"dir": d, "health": st, "why": why}
+            if st != "failed":
+                i = run_info(dd, target)
+                sent = [b or 0 for b in i["sent"]]
+                nh = max(1, len(sent) // rph)
+                sp = rank_split(dd)
+                r_.update({"ttt": avg_to_target(ev, target)[0],
+                           "loss": get(i["summary"], "final_test_loss"),
+                           "msg_per_host": sum(sent) / nh if sent else None,
+                           "its": sp["iterations"] / sp["clock_s"] if sp and sp["clock_s"] > 0
+                           else None, "split": sp, "transport": transports_of(i["summary"]),
+                           "iterations": get(i["summary"], "iterations")})
+            res[kind] = r_
         w = [float(x) for x in wire.split(",") if x]
-        rows.append({"rate": rate, "algo": algo, "load": load, "real": res["real"],
-                     "sim": res["sim"], "simr": res["simr"],
-                     "wire_per_host": sum(w) / len(w) if w else None,
-                     "simrate": p[7] if len(p) > 7 else "",
-                     "goodput": p[9] if len(p) > 9 else "",
-                     "step_ms": p[10] if len(p) > 10 else ""})
+        rows.append({"rate": rate, "algo": algo, "seed": seed, "load": _num(load),
+                     "real": res["real"], "sim": res["sim"], "simr": res["simr"],
+                     "wire_per_host": sum(w) / len(w) if w and res["real"] and
+                     res["real"]["health"] != "failed" else None,
+                     "simrate": p[7], "goodput": p[9], "step_ms": p[10]})
+    seeds = sorted({r["seed"] for r in rows})
+    nseed = len(seeds)
 
-    def ratio(a, b):
-        return f"{b / a:.2f}" if a and b is not None and a > 0 else "—"
+    def ok(r, kind):
+        x = r[kind]
+        return x if x and x["health"] != "failed" else None
 
     def val(r, kind, k):
-        return (r[kind] or {}).get(k) if r[kind] else None
+        x = ok(r, kind)
+        return x.get(k) if x else None
 
-    def split(sp):
-        return f"{sp['compute_s']:.1f}+{sp['comm_s']:.1f}+{sp['wait_s']:.1f}" if sp else "—"
+    def ci(rs, kind, k, nd=3):
+        return fmt_ci(*mean_ci([val(r, kind, k) for r in rs]), nd)
 
-    text = [f"Time to test loss {target} of the averaged model, real (emulated hosts: network "
-            "namespaces, tc tbf, hearsay's sender-side latency) beside virtual (hearsay sim, "
-            "same configuration, --sim-nic at TCP goodput, --sim-compute measured); ratio = "
-            "virtual / real; virtual (r): the same with the real run's inputs, the link's goodput "
+    def mean(xs):
+        return mean_ci(xs)[0]
+
+    def ratios(rs, kind):
+        """virtual / real per seed, where both runs are ok and reached the target"""
+        out_ = []
+        for r in rs:
+            a, b = val(r, "real", "ttt"), val(r, kind, "ttt")
+            if a and b is not None and a > 0:
+                out_.append(b / a)
+        return out_
+
+    def agree(xs):
+        m, h = mean_ci(xs)
+        if m is None:
+            return "—"
+        if h is None:
+            return fmt_ci(m, h)
+        if m - h >= 1 - tol and m + h <= 1 + tol:
+            word = "agrees"
+        elif m + h < 1 - tol or m - h > 1 + tol:
+            word = "differs"
+        else:
+            word = "undecided"
+        return f"{fmt_ci(m, h)} ({word})"
+
+    def split(rs, kind):
+        sps = [val(r, kind, "split") for r in rs]
+        sps = [s for s in sps if s]
+        if not sps:
+            return "—"
+        return "+".join(f"{mean([s[k] for s in sps]):.1f}"
+                        for k in ("compute_s", "comm_s", "wait_s"))
+
+    def cell_note(rs, kind):
+        """'(k/n reached)' (of the n runs that did not fail) and '**FAILED f/m**' (of the m
+        made) after a time cell"""
+        made = [r for r in rs if r[kind]]
+        bad = [r for r in made if r[kind]["health"] == "failed"]
+        ts = [val(r, kind, "ttt") for r in made if ok(r, kind)]
+        note = ""
+        if sum(1 for t in ts if t is not None) < len(ts):  # of the runs that did not fail
+            note += f" ({sum(1 for t in ts if t is not None)}/{len(ts)} reached)"
+        if bad:
+            note += f" **FAILED {len(bad)}/{len(made)}**"
+        return note
+
+    text = [f"Time to test loss {target} of **the averaged model** ({TTT_WORDS}), real "
+            "(emulated hosts: network namespaces, tc tbf, hearsay's sender-side latency; "
+            "wall-clock seconds) beside virtual (hearsay sim, same configuration, --sim-nic at "
+            "TCP goodput, --sim-compute measured; virtual seconds); ratio = virtual / real, per "
+            "seed; virtual (r): the same with the real run's inputs, the link's goodput "
             "measured before the runs (one kernel TCP stream between two hosts) and the real "
             "run's mean step time (--sim-compute fixed). Bytes per host: real = frames its "
             "veth sent (Ethernet/IP/TCP headers, inter-host traffic only, the evaluations' "
-            "gathers to rank 0 included); messages = hearsay's bytes_sent summed over the host's "
-            "ranks (intra-host messages included).", ""]
+            "gathers to rank 0 included); messages = hearsay's bytes_sent summed over the "
+            "host's ranks (intra-host messages included).", "",
+            (f"Each cell: the mean ± the 95 % interval's half-width over {nseed} seeds "
+             f"({seeds[0]}..{seeds[-1]}; Student's t) of the runs that did not fail (the time "
+             "split, the bytes and the load: means). A ratio's verdict: agrees when its whole "
+             f"interval is within 1 ± {tol:g}, differs when it is wholly outside, else "
+             "undecided; the fastest algorithm is named only where its interval lies below "
+             "every other's." if nseed > 1 else
+             f"One seed ({seeds[0]}): no interval, hence no verdict (real against virtual, "
+             "fastest algorithm); --seeds K for them."), ""]
     csv_rows = []
+    failed = []
+    verdicts = []
     for rate in sorted({r["rate"] for r in rows}, key=rate_key):
         sel = [r for r in rows if r["rate"] == rate]
-        simrate, gp = sel[0]["simrate"], sel[0]["goodput"]
+        simrate = next((r["simrate"] for r in sel if r["simrate"]), "")
+        gps = [float(re.sub(r"[A-Za-z/]+$", "", r["goodput"])) for r in sel
+               if re.fullmatch(r"[0-9.eE+-]+Mbit", r["goodput"] or "")]
+        gp = f"{mean(gps):.6g}Mbit" if gps else ""
         text += [f"### {rate} (virtual: --sim-nic {simrate}" +
                  (f"; virtual (r): measured goodput {gp}/s)" if gp else ")"), "",
                  "| algorithm | time to target: real (s) | virtual (s) | ratio | virtual (r) | "
                  "ratio | it/s: real | virtual | virtual (r) | ms/it compute+comm+wait: real | "
                  "virtual (r) | bytes per host: real wire | messages, real | messages, virtual | "
-                 "final test loss: real | virtual | transport | load (1 min) |",
-                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for r in sorted(sel, key=lambda r: ALGO_ORDER.index(r["algo"])
-                        if r["algo"] in ALGO_ORDER else 99):
-            rt, st = val(r, "real", "ttt"), val(r, "sim", "ttt")
-            ri, si = val(r, "real", "its"), val(r, "sim", "its")
-            gt, gi = val(r, "simr", "ttt"), val(r, "simr", "its")
+                 "final test loss: real | virtual | transport | load (1 min) | seeds |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        algos = sorted({r["algo"] for r in sel},
+                       key=lambda a: (ALGO_ORDER.index(a) if a in ALGO_ORDER else 99, a))
+        for a in algos:
+            rs = sorted([r for r in sel if r["algo"] == a], key=lambda r: r["seed"])
+            for r in rs:
+                for kind in ("real", "sim", "simr"):
+                    if r[kind] and r[kind]["health"] == "failed":
+                        failed.append(r[kind])
+            tr = {ok(r, "real") and (ok(r, "real").get("transport") or "—") for r in rs} - {None}
             text.append(
-                f"| {r['algo']} | {fmt(rt)} | {fmt(st)} | {ratio(rt, st)} | {fmt(gt)} | "
-                f"{ratio(rt, gt)} | {fmt(ri, 1)} | {fmt(si, 1)} | {fmt(gi, 1)} | "
-                f"{split(val(r, 'real', 'split'))} | "
-                f"{split(val(r, 'simr', 'split'))} | {human_bytes(r['wire_per_host'])} | "
-                f"{human_bytes(val(r, 'real', 'msg_per_host'))} | "
-                f"{human_bytes(val(r, 'sim', 'msg_per_host'))} | "
-                f"{fmt(val(r, 'real', 'loss'), 3)} | {fmt(val(r, 'sim', 'loss'), 3)} | "
-                f"{val(r, 'real', 'transport') or '—'} | {r['load']} |")
-            csv_rows.append({"rate": rate, "algo": r["algo"], "real_time_to_target_s": rt,
-                             "sim_time_to_target_s": st, "simr_time_to_target_s": gt,
-                             "real_it_per_s": ri, "sim_it_per_s": si, "simr_it_per_s": gi,
-                             "measured_goodput": r["goodput"], "real_step_ms": r["step_ms"], "wire_bytes_per_host": r["wire_per_host"],
-                             "msg_bytes_per_host_real": val(r, "real", "msg_per_host"),
-                             "msg_bytes_per_host_sim": val(r, "sim", "msg_per_host"),
-                             "final_test_loss_real": val(r, "real", "loss"),
-                             "final_test_loss_sim": val(r, "sim", "loss"),
-                             "iterations_real": val(r, "real", "iterations"),
-                             "transport": val(r, "real", "transport"), "load": r["load"]})
+                f"| {a} | {ci(rs, 'real', 'ttt')}{cell_note(rs, 'real')} | "
+                f"{ci(rs, 'sim', 'ttt')}{cell_note(rs, 'sim')} | {agree(ratios(rs, 'sim'))} | "
+                f"{ci(rs, 'simr', 'ttt')}{cell_note(rs, 'simr')} | "
+                f"{agree(ratios(rs, 'simr'))} | {ci(rs, 'real', 'its')} | "
+                f"{ci(rs, 'sim', 'its')} | {ci(rs, 'simr', 'its')} | {split(rs, 'real')} | "
+                f"{split(rs, 'simr')} | {human_bytes(mean([r['wire_per_host'] for r in rs]))} | "
+                f"{human_bytes(mean([val(r, 'real', 'msg_per_host') for r in rs]))} | "
+                f"{human_bytes(mean([val(r, 'sim', 'msg_per_host') for r in rs]))} | "
+                f"{ci(rs, 'real', 'loss')} | {ci(rs, 'sim', 'loss')} | "
+                f"{', '.join(sorted(tr)) or '—'} | "
+                f"{fmt(mean([r['load'] for r in rs if isinstance(r['load'], float)]))} | "
+                f"{sum(1 for r in rs if ok(r, 'real'))}/{len(rs)} |")
+            for r in rs:
+                csv_rows.append({
+                    "rate": rate, "algo": a, "seed": r["seed"],
+                    "health_real": (r["real"] or {}).get("health"),
+                    "health_sim": (r["sim"] or {}).get("health"),
+                    "health_simr": (r["simr"] or {}).get("health"),
+                    "real_time_to_target_s": val(r, "real", "ttt"),
+                    "sim_time_to_target_s": val(r, "sim", "ttt"),
+                    "simr_time_to_target_s": val(r, "simr", "ttt"),
+                    "real_it_per_s": val(r, "real", "its"), "sim_it_per_s": val(r, "sim", "its"),
+                    "simr_it_per_s": val(r, "simr", "its"),
+                    "measured_goodput": r["goodput"], "real_step_ms": r["step_ms"],
+                    "wire_bytes_per_host": r["wire_per_host"],
+                    "msg_bytes_per_host_real": val(r, "real", "msg_per_host"),
+                    "msg_bytes_per_host_sim": val(r, "sim", "msg_per_host"),
+                    "final_test_loss_real": val(r, "real", "loss"),
+                    "final_test_loss_sim": val(r, "sim", "loss"),
+                    "iterations_real": val(r, "real", "iterations"),
+                    "transport": val(r, "real", "transport"), "load": r["load"]})
+        # the fastest algorithm at this rate, on each clock: named only where its interval
+        # lies wholly below every other algorithm's
+        for kind, what in (("real", "real"), ("sim", "virtual"), ("simr", "virtual (r)")):
+            cis = {}
+            for a in algos:
+                m, h = mean_ci([val(r, kind, "ttt") for r in sel if r["algo"] == a])
+                if m is not None:
+                    cis[a] = (m, h)
+            if len(cis) < 2:
+                continue
+            best = min(cis, key=lambda a: cis[a][0])
+            if nseed < 2 or any(h is None for _, h in cis.values()):
+                v = f"— (one seed: {best} has the lowest time, no verdict)" if nseed < 2 else \
+                    ("— (an algorithm has fewer than 2 seeds that reached the target; lowest: "
+                     f"{best})")
+            else:
+                over = [a for a in cis if a != best and
+                        cis[a][0] - cis[a][1] <= cis[best][0] + cis[best][1]]
+                v = f"**{best}**" if not over else \
+                    f"undecided ({best} lowest; its interval overlaps {', '.join(over)})"
+            verdicts.append(f"| {rate} | {what} | {v} |")
         text.append("")
+    if verdicts:
+        text += ["Fastest algorithm to the target at each link speed (intervals of the times "
+                 "above):", "", "| link | clock | fastest |", "|---|---|---|"] + verdicts + [""]
+    if failed:
+        text += ["FAILED runs (excluded from every mean and verdict):"] + \
+            [f"- {x['dir']}: {'; '.join(x['why']) or 'failed'}" for x in failed] + [""]
     if csv_rows:
         write_csv(os.path.join(out, "results.csv"), csv_rows, list(csv_rows[0].keys()))
     table = "\n".join(text) + "\n"
@@ -1703,7 +1833,7 @@ def main():
     ap.add_argument("study", choices=["stragglers", "topologies", "validate", "ethernet", "dir"])
     ap.add_argument("out")
     ap.add_argument("--target-loss", type=float)
-    ap.add_argument("--tolerance", type=float, default=0.15)
+    ap.add_argument("--tolerance", type=float, help="validate: default 0.15; ethernet: 0.25")
     ap.add_argument("--eps", type=float, default=1e-3)
     ap.add_argument("--runs", action="store_true", help="dir: a study directory's runs too")
     ap.add_argument("--network", help="topologies: the network the runs had, for the heading")
@@ -1732,9 +1862,9 @@ def main():
         ap.error("--target-loss is required")
     try:  # a file the study cannot use: one line naming it (the traceback is not news)
         if a.study == "validate":
-            validate(a.out, a.tolerance)
+            validate(a.out, 0.15 if a.tolerance is None else a.tolerance)
         elif a.study == "ethernet":
-            ethernet(a.out, a.target_loss)
+            ethernet(a.out, a.target_loss, 0.25 if a.tolerance is None else a.tolerance)
         elif a.study == "stragglers":
             stragglers(a.out, a.target_loss)
         else:

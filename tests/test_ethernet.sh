@@ -7,8 +7,10 @@
 #   2. a namespace it cannot create (one of its names already taken): a message naming it,
 #      exit 1, every namespace it made removed, the one it did not make left alone;
 #   3. SIGTERM in the middle of a run: exit 130, no namespace and no process left;
-#   4. the --quick study to its end: both algorithms real and virtual in table.md, the report
-#      of `hearsay report`, no namespace left.
+#   4. the --quick study to its end with --seeds 2: both algorithms real and virtual in
+#      table.md as means with their intervals (RATE/ALGO-sSEED-real|sim|simr runs, runs.tsv's
+#      seed column), the report of `hearsay report`, no namespace left; --virtual-only on it,
+#      and runs.tsv from before --seeds (11 columns) read as seed 1 with no interval.
 # 2-4 need root and ip netns: exit 77 with the reason otherwise (1 still runs).
 bin=${HS_BIN:-./hearsay}
 src=${HS_SRCDIR:-.}
@@ -42,6 +44,10 @@ bash "$study" --quick --rates 1gigabit >"$tmp/out" 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q "'1gigabit' is not a tc rate" "$tmp/out" && ok "a bad rate: exit 2" ||
     bad "--rates 1gigabit: exit $rc, $(cat "$tmp/out")"
+bash "$study" --quick --seeds 0 >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "seeds 0: give a count" "$tmp/out" && ok "--seeds 0: exit 2" ||
+    bad "--seeds 0: exit $rc, $(cat "$tmp/out")"
 
 why=$(bash -c '. "$1/experiments/lib.sh" && hs_netns_missing' sh "$src")
 if [ -n "$why" ]; then
@@ -70,7 +76,7 @@ ip netns del "${tag}h1"
 bash "$study" --quick --tag "$tag" --out "$tmp/killed" >"$tmp/out" 2>&1 &
 job=$!
 i=0
-while [ $i -lt 300 ] && ! ls "$tmp/killed/1gbit/allreduce-real"/rank-*.csv >/dev/null 2>&1; do
+while [ $i -lt 300 ] && ! ls "$tmp/killed/1gbit/allreduce-s1-real"/rank-*.csv >/dev/null 2>&1; do
     i=$((i + 1))
     sleep 0.1
 done
@@ -100,21 +106,60 @@ else
     for p in $left; do kill -KILL "$p" 2>/dev/null; done
 fi
 
-# 4. the quick study to its end
-if timeout 120 bash "$study" --quick --tag "$tag" --out "$tmp/quick" >"$tmp/out" 2>&1; then
-    ok "the --quick study ran"
+# 4. the quick study to its end, two seeds
+if timeout 180 bash "$study" --quick --seeds 2 --tag "$tag" --out "$tmp/quick" >"$tmp/out" 2>&1
+then
+    ok "the --quick --seeds 2 study ran"
 else
-    bad "the --quick study failed: $(tail -n 20 "$tmp/out")"
+    bad "the --quick --seeds 2 study failed: $(tail -n 20 "$tmp/out")"
 fi
-for a in allreduce sgp; do
-    row=$(grep "^| $a |" "$tmp/quick/table.md" 2>/dev/null)
-    # real and virtual times to the target both given: the 2nd and 3rd cells are numbers
-    if echo "$row" | awk -F'|' '{ exit !($3 + 0 > 0 && $4 + 0 > 0) }'; then
-        ok "table.md: $row"
-    else
-        bad "table.md has no real and virtual time for $a: '$row'"
-    fi
+# real and virtual times to the target both given, each a mean with its interval: the 2nd and
+# 3rd cells are "M ± H"
+intervals() { # TABLE
+    for a in allreduce sgp; do
+        row=$(grep "^| $a |" "$1" 2>/dev/null)
+        if echo "$row" | awk -F'|' '{ exit !($3 + 0 > 0 && $4 + 0 > 0 && $3 ~ /±/ && $4 ~ /±/) }'
+        then
+            ok "$(basename "$(dirname "$1")")/table.md: $(cut -d"|" -f1-7 <<<"$row")..."
+        else
+            bad "$1 has no real and virtual time with an interval for $a: '$row'"
+        fi
+    done
+}
+intervals "$tmp/quick/table.md"
+grep -q "over 2 seeds (1..2" "$tmp/quick/table.md" && ok "table.md: the heading names the seeds" ||
+    bad "table.md's heading does not say 2 seeds: $(head -n 3 "$tmp/quick/table.md")"
+n=0
+for s in 1 2; do
+    for a in allreduce sgp; do
+        for k in real sim simr; do
+            [ -s "$tmp/quick/1gbit/$a-s$s-$k/summary.json" ] && n=$((n + 1))
+        done
+        awk -F'\t' -v a="$a" -v s="$s" '$2 == a && $12 == s && $3 ~ "-s" s "-real$" { f = 1 }
+            END { exit !f }' "$tmp/quick/runs.tsv" || bad "runs.tsv has no line for $a seed $s"
+    done
 done
+[ $n = 12 ] && ok "12 runs: 1gbit/ALGO-sSEED-real|sim|simr, runs.tsv a line per seed" ||
+    bad "$n of 12 run directories: $(ls "$tmp/quick/1gbit")"
+# --virtual-only (no namespaces): the virtual runs again, the intervals still there
+if timeout 120 bash "$study" --quick --seeds 2 --virtual-only --out "$tmp/quick" \
+    >"$tmp/out" 2>&1 && [ "$(awk -F'\t' 'NF == 12' "$tmp/quick/runs.tsv" | wc -l)" = 4 ]; then
+    ok "--virtual-only on it: runs.tsv's 4 lines kept, 12 columns"
+    intervals "$tmp/quick/table.md"
+else
+    bad "--virtual-only: $(tail -n 20 "$tmp/out"); runs.tsv: $(cat "$tmp/quick/runs.tsv")"
+fi
+# runs.tsv from before --seeds: 11 columns, the seed-1 lines as they were: one seed, no verdict
+mkdir -p "$tmp/old"
+grep -- "-s1-real" "$tmp/quick/runs.tsv" | cut -f1-11 >"$tmp/old/runs.tsv"
+ln -s "$tmp/quick/1gbit" "$tmp/old/1gbit"
+if "${HS_PY:-/usr/bin/python3}" "$src/experiments/report.py" ethernet "$tmp/old" --target-loss 1.0 \
+    >"$tmp/out" 2>&1 && grep -q "One seed (1): no interval, hence no verdict" "$tmp/old/table.md" &&
+    grep "^| sgp |" "$tmp/old/table.md" | awk -F'|' '{ exit !($3 + 0 > 0 && $3 !~ /±/) }'; then
+    ok "an 11-column runs.tsv (before --seeds): seed 1, no interval, no verdict"
+else
+    bad "an 11-column runs.tsv: $(cat "$tmp/out")"
+fi
 [ -s "$tmp/quick/report.md" ] && [ -s "$tmp/quick/report-loss_vs_time_1gbit.png" ] &&
     ok "hearsay report wrote report.md and the 1gbit loss-versus-time plot" ||
     bad "no report.md or report-loss_vs_time_1gbit.png in $(ls "$tmp/quick")"
