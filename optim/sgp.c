@@ -669,8 +669,11 @@ static int sgp_step(hs_algo_t *a, long t)
     /* 5. exact: round t - D's shares, all of them; bounded: what has arrived of rounds <= t, at
      * least every share of rounds <= t - D (never a later round's); none: what has arrived */
     if (a->exact) {
-        HS_TRY(wait_exact(a, t - a->bound, t - a->bound));
-        return fold(a, t - a->bound);
+        long r = t - a->bound;
+        /* a round mixed already (at a checkpoint's cut) or before the start: nothing to wait for */
+        if (r <= a->mixed_upto) return fold(a, a->mixed_upto);
+        HS_TRY(wait_exact(a, r, r));
+        return fold(a, r);
     }
     HS_TRY(bound_staleness(a, t));
     return fold(a, a->bound >= 0 ? t : LONG_MAX);

@@ -185,6 +185,28 @@ START_TEST(test_noniid_same_iterations)
 }
 END_TEST
 
+/* Exact OSGP with checkpoints: a checkpoint's cut mixes every round before it, and the rounds
+ * after it must not wait for shares already mixed (the first version of exact mode waited for
+ * them until --comm-timeout declared healthy peers failed). */
+START_TEST(test_osgp_exact_checkpoints)
+{
+    char d[4096];
+    tr_workdir_path(d, sizeof d, "osgp-ckpt");
+    int st = tr_sim_job(d, "-n 4",
+                        "--algo osgp --tau 2 --delay-mode exact --model mlp:16-32-4 "
+                        "--data gauss:dim=16,classes=4,train=4000,test=200 --batch 16 "
+                        "--epochs 2 --checkpoint-every 0.5 --threads 1 --eval-every 0 -q",
+                        120);
+    if (st != 0) tr_show_log(d);
+    ck_assert_int_eq(st, 0);
+    /* 124 steps of the default 10 ms: no wait anywhere */
+    double wall = tr_summary_num(d, "wall_s"), sum = tr_summary_num(d, "ps_weight_sum");
+    ck_assert_msg(wall < 1.3, "virtual wall time %g s for 124 steps of 10 ms", wall);
+    ck_assert_msg(fabs(sum - 4) < 1e-9, "push-sum weights sum to %.12g", sum);
+    ck_assert_msg(tr_summary_has(d, "\"health\": \"ok\""), "health not ok");
+}
+END_TEST
+
 int main(void)
 {
     const char *why = tr_require(NULL, NULL);
@@ -202,6 +224,7 @@ int main(void)
     TR_ADD_TEST(tc, test_sim_eval_observer, why);
     TR_ADD_TEST(tc, test_real_sgp, why);
     TR_ADD_TEST(tc, test_noniid_same_iterations, why);
+    TR_ADD_TEST(tc, test_osgp_exact_checkpoints, why);
     suite_add_tcase(s, tc);
     return tr_run_suite(s);
 }
