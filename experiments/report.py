@@ -1478,13 +1478,16 @@ def study_report(top, target, plt, each):
     # a study of seeds (runs GROUP/NAME-sSEED, as experiments/stragglers.sh writes them): each
     # (group, name) as the study table has it, the mean and 95 % interval over its seeds, and
     # one figure with a panel per group, one line per name with its seeds' band
+    # (experiments/ethernet.sh's RATE/ALGO-sSEED-KIND: a panel per rate and kind of run, real
+    # or virtual, so no panel holds more lines than algorithms)
     seeded = []
     for i in infos:
-        m = re.fullmatch(r"(.+)-s([0-9]+)", os.path.basename(i["dir"]))
+        m = re.fullmatch(r"(.+?)-s([0-9]+)(?:-([a-z]+))?", os.path.basename(i["dir"]))
         if not m:
             break
+        group = os.path.relpath(os.path.dirname(i["dir"]), top)
         seeded.append({"name": m.group(1), "seed": int(m.group(2)), "dir": i["dir"],
-                       "scenario": os.path.relpath(os.path.dirname(i["dir"]), top),
+                       "scenario": group + (f" {m.group(3)}" if m.group(3) else ""),
                        "summary": i["summary"], "eval": i["eval"],
                        "health": "failed" if i["health"] == "failed" else "ok"})
     if len(seeded) != len(infos):
@@ -1494,8 +1497,8 @@ def study_report(top, target, plt, each):
         for r in seeded:
             cells.setdefault((r["scenario"], r["name"]), []).append(r)
         lines += ["", f"Per group and algorithm over its seeds: the averaged model's time to test "
-                  f"loss {target:g}, mean ± the 95 % interval's half-width (Student's t; the "
-                  f"study's table.md shows the same figures):", "",
+                  f"loss {target:g}, mean ± the 95 % interval's half-width (Student's t; a "
+                  f"straggler study's table.md shows the same figures):", "",
                   "| group | algorithm | seeds | time to target, averaged model | reached | "
                   "FAILED |", "|---|---|---|---|---|---|"]
         for (g, a), rs in sorted(cells.items()):
