@@ -33,8 +33,8 @@
 # the seed), OUT/table.md, OUT/results.csv (one row per run and seed: time to target, bytes per
 # host, transports, health), and per link speed OUT/RATE/ALGO-sSEED-real, ALGO-sSEED-sim and
 # ALGO-sSEED-simr run directories with their logs, and `hearsay report OUT`: OUT/report.md and
-# a loss-versus-time plot per link speed (OUT/report-loss_vs_time_RATE.png; real runs solid,
-# virtual ones dashed).
+# OUT/report-loss_vs_time.png: a panel per link speed and kind of run (real, sim, simr), one
+# line per algorithm, the mean of its seeds with their range as a band.
 # Exit 0 when every run ran, 1 when one failed, 2 on a usage error, 77 when it cannot run here.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -160,8 +160,8 @@ if "${HS_PY:-/usr/bin/python3}" "$src/experiments/report.py" ethernet "$tmp/old"
 else
     bad "an 11-column runs.tsv: $(cat "$tmp/out")"
 fi
-[ -s "$tmp/quick/report.md" ] && [ -s "$tmp/quick/report-loss_vs_time_1gbit.png" ] &&
-    ok "hearsay report wrote report.md and the 1gbit loss-versus-time plot" ||
-    bad "no report.md or report-loss_vs_time_1gbit.png in $(ls "$tmp/quick")"
+[ -s "$tmp/quick/report.md" ] && [ -s "$tmp/quick/report-loss_vs_time.png" ] &&
+    ok "hearsay report wrote report.md and the loss-versus-time panels (a panel per rate and kind of run)" ||
+    bad "no report.md or report-loss_vs_time.png in $(ls "$tmp/quick")"
 [ "$(ours)" = 0 ] && ok "no namespace left" || bad "namespaces left: $(ip netns list | grep "^$tag")"
 exit $fail
