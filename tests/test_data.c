@@ -1431,7 +1431,7 @@ START_TEST(test_npy_bad_files)
         ck_assert_ptr_null(ds.x);
     }
     /* not a .npy file at all: a .npz (zip) archive, text, a future version */
-    write_file(x, (const uint8_t *)"PK\x03\x04 zip", 10);
+    write_file(x, (const uint8_t *)"PK\x03\x04 zip", 8);
     ck_assert_int_eq(hs_npy_read(x, y, 0, &ds), -EINVAL);
     assert_error_has(x, "a zip archive (.npz, np.savez)");
     write_file(x, (const uint8_t *)"1,2,3\n", 6);
