@@ -401,11 +401,12 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     return 0;
 }
 
-/* A checkpoint after `done` iterations, then DIR/ckpt/rank-R.bin. Every rank takes it at the
- * same iteration. A push-sum algorithm first receives every message of the iterations before
- * the cut (bounded by the drain timeout) and waits for every rank to have saved before going
- * on, so the checkpoints hold all the mass exactly once (the sum of the weights is N); the
- * others drain as before an evaluation. */
+/* A checkpoint after `done` iterations: DIR/ckpt/rank-R.it-DONE.bin on every rank, then (rank
+ * 0, after a barrier) DIR/ckpt/set-DONE.manifest. Every rank takes it at the same iteration. A
+ * push-sum algorithm first receives every message of the iterations before the cut (bounded by the
+ * drain timeout) and waits for every rank to have saved before going on, so the checkpoints hold
+ * all the mass exactly once (the sum of the weights is N); the others drain as before an
+ * evaluation. */
 static int checkpoint_point(run_t *R, long done)
 {
     double t0 = hs_exec_now(R->x);
@@ -419,13 +420,23 @@ static int checkpoint_point(run_t *R, long done)
     } else {
         HS_TRY(R->ops->drain(R->algo, 0));
     }
+    /* Phase 1: this rank's part, synced (hs_ckpt_write). */
     int rc = hs_ckpt_save_run(R->o->out_dir, R->d.rank, R->d.size, done, R->w, R->ops, R->algo);
-    /* A push-sum cut also needs that no rank sends a message of round `done` before every rank
-     * has saved (a slower rank would fold it into its checkpoint, and the resumed sender would
-     * send it again): the one barrier of a run, and only with --checkpoint-every. */
-    if (rc == 0 && (R->ops->flags & HS_ALGO_PUSHSUM) && R->d.size > 1) {
+    /* Every rank's part is durable once every rank has passed the barrier. A push-sum cut also
+     * needs that no rank sends a message of round `done` before every rank has saved (a slower
+     * rank would fold it into its checkpoint, and the resumed sender would send it again). A
+     * job with a failed rank (a tolerant algorithm going on without it) cannot complete a set:
+     * its parts are written, no manifest. */
+    int all = 1;
+    for (int r = 0; r < R->d.size; r++) all = all && R->failed_at[r] < 0;
+    if (rc == 0 && R->d.size > 1 && (all || (R->ops->flags & HS_ALGO_PUSHSUM))) {
         rc = hs_exec_barrier(R->x);
         if (rc < 0) hs_error_prefix("rank %d: checkpoint at iteration %ld", R->d.rank, done);
+    }
+    /* Phase 2: rank 0 names the set in its manifest, then removes the older sets. */
+    if (rc == 0 && all && R->d.rank == 0) {
+        rc = hs_ckpt_set_commit(R->o->out_dir, R->d.size, done);
+        if (rc < 0) hs_error_prefix("rank 0: checkpoint at iteration %ld", done);
     }
     R->d.st.comm_s = c0;
     R->d.st.wait_s = w0;
