@@ -442,7 +442,7 @@ static int read_manifest(const char *path, long *it, int *size, uint64_t **sums)
         goto bad;
     const char *p = buf + strlen(MANIFEST_MAGIC);
     if (sscanf(p, "iteration %ld\nsize %d\n%n", it, size, &n) != 2 || *size < 1 ||
-        *size > (1 << 20) || *it < 0 || *it > HS_CKPT_ITER_MAX)
+        *size > (1 << 20) || *it < 0) /* (the parts' reader refuses an impossible iteration) */
         goto bad;
     p += n;
     if (!(p = strstr(p, "\npart "))) goto bad;
@@ -499,8 +499,18 @@ static int set_complete(const char *dir, int size, long it, char *why, size_t wn
             break;
         }
         hs_ckpt_hdr_t h;
-        if (read_part_hdr(path, &h) < 0 || h.checksum != sums[r] || hs_ckpt_read(path, &c) < 0) {
-            snprintf(why, wn, "rank %d's part invalid", r);
+        if (read_part_hdr(path, &h) < 0) {
+            snprintf(why, wn, "rank %d's part invalid: %s", r, hs_last_error());
+            rc = -EINVAL;
+            break;
+        }
+        if (h.checksum != sums[r]) {
+            snprintf(why, wn, "rank %d's part is not the one the manifest names (checksum)", r);
+            rc = -EINVAL;
+            break;
+        }
+        if (hs_ckpt_read(path, &c) < 0) {
+            snprintf(why, wn, "rank %d's part invalid: %s", r, hs_last_error());
             rc = -EINVAL;
             break;
         }
@@ -572,7 +582,7 @@ int hs_ckpt_set_find(const char *dir, int size, long *iteration, int *legacy)
     char why[4096] = "";
     size_t wl = 0;
     for (size_t i = 0; i < nm; i++) {
-        char w[128];
+        char w[512];
         if (set_complete(dir, size, mans[i], w, sizeof w) == 0) {
             *iteration = mans[i];
             goto out;

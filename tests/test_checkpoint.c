@@ -37,6 +37,14 @@ static int run_job(int n, const char *dir, const char *args, double limit_s)
     return tr_train_job(n, NULL, dir, args, limit_s, NULL);
 }
 
+/* DIR's part for `rank` in the newest complete checkpoint set of a `size`-rank job. */
+static void set_part(char *p, size_t cap, const char *dir, int rank, int size)
+{
+    long it = -1;
+    ck_assert_msg(hs_ckpt_set_find(dir, size, &it, NULL) == 0, "%s", hs_last_error());
+    ck_assert_int_eq(hs_ckpt_part_path(p, cap, dir, rank, it), 0);
+}
+
 /* The iteration of the first data row of DIR/rank-R.csv (-1 when none). */
 static long first_row(const char *dir, int rank)
 {
@@ -213,6 +221,131 @@ START_TEST(test_file_rejected)
 }
 END_TEST
 
+/* Write rank r's part of a 4-rank set at iteration it under dir (make_ckpt's contents). */
+static void put_part(const char *dir, int r, long it)
+{
+    char p[PATH_MAX + 64];
+    hs_ckpt_t c;
+    make_ckpt(&c, 50);
+    c.rank = r;
+    c.size = 4;
+    c.iteration = it;
+    c.params[0] = (float)(r + it); /* each part its own checksum */
+    ck_assert_int_eq(hs_ckpt_part_path(p, sizeof p, dir, r, it), 0);
+    ck_assert_int_eq(hs_ckpt_write(p, &c), 0);
+    hs_ckpt_free(&c);
+}
+
+/* Refusal of hs_ckpt_set_find(dir, 4): -ENOENT and every needle in the message. */
+static void refused(const char *dir, const char *const *needles)
+{
+    long it = -1;
+    ck_assert_int_eq(hs_ckpt_set_find(dir, 4, &it, NULL), -ENOENT);
+    for (; *needles; needles++)
+        ck_assert_msg(strstr(hs_last_error(), *needles), "no '%s' in: %s", *needles,
+                      hs_last_error());
+}
+
+/* Checkpoint sets (issue 28): parts at different iterations (kill -9 of a whole job between
+ * two ranks' writes) without a manifest, a manifest naming a missing, foreign or corrupt part,
+ * are refused with the ranks and iterations found; a complete older set is taken over a newer
+ * incomplete one; the single-file layout is read only when every rank is at one iteration. */
+START_TEST(test_set_find)
+{
+    char dir[PATH_MAX], p[PATH_MAX + 64], q[PATH_MAX + 64];
+    tr_workdir_path(dir, sizeof dir, "sets");
+    tr_rm_rf(dir);
+    snprintf(p, sizeof p, "%s/ckpt", dir);
+    ck_assert_int_eq(hs_mkdir_p(p), 0);
+    long it = -1;
+    /* 1872/1872/1878/1878 and no manifest: the mix of the issue */
+    for (int r = 0; r < 4; r++) put_part(dir, r, r < 2 ? 1872 : 1878);
+    refused(dir, (const char *const[]){"no complete checkpoint set", "rank 0 at 1872",
+                                       "rank 2 at 1878", "rank 3 at 1878", NULL});
+    /* a manifest at 1872 whose rank-2 and rank-3 parts are missing: refused (checked by hand:
+     * hs_ckpt_set_commit refuses to name a missing part) */
+    ck_assert_int_lt(hs_ckpt_set_commit(dir, 4, 1872), 0);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "rank-2.it-1872.bin"));
+    /* the set at 1872 completed and committed: taken, though two ranks have a later part */
+    put_part(dir, 2, 1872);
+    put_part(dir, 3, 1872);
+    ck_assert_int_eq(hs_ckpt_set_commit(dir, 4, 1872), 0);
+    ck_assert_int_eq(hs_ckpt_set_find(dir, 4, &it, NULL), 0);
+    ck_assert_int_eq(it, 1872);
+    /* a manifest at 1878, then rank 1's part lost: 1878 is incomplete, 1872 is gone (removed
+     * once 1878's manifest was durable) -> refused, naming the set and what it lacks */
+    put_part(dir, 0, 1878);
+    put_part(dir, 1, 1878);
+    ck_assert_int_eq(hs_ckpt_set_commit(dir, 4, 1878), 0);
+    ck_assert_int_eq(hs_ckpt_part_path(q, sizeof q, dir, 0, 1872), 0);
+    ck_assert_int_ne(access(q, F_OK), 0); /* the older set was removed */
+    ck_assert_int_eq(hs_ckpt_set_find(dir, 4, &it, NULL), 0);
+    ck_assert_int_eq(it, 1878);
+    ck_assert_int_eq(hs_ckpt_part_path(q, sizeof q, dir, 1, 1878), 0);
+    ck_assert_int_eq(unlink(q), 0);
+    refused(dir, (const char *const[]){"set 1878: rank 1's part missing", "rank 1 at (none)",
+                                       "rank 0 at 1878", NULL});
+    /* the part back, but another one (another run's rank 1 at 1878): not the manifest's */
+    hs_ckpt_t c;
+    make_ckpt(&c, 50);
+    c.rank = 1;
+    c.size = 4;
+    c.iteration = 1878;
+    ck_assert_int_eq(hs_ckpt_write(q, &c), 0);
+    refused(dir, (const char *const[]){"set 1878: rank 1's part is not the one", NULL});
+    /* the right one back, then a byte of its payload flipped: checksum */
+    c.params[0] = (float)(1 + 1878);
+    ck_assert_int_eq(hs_ckpt_write(q, &c), 0);
+    ck_assert_int_eq(hs_ckpt_set_find(dir, 4, &it, NULL), 0);
+    hs_ckpt_free(&c);
+    FILE *f = fopen(q, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, (long)sizeof(hs_ckpt_hdr_t) + 7, SEEK_SET);
+    fputc(0x5a, f);
+    fclose(f);
+    refused(dir, (const char *const[]){"set 1878: rank 1's part invalid", "checksum", NULL});
+    /* a manifest whose text was altered: corrupt */
+    put_part(dir, 1, 1878);
+    ck_assert_int_eq(hs_ckpt_manifest_path(p, sizeof p, dir, 1878), 0);
+    size_t n = 0;
+    char *m = tr_slurp(p, &n);
+    ck_assert_ptr_nonnull(m);
+    char *sz = strstr(m, "size 4");
+    ck_assert_ptr_nonnull(sz);
+    sz[5] = '5';
+    f = fopen(p, "wb");
+    fwrite(m, 1, n, f);
+    fclose(f);
+    free(m);
+    refused(dir, (const char *const[]){"set 1878: corrupt manifest", NULL});
+    /* the single-file layout: every rank at one iteration is read; a mix is refused */
+    tr_rm_rf(dir);
+    snprintf(p, sizeof p, "%s/ckpt", dir);
+    ck_assert_int_eq(hs_mkdir_p(p), 0);
+    for (int r = 0; r < 4; r++) {
+        make_ckpt(&c, 50);
+        c.rank = r;
+        c.size = 4;
+        c.iteration = r == 3 ? 1878 : 1872;
+        ck_assert_int_eq(hs_ckpt_path(p, sizeof p, dir, r), 0);
+        ck_assert_int_eq(hs_ckpt_write(p, &c), 0);
+        hs_ckpt_free(&c);
+    }
+    refused(dir, (const char *const[]){"rank-0.bin at 1872", "rank-3.bin at 1878", NULL});
+    make_ckpt(&c, 50);
+    c.rank = 3;
+    c.size = 4;
+    c.iteration = 1872;
+    ck_assert_int_eq(hs_ckpt_write(p, &c), 0);
+    hs_ckpt_free(&c);
+    int legacy = 0;
+    ck_assert_int_eq(hs_ckpt_set_find(dir, 4, &it, &legacy), 0);
+    ck_assert_int_eq(it, 1872);
+    ck_assert_int_eq(legacy, 1);
+    tr_rm_rf(dir);
+}
+END_TEST
+
 /* hs_worker_seek(k) then one gradient sees the batch iteration k of a worker that ran from the
  * start (lr 0: the parameters never move, so equal losses mean equal batches), across epoch
  * boundaries and the refills of a small non-IID shard, with the last partial batch dropped
@@ -277,14 +410,16 @@ START_TEST(test_resume_huge_iteration)
     int rc = run_job(0, a, TASK " --epochs 2 --checkpoint-every 1", 30);
     if (rc) tr_show_log(a);
     ck_assert_int_eq(rc, 0);
-    snprintf(p, sizeof p, "%s/ckpt/rank-0.bin", a);
+    set_part(p, sizeof p, a, 0, 1);
     const long its[] = {1L << 62, 1000000000000L};
     const char *want[] = {"impossible", "past the end of this run"};
     hs_ckpt_t c;
     ck_assert_int_eq(hs_ckpt_read(p, &c), 0);
     for (int i = 0; i < 2; i++) {
-        c.iteration = its[i];
+        c.iteration = its[i]; /* a set of its own: the part and its manifest */
+        ck_assert_int_eq(hs_ckpt_part_path(p, sizeof p, a, 0, its[i]), 0);
         ck_assert_int_eq(hs_ckpt_write(p, &c), 0);
+        ck_assert_int_eq(hs_ckpt_set_commit(a, 1, its[i]), 0);
         snprintf(args, sizeof args, TASK " --epochs 2 --resume '%s'", a);
         double el = 0;
         rc = tr_train_job(0, NULL, b, args, 20, &el);
@@ -293,7 +428,7 @@ START_TEST(test_resume_huge_iteration)
                       tr_status_text(rc));
         ck_assert_msg(el < 5, "refusing iteration %ld took %.1f s", its[i], el);
         ck_assert_msg(tr_log_has(b, want[i]), "no '%s' in the error", want[i]);
-        ck_assert(tr_log_has(b, "ckpt/rank-0.bin"));
+        ck_assert(tr_log_has(b, "ckpt/rank-0.it-"));
     }
     hs_ckpt_free(&c);
 }
@@ -326,7 +461,7 @@ static void resume_exact(const char *algo, const char *name)
     int rc = run_job(2, a, args, 30);
     if (rc) tr_show_log(a);
     ck_assert_int_eq(rc, 0);
-    snprintf(p, sizeof p, "%s/ckpt/rank-1.bin", a);
+    set_part(p, sizeof p, a, 1, 2);
     hs_ckpt_t c;
     ck_assert_int_eq(hs_ckpt_read(p, &c), 0);
     long ipe = (long)tr_summary_num(a, "iterations") / 3;
@@ -379,7 +514,7 @@ START_TEST(test_bn_local_and_resumed)
     ck_assert_int_eq(rc, 0);
     hs_ckpt_t c[2];
     for (int r = 0; r < 2; r++) {
-        snprintf(p, sizeof p, "%s/ckpt/rank-%d.bin", a, r);
+        set_part(p, sizeof p, a, r, 2);
         ck_assert_int_eq(hs_ckpt_read(p, &c[r]), 0);
         ck_assert_uint_eq(c[r].bn_len, 64); /* 32 means, 32 variances */
     }
@@ -430,10 +565,11 @@ START_TEST(test_resume_mismatch)
     if (rc) tr_show_log(a);
     ck_assert_int_eq(rc, 0);
     snprintf(args, sizeof args, TASK " --algo allreduce --epochs 2 --resume '%s'", a);
-    ck_assert_int_ne(run_job(3, b, args, 30), 0); /* 3 ranks: rank-2.bin is missing */
-    ck_assert(tr_log_has(b, "ckpt/rank-"));
+    ck_assert_int_ne(run_job(3, b, args, 30), 0); /* 3 ranks: the set holds 2 */
+    ck_assert(tr_log_has(b, "no complete checkpoint set"));
+    ck_assert(tr_log_has(b, "manifest of 2 ranks"));
     ck_assert_int_ne(run_job(0, b, TASK " --epochs 2 --resume nowhere", 30), 0);
-    ck_assert(tr_log_has(b, "nowhere/ckpt/rank-0.bin"));
+    ck_assert(tr_log_has(b, "nowhere/ckpt"));
     snprintf(args, sizeof args, TASK " --algo sgp --epochs 2 --resume '%s'", a);
     ck_assert_int_ne(run_job(2, b, args, 30), 0);
     ck_assert(tr_log_has(b, "written by --algo allreduce"));
@@ -458,7 +594,7 @@ START_TEST(test_adpsgd_resume)
     ck_assert_int_eq(rc, 0);
     long ipe = (long)tr_summary_num(a, "iterations") / 3;
     for (int r = 0; r < 4; r++) {
-        snprintf(p, sizeof p, "%s/ckpt/rank-%d.bin", a, r);
+        set_part(p, sizeof p, a, r, 4);
         hs_ckpt_t c;
         ck_assert_int_eq(hs_ckpt_read(p, &c), 0);
         ck_assert_str_eq(c.algo, "adpsgd");
@@ -518,6 +654,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_file_round_trip);
     tcase_add_test(tc, test_file_rejected);
     tcase_add_test(tc, test_worker_seek);
+    tcase_add_test(tc, test_set_find);
     suite_add_tcase(s, tc);
     /* end to end: `hearsay run ... hearsay train` */
     const char *why = tr_require(NULL);
