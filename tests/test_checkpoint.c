@@ -2,13 +2,16 @@
  * tests/test_checkpoint.c — checkpoints of `hearsay train`: the file format (round trip,
  * rejection of corrupt, truncated, foreign and mismatched files with messages naming the file),
  * hs_worker_seek against a worker that really ran, and end-to-end resume through
- * `hearsay run -n N -- hearsay train --checkpoint-every E` then `--resume DIR` ($HS_BIN).
+ * `hearsay run -n N -- hearsay train --checkpoint-every E` then `--resume DIR` ($HS_BIN),
+ * checkpoint sets found or refused (test_set_find) and kill -9 of a whole SGP job during its
+ * checkpoints, resumed consistently (test_kill_whole_job).
  */
 #include "hearsay/checkpoint.h"
 #include "hearsay/common.h"
 #include "hearsay/rng.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -613,6 +616,108 @@ START_TEST(test_adpsgd_resume)
 }
 END_TEST
 
+/* The newest part of each of 4 ranks in DIR/ckpt (-1: none) and whether a manifest is there. */
+static int newest_parts(const char *dir, long newest[4])
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/ckpt", dir);
+    for (int r = 0; r < 4; r++) newest[r] = -1;
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int manifest = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        int r = -1, n = 0;
+        long it = -1;
+        if (sscanf(e->d_name, "rank-%d.it-%ld.bin%n", &r, &it, &n) == 2 && !e->d_name[n] &&
+            r >= 0 && r < 4 && it > newest[r])
+            newest[r] = it;
+        manifest |= strncmp(e->d_name, "set-", 4) == 0 && strstr(e->d_name, ".manifest") &&
+                    !strstr(e->d_name, ".tmp");
+    }
+    closedir(d);
+    return manifest;
+}
+
+#define KILL_TASK TASK " --algo sgp --epochs 20"
+#define KILLS     10
+
+/* kill -9 of the whole job (launcher and every rank) at random moments while an SGP job takes
+ * a checkpoint every 2 iterations (issue 28): each time a complete set is left (the previous
+ * one is kept until the next manifest is durable), and the run resumed from it is consistent:
+ * the push-sum weights sum to 4 within 1e-6 and the run is healthy. The kills that left ranks'
+ * newest parts at different iterations (what the single-file layout resumed as a mix) are
+ * counted and printed. HS_TEST_KILLS overrides the number of kills. */
+START_TEST(test_kill_whole_job)
+{
+    char dir[PATH_MAX], res[PATH_MAX], log[PATH_MAX + 8], args[1024];
+    tr_workdir_path(dir, sizeof dir, "kill_job");
+    tr_workdir_path(res, sizeof res, "kill_resumed");
+    snprintf(log, sizeof log, "%s.log", dir);
+    int kills = KILLS;
+    const char *ev = getenv("HS_TEST_KILLS");
+    if (ev && atoi(ev) > 0) kills = atoi(ev);
+    hs_rng_t rng;
+    uint64_t seed = (uint64_t)getpid() ^ (uint64_t)(hs_now() * 1e6);
+    hs_rng_seed(&rng, seed, 28);
+    int mixed = 0, sets = 0;
+    double t_start = hs_now();
+    for (int k = 0; k < kills; k++) {
+        tr_rm_rf(dir);
+        tr_args_t a;
+        tr_args_init(&a);
+        tr_args_add(&a, tr_hearsay());
+        tr_args_split(&a, "run -n 4 --");
+        tr_args_add(&a, tr_hearsay());
+        tr_args_split(&a, "train " KILL_TASK " --checkpoint-every 0.125 --out");
+        tr_args_add(&a, dir);
+        tr_opts_t o = {.log = log};
+        tr_job_t j;
+        ck_assert_int_eq(tr_start(&j, TR_ARGV(&a), &o), 0);
+        tr_args_free(&a);
+        /* the first set committed, then a random moment of the run's checkpointing */
+        long newest[4];
+        int seen = 0;
+        for (double t0 = hs_now(); !seen && hs_now() - t0 < 30; hs_sleep(0.002))
+            seen = newest_parts(dir, newest);
+        double delay = 0.8 * hs_rng_uniform(&rng);
+        hs_sleep(delay);
+        int st = tr_finish(&j, 0); /* SIGKILL to the launcher and every rank */
+        tr_job_free(&j);
+        ck_assert_msg(seen, "kill %d: no checkpoint set appeared", k);
+        if (st != TR_TIMEOUT) {
+            /* the run ended before the kill (a loaded machine is slow to start, then fast) */
+            printf("kill %d: the job ended by itself (%s) after %.3f s\n", k, tr_status_text(st),
+                   delay);
+            continue;
+        }
+        newest_parts(dir, newest);
+        int mix = newest[0] != newest[1] || newest[1] != newest[2] || newest[2] != newest[3];
+        mixed += mix;
+        long it = -1;
+        int rc = hs_ckpt_set_find(dir, 4, &it, NULL);
+        printf("kill %d after %.3f s: newest parts %ld/%ld/%ld/%ld, set %ld\n", k, delay, newest[0],
+               newest[1], newest[2], newest[3], rc == 0 ? it : -1L);
+        ck_assert_msg(rc == 0, "kill %d: no complete set left: %s", k, hs_last_error());
+        sets++;
+        snprintf(args, sizeof args, KILL_TASK " --resume '%s'", dir);
+        rc = run_job(4, res, args, 60);
+        if (rc) tr_show_log(res);
+        ck_assert_msg(rc == 0, "kill %d: resume from set %ld: %s", k, it, tr_status_text(rc));
+        ck_assert_int_eq(first_row(res, 0), it + 1);
+        double wsum = tr_summary_num(res, "ps_weight_sum");
+        ck_assert_msg(fabs(wsum - 4.0) < 1e-6,
+                      "kill %d: sum of weights after resume from %ld: "
+                      "%.9g, not 4",
+                      k, it, wsum);
+        ck_assert_msg(tr_summary_has(res, "\"health\": \"ok\""), "kill %d: health not ok", k);
+    }
+    printf("test_kill_whole_job: %d kills (seed %llu), %d left a complete set and resumed "
+           "consistently; %d left ranks' newest parts at different iterations; %.1f s\n",
+           kills, (unsigned long long)seed, sets, mixed, hs_now() - t_start);
+    ck_assert_int_gt(sets, 0);
+}
+END_TEST
+
 #if HS_TEST_SGP_RESUME
 /* SGP: the resumed run continues after the checkpoint and ends near the uninterrupted one. */
 START_TEST(test_sgp_resume)
@@ -670,6 +775,10 @@ static Suite *suite(void)
 #if HS_TEST_SGP_RESUME
     TR_ADD_TEST(tc, test_sgp_resume, why);
 #endif
+    suite_add_tcase(s, tc);
+    tc = tcase_create("kill");
+    tcase_set_timeout(tc, 240);
+    TR_ADD_TEST(tc, test_kill_whole_job, why);
     suite_add_tcase(s, tc);
     return s;
 }
