@@ -482,7 +482,7 @@ static int set_complete(const char *dir, int size, long it, char *why, size_t wn
     uint64_t *sums = NULL;
     HS_TRY(hs_ckpt_manifest_path(path, sizeof path, dir, it));
     if (read_manifest(path, &mit, &msize, &sums) < 0) {
-        snprintf(why, wn, "corrupt manifest");
+        snprintf(why, wn, "manifest refused: %s", hs_last_error());
         return -EINVAL;
     }
     int rc = 0;
@@ -598,8 +598,14 @@ int hs_ckpt_set_find(const char *dir, int size, long *iteration, int *legacy)
         int ok = 1;
         for (int r = 0; r < size && ok; r++) {
             hs_ckpt_t c;
-            if (hs_ckpt_path(path, sizeof path, dir, r) < 0 || access(path, F_OK) != 0 ||
-                hs_ckpt_read(path, &c) < 0) {
+            if (hs_ckpt_path(path, sizeof path, dir, r) < 0 || access(path, F_OK) != 0) {
+                ok = 0;
+                break;
+            }
+            if (hs_ckpt_read(path, &c) < 0) {
+                if (wl < sizeof why)
+                    wl += (size_t)snprintf(why + wl, sizeof why - wl, "%s%s", wl ? "; " : "",
+                                           hs_last_error());
                 ok = 0;
                 break;
             }

@@ -320,7 +320,7 @@ START_TEST(test_set_find)
     fwrite(m, 1, n, f);
     fclose(f);
     free(m);
-    refused(dir, (const char *const[]){"set 1878: corrupt manifest", NULL});
+    refused(dir, (const char *const[]){"set 1878: manifest refused", "is corrupt", NULL});
     /* the single-file layout: every rank at one iteration is read; a mix is refused */
     tr_rm_rf(dir);
     snprintf(p, sizeof p, "%s/ckpt", dir);
