@@ -2,8 +2,10 @@
  * hearsay/checkpoint.h — checkpoints of one rank of `hearsay train` (--checkpoint-every,
  * --resume).
  *
- * One file per rank, DIR/ckpt/rank-R.bin, written atomically (a temporary file, fsync,
- * rename). Layout (little-endian, the host's float32):
+ * One file per rank and checkpoint, DIR/ckpt/rank-R.it-ITER.bin, written atomically (a
+ * temporary file, fsync, rename, fsync of the directory), and one manifest per job-wide set,
+ * DIR/ckpt/set-ITER.manifest (below: hs_ckpt_set_*). The single-file layout of earlier versions,
+ * DIR/ckpt/rank-R.bin, is read only. Layout of a part (little-endian, the host's float32):
  *
  *     hs_ckpt_hdr_t (88 bytes)    magic "HSCK", version 2, rank, size, iteration, algo name,
  *                                 num_params, byte sizes of the four sections, checksum
