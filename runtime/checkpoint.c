@@ -596,9 +596,12 @@ int hs_ckpt_set_find(const char *dir, int size, long *iteration, int *legacy)
     if (nm == 0) {
         long at = -1;
         int ok = 1;
-        for (int r = 0; r < size && ok; r++) {
+        for (int r = 0; r < size; r++) {
             hs_ckpt_t c;
             if (hs_ckpt_path(path, sizeof path, dir, r) < 0 || access(path, F_OK) != 0) {
+                if (at >= 0 && wl < sizeof why) /* (no rank-R.bin at all: not this layout) */
+                    wl += (size_t)snprintf(why + wl, sizeof why - wl, "%srank-%d.bin missing",
+                                           wl ? "; " : "", r);
                 ok = 0;
                 break;
             }
@@ -609,8 +612,8 @@ int hs_ckpt_set_find(const char *dir, int size, long *iteration, int *legacy)
                 ok = 0;
                 break;
             }
-            ok = c.rank == r && c.size == size && (at < 0 || c.iteration == at);
-            at = c.iteration;
+            ok = ok && c.rank == r && c.size == size && (at < 0 || c.iteration == at);
+            if (at < 0) at = c.iteration;
             if (wl < sizeof why)
                 wl += (size_t)snprintf(why + wl, sizeof why - wl, "%srank-%d.bin at %ld",
                                        wl ? "; " : "", r, c.iteration);

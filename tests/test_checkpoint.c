@@ -580,6 +580,20 @@ START_TEST(test_resume_mismatch)
     ck_assert_int_ne(run_job(2, b, args, 30), 0);
     ck_assert(tr_log_has(b, "velocity"));
     ck_assert_int_ne(run_job(0, b, TASK " --checkpoint-every -1", 30), 0);
+    /* a mixed set (rank 1's part at another iteration, as a kill between two ranks' writes
+     * leaves it): refused end to end, naming the ranks and iterations, never resumed */
+    long it = -1;
+    char p[PATH_MAX + 64], q[PATH_MAX + 64], want[64];
+    ck_assert_int_eq(hs_ckpt_set_find(a, 2, &it, NULL), 0);
+    ck_assert_int_eq(hs_ckpt_part_path(p, sizeof p, a, 1, it), 0);
+    ck_assert_int_eq(hs_ckpt_part_path(q, sizeof q, a, 1, it - 1), 0);
+    ck_assert_int_eq(rename(p, q), 0);
+    snprintf(args, sizeof args, TASK " --algo allreduce --epochs 2 --resume '%s'", a);
+    ck_assert_int_ne(run_job(2, b, args, 30), 0);
+    ck_assert(tr_log_has(b, "no complete checkpoint set"));
+    snprintf(want, sizeof want, "rank 0 at %ld; rank 1 at %ld", it, it - 1);
+    ck_assert_msg(tr_log_has(b, want), "no '%s' in the refusal", want);
+    ck_assert(!tr_log_has(b, "summary"));
 }
 END_TEST
 
