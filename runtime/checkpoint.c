@@ -474,7 +474,7 @@ out:
 
 /* Is the set at `it` complete for a job of `size`? 0, or a negative code with the reason in
  * why (one short phrase). */
-static int set_complete(const char *dir, int size, long it, char *why, size_t wn)
+static int set_complete(const char *dir, int size, long it, int full, char *why, size_t wn)
 {
     char path[4096];
     long mit = -1;
@@ -509,6 +509,13 @@ static int set_complete(const char *dir, int size, long it, char *why, size_t wn
             rc = -EINVAL;
             break;
         }
+        if (!full) {
+            if (h.iteration != it || h.rank != r || h.size != size) {
+                snprintf(why, wn, "rank %d's part holds iteration %lld", r, (long long)h.iteration);
+                rc = -EINVAL;
+            }
+            continue;
+        }
         if (hs_ckpt_read(path, &c) < 0) {
             snprintf(why, wn, "rank %d's part invalid: %s", r, hs_last_error());
             rc = -EINVAL;
@@ -530,7 +537,19 @@ static int cmp_long_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+static int set_find(const char *dir, int size, long *iteration, int *legacy, int full);
+
 int hs_ckpt_set_find(const char *dir, int size, long *iteration, int *legacy)
+{
+    return set_find(dir, size, iteration, legacy, 1);
+}
+
+int hs_ckpt_set_check(const char *dir, int size, long *iteration)
+{
+    return set_find(dir, size, iteration, NULL, 0);
+}
+
+static int set_find(const char *dir, int size, long *iteration, int *legacy, int full)
 {
     char sub[4096], path[4096];
     if (legacy) *legacy = 0;
@@ -583,7 +602,7 @@ int hs_ckpt_set_find(const char *dir, int size, long *iteration, int *legacy)
     size_t wl = 0;
     for (size_t i = 0; i < nm; i++) {
         char w[512];
-        if (set_complete(dir, size, mans[i], w, sizeof w) == 0) {
+        if (set_complete(dir, size, mans[i], full, w, sizeof w) == 0) {
             *iteration = mans[i];
             goto out;
         }

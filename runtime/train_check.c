@@ -130,7 +130,7 @@ static int check_resume(const hs_train_opts_t *o, int ranks)
     if (!o->resume || !*o->resume) return 0;
     if (ranks > 0) {
         long it = 0;
-        int rc = hs_ckpt_set_find(o->resume, ranks, &it, NULL);
+        int rc = hs_ckpt_set_check(o->resume, ranks, &it);
         if (rc < 0) hs_error_prefix("--resume %s", o->resume);
         return rc;
     }

@@ -307,6 +307,9 @@ START_TEST(test_set_find)
     fputc(0x5a, f);
     fclose(f);
     refused(dir, (const char *const[]){"set 1878: rank 1's part invalid", "checksum", NULL});
+    /* (the check before a job reads headers only: it takes the set, the load refuses it) */
+    ck_assert_int_eq(hs_ckpt_set_check(dir, 4, &it), 0);
+    ck_assert_int_eq(it, 1878);
     /* a manifest whose text was altered: corrupt */
     put_part(dir, 1, 1878);
     ck_assert_int_eq(hs_ckpt_manifest_path(p, sizeof p, dir, 1878), 0);

@@ -102,6 +102,9 @@ int hs_ckpt_set_commit(const char *dir, int size, long iteration);
  * rank-R.bin whole at one iteration). None: -ENOENT with a message naming each rank's parts
  * and their iterations. Never mixes iterations. */
 int hs_ckpt_set_find(const char *dir, int size, long *iteration, int *legacy);
+/* hs_ckpt_set_find reading the parts' headers only (their payload's checksum is not verified):
+ * the check before a job starts (the load verifies in full). */
+int hs_ckpt_set_check(const char *dir, int size, long *iteration);
 
 /* Save rank `rank` of `size`: the worker's parameters and velocity and the algorithm's state
  * (a may be NULL or have no state slots), at `iteration`, to DIR/ckpt/rank-R.it-ITER.bin
