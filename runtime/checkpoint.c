@@ -399,7 +399,10 @@ int hs_ckpt_set_commit(const char *dir, int size, long iteration)
         return rc;
     }
     /* The new set is durable: the older ones go, manifests first (a set without its manifest is
-     * never taken), then their parts and the single-file layout's rank-R.bin. */
+     * never taken), then their parts and the single-file layout's rank-R.bin. A manifest of a
+     * later iteration is another run's (only rank 0 writes manifests, in order): it goes too,
+     * so that a resume cannot take a set of an earlier run over this run's. (Later parts are
+     * left: a rank ahead may be writing its next one.) */
     char sub[4096];
     snprintf(sub, sizeof sub, "%s/ckpt", dir);
     for (int pass = 0; pass < 2; pass++) {
@@ -411,7 +414,7 @@ int hs_ckpt_set_commit(const char *dir, int size, long iteration)
             int old = 0;
             if (pass == 0)
                 old = sscanf(e->d_name, "set-%ld.manifest%n", &it, &n) == 1 && e->d_name[n] == 0 &&
-                      it < iteration;
+                      it != iteration;
             else if (sscanf(e->d_name, "rank-%d.it-%ld.bin%n", &r, &it, &n) == 2 &&
                      e->d_name[n] == 0)
                 old = it < iteration;
