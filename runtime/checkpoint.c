@@ -5,6 +5,7 @@
 #include "hearsay/env.h"
 #include "hearsay/file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,7 +213,7 @@ int hs_ckpt_save_run(const char *dir, int rank, int size, long iteration, hs_wor
     size_t vn = 0;
     float *vel = hs_sgd_velocity(hs_worker_optimizer(w), &vn);
     char path[4096];
-    int rc = hs_ckpt_path(path, sizeof path, dir, rank);
+    int rc = hs_ckpt_part_path(path, sizeof path, dir, rank, iteration);
     if (rc < 0) return rc;
     char sub[4096];
     snprintf(sub, sizeof sub, "%s/ckpt", dir);
@@ -250,9 +251,20 @@ int hs_ckpt_load_run(const char *dir, int rank, int size, hs_worker_t *w, const 
                      hs_algo_t *a, long total_iters, long *iteration)
 {
     char path[4096];
-    HS_TRY(hs_ckpt_path(path, sizeof path, dir, rank));
+    long at = -1;
+    int legacy = 0;
+    HS_TRY(hs_ckpt_set_find(dir, size, &at, &legacy));
+    if (legacy)
+        HS_TRY(hs_ckpt_path(path, sizeof path, dir, rank));
+    else
+        HS_TRY(hs_ckpt_part_path(path, sizeof path, dir, rank, at));
     hs_ckpt_t c;
     HS_TRY(hs_ckpt_read(path, &c));
+    if (c.iteration != at) { /* changed since the set was chosen */
+        hs_ckpt_free(&c);
+        return HS_ERR(-EINVAL, "checkpoint %s changed: iteration %ld, its set's %ld", path,
+                      c.iteration, at);
+    }
     if (total_iters > 0 && c.iteration > total_iters) {
         int rc = HS_ERR(-EINVAL,
                         "checkpoint %s is at iteration %ld, past the end of this run (%ld "
@@ -300,5 +312,361 @@ int hs_ckpt_load_run(const char *dir, int rank, int size, hs_worker_t *w, const 
     if (rc == 0) rc = hs_worker_seek(w, c.iteration);
     if (rc == 0 && iteration) *iteration = c.iteration;
     hs_ckpt_free(&c);
+    return rc;
+}
+
+/* --- checkpoint sets -------------------------------------------------------------------- */
+
+int hs_ckpt_part_path(char *buf, size_t cap, const char *dir, int rank, long iteration)
+{
+    int len = snprintf(buf, cap, "%s/ckpt/rank-%d.it-%ld.bin", dir, rank, iteration);
+    if (len < 0 || (size_t)len >= cap)
+        return HS_ERR(-ENAMETOOLONG, "checkpoint path under %s is too long", dir);
+    return 0;
+}
+
+int hs_ckpt_manifest_path(char *buf, size_t cap, const char *dir, long iteration)
+{
+    int len = snprintf(buf, cap, "%s/ckpt/set-%ld.manifest", dir, iteration);
+    if (len < 0 || (size_t)len >= cap)
+        return HS_ERR(-ENAMETOOLONG, "checkpoint path under %s is too long", dir);
+    return 0;
+}
+
+/* The header of one part (no payload read): its size and iteration checked against the file. */
+static int read_part_hdr(const char *path, hs_ckpt_hdr_t *h)
+{
+    long long size = 0;
+    int fd = hs_file_open_read(path, "checkpoint part", -1, &size);
+    if (fd < 0) return fd;
+    ssize_t n = read(fd, h, sizeof *h);
+    close(fd);
+    if (n != (ssize_t)sizeof *h || memcmp(h->magic, HS_CKPT_MAGIC, 4) != 0 ||
+        h->version != HS_CKPT_VERSION)
+        return HS_ERR(-EINVAL, "checkpoint part %s has no valid header", path);
+    uint64_t want = sizeof *h + h->params_bytes + h->velocity_bytes + h->state_bytes + h->bn_bytes;
+    if ((uint64_t)size != want)
+        return HS_ERR(-EINVAL, "checkpoint part %s is %lld bytes, its header says %llu", path, size,
+                      (unsigned long long)want);
+    return 0;
+}
+
+/* The manifest of a set: a short text file.
+ *     hearsay-checkpoint-set 1
+ *     iteration ITER
+ *     size N
+ *     algo NAME
+ *     part R CHECKSUM          (N lines, R = 0 .. N-1, the part's header checksum in hex)
+ *     end CHECKSUM             (FNV-1a 64 of every byte before this line)                     */
+#define MANIFEST_MAGIC "hearsay-checkpoint-set 1\n"
+
+int hs_ckpt_set_commit(const char *dir, int size, long iteration)
+{
+    if (size < 1) return HS_ERR(-EINVAL, "checkpoint set of %d ranks", size);
+    size_t cap = 256 + (size_t)size * 48, len = 0;
+    char *buf = hs_malloc(cap, "checkpoint manifest");
+    if (!buf) return -ENOMEM;
+    int rc = 0;
+    char path[4096];
+    for (int r = 0; r < size && rc == 0; r++) {
+        hs_ckpt_hdr_t h;
+        if ((rc = hs_ckpt_part_path(path, sizeof path, dir, r, iteration)) < 0) break;
+        if ((rc = read_part_hdr(path, &h)) < 0) break;
+        if (h.iteration != iteration || h.rank != r || h.size != size) {
+            rc = HS_ERR(-EINVAL, "checkpoint part %s holds rank %d of %d at iteration %lld", path,
+                        h.rank, h.size, (long long)h.iteration);
+            break;
+        }
+        if (r == 0) {
+            char algo[HS_CKPT_ALGO_MAX + 1] = {0};
+            memcpy(algo, h.algo, HS_CKPT_ALGO_MAX);
+            len += (size_t)snprintf(buf + len, cap - len,
+                                    MANIFEST_MAGIC "iteration %ld\nsize %d\nalgo %s\n", iteration,
+                                    size, algo);
+        }
+        len += (size_t)snprintf(buf + len, cap - len, "part %d %016llx\n", r,
+                                (unsigned long long)h.checksum);
+    }
+    if (rc == 0) {
+        uint64_t s = hs_ckpt_fnv1a(buf, len, HS_FNV1A_INIT);
+        len += (size_t)snprintf(buf + len, cap - len, "end %016llx\n", (unsigned long long)s);
+        if ((rc = hs_ckpt_manifest_path(path, sizeof path, dir, iteration)) == 0)
+            rc = hs_file_write(path, buf, len, HS_FILE_SYNC);
+    }
+    free(buf);
+    if (rc < 0) {
+        hs_error_prefix("checkpoint set at iteration %ld", iteration);
+        return rc;
+    }
+    /* The new set is durable: the older ones go, manifests first (a set without its manifest is
+     * never taken), then their parts and the single-file layout's rank-R.bin. A manifest of a
+     * later iteration is another run's (only rank 0 writes manifests, in order): it goes too,
+     * so that a resume cannot take a set of an earlier run over this run's. (Later parts are
+     * left: a rank ahead may be writing its next one.) */
+    char sub[4096];
+    snprintf(sub, sizeof sub, "%s/ckpt", dir);
+    for (int pass = 0; pass < 2; pass++) {
+        DIR *d = opendir(sub);
+        if (!d) break;
+        for (struct dirent *e; (e = readdir(d));) {
+            long it = -1;
+            int r = -1, n = 0;
+            int old = 0;
+            if (pass == 0)
+                old = sscanf(e->d_name, "set-%ld.manifest%n", &it, &n) == 1 && e->d_name[n] == 0 &&
+                      it != iteration;
+            else if (sscanf(e->d_name, "rank-%d.it-%ld.bin%n", &r, &it, &n) == 2 &&
+                     e->d_name[n] == 0)
+                old = it < iteration;
+            else
+                old = sscanf(e->d_name, "rank-%d.bin%n", &r, &n) == 1 && e->d_name[n] == 0;
+            if (old) unlinkat(dirfd(d), e->d_name, 0);
+        }
+        closedir(d);
+    }
+    return 0;
+}
+
+/* Parse a manifest; 0 and *it, *size, checksums (size entries, allocated) or an error. */
+static int read_manifest(const char *path, long *it, int *size, uint64_t **sums)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    *sums = NULL;
+    HS_TRY(hs_file_read_all(path, "checkpoint manifest", 1 << 24, &buf, &len));
+    int rc = -EINVAL, n = 0;
+    char *end = NULL;
+    unsigned long long want = 0;
+    if (strncmp(buf, MANIFEST_MAGIC, strlen(MANIFEST_MAGIC)) != 0) goto bad;
+    if (!(end = strstr(buf, "\nend "))) goto bad;
+    end++;
+    if (sscanf(end, "end %16llx", &want) != 1 ||
+        hs_ckpt_fnv1a(buf, (size_t)(end - buf), HS_FNV1A_INIT) != want)
+        goto bad;
+    const char *p = buf + strlen(MANIFEST_MAGIC);
+    if (sscanf(p, "iteration %ld\nsize %d\n%n", it, size, &n) != 2 || *size < 1 ||
+        *size > (1 << 20) || *it < 0) /* (the parts' reader refuses an impossible iteration) */
+        goto bad;
+    p += n;
+    if (!(p = strstr(p, "\npart "))) goto bad;
+    p++;
+    if (!(*sums = hs_malloc((size_t)*size * sizeof **sums, "checkpoint manifest"))) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (int r = 0; r < *size; r++) {
+        int rr = -1;
+        unsigned long long s = 0;
+        if (sscanf(p, "part %d %16llx\n%n", &rr, &s, &n) != 2 || rr != r) goto bad;
+        (*sums)[r] = s;
+        p += n;
+    }
+    if (p != end) goto bad;
+    rc = 0;
+    goto out;
+bad:
+    rc = HS_ERR(-EINVAL, "checkpoint manifest %s is corrupt", path);
+out:
+    if (rc < 0) {
+        free(*sums);
+        *sums = NULL;
+    }
+    free(buf);
+    return rc;
+}
+
+/* Is the set at `it` complete for a job of `size`? 0, or a negative code with the reason in
+ * why (one short phrase). */
+static int set_complete(const char *dir, int size, long it, int full, char *why, size_t wn)
+{
+    char path[4096];
+    long mit = -1;
+    int msize = 0;
+    uint64_t *sums = NULL;
+    HS_TRY(hs_ckpt_manifest_path(path, sizeof path, dir, it));
+    if (read_manifest(path, &mit, &msize, &sums) < 0) {
+        snprintf(why, wn, "manifest refused: %s", hs_last_error());
+        return -EINVAL;
+    }
+    int rc = 0;
+    if (mit != it || msize != size) {
+        snprintf(why, wn, "manifest of %d ranks at %ld", msize, mit);
+        rc = -EINVAL;
+    }
+    for (int r = 0; r < size && rc == 0; r++) {
+        hs_ckpt_t c;
+        if ((rc = hs_ckpt_part_path(path, sizeof path, dir, r, it)) < 0) break;
+        if (access(path, F_OK) != 0) {
+            snprintf(why, wn, "rank %d's part missing", r);
+            rc = -ENOENT;
+            break;
+        }
+        hs_ckpt_hdr_t h;
+        if (read_part_hdr(path, &h) < 0) {
+            snprintf(why, wn, "rank %d's part invalid: %s", r, hs_last_error());
+            rc = -EINVAL;
+            break;
+        }
+        if (h.checksum != sums[r]) {
+            snprintf(why, wn, "rank %d's part is not the one the manifest names (checksum)", r);
+            rc = -EINVAL;
+            break;
+        }
+        if (!full) {
+            if (h.iteration != it || h.rank != r || h.size != size) {
+                snprintf(why, wn, "rank %d's part holds iteration %lld", r, (long long)h.iteration);
+                rc = -EINVAL;
+            }
+            continue;
+        }
+        if (hs_ckpt_read(path, &c) < 0) {
+            snprintf(why, wn, "rank %d's part invalid: %s", r, hs_last_error());
+            rc = -EINVAL;
+            break;
+        }
+        if (c.iteration != it || c.rank != r || c.size != size) {
+            snprintf(why, wn, "rank %d's part holds iteration %ld", r, c.iteration);
+            rc = -EINVAL;
+        }
+        hs_ckpt_free(&c);
+    }
+    free(sums);
+    return rc;
+}
+
+static int cmp_long_desc(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int set_find(const char *dir, int size, long *iteration, int *legacy, int full);
+
+int hs_ckpt_set_find(const char *dir, int size, long *iteration, int *legacy)
+{
+    return set_find(dir, size, iteration, legacy, 1);
+}
+
+int hs_ckpt_set_check(const char *dir, int size, long *iteration)
+{
+    return set_find(dir, size, iteration, NULL, 0);
+}
+
+static int set_find(const char *dir, int size, long *iteration, int *legacy, int full)
+{
+    char sub[4096], path[4096];
+    if (legacy) *legacy = 0;
+    int len = snprintf(sub, sizeof sub, "%s/ckpt", dir);
+    if (len < 0 || (size_t)len >= sizeof sub)
+        return HS_ERR(-ENAMETOOLONG, "checkpoint path under %s is too long", dir);
+    DIR *d = opendir(sub);
+    if (!d) {
+        int e = errno;
+        return HS_ERR(-e, "no checkpoint directory %s: %s", sub, strerror(e));
+    }
+    /* Every manifest's iteration and every part (rank, iteration), for the choice and for the
+     * message when there is none. */
+    size_t nm = 0, np = 0, cm = 16, cp = 64;
+    long *mans = hs_malloc(cm * sizeof *mans, "checkpoint list");
+    long(*parts)[2] = hs_malloc(cp * sizeof *parts, "checkpoint list");
+    int rc = 0;
+    if (!mans || !parts) rc = -ENOMEM;
+    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+        long it = -1;
+        int r = -1, n = 0;
+        if (sscanf(e->d_name, "set-%ld.manifest%n", &it, &n) == 1 && e->d_name[n] == 0 && it >= 0) {
+            if (nm == cm) {
+                long *m2 = realloc(mans, (cm *= 2) * sizeof *mans);
+                if (!m2) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                mans = m2;
+            }
+            mans[nm++] = it;
+        } else if (sscanf(e->d_name, "rank-%d.it-%ld.bin%n", &r, &it, &n) == 2 &&
+                   e->d_name[n] == 0 && r >= 0) {
+            if (np == cp) {
+                long(*p2)[2] = realloc(parts, (cp *= 2) * sizeof *parts);
+                if (!p2) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                parts = p2;
+            }
+            parts[np][0] = r;
+            parts[np++][1] = it;
+        }
+    }
+    closedir(d);
+    if (rc < 0) goto out;
+    qsort(mans, nm, sizeof *mans, cmp_long_desc);
+    char why[4096] = "";
+    size_t wl = 0;
+    for (size_t i = 0; i < nm; i++) {
+        char w[512];
+        if (set_complete(dir, size, mans[i], full, w, sizeof w) == 0) {
+            *iteration = mans[i];
+            goto out;
+        }
+        if (wl < sizeof why)
+            wl += (size_t)snprintf(why + wl, sizeof why - wl, "%sset %ld: %s", wl ? "; " : "",
+                                   mans[i], w);
+    }
+    /* The single-file layout (read only): taken when every rank's rank-R.bin is there, whole,
+     * at one iteration. */
+    if (nm == 0) {
+        long at = -1;
+        int ok = 1;
+        for (int r = 0; r < size; r++) {
+            hs_ckpt_t c;
+            if (hs_ckpt_path(path, sizeof path, dir, r) < 0 || access(path, F_OK) != 0) {
+                if (at >= 0 && wl < sizeof why) /* (no rank-R.bin at all: not this layout) */
+                    wl += (size_t)snprintf(why + wl, sizeof why - wl, "%srank-%d.bin missing",
+                                           wl ? "; " : "", r);
+                ok = 0;
+                break;
+            }
+            if (hs_ckpt_read(path, &c) < 0) {
+                if (wl < sizeof why)
+                    wl += (size_t)snprintf(why + wl, sizeof why - wl, "%s%s", wl ? "; " : "",
+                                           hs_last_error());
+                ok = 0;
+                break;
+            }
+            ok = ok && c.rank == r && c.size == size && (at < 0 || c.iteration == at);
+            if (at < 0) at = c.iteration;
+            if (wl < sizeof why)
+                wl += (size_t)snprintf(why + wl, sizeof why - wl, "%srank-%d.bin at %ld",
+                                       wl ? "; " : "", r, c.iteration);
+            hs_ckpt_free(&c);
+        }
+        if (ok && at >= 0) {
+            *iteration = at;
+            if (legacy) *legacy = 1;
+            goto out;
+        }
+    }
+    /* None: name what is there, rank by rank. */
+    char found[2048] = "";
+    size_t fl = 0;
+    for (int r = 0; r < size && fl < sizeof found; r++) {
+        fl += (size_t)snprintf(found + fl, sizeof found - fl, "%srank %d at", r ? "; " : "", r);
+        int any = 0;
+        for (size_t i = 0; i < np && fl < sizeof found; i++)
+            if (parts[i][0] == r) {
+                fl += (size_t)snprintf(found + fl, sizeof found - fl, " %ld", parts[i][1]);
+                any = 1;
+            }
+        if (!any && fl < sizeof found)
+            fl += (size_t)snprintf(found + fl, sizeof found - fl, " (none)");
+    }
+    rc = HS_ERR(-ENOENT,
+                "no complete checkpoint set in %s for %d ranks (a manifest set-ITER.manifest and "
+                "every rank's part at ITER): %s%sparts found: %s; refusing to mix iterations",
+                sub, size, why, wl ? "; " : "", found);
+out:
+    free(mans);
+    free(parts);
     return rc;
 }

@@ -37,6 +37,9 @@
 /* Exit status of a rank that crashes by injection (--straggler crash): EX_SOFTWARE. */
 #define HS_EXIT_CRASH 70
 
+/* Checkpoint sets waiting for their parts, at most (the oldest is given up past it). */
+#define CKPT_PENDING 8
+
 typedef struct run {
     const hs_train_opts_t *o;
     const hs_algo_ops_t *ops;
@@ -64,8 +67,10 @@ typedef struct run {
     int *host_of;    /* (size) for hs_dist_t.host_of */
     long *failed_at; /* (size) -1 alive, else the iteration at/after which the rank failed */
     long done;       /* iterations done (the last one's number + 1) */
-    int warned_w;    /* the weight left [1e-2, 1e2] once: said so (tot.w_out_iter) */
-    hs_trace_t *tr;  /* --trace (NULL: none) */
+    long ckpt_pending[CKPT_PENDING]; /* rank 0: sets whose manifest waits for their parts, */
+    int n_pending;                   /* oldest first */
+    int warned_w;   /* the weight left [1e-2, 1e2] once: said so (tot.w_out_iter) */
+    hs_trace_t *tr; /* --trace (NULL: none) */
     /* Evaluation is an observer (hearsay sim without --sim-eval-traffic): no drain before it,
      * no virtual time or bandwidth for it (docs/simulation.md, "Evaluation") */
     int observer;
@@ -401,11 +406,37 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     return 0;
 }
 
-/* A checkpoint after `done` iterations, then DIR/ckpt/rank-R.bin. Every rank takes it at the
- * same iteration. A push-sum algorithm first receives every message of the iterations before
- * the cut (bounded by the drain timeout) and waits for every rank to have saved before going
- * on, so the checkpoints hold all the mass exactly once (the sum of the weights is N); the
- * others drain as before an evaluation. */
+/* Rank 0, phase 2 of the sets that took no barrier: the newest pending set whose parts are all
+ * in place (each renamed there after its fsync; the manifest's commit syncs the directory) is
+ * committed, and it and the older pending ones are done with. No-op while each pending set
+ * lacks a part (a slower rank; a rank that failed before writing it: never). */
+static int ckpt_try_commit(run_t *R)
+{
+    for (int i = R->n_pending - 1; i >= 0; i--) {
+        long it = R->ckpt_pending[i];
+        int whole = 1;
+        for (int r = 0; r < R->d.size && whole; r++) {
+            char path[4096];
+            HS_TRY(hs_ckpt_part_path(path, sizeof path, R->o->out_dir, r, it));
+            whole = access(path, F_OK) == 0;
+        }
+        if (!whole) continue;
+        int left = R->n_pending - i - 1;
+        memmove(R->ckpt_pending, R->ckpt_pending + i + 1, (size_t)left * sizeof(long));
+        R->n_pending = left;
+        int rc = hs_ckpt_set_commit(R->o->out_dir, R->d.size, it);
+        if (rc < 0) hs_error_prefix("rank 0: checkpoint at iteration %ld", it);
+        return rc;
+    }
+    return 0;
+}
+
+/* A checkpoint after `done` iterations: DIR/ckpt/rank-R.it-DONE.bin on every rank, then (rank
+ * 0, after a barrier) DIR/ckpt/set-DONE.manifest. Every rank takes it at the same iteration. A
+ * push-sum algorithm first receives every message of the iterations before the cut (bounded by the
+ * drain timeout) and waits for every rank to have saved before going on, so the checkpoints hold
+ * all the mass exactly once (the sum of the weights is N); the others drain as before an
+ * evaluation. */
 static int checkpoint_point(run_t *R, long done)
 {
     double t0 = hs_exec_now(R->x);
@@ -419,13 +450,33 @@ static int checkpoint_point(run_t *R, long done)
     } else {
         HS_TRY(R->ops->drain(R->algo, 0));
     }
+    /* Phase 1: this rank's part, synced (hs_ckpt_write). */
     int rc = hs_ckpt_save_run(R->o->out_dir, R->d.rank, R->d.size, done, R->w, R->ops, R->algo);
-    /* A push-sum cut also needs that no rank sends a message of round `done` before every rank
-     * has saved (a slower rank would fold it into its checkpoint, and the resumed sender would
-     * send it again): the one barrier of a run, and only with --checkpoint-every. */
-    if (rc == 0 && (R->ops->flags & HS_ALGO_PUSHSUM) && R->d.size > 1) {
-        rc = hs_exec_barrier(R->x);
-        if (rc < 0) hs_error_prefix("rank %d: checkpoint at iteration %ld", R->d.rank, done);
+    int all = 1;
+    for (int r = 0; r < R->d.size; r++) all = all && R->failed_at[r] < 0;
+    if (rc == 0 && (R->ops->flags & HS_ALGO_PUSHSUM)) {
+        /* A push-sum cut also needs that no rank sends a message of round `done` before every
+         * rank has saved (a slower rank would fold it into its checkpoint, and the resumed
+         * sender would send it again): a barrier, the one of such a run. Past it every part is
+         * durable, and rank 0 commits the set at once (phase 2). A job with a failed rank
+         * cannot complete a set: its parts are written, no manifest. */
+        if (R->d.size > 1 && (rc = hs_exec_barrier(R->x)) < 0)
+            hs_error_prefix("rank %d: checkpoint at iteration %ld", R->d.rank, done);
+        if (rc == 0 && all && R->d.rank == 0) {
+            rc = hs_ckpt_set_commit(R->o->out_dir, R->d.size, done);
+            if (rc < 0) hs_error_prefix("rank 0: checkpoint at iteration %ld", done);
+        }
+    } else if (rc == 0 && R->d.rank == 0) {
+        /* The others take no barrier (a tolerant one would stop at a rank that failed since):
+         * rank 0 commits the set once every rank's part is there (ckpt_try_commit: checked
+         * after each iteration and after the final gather; a rank that failed after writing
+         * its part leaves a complete set). */
+        if (R->n_pending == CKPT_PENDING) {
+            memmove(R->ckpt_pending, R->ckpt_pending + 1, (CKPT_PENDING - 1) * sizeof(long));
+            R->n_pending--;
+        }
+        R->ckpt_pending[R->n_pending++] = done;
+        rc = ckpt_try_commit(R);
     }
     R->d.st.comm_s = c0;
     R->d.st.wait_s = w0;
@@ -680,6 +731,8 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     int rc = 0;
     if (d->size > 1) {
         rc = hs_final_gather(d, R->zh, &R->tot, all, &avg);
+        /* every rank that is still there has ended its loop, its parts written */
+        if (rc == 0 && R->n_pending) rc = ckpt_try_commit(R);
     } else {
         all[0] = R->tot;
         all[0].present = 1;
@@ -838,6 +891,7 @@ int hs_train_in(const hs_train_opts_t *o, hs_boot_t *boot, hs_exec_t *x, hs_trai
         if (ckpt_period > 0 && done % ckpt_period == 0 && done < T &&
             (rc = checkpoint_point(&R, done)) < 0)
             goto out;
+        if (R.n_pending && (rc = ckpt_try_commit(&R)) < 0) goto out;
         if (R.ec) {
             double te0 = hs_exec_now(R.x);
             if ((rc = evalc_poll(&R)) < 0) goto out;

@@ -123,19 +123,25 @@ static int check_graph(const hs_train_opts_t *o, const hs_algo_ops_t *ops, int r
     return flag_err(rc, "--graph", o->graph);
 }
 
-/* --resume DIR: the checkpoint of rank 0 (every job has one) readable before the job is
- * known, every rank's once it is. */
+/* --resume DIR: DIR/ckpt readable before the job is known; a complete checkpoint set for the
+ * job's ranks once it is (hs_ckpt_set_find: refused with the ranks and iterations found). */
 static int check_resume(const hs_train_opts_t *o, int ranks)
 {
     if (!o->resume || !*o->resume) return 0;
-    for (int r = 0; r < (ranks > 0 ? ranks : 1); r++) {
-        char path[4096];
-        HS_TRY(flag_err(hs_ckpt_path(path, sizeof path, o->resume, r), "--resume", o->resume));
-        if (access(path, R_OK) != 0) {
-            int e = errno;
-            return HS_ERR(-e, "--resume %s: cannot read the checkpoint of rank %d, %s: %s",
-                          o->resume, r, path, strerror(e));
-        }
+    if (ranks > 0) {
+        long it = 0;
+        int rc = hs_ckpt_set_check(o->resume, ranks, &it);
+        if (rc < 0) hs_error_prefix("--resume %s", o->resume);
+        return rc;
+    }
+    char path[4096];
+    int len = snprintf(path, sizeof path, "%s/ckpt", o->resume);
+    if (len < 0 || (size_t)len >= sizeof path)
+        return HS_ERR(-ENAMETOOLONG, "--resume %s: path too long", o->resume);
+    if (access(path, R_OK | X_OK) != 0) {
+        int e = errno;
+        return HS_ERR(-e, "--resume %s: cannot read the checkpoint directory %s: %s", o->resume,
+                      path, strerror(e));
     }
     return 0;
 }

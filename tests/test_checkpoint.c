@@ -2,13 +2,16 @@
  * tests/test_checkpoint.c — checkpoints of `hearsay train`: the file format (round trip,
  * rejection of corrupt, truncated, foreign and mismatched files with messages naming the file),
  * hs_worker_seek against a worker that really ran, and end-to-end resume through
- * `hearsay run -n N -- hearsay train --checkpoint-every E` then `--resume DIR` ($HS_BIN).
+ * `hearsay run -n N -- hearsay train --checkpoint-every E` then `--resume DIR` ($HS_BIN),
+ * checkpoint sets found or refused (test_set_find) and kill -9 of a whole SGP job during its
+ * checkpoints, resumed consistently (test_kill_whole_job).
  */
 #include "hearsay/checkpoint.h"
 #include "hearsay/common.h"
 #include "hearsay/rng.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +38,14 @@
 static int run_job(int n, const char *dir, const char *args, double limit_s)
 {
     return tr_train_job(n, NULL, dir, args, limit_s, NULL);
+}
+
+/* DIR's part for `rank` in the newest complete checkpoint set of a `size`-rank job. */
+static void set_part(char *p, size_t cap, const char *dir, int rank, int size)
+{
+    long it = -1;
+    ck_assert_msg(hs_ckpt_set_find(dir, size, &it, NULL) == 0, "%s", hs_last_error());
+    ck_assert_int_eq(hs_ckpt_part_path(p, cap, dir, rank, it), 0);
 }
 
 /* The iteration of the first data row of DIR/rank-R.csv (-1 when none). */
@@ -213,6 +224,140 @@ START_TEST(test_file_rejected)
 }
 END_TEST
 
+/* Write rank r's part of a 4-rank set at iteration it under dir (make_ckpt's contents). */
+static void put_part(const char *dir, int r, long it)
+{
+    char p[PATH_MAX + 64];
+    hs_ckpt_t c;
+    make_ckpt(&c, 50);
+    c.rank = r;
+    c.size = 4;
+    c.iteration = it;
+    c.params[0] = (float)(r + it); /* each part its own checksum */
+    ck_assert_int_eq(hs_ckpt_part_path(p, sizeof p, dir, r, it), 0);
+    ck_assert_int_eq(hs_ckpt_write(p, &c), 0);
+    hs_ckpt_free(&c);
+}
+
+/* Refusal of hs_ckpt_set_find(dir, 4): -ENOENT and every needle in the message. */
+static void refused(const char *dir, const char *const *needles)
+{
+    long it = -1;
+    ck_assert_int_eq(hs_ckpt_set_find(dir, 4, &it, NULL), -ENOENT);
+    for (; *needles; needles++)
+        ck_assert_msg(strstr(hs_last_error(), *needles), "no '%s' in: %s", *needles,
+                      hs_last_error());
+}
+
+/* Checkpoint sets (issue 28): parts at different iterations (kill -9 of a whole job between
+ * two ranks' writes) without a manifest, a manifest naming a missing, foreign or corrupt part,
+ * are refused with the ranks and iterations found; a complete older set is taken over a newer
+ * incomplete one; the single-file layout is read only when every rank is at one iteration. */
+START_TEST(test_set_find)
+{
+    char dir[PATH_MAX], p[PATH_MAX + 64], q[PATH_MAX + 64];
+    tr_workdir_path(dir, sizeof dir, "sets");
+    tr_rm_rf(dir);
+    snprintf(p, sizeof p, "%s/ckpt", dir);
+    ck_assert_int_eq(hs_mkdir_p(p), 0);
+    long it = -1;
+    /* 1872/1872/1878/1878 and no manifest: the mix of the issue */
+    for (int r = 0; r < 4; r++) put_part(dir, r, r < 2 ? 1872 : 1878);
+    refused(dir, (const char *const[]){"no complete checkpoint set", "rank 0 at 1872",
+                                       "rank 2 at 1878", "rank 3 at 1878", NULL});
+    /* a manifest at 1872 whose rank-2 and rank-3 parts are missing: refused (checked by hand:
+     * hs_ckpt_set_commit refuses to name a missing part) */
+    ck_assert_int_lt(hs_ckpt_set_commit(dir, 4, 1872), 0);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "rank-2.it-1872.bin"));
+    /* the set at 1872 completed and committed: taken, though two ranks have a later part */
+    put_part(dir, 2, 1872);
+    put_part(dir, 3, 1872);
+    ck_assert_int_eq(hs_ckpt_set_commit(dir, 4, 1872), 0);
+    ck_assert_int_eq(hs_ckpt_set_find(dir, 4, &it, NULL), 0);
+    ck_assert_int_eq(it, 1872);
+    /* a manifest at 1878, then rank 1's part lost: 1878 is incomplete, 1872 is gone (removed
+     * once 1878's manifest was durable) -> refused, naming the set and what it lacks */
+    put_part(dir, 0, 1878);
+    put_part(dir, 1, 1878);
+    ck_assert_int_eq(hs_ckpt_set_commit(dir, 4, 1878), 0);
+    ck_assert_int_eq(hs_ckpt_part_path(q, sizeof q, dir, 0, 1872), 0);
+    ck_assert_int_ne(access(q, F_OK), 0); /* the older set was removed */
+    ck_assert_int_eq(hs_ckpt_set_find(dir, 4, &it, NULL), 0);
+    ck_assert_int_eq(it, 1878);
+    ck_assert_int_eq(hs_ckpt_part_path(q, sizeof q, dir, 1, 1878), 0);
+    ck_assert_int_eq(unlink(q), 0);
+    refused(dir, (const char *const[]){"set 1878: rank 1's part missing", "rank 1 at (none)",
+                                       "rank 0 at 1878", NULL});
+    /* the part back, but another one (another run's rank 1 at 1878): not the manifest's */
+    hs_ckpt_t c;
+    make_ckpt(&c, 50);
+    c.rank = 1;
+    c.size = 4;
+    c.iteration = 1878;
+    ck_assert_int_eq(hs_ckpt_write(q, &c), 0);
+    refused(dir, (const char *const[]){"set 1878: rank 1's part is not the one", NULL});
+    /* the right one back, then a byte of its payload flipped: checksum */
+    c.params[0] = (float)(1 + 1878);
+    ck_assert_int_eq(hs_ckpt_write(q, &c), 0);
+    ck_assert_int_eq(hs_ckpt_set_find(dir, 4, &it, NULL), 0);
+    hs_ckpt_free(&c);
+    FILE *f = fopen(q, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, (long)sizeof(hs_ckpt_hdr_t) + 7, SEEK_SET);
+    fputc(0x5a, f);
+    fclose(f);
+    refused(dir, (const char *const[]){"set 1878: rank 1's part invalid", "checksum", NULL});
+    /* (the check before a job reads headers only: it takes the set, the load refuses it) */
+    ck_assert_int_eq(hs_ckpt_set_check(dir, 4, &it), 0);
+    ck_assert_int_eq(it, 1878);
+    /* a manifest whose text was altered: corrupt */
+    put_part(dir, 1, 1878);
+    ck_assert_int_eq(hs_ckpt_manifest_path(p, sizeof p, dir, 1878), 0);
+    size_t n = 0;
+    char *m = tr_slurp(p, &n);
+    ck_assert_ptr_nonnull(m);
+    char *sz = strstr(m, "size 4");
+    ck_assert_ptr_nonnull(sz);
+    sz[5] = '5';
+    f = fopen(p, "wb");
+    fwrite(m, 1, n, f);
+    fclose(f);
+    free(m);
+    refused(dir, (const char *const[]){"set 1878: manifest refused", "is corrupt", NULL});
+    /* a run that commits 1866 in this directory drops the manifest of 1878 (another run's) */
+    for (int r = 0; r < 4; r++) put_part(dir, r, 1866);
+    ck_assert_int_eq(hs_ckpt_set_commit(dir, 4, 1866), 0);
+    ck_assert_int_ne(access(p, F_OK), 0);
+    ck_assert_int_eq(hs_ckpt_set_find(dir, 4, &it, NULL), 0);
+    ck_assert_int_eq(it, 1866);
+    /* the single-file layout: every rank at one iteration is read; a mix is refused */
+    tr_rm_rf(dir);
+    snprintf(p, sizeof p, "%s/ckpt", dir);
+    ck_assert_int_eq(hs_mkdir_p(p), 0);
+    for (int r = 0; r < 4; r++) {
+        make_ckpt(&c, 50);
+        c.rank = r;
+        c.size = 4;
+        c.iteration = r == 3 ? 1878 : 1872;
+        ck_assert_int_eq(hs_ckpt_path(p, sizeof p, dir, r), 0);
+        ck_assert_int_eq(hs_ckpt_write(p, &c), 0);
+        hs_ckpt_free(&c);
+    }
+    refused(dir, (const char *const[]){"rank-0.bin at 1872", "rank-3.bin at 1878", NULL});
+    make_ckpt(&c, 50);
+    c.rank = 3;
+    c.size = 4;
+    c.iteration = 1872;
+    ck_assert_int_eq(hs_ckpt_write(p, &c), 0);
+    hs_ckpt_free(&c);
+    int legacy = 0;
+    ck_assert_int_eq(hs_ckpt_set_find(dir, 4, &it, &legacy), 0);
+    ck_assert_int_eq(it, 1872);
+    ck_assert_int_eq(legacy, 1);
+    tr_rm_rf(dir);
+}
+END_TEST
+
 /* hs_worker_seek(k) then one gradient sees the batch iteration k of a worker that ran from the
  * start (lr 0: the parameters never move, so equal losses mean equal batches), across epoch
  * boundaries and the refills of a small non-IID shard, with the last partial batch dropped
@@ -277,14 +422,16 @@ START_TEST(test_resume_huge_iteration)
     int rc = run_job(0, a, TASK " --epochs 2 --checkpoint-every 1", 30);
     if (rc) tr_show_log(a);
     ck_assert_int_eq(rc, 0);
-    snprintf(p, sizeof p, "%s/ckpt/rank-0.bin", a);
+    set_part(p, sizeof p, a, 0, 1);
     const long its[] = {1L << 62, 1000000000000L};
     const char *want[] = {"impossible", "past the end of this run"};
     hs_ckpt_t c;
     ck_assert_int_eq(hs_ckpt_read(p, &c), 0);
     for (int i = 0; i < 2; i++) {
-        c.iteration = its[i];
+        c.iteration = its[i]; /* a set of its own: the part and its manifest */
+        ck_assert_int_eq(hs_ckpt_part_path(p, sizeof p, a, 0, its[i]), 0);
         ck_assert_int_eq(hs_ckpt_write(p, &c), 0);
+        ck_assert_int_eq(hs_ckpt_set_commit(a, 1, its[i]), 0);
         snprintf(args, sizeof args, TASK " --epochs 2 --resume '%s'", a);
         double el = 0;
         rc = tr_train_job(0, NULL, b, args, 20, &el);
@@ -293,7 +440,7 @@ START_TEST(test_resume_huge_iteration)
                       tr_status_text(rc));
         ck_assert_msg(el < 5, "refusing iteration %ld took %.1f s", its[i], el);
         ck_assert_msg(tr_log_has(b, want[i]), "no '%s' in the error", want[i]);
-        ck_assert(tr_log_has(b, "ckpt/rank-0.bin"));
+        ck_assert(tr_log_has(b, "ckpt/rank-0.it-"));
     }
     hs_ckpt_free(&c);
 }
@@ -326,7 +473,7 @@ static void resume_exact(const char *algo, const char *name)
     int rc = run_job(2, a, args, 30);
     if (rc) tr_show_log(a);
     ck_assert_int_eq(rc, 0);
-    snprintf(p, sizeof p, "%s/ckpt/rank-1.bin", a);
+    set_part(p, sizeof p, a, 1, 2);
     hs_ckpt_t c;
     ck_assert_int_eq(hs_ckpt_read(p, &c), 0);
     long ipe = (long)tr_summary_num(a, "iterations") / 3;
@@ -379,7 +526,7 @@ START_TEST(test_bn_local_and_resumed)
     ck_assert_int_eq(rc, 0);
     hs_ckpt_t c[2];
     for (int r = 0; r < 2; r++) {
-        snprintf(p, sizeof p, "%s/ckpt/rank-%d.bin", a, r);
+        set_part(p, sizeof p, a, r, 2);
         ck_assert_int_eq(hs_ckpt_read(p, &c[r]), 0);
         ck_assert_uint_eq(c[r].bn_len, 64); /* 32 means, 32 variances */
     }
@@ -430,10 +577,11 @@ START_TEST(test_resume_mismatch)
     if (rc) tr_show_log(a);
     ck_assert_int_eq(rc, 0);
     snprintf(args, sizeof args, TASK " --algo allreduce --epochs 2 --resume '%s'", a);
-    ck_assert_int_ne(run_job(3, b, args, 30), 0); /* 3 ranks: rank-2.bin is missing */
-    ck_assert(tr_log_has(b, "ckpt/rank-"));
+    ck_assert_int_ne(run_job(3, b, args, 30), 0); /* 3 ranks: the set holds 2 */
+    ck_assert(tr_log_has(b, "no complete checkpoint set"));
+    ck_assert(tr_log_has(b, "manifest of 2 ranks"));
     ck_assert_int_ne(run_job(0, b, TASK " --epochs 2 --resume nowhere", 30), 0);
-    ck_assert(tr_log_has(b, "nowhere/ckpt/rank-0.bin"));
+    ck_assert(tr_log_has(b, "nowhere/ckpt"));
     snprintf(args, sizeof args, TASK " --algo sgp --epochs 2 --resume '%s'", a);
     ck_assert_int_ne(run_job(2, b, args, 30), 0);
     ck_assert(tr_log_has(b, "written by --algo allreduce"));
@@ -441,6 +589,20 @@ START_TEST(test_resume_mismatch)
     ck_assert_int_ne(run_job(2, b, args, 30), 0);
     ck_assert(tr_log_has(b, "velocity"));
     ck_assert_int_ne(run_job(0, b, TASK " --checkpoint-every -1", 30), 0);
+    /* a mixed set (rank 1's part at another iteration, as a kill between two ranks' writes
+     * leaves it): refused end to end, naming the ranks and iterations, never resumed */
+    long it = -1;
+    char p[PATH_MAX + 64], q[PATH_MAX + 64], want[64];
+    ck_assert_int_eq(hs_ckpt_set_find(a, 2, &it, NULL), 0);
+    ck_assert_int_eq(hs_ckpt_part_path(p, sizeof p, a, 1, it), 0);
+    ck_assert_int_eq(hs_ckpt_part_path(q, sizeof q, a, 1, it - 1), 0);
+    ck_assert_int_eq(rename(p, q), 0);
+    snprintf(args, sizeof args, TASK " --algo allreduce --epochs 2 --resume '%s'", a);
+    ck_assert_int_ne(run_job(2, b, args, 30), 0);
+    ck_assert(tr_log_has(b, "no complete checkpoint set"));
+    snprintf(want, sizeof want, "rank 0 at %ld; rank 1 at %ld", it, it - 1);
+    ck_assert_msg(tr_log_has(b, want), "no '%s' in the refusal", want);
+    ck_assert(!tr_log_has(b, "summary"));
 }
 END_TEST
 
@@ -458,7 +620,7 @@ START_TEST(test_adpsgd_resume)
     ck_assert_int_eq(rc, 0);
     long ipe = (long)tr_summary_num(a, "iterations") / 3;
     for (int r = 0; r < 4; r++) {
-        snprintf(p, sizeof p, "%s/ckpt/rank-%d.bin", a, r);
+        set_part(p, sizeof p, a, r, 4);
         hs_ckpt_t c;
         ck_assert_int_eq(hs_ckpt_read(p, &c), 0);
         ck_assert_str_eq(c.algo, "adpsgd");
@@ -474,6 +636,108 @@ START_TEST(test_adpsgd_resume)
     double la = tr_summary_num(a, "final_test_loss"), lb = tr_summary_num(b, "final_test_loss");
     ck_assert_msg(la < 0.5 && lb < 0.5, "losses %g (full) and %g (resumed): not trained", la, lb);
     ck_assert(!tr_log_has(b, "failed"));
+}
+END_TEST
+
+/* The newest part of each of 4 ranks in DIR/ckpt (-1: none) and whether a manifest is there. */
+static int newest_parts(const char *dir, long newest[4])
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/ckpt", dir);
+    for (int r = 0; r < 4; r++) newest[r] = -1;
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int manifest = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        int r = -1, n = 0;
+        long it = -1;
+        if (sscanf(e->d_name, "rank-%d.it-%ld.bin%n", &r, &it, &n) == 2 && !e->d_name[n] &&
+            r >= 0 && r < 4 && it > newest[r])
+            newest[r] = it;
+        manifest |= strncmp(e->d_name, "set-", 4) == 0 && strstr(e->d_name, ".manifest") &&
+                    !strstr(e->d_name, ".tmp");
+    }
+    closedir(d);
+    return manifest;
+}
+
+#define KILL_TASK TASK " --algo sgp --epochs 20"
+#define KILLS     10
+
+/* kill -9 of the whole job (launcher and every rank) at random moments while an SGP job takes
+ * a checkpoint every 2 iterations (issue 28): each time a complete set is left (the previous
+ * one is kept until the next manifest is durable), and the run resumed from it is consistent:
+ * the push-sum weights sum to 4 within 1e-6 and the run is healthy. The kills that left ranks'
+ * newest parts at different iterations (what the single-file layout resumed as a mix) are
+ * counted and printed. HS_TEST_KILLS overrides the number of kills. */
+START_TEST(test_kill_whole_job)
+{
+    char dir[PATH_MAX], res[PATH_MAX], log[PATH_MAX + 8], args[1024];
+    tr_workdir_path(dir, sizeof dir, "kill_job");
+    tr_workdir_path(res, sizeof res, "kill_resumed");
+    snprintf(log, sizeof log, "%s.log", dir);
+    int kills = KILLS;
+    const char *ev = getenv("HS_TEST_KILLS");
+    if (ev && atoi(ev) > 0) kills = atoi(ev);
+    hs_rng_t rng;
+    uint64_t seed = (uint64_t)getpid() ^ (uint64_t)(hs_now() * 1e6);
+    hs_rng_seed(&rng, seed, 28);
+    int mixed = 0, sets = 0;
+    double t_start = hs_now();
+    for (int k = 0; k < kills; k++) {
+        tr_rm_rf(dir);
+        tr_args_t a;
+        tr_args_init(&a);
+        tr_args_add(&a, tr_hearsay());
+        tr_args_split(&a, "run -n 4 --");
+        tr_args_add(&a, tr_hearsay());
+        tr_args_split(&a, "train " KILL_TASK " --checkpoint-every 0.125 --out");
+        tr_args_add(&a, dir);
+        tr_opts_t o = {.log = log};
+        tr_job_t j;
+        ck_assert_int_eq(tr_start(&j, TR_ARGV(&a), &o), 0);
+        tr_args_free(&a);
+        /* the first set committed, then a random moment of the run's checkpointing */
+        long newest[4];
+        int seen = 0;
+        for (double t0 = hs_now(); !seen && hs_now() - t0 < 30; hs_sleep(0.002))
+            seen = newest_parts(dir, newest);
+        double delay = 0.8 * hs_rng_uniform(&rng);
+        hs_sleep(delay);
+        int st = tr_finish(&j, 0); /* SIGKILL to the launcher and every rank */
+        tr_job_free(&j);
+        ck_assert_msg(seen, "kill %d: no checkpoint set appeared", k);
+        if (st != TR_TIMEOUT) {
+            /* the run ended before the kill (a loaded machine is slow to start, then fast) */
+            printf("kill %d: the job ended by itself (%s) after %.3f s\n", k, tr_status_text(st),
+                   delay);
+            continue;
+        }
+        newest_parts(dir, newest);
+        int mix = newest[0] != newest[1] || newest[1] != newest[2] || newest[2] != newest[3];
+        mixed += mix;
+        long it = -1;
+        int rc = hs_ckpt_set_find(dir, 4, &it, NULL);
+        printf("kill %d after %.3f s: newest parts %ld/%ld/%ld/%ld, set %ld\n", k, delay, newest[0],
+               newest[1], newest[2], newest[3], rc == 0 ? it : -1L);
+        ck_assert_msg(rc == 0, "kill %d: no complete set left: %s", k, hs_last_error());
+        sets++;
+        snprintf(args, sizeof args, KILL_TASK " --resume '%s'", dir);
+        rc = run_job(4, res, args, 60);
+        if (rc) tr_show_log(res);
+        ck_assert_msg(rc == 0, "kill %d: resume from set %ld: %s", k, it, tr_status_text(rc));
+        ck_assert_int_eq(first_row(res, 0), it + 1);
+        double wsum = tr_summary_num(res, "ps_weight_sum");
+        ck_assert_msg(fabs(wsum - 4.0) < 1e-6,
+                      "kill %d: sum of weights after resume from %ld: "
+                      "%.9g, not 4",
+                      k, it, wsum);
+        ck_assert_msg(tr_summary_has(res, "\"health\": \"ok\""), "kill %d: health not ok", k);
+    }
+    printf("test_kill_whole_job: %d kills (seed %llu), %d left a complete set and resumed "
+           "consistently; %d left ranks' newest parts at different iterations; %.1f s\n",
+           kills, (unsigned long long)seed, sets, mixed, hs_now() - t_start);
+    ck_assert_int_gt(sets, 0);
 }
 END_TEST
 
@@ -518,6 +782,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_file_round_trip);
     tcase_add_test(tc, test_file_rejected);
     tcase_add_test(tc, test_worker_seek);
+    tcase_add_test(tc, test_set_find);
     suite_add_tcase(s, tc);
     /* end to end: `hearsay run ... hearsay train` */
     const char *why = tr_require(NULL);
@@ -533,6 +798,10 @@ static Suite *suite(void)
 #if HS_TEST_SGP_RESUME
     TR_ADD_TEST(tc, test_sgp_resume, why);
 #endif
+    suite_add_tcase(s, tc);
+    tc = tcase_create("kill");
+    tcase_set_timeout(tc, 240);
+    TR_ADD_TEST(tc, test_kill_whole_job, why);
     suite_add_tcase(s, tc);
     return s;
 }

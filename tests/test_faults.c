@@ -400,7 +400,7 @@ static int same_file(const char *p, const char *q)
     return same && n > 0;
 }
 
-/* 1 when DIR/ckpt holds a temporary file of a write in progress (rank-R.bin.tmp.PID). */
+/* 1 when DIR/ckpt holds a temporary file of a write in progress. */
 static int ckpt_tmp_exists(const char *dir)
 {
     char path[PATH_MAX + 16];
@@ -445,30 +445,33 @@ START_TEST(test_kill_during_checkpoint)
     tr_job_t j;
     ck_assert_int_eq(tr_start(&j, TR_ARGV(&a), &o), 0);
     tr_args_free(&a);
-    char p0[PATH_MAX + 32], p1[PATH_MAX + 32];
-    snprintf(p0, sizeof p0, "%s/ckpt/rank-0.bin", dir);
-    snprintf(p1, sizeof p1, "%s/ckpt/rank-1.bin", dir);
-    /* Both ranks' files in place and a temporary one: a later write is held before its
-     * rename (each rank renames its first one before it can start the next). */
+    /* A set committed (its manifest in place) and a temporary file: a later part is held
+     * before its rename (each rank passes the barrier after its first part before it can
+     * start the next, and rank 0 writes the manifest after that barrier). */
+    char m16[PATH_MAX + 32], m32[PATH_MAX + 32];
+    hs_ckpt_manifest_path(m16, sizeof m16, dir, 16);
+    hs_ckpt_manifest_path(m32, sizeof m32, dir, 32);
     int held = 0;
     for (double t0 = hs_now(); !held && hs_now() - t0 < 30; hs_sleep(0.005))
-        held = ckpt_tmp_exists(dir) && access(p0, F_OK) == 0 && access(p1, F_OK) == 0;
+        held = ckpt_tmp_exists(dir) && (access(m16, F_OK) == 0 || access(m32, F_OK) == 0);
     int st = tr_finish(&j, 0); /* SIGKILL to every process of the job */
     tr_job_free(&j);
     ck_assert_msg(held, "never saw a second checkpoint being written");
     ck_assert_msg(st == TR_TIMEOUT, "the job ended by itself (%s) instead of being killed",
                   tr_status_text(st));
     ck_assert_msg(ckpt_tmp_exists(dir), "no write was in progress when killed");
-    /* The checkpoint in place is whole and an earlier one (16 or 32: on a loaded machine the
+    /* The newest complete set is whole and an earlier one (16 or 32: on a loaded machine the
      * poll may see the second write only after it, but it is always one before the write
-     * that was killed), the same on both ranks. */
+     * that was killed): both parts read back at its iteration. */
     long at = -1;
+    ck_assert_msg(hs_ckpt_set_find(dir, 2, &at, NULL) == 0, "%s", hs_last_error());
+    ck_assert_msg(at == 16 || at == 32, "checkpoint set at %ld", at);
     for (int r = 0; r < 2; r++) {
+        char p[PATH_MAX + 32];
         hs_ckpt_t c;
-        ck_assert_int_eq(hs_ckpt_read(r ? p1 : p0, &c), 0);
-        ck_assert_msg(c.iteration == 16 || c.iteration == 32, "checkpoint at %ld", c.iteration);
-        ck_assert(at < 0 || c.iteration == at);
-        at = c.iteration;
+        ck_assert_int_eq(hs_ckpt_part_path(p, sizeof p, dir, r, at), 0);
+        ck_assert_int_eq(hs_ckpt_read(p, &c), 0);
+        ck_assert_int_eq(c.iteration, at);
         hs_ckpt_free(&c);
     }
     snprintf(args, sizeof args, CKPT_TASK " --resume '%s'", dir);

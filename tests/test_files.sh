@@ -54,7 +54,9 @@ mkdir -p "$run/ckpt"
 outs="config.ini rank-0.csv rank-1.csv rank-0-eval.csv rank-1-eval.csv eval.csv summary.json
     sim.json consensus.csv rank-1-lost.json rank-0-ps-failed.csv"
 for n in $outs; do plant "$run/$n"; done
-plant "$run/rank-1-lost.json.tmp" "$run/ckpt/rank-0.bin" "$run/ckpt/rank-1.bin"
+ckpts="$run/ckpt/rank-0.it-16.bin $run/ckpt/rank-1.it-16.bin $run/ckpt/set-16.manifest"
+# shellcheck disable=SC2086
+plant "$run/rank-1-lost.json.tmp" $ckpts
 plant "$tmp/t.json" "$tmp/t.json.rank0" "$tmp/t.json.rank0.tmp"
 # The old temporary of a checkpoint was rank-R.bin.tmp.PID: the exec keeps the shell's PID.
 # shellcheck disable=SC2086
@@ -67,8 +69,7 @@ else
 fi
 check_victim "hearsay sim --out --checkpoint-every --trace"
 # shellcheck disable=SC2086
-own_file $(for n in $outs; do echo "$run/$n"; done) "$run/ckpt/rank-0.bin" "$run/ckpt/rank-1.bin" \
-    "$tmp/t.json" "$tmp/t.json.rank0"
+own_file $(for n in $outs; do echo "$run/$n"; done) $ckpts "$tmp/t.json" "$tmp/t.json.rank0"
 no_temporaries "$run" "$tmp/t.json.rank0"
 rm -f "$run"/ckpt/*.tmp* "$run"/*.tmp "$tmp"/t.json*
 
@@ -178,6 +179,10 @@ mkdir -p "$tmp/res/ckpt"
 mkfifo "$tmp/res/ckpt/rank-0.bin" "$tmp/res/ckpt/rank-1.bin"
 # shellcheck disable=SC2086
 refused "--resume with FIFO parts" "$bin" sim -n 2 $common --resume "$tmp/res"
+mkdir -p "$tmp/res2/ckpt"
+mkfifo "$tmp/res2/ckpt/set-16.manifest"
+# shellcheck disable=SC2086
+refused "--resume with a FIFO manifest" "$bin" sim -n 2 $common --resume "$tmp/res2"
 refused "topo --graph file:FIFO" "$bin" topo --graph "file:$tmp/fifo" --n 4
 # --trace to a device: refused at start, before any training. (Only while /dev/full is the
 # device: the old code, run as root, unlinked /dev/full when the write at the end failed.)

@@ -296,11 +296,13 @@ static hs_option_t train_options[] = {
      .range = "[0, 100000]",
      .group = "Checkpoints",
      .metavar = "EPOCHS",
-     .help = "write DIR/ckpt/rank-R.bin (--out DIR) every this many epochs (0: never)"},
+     .help = "write a checkpoint set (--out DIR: DIR/ckpt/rank-R.it-ITER.bin, then "
+             "set-ITER.manifest) every this many epochs (0: never)"},
     {.name = "resume",
      .type = HS_OPT_STRING,
      .metavar = "DIR",
-     .help = "continue from DIR/ckpt/rank-R.bin (DIR: an earlier run's --out) at its iteration"},
+     .help = "continue from the newest complete checkpoint set in DIR/ckpt (DIR: an earlier "
+             "run's --out) at its iteration"},
     {.name = "out",
      .type = HS_OPT_STRING,
      .group = "Output",

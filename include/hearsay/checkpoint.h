@@ -2,8 +2,10 @@
  * hearsay/checkpoint.h — checkpoints of one rank of `hearsay train` (--checkpoint-every,
  * --resume).
  *
- * One file per rank, DIR/ckpt/rank-R.bin, written atomically (a temporary file, fsync,
- * rename). Layout (little-endian, the host's float32):
+ * One file per rank and checkpoint, DIR/ckpt/rank-R.it-ITER.bin, written atomically (a
+ * temporary file, fsync, rename, fsync of the directory), and one manifest per job-wide set,
+ * DIR/ckpt/set-ITER.manifest (below: hs_ckpt_set_*). The single-file layout of earlier versions,
+ * DIR/ckpt/rank-R.bin, is read only. Layout of a part (little-endian, the host's float32):
  *
  *     hs_ckpt_hdr_t (88 bytes)    magic "HSCK", version 2, rank, size, iteration, algo name,
  *                                 num_params, byte sizes of the four sections, checksum
@@ -84,16 +86,37 @@ int hs_ckpt_write(const char *path, const hs_ckpt_t *c);
 int hs_ckpt_read(const char *path, hs_ckpt_t *c);
 void hs_ckpt_free(hs_ckpt_t *c);
 
+/* Checkpoint sets (docs/algorithms.md, "Checkpoints"). A job-wide checkpoint at ITER is one
+ * part per rank, DIR/ckpt/rank-R.it-ITER.bin (hs_ckpt_write: synced), and then, once every
+ * part is durable, one manifest DIR/ckpt/set-ITER.manifest (rank 0) naming ITER, the job's
+ * size, the algorithm and each part's checksum. --resume trusts the manifest only. */
+int hs_ckpt_part_path(char *buf, size_t cap, const char *dir, int rank, long iteration);
+int hs_ckpt_manifest_path(char *buf, size_t cap, const char *dir, long iteration);
+/* Rank 0, after every rank's part at `iteration` is durable: check each part's header (rank,
+ * size, iteration), write the manifest (synced), then remove the older sets (manifests
+ * first) and the single-file layout's rank-R.bin. */
+int hs_ckpt_set_commit(const char *dir, int size, long iteration);
+/* The newest complete set of a `size`-rank job in DIR/ckpt: its manifest whole, every part
+ * present, at the manifest's iteration, with the manifest's checksum, and whole (checksum of
+ * the payload). *legacy 1 when it is the single-file layout (no manifest anywhere, every
+ * rank-R.bin whole at one iteration). None: -ENOENT with a message naming each rank's parts
+ * and their iterations. Never mixes iterations. */
+int hs_ckpt_set_find(const char *dir, int size, long *iteration, int *legacy);
+/* hs_ckpt_set_find reading the parts' headers only (their payload's checksum is not verified):
+ * the check before a job starts (the load verifies in full). */
+int hs_ckpt_set_check(const char *dir, int size, long *iteration);
+
 /* Save rank `rank` of `size`: the worker's parameters and velocity and the algorithm's state
- * (a may be NULL or have no state slots), at `iteration`, to DIR/ckpt/rank-R.bin (creating
- * DIR/ckpt). The caller drains the algorithm first. */
+ * (a may be NULL or have no state slots), at `iteration`, to DIR/ckpt/rank-R.it-ITER.bin
+ * (creating DIR/ckpt). The caller drains the algorithm first, and commits the set
+ * (hs_ckpt_set_commit) once every rank's part is written. */
 int hs_ckpt_save_run(const char *dir, int rank, int size, long iteration, hs_worker_t *w,
                      const hs_algo_ops_t *ops, hs_algo_t *a);
-/* Load DIR/ckpt/rank-R.bin into the worker (parameters, velocity, data position: O(1) in the
- * iteration) and the algorithm (state_load); *iteration gets the saved iteration. Checks the
- * iteration against the run's `total_iters` first (> 0; a checkpoint past the end is refused
- * before anything is restored), then rank, size, algorithm, parameter count, velocity and
- * state sizes; errors name the file and what differs. */
+/* Load rank R's part of the newest complete set (hs_ckpt_set_find) into the worker (parameters,
+ * velocity, data position: O(1) in the iteration) and the algorithm (state_load); *iteration gets
+ * the saved iteration. Checks the iteration against the run's `total_iters` first (> 0; a
+ * checkpoint past the end is refused before anything is restored), then rank, size, algorithm,
+ * parameter count, velocity and state sizes; errors name the file and what differs. */
 int hs_ckpt_load_run(const char *dir, int rank, int size, hs_worker_t *w, const hs_algo_ops_t *ops,
                      hs_algo_t *a, long total_iters, long *iteration);
 

@@ -99,7 +99,7 @@ typedef struct hs_train_opts {
     /* Data already loaded from o->data, shared read-only by the workers of this process (the
      * simulator loads it once for every rank); NULL: each worker loads its own. */
     const hs_dataset_t *shared_train, *shared_test;
-    const char *resume; /* directory of a run whose ckpt/rank-R.bin to resume (NULL) */
+    const char *resume; /* directory of a run whose newest complete ckpt set to resume (NULL) */
     int keep_last;      /* --last-batch keep: each pass over a shard ends with its partial
                          * batch (PyTorch's DataLoader default) and an epoch is ceil(train
                          * samples / ranks / batch) iterations; 0 (drop, the default): the
