@@ -27,7 +27,10 @@
 #                 stragglers OUT/digits --target-loss 0.5`; per run: time to test loss 0.5 of
 #                 the averaged model (wall clock) and final test accuracy; the median and range
 #                 over the seeds. Wall clock on shared cores: checked for presence and format,
-#                 and that the README's median lies within 4x of this run's either way.
+#                 and that the README's median lies within 4x of this run's either way. The
+#                 accuracies (deterministic for a seed and a kernel: the straggler changes when
+#                 these synchronous algorithms step, not what they compute): the medians within
+#                 3 points (another kernel moves a single run by several points).
 #   sim-bench     "hearsay bench sim ... (1,024 workers: N s ...)": `hearsay bench sim
 #                 --overhead-n 0 --threads 2` R times, host seconds, median and range; checked
 #                 like the other wall-clock figures.
@@ -82,9 +85,15 @@ if [ "$only" != none ]; then
         >"$out/machine.tsv"
 fi
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
-echo "# readme_figures: $(date -u '+%Y-%m-%d %H:%M UTC'), ${cpu:-unknown CPU}, $(nproc) cores," \
-    "load average $(cut -d ' ' -f 1-3 /proc/loadavg 2>/dev/null), $("$BIN" --version 2>/dev/null |
-        head -n 1), reps $reps -> $out"
+if [ "$only" = none ]; then
+    echo "# readme_figures: checking $check against $fig (measured" \
+        "$(sed -n 's/^date\t//p' "$out/machine.tsv" 2>/dev/null), $(sed -n 's/^cpu\t//p' \
+            "$out/machine.tsv" 2>/dev/null))"
+else
+    echo "# readme_figures: $(date -u '+%Y-%m-%d %H:%M UTC'), ${cpu:-unknown CPU}, $(nproc)" \
+        "cores, load average $(cut -d ' ' -f 1-3 /proc/loadavg 2>/dev/null), $("$BIN" --version \
+            2>/dev/null | head -n 1), reps $reps -> $out"
+fi
 
 # KEY, then the values (median, min and max of them go to figures.tsv), UNIT last
 put() { # KEY UNIT VALUE...
