@@ -7,7 +7,7 @@
 # the wall-clock figures (8 processes on shared cores, the simulator's benchmark) are checked
 # for presence and format only (median inside its own range): measuring them takes minutes.
 # Exits 77 (skipped), saying why, without bash, /usr/bin/python3 with numpy, or the digits
-# file (python3-sklearn).
+# file (python3-sklearn), and in the sanitizer build. About 25 s of CPU.
 . "$(dirname "$0")/shlib.sh"
 src=${HS_SRCDIR:-$(dirname "$0")/..}
 bin=${HS_BIN:-./hearsay}
@@ -16,6 +16,13 @@ if ! command -v bash >/dev/null || [ ! -x "$py" ] || ! "$py" -c "import numpy" 2
     echo "test_readme_figures: skipped: needs bash and /usr/bin/python3 with numpy"
     exit 77
 fi
+case "${ASAN_OPTIONS:-}" in
+*log_path=*)
+    # the sanitizer build (scripts/test.sh --sanitize): figures are the plain build's to check
+    echo "test_readme_figures: skipped: a sanitizer build (the plain build's make check checks them)"
+    exit 77
+    ;;
+esac
 if ! msg=$("$bin" train --data digits --model logreg:784-10 --max-iters 1 --quiet 2>&1); then
     case $msg in
     *python3-sklearn*)
