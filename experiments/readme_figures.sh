@@ -31,7 +31,7 @@
 #                 accuracies (deterministic for a seed and a kernel: the straggler changes when
 #                 these synchronous algorithms step, not what they compute): the medians within
 #                 3 points (another kernel moves a single run by several points).
-#   sim-bench     "hearsay bench sim ... (1,024 workers: N s ...)": `hearsay bench sim
+#   sim-bench     "(1,024 workers, 2 host threads: N s (A–B), ...": `hearsay bench sim
 #                 --overhead-n 0 --threads 2` R times, host seconds, median and range; checked
 #                 like the other wall-clock figures.
 #   mnist-parity  step 1, "over 40 seeds Hearsay and PyTorch are N points apart": bench/
