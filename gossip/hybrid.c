@@ -58,6 +58,8 @@ typedef struct stash {
 typedef struct orphan {
     struct orphan *next;
     int sub;
+    uint32_t tag;
+    size_t cap; /* of buf, the receive's capacity */
     hs_treq_t *req;
     void *buf;
 } orphan_t;
@@ -89,6 +91,8 @@ typedef struct hyb {
     stash_t *stash, **stash_tail;
     orphan_t *orphans;
     int norphans[2];
+    int orphans_max[2]; /* high-water marks (hs_hybrid_orphans, the debug line at close) */
+    long reclaimed;     /* receives from any source served by an orphan instead of a post */
     struct hs_treq live;
 } hyb_t;
 
@@ -139,9 +143,14 @@ static void req_destroy(hyb_t *h, struct hs_treq *r)
     free(r);
 }
 
-/* Hand an incomplete receive posted into a private buffer to the orphan list (locked). */
-static void adopt_locked(hyb_t *h, int sub, hs_treq_t *req, void *buf)
+/* Hand r's incomplete receive on side `sub` (posted into its private buffer) to the orphan
+ * list; r no longer holds it (locked). */
+static void adopt_locked(hyb_t *h, struct hs_treq *r, int sub)
 {
+    hs_treq_t *req = r->sub[sub];
+    void *buf = r->pbuf[sub];
+    r->sub[sub] = NULL;
+    r->pbuf[sub] = NULL;
     orphan_t *o = malloc(sizeof *o);
     if (!o) { /* cannot keep it: cancel instead (the only place a message may be lost) */
         hs_transport_req_free(h->sub[sub], &req);
@@ -150,10 +159,36 @@ static void adopt_locked(hyb_t *h, int sub, hs_treq_t *req, void *buf)
     }
     o->next = h->orphans;
     o->sub = sub;
+    o->tag = r->tag;
+    o->cap = r->cap;
     o->req = req;
     o->buf = buf;
     h->orphans = o;
-    h->norphans[sub]++;
+    if (++h->norphans[sub] > h->orphans_max[sub]) h->orphans_max[sub] = h->norphans[sub];
+}
+
+/* An orphan on side `sub` that a new receive from any source with this tag and capacity can
+ * take over as its own posted receive (same tag, a buffer at least cap bytes): its receive and
+ * buffer move into *req and *buf. 1 when one was found. Locked.
+ *
+ * Without this, every receive from any source that completed on one side left its other side
+ * posted for good: a service that reposts its receives (the EASGD center) added one posted
+ * receive per message it took, so the backends' posted lists and the orphan list scanned on
+ * every poll grew with the run (docs/transport.md, "Receives from any source"). */
+static int reclaim_locked(hyb_t *h, int sub, uint32_t tag, size_t cap, hs_treq_t **req, void **buf)
+{
+    for (orphan_t **p = &h->orphans; *p; p = &(*p)->next) {
+        orphan_t *o = *p;
+        if (o->sub != sub || o->tag != tag || o->cap < cap) continue;
+        *p = o->next;
+        h->norphans[sub]--;
+        h->reclaimed++;
+        *req = o->req;
+        *buf = o->buf;
+        free(o);
+        return 1;
+    }
+    return 0;
 }
 
 static void stash_push_locked(hyb_t *h, int src, uint32_t tag, size_t len, void *buf)
@@ -251,10 +286,8 @@ static int req_poll(hyb_t *h, struct hs_treq *r, int *done, hs_tstatus_t *st)
             r->sub[k] = NULL;
             if (r->kind == K_ANY && r->sub[1 - k]) {
                 pthread_mutex_lock(&h->lock);
-                adopt_locked(h, 1 - k, r->sub[1 - k], r->pbuf[1 - k]);
+                adopt_locked(h, r, 1 - k);
                 pthread_mutex_unlock(&h->lock);
-                r->sub[1 - k] = NULL;
-                r->pbuf[1 - k] = NULL;
             }
             return rc;
         }
@@ -304,9 +337,7 @@ static int req_poll(hyb_t *h, struct hs_treq *r, int *done, hs_tstatus_t *st)
             stash_push_locked(h, r->st[o].source, r->st[o].tag, r->st[o].len, r->pbuf[o]);
             r->pbuf[o] = NULL;
         } else if (r->sub[o]) {
-            adopt_locked(h, o, r->sub[o], r->pbuf[o]);
-            r->sub[o] = NULL;
-            r->pbuf[o] = NULL;
+            adopt_locked(h, r, o);
         }
     }
     pthread_mutex_unlock(&h->lock);
@@ -368,13 +399,22 @@ static int hyb_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_
     if (s) {
         rc = deliver_stash(h, r, s, &r->st[0]);
     } else if (kind == K_ANY) {
+        /* Each side: an orphan left by an earlier receive with this tag, else a new post. */
         for (int k = 0; k < 2 && rc == 0; k++) {
+            pthread_mutex_lock(&h->lock);
+            int got = reclaim_locked(h, k, tag, cap, &r->sub[k], &r->pbuf[k]);
+            pthread_mutex_unlock(&h->lock);
+            if (got) continue;
             r->pbuf[k] = hs_malloc(cap ? cap : 1, "receive-from-any buffer");
             rc = r->pbuf[k] ? hs_transport_irecv(h->sub[k], HS_ANY_SOURCE, tag, r->pbuf[k], cap,
                                                  &r->sub[k])
                             : -ENOMEM;
         }
-        if (rc < 0 && r->sub[SUB_SHM]) hs_transport_req_free(h->sub[SUB_SHM], &r->sub[SUB_SHM]);
+        if (rc < 0 && r->sub[SUB_SHM]) { /* may be a reclaimed one: it stays an orphan */
+            pthread_mutex_lock(&h->lock);
+            adopt_locked(h, r, SUB_SHM);
+            pthread_mutex_unlock(&h->lock);
+        }
     } else {
         rc =
             hs_transport_irecv(h->sub[kind], sub_peer(h, kind, peer), tag, buf, cap, &r->sub[kind]);
@@ -538,10 +578,8 @@ static int hyb_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeou
                 if (wr < 0 && wr != -ETIMEDOUT) {
                     if (r->kind == K_ANY && r->sub[1 - k]) {
                         pthread_mutex_lock(&h->lock);
-                        adopt_locked(h, 1 - k, r->sub[1 - k], r->pbuf[1 - k]);
+                        adopt_locked(h, r, 1 - k);
                         pthread_mutex_unlock(&h->lock);
-                        r->sub[1 - k] = NULL;
-                        r->pbuf[1 - k] = NULL;
                     }
                     free(subs);
                     return finish(h, reqs, i, wr, NULL, index, st);
@@ -597,11 +635,8 @@ static void hyb_req_free(hs_transport_t *t, hs_treq_t **req)
     pthread_mutex_lock(&h->lock);
     for (int k = 0; k < 2; k++) {
         if (!r->sub[k]) continue;
-        if (r->kind == K_ANY) { /* private buffer: keep receiving, nothing is lost */
-            adopt_locked(h, k, r->sub[k], r->pbuf[k]);
-            r->pbuf[k] = NULL;
-            r->sub[k] = NULL;
-        }
+        if (r->kind == K_ANY) /* private buffer: keep receiving, nothing is lost */
+            adopt_locked(h, r, k);
     }
     pthread_mutex_unlock(&h->lock);
     for (int k = 0; k < 2; k++)
@@ -818,6 +853,17 @@ int hs_hybrid_create(hs_transport_t *t, const hs_transport_opts_t *o, const int 
     return 0;
 }
 
+void hs_hybrid_orphans(hs_transport_t *t, int now[2], int max[2])
+{
+    hyb_t *h = t->impl;
+    pthread_mutex_lock(&h->lock);
+    for (int k = 0; k < 2; k++) {
+        if (now) now[k] = h->norphans[k];
+        if (max) max[k] = h->orphans_max[k];
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
 const char *hs_hybrid_pair_provider(const hs_transport_t *t, int same_host)
 {
     const hyb_t *h = t->impl;
@@ -908,6 +954,9 @@ static void hyb_close(hs_transport_t *t)
 {
     hyb_t *h = t->impl;
     if (!h) return;
+    HS_DEBUG("rank %d: hybrid transport: at most %d hsshm and %d libfabric receives from any "
+             "source kept as orphans; %ld taken over by later receives",
+             t->rank, h->orphans_max[SUB_SHM], h->orphans_max[SUB_FAB], h->reclaimed);
     while (h->orphans) {
         orphan_t *o = h->orphans;
         h->orphans = o->next;

@@ -54,6 +54,9 @@ int hs_pid_gone(unsigned pid);
 extern const hs_transport_ops_t hs_hybrid_ops;
 int hs_hybrid_create(hs_transport_t *t, const hs_transport_opts_t *o, const int *host_of,
                      const char *inter);
+/* Receives from any source the hybrid keeps as orphans on its hsshm [0] and libfabric [1]
+ * sides: now and the most at once (tests: they stay bounded by the receives posted). */
+void hs_hybrid_orphans(hs_transport_t *t, int now[2], int max[2]);
 /* The backend the hybrid uses for same-host (1) or other-host (0) pairs. */
 const char *hs_hybrid_pair_provider(const hs_transport_t *t, int same_host);
 
