@@ -5,8 +5,10 @@
  * hsshm within a host, tcp across): messages to every peer with a mixed waitany, receives
  * from any source under load (a pool of them: the orphan/stash path), probes, a directed
  * receive after a receive from any source took another message, windows, liveness and
- * timeouts naming the peers, and link shaping per pair on both backends. The namespace test (two
- * real network stacks) is tests/test_hosts.sh.
+ * timeouts naming the peers, link shaping per pair on both backends, and a service's pool of
+ * receives from any source reposted 1,200 times (the orphans it leaves stay bounded). The
+ * namespace tests (two real network stacks) are tests/test_hosts.sh and
+ * tests/test_easgd_hosts.sh.
  */
 #include "gossip/transport_impl.h"
 #include "hearsay/common.h"
@@ -395,6 +397,77 @@ START_TEST(test_world_hybrid_peer_death)
 }
 END_TEST
 
+/* A service's pool, as the EASGD center keeps one (runtime/exec_threads.c): rank 0 holds SVC
+ * receives from any source, each reposted as soon as its message is handled, while ranks 1
+ * (same host) and 2, 3 (other host) send it SVC_MSGS messages each. Every message comes once,
+ * whole; and the receives the hybrid keeps posted stay bounded by the pool: a receive from any
+ * source that completes on one side leaves its other side as an orphan, and the repost takes
+ * it over. Before that, each message left one more posted receive behind (over 1,000 here;
+ * the EASGD center slowed 305 -> 110 it/s over 1000 iterations, docs/transport.md). */
+#define SVC      8
+#define SVC_MSGS 400
+#define SVC_TAG  11u
+static int service_pool(hs_transport_t *t, void *arg)
+{
+    (void)arg;
+    int me = hs_transport_rank(t), n = hs_transport_size(t);
+    enum { CAP = 20000 };
+    if (me != 0) {
+        unsigned char *b = malloc(CAP);
+        for (int k = 0; k < SVC_MSGS; k++) {
+            size_t len = k % 10 == 0 ? CAP : 64; /* requests and the odd shard-sized add */
+            tt_fill(b, len, me, 0, k);
+            memcpy(b, &k, sizeof k);
+            if (hs_transport_send(t, 0, SVC_TAG, b, len) < 0) RFAIL("send %d", k);
+        }
+        free(b);
+        return hs_transport_barrier(t) < 0;
+    }
+    unsigned char *buf[SVC];
+    hs_treq_t *rq[SVC];
+    for (int i = 0; i < SVC; i++) {
+        buf[i] = malloc(CAP);
+        if (hs_transport_irecv(t, HS_ANY_SOURCE, SVC_TAG, buf[i], CAP, &rq[i]) < 0)
+            RFAIL("irecv any");
+    }
+    static char got[4][SVC_MSGS];
+    memset(got, 0, sizeof got);
+    for (int m = 0; m < (n - 1) * SVC_MSGS; m++) {
+        int idx, k = -1;
+        hs_tstatus_t st;
+        if (hs_transport_waitany(t, rq, SVC, 20, &idx, &st) < 0) RFAIL("waitany, %d in", m);
+        int src = st.source;
+        if (st.len >= sizeof k) memcpy(&k, buf[idx], sizeof k);
+        if (src < 1 || src > 3 || k < 0 || k >= SVC_MSGS || got[src][k]++)
+            RFAIL("message %d from %d (%zu bytes) unexpected or seen before", k, src, st.len);
+        size_t want = k % 10 == 0 ? CAP : 64;
+        tt_fill(buf[idx], sizeof k, src, 0, k);
+        if (st.len != want || !tt_check_payload(buf[idx], st.len, src, 0, k))
+            RFAIL("message %d from %d: %zu bytes (want %zu)", k, src, st.len, want);
+        if (hs_transport_irecv(t, HS_ANY_SOURCE, SVC_TAG, buf[idx], CAP, &rq[idx]) < 0)
+            RFAIL("irecv any");
+    }
+    int max[2];
+    hs_hybrid_orphans(t, NULL, max);
+    fprintf(stderr, "service pool: %d messages, at most %d hsshm and %d libfabric orphans\n",
+            (n - 1) * SVC_MSGS, max[0], max[1]);
+    if (max[0] > SVC || max[1] > SVC)
+        RFAIL("%d hsshm and %d libfabric receives from any source were left posted by a pool of "
+              "%d (want at most %d each)",
+              max[0], max[1], SVC, SVC);
+    for (int i = 0; i < SVC; i++) hs_transport_req_free(t, &rq[i]), free(buf[i]);
+    return hs_transport_barrier(t) < 0;
+}
+
+START_TEST(test_world_hybrid_service_pool)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "auto");
+    setenv("FI_TCP_IFACE", "lo", 1);
+    ck_assert_int_eq(tt_run_world_hosts(4, &o, 0, HOSTS4, service_pool, NULL, 60, NULL, NULL), 0);
+}
+END_TEST
+
 /* Shaping per pair across both backends: "0-1" (same host, hsshm: the spec is rewritten in
  * local numbering) and "0-2" (other host, tcp) get 60 ms, 0-3 none. Rank 0 times a round
  * trip of 1 byte with each (the least of 3). */
@@ -448,6 +521,7 @@ int main(void)
     tcase_add_test(c, test_world_hybrid);
     tcase_add_test(c, test_world_hybrid_peer_death);
     tcase_add_test(c, test_world_hybrid_shaping);
+    tcase_add_test(c, test_world_hybrid_service_pool);
     suite_add_tcase(s, c);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
