@@ -1,4 +1,5 @@
 #!/bin/sh
+# shellcheck disable=SC2015,SC2317 # A && B || fail: fail is the else; cleanup runs from trap
 # tests/test_easgd_hosts.sh — EASGD over `--provider auto` on two emulated hosts keeps its pace
 # (issue 28, item 8). Two network namespaces of our own joined by a veth pair, two ranks in
 # each, started Slurm-style against `hearsay run --rendezvous-only` in the first; auto opens
