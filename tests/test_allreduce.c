@@ -75,6 +75,59 @@ START_TEST(test_sum_avg)
 }
 END_TEST
 
+/* Link shaping holds on every path: with HS_SHAPING="bw=40MB" (as `--link bw=40MB` sets it),
+ * 3 ranks all-reduce 1M floats (4 MB); the ring moves 2 (P - 1) / P of it, 5.33 MB, over each
+ * rank's link, 133 ms at 40 MB/s. Every path (the default on plain and on shared buffers,
+ * mapped and direct by name, the ring, the ring over tcp) must take at least 0.9x that per
+ * operation: the mapped and direct paths, which copy between the processes without messages,
+ * give way to the ring. Load only makes it slower; the upper bound is generous (10x + 2 s). */
+static const struct shaped_case {
+    const char *buf, *path, *provider;
+} shaped_cases[] = {
+    {NULL, NULL, NULL},     {"shared", NULL, NULL}, {"shared", "mapped", NULL},
+    {NULL, "direct", NULL}, {NULL, "ring", NULL},   {NULL, NULL, "tcp"},
+};
+
+START_TEST(test_shaped_every_path)
+{
+    const struct shaped_case *c = &shaped_cases[_i];
+    const int P = 3;
+    const double n = 1000000, bw = 40e6;
+    const double need = 2.0 * (P - 1) / P * n * sizeof(float) / bw;
+    char what[160];
+    snprintf(what, sizeof what, "bw=40MB, AR_BUF=%s HS_AR_PATH=%s HS_PROVIDER=%s",
+             c->buf ? c->buf : "-", c->path ? c->path : "-", c->provider ? c->provider : "-");
+    setenv("HS_SHAPING", "bw=40MB", 1);
+    if (c->buf) setenv("AR_BUF", c->buf, 1);
+    if (c->path) setenv("HS_AR_PATH", c->path, 1);
+    if (c->provider) setenv("HS_PROVIDER", c->provider, 1);
+    const char *worker = tr_helper("allreduce_worker");
+    tr_job_t j;
+    const char *args[] = {tr_hearsay(), "run",  "-n",    "3",       "--timeout", "30",
+                          "--",         worker, "timed", "1000000", "3",         NULL};
+    tr_run(&j, args, NULL, 80);
+    ck_assert_msg(j.status == 0, "%s: %s after %.1f s, output:\n%s", what, tr_status_text(j.status),
+                  j.elapsed, j.out);
+    ck_assert_msg(count(j.out, "AR_FAIL") == 0, "%s: failures in:\n%s", what, j.out);
+    for (int r = 0; r < P; r++) {
+        char want[64];
+        snprintf(want, sizeof want, "AR_TIME rank %d s_per_op ", r);
+        const char *q = strstr(j.out, want);
+        ck_assert_msg(q, "%s: missing \"%s\" in:\n%s", what, want, j.out);
+        double s = atof(q + strlen(want));
+        ck_assert_msg(s >= 0.9 * need,
+                      "%s: rank %d took %.4f s per all-reduce, below 0.9x the "
+                      "%.4f s its bytes need over the shaped link:\n%s",
+                      what, r, s, need, j.out);
+        ck_assert_msg(s <= 10 * need + 2,
+                      "%s: rank %d took %.4f s per all-reduce (%.4f s "
+                      "needed):\n%s",
+                      what, r, s, need, j.out);
+    }
+    tr_job_free(&j);
+}
+END_TEST
+
 /* HS_AR_PATH=mapped with plain buffers: an error on every rank, at once, not a hang. */
 START_TEST(test_mapped_needs_shared_buffers)
 {
@@ -197,6 +250,10 @@ int main(void)
         tr_skip("test_sum_avg", "%s", why);
     else
         tcase_add_loop_test(tc, test_sum_avg, 0, (int)HS_ARRAY_LEN(sum_cases));
+    if (why)
+        tr_skip("test_shaped_every_path", "%s", why);
+    else
+        tcase_add_loop_test(tc, test_shaped_every_path, 0, (int)HS_ARRAY_LEN(shaped_cases));
     TR_ADD_TEST(tc, test_dead_rank_is_reported, why);
     TR_ADD_TEST(tc, test_dead_rank_is_reported_ring, why);
     TR_ADD_TEST(tc, test_mapped_needs_shared_buffers, why);
