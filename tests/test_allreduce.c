@@ -128,6 +128,47 @@ START_TEST(test_shaped_every_path)
 }
 END_TEST
 
+/* The same in training, 3 ranks at --link bw=20MB: all-reduce SGD (its gradient in shared
+ * memory: the mapped path unless it gives way), EF-SGD's compressed all-gather (int8, one
+ * message to each peer, over that peer's link: the links work at once) and local SGD's model
+ * averaging (the same all-reduce). Every rank's time in the exchange, comm_s + wait_s (EF-SGD
+ * books its waits for the peers' messages as wait_s), must be at least 0.9x the bytes it sent
+ * over the busiest of its links at 20 MB/s (bytes_sent / links). */
+static const struct shaped_train {
+    const char *name, *args;
+    int links; /* links bytes_sent spreads over evenly */
+} shaped_trains[] = {
+    {"allreduce", "--algo allreduce", 1},
+    {"efsgd", "--algo allreduce --compress int8", 2},
+    {"localsgd", "--algo localsgd --period 1", 1},
+};
+
+START_TEST(test_shaped_training)
+{
+    const struct shaped_train *c = &shaped_trains[_i];
+    char dir[4096], args[1024];
+    tr_workdir_path(dir, sizeof dir, c->name);
+    snprintf(args, sizeof args,
+             "%s --model mlp:16-512-512-4 --data gauss:dim=16,classes=4,train=1536,test=48 "
+             "--batch 16 --threads 1 --max-iters 8 --eval-every 0 --link bw=20MB",
+             c->args);
+    double el = 0;
+    int st = tr_train_job(3, "", dir, args, 120, &el);
+    if (st != 0) tr_show_log(dir);
+    ck_assert_msg(st == 0, "%s: %s after %.1f s", c->name, tr_status_text(st), el);
+    for (int r = 0; r < 3; r++) {
+        double comm = tr_summary_rank_num(dir, r, "comm_s") + tr_summary_rank_num(dir, r, "wait_s"),
+               sent = tr_summary_rank_num(dir, r, "bytes_sent");
+        double need = sent / c->links / 20e6;
+        ck_assert_msg(sent > 1e6, "%s: rank %d sent only %g bytes", c->name, r, sent);
+        ck_assert_msg(comm >= 0.9 * need,
+                      "%s: rank %d spent %.4f s in the exchange, below 0.9x the %.4f s its %g "
+                      "bytes need over %d link(s) at 20 MB/s",
+                      c->name, r, comm, need, sent, c->links);
+    }
+}
+END_TEST
+
 /* HS_AR_PATH=mapped with plain buffers: an error on every rank, at once, not a hang. */
 START_TEST(test_mapped_needs_shared_buffers)
 {
@@ -243,6 +284,7 @@ int main(void)
 {
     /* every case runs `hearsay run` around tests/allreduce_worker */
     const char *why = tr_require("allreduce_worker", NULL);
+    if (tr_workdir_init("allreduce") < 0) return 1;
     Suite *s = suite_create("allreduce");
     TCase *tc = tcase_create("ring");
     tcase_set_timeout(tc, 90);
@@ -254,6 +296,10 @@ int main(void)
         tr_skip("test_shaped_every_path", "%s", why);
     else
         tcase_add_loop_test(tc, test_shaped_every_path, 0, (int)HS_ARRAY_LEN(shaped_cases));
+    if (why)
+        tr_skip("test_shaped_training", "%s", why);
+    else
+        tcase_add_loop_test(tc, test_shaped_training, 0, (int)HS_ARRAY_LEN(shaped_trains));
     TR_ADD_TEST(tc, test_dead_rank_is_reported, why);
     TR_ADD_TEST(tc, test_dead_rank_is_reported_ring, why);
     TR_ADD_TEST(tc, test_mapped_needs_shared_buffers, why);
