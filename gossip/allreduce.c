@@ -84,7 +84,7 @@
 typedef struct direct_msg {
     uint32_t magic, phase;
     uint64_t op, addr, n;
-    uint32_t ok, pad;
+    uint32_t ok, shaped;  /* shaped: some link of the sender is shaped (--link) */
     hs_tbuf_handle_t hdl; /* mapped path set-up: the sender's control block */
 } direct_msg_t;
 
@@ -141,6 +141,34 @@ struct hs_allreduce {
     int *pend;              /* (P) ranks a wait is waiting for */
     int npend;
 };
+
+/* Some rank's links are shaped (hs_transport_shaped; every rank learns it in the first
+ * exchange of the mapped or direct path): those paths would move the bytes past the link
+ * model, so every rank gives way to the ring, whose messages the transport shapes. Frees
+ * what the shortcuts held; the same on every rank. Returns 1 when it gave way. */
+static int give_way_if_shaped(hs_allreduce_t *ar, const struct direct_msg *all)
+{
+    int shaped = 0;
+    for (int p = 0; p < ar->P; p++) shaped |= all[p].shaped != 0;
+    if (!shaped) return 0;
+    if (ar->rank == 0) {
+        if (ar->o.path == HS_AR_PATH_MAPPED || ar->o.path == HS_AR_PATH_DIRECT)
+            HS_INFO("all-reduce: links are shaped (--link / HS_SHAPING): HS_AR_PATH=%s gives way "
+                    "to the ring, whose messages the link model paces",
+                    ar->o.path == HS_AR_PATH_MAPPED ? "mapped" : "direct");
+        else
+            HS_DEBUG("all-reduce: links are shaped: the ring (the mapped and direct paths would "
+                     "bypass the link model)");
+    }
+    if (ar->ctl) {
+        void *v = ar->ctl;
+        hs_transport_buf_free(ar->t, &v);
+        ar->ctl = NULL;
+    }
+    ar->mapped = -1;
+    HS_FREE(ar->direct_tmp);
+    return 1;
+}
 
 int hs_allreduce_opts_default(hs_allreduce_opts_t *o)
 {
@@ -573,7 +601,9 @@ static int direct_run(hs_allreduce_t *ar, float *buf, float inv, uint64_t op, do
     mine.addr = (uint64_t)(uintptr_t)buf;
     mine.n = ar->n;
     mine.ok = hs_transport_peer_read_ok(ar->t) ? 1 : 0;
+    mine.shaped = (uint32_t)hs_transport_shaped(ar->t, -1);
     int rc = direct_exchange(ar, op, 0, &mine, all, timeout);
+    if (rc == 0 && give_way_if_shaped(ar, all)) return 0;
     if (rc == 0) {
         int ok = 1;
         for (int r = 0; r < P; r++) ok &= all[r].ok == 1;
@@ -754,12 +784,14 @@ static int mapped_setup(hs_allreduce_t *ar, uint64_t op, double timeout)
     direct_msg_t mine = {0}, *all = ar->direct_all;
     void *v = NULL;
     mine.n = ar->n;
+    mine.shaped = (uint32_t)hs_transport_shaped(ar->t, -1);
     size_t bytes = sizeof(ar_ctl_t) + (size_t)P * sizeof(uint64_t);
     if (hs_transport_buf_alloc(ar->t, bytes, &v) == 0) {
         ar->ctl = v;
         mine.ok = hs_transport_buf_handle(ar->t, v, bytes, &mine.hdl) == 0;
     }
     HS_TRY(direct_exchange(ar, op, 3, &mine, all, timeout));
+    if (give_way_if_shaped(ar, all)) return 0;
     int ok = 1;
     for (int p = 0; p < P; p++) ok &= all[p].ok == 1;
     for (int p = 0; ok && p < P; p++) {

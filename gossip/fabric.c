@@ -307,6 +307,14 @@ static const char *fab_provider(const hs_transport_t *t)
     return f ? f->prov : "none";
 }
 
+static int fab_shaped(const hs_transport_t *t, int peer)
+{
+    const fab_t *f = t->impl;
+    for (int p = peer < 0 ? 0 : peer; p < (peer < 0 ? t->size : peer + 1); p++)
+        if (p != t->rank && hs_shaper_active(f->shaper, p)) return 1;
+    return 0;
+}
+
 const hs_transport_ops_t hs_fabric_ops = {
     .size = sizeof(hs_transport_ops_t),
     .name = "fabric",
@@ -329,4 +337,5 @@ const hs_transport_ops_t hs_fabric_ops = {
     .atomic_add = hs_fab_atomic_add,
     .provider = fab_provider,
     .peer_gone = hs_fab_peer_gone,
+    .shaped = fab_shaped,
 };

@@ -106,6 +106,8 @@ hs_treq_t *hs_fab_req_new(fab_t *f, enum fab_req_kind kind, int peer, uint32_t t
 void hs_fab_req_release_locked(fab_t *f, hs_treq_t *r);
 void hs_fab_enqueue_locked(fab_t *f, fab_op_t *op);
 int hs_fab_progress_locked(fab_t *f);
+/* Wake the progress thread (a shaped op was queued whose release time it must plan for). */
+void hs_fab_wake_thread(fab_t *f);
 int hs_fab_start_thread(fab_t *f);
 void hs_fab_stop_thread(fab_t *f);
 int hs_fab_isend_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, const void *buf,

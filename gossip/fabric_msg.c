@@ -425,6 +425,11 @@ static void wake_thread(fab_t *f)
     }
 }
 
+void hs_fab_wake_thread(fab_t *f)
+{
+    wake_thread(f);
+}
+
 /* Next time a queued op becomes due (or `until` when sooner). */
 static double next_timer(const fab_t *f, double until)
 {

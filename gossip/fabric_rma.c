@@ -143,7 +143,12 @@ static int rma(hs_transport_t *t, hs_twin_t *w, enum fab_op_kind kind, int targe
                       : kind == OP_READ ? "get"
                                         : "atomic add",
                       len, offset, target, w->id, (unsigned long long)d->len);
-    size_t c = f->chunk;
+    /* A shaped link paces one-sided bytes as it paces messages (chunks of ~2 ms of its
+     * bandwidth, each released at the link model's time). A get's bytes travel from the
+     * target, whose shaper this rank cannot drive: they are charged to this rank's link to
+     * the target (the same link for every symmetric rule: '*', A-B, a host). */
+    int shaped = target != t->rank && hs_shaper_active(f->shaper, target);
+    size_t c = shaped ? hs_shaper_chunk(f->shaper, target, f->chunk) : f->chunk;
     if (kind == OP_ATOMIC) {
         size_t count = 0;
         if (fi_atomicvalid(f->ep, dtype == 4 ? FI_FLOAT : FI_DOUBLE, FI_SUM, &count) || !count)
@@ -163,6 +168,7 @@ static int rma(hs_transport_t *t, hs_twin_t *w, enum fab_op_kind kind, int targe
     r->buf = buf;
     r->cap = len;
     r->nchunks = (unsigned)n;
+    double now = hs_now(), first_release = 0;
     for (size_t k = 0; k < n; k++) {
         fab_op_t *op = k == 0 ? &r->op0 : &r->ops[k - 1];
         size_t off = k * c;
@@ -175,11 +181,14 @@ static int rma(hs_transport_t *t, hs_twin_t *w, enum fab_op_kind kind, int targe
         op->raddr = d->base + offset + off;
         op->rkey = d->key;
         op->dtype = dtype;
+        op->release = shaped ? hs_shaper_release(f->shaper, target, op->len, now) : 0;
+        if (k == 0) first_release = op->release;
         hs_fab_enqueue_locked(f, op);
     }
     hs_fab_progress_locked(f);
     *req = r;
     pthread_mutex_unlock(&f->lock);
+    if (shaped && first_release > now) hs_fab_wake_thread(f);
     return 0;
 nomem:
     pthread_mutex_unlock(&f->lock);

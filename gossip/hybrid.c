@@ -739,6 +739,17 @@ static int hyb_peer_gone(hs_transport_t *t, int peer)
     return hs_transport_peer_gone(h->sub[k], sub_peer(h, k, peer));
 }
 
+static int hyb_shaped(const hs_transport_t *t, int peer)
+{
+    const hyb_t *h = t->impl;
+    if (peer >= 0) {
+        int k = sub_of(h, peer);
+        return hs_transport_shaped(h->sub[k], sub_peer(h, k, peer));
+    }
+    return (h->sub[SUB_SHM] && hs_transport_shaped(h->sub[SUB_SHM], -1)) ||
+           hs_transport_shaped(h->sub[SUB_FAB], -1);
+}
+
 static int hyb_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
 {
     (void)tag, (void)cb, (void)ctx;
@@ -1022,4 +1033,5 @@ const hs_transport_ops_t hs_hybrid_ops = {
     .unsent = hyb_unsent,
     .leave = hyb_leave,
     .peer_gone = hyb_peer_gone,
+    .shaped = hyb_shaped,
 };

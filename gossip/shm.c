@@ -314,6 +314,14 @@ static const char *shm_provider(const hs_transport_t *t)
     return "hsshm";
 }
 
+static int shm_shaped(const hs_transport_t *t, int peer)
+{
+    const shm_t *s = t->impl;
+    for (int p = peer < 0 ? 0 : peer; p < (peer < 0 ? t->size : peer + 1); p++)
+        if (p != t->rank && hs_shaper_active(s->shaper, p)) return 1;
+    return 0;
+}
+
 const hs_transport_ops_t hs_shm_ops = {
     .size = sizeof(hs_transport_ops_t),
     .name = "hsshm",
@@ -348,4 +356,5 @@ const hs_transport_ops_t hs_shm_ops = {
     .buf_handle = hs_shm_buf_handle,
     .peer_map = hs_shm_peer_map,
     .peer_unmap = hs_shm_peer_unmap,
+    .shaped = shm_shaped,
 };

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 struct hs_twin {
     size_t len;
@@ -82,6 +83,21 @@ static int rma(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, void 
                       "%llu bytes",
                       t->rank, write ? "put" : "get", len, offset, target,
                       (unsigned long long)d->len);
+    if (target != t->rank && len && hs_shaper_active(s->shaper, target)) {
+        /* A shaped link paces one-sided bytes too: the copy waits for the release time the
+         * link model gives them (a get's bytes are charged to this rank's link to the target,
+         * the same link for every symmetric rule). The copy is synchronous here, so the call
+         * sleeps until then (no RMA user on hsshm is latency-critical: EASGD's center needs
+         * remote atomics, which hsshm lacks, and takes messages). */
+        pthread_mutex_lock(&s->lock);
+        double rel = hs_shaper_release(s->shaper, target, len, hs_now());
+        pthread_mutex_unlock(&s->lock);
+        for (double now = hs_now(); now < rel; now = hs_now()) {
+            double d = rel - now;
+            struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+    }
     struct hs_treq *r = hs_shm_req_new(REQ_RMA, target, 0);
     if (!r) return -ENOMEM;
     r->cap = r->len = len;

@@ -331,6 +331,12 @@ int hs_transport_has_peer_read(const hs_transport_t *t)
     return HAS_OP(t, peer_read);
 }
 
+int hs_transport_shaped(const hs_transport_t *t, int peer)
+{
+    if (!t || peer >= t->size || !HAS_OP(t, shaped)) return 0;
+    return t->ops->shaped(t, peer < 0 ? -1 : peer) == 1;
+}
+
 int hs_transport_peer_read(hs_transport_t *t, int peer, uint64_t remote, void *local, size_t len)
 {
     NEED_OP(t, peer_read);

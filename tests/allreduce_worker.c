@@ -13,6 +13,10 @@
  *   allreduce_worker late D T          the same, but rank D sleeps 2T + 1 s instead of exiting,
  *                                      then runs its all-reduce too and prints "AR_LATE rank D:
  *                                      MESSAGE" (exit 0 either way)
+ *   allreduce_worker timed N K         one all-reduce of N floats (sets the plan up), then K
+ *                                      more, timed, each checked; prints "AR_TIME rank R
+ *                                      s_per_op S" and "AR_OK rank R" (the link-shaping test
+ *                                      holds S against the bytes over the shaped bandwidth)
  *
  * AR_BUF selects the buffers: "shared" (hs_transport_buf_alloc, as all-reduce SGD allocates
  * its gradients: the mapped path over hsshm), "mixed" (shared except on rank 0: every rank
@@ -178,6 +182,38 @@ static int run_checks(hs_transport_t *t, int argc, char **argv)
     return 0;
 }
 
+static int run_timed(hs_transport_t *t, size_t n, int k)
+{
+    int rank = hs_transport_rank(t), P = hs_transport_size(t), st = 1, rc;
+    float *x = buf_alloc(t, n);
+    hs_allreduce_t *ar = NULL;
+    hs_allreduce_opts_t o;
+    hs_allreduce_opts_default(&o);
+    o.timeout_s = 60;
+    if (!x) return fail(rank, "buf_alloc", -ENOMEM);
+    if ((rc = hs_allreduce_create(&ar, t, n, &o)) < 0) {
+        fail(rank, "create", rc);
+        goto out;
+    }
+    double t0 = 0;
+    for (int round = 0; round <= k; round++) {
+        fill(x, n, rank, round);
+        if (round == 1) t0 = hs_now();
+        if ((rc = hs_allreduce_run(ar, x)) < 0) {
+            fail(rank, "timed sum", rc);
+            goto out;
+        }
+        if (check(x, n, P, round, 0, rank, "timed sum")) goto out;
+    }
+    printf("AR_TIME rank %d s_per_op %.6f\n", rank, k > 0 ? (hs_now() - t0) / k : 0.0);
+    printf("AR_OK rank %d\n", rank);
+    st = 0;
+out:
+    hs_allreduce_destroy(&ar);
+    buf_free(t, x);
+    return st;
+}
+
 static int run_crash(hs_transport_t *t, int die, double timeout_s, int late)
 {
     int rank = hs_transport_rank(t), P = hs_transport_size(t);
@@ -233,6 +269,8 @@ int main(int argc, char **argv)
     int st;
     if (!strcmp(argv[1], "check")) {
         st = run_checks(t, argc - 2, argv + 2);
+    } else if (!strcmp(argv[1], "timed") && argc == 4) {
+        st = run_timed(t, (size_t)strtoul(argv[2], NULL, 10), atoi(argv[3]));
     } else if ((!strcmp(argv[1], "crash") || !strcmp(argv[1], "late")) && argc == 4) {
         st = run_crash(t, atoi(argv[2]), atof(argv[3]), !strcmp(argv[1], "late"));
     } else {

@@ -75,6 +75,100 @@ START_TEST(test_sum_avg)
 }
 END_TEST
 
+/* Link shaping holds on every path: with HS_SHAPING="bw=40MB" (as `--link bw=40MB` sets it),
+ * 3 ranks all-reduce 1M floats (4 MB); the ring moves 2 (P - 1) / P of it, 5.33 MB, over each
+ * rank's link, 133 ms at 40 MB/s. Every path (the default on plain and on shared buffers,
+ * mapped and direct by name, the ring, the ring over tcp) must take at least 0.9x that per
+ * operation: the mapped and direct paths, which copy between the processes without messages,
+ * give way to the ring. Load only makes it slower; the upper bound is generous (10x + 2 s). */
+static const struct shaped_case {
+    const char *buf, *path, *provider;
+} shaped_cases[] = {
+    {NULL, NULL, NULL},     {"shared", NULL, NULL}, {"shared", "mapped", NULL},
+    {NULL, "direct", NULL}, {NULL, "ring", NULL},   {NULL, NULL, "tcp"},
+};
+
+START_TEST(test_shaped_every_path)
+{
+    const struct shaped_case *c = &shaped_cases[_i];
+    const int P = 3;
+    const double n = 1000000, bw = 40e6;
+    const double need = 2.0 * (P - 1) / P * n * sizeof(float) / bw;
+    char what[160];
+    snprintf(what, sizeof what, "bw=40MB, AR_BUF=%s HS_AR_PATH=%s HS_PROVIDER=%s",
+             c->buf ? c->buf : "-", c->path ? c->path : "-", c->provider ? c->provider : "-");
+    setenv("HS_SHAPING", "bw=40MB", 1);
+    if (c->buf) setenv("AR_BUF", c->buf, 1);
+    if (c->path) setenv("HS_AR_PATH", c->path, 1);
+    if (c->provider) setenv("HS_PROVIDER", c->provider, 1);
+    const char *worker = tr_helper("allreduce_worker");
+    tr_job_t j;
+    const char *args[] = {tr_hearsay(), "run",  "-n",    "3",       "--timeout", "30",
+                          "--",         worker, "timed", "1000000", "3",         NULL};
+    tr_run(&j, args, NULL, 80);
+    ck_assert_msg(j.status == 0, "%s: %s after %.1f s, output:\n%s", what, tr_status_text(j.status),
+                  j.elapsed, j.out);
+    ck_assert_msg(count(j.out, "AR_FAIL") == 0, "%s: failures in:\n%s", what, j.out);
+    for (int r = 0; r < P; r++) {
+        char want[64];
+        snprintf(want, sizeof want, "AR_TIME rank %d s_per_op ", r);
+        const char *q = strstr(j.out, want);
+        ck_assert_msg(q, "%s: missing \"%s\" in:\n%s", what, want, j.out);
+        double s = atof(q + strlen(want));
+        ck_assert_msg(s >= 0.9 * need,
+                      "%s: rank %d took %.4f s per all-reduce, below 0.9x the "
+                      "%.4f s its bytes need over the shaped link:\n%s",
+                      what, r, s, need, j.out);
+        ck_assert_msg(s <= 10 * need + 2,
+                      "%s: rank %d took %.4f s per all-reduce (%.4f s "
+                      "needed):\n%s",
+                      what, r, s, need, j.out);
+    }
+    tr_job_free(&j);
+}
+END_TEST
+
+/* The same in training, 3 ranks at --link bw=20MB: all-reduce SGD (its gradient in shared
+ * memory: the mapped path unless it gives way), EF-SGD's compressed all-gather (int8, one
+ * message to each peer, over that peer's link: the links work at once) and local SGD's model
+ * averaging (the same all-reduce). Every rank's time in the exchange, comm_s + wait_s (EF-SGD
+ * books its waits for the peers' messages as wait_s), must be at least 0.9x the bytes it sent
+ * over the busiest of its links at 20 MB/s (bytes_sent / links). */
+static const struct shaped_train {
+    const char *name, *args;
+    int links; /* links bytes_sent spreads over evenly */
+} shaped_trains[] = {
+    {"allreduce", "--algo allreduce", 1},
+    {"efsgd", "--algo allreduce --compress int8", 2},
+    {"localsgd", "--algo localsgd --period 1", 1},
+};
+
+START_TEST(test_shaped_training)
+{
+    const struct shaped_train *c = &shaped_trains[_i];
+    char dir[4096], args[1024];
+    tr_workdir_path(dir, sizeof dir, c->name);
+    snprintf(args, sizeof args,
+             "%s --model mlp:16-512-512-4 --data gauss:dim=16,classes=4,train=1536,test=48 "
+             "--batch 16 --threads 1 --max-iters 8 --eval-every 0 --link bw=20MB",
+             c->args);
+    double el = 0;
+    int st = tr_train_job(3, "", dir, args, 120, &el);
+    if (st != 0) tr_show_log(dir);
+    ck_assert_msg(st == 0, "%s: %s after %.1f s", c->name, tr_status_text(st), el);
+    for (int r = 0; r < 3; r++) {
+        double comm = tr_summary_rank_num(dir, r, "comm_s") + tr_summary_rank_num(dir, r, "wait_s"),
+               sent = tr_summary_rank_num(dir, r, "bytes_sent");
+        double need = sent / c->links / 20e6;
+        ck_assert_msg(sent > 1e6, "%s: rank %d sent only %g bytes", c->name, r, sent);
+        ck_assert_msg(comm >= 0.9 * need,
+                      "%s: rank %d spent %.4f s in the exchange, below 0.9x the %.4f s its %g "
+                      "bytes need over %d link(s) at 20 MB/s",
+                      c->name, r, comm, need, sent, c->links);
+    }
+}
+END_TEST
+
 /* HS_AR_PATH=mapped with plain buffers: an error on every rank, at once, not a hang. */
 START_TEST(test_mapped_needs_shared_buffers)
 {
@@ -190,6 +284,7 @@ int main(void)
 {
     /* every case runs `hearsay run` around tests/allreduce_worker */
     const char *why = tr_require("allreduce_worker", NULL);
+    if (tr_workdir_init("allreduce") < 0) return 1;
     Suite *s = suite_create("allreduce");
     TCase *tc = tcase_create("ring");
     tcase_set_timeout(tc, 90);
@@ -197,6 +292,14 @@ int main(void)
         tr_skip("test_sum_avg", "%s", why);
     else
         tcase_add_loop_test(tc, test_sum_avg, 0, (int)HS_ARRAY_LEN(sum_cases));
+    if (why)
+        tr_skip("test_shaped_every_path", "%s", why);
+    else
+        tcase_add_loop_test(tc, test_shaped_every_path, 0, (int)HS_ARRAY_LEN(shaped_cases));
+    if (why)
+        tr_skip("test_shaped_training", "%s", why);
+    else
+        tcase_add_loop_test(tc, test_shaped_training, 0, (int)HS_ARRAY_LEN(shaped_trains));
     TR_ADD_TEST(tc, test_dead_rank_is_reported, why);
     TR_ADD_TEST(tc, test_dead_rank_is_reported_ring, why);
     TR_ADD_TEST(tc, test_mapped_needs_shared_buffers, why);

@@ -210,6 +210,10 @@ typedef struct hs_transport_ops {
      * matched by one peer_unmap of the same pointer. Errors name the peer. */
     int (*peer_map)(hs_transport_t *t, int peer, const hs_tbuf_handle_t *h, void **ptr);
     void (*peer_unmap)(hs_transport_t *t, int peer, void *ptr);
+    /* Optional (NULL: 0). 1 when this rank's link to peer is shaped (latency, jitter or a
+     * bandwidth cap; peer < 0: any of its links), else 0. Shortcuts that move bytes without
+     * messages (the all-reduce's mapped and direct paths) give way where this is 1. */
+    int (*shaped)(const hs_transport_t *t, int peer);
 } hs_transport_ops_t;
 
 /* The context every backend shares; backends keep their own state in impl. */
@@ -293,6 +297,11 @@ int hs_transport_peer_read_ok(const hs_transport_t *t);
 int hs_transport_has_peer_read(const hs_transport_t *t);
 /* -ENOSYS where unsupported; errors name the peer (a dead one: -ECONNRESET). */
 int hs_transport_peer_read(hs_transport_t *t, int peer, uint64_t remote, void *local, size_t len);
+/* 1 when this rank's link to peer is shaped (hearsay/shaping.h; peer < 0: any of its links),
+ * else 0 (also where the backend cannot say). Link shaping applies to messages and one-sided
+ * puts and gets; the same-host shortcuts (peer_read, peer_map) bypass it, so collectives that
+ * use them must take messages instead where a link is shaped (gossip/allreduce.c). */
+int hs_transport_shaped(const hs_transport_t *t, int peer);
 
 /* Push-sum bookkeeping after a peer's death (see the ops table): the messages with `tag`
  * this rank sent to `peer`, which has exited or left, and that it never began to take, handed
