@@ -41,10 +41,10 @@ struct hs_hb {
     unsigned char *bye; /* (size) the rank finished */
     unsigned char *reported;
     char (*why)[WHY_MAX];
-    hs_treq_t **req;      /* (size) the heartbeat in flight to each rank */
-    unsigned char *obuf;  /* (size * bytes) */
-    double last_sent;     /* when this rank last sent its heartbeats (< 0: not yet) */
-    double last_tick;     /* when the service last ran on_tick */
+    hs_treq_t **req;       /* (size) the heartbeat in flight to each rank */
+    unsigned char *obuf;   /* (size * bytes) */
+    double last_sent;      /* when this rank last sent its heartbeats (< 0: not yet) */
+    double last_tick;      /* when the service last ran on_tick */
     double self_fenced_at; /* when this rank learnt it was fenced (< 0: not) */
     uint64_t seq;
     int *src;

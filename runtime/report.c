@@ -616,8 +616,9 @@ int hs_report_finish(hs_report_t *r, const hs_report_final_t *fi, hs_train_resul
         lq[q] = !a->present && r->o->out_dir ? lost_of(r, q) : NAN;
         if (isfinite(lq[q])) lost += lq[q];
         silent += !a->present && fi->failed_at[q] >= 0 && !isfinite(lq[q]);
-        double rf = a->present && r->o->out_dir ? weight_of(r, q, "refused.json", "ps_weight_refused")
-                                                : NAN;
+        double rf = a->present && r->o->out_dir
+                        ? weight_of(r, q, "refused.json", "ps_weight_refused")
+                        : NAN;
         if (isfinite(rf)) refused += rf;
         tt[q] = a->present && isfinite(a->ttt_s) ? a->ttt_s : INFINITY;
         if (a->present) {

@@ -256,12 +256,9 @@ static int parse(const char *spec, int ranks, int rank, struct item *it, int *ap
         p = c + 1;
     }
 
-    static const char *const names[] = {[KIND_SLOW] = "slow",
-                                        [KIND_PAUSE] = "pause",
-                                        [KIND_ONCE] = "once",
-                                        [KIND_HETERO] = "hetero",
-                                        [KIND_CRASH] = "crash",
-                                        [KIND_FREEZE] = "freeze"};
+    static const char *const names[] = {
+        [KIND_SLOW] = "slow",     [KIND_PAUSE] = "pause", [KIND_ONCE] = "once",
+        [KIND_HETERO] = "hetero", [KIND_CRASH] = "crash", [KIND_FREEZE] = "freeze"};
     int k = -1;
     for (size_t i = 0; i < HS_ARRAY_LEN(names); i++)
         if (!strcmp(f[0], names[i])) k = (int)i;
@@ -271,9 +268,7 @@ static int parse(const char *spec, int ranks, int rank, struct item *it, int *ap
                    "hearsay train --help)");
     it->kind = (enum kind)k;
     const char *usage = usage_of[k];
-    int need = k == KIND_HETERO                      ? 2
-               : k == KIND_SLOW || k == KIND_CRASH ? 3
-                                                   : 4;
+    int need = k == KIND_HETERO ? 2 : k == KIND_SLOW || k == KIND_CRASH ? 3 : 4;
     int most = k == KIND_PAUSE ? 5 : need;
     if (nf < need) return bad(spec, NULL, "missing fields: expected %s", usage);
     if (nf > most) return bad(spec, f[most], "unexpected extra field: expected %s", usage);
@@ -607,7 +602,8 @@ const char *hs_straggler_help(void)
            "                                  crash:2:iter=500\n"
            "  freeze:RANKS:at=N:for=D|forever  the whole process stops (SIGSTOP: every thread,\n"
            "                                heartbeats too) at iteration N for D, or for good\n"
-           "                                  freeze:2:at=100:for=10s   freeze:1:at=50:for=forever\n"
+           "                                  freeze:2:at=100:for=10s   "
+           "freeze:1:at=50:for=forever\n"
            "  RANKS: all, a rank, a list, ranges (all | 3 | 0,2-5). D: a duration with unit\n"
            "  us, ms, s or m (200ms, 1.5s, 2m; a bare number is seconds, at most 1e6 s). "
            "Slowdowns\n"

@@ -139,7 +139,8 @@ static int d_peer_dead(void *ctx, int peer)
 {
     run_t *R = ctx;
     if (peer < 0 || peer >= R->d.size) return 0;
-    return R->failed_at[peer] >= 0 || (peer != R->d.rank && hs_hb_state(R->hb, peer) == HS_HB_FENCED);
+    return R->failed_at[peer] >= 0 ||
+           (peer != R->d.rank && hs_hb_state(R->hb, peer) == HS_HB_FENCED);
 }
 
 static int d_peer_hb(void *ctx, int peer)
@@ -577,8 +578,11 @@ static void fence_exit(run_t *R)
     if (R->ops->crash && R->algo && d->t && from) {
         if (R->ops->crash(R->algo, &lost, from) < 0)
             fprintf(stderr, "rank %d: settling before the exit: %s\n", d->rank, hs_last_error());
-        hs_report_crash_t c = {
-            .done = R->done, .clock_s = clock_of(R), .lost = lost, .recv_from = from, .size = d->size};
+        hs_report_crash_t c = {.done = R->done,
+                               .clock_s = clock_of(R),
+                               .lost = lost,
+                               .recv_from = from,
+                               .size = d->size};
         if (hs_report_crash(R->rep, &c) < 0)
             fprintf(stderr, "rank %d: recording the fence: %s\n", d->rank, hs_last_error());
     }
@@ -595,10 +599,12 @@ static int freeze_now(run_t *R, long it, double secs)
         return HS_ERR(-ENOTSUP, "--straggler freeze: not available in virtual time (hearsay "
                                 "sim) yet; use it with hearsay train/run");
     if (isinf(secs))
-        fprintf(stderr, "rank %d: injected freeze at iteration %ld, for good (--straggler freeze)\n",
+        fprintf(stderr,
+                "rank %d: injected freeze at iteration %ld, for good (--straggler freeze)\n",
                 R->d.rank, it);
     else
-        fprintf(stderr, "rank %d: injected freeze at iteration %ld for %.3g s (--straggler freeze)\n",
+        fprintf(stderr,
+                "rank %d: injected freeze at iteration %ld for %.3g s (--straggler freeze)\n",
                 R->d.rank, it, secs);
     fflush(NULL);
     pid_t me = getpid();

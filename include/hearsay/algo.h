@@ -43,15 +43,15 @@ extern "C" {
 #endif
 
 /* User tags of the training messages (hearsay/transport.h tags; the all-reduce uses its own). */
-#define HS_TAG_GOSSIP   0x47000u /* SGP / OSGP push-sum shares (x, w) */
-#define HS_TAG_NEIGHBOR 0x47001u /* D-PSGD neighbour exchange */
-#define HS_TAG_EVAL     0x47002u /* z snapshots for the averaged model (to rank 0) */
-#define HS_TAG_FINAL    0x47003u /* end-of-run results and final z (to rank 0) */
-#define HS_TAG_PING     0x47004u /* never sent: a receive on it probes a peer's liveness */
-#define HS_TAG_ACK      0x47005u /* rank 0 -> r: your end-of-run results are in, you may exit */
-#define HS_TAG_WIREUP   0x47006u /* start-up: one byte each way between every pair of ranks */
-#define HS_TAG_PAIR_REQ 0x47007u /* AD-PSGD: active -> passive, x_i (or the end of its run) */
-#define HS_TAG_PAIR_REP 0x47008u /* AD-PSGD: passive -> active, x_j before the average */
+#define HS_TAG_GOSSIP    0x47000u /* SGP / OSGP push-sum shares (x, w) */
+#define HS_TAG_NEIGHBOR  0x47001u /* D-PSGD neighbour exchange */
+#define HS_TAG_EVAL      0x47002u /* z snapshots for the averaged model (to rank 0) */
+#define HS_TAG_FINAL     0x47003u /* end-of-run results and final z (to rank 0) */
+#define HS_TAG_PING      0x47004u /* never sent: a receive on it probes a peer's liveness */
+#define HS_TAG_ACK       0x47005u /* rank 0 -> r: your end-of-run results are in, you may exit */
+#define HS_TAG_WIREUP    0x47006u /* start-up: one byte each way between every pair of ranks */
+#define HS_TAG_PAIR_REQ  0x47007u /* AD-PSGD: active -> passive, x_i (or the end of its run) */
+#define HS_TAG_PAIR_REP  0x47008u /* AD-PSGD: passive -> active, x_j before the average */
 #define HS_TAG_HEARTBEAT 0x47009u /* failure detection (runtime/heartbeat.h) */
 /* EASGD center service and leader-SGD (optim/center.c, optim/lsgd.c) */
 #define HS_TAG_CENTER_REQ 0x47010u /* worker -> center owner: read / add / finish a shard */

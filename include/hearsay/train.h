@@ -128,16 +128,16 @@ typedef struct hs_train_result {
     size_t num_params;
     /* Distributed runs (rank 0 has the job-wide figures; other ranks their own). */
     int ranks;
-    double ps_weight_sum;      /* sum of the push-sum weights of the ranks that finished */
-    double ps_weight_lost;     /* push-sum weight taken by ranks that crashed by injection or
-                                * were fenced (their DIR/rank-R-lost.json; 0 without), plus
-                                * ps_weight_refused */
-    double ps_weight_refused;  /* weight of fenced ranks' messages the others refused */
+    double ps_weight_sum;        /* sum of the push-sum weights of the ranks that finished */
+    double ps_weight_lost;       /* push-sum weight taken by ranks that crashed by injection or
+                                  * were fenced (their DIR/rank-R-lost.json; 0 without), plus
+                                  * ps_weight_refused */
+    double ps_weight_refused;    /* weight of fenced ranks' messages the others refused */
     double ps_weight_unreported; /* N - sum - lost when a failed rank wrote nothing down (one
                                   * frozen for good): what it held, by conservation; else 0 */
-    double consensus_distance; /* RMS over ranks of ||z_i - mean z|| at the end */
-    int n_failed;              /* ranks reported failed */
-    int health;                /* summary.json's health: 0 ok, 1 warn, 2 failed */
+    double consensus_distance;   /* RMS over ranks of ||z_i - mean z|| at the end */
+    int n_failed;                /* ranks reported failed */
+    int health;                  /* summary.json's health: 0 ok, 1 warn, 2 failed */
 } hs_train_result_t;
 
 typedef struct hs_worker hs_worker_t;
