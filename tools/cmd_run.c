@@ -120,7 +120,8 @@ static void usage(FILE *f)
             "                     allgather/barrier round (default 60)\n"
             "  --grace S          after a failure, seconds between SIGTERM and SIGKILL for the\n"
             "                     other workers (default 3)\n"
-            "  --finish-timeout S once a worker has finished (status 0), the others must\n"
+            "  --finish-timeout S once a worker has ended (but by an injected crash or a\n"
+            "                     fence: 70, 71), the others must\n"
             "                     exit within S seconds (default 120); one that does not\n"
             "                     (frozen, SIGSTOP, or\n"
             "                     hung) is named and killed, and the job fails (status 71 for\n"
@@ -425,7 +426,9 @@ static void reap(launcher_t *L)
         if (p != w->pid) continue;
         w->alive = 0;
         L->nalive--;
-        int finished = WIFEXITED(st) && WEXITSTATUS(st) == 0; /* (a crash lets the rest run) */
+        /* a finished or stopped rank arms --finish-timeout; an injected crash (70) or a fenced
+         * rank (71) lets the rest run on */
+        int finished = !(WIFEXITED(st) && (WEXITSTATUS(st) == 70 || WEXITSTATUS(st) == 71));
         if (finished && L->first_done_at == 0) L->first_done_at = hs_now(), L->first_done = r;
         int code = 0;
         char sb[32];
