@@ -274,9 +274,10 @@ static hs_option_t train_options[] = {
      .def = "0",
      .range = "[0, 86400]",
      .metavar = "SECONDS",
-     .help = "heartbeats: a rank silent this long (frozen, SIGSTOP) is fenced: its messages are "
-             "refused and it exits; half as long: suspected (0, the default for now: no heartbeats; "
-             "docs/failure-model.md)"},
+     .help =
+         "heartbeats: a rank silent this long (frozen, SIGSTOP) is fenced: its messages are "
+         "refused and it exits; half as long: suspected (0, the default for now: no heartbeats; "
+         "docs/failure-model.md)"},
     {.name = "drain-timeout",
      .type = HS_OPT_DOUBLE,
      .def = "30",
