@@ -128,6 +128,9 @@ struct hs_algo {
     unsigned char *gone;       /* (size) GONE_* */
     int cb_rc;                 /* the first error of a transport callback */
     double held_w, *held_from; /* sgp_crash: what hs_transport_leave handed back, per source */
+    /* fenced peers (runtime/heartbeat.h): their messages after the fence, refused (service) */
+    long refused_n;
+    double refused_w;
 };
 
 /* What was sent to a dead peer and never taken (gone[]). */
@@ -226,6 +229,19 @@ static int rx_apply(void *ctx, int slot, const void *buf, const hs_tstatus_t *st
     const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)buf;
     int src = st->source;
     unsigned kind = st->len >= sizeof *h ? h->kind : HS_PS_GOSSIP;
+    if (hs_dist_peer_hb(a->d, src) == 2) { /* fenced: refused, its weight counted as lost */
+        if (kind != HS_PS_DONE && kind != HS_PS_FIN && st->len >= sizeof *h &&
+            hs_ps_hdr_check(h, st->len, kind == HS_PS_REPLY ? HS_PS_REPLY : HS_PS_GOSSIP, src,
+                            a->n) == 0 &&
+            h->weight >= 0 && isfinite(h->weight)) {
+            lock(a);
+            a->refused_n++;
+            a->refused_w += h->weight;
+            unlock(a);
+        }
+        hs_error_clear();
+        return 0;
+    }
     if (kind == HS_PS_DONE || kind == HS_PS_FIN) {
         HS_TRY(hs_ps_hdr_check(h, st->len, (hs_ps_kind_t)kind, src, 0));
         if (!(h->aux[0] >= 0 && h->aux[0] < 1e15))
@@ -482,6 +498,14 @@ static int wait_round(hs_algo_t *a, sgp_round_t *r)
         /* (the wait serves the loop's idle hook meanwhile) */
         int rc = remain > 0 ? hs_exec_wait(d->x, r->req, r->n, remain, 0, &idx, &st) : -ETIMEDOUT;
         if (rc == -ETIMEDOUT) {
+            /* a peer that still heartbeats is blocked, not frozen: wait on (bounded) */
+            int patient = 0;
+            for (int i = 0; i < r->n; i++)
+                patient |= r->req[i] && hs_dist_keep_waiting(d, r->peer[i], elapsed(a, t0), limit);
+            if (patient) {
+                limit = elapsed(a, t0) + 0.25;
+                continue;
+            }
             for (int i = 0; i < r->n; i++) {
                 if (!r->req[i]) continue;
                 hs_transport_req_free(d->t, &r->req[i]);
@@ -538,7 +562,8 @@ static int bound_staleness(hs_algo_t *a, long t)
         HS_TRY(hs_dist_idle(d));
         double now = hs_exec_now(d->x);
         char why[160];
-        if (now - t0 > d->o->comm_timeout_s) {
+        if (now - t0 > d->o->comm_timeout_s &&
+            !hs_dist_keep_waiting(d, late, now - t0, d->o->comm_timeout_s)) {
             snprintf(why, sizeof why, "no message of round <= %ld after %.1f s (--delay-bound %ld)",
                      upto, d->o->comm_timeout_s, a->bound);
             hs_dist_peer_failed(d, late, last + 1, why);
@@ -593,7 +618,8 @@ static int wait_exact(hs_algo_t *a, long from, long upto)
                 if ((rc = hs_svc_error(d->x, a->svc)) < 0 || (rc = hs_dist_idle(d)) < 0) break;
                 double now = hs_exec_now(d->x);
                 char why[160];
-                if (now - t0 > d->o->comm_timeout_s) {
+                if (now - t0 > d->o->comm_timeout_s &&
+                    !hs_dist_keep_waiting(d, j, now - t0, d->o->comm_timeout_s)) {
                     snprintf(why, sizeof why,
                              "no message of round %ld after %.1f s (--delay-mode exact)", r,
                              d->o->comm_timeout_s);
@@ -685,6 +711,16 @@ static int sgp_step(hs_algo_t *a, long t)
 static int record_failed(hs_algo_t *a)
 {
     hs_dist_t *d = a->d;
+    lock(a);
+    long rn = a->refused_n;
+    double rw = a->refused_w;
+    unlock(a);
+    if (rn) { /* read by rank 0 into summary.json (ps_weight_refused) */
+        char line[160];
+        snprintf(line, sizeof line, "{\"refused_msgs\": %ld, \"ps_weight_refused\": %.17g}", rn,
+                 rw);
+        HS_TRY(hs_dist_record(d, "refused.json", NULL, line));
+    }
     static const char *how[] = {"no", "pending", "done", "unsupported"};
     for (int j = 0; j < d->size; j++) {
         if (j == d->rank || !hs_dist_peer_dead(d, j)) continue;
@@ -904,7 +940,7 @@ static int sgp_finish(hs_algo_t *a)
             unlock(a);
             if (!in_wait && !out_wait) continue;
             char why[200];
-            if (silent) {
+            if (silent && !hs_dist_keep_waiting(d, j, now - last_progress, d->o->drain_timeout_s)) {
                 snprintf(why, sizeof why,
                          "%ld messages arrived (%ld announced), then %.1f s of silence at the end "
                          "of the run",
@@ -993,7 +1029,7 @@ static int sgp_drain(hs_algo_t *a, int final)
             unlock(a);
             if (got >= want[j]) continue;
             char why[200];
-            if (silent) {
+            if (silent && !hs_dist_keep_waiting(d, j, now - last_progress, d->o->drain_timeout_s)) {
                 snprintf(
                     why, sizeof why,
                     "%ld of %ld messages arrived, then %.1f s of silence at the end of the run",

@@ -375,11 +375,14 @@ static const char *health_word(const health_t *h)
     return h->level == 2 ? "failed" : h->level == 1 ? "warn" : "ok";
 }
 
-/* The weight rank q took with it when it crashed (DIR/rank-q-lost.json), or NAN. */
-static double lost_of(const hs_report_t *r, int q)
+/* The weight rank q took with it when it crashed or was fenced (DIR/rank-q-lost.json: key
+ * ps_weight_lost), or the weight of the fenced ranks' messages it refused
+ * (DIR/rank-q-refused.json: key ps_weight_refused), or NAN. */
+static double weight_of(const hs_report_t *r, int q, const char *file, const char *key)
 {
-    char path[4096], buf[512];
-    snprintf(path, sizeof path, "%s/rank-%d-lost.json", r->o->out_dir, q);
+    char path[4096], buf[512], kq[64];
+    snprintf(path, sizeof path, "%s/rank-%d-%s", r->o->out_dir, q, file);
+    snprintf(kq, sizeof kq, "\"%s\":", key);
     FILE *f = NULL;
     if (hs_file_fopen_read(&f, path, "lost-weight record", 1 << 20) < 0) {
         hs_error_clear();
@@ -388,10 +391,15 @@ static double lost_of(const hs_report_t *r, int q)
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';
-    const char *k = strstr(buf, "\"ps_weight_lost\":");
+    const char *k = strstr(buf, kq);
     char *end = NULL;
-    double v = k ? strtod(k + strlen("\"ps_weight_lost\":"), &end) : NAN;
-    return k && end != k + strlen("\"ps_weight_lost\":") && isfinite(v) ? v : NAN;
+    double v = k ? strtod(k + strlen(kq), &end) : NAN;
+    return k && end != k + strlen(kq) && isfinite(v) ? v : NAN;
+}
+
+static double lost_of(const hs_report_t *r, int q)
+{
+    return weight_of(r, q, "lost.json", "ps_weight_lost");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -525,6 +533,10 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
     json_num(f, "iterations_max", isfinite(imax) ? imax : NAN);
     fprintf(f, "  \"ps_weight_sum\": %.15g,\n", res->ps_weight_sum);
     fprintf(f, "  \"ps_weight_lost\": %.15g,\n", res->ps_weight_lost);
+    /* of it, the messages of fenced ranks refused by the others; and what a failed rank that
+     * wrote nothing down (frozen for good, killed) held, by conservation: N - sum - lost */
+    fprintf(f, "  \"ps_weight_refused\": %.15g,\n", res->ps_weight_refused);
+    fprintf(f, "  \"ps_weight_unreported\": %.15g,\n", res->ps_weight_unreported);
     json_num(f, "consensus_distance", avg->consensus);
     json_num(f, "consensus_distance_rel", avg->consensus_rel);
     fprintf(f, "  \"failed_ranks\": [");
@@ -596,13 +608,18 @@ int hs_report_finish(hs_report_t *r, const hs_report_final_t *fi, hs_train_resul
         free(lq);
         return -ENOMEM;
     }
-    double wsum = 0, tls = 0, lost = 0;
-    int nt = 0, nfailed = 0;
+    double wsum = 0, tls = 0, lost = 0, refused = 0;
+    int nt = 0, nfailed = 0, silent = 0;
     for (int q = 0; q < n; q++) {
         const hs_rank_final_t *a = &fi->all[q];
         /* a rank that crashed by injection wrote down the weight it took */
         lq[q] = !a->present && r->o->out_dir ? lost_of(r, q) : NAN;
         if (isfinite(lq[q])) lost += lq[q];
+        silent += !a->present && fi->failed_at[q] >= 0 && !isfinite(lq[q]);
+        double rf = a->present && r->o->out_dir
+                        ? weight_of(r, q, "refused.json", "ps_weight_refused")
+                        : NAN;
+        if (isfinite(rf)) refused += rf;
         tt[q] = a->present && isfinite(a->ttt_s) ? a->ttt_s : INFINITY;
         if (a->present) {
             wsum += a->weight;
@@ -620,7 +637,9 @@ int hs_report_finish(hs_report_t *r, const hs_report_final_t *fi, hs_train_resul
     res->final_test_acc = avg->test_acc;
     res->final_train_loss = nt ? tls / nt : NAN;
     res->ps_weight_sum = wsum;
-    res->ps_weight_lost = lost;
+    res->ps_weight_lost = lost + refused;
+    res->ps_weight_refused = refused;
+    res->ps_weight_unreported = silent ? (double)n - wsum - lost - refused : 0.0;
     res->consensus_distance = avg->consensus;
     res->n_failed = nfailed;
     hs_report_avg_row(r->evcsv, avg, r->ipe);

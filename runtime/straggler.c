@@ -25,7 +25,7 @@
 #define FACTOR_MAX   1e6   /* largest slowdown factor */
 #define HETERO_ITER  (-1L) /* the "iteration" of the one hetero draw per rank */
 
-enum kind { KIND_SLOW, KIND_PAUSE, KIND_ONCE, KIND_HETERO, KIND_CRASH };
+enum kind { KIND_SLOW, KIND_PAUSE, KIND_ONCE, KIND_HETERO, KIND_CRASH, KIND_FREEZE };
 enum dist { DIST_FIXED, DIST_EXP, DIST_LOGNORMAL };
 
 /* One parsed spec as it applies to this rank. */
@@ -38,8 +38,8 @@ struct item {
     enum dist dist; /* pause distribution */
     double a, b;    /* fixed: a = seconds; exp: a = mean; lognormal: a = mu, b = sigma */
     double max;     /* pause cap in seconds (0 = none) */
-    long iter;      /* once, crash */
-    double dur;     /* once: seconds */
+    long iter;      /* once, crash, freeze */
+    double dur;     /* once, freeze: seconds (freeze: INFINITY = forever) */
 };
 
 struct hs_straggler {
@@ -227,7 +227,7 @@ static int distribution(const char *spec, const char *tok, struct item *it)
 static const char *const usage_of[] = {
     [KIND_SLOW] = "slow:RANKS:xK",       [KIND_PAUSE] = "pause:RANKS:p=P:DIST[:max=D]",
     [KIND_ONCE] = "once:RANKS:iter=N:D", [KIND_HETERO] = "hetero:LO-HI",
-    [KIND_CRASH] = "crash:RANKS:iter=N",
+    [KIND_CRASH] = "crash:RANKS:iter=N", [KIND_FREEZE] = "freeze:RANKS:at=N:for=D|forever",
 };
 
 /* Parse one spec. ranks > 0: check ranks against the job size. rank >= 0: *applies tells
@@ -256,18 +256,16 @@ static int parse(const char *spec, int ranks, int rank, struct item *it, int *ap
         p = c + 1;
     }
 
-    static const char *const names[] = {[KIND_SLOW] = "slow",
-                                        [KIND_PAUSE] = "pause",
-                                        [KIND_ONCE] = "once",
-                                        [KIND_HETERO] = "hetero",
-                                        [KIND_CRASH] = "crash"};
+    static const char *const names[] = {
+        [KIND_SLOW] = "slow",     [KIND_PAUSE] = "pause", [KIND_ONCE] = "once",
+        [KIND_HETERO] = "hetero", [KIND_CRASH] = "crash", [KIND_FREEZE] = "freeze"};
     int k = -1;
     for (size_t i = 0; i < HS_ARRAY_LEN(names); i++)
         if (!strcmp(f[0], names[i])) k = (int)i;
     if (k < 0)
         return bad(spec, f[0],
-                   "unknown kind (expected slow, pause, once, hetero or crash; see hearsay "
-                   "train --help)");
+                   "unknown kind (expected slow, pause, once, hetero, crash or freeze; see "
+                   "hearsay train --help)");
     it->kind = (enum kind)k;
     const char *usage = usage_of[k];
     int need = k == KIND_HETERO ? 2 : k == KIND_SLOW || k == KIND_CRASH ? 3 : 4;
@@ -319,6 +317,19 @@ static int parse(const char *spec, int ranks, int rank, struct item *it, int *ap
             return bad(spec, f[2], "expected the iteration iter=N with N >= 0, e.g. iter=100");
         it->iter = iter;
         if (it->kind == KIND_ONCE) HS_TRY(duration(spec, f[3], f[3], &it->dur));
+        return 0;
+    case KIND_FREEZE:
+        if (!(v = keyed(f[2], "at")) || uint_field(v, LONG_MAX, &iter))
+            return bad(spec, f[2], "expected the iteration at=N with N >= 0, e.g. at=100");
+        it->iter = iter;
+        if (!(v = keyed(f[3], "for")))
+            return bad(spec, f[3], "expected for=D or for=forever, e.g. for=10s");
+        if (!strcmp(v, "forever"))
+            it->dur = INFINITY;
+        else {
+            HS_TRY(duration(spec, f[3], v, &it->dur));
+            if (it->dur <= 0) return bad(spec, f[3], "a freeze must last > 0 (or forever)");
+        }
         return 0;
     default:
         return 0;
@@ -483,6 +494,15 @@ int hs_straggler_crash(const hs_straggler_t *s, long iter)
     return 0;
 }
 
+double hs_straggler_freeze(const hs_straggler_t *s, long iter)
+{
+    if (!s) return 0.0;
+    double d = 0.0;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->items[i].kind == KIND_FREEZE && s->items[i].iter == iter) d += s->items[i].dur;
+    return d;
+}
+
 long hs_straggler_crash_iter(const hs_straggler_t *s)
 {
     return s ? s->crash_iter : -1;
@@ -546,6 +566,12 @@ int hs_straggler_describe(const hs_straggler_t *s, char *buf, size_t len)
         case KIND_CRASH:
             append(buf, len, &pos, "%scrash at iter %ld", sep, it->iter);
             break;
+        case KIND_FREEZE:
+            if (isinf(it->dur))
+                append(buf, len, &pos, "%sfreeze for good at iter %ld", sep, it->iter);
+            else
+                append(buf, len, &pos, "%sfreeze %gs at iter %ld", sep, it->dur, it->iter);
+            break;
         default:
             continue; /* slowdowns: summarised above */
         }
@@ -574,6 +600,10 @@ const char *hs_straggler_help(void)
            "                                  hetero:1-3\n"
            "  crash:RANKS:iter=N            the ranks' processes exit abruptly at iteration N\n"
            "                                  crash:2:iter=500\n"
+           "  freeze:RANKS:at=N:for=D|forever  the whole process stops (SIGSTOP: every thread,\n"
+           "                                heartbeats too) at iteration N for D, or for good\n"
+           "                                  freeze:2:at=100:for=10s   "
+           "freeze:1:at=50:for=forever\n"
            "  RANKS: all, a rank, a list, ranges (all | 3 | 0,2-5). D: a duration with unit\n"
            "  us, ms, s or m (200ms, 1.5s, 2m; a bare number is seconds, at most 1e6 s). "
            "Slowdowns\n"

@@ -28,10 +28,16 @@
 #include "hearsay/trace.h"
 #include "optim/ps_wire.h"
 
+#include "runtime/heartbeat.h"
+
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Exit status of a rank that crashes by injection (--straggler crash): EX_SOFTWARE. */
@@ -71,6 +77,7 @@ typedef struct run {
     int n_pending;                   /* oldest first */
     int warned_w;   /* the weight left [1e-2, 1e2] once: said so (tot.w_out_iter) */
     hs_trace_t *tr; /* --trace (NULL: none) */
+    hs_hb_t *hb;    /* heartbeats (NULL: none; runtime/heartbeat.h) */
     /* Evaluation is an observer (hearsay sim without --sim-eval-traffic): no drain before it,
      * no virtual time or bandwidth for it (docs/simulation.md, "Evaluation") */
     int observer;
@@ -131,7 +138,15 @@ static void d_peer_failed(void *ctx, int peer, long iter, const char *why)
 static int d_peer_dead(void *ctx, int peer)
 {
     run_t *R = ctx;
-    return peer >= 0 && peer < R->d.size && R->failed_at[peer] >= 0;
+    if (peer < 0 || peer >= R->d.size) return 0;
+    return R->failed_at[peer] >= 0 ||
+           (peer != R->d.rank && hs_hb_state(R->hb, peer) == HS_HB_FENCED);
+}
+
+static int d_peer_hb(void *ctx, int peer)
+{
+    run_t *R = ctx;
+    return hs_hb_state(R->hb, peer);
 }
 
 static int d_record(void *ctx, const char *file, const char *header, const char *line)
@@ -228,10 +243,21 @@ static int evalc_poll(run_t *R)
     return rc;
 }
 
-/* hs_exec_t's idle hook on rank 0: the same. */
-static int evalc_idle(void *ctx)
+/* This rank was fenced (runtime/heartbeat.h): an error that ends what it waits for. */
+static int fenced_err(run_t *R)
 {
-    return evalc_poll(ctx);
+    if (hs_hb_state(R->hb, R->d.rank) != HS_HB_FENCED) return 0;
+    char why[200];
+    hs_hb_why(R->hb, R->d.rank, why, sizeof why);
+    return HS_ERR(-ESHUTDOWN, "rank %d: fenced (%s)", R->d.rank, why);
+}
+
+/* hs_exec_t's idle hook: a fenced rank stops waiting; rank 0 serves the evaluation. */
+static int loop_idle(void *ctx)
+{
+    run_t *R = ctx;
+    HS_TRY(fenced_err(R));
+    return R->ec ? evalc_poll(ctx) : 0;
 }
 
 /* Start-up only: one byte each way between every pair of ranks, so that every connection
@@ -273,6 +299,7 @@ static int wireup(hs_exec_t *x, hs_transport_t *t, int rank, int size, double ti
 static void close_run(run_t *R)
 {
     if (R->ops && R->algo) R->ops->finalize(&R->algo);
+    hs_hb_stop(&R->hb); /* (a goodbye: a finished rank is never fenced) */
     /* (after the services, which record too; the simulator's environment outlives the run) */
     if (R->x) R->x->trace = NULL;
     hs_trace_close(&R->tr);
@@ -327,6 +354,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     d->evaluate = d_evaluate;
     d->peer_failed = d_peer_failed;
     d->peer_dead = d_peer_dead;
+    d->peer_hb = d_peer_hb;
     d->record = d_record;
     R->ipe = hs_worker_iters_per_epoch(R->w);
     d->total_iters = (long)o->epochs * R->ipe;
@@ -380,11 +408,13 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     if (size > 1) {
         if (!(R->esbuf = hs_malloc(sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float), "eval buffer")))
             return -ENOMEM;
-        if (rank == 0) {
+        if (rank == 0)
             HS_TRY(hs_evalc_open(&R->ec, d, hs_report_avg_csv(R->rep), R->ipe, o->target_loss,
                                  o->target_acc));
-            hs_exec_set_idle(R->x, evalc_idle, R);
-        }
+        /* heartbeats (wall clock only: virtual time freezes no process) */
+        if (o->fail_timeout_s > 0 && strcmp(R->x->ops->name, "virtual"))
+            HS_TRY(hs_hb_start(&R->hb, R->x, rank, size, o->fail_timeout_s));
+        if (R->ec || R->hb) hs_exec_set_idle(R->x, loop_idle, R);
     }
     if (o->dump_params) {
         HS_TRY(pull_z(R));
@@ -530,6 +560,70 @@ static void crash_now(run_t *R, long it)
     hs_exec_crash(R->x, HS_EXIT_CRASH); /* wall clock: _exit; virtual time: the rank ends */
 }
 
+/* A fenced rank (runtime/heartbeat.h) ends like an injected crash, with its own status and
+ * message: its sends settled, nothing more received, the weight it takes written down
+ * (DIR/rank-R-lost.json), so that the survivors' weights + the lost = N. */
+static void fence_exit(run_t *R) __attribute__((noreturn));
+static void fence_exit(run_t *R)
+{
+    hs_dist_t *d = &R->d;
+    char why[200];
+    hs_hb_why(R->hb, d->rank, why, sizeof why);
+    fprintf(stderr,
+            "rank %d: fenced at iteration %ld (%s): its messages are refused; exiting with "
+            "status %d\n",
+            d->rank, R->done, why, HS_EXIT_FENCED);
+    fflush(NULL);
+    double lost = 0, *from = calloc((size_t)d->size, sizeof *from);
+    if (R->ops->crash && R->algo && d->t && from) {
+        if (R->ops->crash(R->algo, &lost, from) < 0)
+            fprintf(stderr, "rank %d: settling before the exit: %s\n", d->rank, hs_last_error());
+        hs_report_crash_t c = {.done = R->done,
+                               .clock_s = clock_of(R),
+                               .lost = lost,
+                               .recv_from = from,
+                               .size = d->size};
+        if (hs_report_crash(R->rep, &c) < 0)
+            fprintf(stderr, "rank %d: recording the fence: %s\n", d->rank, hs_last_error());
+    }
+    free(from);
+    fflush(NULL);
+    hs_exec_crash(R->x, HS_EXIT_FENCED);
+}
+
+/* The injected freeze (--straggler freeze): the whole process stops (SIGSTOP, every thread),
+ * and a helper process sends SIGCONT after `secs` (INFINITY: never). Wall clock only. */
+static int freeze_now(run_t *R, long it, double secs)
+{
+    if (!strcmp(R->x->ops->name, "virtual"))
+        return HS_ERR(-ENOTSUP, "--straggler freeze: not available in virtual time (hearsay "
+                                "sim) yet; use it with hearsay train/run");
+    if (isinf(secs))
+        fprintf(stderr,
+                "rank %d: injected freeze at iteration %ld, for good (--straggler freeze)\n",
+                R->d.rank, it);
+    else
+        fprintf(stderr,
+                "rank %d: injected freeze at iteration %ld for %.3g s (--straggler freeze)\n",
+                R->d.rank, it, secs);
+    fflush(NULL);
+    pid_t me = getpid();
+    if (!isinf(secs)) {
+        pid_t c = fork();
+        if (c < 0) return HS_ERR(-errno, "--straggler freeze: fork: %s", strerror(errno));
+        if (c == 0) { /* the helper: async-signal-safe calls only */
+            struct timespec ts = {.tv_sec = (time_t)secs,
+                                  .tv_nsec = (long)((secs - (double)(time_t)secs) * 1e9)};
+            while (nanosleep(&ts, &ts) != 0) {
+            }
+            kill(me, SIGCONT);
+            _exit(0);
+        }
+    }
+    raise(SIGSTOP);
+    return 0;
+}
+
 /* Health figures of one iteration (or of the final drain): the weight's range, the staleness
  * of what was applied, the time alone; the warning once when the weight leaves its range. */
 static void account_health(run_t *R, double w, double span_s)
@@ -574,6 +668,16 @@ static int iteration(run_t *R, long it, double *loss_out)
 {
     hs_dist_t *d = &R->d;
     if (hs_straggler_crash(R->strag, it)) crash_now(R, it);
+    double frz = hs_straggler_freeze(R->strag, it);
+    if (frz > 0) HS_TRY(freeze_now(R, it, frz));
+    if (R->hb) { /* fenced here or fenced others: before anything is sent */
+        if (hs_hb_state(R->hb, d->rank) == HS_HB_FENCED) fence_exit(R);
+        for (int q; (q = hs_hb_next_fenced(R->hb)) >= 0;) {
+            char why[200];
+            hs_hb_why(R->hb, q, why, sizeof why);
+            d_peer_failed(R, q, it, why);
+        }
+    }
     hs_trace_begin(R->tr, HS_TR_ITERATION, it);
     double ts = hs_exec_now(R->x), lr = hs_worker_lr(R->w), counted;
     /* the gradient's time on this environment's clock (virtual time: its compute model) */
@@ -903,6 +1007,7 @@ int hs_train_in(const hs_train_opts_t *o, hs_boot_t *boot, hs_exec_t *x, hs_trai
     hs_trace_end(R.tr, HS_TR_FINISH);
     if (rc == 0) rc = trace_end(&R);
 out:
+    if (rc < 0 && R.hb && hs_hb_state(R.hb, R.d.rank) == HS_HB_FENCED) fence_exit(&R);
     close_run(&R);
     if (rc == 0 && res) *res = r;
     return rc;

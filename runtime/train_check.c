@@ -49,6 +49,7 @@ void hs_train_algo_opts(const hs_train_opts_t *o, hs_algo_opts_t *ao)
                            .momentum = o->momentum,
                            .comm_timeout_s = o->comm_timeout_s,
                            .drain_timeout_s = o->drain_timeout_s,
+                           .fail_timeout_s = o->fail_timeout_s,
                            .compress = o->compress,
                            .consensus_step = o->consensus_step};
 }
@@ -208,6 +209,8 @@ int hs_train_dist_check(const hs_train_opts_t *o, int ranks)
     }
     if (!(o->comm_timeout_s > 0) || !(o->drain_timeout_s > 0))
         return HS_ERR(-EINVAL, "--comm-timeout and --drain-timeout must be > 0");
+    if (!(o->fail_timeout_s >= 0) || o->fail_timeout_s > 86400)
+        return HS_ERR(-EINVAL, "--fail-timeout must be in [0, 86400] (0: no heartbeats)");
     if (!(o->checkpoint_every >= 0))
         return HS_ERR(-EINVAL, "--checkpoint-every must be >= 0 (got %g)", o->checkpoint_every);
     if (o->checkpoint_every > 0 && !o->out_dir)

@@ -41,6 +41,7 @@ typedef struct run_opts {
     long port;
     double timeout_s;
     double grace_s;
+    double finish_s; /* bound on the wait for the others once a rank has finished */
     int prefix;
     int keep_going; /* a failed worker does not end the others */
     int rdv_only;
@@ -66,10 +67,12 @@ typedef struct launcher {
     run_opts_t o;
     worker_t *w; /* (n) */
     int nalive;
-    int first_code;  /* exit status of the first worker that did not succeed (0: none) */
-    int failed;      /* a failure was reported and the others are being ended */
-    double kill_at;  /* SIGKILL the survivors at this time (0: not scheduled) */
-    int forwarded;   /* last user signal forwarded (0: none) */
+    int first_code;       /* exit status of the first worker that did not succeed (0: none) */
+    int failed;           /* a failure was reported and the others are being ended */
+    double kill_at;       /* SIGKILL the survivors at this time (0: not scheduled) */
+    double first_done_at; /* when the first rank exited (0: none yet) */
+    long first_done;      /* which */
+    int forwarded;        /* last user signal forwarded (0: none) */
     int interrupted; /* the first user signal received (0: none): the exit status is 128 + it */
     int sig_rd;      /* read end of the signal self-pipe */
     int mask_start;  /* the workers are hearsay: start them with the stop signals blocked */
@@ -117,6 +120,12 @@ static void usage(FILE *f)
             "                     allgather/barrier round (default 60)\n"
             "  --grace S          after a failure, seconds between SIGTERM and SIGKILL for the\n"
             "                     other workers (default 3)\n"
+            "  --finish-timeout S once a worker has ended (but by an injected crash or a\n"
+            "                     fence: 70, 71), the others must\n"
+            "                     exit within S seconds (default 120); one that does not\n"
+            "                     (frozen, SIGSTOP, or\n"
+            "                     hung) is named and killed, and the job fails (status 71 for\n"
+            "                     a stopped rank, 124 otherwise)\n"
             "  --keep-going       when a worker fails, report it but let the others run on\n"
             "                     (fault-injection studies: a crashed rank must not end the\n"
             "                     job); the exit status still reports the failure\n"
@@ -165,7 +174,12 @@ static const char *sig_name(int sig, char *buf, size_t cap)
 /* Returns 0, or 2 after printing a usage error; 1 when --help was printed. */
 static int parse_args(int argc, char **argv, run_opts_t *o)
 {
-    *o = (run_opts_t){.n = 0, .bind_addr = "127.0.0.1", .timeout_s = 60, .grace_s = 3, .prefix = 1};
+    *o = (run_opts_t){.n = 0,
+                      .bind_addr = "127.0.0.1",
+                      .timeout_s = 60,
+                      .grace_s = 3,
+                      .finish_s = 120,
+                      .prefix = 1};
     int i;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -193,7 +207,7 @@ static int parse_args(int argc, char **argv, run_opts_t *o)
         }
         int takes = !strcmp(a, "-n") || !strcmp(a, "--np") || !strcmp(a, "--bind") ||
                     !strcmp(a, "--port") || !strcmp(a, "--timeout") || !strcmp(a, "--grace") ||
-                    !strcmp(a, "--env-file");
+                    !strcmp(a, "--finish-timeout") || !strcmp(a, "--env-file");
         if (!takes) {
             fprintf(stderr, "hearsay run: unknown option '%s' (see hearsay run --help)\n", a);
             return 2;
@@ -212,6 +226,8 @@ static int parse_args(int argc, char **argv, run_opts_t *o)
             rc = hs_parse_double(v, 0.01, 1e6, "--timeout (seconds)", &o->timeout_s);
         else if (!strcmp(a, "--grace"))
             rc = hs_parse_double(v, 0, 3600, "--grace (seconds)", &o->grace_s);
+        else if (!strcmp(a, "--finish-timeout"))
+            rc = hs_parse_double(v, 0.1, 1e6, "--finish-timeout (seconds)", &o->finish_s);
         else if (!strcmp(a, "--bind"))
             o->bind_addr = v;
         else
@@ -410,6 +426,10 @@ static void reap(launcher_t *L)
         if (p != w->pid) continue;
         w->alive = 0;
         L->nalive--;
+        /* a finished or stopped rank arms --finish-timeout; an injected crash (70) or a fenced
+         * rank (71) lets the rest run on */
+        int finished = !(WIFEXITED(st) && (WEXITSTATUS(st) == 70 || WEXITSTATUS(st) == 71));
+        if (finished && L->first_done_at == 0) L->first_done_at = hs_now(), L->first_done = r;
         int code = 0;
         char sb[32];
         if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
@@ -426,6 +446,40 @@ static void reap(launcher_t *L)
         if (code && !w->signalled && !L->o.keep_going) end_others(L);
     }
     if (pass_code && !L->first_code) L->first_code = pass_code;
+}
+
+/* 1 when process pid is stopped (SIGSTOP: state T in /proc/PID/stat), else 0. */
+static int is_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *c = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return c && c[1] == ' ' && (c[2] == 'T' || c[2] == 't');
+}
+
+/* Every wait is bounded: once a rank has exited, a rank still there --finish-timeout later
+ * (frozen, or hung) is named and killed, and the job fails. */
+static void end_stragglers(launcher_t *L, double now)
+{
+    if (L->first_done_at == 0 || now - L->first_done_at < L->o.finish_s) return;
+    for (long r = 0; r < L->o.n; r++) {
+        worker_t *w = &L->w[r];
+        if (!w->alive || w->signalled) continue;
+        int stopped = is_stopped(w->pid);
+        fprintf(stderr,
+                "hearsay run: rank %ld %s: still there %.1f s after rank %ld finished "
+                "(--finish-timeout %g s); killed\n",
+                r, stopped ? "frozen (stopped, SIGSTOP)" : "hung (not exited)",
+                now - L->first_done_at, L->first_done, L->o.finish_s);
+        w->signalled = 1;
+        if (kill(-w->pid, SIGKILL) < 0) kill(w->pid, SIGKILL);
+        if (!L->first_code) L->first_code = stopped ? 71 : 124;
+    }
 }
 
 /* The write end of the self-pipe that the signal handlers feed: the one piece of process-wide
@@ -617,6 +671,7 @@ static int main_loop(launcher_t *L)
             if (drain_until == 0) drain_until = now + 1.0;
             if (now >= drain_until) break;
         }
+        end_stragglers(L, now);
         if (L->kill_at > 0 && now >= L->kill_at) {
             signal_all(L, SIGKILL);
             L->kill_at = 0;
@@ -624,6 +679,7 @@ static int main_loop(launcher_t *L)
         double until = 1e300;
         if (L->kill_at > 0) until = L->kill_at;
         if (drain_until > 0) until = HS_MIN(until, drain_until);
+        if (L->first_done_at > 0) until = HS_MIN(until, L->first_done_at + L->o.finish_s);
         /* At most 1 s: reap() runs every iteration, a safety net for a lost SIGCHLD. */
         int ms = until > now + 1.0 ? 1000 : (int)((until - now) * 1000.0) + 1;
         if (!pf) {

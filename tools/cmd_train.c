@@ -269,6 +269,15 @@ static hs_option_t train_options[] = {
      .range = "(0, 86400]",
      .metavar = "SECONDS",
      .help = "bound on every wait for a peer (all-reduce, neighbours, send completions)"},
+    {.name = "fail-timeout",
+     .type = HS_OPT_DOUBLE,
+     .def = "0",
+     .range = "[0, 86400]",
+     .metavar = "SECONDS",
+     .help =
+         "heartbeats: a rank silent this long (frozen, SIGSTOP) is fenced: its messages are "
+         "refused and it exits; half as long: suspected (0, the default for now: no heartbeats; "
+         "docs/failure-model.md)"},
     {.name = "drain-timeout",
      .type = HS_OPT_DOUBLE,
      .def = "30",
@@ -502,6 +511,7 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
     o.provider = hs_cfg_str(cfg, "provider");
     o.comm_timeout_s = hs_cfg_double(cfg, "comm-timeout");
     o.drain_timeout_s = hs_cfg_double(cfg, "drain-timeout");
+    o.fail_timeout_s = hs_cfg_double(cfg, "fail-timeout");
     o.init_spread = hs_cfg_double(cfg, "init-spread");
     o.dump_params = hs_cfg_bool(cfg, "dump-params");
     o.dump_trajectory = hs_cfg_bool(cfg, "dump-trajectory");

@@ -43,15 +43,16 @@ extern "C" {
 #endif
 
 /* User tags of the training messages (hearsay/transport.h tags; the all-reduce uses its own). */
-#define HS_TAG_GOSSIP   0x47000u /* SGP / OSGP push-sum shares (x, w) */
-#define HS_TAG_NEIGHBOR 0x47001u /* D-PSGD neighbour exchange */
-#define HS_TAG_EVAL     0x47002u /* z snapshots for the averaged model (to rank 0) */
-#define HS_TAG_FINAL    0x47003u /* end-of-run results and final z (to rank 0) */
-#define HS_TAG_PING     0x47004u /* never sent: a receive on it probes a peer's liveness */
-#define HS_TAG_ACK      0x47005u /* rank 0 -> r: your end-of-run results are in, you may exit */
-#define HS_TAG_WIREUP   0x47006u /* start-up: one byte each way between every pair of ranks */
-#define HS_TAG_PAIR_REQ 0x47007u /* AD-PSGD: active -> passive, x_i (or the end of its run) */
-#define HS_TAG_PAIR_REP 0x47008u /* AD-PSGD: passive -> active, x_j before the average */
+#define HS_TAG_GOSSIP    0x47000u /* SGP / OSGP push-sum shares (x, w) */
+#define HS_TAG_NEIGHBOR  0x47001u /* D-PSGD neighbour exchange */
+#define HS_TAG_EVAL      0x47002u /* z snapshots for the averaged model (to rank 0) */
+#define HS_TAG_FINAL     0x47003u /* end-of-run results and final z (to rank 0) */
+#define HS_TAG_PING      0x47004u /* never sent: a receive on it probes a peer's liveness */
+#define HS_TAG_ACK       0x47005u /* rank 0 -> r: your end-of-run results are in, you may exit */
+#define HS_TAG_WIREUP    0x47006u /* start-up: one byte each way between every pair of ranks */
+#define HS_TAG_PAIR_REQ  0x47007u /* AD-PSGD: active -> passive, x_i (or the end of its run) */
+#define HS_TAG_PAIR_REP  0x47008u /* AD-PSGD: passive -> active, x_j before the average */
+#define HS_TAG_HEARTBEAT 0x47009u /* failure detection (runtime/heartbeat.h) */
 /* EASGD center service and leader-SGD (optim/center.c, optim/lsgd.c) */
 #define HS_TAG_CENTER_REQ 0x47010u /* worker -> center owner: read / add / finish a shard */
 #define HS_TAG_CENTER_REP 0x47011u /* center owner -> worker: shard contents */
@@ -119,6 +120,7 @@ typedef struct hs_algo_opts {
     double momentum;            /* the local optimizer's momentum */
     double comm_timeout_s;      /* bound on every wait for a peer (> 0) */
     double drain_timeout_s;     /* bound on the end-of-run drain (> 0) */
+    double fail_timeout_s;      /* heartbeats: a peer silent this long is fenced (0: off) */
     const char *compress;       /* --compress SPEC (hearsay/compress.h; NULL/"none": none), for
                                  * the algorithms with HS_ALGO_COMPRESS */
     double consensus_step;      /* choco: gamma (<= 0: the compressor's default) */
@@ -151,6 +153,7 @@ typedef struct hs_dist {
     int (*evaluate)(void *ctx, const float *params, double *loss, double *acc);
     void (*peer_failed)(void *ctx, int peer, long iter, const char *why);
     int (*peer_dead)(void *ctx, int peer);
+    int (*peer_hb)(void *ctx, int peer); /* NULL: no heartbeats (hs_dist_peer_hb) */
     int (*record)(void *ctx, const char *file, const char *header, const char *line);
     /* Optional (NULL: not offered): keep the gradient in g (host memory of n floats, CPU
      * kernels), or back in the model's own buffer (g NULL); d->grads follows. */
@@ -195,6 +198,22 @@ static inline void hs_dist_peer_failed(hs_dist_t *d, int peer, long iter, const 
 static inline int hs_dist_peer_dead(const hs_dist_t *d, int peer)
 {
     return d->peer_dead(d->ctx, peer);
+}
+
+/* What the heartbeats say of `peer` (runtime/heartbeat.h): 0 alive, 1 suspected (silent for
+ * half the fail timeout), 2 fenced (out of the job: refuse its messages; for the own rank:
+ * this rank was fenced and must stop), -1 no heartbeats. */
+static inline int hs_dist_peer_hb(const hs_dist_t *d, int peer)
+{
+    return d->peer_hb ? d->peer_hb(d->ctx, peer) : -1;
+}
+
+/* A wait for `peer` has lasted `waited` s, past its bound `limit`: 1 while the peer still
+ * heartbeats (it is blocked, not frozen: keep waiting, up to limit + 3 fail timeouts), 0 when
+ * it may be declared failed (no heartbeats, or it is suspected). */
+static inline int hs_dist_keep_waiting(const hs_dist_t *d, int peer, double waited, double limit)
+{
+    return hs_dist_peer_hb(d, peer) == 0 && waited < limit + 3 * d->o->fail_timeout_s;
 }
 
 /* Hand the reporting code a line for this rank's file `file` (a short name: "leader" becomes

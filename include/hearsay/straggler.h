@@ -15,6 +15,7 @@
  *   once:RANKS:iter=N:D           a one-off pause of D at iteration N
  *   hetero:LO-HI                  every rank draws a fixed slowdown uniformly in [LO, HI]
  *   crash:RANKS:iter=N            the rank crashes (its process exits abruptly) at iteration N
+ *   freeze:RANKS:at=N:for=D|forever  the rank's whole process stops at iteration N (SIGSTOP)
  *   RANKS: all | R | R1,R2 | A-B, combined ("0,2-5").  D: a duration, 200ms, 1.5s, 2m, 500us;
  *   a bare number is seconds.
  *
@@ -68,6 +69,12 @@ double hs_straggler_delay(const hs_straggler_t *s, long iter, double compute_s);
  * rank), else 0. The caller (the training loop, not the library) then exits the process
  * abruptly, without draining or saying goodbye, to simulate a node failure. */
 int hs_straggler_crash(const hs_straggler_t *s, long iter);
+
+/* The seconds this rank's whole process freezes at the start of iteration `iter` (a freeze
+ * spec naming this rank and that iteration): 0 none, INFINITY for good. The loop stops the
+ * process (SIGSTOP, with a helper that sends SIGCONT after the duration); the simulator stops
+ * the rank and its services in virtual time. */
+double hs_straggler_freeze(const hs_straggler_t *s, long iter);
 
 /* The first iteration at which this rank crashes, or -1 when it never does. */
 long hs_straggler_crash_iter(const hs_straggler_t *s);

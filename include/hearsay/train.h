@@ -77,6 +77,7 @@ typedef struct hs_train_opts {
                              * one: HS_ALGO_PROGRESS) */
     double comm_timeout_s;  /* bound on every wait for a peer (> 0) */
     double drain_timeout_s; /* bound on the end-of-run drain (> 0) */
+    double fail_timeout_s;  /* heartbeats: a rank silent this long is fenced (0: off; s) */
     double init_spread;     /* add N(0, init_spread) noise per rank to the initial
                                parameters (gossip-averaging studies and tests) */
     int dump_params;        /* write DIR/rank-R.init.f32 and DIR/rank-R.final.f32 */
@@ -127,12 +128,16 @@ typedef struct hs_train_result {
     size_t num_params;
     /* Distributed runs (rank 0 has the job-wide figures; other ranks their own). */
     int ranks;
-    double ps_weight_sum;      /* sum of the push-sum weights of the ranks that finished */
-    double ps_weight_lost;     /* push-sum weight taken by ranks that crashed by injection
-                                * (their DIR/rank-R-lost.json; 0 without) */
-    double consensus_distance; /* RMS over ranks of ||z_i - mean z|| at the end */
-    int n_failed;              /* ranks reported failed */
-    int health;                /* summary.json's health: 0 ok, 1 warn, 2 failed */
+    double ps_weight_sum;        /* sum of the push-sum weights of the ranks that finished */
+    double ps_weight_lost;       /* push-sum weight taken by ranks that crashed by injection or
+                                  * were fenced (their DIR/rank-R-lost.json; 0 without), plus
+                                  * ps_weight_refused */
+    double ps_weight_refused;    /* weight of fenced ranks' messages the others refused */
+    double ps_weight_unreported; /* N - sum - lost when a failed rank wrote nothing down (one
+                                  * frozen for good): what it held, by conservation; else 0 */
+    double consensus_distance;   /* RMS over ranks of ||z_i - mean z|| at the end */
+    int n_failed;                /* ranks reported failed */
+    int health;                  /* summary.json's health: 0 ok, 1 warn, 2 failed */
 } hs_train_result_t;
 
 typedef struct hs_worker hs_worker_t;

@@ -1,0 +1,60 @@
+#!/bin/sh
+# experiments/freeze_matrix.sh — issue 28 item 2: a rank frozen (--straggler freeze, i.e.
+# SIGSTOP of the whole process) for a short time (< --fail-timeout), a long time (>) and for
+# good, under each algorithm, 4 ranks on hsshm. Each run must end (bounded by LIMIT) either
+# correctly (status 0, the frozen rank carried on) or with a failure status and a message naming
+# rank 2 (71: it was fenced or killed frozen; 1: a synchronous algorithm stopped); never NaN. Prints one row per run: algo, freeze, status, seconds, the survivors' weight sum,
+# the lost / refused / unreported weight (push-sum) and the verdict.
+#   experiments/freeze_matrix.sh [HEARSAY]      the long suite: the issue's 10 s / 60 s / forever
+#                                                at the default timeouts, --fail-timeout 20
+#   FREEZE_QUICK=1 ...                           make check's: grace 2 s, 1 s / 6 s / forever
+# Env: FREEZE_ALGOS (default: all eight), FREEZE_OUT (keep the run directories there).
+bin=${1:-${HS_BIN:-./hearsay}}
+algos=${FREEZE_ALGOS:-"sgp osgp dpsgd adpsgd allreduce localsgd easgd lsgd"}
+if [ -n "$FREEZE_QUICK" ]; then
+    times="1s 6s forever"
+    tmo="--comm-timeout 2 --drain-timeout 5 --fail-timeout 2"
+    fin=5 limit=90 train=8000 at=50
+else
+    times="10s 60s forever"
+    tmo="--fail-timeout 20" # else the defaults: --comm-timeout 30 --drain-timeout 30
+    fin=30 limit=400 train=16000 at=100
+fi
+out=${FREEZE_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/hs-freeze.XXXXXX")}
+fail=0
+printf '%-9s %-8s %6s %6s %9s %9s %9s %9s  %s\n' algo freeze status secs w_sum w_lost w_refused \
+    w_unrep verdict
+for algo in $algos; do
+    for f in $times; do
+        d=$out/$algo-$f
+        rm -rf "$d"
+        t0=$(date +%s)
+        # shellcheck disable=SC2086 # word splitting of the option lists is wanted
+        timeout -k 5 $limit "$bin" run --keep-going --finish-timeout $fin -n 4 -- "$bin" train \
+            --algo "$algo" --model mlp:16-32-4 \
+            --data gauss:dim=16,classes=4,train=$train,test=500 --batch 16 --epochs 1 \
+            --threads 1 --quiet $tmo --straggler pause:all:p=1:fixed=10ms \
+            --straggler "freeze:2:at=$at:for=$f" --out "$d" >"$d.log" 2>&1
+        st=$?
+        secs=$(($(date +%s) - t0))
+        row=$(/usr/bin/python3 - "$d/summary.json" <<'PY' 2>/dev/null || echo "- - - -"
+import json, sys
+s = json.load(open(sys.argv[1]))
+g = lambda k: s.get(k)
+print(" ".join("%.6g" % g(k) if isinstance(g(k), (int, float)) else "-" for k in
+               ("ps_weight_sum", "ps_weight_lost", "ps_weight_refused", "ps_weight_unreported")))
+PY
+)
+        verdict=ok
+        if grep -qi 'nan\b\|diverged' "$d.log"; then verdict="NaN/diverged"; fi
+        if [ $st -eq 124 ] || [ $st -eq 137 ]; then verdict="HANG (killed after $limit s)"; fi
+        if [ $st -ne 0 ] && [ $st -ne 124 ] && [ $st -ne 137 ] &&
+            ! grep -q 'rank 2' "$d.log"; then verdict="status $st without naming rank 2"; fi
+        if [ $st -ne 0 ] && [ $st -ne 71 ] && [ "$verdict" = ok ]; then verdict="stopped, rank 2 named"; fi
+        case $verdict in ok | stopped*) ;; *) fail=1 ;; esac
+        # shellcheck disable=SC2086
+        printf '%-9s %-8s %6s %6s %9s %9s %9s %9s  %s\n' "$algo" "$f" $st $secs $row "$verdict"
+    done
+done
+[ -n "$FREEZE_OUT" ] || rm -rf "$out"
+exit $fail

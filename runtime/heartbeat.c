@@ -1,0 +1,331 @@
+/*
+ * runtime/heartbeat.c — heartbeats, suspicion and fencing (runtime/heartbeat.h).
+ *
+ * Wire (tag HS_TAG_HEARTBEAT): a fixed header, then one byte per rank of the job: 1 where the
+ * sender has fenced that rank. Version 1.
+ */
+#include "runtime/heartbeat.h"
+
+#include "hearsay/algo.h"
+#include "hearsay/common.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HB_MAGIC   0x48534842u /* "HSHB" */
+#define HB_VERSION 1u
+#define HB_BYE     0x1u /* flags: the sender finished its run (never fence it) */
+#define WHY_MAX    160
+
+typedef struct hb_wire_v1 {
+    uint32_t magic, version;
+    int32_t rank, size;
+    uint32_t flags, pad;
+    uint64_t seq;
+    /* then uint8_t fenced[size] */
+} hb_wire_v1_t;
+
+struct hs_hb {
+    hs_exec_t *x;
+    hs_transport_t *t;
+    hs_service_t *svc;
+    int rank, size;
+    double fail_s, period_s;
+    size_t bytes;       /* one heartbeat */
+    double *last;       /* (size) when each rank's last heartbeat came (svc lock) */
+    unsigned char *st;  /* (size) HS_HB_ALIVE / HS_HB_FENCED (svc lock) */
+    unsigned char *bye; /* (size) the rank finished */
+    unsigned char *reported;
+    char (*why)[WHY_MAX];
+    hs_treq_t **req;       /* (size) the heartbeat in flight to each rank */
+    unsigned char *obuf;   /* (size * bytes) */
+    double last_sent;      /* when this rank last sent its heartbeats (< 0: not yet) */
+    double last_tick;      /* when the service last ran on_tick */
+    double self_fenced_at; /* when this rank learnt it was fenced (< 0: not) */
+    uint64_t seq;
+    int *src;
+    uint32_t *tag;
+};
+
+static void lock(hs_hb_t *hb)
+{
+    hs_svc_lock(hb->x, hb->svc);
+}
+
+static void unlock(hs_hb_t *hb)
+{
+    hs_svc_unlock(hb->x, hb->svc);
+}
+
+/* Fence q (lock held). */
+static void fence_locked(hs_hb_t *hb, int q, const char *why)
+{
+    if (hb->st[q] == HS_HB_FENCED) return;
+    hb->st[q] = HS_HB_FENCED;
+    snprintf(hb->why[q], WHY_MAX, "%s", why);
+    if (q == hb->rank) hb->self_fenced_at = hs_exec_now(hb->x);
+}
+
+static int hb_msg(void *ctx, int slot, const void *buf, const hs_tstatus_t *st)
+{
+    hs_hb_t *hb = ctx;
+    (void)slot;
+    const hb_wire_v1_t *h = buf;
+    int src = st->source;
+    if (st->len != hb->bytes || h->magic != HB_MAGIC || h->version != HB_VERSION ||
+        h->rank != src || h->size != hb->size)
+        return HS_ERR(-EPROTO, "rank %d: a malformed heartbeat from rank %d (%zu bytes)", hb->rank,
+                      src, st->len);
+    const unsigned char *f = (const unsigned char *)(h + 1);
+    char why[WHY_MAX];
+    lock(hb);
+    if (hb->st[src] != HS_HB_FENCED) { /* a fenced rank's heartbeats are refused */
+        hb->last[src] = hs_exec_now(hb->x);
+        if (h->flags & HB_BYE) hb->bye[src] = 1;
+        for (int q = 0; q < hb->size; q++) {
+            if (!f[q] || q == src || hb->st[q] == HS_HB_FENCED) continue;
+            if (q == hb->rank)
+                snprintf(why, sizeof why,
+                         "fenced by rank %d, which had no heartbeat from this rank for more "
+                         "than --fail-timeout %.3g s",
+                         src, hb->fail_s);
+            else
+                snprintf(why, sizeof why, "fenced by rank %d (no heartbeat for more than %.3g s)",
+                         src, hb->fail_s);
+            fence_locked(hb, q, why);
+        }
+    }
+    unlock(hb);
+    return 0;
+}
+
+/* One heartbeat to each other rank whose previous one has left (flags: HB_BYE or 0). */
+static void send_all(hs_hb_t *hb, unsigned flags)
+{
+    hb->seq++;
+    for (int p = 0; p < hb->size; p++) {
+        if (p == hb->rank) continue;
+        if (hb->req[p]) {
+            int done = 0;
+            if (hs_transport_test(hb->t, &hb->req[p], &done, NULL) < 0) {
+                hs_error_clear();
+                hs_transport_req_free(hb->t, &hb->req[p]);
+            } else if (!done) {
+                continue; /* a stopped rank's queue: one heartbeat in flight is enough */
+            }
+        }
+        hb_wire_v1_t *h = (hb_wire_v1_t *)(hb->obuf + (size_t)p * hb->bytes);
+        *h = (hb_wire_v1_t){.magic = HB_MAGIC,
+                            .version = HB_VERSION,
+                            .rank = hb->rank,
+                            .size = hb->size,
+                            .flags = flags,
+                            .seq = hb->seq};
+        unsigned char *f = (unsigned char *)(h + 1);
+        for (int q = 0; q < hb->size; q++) f[q] = hb->st[q] == HS_HB_FENCED;
+        if (hs_transport_isend(hb->t, p, HS_TAG_HEARTBEAT, h, hb->bytes, &hb->req[p]) < 0) {
+            hs_error_clear(); /* an exited peer: liveness is reported elsewhere */
+            hb->req[p] = NULL;
+        }
+    }
+}
+
+static int hb_tick(void *ctx)
+{
+    hs_hb_t *hb = ctx;
+    double now = hs_exec_now(hb->x);
+    lock(hb);
+    if (hb->self_fenced_at >= 0) {
+        /* the training loop ends a fenced rank at its next step or wait; should it be stuck
+         * in a call that never comes back, the heartbeat service does (bounded) */
+        double since = now - hb->self_fenced_at;
+        if (since > hb->fail_s + 5.0) {
+            fprintf(stderr,
+                    "rank %d: fenced (%s); the training loop did not stop within %.1f s: "
+                    "exiting with status %d\n",
+                    hb->rank, hb->why[hb->rank], since, HS_EXIT_FENCED);
+            fflush(NULL);
+            _exit(HS_EXIT_FENCED);
+        }
+        unlock(hb);
+        return 0;
+    }
+    if (hb->last_sent >= 0 && now - hb->last_sent > hb->fail_s) {
+        char why[WHY_MAX];
+        snprintf(why, sizeof why,
+                 "this rank was stopped for %.1f s (no heartbeat sent), more than --fail-timeout "
+                 "%.3g s: the others have fenced it",
+                 now - hb->last_sent, hb->fail_s);
+        fence_locked(hb, hb->rank, why);
+        unlock(hb);
+        return 0;
+    }
+    /* this service lagged (the process was stopped, or starved of CPU): the peers' silence
+     * over that time is not theirs */
+    if (now - hb->last_tick > hb->period_s)
+        for (int p = 0; p < hb->size; p++)
+            if (hb->st[p] != HS_HB_FENCED && hb->last[p] < now - (now - hb->last_tick))
+                hb->last[p] += now - hb->last_tick - hb->period_s;
+    hb->last_tick = now;
+    if (hb->last_sent < 0 || now - hb->last_sent >= hb->period_s) {
+        send_all(hb, 0);
+        hb->last_sent = now;
+    }
+    for (int p = 0; p < hb->size; p++) {
+        if (p == hb->rank || hb->bye[p] || hb->st[p] == HS_HB_FENCED) continue;
+        double silent = now - hb->last[p];
+        if (silent > hb->fail_s) {
+            char why[WHY_MAX];
+            snprintf(why, sizeof why,
+                     "frozen: no heartbeat for %.1f s (--fail-timeout %.3g s), fenced", silent,
+                     hb->fail_s);
+            fence_locked(hb, p, why);
+        }
+    }
+    unlock(hb);
+    return 0;
+}
+
+int hs_hb_start(hs_hb_t **out, hs_exec_t *x, int rank, int size, double fail_s)
+{
+    *out = NULL;
+    if (!x || !x->t || size < 2 || !(fail_s > 0))
+        return HS_ERR(-EINVAL, "heartbeats need a transport, 2 ranks and --fail-timeout > 0");
+    hs_hb_t *hb = hs_calloc(1, sizeof *hb, "heartbeats");
+    if (!hb) return -ENOMEM;
+    hb->x = x;
+    hb->t = x->t;
+    hb->rank = rank;
+    hb->size = size;
+    hb->fail_s = fail_s;
+    hb->period_s = HS_MIN(0.5, fail_s / 8);
+    hb->bytes = sizeof(hb_wire_v1_t) + (size_t)size;
+    hb->last_sent = -1;
+    hb->self_fenced_at = -1;
+    hb->last = hs_calloc((size_t)size, sizeof *hb->last, "heartbeat times");
+    hb->st = hs_calloc((size_t)size, 1, "heartbeat states");
+    hb->bye = hs_calloc((size_t)size, 1, "goodbyes");
+    hb->reported = hs_calloc((size_t)size, 1, "fences reported");
+    hb->why = hs_calloc((size_t)size, sizeof *hb->why, "fence reasons");
+    hb->req = hs_calloc((size_t)size, sizeof *hb->req, "heartbeat sends");
+    hb->obuf = hs_calloc((size_t)size, hb->bytes, "heartbeat buffers");
+    hb->src = hs_calloc((size_t)size, sizeof *hb->src, "heartbeat sources");
+    hb->tag = hs_calloc((size_t)size, sizeof *hb->tag, "heartbeat tags");
+    if (!hb->last || !hb->st || !hb->bye || !hb->reported || !hb->why || !hb->req || !hb->obuf ||
+        !hb->src || !hb->tag) {
+        hs_hb_stop(&hb);
+        return -ENOMEM;
+    }
+    double now = hs_exec_now(x);
+    hb->last_tick = now;
+    int n = 0;
+    for (int p = 0; p < size; p++) {
+        hb->last[p] = now;
+        if (p != rank) hb->src[n] = p, hb->tag[n++] = HS_TAG_HEARTBEAT;
+    }
+    hs_service_desc_t sd = {.name = "heartbeats",
+                            .n_slots = n,
+                            .slot_bytes = hb->bytes,
+                            .src = hb->src,
+                            .tag = hb->tag,
+                            .on_msg = hb_msg,
+                            .on_tick = hb_tick,
+                            .ctx = hb};
+    int rc = hs_svc_start(x, &sd, &hb->svc);
+    if (rc < 0) {
+        hs_hb_stop(&hb);
+        return rc;
+    }
+    *out = hb;
+    return 0;
+}
+
+int hs_hb_state(hs_hb_t *hb, int peer)
+{
+    if (!hb || peer < 0 || peer >= hb->size) return HS_HB_OFF;
+    lock(hb);
+    double now = hs_exec_now(hb->x);
+    int s = hb->st[peer];
+    if (peer == hb->rank) {
+        /* the loop asks before it sends: a stop longer than the fail timeout is seen here
+         * first when the service has not run since */
+        if (s != HS_HB_FENCED && hb->last_sent >= 0 && now - hb->last_sent > hb->fail_s) {
+            char why[WHY_MAX];
+            snprintf(why, sizeof why,
+                     "this rank was stopped for %.1f s (no heartbeat sent), more than "
+                     "--fail-timeout %.3g s: the others have fenced it",
+                     now - hb->last_sent, hb->fail_s);
+            fence_locked(hb, peer, why);
+            s = HS_HB_FENCED;
+        }
+    } else if (s != HS_HB_FENCED && !hb->bye[peer] && now - hb->last_tick < 2 * hb->period_s &&
+               now - hb->last[peer] > hb->fail_s / 2) {
+        s = HS_HB_SUSPECT; /* (judged only while this rank's own service keeps time) */
+    }
+    unlock(hb);
+    return s;
+}
+
+void hs_hb_why(hs_hb_t *hb, int peer, char *buf, size_t len)
+{
+    if (!len) return;
+    buf[0] = '\0';
+    if (!hb || peer < 0 || peer >= hb->size) return;
+    lock(hb);
+    if (hb->st[peer] == HS_HB_FENCED) snprintf(buf, len, "%s", hb->why[peer]);
+    unlock(hb);
+}
+
+int hs_hb_next_fenced(hs_hb_t *hb)
+{
+    if (!hb) return -1;
+    int q = -1;
+    lock(hb);
+    for (int p = 0; p < hb->size && q < 0; p++)
+        if (p != hb->rank && hb->st[p] == HS_HB_FENCED && !hb->reported[p]) {
+            hb->reported[p] = 1;
+            q = p;
+        }
+    unlock(hb);
+    return q;
+}
+
+void hs_hb_stop(hs_hb_t **hbp)
+{
+    if (!hbp || !*hbp) return;
+    hs_hb_t *hb = *hbp;
+    if (hb->svc) {
+        lock(hb);
+        int fenced = hb->self_fenced_at >= 0;
+        unlock(hb);
+        hs_svc_stop(hb->x, &hb->svc);
+        if (!fenced) { /* (bounded: a stopped rank never takes it) */
+            send_all(hb, HB_BYE);
+            double until = hs_exec_now(hb->x) + 0.25;
+            for (int p = 0; p < hb->size; p++) {
+                int done = 0;
+                while (hb->req[p] && hs_transport_test(hb->t, &hb->req[p], &done, NULL) == 0 &&
+                       !done && hs_exec_now(hb->x) < until)
+                    hs_exec_sleep(hb->x, 0.002);
+                hs_error_clear();
+            }
+        }
+    }
+    if (hb->req)
+        for (int p = 0; p < hb->size; p++)
+            if (hb->req[p]) hs_transport_req_free(hb->t, &hb->req[p]);
+    free(hb->last);
+    free(hb->st);
+    free(hb->bye);
+    free(hb->reported);
+    free(hb->why);
+    free(hb->req);
+    free(hb->obuf);
+    free(hb->src);
+    free(hb->tag);
+    HS_FREE(*hbp);
+}
