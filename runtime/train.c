@@ -368,7 +368,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
         HS_TRY(wireup(R->x, R->t, rank, size, o->comm_timeout_s));
     /* Start-up only (before any receive is posted): every rank's clock starts together. */
     if (size > 1) HS_TRY(hs_exec_barrier(R->x));
-    HS_TRY(hs_trace_align(R->tr, boot)); /* --trace: every rank's clock against rank 0's */
+    HS_TRY(hs_boot_trace_align(boot, R->tr)); /* --trace: every rank's clock against rank 0's */
     if ((R->ops->flags & HS_ALGO_GRAPH) && size > 1) {
         hs_topo_opts_t tpo = {.mixing = (R->ops->flags & HS_ALGO_UNDIRECTED)
                                             ? HS_TOPO_MIX_METROPOLIS
