@@ -26,7 +26,6 @@
 #include "hearsay/shaping.h"
 #include "hearsay/straggler.h"
 #include "hearsay/trace.h"
-#include "optim/ps_wire.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -378,7 +377,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     }
     HS_TRY(hs_report_open(&R->rep, o, rank, size, R->ipe));
     if (size > 1) {
-        if (!(R->esbuf = hs_malloc(sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float), "eval buffer")))
+        if (!(R->esbuf = hs_malloc(HS_DIST_FRAME_BYTES + d->n * sizeof(float), "eval buffer")))
             return -ENOMEM;
         if (rank == 0) {
             HS_TRY(hs_evalc_open(&R->ec, d, hs_report_avg_csv(R->rep), R->ipe, o->target_loss,
