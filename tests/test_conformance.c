@@ -4,8 +4,8 @@
  * libfabric shm. The same checks, on 3 ranks, for each: tagged messages (matched by tag, not
  * by order), any-source receives, probes, liveness, views, memory from hs_transport_buf_alloc
  * and its peer mappings, windows (put, get, float atomics). Each capability either works as
- * hearsay/transport.h says or is refused cleanly: -ENOSYS with a message (hs_last_error), the
- * same answer on every rank, and the transport still works afterwards.
+ * hearsay/transport.h says or is refused cleanly: -ENOSYS with a message (hs_last_error), and
+ * the transport still works afterwards.
  *
  * The receives are posted before the senders pass a barrier, except where a check needs an
  * unexpected message (the probe). libfabric 1.17's shm loses some of those, the transport's own
