@@ -2,7 +2,7 @@
 #include "hearsay/algo.h"
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
-#include "hearsay/config.h"
+#include "hearsay/options.h"
 #include "hearsay/straggler.h"
 #include "hearsay/data.h"
 #include "hearsay/nn.h"
