@@ -45,7 +45,7 @@
 #include "hearsay/allreduce.h"
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
-#include "hearsay/config.h"
+#include "hearsay/options.h"
 #include "hearsay/topology.h"
 #include "hearsay/transport.h"
 #include "tools/commands.h"

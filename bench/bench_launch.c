@@ -3,7 +3,7 @@
 
 #include "hearsay/allreduce.h"
 #include "hearsay/common.h"
-#include "hearsay/config.h"
+#include "hearsay/options.h"
 #include "tests/runlib.h"
 
 #include <ctype.h>

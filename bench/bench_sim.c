@@ -13,7 +13,7 @@
 #include "bench/bench_launch.h"
 #include "bench/bench_util.h"
 #include "hearsay/common.h"
-#include "hearsay/config.h"
+#include "hearsay/options.h"
 #include "hearsay/file.h"
 #include "tools/commands.h"
 

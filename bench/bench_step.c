@@ -3,7 +3,7 @@
  * with the same thread count and OpenBLAS environment (bench/torch_step.py). */
 #include "bench/bench_util.h"
 #include "hearsay/common.h"
-#include "hearsay/config.h"
+#include "hearsay/options.h"
 #include "hearsay/nn.h"
 #include "hearsay/optim.h"
 #include "hearsay/rng.h"

@@ -8,6 +8,7 @@
 #include "gossip/boot_rdv.h"
 #include "hearsay/common.h"
 #include "hearsay/env.h"
+#include "hearsay/trace.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -380,4 +381,22 @@ void hs_boot_finalize(hs_boot_t **bp)
 const char *hs_boot_method(const hs_boot_t *b)
 {
     return b->method;
+}
+
+static int trace_sync_barrier(void *ctx)
+{
+    return hs_boot_barrier(ctx);
+}
+
+static int trace_sync_allgather(void *ctx, const void *mine, size_t len, void *all)
+{
+    return hs_boot_allgather(ctx, mine, len, all);
+}
+
+int hs_boot_trace_align(hs_boot_t *b, struct hs_trace *tr)
+{
+    if (!b || hs_boot_all_local(b)) return hs_trace_align(tr, NULL);
+    const hs_trace_sync_t sync = {
+        .barrier = trace_sync_barrier, .allgather = trace_sync_allgather, .ctx = b};
+    return hs_trace_align(tr, &sync);
 }

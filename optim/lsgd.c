@@ -94,7 +94,6 @@ int hs_snapshot_init(hs_snapshot_t *s, size_t n)
             for (int j = 0; j < b; j++) HS_FREE(s->buf[j].data);
             return -ENOMEM;
         }
-    pthread_mutex_init(&s->mu, NULL);
     return 0;
 }
 
@@ -102,20 +101,19 @@ void hs_snapshot_free(hs_snapshot_t *s)
 {
     if (!s->buf[0].data) return;
     for (int b = 0; b < HS_SNAPSHOT_BUFS; b++) HS_FREE(s->buf[b].data);
-    pthread_mutex_destroy(&s->mu);
 }
 
 int hs_snapshot_publish(hs_snapshot_t *s, const float *src, long iter, double loss)
 {
     /* a buffer no reader holds and that is not current (the one after the current first) */
-    pthread_mutex_lock(&s->mu);
+    hs_spin_lock(&s->mu);
     int w = -1;
     for (int j = 1; j <= HS_SNAPSHOT_BUFS && w < 0; j++) {
         int b = (s->cur + j + HS_SNAPSHOT_BUFS) % HS_SNAPSHOT_BUFS;
         if (b != s->cur && s->buf[b].readers == 0) w = b;
     }
     if (w < 0) s->skipped++;
-    pthread_mutex_unlock(&s->mu);
+    hs_spin_unlock(&s->mu);
     if (w < 0) return -EBUSY;
     /* readers only take the current buffer, so nobody reads w while it is written */
     hs_snapshot_buf_t *b = &s->buf[w];
@@ -123,21 +121,21 @@ int hs_snapshot_publish(hs_snapshot_t *s, const float *src, long iter, double lo
     b->iter = iter;
     b->loss = loss;
     b->check = hs_el_checksum(src, s->n);
-    pthread_mutex_lock(&s->mu);
+    hs_spin_lock(&s->mu);
     s->version += 2;
     b->version = s->version;
     s->cur = w;
-    pthread_mutex_unlock(&s->mu);
+    hs_spin_unlock(&s->mu);
     return 0;
 }
 
 int hs_snapshot_read(hs_snapshot_t *s, float *dst, uint64_t *version, long *iter, double *loss,
                      uint64_t *check)
 {
-    pthread_mutex_lock(&s->mu);
+    hs_spin_lock(&s->mu);
     int r = s->cur;
     if (r < 0) {
-        pthread_mutex_unlock(&s->mu);
+        hs_spin_unlock(&s->mu);
         return -EAGAIN;
     }
     hs_snapshot_buf_t *b = &s->buf[r];
@@ -145,12 +143,12 @@ int hs_snapshot_read(hs_snapshot_t *s, float *dst, uint64_t *version, long *iter
     uint64_t v = b->version, c = b->check;
     long it = b->iter;
     double l = b->loss;
-    pthread_mutex_unlock(&s->mu);
+    hs_spin_unlock(&s->mu);
     if (s->test_during_read) s->test_during_read(s->test_ctx);
     memcpy(dst, b->data, s->n * sizeof(float));
-    pthread_mutex_lock(&s->mu);
+    hs_spin_lock(&s->mu);
     b->readers--;
-    pthread_mutex_unlock(&s->mu);
+    hs_spin_unlock(&s->mu);
     if (hs_el_checksum(dst, s->n) != c)
         return HS_ERR(-EPROTO, "snapshot version %llu fails its checksum after the copy",
                       (unsigned long long)v);

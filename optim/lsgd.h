@@ -7,7 +7,8 @@
 #ifndef HEARSAY_OPTIM_LSGD_H
 #define HEARSAY_OPTIM_LSGD_H
 
-#include <pthread.h>
+#include "hearsay/exec.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,9 +39,10 @@ void hs_lsgd_group(int rank, int size, int groups, int *lo, int *hi);
 
 /* A published parameter snapshot, triple-buffered: the publisher writes a buffer that is
  * neither the current one nor being read, then makes it current; a reader pins the current
- * buffer (a reference count), copies it and unpins it. The lock (`mu`) is held only to pick,
- * pin, unpin and switch buffers, never during a copy, so a reader slowed down for any time
- * (a service thread starved of CPU) neither fails nor retries, and the publisher never waits
+ * buffer (a reference count), copies it and unpins it. The lock (`mu`, hearsay/exec.h's short
+ * lock) is held only to pick, pin, unpin and switch buffers, never during a copy, so a reader
+ * slowed down for any time (a service thread starved of CPU) neither fails nor retries, and
+ * the publisher never waits
  * for it: with one reader thread a buffer is always free (the current one and the one being
  * read are two of three). The publisher also stores the checksum of what it wrote, which the
  * reader checks against its copy. Versions are even (2 per publish), as on the wire. */
@@ -56,7 +58,7 @@ typedef struct hs_snapshot_buf {
 } hs_snapshot_buf_t;
 
 typedef struct hs_snapshot {
-    pthread_mutex_t mu; /* guards cur, version and every buffer's readers and fields */
+    hs_spinlock_t mu; /* guards cur, version and every buffer's readers and fields */
     size_t n;
     hs_snapshot_buf_t buf[HS_SNAPSHOT_BUFS];
     int cur;          /* the current buffer; -1: never published */

@@ -21,8 +21,9 @@
 typedef enum hs_ps_kind {
     HS_PS_GOSSIP = 1,      /* SGP share: payload p * x, weight p * w */
     HS_PS_NEIGHBOR = 2,    /* D-PSGD: payload x (weight 1) */
-    HS_PS_EVAL = 3,        /* z snapshot to rank 0; aux: see hs_ps_eval_aux */
-    HS_PS_FINAL = 4,       /* end-of-run z + results; aux: see hs_ps_final_aux */
+    HS_PS_EVAL = 3,        /* the loop's z snapshot to rank 0 (hearsay/algo.h's hs_dist_frame_*,
+                            * optim/ps_wire.c; aux: runtime/dist.h's HS_AUX_*) */
+    HS_PS_FINAL = 4,       /* the loop's end-of-run z + results (likewise) */
     HS_PS_REPLY = 5,       /* SGP share answering the sender's GOSSIP after the end of training:
                             * payload z, weight the share; iteration: the last GOSSIP answered */
     HS_PS_DONE = 6,        /* SGP, no payload: the sender trained `iteration` rounds and sent
@@ -36,21 +37,6 @@ typedef enum hs_ps_kind {
     HS_PS_COMPRESSED = 16, /* CHOCO-SGD, qsgp, EF-SGD: length = n, no floats, `extra` bytes of
                             * compressed data (hearsay/compress.h) */
 } hs_ps_kind_t;
-
-/* aux[] slots of EVAL and FINAL messages. */
-enum hs_ps_aux {
-    HS_AUX_NORM2 = 0, /* ||z||^2 (double accumulation) */
-    HS_AUX_LOSS = 1,  /* the sender's own test loss at this point */
-    HS_AUX_ACC = 2,   /* its test accuracy */
-    HS_AUX_CLOCK = 3, /* its training clock (s) */
-    HS_AUX_TTT = 4,   /* FINAL: its time to target (NaN: not reached) */
-    HS_AUX_TRAIN = 5, /* FINAL: its mean training loss over the last epoch */
-    HS_AUX_COMP = 6,  /* FINAL: total compute seconds */
-    HS_AUX_COMM = 7,  /* FINAL: total communication seconds */
-    HS_AUX_WAIT = 8,  /* FINAL: total waiting seconds */
-    HS_AUX_STRAG = 9, /* FINAL: total injected straggler seconds */
-    HS_AUX_MSGS = 10, /* FINAL: messages applied */
-};
 
 typedef struct hs_ps_hdr_v1 {
     uint32_t magic;    /* HS_PS_MAGIC */

@@ -1,5 +1,5 @@
 /* runtime/config.c — typed option registry: defaults, values from text, command-line flags
- * and getters. INI reading/writing, JSON and --help live in config_io.c. See config.h. */
+ * and getters. INI reading/writing, JSON and --help live in config_io.c. See hearsay/options.h. */
 #include "runtime/config_impl.h"
 
 #include <ctype.h>

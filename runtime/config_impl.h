@@ -3,7 +3,7 @@
 #define HEARSAY_RUNTIME_CONFIG_IMPL_H
 
 #include "hearsay/common.h"
-#include "hearsay/config.h"
+#include "hearsay/options.h"
 
 #include <stddef.h>
 

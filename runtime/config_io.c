@@ -1,5 +1,5 @@
 /* runtime/config_io.c — the configuration as text: INI files in and out, JSON out, --help.
- * See config.h for the formats. */
+ * See hearsay/options.h for the formats. */
 #include "runtime/config_impl.h"
 #include "hearsay/file.h"
 #include "hearsay/json.h"

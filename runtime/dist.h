@@ -40,6 +40,21 @@ typedef struct hs_rank_final {
     double bytes_sent, bytes_recv;
 } hs_rank_final_t;
 
+/* aux[] slots of the EVAL and FINAL messages (hs_dist_frame_t.aux, hearsay/algo.h). */
+enum hs_ps_aux {
+    HS_AUX_NORM2 = 0, /* ||z||^2 (double accumulation) */
+    HS_AUX_LOSS = 1,  /* the sender's own test loss at this point */
+    HS_AUX_ACC = 2,   /* its test accuracy */
+    HS_AUX_CLOCK = 3, /* its training clock (s) */
+    HS_AUX_TTT = 4,   /* FINAL: its time to target (NaN: not reached) */
+    HS_AUX_TRAIN = 5, /* FINAL: its mean training loss over the last epoch */
+    HS_AUX_COMP = 6,  /* FINAL: total compute seconds */
+    HS_AUX_COMM = 7,  /* FINAL: total communication seconds */
+    HS_AUX_WAIT = 8,  /* FINAL: total waiting seconds */
+    HS_AUX_STRAG = 9, /* FINAL: total injected straggler seconds */
+    HS_AUX_MSGS = 10, /* FINAL: messages applied */
+};
+
 /* The values of hs_rank_final_t's health that travel in the FINAL message (after the failure
  * reports): w_min, w_max, iters, alone_s, stale_max, bytes_sent, bytes_recv, stale_min, stale_hist.
  */

@@ -17,7 +17,6 @@
 #include "runtime/report.h"
 
 #include "hearsay/common.h"
-#include "optim/ps_wire.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -170,11 +169,11 @@ int hs_evalc_add(hs_evalc_t *ec, int sender, long iter, const float *z, double l
 static int take(hs_evalc_t *ec, int slot, const hs_tstatus_t *st)
 {
     hs_dist_t *d = ec->d;
-    const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)ec->buf[slot];
-    HS_TRY(hs_ps_hdr_check(h, st->len, HS_PS_EVAL, st->source, d->n));
+    hs_dist_frame_t frame, *h = &frame;
+    HS_TRY(hs_dist_frame_read(ec->buf[slot], st->len, HS_DIST_MSG_EVAL, st->source, d->n, h));
     hs_trace_apply_begin(d->x->trace, d->rank, ec->buf[slot], st); /* --trace: its arrow */
     HS_TRY(hs_evalc_add(ec, st->source, (long)h->iteration,
-                        (const float *)(ec->buf[slot] + sizeof *h), h->aux[HS_AUX_LOSS],
+                        (const float *)(ec->buf[slot] + HS_DIST_FRAME_BYTES), h->aux[HS_AUX_LOSS],
                         h->aux[HS_AUX_ACC], h->aux[HS_AUX_CLOCK]));
     hs_trace_end(d->x->trace, HS_TR_APPLY);
     return hs_transport_irecv(d->t, HS_ANY_SOURCE, HS_TAG_EVAL, ec->buf[slot], ec->msg_bytes,
@@ -266,7 +265,7 @@ int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv, long ipe, double ta
     ec->d = d;
     ec->csv = csv;
     ec->ipe = ipe;
-    ec->msg_bytes = sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float);
+    ec->msg_bytes = HS_DIST_FRAME_BYTES + d->n * sizeof(float);
     ec->got = hs_calloc((size_t)d->size, sizeof *ec->got, "evaluation counts");
     ec->zbar = hs_malloc(d->n * sizeof(float), "mean model");
     int rc = -ENOMEM;
@@ -306,13 +305,14 @@ int hs_eval_send(hs_dist_t *d, unsigned char *buf, hs_treq_t **req, long iter, c
         if (*req) hs_transport_req_free(d->t, req);
         if (rc < 0) return rc;
     }
-    hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)buf;
-    hs_ps_hdr_init(h, HS_PS_EVAL, d->rank, iter, 1.0, d->n);
+    hs_dist_frame_t frame = {.iteration = iter, .weight = 1.0}, *h = &frame;
     h->aux[HS_AUX_LOSS] = loss;
     h->aux[HS_AUX_ACC] = acc;
     h->aux[HS_AUX_CLOCK] = clock_s;
-    memcpy(buf + sizeof *h, z, d->n * sizeof(float));
-    return hs_transport_isend(d->t, 0, HS_TAG_EVAL, buf, sizeof *h + d->n * sizeof(float), req);
+    hs_dist_frame_write(buf, HS_DIST_MSG_EVAL, d->rank, d->n, h);
+    memcpy(buf + HS_DIST_FRAME_BYTES, z, d->n * sizeof(float));
+    return hs_transport_isend(d->t, 0, HS_TAG_EVAL, buf, HS_DIST_FRAME_BYTES + d->n * sizeof(float),
+                              req);
 }
 
 int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, hs_rank_final_t *all,
@@ -323,16 +323,17 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
     size_t zpad = (d->n * sizeof(float)) % 8 ? 8 - (d->n * sizeof(float)) % 8 : 0;
     size_t extra = zpad + (size_t)d->size * sizeof(int64_t) +
                    (HS_HEALTH_DOUBLES + HS_TIME_DOUBLES) * sizeof(double);
-    size_t bytes = sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float) + extra;
+    size_t bytes = HS_DIST_FRAME_BYTES + d->n * sizeof(float) + extra;
     unsigned char *buf = hs_calloc(1, bytes, "end-of-run message");
     if (!buf) return -ENOMEM;
-    hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)buf;
-    int64_t *fa = (int64_t *)(buf + sizeof *h + d->n * sizeof(float) + zpad);
+    hs_dist_frame_t frame = {0}, *h = &frame; /* the header, written and read through optim/ */
+    int64_t *fa = (int64_t *)(buf + HS_DIST_FRAME_BYTES + d->n * sizeof(float) + zpad);
     double *hl = (double *)(fa + d->size); /* (HS_HEALTH_DOUBLES) */
     double *tm = hl + HS_HEALTH_DOUBLES;   /* (HS_TIME_DOUBLES) */
     int rc = 0;
     if (d->rank != 0) {
-        hs_ps_hdr_init(h, HS_PS_FINAL, d->rank, d->total_iters, mine->weight, d->n);
+        h->iteration = d->total_iters;
+        h->weight = mine->weight;
         h->extra = (uint32_t)extra;
         h->aux[HS_AUX_NORM2] = dot_d(z, d->n);
         h->aux[HS_AUX_LOSS] = mine->test_loss;
@@ -345,7 +346,8 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         h->aux[HS_AUX_WAIT] = mine->wait_s;
         h->aux[HS_AUX_STRAG] = mine->straggle_s;
         h->aux[HS_AUX_MSGS] = mine->msgs;
-        memcpy(buf + sizeof *h, z, d->n * sizeof(float));
+        hs_dist_frame_write(buf, HS_DIST_MSG_FINAL, d->rank, d->n, h);
+        memcpy(buf + HS_DIST_FRAME_BYTES, z, d->n * sizeof(float));
         for (int r = 0; r < d->size; r++) fa[r] = hs_run_failed_at(d, r);
         hl[0] = mine->w_min;
         hl[1] = mine->w_max;
@@ -406,7 +408,7 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
             rc = 0;
             continue;
         }
-        if ((rc = hs_ps_hdr_check(h, st.len, HS_PS_FINAL, r, d->n)) < 0) goto out;
+        if ((rc = hs_dist_frame_read(buf, st.len, HS_DIST_MSG_FINAL, r, d->n, h)) < 0) goto out;
         if (h->extra != extra) {
             rc = HS_ERR(-EPROTO, "end-of-run results of rank %d: %u trailing bytes, expected %zu",
                         r, h->extra, extra);
@@ -440,7 +442,7 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         f->wall_s = tm[1];
         f->w_out_iter = tm[2];
         f->w_out_w = tm[3];
-        const float *zr = (const float *)(buf + sizeof *h);
+        const float *zr = (const float *)(buf + HS_DIST_FRAME_BYTES);
         for (size_t e = 0; e < d->n; e++) sum[e] += zr[e];
         norm2 += h->aux[HS_AUX_NORM2];
         count++;

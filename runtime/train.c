@@ -26,7 +26,6 @@
 #include "hearsay/shaping.h"
 #include "hearsay/straggler.h"
 #include "hearsay/trace.h"
-#include "optim/ps_wire.h"
 
 #include "runtime/heartbeat.h"
 
@@ -396,7 +395,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
         HS_TRY(wireup(R->x, R->t, rank, size, o->comm_timeout_s));
     /* Start-up only (before any receive is posted): every rank's clock starts together. */
     if (size > 1) HS_TRY(hs_exec_barrier(R->x));
-    HS_TRY(hs_trace_align(R->tr, boot)); /* --trace: every rank's clock against rank 0's */
+    HS_TRY(hs_boot_trace_align(boot, R->tr)); /* --trace: every rank's clock against rank 0's */
     if ((R->ops->flags & HS_ALGO_GRAPH) && size > 1) {
         hs_topo_opts_t tpo = {.mixing = (R->ops->flags & HS_ALGO_UNDIRECTED)
                                             ? HS_TOPO_MIX_METROPOLIS
@@ -406,7 +405,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     }
     HS_TRY(hs_report_open(&R->rep, o, rank, size, R->ipe));
     if (size > 1) {
-        if (!(R->esbuf = hs_malloc(sizeof(hs_ps_hdr_v1_t) + d->n * sizeof(float), "eval buffer")))
+        if (!(R->esbuf = hs_malloc(HS_DIST_FRAME_BYTES + d->n * sizeof(float), "eval buffer")))
             return -ENOMEM;
         if (rank == 0)
             HS_TRY(hs_evalc_open(&R->ec, d, hs_report_avg_csv(R->rep), R->ipe, o->target_loss,

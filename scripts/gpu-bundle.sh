@@ -26,8 +26,8 @@
 #   export LD_LIBRARY_PATH=$(dirname "$REPO")/hs-gpu-lib:<the directories of libcudnn.so.9
 #                                                     and libcublas.so.13 there>
 #   cd "$REPO/_gpubuild" && make -q all && make -j8 check
-# where REPO is this checkout's absolute path, printed at the end: the libtool wrappers and
-# the Makefiles name it, so the tree must land at the same path.
+# where REPO is this checkout's absolute path, printed at the end: the Makefiles name
+# it, so the tree must land at the same path.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$repo/.gpu/bundle.tar.xz}
@@ -57,8 +57,12 @@ touch -d "@$((s + 1))" "$tmp/_gpubuild/stamp-h1"
 touch -d "@$((s + 2))" "$tmp/_gpubuild/config.h"
 
 mkdir "$tmp/hs-gpu-lib"
-bins="$build/.libs/hearsay $build/.libs/libhearsay.so"
-for t in "$build"/tests/.libs/*; do [ -x "$t" ] && bins="$bins $t"; done
+# The programs link libhearsay.a (Makefile.am's AM_LDFLAGS = -static): they are the files in
+# the build tree themselves, not libtool wrappers (a .libs/ copy is looked at where one exists).
+bins="$build/hearsay $build/.libs/libhearsay.so"
+for t in "$build"/tests/* "$build"/tests/.libs/* "$build"/.libs/hearsay; do
+    [ -f "$t" ] && [ -x "$t" ] && [ "$(head -c 4 "$t" | tail -c 3)" = ELF ] && bins="$bins $t"
+done
 # shellcheck disable=SC2086 # word splitting of the program list is meant
 ldd $bins 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
     grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|cuda|cudnn|cublas|libhearsay' |

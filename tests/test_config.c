@@ -1,7 +1,7 @@
 /* tests/test_config.c — the configuration layer: option table, INI files, flags, precedence,
  * errors, --help, INI/JSON output. */
 #include "hearsay/common.h"
-#include "hearsay/config.h"
+#include "hearsay/options.h"
 
 #include <check.h>
 #include <math.h>

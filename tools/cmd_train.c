@@ -2,7 +2,7 @@
 #include "hearsay/algo.h"
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
-#include "hearsay/config.h"
+#include "hearsay/options.h"
 #include "hearsay/straggler.h"
 #include "hearsay/data.h"
 #include "hearsay/nn.h"
@@ -336,11 +336,11 @@ static hs_option_t train_options[] = {
      .help = "print nothing but errors"},
 };
 
-static const hs_cfg_spec_t train_spec = {
-    .usage = "hearsay train [--config FILE] [OPTIONS]\n"
-             "       hearsay run -n N -- hearsay train --algo "
-             "sgp|osgp|dpsgd|allreduce|easgd|eamsgd|lsgd|localsgd|adpsgd "
-             "[OPTIONS]",
+/* The usage lines; --algo's choices come from the algorithm table (train_cmd fills them in). */
+static char train_usage[512];
+
+static hs_cfg_spec_t train_spec = {
+    .usage = train_usage,
     .summary = "Train a model on one worker, or on every rank of a job with a distributed\n"
                "algorithm. Every option can also be set in an INI file (--config FILE,\n"
                "`key = value` lines); flags override the file.\n"
@@ -371,6 +371,10 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
     int status = 0;
     for (size_t i = 0; i < HS_ARRAY_LEN(train_options); i++)
         if (!strcmp(train_options[i].name, "algo")) train_options[i].choices = hs_algo_names();
+    snprintf(train_usage, sizeof train_usage,
+             "hearsay train [--config FILE] [OPTIONS]\n"
+             "       hearsay run -n N -- hearsay train --algo %s [OPTIONS]",
+             hs_algo_names());
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--help-models")) {
             fputs(hs_model_spec_help(), stdout);

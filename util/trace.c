@@ -9,7 +9,6 @@
  */
 #include "hearsay/trace.h"
 
-#include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
 #include "hearsay/exec.h"
 #include "hearsay/file.h"
@@ -330,14 +329,14 @@ int hs_trace_open(hs_trace_t **out, const char *path, hs_exec_t *x, int rank, in
     return 0;
 }
 
-int hs_trace_align(hs_trace_t *tr, hs_boot_t *boot)
+int hs_trace_align(hs_trace_t *tr, const hs_trace_sync_t *sync)
 {
-    if (!tr || tr->virt || tr->size < 2 || !boot || hs_boot_all_local(boot)) return 0;
+    if (!tr || tr->virt || tr->size < 2 || !sync) return 0;
     int64_t *all = hs_calloc((size_t)tr->size, sizeof *all, "clock readings");
     if (!all) return -ENOMEM;
-    int rc = hs_boot_barrier(boot);
+    int rc = sync->barrier(sync->ctx);
     int64_t mine = now_ns(tr);
-    if (rc == 0) rc = hs_boot_allgather(boot, &mine, sizeof mine, all);
+    if (rc == 0) rc = sync->allgather(sync->ctx, &mine, sizeof mine, all);
     if (rc == 0) tr->offset_ns = all[0] - mine;
     free(all);
     if (rc < 0) hs_error_prefix("--trace: aligning the ranks' clocks");

@@ -61,6 +61,29 @@ extern "C" {
 #define HS_TAG_LSGD_SNAP  0x47014u /* leader-SGD: a versioned, checksummed snapshot */
 #define HS_TAG_EF_GATHER  0x47020u /* all-reduce SGD with --compress: compressed gradients */
 
+/* The loop's own messages (HS_TAG_EVAL: a rank's model snapshot for rank 0's averaged-model
+ * evaluation; HS_TAG_FINAL: its end-of-run results) travel in the frame of every training
+ * message: optim/'s wire header, private there, of HS_DIST_FRAME_BYTES bytes, then `n` floats,
+ * then `extra` bytes. The loop fills and reads the header's fields through these two calls. */
+#define HS_DIST_FRAME_BYTES 128
+#define HS_DIST_FRAME_AUX   11 /* kind-specific doubles (the loop numbers them) */
+typedef enum hs_dist_msg { HS_DIST_MSG_EVAL = 3, HS_DIST_MSG_FINAL = 4 } hs_dist_msg_t;
+typedef struct hs_dist_frame {
+    long iteration;                /* the sender's iteration */
+    double weight;                 /* the push-sum weight travelling with the floats */
+    uint32_t extra;                /* bytes after the floats */
+    double aux[HS_DIST_FRAME_AUX]; /* kind-specific values */
+} hs_dist_frame_t;
+/* Write the header of a `kind` message from `sender` with n floats into buf (at least
+ * HS_DIST_FRAME_BYTES bytes). */
+void hs_dist_frame_write(void *buf, hs_dist_msg_t kind, int sender, size_t n,
+                         const hs_dist_frame_t *f);
+/* Check a received message of `bytes` bytes from `source` (magic, version, kind, sender, n
+ * floats, the byte count) and read its header into *f: 0, or -EPROTO with a message naming
+ * what is wrong. */
+int hs_dist_frame_read(const void *buf, size_t bytes, hs_dist_msg_t kind, int source, size_t n,
+                       hs_dist_frame_t *f);
+
 /* Bins of the per-message staleness histogram (hs_dist_stats_t.stale_hist): bin b counts
  * staleness b - HS_STALE_OFF, so -HS_STALE_OFF (a message HS_STALE_OFF or more rounds from the
  * sender's future: the first bin counts those) up to HS_STALE_BINS - HS_STALE_OFF - 1 (the last

@@ -49,6 +49,11 @@ const char *hs_boot_hostname(const hs_boot_t *b, int rank);
 int hs_boot_allgather(hs_boot_t *b, const void *mine, size_t len, void *all);
 /* Wait for every rank (start-up and shutdown only). */
 int hs_boot_barrier(hs_boot_t *b);
+/* --trace: align tr's clock with rank 0's (hs_trace_align of hearsay/trace.h, through this
+ * bootstrap's barrier and allgather; nothing to measure when every rank runs on this host or
+ * b is NULL). A collective of every rank. */
+struct hs_trace;
+int hs_boot_trace_align(hs_boot_t *b, struct hs_trace *tr);
 /* Leave the job and free everything; *b = NULL. */
 void hs_boot_finalize(hs_boot_t **b);
 /* "hearsay-run", "mpi", "slurm" or "single". */

@@ -36,6 +36,7 @@
 #include "hearsay/trace.h"
 #include "hearsay/transport.h"
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -254,6 +255,30 @@ static inline int hs_svc_error(hs_exec_t *x, hs_service_t *s)
 static inline void hs_svc_stop(hs_exec_t *x, hs_service_t **s)
 {
     if (s && *s) x->ops->svc_stop(s);
+}
+
+/* A short lock, for the few fields an owner shares with the threads of its services when the
+ * service lock is too wide (leader-SGD's snapshot: picking, pinning and unpinning a buffer).
+ * It is held for a handful of loads and stores only -- never across a wait, a transport call,
+ * a copy or anything else that may block -- so a thread that finds it taken spins, giving up
+ * the CPU between tries, until its holder lets go a few instructions later: in the threaded
+ * environment (holders may be preempted, then run again) and in virtual time (no rank
+ * switches while it is held: a switch happens only in the calls above) alike. A zeroed
+ * hs_spinlock_t is unlocked; there is nothing to destroy. It is here so that optim/ blocks
+ * through the environment only (no pthread_* there). */
+typedef struct hs_spinlock {
+    unsigned char held;
+} hs_spinlock_t;
+
+static inline void hs_spin_lock(hs_spinlock_t *l)
+{
+    while (__atomic_test_and_set(&l->held, __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(&l->held, __ATOMIC_RELAXED)) sched_yield();
+}
+
+static inline void hs_spin_unlock(hs_spinlock_t *l)
+{
+    __atomic_clear(&l->held, __ATOMIC_RELEASE);
 }
 
 #ifdef __cplusplus

@@ -33,7 +33,6 @@ extern "C" {
 #endif
 
 struct hs_exec;
-struct hs_boot;
 struct hs_tstatus;
 typedef struct hs_trace hs_trace_t;
 typedef struct hs_trace_thr hs_trace_thr_t;
@@ -63,11 +62,20 @@ const char *hs_trace_name(int name);
  * reads x->ops->now). Checks that the part and the merged file can be written (an error
  * naming the path otherwise); nothing is left behind by the check. */
 int hs_trace_open(hs_trace_t **out, const char *path, struct hs_exec *x, int rank, int size);
-/* Clock alignment at start-up, a collective of every rank: ranks that share a host share
- * CLOCK_MONOTONIC (offset 0); otherwise each rank's offset to rank 0's clock is measured
- * through the bootstrap (a barrier, then every rank's clock read gathered). Virtual time:
- * nothing to do. */
-int hs_trace_align(hs_trace_t *tr, struct hs_boot *boot);
+/* How hs_trace_align reaches the other ranks, given by its caller (util/ calls nothing above
+ * it: the job's bootstrap, hs_boot_trace_align in hearsay/bootstrap.h). barrier: every rank
+ * enters before any returns; allgather: every rank's `len` bytes into `all` (size * len bytes,
+ * in rank order). Each returns 0 or a negative error. */
+typedef struct hs_trace_sync {
+    int (*barrier)(void *ctx);
+    int (*allgather)(void *ctx, const void *mine, size_t len, void *all);
+    void *ctx;
+} hs_trace_sync_t;
+/* Clock alignment at start-up, a collective of every rank: each rank's offset to rank 0's
+ * clock is measured through sync (a barrier, then every rank's clock read gathered). sync
+ * NULL: nothing to measure (ranks that share a host share CLOCK_MONOTONIC: offset 0), as in
+ * virtual time. */
+int hs_trace_align(hs_trace_t *tr, const hs_trace_sync_t *sync);
 /* Write this rank's part (FILE.rankR; atomically: a temporary file renamed). */
 int hs_trace_write_part(hs_trace_t *tr);
 /* Close and free; *tr = NULL. Safe on NULL. */

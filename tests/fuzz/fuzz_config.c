@@ -3,12 +3,12 @@
  * and command-line flags against a small option table with every type.
  *
  * Input: INI text, a NUL byte, then the flags (argv[1..]) separated by NUL bytes. Flags naming
- * "config" are dropped (--config reads a file). Invariant (hearsay/config.h): whatever was
+ * "config" are dropped (--config reads a file). Invariant (hearsay/options.h): whatever was
  * accepted, hs_cfg_write_ini writes text that a fresh configuration reads back to the same
  * values.
  */
 #include "hearsay/common.h"
-#include "hearsay/config.h"
+#include "hearsay/options.h"
 #include "tests/fuzz/fuzz_util.h"
 
 #include <math.h>

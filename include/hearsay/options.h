@@ -1,5 +1,5 @@
 /*
- * hearsay/config.h — typed options for the `hearsay` commands: defaults, an INI file
+ * hearsay/options.h — typed options for the `hearsay` commands: defaults, an INI file
  * (--config FILE) and command-line flags, in that order of precedence.
  *
  * A command declares its options once, as a static table:
@@ -58,8 +58,8 @@
  *
  * The hs_cfg_t keeps pointers to the spec (and its table) and to argv: both must outlive it.
  */
-#ifndef HEARSAY_CONFIG_H
-#define HEARSAY_CONFIG_H
+#ifndef HEARSAY_OPTIONS_H
+#define HEARSAY_OPTIONS_H
 
 #include <stddef.h>
 #include <stdio.h>
