@@ -393,7 +393,7 @@ START_TEST(test_world_hybrid_peer_death)
     hs_transport_opts_t o;
     tt_opts(&o, "auto");
     setenv("FI_TCP_IFACE", "lo", 1);
-    ck_assert_int_eq(tt_run_world_hosts(4, &o, 0, HOSTS4, dies, NULL, 30, NULL, NULL), 0);
+    ck_assert_int_eq(tt_run_world_hosts(4, &o, 0, HOSTS4, dies, NULL, 90, NULL, NULL), 0);
 }
 END_TEST
 
@@ -507,7 +507,7 @@ START_TEST(test_world_hybrid_shaping)
     tt_opts(&o, "auto");
     o.shaping = "0-1:latency=60ms; 0-2:latency=60ms";
     setenv("FI_TCP_IFACE", "lo", 1);
-    ck_assert_int_eq(tt_run_world_hosts(4, &o, 0, HOSTS4, shaped, NULL, 30, NULL, NULL), 0);
+    ck_assert_int_eq(tt_run_world_hosts(4, &o, 0, HOSTS4, shaped, NULL, 90, NULL, NULL), 0);
 }
 END_TEST
 
