@@ -31,6 +31,8 @@
 #include "hearsay/exec.h"
 #include "hearsay/file.h"
 #include "hearsay/shaping.h"
+#include "hearsay/topology.h"
+#include "hearsay/train.h"
 #include "hearsay/transport.h"
 #include "runtime/exec_svc.h" /* hs_svc_handle */
 
@@ -71,6 +73,8 @@ struct sim_thread {
     int locks;      /* service locks it holds (hs_svc_lock): it pays nothing meanwhile */
     int uncounted;  /* > 0: in an observer's stretch (hs_exec_uncounted): it pays nothing */
     double wake_at; /* while blocked: the deadline (INFINITY: none) */
+    int idx;        /* its place in w->th (the order it was started in) */
+    int hpos;       /* its place in the deadline heap w->dl (-1: not there) */
     void *(*fn)(void *);
     void *arg;
     sim_thread_t *next_ready; /* the ready queue */
@@ -188,6 +192,12 @@ struct sim_world {
     sim_thread_t *ready_head, *ready_tail; /* ready threads, in the order they became ready */
     sim_thread_t **th;
     int nth, cap;
+    /* The blocked threads with a deadline, by (wake_at, idx): advance finds the next
+     * deadline and the threads due in O(log threads), not by a scan of every thread. A
+     * thread is in it exactly while it is blocked with a finite deadline (dl_set, dl_del). */
+    sim_thread_t **dl;
+    int ndl;
+    sim_thread_t **due; /* (cap) advance's scratch: the threads due */
     sim_rank_t *rk;
     sim_msg_t **heap; /* messages in flight, by (at, seq) */
     int nheap, capheap;
@@ -220,10 +230,70 @@ struct sim_world {
 
 /* --- the scheduler -------------------------------------------------------------------- */
 
+static int dl_before(const sim_thread_t *a, const sim_thread_t *b)
+{
+    return a->wake_at < b->wake_at || (a->wake_at == b->wake_at && a->idx < b->idx);
+}
+
+static void dl_place(sim_world_t *w, int i, sim_thread_t *t)
+{
+    w->dl[i] = t;
+    t->hpos = i;
+}
+
+static void dl_up(sim_world_t *w, int i)
+{
+    sim_thread_t *t = w->dl[i];
+    while (i > 0 && dl_before(t, w->dl[(i - 1) / 2])) {
+        dl_place(w, i, w->dl[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    dl_place(w, i, t);
+}
+
+static void dl_down(sim_world_t *w, int i)
+{
+    sim_thread_t *t = w->dl[i];
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        const sim_thread_t *best = t;
+        if (l < w->ndl && dl_before(w->dl[l], best)) m = l, best = w->dl[l];
+        if (r < w->ndl && dl_before(w->dl[r], best)) m = r;
+        if (m == i) break;
+        dl_place(w, i, w->dl[m]);
+        i = m;
+    }
+    dl_place(w, i, t);
+}
+
+/* t leaves the deadline heap (if there). */
+static void dl_del(sim_world_t *w, sim_thread_t *t)
+{
+    int i = t->hpos;
+    if (i < 0) return;
+    t->hpos = -1;
+    sim_thread_t *last = w->dl[--w->ndl];
+    if (i == w->ndl) return;
+    dl_place(w, i, last);
+    dl_up(w, i);
+    dl_down(w, last->hpos);
+}
+
+/* t has just blocked until t->wake_at: into the deadline heap when that is finite (room for
+ * every thread is kept: spawn). */
+static void dl_set(sim_world_t *w, sim_thread_t *t)
+{
+    dl_del(w, t);
+    if (!(t->wake_at < INFINITY)) return;
+    dl_place(w, w->ndl++, t);
+    dl_up(w, t->hpos);
+}
+
 static void make_ready(sim_thread_t *t)
 {
     if (t->state == T_BLOCKED || t->state == T_NEW) {
         sim_world_t *w = t->w;
+        dl_del(w, t);
         t->state = T_READY;
         t->next_ready = NULL;
         if (w->ready_tail)
@@ -315,6 +385,7 @@ static void block_for(sim_world_t *w, double deadline, int sleeping)
     t->state = T_BLOCKED;
     t->sleeping = sleeping;
     t->wake_at = deadline;
+    dl_set(w, t);
     yield_baton(w, t);
     t->sleeping = 0;
 }
@@ -361,6 +432,7 @@ static int spawn(sim_world_t *w, sim_rank_t *rk, void *(*fn)(void *), void *arg,
     t->arg = arg;
     t->state = T_NEW;
     t->wake_at = INFINITY;
+    t->hpos = -1;
     sem_init(&t->go, 0, 0);
     if (w->nth == w->cap) {
         int nc = w->cap ? 2 * w->cap : 64;
@@ -370,6 +442,18 @@ static int spawn(sim_world_t *w, sim_rank_t *rk, void *(*fn)(void *), void *arg,
             return HS_ERR(-ENOMEM, "out of memory for simulated threads");
         }
         w->th = nt;
+        sim_thread_t **nd = realloc(w->dl, (size_t)nc * sizeof *nd);
+        if (!nd) {
+            free(t);
+            return HS_ERR(-ENOMEM, "out of memory for simulated threads");
+        }
+        w->dl = nd;
+        sim_thread_t **ne = realloc(w->due, (size_t)nc * sizeof *ne);
+        if (!ne) {
+            free(t);
+            return HS_ERR(-ENOMEM, "out of memory for simulated threads");
+        }
+        w->due = ne;
         w->cap = nc;
     }
     pthread_attr_t at;
@@ -387,6 +471,7 @@ static int spawn(sim_world_t *w, sim_rank_t *rk, void *(*fn)(void *), void *arg,
         free(t);
         return HS_ERR(-rc, "cannot start a simulated thread (%d so far): %s", w->nth, strerror(rc));
     }
+    t->idx = w->nth;
     w->th[w->nth++] = t;
     t->next_in_rank = rk->threads;
     rk->threads = t;
@@ -1608,6 +1693,7 @@ static int vx_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *count
     t->state = T_BLOCKED;
     t->sleeping = 1;
     t->wake_at = until;
+    dl_set(w, t);
     pthread_mutex_lock(&w->mu);
     rk->busy = 1;
     pthread_mutex_unlock(&w->mu);
@@ -1664,8 +1750,10 @@ static void vx_crash(hs_exec_t *x, int status)
     rk->rc = -status;
     snprintf(rk->msg, sizeof rk->msg, "injected crash (status %d)", status);
     /* its threads never run again; its queues are dropped */
-    for (int i = 0; i < w->nth; i++)
-        if (w->th[i]->rk == rk) w->th[i]->state = T_DONE;
+    for (sim_thread_t *t = rk->threads; t; t = t->next_in_rank) {
+        dl_del(w, t);
+        t->state = T_DONE;
+    }
     while (rk->unexpected) { /* its senders may take these back (unsent) */
         sim_msg_t *m = rk->unexpected;
         rk->unexpected = m->next;
@@ -2373,13 +2461,18 @@ static int rank_open(sim_world_t *w, sim_rank_t *rk, const hs_sim_opts_t *so, co
 
 /* Advance to the next event: deliver what is due, wake what is due. 0, or 1 when nothing will
  * ever happen again. */
+static int cmp_idx(const void *a, const void *b)
+{
+    const sim_thread_t *x = *(sim_thread_t *const *)a, *y = *(sim_thread_t *const *)b;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
 static int advance(sim_world_t *w)
 {
     double next = INFINITY;
     if (w->nheap > 0) next = w->heap[0]->at;
     if (w->flows_next < next) next = w->flows_next;
-    for (int i = 0; i < w->nth; i++)
-        if (w->th[i]->state == T_BLOCKED && w->th[i]->wake_at < next) next = w->th[i]->wake_at;
+    if (w->ndl > 0 && w->dl[0]->wake_at < next) next = w->dl[0]->wake_at;
     if (!isfinite(next)) return 1;
     if (next > w->now) w->now = next;
     if (w->flows && w->flows_next <= w->now) { /* first the flows now through the NICs */
@@ -2387,8 +2480,15 @@ static int advance(sim_world_t *w)
         flows_settle(w);
     }
     while (w->nheap > 0 && w->heap[0]->at <= w->now) deliver(w, heap_pop(w));
-    for (int i = 0; i < w->nth; i++)
-        if (w->th[i]->state == T_BLOCKED && w->th[i]->wake_at <= w->now) make_ready(w->th[i]);
+    /* the threads whose deadline has come, in the order they were started (as a scan of
+     * every thread would wake them) */
+    int due = 0;
+    while (w->ndl > 0 && w->dl[0]->wake_at <= w->now) {
+        w->due[due++] = w->dl[0];
+        dl_del(w, w->dl[0]);
+    }
+    if (due > 1) qsort(w->due, (size_t)due, sizeof *w->due, cmp_idx);
+    for (int i = 0; i < due; i++) make_ready(w->due[i]);
     return 0;
 }
 
@@ -2419,10 +2519,30 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     }
     oo.shared_train = &train;
     oo.shared_test = &test;
+    /* Tables every rank would build the same, built once: every rank's shard (one shuffle of
+     * the data, not one per rank), the host map and the graph (built by the first rank that
+     * needs it). If the shards cannot be made here, each rank makes its own and says why. */
+    hs_train_shared_t shared = {0};
+    hs_shard_t *shards = hs_calloc((size_t)so->n, sizeof *shards, "shards");
+    int *host_map = hs_malloc((size_t)so->n * sizeof *host_map, "host map");
+    if (shards && so->n >= 1 && hs_shard_all(&train, o->shard, so->n, o->seed, shards) == 0) {
+        shared.shards = shards;
+        shared.shard_ranks = so->n;
+    }
+    if (host_map) {
+        int r_ph = so->ranks_per_host > 0 ? so->ranks_per_host : so->n;
+        for (int r = 0; r < so->n; r++) host_map[r] = r / r_ph;
+        shared.host_of = host_map;
+        shared.host_ranks = so->n;
+    }
+    oo.shared = &shared;
     o = &oo;
     if (fixed_s == 0) {
         int brc = bench_step(o, so->n, &fixed_s);
         if (brc < 0) {
+            if (shared.shards) hs_shards_free(shards, so->n);
+            free(shards);
+            free(host_map);
             hs_dataset_free(&train);
             hs_dataset_free(&test);
             hs_error_prefix("--sim-compute bench");
@@ -2588,6 +2708,10 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     for (int r = 0; hosts && r < w.n; r++) free(hosts[r]);
     free(hosts);
     hs_shape_free(&sh);
+    hs_topo_destroy(&shared.topo);
+    if (shared.shards) hs_shards_free(shards, so->n);
+    free(shards);
+    free(host_map);
     hs_dataset_free(&train);
     hs_dataset_free(&test);
     free(w.in_flight);
@@ -2599,6 +2723,8 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     free(w.nic_arx);
     free(w.rk);
     free(w.th);
+    free(w.dl);
+    free(w.due);
     sem_destroy(&w.slots);
     sem_destroy(&w.sched);
     pthread_mutex_destroy(&w.mu);
