@@ -9,7 +9,9 @@
  *             switches, the simulated transport, the consensus measurement; everything that is
  *             not the workers' own code) and worker-steps per second.
  * The files of every thread count are compared byte for byte with those of the first: a
- * simulation's results do not depend on how many host threads ran it. */
+ * simulation's results do not depend on how many host threads ran it.
+ * --curve N1,N2,..: the scale run at each N instead (one host thread): how host time and
+ * memory grow with N (linear: worker-steps per second and memory per worker flat). */
 #include "bench/bench_launch.h"
 #include "bench/bench_util.h"
 #include "hearsay/common.h"
@@ -53,6 +55,13 @@ static const hs_option_t sim_options[] = {
      .def = "200",
      .range = "[1, 1000000]",
      .help = "iterations per worker"},
+    {.name = "curve",
+     .type = HS_OPT_STRING,
+     .def = "",
+     .metavar = "LIST",
+     .help = "the cost curve instead: the scale run at each N of LIST (e.g. "
+             "64,256,1024,4096,16384), one host thread (the first of --threads); host seconds, "
+             "peak memory per worker, worker-steps per second"},
     {.name = "threads",
      .type = HS_OPT_STRING,
      .def = "1,2",
@@ -254,6 +263,40 @@ static int measure(const char *what, const char *self, int n, const char *model,
     return 0;
 }
 
+/* The cost curve: the scale run at each N of ns (host thread count `threads`). */
+static int curve(const char *self, const int *ns, int nn, const char *model, int iters, int threads,
+                 double limit_s, int json)
+{
+    double first = NAN;
+    if (!json)
+        printf("# curve: %s, SGP on exp1peer, %d iterations, %d host thread%s\n"
+               "#      N   host s    CPU s  peak MiB  KiB/worker  worker-steps/s  vs first\n",
+               model, iters, threads, threads > 1 ? "s" : "");
+    for (int i = 0; i < nn; i++) {
+        char tmpl[] = "/tmp/hearsay-bench-sim-XXXXXX";
+        if (!mkdtemp(tmpl)) return HS_ERR(-errno, "mkdtemp: %s", strerror(errno));
+        sim_meas_t m = {0};
+        int rc = run_sim(self, ns[i], model, iters, threads, tmpl, limit_s, &m);
+        rm_dir(tmpl);
+        if (rc < 0) return rc;
+        if (i == 0) first = m.steps_per_s;
+        double per = m.rss_mib * 1024.0 / ns[i], rel = m.steps_per_s / first;
+        if (json)
+            printf("{\"bench\": \"sim\", \"measure\": \"curve\", \"algo\": \"sgp\", "
+                   "\"graph\": \"exp1peer\", \"model\": \"%s\", \"n\": %d, \"iters\": %d, "
+                   "\"sim_threads\": %d, \"host_s\": %.3f, \"host_cpu_s\": %.3f, \"steps\": %ld, "
+                   "\"steps_per_s\": %.1f, \"peak_rss_mib\": %.0f, \"kib_per_worker\": %.1f, "
+                   "\"vs_first\": %.3f}\n",
+                   model, ns[i], iters, threads, m.host_s, m.cpu_s, m.steps, m.steps_per_s,
+                   m.rss_mib, per, rel);
+        else
+            printf("  %6d  %7.2f  %7.2f  %8.0f  %10.1f  %14.0f  %8.2f\n", ns[i], m.host_s, m.cpu_s,
+                   m.rss_mib, per, m.steps_per_s, rel);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 int hs_bench_sim(int argc, char **argv)
 {
     hs_cfg_t *cfg = NULL;
@@ -267,9 +310,11 @@ int hs_bench_sim(int argc, char **argv)
         hs_cfg_free(&cfg);
         return 0;
     }
-    int threads[HS_BL_MAX_LIST], nt = 0;
+    int threads[HS_BL_MAX_LIST], nt = 0, ns[HS_BL_MAX_LIST], nn = 0;
     if (rc == 0)
         rc = hs_bl_parse_ints(hs_cfg_str(cfg, "threads"), "--threads", 1, 1024, threads, &nt);
+    const char *cv = hs_cfg_str(cfg, "curve");
+    if (rc == 0 && cv && *cv) rc = hs_bl_parse_ints(cv, "--curve", 2, 65536, ns, &nn);
     if (rc < 0) {
         fprintf(stderr, "hearsay bench sim: %s\n", hs_last_error());
         hs_cfg_free(&cfg);
@@ -295,6 +340,14 @@ int hs_bench_sim(int argc, char **argv)
                "CPU)\n",
                hs_bench_coretype_env(), hs_bench_blas_core(), sysconf(_SC_NPROCESSORS_ONLN),
                load[0]);
+    if (nn > 0) {
+        if (curve(self, ns, nn, hs_cfg_str(cfg, "scale-model"), iters, threads[0], limit, json) <
+            0) {
+            fprintf(stderr, "hearsay bench sim: %s\n", hs_last_error());
+            status = 1;
+        }
+        sn = on = 0;
+    }
     if (sn > 0 && measure("scale", self, sn, hs_cfg_str(cfg, "scale-model"), iters, threads, nt,
                           limit, json) < 0) {
         fprintf(stderr, "hearsay bench sim: %s\n", hs_last_error());
