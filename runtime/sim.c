@@ -28,6 +28,7 @@
 #include "hearsay/algo.h"
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
+#include "hearsay/env.h"
 #include "hearsay/exec.h"
 #include "hearsay/file.h"
 #include "hearsay/shaping.h"
@@ -43,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -182,8 +184,11 @@ struct sim_world {
      * would see them in). */
     sim_msg_t **by_src, **by_dst;
     int *src_at, *dst_at, *sides;
-    long rndv_bytes;  /* --sim-proto: messages above this go by a rendezvous (0: none) */
-    double ack_share; /* ... acknowledgement frames per data byte, in time (0: none) */
+    int fair_check;       /* HS_TEST_SIM_FAIR_CHECK: flows_share_check after every sharing */
+    double *check_rate;   /* ... (capheap) its scratch */
+    long fair_mismatches; /* ... rates that differed (the run fails) */
+    long rndv_bytes;      /* --sim-proto: messages above this go by a rendezvous (0: none) */
+    double ack_share;     /* ... acknowledgement frames per data byte, in time (0: none) */
     sim_msg_t *flows, *flows_tail; /* fair: messages in the NICs, in send order */
     int nflows;                    /* ... how many (the heap keeps room for them all) */
     double flows_t;                /* ... their rem is as of this time */
@@ -590,6 +595,9 @@ static int heap_reserve(sim_world_t *w, int extra)
             sim_msg_t **b = realloc(w->by_dst, (size_t)nc * sizeof *b);
             if (!b) return HS_ERR(-ENOMEM, "out of memory for messages in flight");
             w->by_dst = b;
+            double *c = realloc(w->check_rate, (size_t)nc * sizeof *c);
+            if (!c) return HS_ERR(-ENOMEM, "out of memory for messages in flight");
+            w->check_rate = c;
         }
         w->capheap = nc;
     }
@@ -901,6 +909,69 @@ static void share_side(sim_world_t *w, int brx, int bh, double best, double a)
     }
 }
 
+/* HS_TEST_SIM_FAIR_CHECK (tests): the rates flows_share gave, against the reference
+ * progressive filling that scans every flow for every side it gives out (the simulator's
+ * before issue 29), on scratch copies of the sides; a rate that differs in a bit is counted
+ * (w->fair_mismatches) and fails the run. */
+static void flows_share_check(sim_world_t *w)
+{
+    int nh = (w->n + w->rph - 1) / w->rph;
+    double a = w->ack_share, *tx = w->nic_tx, *rx = w->nic_rx; /* (restored below) */
+    int *ntx = w->nic_ntx, *nrx = w->nic_nrx, *atx = w->nic_atx, *arx = w->nic_arx;
+    int nf = 0;
+    for (sim_msg_t *m = w->flows; m; m = m->next)
+        if (m->active) w->check_rate[nf++] = m->rate;
+    for (int h = 0; h < nh; h++) {
+        tx[h] = rx[h] = w->nic_Bps;
+        ntx[h] = nrx[h] = atx[h] = arx[h] = 0;
+    }
+    for (sim_msg_t *m = w->flows; m; m = m->next)
+        if (m->active) {
+            m->rate = -1;
+            ntx[host_of(w, m->src)]++;
+            nrx[host_of(w, m->dst)]++;
+            if (a > 0) {
+                atx[host_of(w, m->dst)]++;
+                arx[host_of(w, m->src)]++;
+            }
+        }
+    for (;;) {
+        double best = INFINITY;
+        int bh = -1, brx = 0;
+        for (int h = 0; h < nh; h++) {
+            double k = ntx[h] + a * atx[h];
+            if (ntx[h] + atx[h] > 0 && tx[h] / k < best) best = tx[h] / k, bh = h, brx = 0;
+        }
+        for (int h = 0; h < nh; h++) {
+            double k = nrx[h] + a * arx[h];
+            if (nrx[h] + arx[h] > 0 && rx[h] / k < best) best = rx[h] / k, bh = h, brx = 1;
+        }
+        if (bh < 0) break;
+        for (sim_msg_t *m = w->flows; m; m = m->next) {
+            int hs = host_of(w, m->src), hd = host_of(w, m->dst);
+            if (!m->active || m->rate >= 0) continue;
+            if ((brx ? hd : hs) != bh && !(a > 0 && (brx ? hs : hd) == bh)) continue;
+            m->rate = best;
+            tx[hs] = HS_MAX(tx[hs] - best, 0.0);
+            rx[hd] = HS_MAX(rx[hd] - best, 0.0);
+            ntx[hs]--;
+            nrx[hd]--;
+            if (a > 0) {
+                tx[hd] = HS_MAX(tx[hd] - a * best, 0.0);
+                rx[hs] = HS_MAX(rx[hs] - a * best, 0.0);
+                atx[hd]--;
+                arx[hs]--;
+            }
+        }
+    }
+    nf = 0;
+    for (sim_msg_t *m = w->flows; m; m = m->next)
+        if (m->active) {
+            if (memcmp(&m->rate, &w->check_rate[nf], sizeof m->rate) != 0) w->fair_mismatches++;
+            m->rate = w->check_rate[nf++]; /* (flows_share's stands) */
+        }
+}
+
 /* The same progressive filling as a scan of every flow for every side given out would do, in
  * the same order and with the same arithmetic (every rate and every bytes-left bit for bit):
  * but each round looks only at the sides that still have flows without a rate and at the
@@ -969,6 +1040,7 @@ static void flows_share(sim_world_t *w)
         if (bh < 0) break;
         share_side(w, brx, bh, best, a);
     }
+    if (w->fair_check) flows_share_check(w);
 }
 
 /* 1 when an active flow is through: its last byte, to a billionth of the message, or so
@@ -2407,14 +2479,20 @@ static int write_stats(const hs_train_opts_t *o, const hs_sim_stats_t *s)
     fprintf(f,
             "{\n  \"sim_threads\": %d,\n  \"host_wall_s\": %.6f,\n  \"host_cpu_s\": %.6f,\n"
             "  \"worker_s\": %.6f,\n  \"local_s\": %.6f,\n  \"steps\": %ld,\n"
-            "  \"steps_per_s\": %.3f,\n",
+            "  \"steps_per_s\": %.3f,\n  \"peak_rss_mib\": %.1f,\n",
             s->threads, s->host_wall_s, s->host_cpu_s, s->worker_s, s->local_s, s->steps,
-            s->steps_per_s);
+            s->steps_per_s, s->peak_rss_mib);
     if (isfinite(s->overhead))
         fprintf(f, "  \"overhead\": %.6f\n}\n", s->overhead);
     else
         fprintf(f, "  \"overhead\": null\n}\n");
     return fclose(f) == 0 ? 0 : HS_ERR(-EIO, "writing %s failed", path);
+}
+
+static double peak_rss_mib(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : NAN;
 }
 
 static double process_cpu_s(void)
@@ -2656,6 +2734,7 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
         rc = -ENOMEM;
     if (rc == 0 && so->nic && *so->nic) rc = hs_sim_nic_parse(so->nic, &w.nic_Bps);
     if (rc == 0) rc = hs_sim_nic_share_parse(so->nic_share, &w.nic_fair);
+    w.fair_check = hs_env_flag("HS_TEST_SIM_FAIR_CHECK");
     int acks = 0;
     if (rc == 0) rc = hs_sim_proto_parse(so->proto, &w.rndv_bytes, &acks);
     if (rc == 0 && so->proto && !(w.nic_Bps > 0 && w.nic_fair))
@@ -2687,6 +2766,11 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     if (rc == 0) rc = run_all(&w);
     double host_wall = hs_now() - host0, host_cpu = process_cpu_s() - cpu0;
     if (rc == 0) rc = w.cons_rc;
+    if (rc == 0 && w.fair_mismatches > 0)
+        rc = HS_ERR(-EPROTO,
+                    "sim: HS_TEST_SIM_FAIR_CHECK: %ld fair-share rates differ from the "
+                    "reference scan's",
+                    w.fair_mismatches);
     if (rc == 0 && w.rk[0].rc == 0) rc = write_consensus(&w);
     if (rc == 0 && w.first_failed >= 0) {
         int r = w.first_failed;
@@ -2714,7 +2798,8 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
                                 .overhead =
                                     w.par == 1 && host_wall > 0 ? 1 - w.worker_s / host_wall : NAN,
                                 .steps = w.steps,
-                                .steps_per_s = host_wall > 0 ? (double)w.steps / host_wall : NAN};
+                                .steps_per_s = host_wall > 0 ? (double)w.steps / host_wall : NAN,
+                                .peak_rss_mib = peak_rss_mib()};
         if (so->stats) *so->stats = stats;
         rc = write_stats(o, &stats);
     }
@@ -2788,6 +2873,7 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     free(w.sides);
     free(w.by_src);
     free(w.by_dst);
+    free(w.check_rate);
     free(w.rk);
     free(w.th);
     free(w.dl);
