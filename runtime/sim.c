@@ -2489,6 +2489,31 @@ static int write_stats(const hs_train_opts_t *o, const hs_sim_stats_t *s)
     return fclose(f) == 0 ? 0 : HS_ERR(-EIO, "writing %s failed", path);
 }
 
+/* Every simulated rank keeps its files open (rank-R.csv, rank-R-eval.csv, its trajectory):
+ * with --out, the limit on open files goes up to what n ranks need, the soft limit within the
+ * hard one, the hard one too where the process may (CAP_SYS_RESOURCE); else a warning says
+ * what to raise (16,384 ranks need 33,000 and more, past the usual 20,000). */
+static void raise_file_limit(const hs_train_opts_t *o, int n)
+{
+    struct rlimit rl;
+    if (!o->out_dir || getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    rlim_t need = 3 * (rlim_t)n + 256;
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need) return;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+        struct rlimit up = {.rlim_cur = need, .rlim_max = need};
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0) return;
+    }
+    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+    if (want > rl.rlim_cur) {
+        rl.rlim_cur = want;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (want < need)
+        HS_WARN("hearsay sim -n %d: %llu open files allowed (ulimit -Hn), and the ranks' files "
+                "may need up to %llu",
+                n, (unsigned long long)want, (unsigned long long)need);
+}
+
 static double peak_rss_mib(void)
 {
     struct rusage ru;
@@ -2735,6 +2760,7 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     if (rc == 0 && so->nic && *so->nic) rc = hs_sim_nic_parse(so->nic, &w.nic_Bps);
     if (rc == 0) rc = hs_sim_nic_share_parse(so->nic_share, &w.nic_fair);
     w.fair_check = hs_env_flag("HS_TEST_SIM_FAIR_CHECK");
+    if (rc == 0) raise_file_limit(o, w.n);
     int acks = 0;
     if (rc == 0) rc = hs_sim_proto_parse(so->proto, &w.rndv_bytes, &acks);
     if (rc == 0 && so->proto && !(w.nic_Bps > 0 && w.nic_fair))
