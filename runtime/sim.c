@@ -139,8 +139,10 @@ struct sim_rank {
     struct hs_treq *posted, *posted_tail; /* posted receives, in order */
     struct hs_treq *completed;            /* completed receives nobody has taken yet (see leave) */
     sim_msg_t *unexpected;                /* arrived, not yet received, in order */
-    sim_msg_t *dead_letters;              /* arrived after it left or died: its senders' (unsent) */
-    int left;                             /* hs_transport_leave: receives nothing any more */
+    sim_msg_t **unexp_tail;  /* ... the link to its end (rank 0's holds every rank's end-of-run
+                              * results for a moment: a walk to the end was O(N^2)) */
+    sim_msg_t *dead_letters; /* arrived after it left or died: its senders' (unsent) */
+    int left;                /* hs_transport_leave: receives nothing any more */
     sim_thread_t *main;
     sim_thread_t *threads; /* this rank's threads (next_in_rank) */
     hs_train_result_t res;
@@ -726,6 +728,21 @@ static void append(sim_msg_t **list, sim_msg_t *m)
     *list = m;
 }
 
+/* m joins the end of rk's unexpected queue. */
+static void unexp_push(sim_rank_t *rk, sim_msg_t *m)
+{
+    m->next = NULL;
+    *rk->unexp_tail = m;
+    rk->unexp_tail = &m->next;
+}
+
+/* The message *pp (pp: a link of rk's unexpected queue) leaves the queue. */
+static void unexp_take(sim_rank_t *rk, sim_msg_t **pp)
+{
+    *pp = (*pp)->next;
+    if (!*pp) rk->unexp_tail = pp;
+}
+
 /* A message reaches its destination (the clock is at m->at). */
 /* A message has left its sender's side (delivered, or taken back): its send completes. */
 static void complete_send(sim_world_t *w, sim_msg_t *m)
@@ -830,10 +847,7 @@ static void deliver(sim_world_t *w, sim_msg_t *m)
             wake_rank(d);
         return;
     }
-    sim_msg_t **tail = &d->unexpected;
-    while (*tail) tail = &(*tail)->next;
-    m->next = NULL;
-    *tail = m;
+    unexp_push(d, m);
     wake_rank(d);
 }
 
@@ -1163,7 +1177,7 @@ static int observer_send(sim_world_t *w, int src, sim_rank_t *d, const void *buf
         msg_put(w, m);
         return 0;
     }
-    append(&d->unexpected, m);
+    unexp_push(d, m);
     return 0;
 }
 
@@ -1314,7 +1328,7 @@ static int post_req(sim_rank_t *rk, struct hs_treq *r)
     for (sim_msg_t **pp = &rk->unexpected; *pp; pp = &(*pp)->next) {
         sim_msg_t *m = *pp;
         if (!matches(r, m)) continue;
-        *pp = m->next;
+        unexp_take(rk, pp);
         if (!complete_recv(r, m)) msg_put(world_of(rk), m);
         return 1;
     }
@@ -1541,7 +1555,7 @@ static int st_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, voi
             continue;
         }
         cb(ctx, m->src, m->data, m->len, m->len);
-        *pp = m->next;
+        unexp_take(rk, pp);
         msg_put(world_of(rk), m);
         n++;
     }
@@ -1886,7 +1900,7 @@ static void vx_crash(hs_exec_t *x, int status)
     }
     while (rk->unexpected) { /* its senders may take these back (unsent) */
         sim_msg_t *m = rk->unexpected;
-        rk->unexpected = m->next;
+        unexp_take(rk, &rk->unexpected);
         append(&rk->dead_letters, m);
     }
     rk->posted = rk->posted_tail = NULL;
@@ -2782,6 +2796,7 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     }
     for (int r = 0; r < w.n && rc == 0; r++) {
         w.rk[r].rank = r;
+        w.rk[r].unexp_tail = &w.rk[r].unexpected;
         rc = rank_open(&w, &w.rk[r], so, sh, (const char *const *)hosts);
     }
     w.mains_left = w.n;
