@@ -9,7 +9,9 @@
  *             switches, the simulated transport, the consensus measurement; everything that is
  *             not the workers' own code) and worker-steps per second.
  * The files of every thread count are compared byte for byte with those of the first: a
- * simulation's results do not depend on how many host threads ran it. */
+ * simulation's results do not depend on how many host threads ran it.
+ * --curve N1,N2,..: the scale run at each N instead (one host thread): how host time and
+ * memory grow with N (linear: worker-steps per second and memory per worker flat). */
 #include "bench/bench_launch.h"
 #include "bench/bench_util.h"
 #include "hearsay/common.h"
@@ -53,6 +55,14 @@ static const hs_option_t sim_options[] = {
      .def = "200",
      .range = "[1, 1000000]",
      .help = "iterations per worker"},
+    {.name = "curve",
+     .type = HS_OPT_STRING,
+     .def = "",
+     .metavar = "LIST",
+     .help = "the cost curve instead: the scale run at each N of LIST (e.g. "
+             "64,256,1024,4096,16384), one host thread (the first of --threads); host seconds, "
+             "peak memory per worker, worker-steps per second (runs without --out: 2 open "
+             "files per rank would bound N)"},
     {.name = "threads",
      .type = HS_OPT_STRING,
      .def = "1,2",
@@ -108,8 +118,12 @@ static char *slurp(const char *path)
 }
 
 /* Run `hearsay sim` with n workers of model into dir; fill *m. */
-static int run_sim(const char *self, int n, const char *model, int iters, int threads,
-                   const char *dir, double limit_s, sim_meas_t *m)
+/* Run `hearsay sim` with n workers of model into dir; fill *m. files = 0: without --out (no
+ * per-rank files, which need 2 open files per rank: 16,384 ranks pass the usual limit of
+ * 20,000); the figures then come from its last line (stdout, kept in dir/stdout.txt) and
+ * its CPU time from wait4. */
+static int run_sim_files(const char *self, int n, const char *model, int iters, int threads,
+                         const char *dir, double limit_s, int files, sim_meas_t *m)
 {
     long in = 0;
     const char *colon = strchr(model, ':');
@@ -132,9 +146,16 @@ static int run_sim(const char *self, int n, const char *model, int iters, int th
         "--data",      data,  "--batch",      "32",       "--epochs",      "100000",
         "--max-iters", it,    "--eval-every", "0",        "--quiet",       "--out",
         (char *)dir,   NULL};
+    char outpath[4200];
+    snprintf(outpath, sizeof outpath, "%s/stdout.txt", dir);
+    if (!files) argv[HS_ARRAY_LEN(argv) - 4] = NULL; /* (no --quiet --out DIR) */
     pid_t pid = fork();
     if (pid < 0) return HS_ERR(-errno, "fork: %s", strerror(errno));
     if (pid == 0) {
+        if (!files) {
+            FILE *o = fopen(outpath, "w");
+            if (!o || dup2(fileno(o), 1) < 0) _exit(126);
+        }
         execv(self, argv);
         _exit(127);
     }
@@ -156,6 +177,22 @@ static int run_sim(const char *self, int n, const char *model, int iters, int th
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         return HS_ERR(-EIO, "hearsay sim -n %d (%s) failed (status %d)", n, model,
                       WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    m->rss_mib = (double)ru.ru_maxrss / 1024.0;
+    if (!files) { /* "hearsay sim: W s on the host, S steps (R steps/s, ..." */
+        char *text = slurp(outpath);
+        const char *p = text ? strstr(text, "hearsay sim: ") : NULL;
+        while (p && strstr(p + 1, "hearsay sim: ")) p = strstr(p + 1, "hearsay sim: ");
+        if (!p || sscanf(p, "hearsay sim: %lf s on the host, %ld steps (%lf", &m->host_s, &m->steps,
+                         &m->steps_per_s) != 3) {
+            free(text);
+            return HS_ERR(-EIO, "%s: no 'hearsay sim: ... s on the host' line", outpath);
+        }
+        free(text);
+        m->cpu_s = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                   (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+        m->worker_s = m->overhead = NAN;
+        return 0;
+    }
     char path[4200];
     snprintf(path, sizeof path, "%s/sim.json", dir);
     char *text = slurp(path);
@@ -166,9 +203,14 @@ static int run_sim(const char *self, int n, const char *model, int iters, int th
     m->overhead = json_num(text, "overhead");
     m->steps_per_s = json_num(text, "steps_per_s");
     m->steps = (long)json_num(text, "steps");
-    m->rss_mib = (double)ru.ru_maxrss / 1024.0;
     free(text);
     return 0;
+}
+
+static int run_sim(const char *self, int n, const char *model, int iters, int threads,
+                   const char *dir, double limit_s, sim_meas_t *m)
+{
+    return run_sim_files(self, n, model, iters, threads, dir, limit_s, 1, m);
 }
 
 /* Drop the line that names the output directory (summary.json's "out"), in place. */
@@ -254,6 +296,41 @@ static int measure(const char *what, const char *self, int n, const char *model,
     return 0;
 }
 
+/* The cost curve: the scale run at each N of ns (host thread count `threads`). */
+static int curve(const char *self, const int *ns, int nn, const char *model, int iters, int threads,
+                 double limit_s, int json)
+{
+    double first = NAN;
+    if (!json)
+        printf("# curve: %s, SGP on exp1peer, %d iterations, %d host thread%s, no --out (CPU "
+               "s: the whole process's)\n"
+               "#      N   host s    CPU s  peak MiB  KiB/worker  worker-steps/s  vs first\n",
+               model, iters, threads, threads > 1 ? "s" : "");
+    for (int i = 0; i < nn; i++) {
+        char tmpl[] = "/tmp/hearsay-bench-sim-XXXXXX";
+        if (!mkdtemp(tmpl)) return HS_ERR(-errno, "mkdtemp: %s", strerror(errno));
+        sim_meas_t m = {0};
+        int rc = run_sim_files(self, ns[i], model, iters, threads, tmpl, limit_s, 0, &m);
+        rm_dir(tmpl);
+        if (rc < 0) return rc;
+        if (i == 0) first = m.steps_per_s;
+        double per = m.rss_mib * 1024.0 / ns[i], rel = m.steps_per_s / first;
+        if (json)
+            printf("{\"bench\": \"sim\", \"measure\": \"curve\", \"algo\": \"sgp\", "
+                   "\"graph\": \"exp1peer\", \"model\": \"%s\", \"n\": %d, \"iters\": %d, "
+                   "\"sim_threads\": %d, \"host_s\": %.3f, \"host_cpu_s\": %.3f, \"steps\": %ld, "
+                   "\"steps_per_s\": %.1f, \"peak_rss_mib\": %.0f, \"kib_per_worker\": %.1f, "
+                   "\"vs_first\": %.3f}\n",
+                   model, ns[i], iters, threads, m.host_s, m.cpu_s, m.steps, m.steps_per_s,
+                   m.rss_mib, per, rel);
+        else
+            printf("  %6d  %7.2f  %7.2f  %8.0f  %10.1f  %14.0f  %8.2f\n", ns[i], m.host_s, m.cpu_s,
+                   m.rss_mib, per, m.steps_per_s, rel);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 int hs_bench_sim(int argc, char **argv)
 {
     hs_cfg_t *cfg = NULL;
@@ -267,9 +344,11 @@ int hs_bench_sim(int argc, char **argv)
         hs_cfg_free(&cfg);
         return 0;
     }
-    int threads[HS_BL_MAX_LIST], nt = 0;
+    int threads[HS_BL_MAX_LIST], nt = 0, ns[HS_BL_MAX_LIST], nn = 0;
     if (rc == 0)
         rc = hs_bl_parse_ints(hs_cfg_str(cfg, "threads"), "--threads", 1, 1024, threads, &nt);
+    const char *cv = hs_cfg_str(cfg, "curve");
+    if (rc == 0 && cv && *cv) rc = hs_bl_parse_ints(cv, "--curve", 2, 65536, ns, &nn);
     if (rc < 0) {
         fprintf(stderr, "hearsay bench sim: %s\n", hs_last_error());
         hs_cfg_free(&cfg);
@@ -295,6 +374,14 @@ int hs_bench_sim(int argc, char **argv)
                "CPU)\n",
                hs_bench_coretype_env(), hs_bench_blas_core(), sysconf(_SC_NPROCESSORS_ONLN),
                load[0]);
+    if (nn > 0) {
+        if (curve(self, ns, nn, hs_cfg_str(cfg, "scale-model"), iters, threads[0], limit, json) <
+            0) {
+            fprintf(stderr, "hearsay bench sim: %s\n", hs_last_error());
+            status = 1;
+        }
+        sn = on = 0;
+    }
     if (sn > 0 && measure("scale", self, sn, hs_cfg_str(cfg, "scale-model"), iters, threads, nt,
                           limit, json) < 0) {
         fprintf(stderr, "hearsay bench sim: %s\n", hs_last_error());

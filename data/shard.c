@@ -302,6 +302,23 @@ int hs_shard_for_rank(const hs_dataset_t *ds, const char *spec, int workers, int
     }
     hs_shard_t *all = hs_calloc((size_t)workers, sizeof(hs_shard_t), "shards");
     if (!all) return -ENOMEM;
+    rc = hs_shard_all(ds, spec, workers, seed, all);
+    if (rc == 0) {
+        *out = all[rank];
+        all[rank] = (hs_shard_t){0};
+        hs_shards_free(all, workers);
+    }
+    free(all);
+    return rc;
+}
+
+int hs_shard_all(const hs_dataset_t *ds, const char *spec, int workers, uint64_t seed,
+                 hs_shard_t *all)
+{
+    shard_spec_t s;
+    HS_TRY(shard_spec_parse(spec, &s));
+    if (workers < 1) return HS_ERR(-EINVAL, "shard: %d workers", workers);
+    int rc;
     if (s.dirichlet) {
         int64_t min = s.min;
         if (min < 0) {
@@ -312,12 +329,9 @@ int hs_shard_for_rank(const hs_dataset_t *ds, const char *spec, int workers, int
     } else {
         rc = hs_shard_iid(ds->n, workers, seed, all);
     }
-    if (rc == 0) {
-        *out = all[rank];
-        all[rank] = (hs_shard_t){0};
+    if (rc < 0) {
+        hs_shards_free(all, workers);
+        hs_error_prefix("sharding %s over %d workers", ds->name, workers);
     }
-    hs_shards_free(all, workers);
-    free(all);
-    if (rc < 0) hs_error_prefix("sharding %s over %d workers", ds->name, workers);
     return rc;
 }

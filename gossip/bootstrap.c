@@ -27,8 +27,10 @@ struct hs_boot {
     const char *method;
     int rank, size;
     int local_rank, local_size, nhosts;
-    int *host_of;                   /* (size) host index of each rank */
-    char (*hosts)[HS_RDV_HOST_MAX]; /* (size) hostnames, NUL-padded */
+    int *host_of;                   /* (size) host index of each rank (not BOOT_FIXED) */
+    char (*hosts)[HS_RDV_HOST_MAX]; /* (size) hostnames, NUL-padded (not BOOT_FIXED) */
+    int rph;                        /* BOOT_FIXED: ranks per host (host of r: r / rph) */
+    char name[HS_RDV_HOST_MAX];     /* BOOT_FIXED: hs_boot_hostname's answer */
     hs_rdv_client_t rdv;
 #if HS_HAVE_MPI
     MPI_Comm comm;
@@ -270,6 +272,7 @@ int hs_boot_all_local(const hs_boot_t *b)
 int hs_boot_host_of(const hs_boot_t *b, int rank)
 {
     if (rank < 0 || rank >= b->size) return -1;
+    if (b->kind == BOOT_FIXED) return rank / b->rph;
     return b->host_of[rank];
 }
 
@@ -281,6 +284,11 @@ int hs_boot_num_hosts(const hs_boot_t *b)
 const char *hs_boot_hostname(const hs_boot_t *b, int rank)
 {
     if (rank < 0 || rank >= b->size) return NULL;
+    if (b->kind == BOOT_FIXED) { /* (valid until the next call) */
+        hs_boot_t *m = (hs_boot_t *)b;
+        snprintf(m->name, sizeof m->name, "host%d", rank / b->rph);
+        return m->name;
+    }
     return b->hosts[rank];
 }
 
@@ -297,15 +305,13 @@ int hs_boot_init_fixed(hs_boot_t **out, int rank, int size, int ranks_per_host)
     b->method = "fixed";
     b->rank = rank;
     b->size = size;
-    b->hosts = hs_calloc((size_t)size, HS_RDV_HOST_MAX, "bootstrap hostnames");
-    int rc = b->hosts ? 0 : -ENOMEM;
-    for (int r = 0; r < size && rc == 0; r++)
-        snprintf(b->hosts[r], HS_RDV_HOST_MAX, "host%d", r / ranks_per_host);
-    if (rc == 0) rc = compute_hosts(b);
-    if (rc < 0) {
-        hs_boot_finalize(&b);
-        return rc;
-    }
+    /* Hosts host0, host1, ... of ranks_per_host consecutive ranks each: computed, not tabled
+     * (a simulator's N ranks each hold one of these; tables of N hostnames were 64 N bytes
+     * per rank). */
+    b->rph = ranks_per_host;
+    b->nhosts = (size + ranks_per_host - 1) / ranks_per_host;
+    b->local_rank = rank % ranks_per_host;
+    b->local_size = HS_MIN(ranks_per_host, size - rank / ranks_per_host * ranks_per_host);
     *out = b;
     return 0;
 }

@@ -85,11 +85,11 @@ struct hs_algo {
     int cur;         /* the thread folds into acc[cur] */
     long acc_msgs;
     uint64_t acc_bytes;
-    long *recv_from; /* (size) messages received per source */
-    long *last_iter; /* (size) last iteration received from each source (-1) */
-    long *want;      /* (size) messages each in-peer sent up to round stale_next - 1 */
+    long *recv_from; /* (peers) messages received per source */
+    long *last_iter; /* (peers) last iteration received from each source (-1) */
+    long *want;      /* (peers) messages each in-peer sent up to round stale_next - 1 */
     long stale_next; /* next round whose in-peers are added to want (--delay-bound) */
-    double *recv_w;  /* (size) weight received from each source (service lock) */
+    double *recv_w;  /* (peers) weight received from each source (service lock) */
     long *acc_it[2]; /* sender iterations of the messages in acc[i] (staleness) */
     size_t acc_nit[2], acc_cap[2];
     long bound; /* the delay bound in force (HS_DELAY_NONE: none) */
@@ -106,32 +106,54 @@ struct hs_algo {
     long trained;    /* rounds trained (the next round's number) */
 
     /* the end of the run (sgp_finish; the counters under the service lock) */
-    unsigned char *in_set, *out_set; /* (size) ranks that may send here / that we send to */
+    unsigned char *in_set, *out_set; /* (peers) ranks that may send here / that we send to */
     int lingering;                   /* training is over: every GOSSIP is answered */
-    long *owe;                       /* (size) GOSSIP received since the last answer */
-    long *reply_recv;                /* (size) REPLY messages received from each */
-    long *done_cnt;                  /* (size) -1, or the GOSSIP count of its DONE */
-    long *fin_cnt;                   /* (size) -1, or the REPLY count of its FIN */
-    long *replies_sent;              /* (size) */
-    unsigned char *fin_sent;         /* (size) */
-    hs_treq_t **done_req, **fin_req, **rep_req; /* (size) sends in flight */
-    hs_ps_hdr_v1_t *done_hdr, *fin_hdr;         /* (size) */
-    unsigned char **rep_buf;                    /* (size) REPLY snapshots, made when needed */
-    double *rep_share;                          /* (size) the weight of the REPLY in flight */
+    long *owe;                       /* (peers) GOSSIP received since the last answer */
+    long *reply_recv;                /* (peers) REPLY messages received from each */
+    long *done_cnt;                  /* (peers) -1, or the GOSSIP count of its DONE */
+    long *fin_cnt;                   /* (peers) -1, or the REPLY count of its FIN */
+    long *replies_sent;              /* (peers) */
+    unsigned char *fin_sent;         /* (peers) */
+    hs_treq_t **done_req, **fin_req, **rep_req; /* (peers) sends in flight */
+    hs_ps_hdr_v1_t *done_hdr, *fin_hdr;         /* (peers) */
+    unsigned char **rep_buf;                    /* (peers) REPLY snapshots, made when needed */
+    double *rep_share;                          /* (peers) the weight of the REPLY in flight */
 
     /* failed peers: the account of what was sent to each (main thread) */
-    long *sent_n;              /* (size) messages posted */
-    double *sent_w;            /* (size) their weight */
-    double *returned_w;        /* (size) weight of failed sends, kept here */
-    long *taken_n;             /* (size) messages taken back from its ring (unsent) */
-    double *taken_w;           /* (size) their weight */
-    unsigned char *gone;       /* (size) GONE_* */
+    long *sent_n;              /* (peers) messages posted */
+    double *sent_w;            /* (peers) their weight */
+    double *returned_w;        /* (peers) weight of failed sends, kept here */
+    long *taken_n;             /* (peers) messages taken back from its ring (unsent) */
+    double *taken_w;           /* (peers) their weight */
+    unsigned char *gone;       /* (peers) GONE_* */
     int cb_rc;                 /* the first error of a transport callback */
     double held_w, *held_from; /* sgp_crash: what hs_transport_leave handed back, per source */
     /* fenced peers (runtime/heartbeat.h): their messages after the fence, refused (service) */
     long refused_n;
     double refused_w;
+
+    /* The peers: the ranks that send here or that this rank sends to in some iteration of a
+     * period (every other rank for an aperiodic schedule), ascending. Every per-peer table
+     * above ("(peers)") has np + 1 entries: one per peer, in this order, and a last one that
+     * stands for any other rank and keeps its initial value (nothing is ever received from
+     * or sent to such a rank); a rank's tables are sized by its degree, not by the job. */
+    int np;
+    int *pr; /* (np) */
 };
+
+/* The slot of rank j in the per-peer tables (np: not a peer). */
+static int ps(const hs_algo_t *a, int j)
+{
+    int lo = 0, hi = a->np;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (a->pr[mid] < j)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < a->np && a->pr[lo] == j ? lo : a->np;
+}
 
 /* What was sent to a dead peer and never taken (gone[]). */
 enum { GONE_NO = 0, GONE_PENDING, GONE_DONE, GONE_UNKNOWN };
@@ -249,9 +271,9 @@ static int rx_apply(void *ctx, int slot, const void *buf, const hs_tstatus_t *st
                           h->aux[0]);
         lock(a);
         if (kind == HS_PS_DONE)
-            a->done_cnt[src] = (long)h->aux[0];
+            a->done_cnt[ps(a, src)] = (long)h->aux[0];
         else
-            a->fin_cnt[src] = (long)h->aux[0];
+            a->fin_cnt[ps(a, src)] = (long)h->aux[0];
         unlock(a);
         return 0;
     }
@@ -264,10 +286,10 @@ static int rx_apply(void *ctx, int slot, const void *buf, const hs_tstatus_t *st
     if (kind == HS_PS_GOSSIP && a->bound >= 0) { /* held mode: a copy, mixed in its round */
         int rc = hold(a, h, zm, src, st->len);
         if (rc == 0) {
-            a->recv_w[src] += h->weight;
-            a->recv_from[src]++;
-            if (a->lingering) a->owe[src]++;
-            if (h->iteration > a->last_iter[src]) a->last_iter[src] = h->iteration;
+            a->recv_w[ps(a, src)] += h->weight;
+            a->recv_from[ps(a, src)]++;
+            if (a->lingering) a->owe[ps(a, src)]++;
+            if (h->iteration > a->last_iter[ps(a, src)]) a->last_iter[ps(a, src)] = h->iteration;
         }
         unlock(a);
         return rc;
@@ -293,13 +315,13 @@ static int rx_apply(void *ctx, int slot, const void *buf, const hs_tstatus_t *st
     a->acc_w[c] = total;
     a->acc_msgs++;
     a->acc_bytes += st->len;
-    a->recv_w[src] += h->weight;
+    a->recv_w[ps(a, src)] += h->weight;
     if (kind == HS_PS_REPLY) {
-        a->reply_recv[src]++;
+        a->reply_recv[ps(a, src)]++;
     } else {
-        a->recv_from[src]++;
-        if (a->lingering) a->owe[src]++;
-        if (h->iteration > a->last_iter[src]) a->last_iter[src] = h->iteration;
+        a->recv_from[ps(a, src)]++;
+        if (a->lingering) a->owe[ps(a, src)]++;
+        if (h->iteration > a->last_iter[ps(a, src)]) a->last_iter[ps(a, src)] = h->iteration;
     }
     unlock(a);
     return 0;
@@ -409,8 +431,8 @@ static void take_back(void *ctx, int peer, const void *buf, size_t got, size_t l
         a->cb_rc = rc;
         return;
     }
-    a->taken_n[peer]++;
-    a->taken_w[peer] += h->weight;
+    a->taken_n[ps(a, peer)]++;
+    a->taken_w[ps(a, peer)] += h->weight;
 }
 
 /* Peer p is dead: take back the shares it never took (once; again later while the transport
@@ -418,29 +440,29 @@ static void take_back(void *ctx, int peer, const void *buf, size_t got, size_t l
 static int reclaim(hs_algo_t *a, int p)
 {
     hs_dist_t *d = a->d;
-    if (a->gone[p] == GONE_DONE || a->gone[p] == GONE_UNKNOWN) return 0;
-    if (!a->sent_n[p] && !a->replies_sent[p]) {
-        a->gone[p] = GONE_DONE;
+    if (a->gone[ps(a, p)] == GONE_DONE || a->gone[ps(a, p)] == GONE_UNKNOWN) return 0;
+    if (!a->sent_n[ps(a, p)] && !a->replies_sent[ps(a, p)]) {
+        a->gone[ps(a, p)] = GONE_DONE;
         return 0;
     }
-    long n0 = a->taken_n[p];
-    double w0 = a->taken_w[p];
+    long n0 = a->taken_n[ps(a, p)];
+    double w0 = a->taken_w[ps(a, p)];
     a->cb_rc = 0;
     int rc = hs_transport_unsent(d->t, p, HS_TAG_GOSSIP, take_back, a);
     if (rc == -EBUSY) {
-        a->gone[p] = GONE_PENDING; /* not gone yet (reported failed by a timeout) */
+        a->gone[ps(a, p)] = GONE_PENDING; /* not gone yet (reported failed by a timeout) */
         return 0;
     }
-    a->gone[p] = rc == -ENOSYS ? GONE_UNKNOWN : GONE_DONE;
+    a->gone[ps(a, p)] = rc == -ENOSYS ? GONE_UNKNOWN : GONE_DONE;
     if (rc == -ENOSYS) return 0;
     if (rc < 0) return rc;
     if (a->cb_rc < 0) return a->cb_rc;
-    if (a->taken_n[p] > n0) {
+    if (a->taken_n[ps(a, p)] > n0) {
         char line[200];
         snprintf(line, sizeof line,
                  "took back %ld share(s) of weight %.9g sent to rank %d, which never received "
                  "them",
-                 a->taken_n[p] - n0, a->taken_w[p] - w0, p);
+                 a->taken_n[ps(a, p)] - n0, a->taken_w[ps(a, p)] - w0, p);
         HS_TRY(hs_dist_record(d, NULL, NULL, line));
     }
     return 0;
@@ -451,7 +473,7 @@ static int peer_gone(hs_algo_t *a, int p, const char *why)
 {
     long last;
     lock(a);
-    last = a->last_iter[p];
+    last = a->last_iter[ps(a, p)];
     unlock(a);
     hs_dist_peer_failed(a->d, p, last + 1, why);
     return reclaim(a, p);
@@ -478,7 +500,7 @@ static int out_peer_dead(hs_algo_t *a, int p, long t, int *dead)
 static int keep_failed_share(hs_algo_t *a, sgp_round_t *r, int i, const char *why)
 {
     HS_TRY(absorb(a, (const float *)(r->buf[i] + sizeof(hs_ps_hdr_v1_t)), r->share[i]));
-    a->returned_w[r->peer[i]] += r->share[i];
+    a->returned_w[ps(a, r->peer[i])] += r->share[i];
     return peer_gone(a, r->peer[i], why);
 }
 
@@ -543,7 +565,7 @@ static int bound_staleness(hs_algo_t *a, long t)
     int rc = 0;
     for (; a->stale_next <= upto && rc == 0; a->stale_next++) {
         rc = hs_topo_in_peers(d->topo, a->stale_next, d->rank, inp, NULL, cap, &c);
-        for (int i = 0; i < c && rc == 0; i++) a->want[inp[i]]++;
+        for (int i = 0; i < c && rc == 0; i++) a->want[ps(a, inp[i])]++;
     }
     if (inp != in) free(inp);
     if (rc < 0) return rc;
@@ -551,12 +573,15 @@ static int bound_staleness(hs_algo_t *a, long t)
     for (;;) {
         int late = -1;
         lock(a);
-        for (int j = 0; j < d->size && late < 0; j++) /* (a DONE says how many will ever come) */
-            if (j != d->rank && !hs_dist_peer_dead(d, j) && a->recv_from[j] < a->want[j] &&
-                !(a->done_cnt[j] >= 0 && a->recv_from[j] >= a->done_cnt[j]))
+        for (int k = 0; k < a->np && late < 0; k++) { /* (a DONE says how many will ever come) */
+            int j = a->pr[k];
+            if (j != d->rank && !hs_dist_peer_dead(d, j) &&
+                a->recv_from[ps(a, j)] < a->want[ps(a, j)] &&
+                !(a->done_cnt[ps(a, j)] >= 0 && a->recv_from[ps(a, j)] >= a->done_cnt[ps(a, j)]))
                 late = j;
+        }
         if (late >= 0) hs_svc_wait(d->x, a->svc, 0.05);
-        long last = late >= 0 ? a->last_iter[late] : 0;
+        long last = late >= 0 ? a->last_iter[ps(a, late)] : 0;
         unlock(a);
         if (late < 0) break;
         HS_TRY(hs_dist_idle(d));
@@ -610,9 +635,10 @@ static int wait_exact(hs_algo_t *a, long from, long upto)
             for (;;) {
                 lock(a);
                 int late = !hs_dist_peer_dead(d, j) && !have_msg(a, j, r) &&
-                           !(a->done_cnt[j] >= 0 && a->recv_from[j] >= a->done_cnt[j]);
+                           !(a->done_cnt[ps(a, j)] >= 0 &&
+                             a->recv_from[ps(a, j)] >= a->done_cnt[ps(a, j)]);
                 if (late) hs_svc_wait(d->x, a->svc, 0.05);
-                long last = a->last_iter[j];
+                long last = a->last_iter[ps(a, j)];
                 unlock(a);
                 if (!late) break;
                 if ((rc = hs_svc_error(d->x, a->svc)) < 0 || (rc = hs_dist_idle(d)) < 0) break;
@@ -686,8 +712,8 @@ static int sgp_step(hs_algo_t *a, long t)
             continue;
         }
         d->st.bytes_sent += a->msg_bytes;
-        a->sent_n[p]++;
-        a->sent_w[p] += r->share[m];
+        a->sent_n[ps(a, p)]++;
+        a->sent_w[ps(a, p)] += r->share[m];
     }
     /* 4. keep p_self (z is unchanged by keeping a share: only w scales) */
     a->w *= self;
@@ -725,8 +751,9 @@ static int record_failed(hs_algo_t *a)
     for (int j = 0; j < d->size; j++) {
         if (j == d->rank || !hs_dist_peer_dead(d, j)) continue;
         char line[256];
-        snprintf(line, sizeof line, "%d,%ld,%.17g,%.17g,%ld,%.17g,%s", j, a->sent_n[j],
-                 a->sent_w[j], a->returned_w[j], a->taken_n[j], a->taken_w[j], how[a->gone[j]]);
+        snprintf(line, sizeof line, "%d,%ld,%.17g,%.17g,%ld,%.17g,%s", j, a->sent_n[ps(a, j)],
+                 a->sent_w[ps(a, j)], a->returned_w[ps(a, j)], a->taken_n[ps(a, j)],
+                 a->taken_w[ps(a, j)], how[a->gone[ps(a, j)]]);
         HS_TRY(hs_dist_record(d, "ps-failed.csv",
                               "peer,msgs_sent,weight_sent,weight_returned,msgs_taken_back,"
                               "weight_taken_back,take_back",
@@ -744,20 +771,21 @@ static int settle(hs_algo_t *a)
      * took (a rank that crashed by injection took what had reached it when it left; unsent
      * says -EBUSY for one that still runs). One that exited having taken everything may just
      * have finished first: not a failure. */
-    for (int j = 0; j < d->size && rc == 0; j++) {
-        if (j == d->rank || (!a->sent_n[j] && !a->replies_sent[j]) || a->gone[j] == GONE_DONE ||
-            a->gone[j] == GONE_UNKNOWN)
+    for (int k = 0; k < a->np && rc == 0; k++) {
+        int j = a->pr[k];
+        if (j == d->rank || (!a->sent_n[ps(a, j)] && !a->replies_sent[ps(a, j)]) ||
+            a->gone[ps(a, j)] == GONE_DONE || a->gone[ps(a, j)] == GONE_UNKNOWN)
             continue;
         if (hs_dist_peer_dead(d, j)) {
             rc = reclaim(a, j);
         } else {
-            long n0 = a->taken_n[j];
-            if ((rc = reclaim(a, j)) == 0 && a->taken_n[j] > n0) {
+            long n0 = a->taken_n[ps(a, j)];
+            if ((rc = reclaim(a, j)) == 0 && a->taken_n[ps(a, j)] > n0) {
                 char why[96];
                 snprintf(why, sizeof why, "exited without taking %ld of our shares",
-                         a->taken_n[j] - n0);
+                         a->taken_n[ps(a, j)] - n0);
                 lock(a);
-                long last = a->last_iter[j];
+                long last = a->last_iter[ps(a, j)];
                 unlock(a);
                 hs_dist_peer_failed(d, j, last + 1, why);
             }
@@ -788,10 +816,11 @@ static int wait_send(hs_algo_t *a, hs_treq_t **req)
 /* The REPLY in flight to p is done: a failed one's share stays here. */
 static int settle_reply(hs_algo_t *a, int p)
 {
-    if (!a->rep_req[p]) return 0;
-    if (wait_send(a, &a->rep_req[p]) == 0) return 0;
-    HS_TRY(absorb(a, (const float *)(a->rep_buf[p] + sizeof(hs_ps_hdr_v1_t)), a->rep_share[p]));
-    a->returned_w[p] += a->rep_share[p];
+    if (!a->rep_req[ps(a, p)]) return 0;
+    if (wait_send(a, &a->rep_req[ps(a, p)]) == 0) return 0;
+    HS_TRY(absorb(a, (const float *)(a->rep_buf[ps(a, p)] + sizeof(hs_ps_hdr_v1_t)),
+                  a->rep_share[ps(a, p)]));
+    a->returned_w[ps(a, p)] += a->rep_share[ps(a, p)];
     char why[160];
     snprintf(why, sizeof why, "answer after the end of training not delivered (%s)",
              hs_last_error());
@@ -809,45 +838,48 @@ static int answer(hs_algo_t *a)
      * z: every share below is then sent from one z). All of them, not only those to sources
      * owed now: the receiver can mark a source owed between that check and the sends below,
      * and a send to it would then reuse a buffer and a request still in flight. */
-    for (int j = 0; j < d->size; j++) HS_TRY(settle_reply(a, j));
+    for (int k = 0; k < a->np; k++) HS_TRY(settle_reply(a, a->pr[k]));
     lock(a);
-    for (int j = 0; j < d->size; j++) {
-        if (a->owe[j] && hs_dist_peer_dead(d, j)) a->owe[j] = 0;
-        k += a->owe[j] > 0;
+    for (int q = 0; q < a->np; q++) {
+        int j = a->pr[q];
+        if (a->owe[ps(a, j)] && hs_dist_peer_dead(d, j)) a->owe[ps(a, j)] = 0;
+        k += a->owe[ps(a, j)] > 0;
     }
     unlock(a);
     if (!k) return 0;
     double t0 = hs_exec_now(d->x), share = a->w / (k + 1), sent = 0;
     const float *host = NULL;
     int rc = 0;
-    for (int j = 0; j < d->size && rc == 0; j++) {
+    for (int q = 0; q < a->np && rc == 0; q++) {
+        int j = a->pr[q];
         lock(a);
-        long owed = a->owe[j], it = a->last_iter[j];
-        a->owe[j] = 0;
+        long owed = a->owe[ps(a, j)], it = a->last_iter[ps(a, j)];
+        a->owe[ps(a, j)] = 0;
         unlock(a);
         if (!owed || hs_dist_peer_dead(d, j)) continue;
-        if (!a->rep_buf[j] && !(a->rep_buf[j] = hs_malloc(a->msg_bytes, "answer snapshot"))) {
+        if (!a->rep_buf[ps(a, j)] &&
+            !(a->rep_buf[ps(a, j)] = hs_malloc(a->msg_bytes, "answer snapshot"))) {
             rc = -ENOMEM;
             break;
         }
-        hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)a->rep_buf[j];
-        float *pz = (float *)(a->rep_buf[j] + sizeof *h);
+        hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)a->rep_buf[ps(a, j)];
+        float *pz = (float *)(a->rep_buf[ps(a, j)] + sizeof *h);
         if (host)
             memcpy(pz, host, a->n * sizeof(float));
         else if ((rc = d->k->ops->to_host(d->k, pz, model_z(a), a->n * sizeof(float))) < 0)
             break;
         host = pz;
         hs_ps_hdr_init(h, HS_PS_REPLY, d->rank, it, share, a->n);
-        if (hs_transport_isend(d->t, j, HS_TAG_GOSSIP, a->rep_buf[j], a->msg_bytes,
-                               &a->rep_req[j]) < 0) {
+        if (hs_transport_isend(d->t, j, HS_TAG_GOSSIP, a->rep_buf[ps(a, j)], a->msg_bytes,
+                               &a->rep_req[ps(a, j)]) < 0) {
             /* nothing left: its share stays (what it never took is taken back at the end) */
-            a->rep_req[j] = NULL;
+            a->rep_req[ps(a, j)] = NULL;
             hs_dist_peer_failed(d, j, it + 1, hs_last_error());
             continue;
         }
-        a->rep_share[j] = share;
-        a->replies_sent[j]++;
-        a->sent_w[j] += share;
+        a->rep_share[ps(a, j)] = share;
+        a->replies_sent[ps(a, j)]++;
+        a->sent_w[ps(a, j)] += share;
         sent += share;
         d->st.bytes_sent += a->msg_bytes;
     }
@@ -888,9 +920,11 @@ static int sgp_finish(hs_algo_t *a)
     lock(a);
     a->lingering = 1;
     unlock(a);
-    for (int j = 0; j < d->size && rc == 0; j++)
-        if (j != d->rank && a->out_set[j] && !hs_dist_peer_dead(d, j))
-            rc = notify(a, j, HS_PS_DONE, a->sent_n[j], &a->done_hdr[j], &a->done_req[j]);
+    for (int k = 0; k < a->np && rc == 0; k++) {
+        int j = a->pr[k];
+        if (j != d->rank && a->out_set[ps(a, j)] && !hs_dist_peer_dead(d, j))
+            rc = notify(a, j, HS_PS_DONE, a->sent_n[k], &a->done_hdr[k], &a->done_req[k]);
+    }
     long total_prev = -1;
     double last_progress = t0, next_probe = t0 + 0.5;
     while (rc == 0) {
@@ -898,30 +932,38 @@ static int sgp_finish(hs_algo_t *a)
         int waiting = 0, ready = 0;
         long total = 0;
         lock(a);
-        for (int j = 0; j < d->size; j++) {
-            total +=
-                a->recv_from[j] + a->reply_recv[j] + (a->done_cnt[j] >= 0) + (a->fin_cnt[j] >= 0);
+        for (int k = 0; k < a->np; k++) {
+            int j = a->pr[k];
+            total += a->recv_from[ps(a, j)] + a->reply_recv[ps(a, j)] +
+                     (a->done_cnt[ps(a, j)] >= 0) + (a->fin_cnt[ps(a, j)] >= 0);
             if (j == d->rank || hs_dist_peer_dead(d, j)) continue;
-            if (a->in_set[j] && !a->fin_sent[j]) {
-                if (a->done_cnt[j] >= 0 && a->recv_from[j] >= a->done_cnt[j] && !a->owe[j])
+            if (a->in_set[ps(a, j)] && !a->fin_sent[ps(a, j)]) {
+                if (a->done_cnt[ps(a, j)] >= 0 && a->recv_from[ps(a, j)] >= a->done_cnt[ps(a, j)] &&
+                    !a->owe[ps(a, j)])
                     ready++;
                 else
                     waiting++;
             }
-            if (a->out_set[j] && (a->fin_cnt[j] < 0 || a->reply_recv[j] < a->fin_cnt[j])) waiting++;
+            if (a->out_set[ps(a, j)] &&
+                (a->fin_cnt[ps(a, j)] < 0 || a->reply_recv[ps(a, j)] < a->fin_cnt[ps(a, j)]))
+                waiting++;
         }
         if (waiting && !ready && !a->acc_msgs && !a->nheld) hs_svc_wait(d->x, a->svc, 0.1);
         unlock(a);
-        for (int j = 0; j < d->size && ready && rc == 0; j++) {
-            if (j == d->rank || !a->in_set[j] || a->fin_sent[j] || hs_dist_peer_dead(d, j))
+        for (int k = 0; k < a->np && ready && rc == 0; k++) {
+            int j = a->pr[k];
+            if (j == d->rank || !a->in_set[ps(a, j)] || a->fin_sent[ps(a, j)] ||
+                hs_dist_peer_dead(d, j))
                 continue;
             lock(a);
-            int ok = a->done_cnt[j] >= 0 && a->recv_from[j] >= a->done_cnt[j] && !a->owe[j];
+            int ok = a->done_cnt[ps(a, j)] >= 0 &&
+                     a->recv_from[ps(a, j)] >= a->done_cnt[ps(a, j)] && !a->owe[ps(a, j)];
             unlock(a);
             if (!ok) continue;
             if ((rc = settle_reply(a, j)) == 0 && !hs_dist_peer_dead(d, j))
-                rc = notify(a, j, HS_PS_FIN, a->replies_sent[j], &a->fin_hdr[j], &a->fin_req[j]);
-            a->fin_sent[j] = 1;
+                rc = notify(a, j, HS_PS_FIN, a->replies_sent[ps(a, j)], &a->fin_hdr[ps(a, j)],
+                            &a->fin_req[ps(a, j)]);
+            a->fin_sent[ps(a, j)] = 1;
         }
         if (rc < 0 || (!waiting && !ready)) break;
         if (ready) continue;
@@ -931,12 +973,15 @@ static int sgp_finish(hs_algo_t *a)
         int silent = now - last_progress >= d->o->drain_timeout_s, probe = now >= next_probe;
         if (!silent && !probe) continue;
         if (probe) next_probe = now + 0.5;
-        for (int j = 0; j < d->size; j++) {
+        for (int k = 0; k < a->np; k++) {
+            int j = a->pr[k];
             if (j == d->rank || hs_dist_peer_dead(d, j)) continue;
             lock(a);
-            int in_wait = a->in_set[j] && !a->fin_sent[j];
-            int out_wait = a->out_set[j] && (a->fin_cnt[j] < 0 || a->reply_recv[j] < a->fin_cnt[j]);
-            long got = a->recv_from[j], last = a->last_iter[j], want = a->done_cnt[j];
+            int in_wait = a->in_set[ps(a, j)] && !a->fin_sent[ps(a, j)];
+            int out_wait = a->out_set[ps(a, j)] && (a->fin_cnt[ps(a, j)] < 0 ||
+                                                    a->reply_recv[ps(a, j)] < a->fin_cnt[ps(a, j)]);
+            long got = a->recv_from[ps(a, j)], last = a->last_iter[ps(a, j)],
+                 want = a->done_cnt[ps(a, j)];
             unlock(a);
             if (!in_wait && !out_wait) continue;
             char why[200];
@@ -954,10 +999,11 @@ static int sgp_finish(hs_algo_t *a)
         }
     }
     /* own answers and notices delivered (a failed answer's share stays here) */
-    for (int j = 0; j < d->size && rc == 0; j++) {
+    for (int k = 0; k < a->np && rc == 0; k++) {
+        int j = a->pr[k];
         rc = settle_reply(a, j);
-        if (a->done_req[j] && wait_send(a, &a->done_req[j]) < 0) hs_error_clear();
-        if (a->fin_req[j] && wait_send(a, &a->fin_req[j]) < 0) hs_error_clear();
+        if (a->done_req[ps(a, j)] && wait_send(a, &a->done_req[ps(a, j)]) < 0) hs_error_clear();
+        if (a->fin_req[ps(a, j)] && wait_send(a, &a->fin_req[ps(a, j)]) < 0) hs_error_clear();
     }
     if (rc == 0) rc = settle(a);
     if (rc == 0) rc = record_failed(a);
@@ -987,7 +1033,7 @@ static int sgp_drain(hs_algo_t *a, int final)
     double t0 = hs_exec_now(d->x);
     /* how many messages the schedule says each in-peer sends here over the run */
     int cap = HS_MAX(1, hs_topo_max_in_degree(d->topo)), rc = 0;
-    long *want = hs_calloc((size_t)d->size, sizeof *want, "expected messages");
+    long *want = hs_calloc((size_t)a->np + 1, sizeof *want, "expected messages"); /* (peers) */
     int *in = hs_malloc((size_t)cap * sizeof *in, "in-peers");
     if (!want || !in) {
         free(want);
@@ -998,7 +1044,7 @@ static int sgp_drain(hs_algo_t *a, int final)
     for (long t = d->start_iter; t < until && rc == 0; t++) {
         int c = 0;
         rc = hs_topo_in_peers(d->topo, t, d->rank, in, NULL, cap, &c);
-        for (int i = 0; i < c && rc == 0; i++) want[in[i]]++;
+        for (int i = 0; i < c && rc == 0; i++) want[ps(a, in[i])]++;
     }
     free(in);
     /* wait while the missing peers live and make progress (bounded by drain_timeout_s of
@@ -1009,9 +1055,10 @@ static int sgp_drain(hs_algo_t *a, int final)
         int missing = 0;
         long total = 0;
         lock(a);
-        for (int j = 0; j < d->size; j++) {
-            total += a->recv_from[j];
-            if (j != d->rank && !hs_dist_peer_dead(d, j) && a->recv_from[j] < want[j]) missing++;
+        for (int k = 0; k < a->np; k++) {
+            int j = a->pr[k];
+            total += a->recv_from[k];
+            if (j != d->rank && !hs_dist_peer_dead(d, j) && a->recv_from[k] < want[k]) missing++;
         }
         if (missing) hs_svc_wait(d->x, a->svc, 0.1);
         unlock(a);
@@ -1022,21 +1069,22 @@ static int sgp_drain(hs_algo_t *a, int final)
         int silent = now - last_progress >= d->o->drain_timeout_s, probe = now >= next_probe;
         if (!silent && !probe) continue;
         if (probe) next_probe = now + 0.5;
-        for (int j = 0; j < d->size; j++) {
+        for (int k = 0; k < a->np; k++) {
+            int j = a->pr[k];
             if (j == d->rank || hs_dist_peer_dead(d, j)) continue;
             lock(a);
-            long got = a->recv_from[j], last = a->last_iter[j];
+            long got = a->recv_from[k], last = a->last_iter[k];
             unlock(a);
-            if (got >= want[j]) continue;
+            if (got >= want[k]) continue;
             char why[200];
             if (silent && !hs_dist_keep_waiting(d, j, now - last_progress, d->o->drain_timeout_s)) {
                 snprintf(
                     why, sizeof why,
                     "%ld of %ld messages arrived, then %.1f s of silence at the end of the run",
-                    got, want[j], d->o->drain_timeout_s);
+                    got, want[k], d->o->drain_timeout_s);
                 hs_dist_peer_failed(d, j, last + 1, why);
             } else if (!hs_dist_probe_alive(d, j)) {
-                snprintf(why, sizeof why, "exited after sending %ld of %ld messages", got, want[j]);
+                snprintf(why, sizeof why, "exited after sending %ld of %ld messages", got, want[k]);
                 hs_dist_peer_failed(d, j, last + 1, why);
             }
         }
@@ -1066,11 +1114,11 @@ static void sgp_finalize(hs_algo_t **ap)
         free(rd->share);
     }
     free(a->rounds);
-    for (int j = 0; j < d->size && a->rep_req; j++) {
-        if (a->rep_req[j]) hs_transport_req_free(d->t, &a->rep_req[j]);
-        if (a->done_req[j]) hs_transport_req_free(d->t, &a->done_req[j]);
-        if (a->fin_req[j]) hs_transport_req_free(d->t, &a->fin_req[j]);
-        if (a->rep_buf) free(a->rep_buf[j]);
+    for (int k = 0; k <= a->np && a->rep_req; k++) {
+        if (a->rep_req[k]) hs_transport_req_free(d->t, &a->rep_req[k]);
+        if (a->done_req[k]) hs_transport_req_free(d->t, &a->done_req[k]);
+        if (a->fin_req[k]) hs_transport_req_free(d->t, &a->fin_req[k]);
+        if (a->rep_buf) free(a->rep_buf[k]);
     }
     free(a->rep_req);
     free(a->done_req);
@@ -1106,11 +1154,57 @@ static void sgp_finalize(hs_algo_t **ap)
     free(a->taken_w);
     free(a->gone);
     free(a->held_from);
+    free(a->pr);
     free(a->peers);
     free(a->wts);
     if (a->scratch) d->k->ops->free(d->k, a->scratch);
     free(a);
     *ap = NULL;
+}
+
+static int cmp_int(const void *x, const void *y)
+{
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
+/* a->pr, a->np: the ranks this rank receives from or sends to in some iteration of a period
+ * of the graph (every other rank for an aperiodic schedule), ascending; a->peers and a->wts
+ * (maxdeg) serve as scratch. */
+static int peer_set(hs_algo_t *a)
+{
+    hs_dist_t *d = a->d;
+    int period = hs_topo_period(d->topo), cap = HS_MAX(1, hs_topo_max_in_degree(d->topo));
+    size_t room = period > 0 ? (size_t)period * (size_t)(cap + a->maxdeg) : (size_t)d->size;
+    int *in = hs_malloc((size_t)cap * sizeof *in, "in-peers");
+    a->pr = hs_malloc((room ? room : 1) * sizeof *a->pr, "peers");
+    if (!in || !a->pr) {
+        free(in);
+        return -ENOMEM;
+    }
+    int n = 0, rc = 0;
+    if (period == 0) {
+        for (int j = 0; j < d->size; j++)
+            if (j != d->rank) a->pr[n++] = j;
+    }
+    for (long t = 0; t < period && rc == 0; t++) {
+        int c = 0;
+        double self = 0;
+        if ((rc = hs_topo_in_peers(d->topo, t, d->rank, in, NULL, cap, &c)) < 0) break;
+        for (int i = 0; i < c; i++) a->pr[n++] = in[i];
+        if ((rc = hs_topo_out_peers(d->topo, t, d->rank, a->peers, a->wts, a->maxdeg, &c, &self)) <
+            0)
+            break;
+        for (int i = 0; i < c; i++) a->pr[n++] = a->peers[i];
+    }
+    free(in);
+    if (rc < 0) return rc;
+    qsort(a->pr, (size_t)n, sizeof *a->pr, cmp_int);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (a->pr[i] != d->rank && (m == 0 || a->pr[m - 1] != a->pr[i])) a->pr[m++] = a->pr[i];
+    a->np = m;
+    return 0;
 }
 
 static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound, hs_delay_mode_t mode)
@@ -1145,11 +1239,13 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound, hs_delay
     a->rounds = hs_calloc((size_t)tau, sizeof *a->rounds, "send rounds");
     a->acc[0] = hs_calloc(a->n, sizeof(float), "receive accumulator");
     a->acc[1] = hs_calloc(a->n, sizeof(float), "receive accumulator");
-    a->recv_from = hs_calloc((size_t)d->size, sizeof *a->recv_from, "receive counts");
-    a->last_iter = hs_calloc((size_t)d->size, sizeof *a->last_iter, "last iterations");
-    a->want = hs_calloc((size_t)d->size, sizeof *a->want, "expected messages");
+    if (!a->peers || !a->wts || (rc = peer_set(a)) < 0) goto fail;
+    rc = -ENOMEM;
+    size_t ns = (size_t)a->np + 1; /* (the per-peer tables: one more for any other rank) */
+    a->recv_from = hs_calloc(ns, sizeof *a->recv_from, "receive counts");
+    a->last_iter = hs_calloc(ns, sizeof *a->last_iter, "last iterations");
+    a->want = hs_calloc(ns, sizeof *a->want, "expected messages");
     a->stale_next = -1;
-    size_t ns = (size_t)d->size;
     a->recv_w = hs_calloc(ns, sizeof *a->recv_w, "received weights");
     a->sent_n = hs_calloc(ns, sizeof *a->sent_n, "sent counts");
     a->sent_w = hs_calloc(ns, sizeof *a->sent_w, "sent weights");
@@ -1181,7 +1277,7 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound, hs_delay
         !a->replies_sent || !a->fin_sent || !a->done_req || !a->fin_req || !a->rep_req ||
         !a->done_hdr || !a->fin_hdr || !a->rep_buf || !a->rep_share)
         goto fail;
-    for (int j = 0; j < d->size; j++) a->last_iter[j] = -1, a->done_cnt[j] = -1, a->fin_cnt[j] = -1;
+    for (int k = 0; k <= a->np; k++) a->last_iter[k] = -1, a->done_cnt[k] = -1, a->fin_cnt[k] = -1;
     for (int r = 0; r < tau; r++) {
         sgp_round_t *rd = &a->rounds[r];
         rd->iter = -1;
@@ -1207,19 +1303,20 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound, hs_delay
         int c = 0;
         double self = 0;
         if (period == 0) {
-            for (int j = 0; j < d->size; j++) a->in_set[j] = a->out_set[j] = j != d->rank;
+            for (int j = 0; j < d->size; j++)
+                a->in_set[ps(a, j)] = a->out_set[ps(a, j)] = j != d->rank;
             break;
         }
         if ((rc = hs_topo_in_peers(d->topo, t, d->rank, in, NULL, cap, &c)) < 0) break;
-        for (int i = 0; i < c; i++) a->in_set[in[i]] = 1;
+        for (int i = 0; i < c; i++) a->in_set[ps(a, in[i])] = 1;
         if ((rc = hs_topo_out_peers(d->topo, t, d->rank, a->peers, a->wts, a->maxdeg, &c, &self)) <
             0)
             break;
-        for (int i = 0; i < c; i++) a->out_set[a->peers[i]] = 1;
+        for (int i = 0; i < c; i++) a->out_set[ps(a, a->peers[i])] = 1;
     }
     free(in);
-    a->in_set[d->rank] = a->out_set[d->rank] = 0;
-    for (int j = 0; j < d->size; j++) nsrc += a->in_set[j] || a->out_set[j];
+    a->in_set[ps(a, d->rank)] = a->out_set[ps(a, d->rank)] = 0;
+    for (int k = 0; k < a->np; k++) nsrc += a->in_set[k] || a->out_set[k];
     hs_service_desc_t sd = {.name = "gossip receiver",
                             .n_slots = HS_MAX(1, nsrc * RX_SLOTS),
                             .slot_bytes = a->msg_bytes,
@@ -1229,9 +1326,9 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound, hs_delay
     int *src = hs_malloc((size_t)sd.n_slots * sizeof *src, "receive sources");
     uint32_t *tag = hs_malloc((size_t)sd.n_slots * sizeof *tag, "receive tags");
     if (rc == 0 && (!src || !tag)) rc = -ENOMEM;
-    for (int j = 0, i = 0; j < d->size && rc == 0; j++)
-        for (int k = 0; (a->in_set[j] || a->out_set[j]) && k < RX_SLOTS; k++, i++)
-            src[i] = j, tag[i] = HS_TAG_GOSSIP;
+    for (int q = 0, i = 0; q < a->np && rc == 0; q++)
+        for (int k = 0; (a->in_set[q] || a->out_set[q]) && k < RX_SLOTS; k++, i++)
+            src[i] = a->pr[q], tag[i] = HS_TAG_GOSSIP;
     sd.src = src;
     sd.tag = tag;
     if (rc == 0 && nsrc > 0) rc = hs_svc_start(d->x, &sd, &a->svc);
@@ -1296,7 +1393,7 @@ static void held(void *ctx, int peer, const void *buf, size_t got, size_t len)
         !(h->weight >= 0 && isfinite(h->weight)))
         return;
     a->held_w += h->weight;
-    a->held_from[peer] += h->weight;
+    a->held_from[ps(a, peer)] += h->weight;
 }
 
 /* The injected crash (hs_algo_ops_t.crash): settle own sends, stop receiving, and the weight
@@ -1309,14 +1406,14 @@ static int sgp_crash(hs_algo_t *a, double *lost, double *recv_from)
      * (by address: a dead process cannot be read), else failed and kept here. */
     for (int i = 0; i < a->tau && rc == 0; i++) rc = wait_round(a, &a->rounds[i]);
     a->held_w = 0;
-    memset(a->held_from, 0, (size_t)d->size * sizeof *a->held_from);
+    memset(a->held_from, 0, ((size_t)a->np + 1) * sizeof *a->held_from);
     int n = hs_transport_leave(d->t, HS_TAG_GOSSIP, held, a);
     if (n < 0 && n != -ENOSYS && rc == 0) rc = n;
     hs_svc_stop(d->x, &a->svc); /* its handler has folded what it took; nothing more comes */
     double kept = 0;            /* shares held for their round (the service has stopped) */
     for (size_t i = 0; i < a->nheld; i++) kept += a->held[i].w;
     *lost = a->w + a->acc_w[0] + a->acc_w[1] + a->held_w + kept;
-    for (int j = 0; j < d->size; j++) recv_from[j] = a->recv_w[j] + a->held_from[j];
+    for (int k = 0; k < a->np; k++) recv_from[a->pr[k]] = a->recv_w[k] + a->held_from[k];
     return rc;
 }
 

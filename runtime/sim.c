@@ -28,9 +28,12 @@
 #include "hearsay/algo.h"
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
+#include "hearsay/env.h"
 #include "hearsay/exec.h"
 #include "hearsay/file.h"
 #include "hearsay/shaping.h"
+#include "hearsay/topology.h"
+#include "hearsay/train.h"
 #include "hearsay/transport.h"
 #include "runtime/exec_svc.h" /* hs_svc_handle */
 
@@ -41,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,6 +75,8 @@ struct sim_thread {
     int locks;      /* service locks it holds (hs_svc_lock): it pays nothing meanwhile */
     int uncounted;  /* > 0: in an observer's stretch (hs_exec_uncounted): it pays nothing */
     double wake_at; /* while blocked: the deadline (INFINITY: none) */
+    int idx;        /* its place in w->th (the order it was started in) */
+    int hpos;       /* its place in the deadline heap w->dl (-1: not there) */
     void *(*fn)(void *);
     void *arg;
     sim_thread_t *next_ready; /* the ready queue */
@@ -96,6 +102,7 @@ typedef struct sim_msg {
     int active;           /* fair sharing: the first of its (src, dst) pair in the NICs */
     double rem, rate;     /* ... its bytes not yet through the NICs, and its rate now */
     int kind;             /* MSG_DATA, or a rendezvous's control message (--sim-proto) */
+    int ord;              /* fair sharing: its place among the active flows (flows_share) */
     int rndv;             /* MSG_DATA: it goes by a rendezvous (moves on the read request) */
     struct sim_msg *ref;  /* a control message: its data message; a rendezvous's data
                            * message: its control message, parked until the data is in */
@@ -132,8 +139,10 @@ struct sim_rank {
     struct hs_treq *posted, *posted_tail; /* posted receives, in order */
     struct hs_treq *completed;            /* completed receives nobody has taken yet (see leave) */
     sim_msg_t *unexpected;                /* arrived, not yet received, in order */
-    sim_msg_t *dead_letters;              /* arrived after it left or died: its senders' (unsent) */
-    int left;                             /* hs_transport_leave: receives nothing any more */
+    sim_msg_t **unexp_tail;  /* ... the link to its end (rank 0's holds every rank's end-of-run
+                              * results for a moment: a walk to the end was O(N^2)) */
+    sim_msg_t *dead_letters; /* arrived after it left or died: its senders' (unsent) */
+    int left;                /* hs_transport_leave: receives nothing any more */
     sim_thread_t *main;
     sim_thread_t *threads; /* this rank's threads (next_in_rank) */
     hs_train_result_t res;
@@ -170,8 +179,18 @@ struct sim_world {
     int nic_fair;            /* the NICs share their rate among the flows through them */
     int *nic_ntx, *nic_nrx;  /* fair: scratch (hosts) */
     int *nic_atx, *nic_arx;  /* ... flows whose TCP acknowledgements cross each side */
-    long rndv_bytes;         /* --sim-proto: messages above this go by a rendezvous (0: none) */
-    double ack_share;        /* ... acknowledgement frames per data byte, in time (0: none) */
+    /* fair: flows_share's scratch. by_src / by_dst (capheap): the active flows grouped by
+     * their sending / receiving host, each group in the flows' order, from offsets src_at /
+     * dst_at (hosts + 1); sides (2 hosts): the NIC sides that still have flows without a
+     * rate, transmit sides then receive sides, by host (the order a scan of every side
+     * would see them in). */
+    sim_msg_t **by_src, **by_dst;
+    int *src_at, *dst_at, *sides;
+    int fair_check;       /* HS_TEST_SIM_FAIR_CHECK: flows_share_check after every sharing */
+    double *check_rate;   /* ... (capheap) its scratch */
+    long fair_mismatches; /* ... rates that differed (the run fails) */
+    long rndv_bytes;      /* --sim-proto: messages above this go by a rendezvous (0: none) */
+    double ack_share;     /* ... acknowledgement frames per data byte, in time (0: none) */
     sim_msg_t *flows, *flows_tail; /* fair: messages in the NICs, in send order */
     int nflows;                    /* ... how many (the heap keeps room for them all) */
     double flows_t;                /* ... their rem is as of this time */
@@ -188,6 +207,12 @@ struct sim_world {
     sim_thread_t *ready_head, *ready_tail; /* ready threads, in the order they became ready */
     sim_thread_t **th;
     int nth, cap;
+    /* The blocked threads with a deadline, by (wake_at, idx): advance finds the next
+     * deadline and the threads due in O(log threads), not by a scan of every thread. A
+     * thread is in it exactly while it is blocked with a finite deadline (dl_set, dl_del). */
+    sim_thread_t **dl;
+    int ndl;
+    sim_thread_t **due; /* (cap) advance's scratch: the threads due */
     sim_rank_t *rk;
     sim_msg_t **heap; /* messages in flight, by (at, seq) */
     int nheap, capheap;
@@ -220,10 +245,70 @@ struct sim_world {
 
 /* --- the scheduler -------------------------------------------------------------------- */
 
+static int dl_before(const sim_thread_t *a, const sim_thread_t *b)
+{
+    return a->wake_at < b->wake_at || (a->wake_at == b->wake_at && a->idx < b->idx);
+}
+
+static void dl_place(sim_world_t *w, int i, sim_thread_t *t)
+{
+    w->dl[i] = t;
+    t->hpos = i;
+}
+
+static void dl_up(sim_world_t *w, int i)
+{
+    sim_thread_t *t = w->dl[i];
+    while (i > 0 && dl_before(t, w->dl[(i - 1) / 2])) {
+        dl_place(w, i, w->dl[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    dl_place(w, i, t);
+}
+
+static void dl_down(sim_world_t *w, int i)
+{
+    sim_thread_t *t = w->dl[i];
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        const sim_thread_t *best = t;
+        if (l < w->ndl && dl_before(w->dl[l], best)) m = l, best = w->dl[l];
+        if (r < w->ndl && dl_before(w->dl[r], best)) m = r;
+        if (m == i) break;
+        dl_place(w, i, w->dl[m]);
+        i = m;
+    }
+    dl_place(w, i, t);
+}
+
+/* t leaves the deadline heap (if there). */
+static void dl_del(sim_world_t *w, sim_thread_t *t)
+{
+    int i = t->hpos;
+    if (i < 0) return;
+    t->hpos = -1;
+    sim_thread_t *last = w->dl[--w->ndl];
+    if (i == w->ndl) return;
+    dl_place(w, i, last);
+    dl_up(w, i);
+    dl_down(w, last->hpos);
+}
+
+/* t has just blocked until t->wake_at: into the deadline heap when that is finite (room for
+ * every thread is kept: spawn). */
+static void dl_set(sim_world_t *w, sim_thread_t *t)
+{
+    dl_del(w, t);
+    if (!(t->wake_at < INFINITY)) return;
+    dl_place(w, w->ndl++, t);
+    dl_up(w, t->hpos);
+}
+
 static void make_ready(sim_thread_t *t)
 {
     if (t->state == T_BLOCKED || t->state == T_NEW) {
         sim_world_t *w = t->w;
+        dl_del(w, t);
         t->state = T_READY;
         t->next_ready = NULL;
         if (w->ready_tail)
@@ -315,6 +400,7 @@ static void block_for(sim_world_t *w, double deadline, int sleeping)
     t->state = T_BLOCKED;
     t->sleeping = sleeping;
     t->wake_at = deadline;
+    dl_set(w, t);
     yield_baton(w, t);
     t->sleeping = 0;
 }
@@ -361,6 +447,7 @@ static int spawn(sim_world_t *w, sim_rank_t *rk, void *(*fn)(void *), void *arg,
     t->arg = arg;
     t->state = T_NEW;
     t->wake_at = INFINITY;
+    t->hpos = -1;
     sem_init(&t->go, 0, 0);
     if (w->nth == w->cap) {
         int nc = w->cap ? 2 * w->cap : 64;
@@ -370,6 +457,18 @@ static int spawn(sim_world_t *w, sim_rank_t *rk, void *(*fn)(void *), void *arg,
             return HS_ERR(-ENOMEM, "out of memory for simulated threads");
         }
         w->th = nt;
+        sim_thread_t **nd = realloc(w->dl, (size_t)nc * sizeof *nd);
+        if (!nd) {
+            free(t);
+            return HS_ERR(-ENOMEM, "out of memory for simulated threads");
+        }
+        w->dl = nd;
+        sim_thread_t **ne = realloc(w->due, (size_t)nc * sizeof *ne);
+        if (!ne) {
+            free(t);
+            return HS_ERR(-ENOMEM, "out of memory for simulated threads");
+        }
+        w->due = ne;
         w->cap = nc;
     }
     pthread_attr_t at;
@@ -387,6 +486,7 @@ static int spawn(sim_world_t *w, sim_rank_t *rk, void *(*fn)(void *), void *arg,
         free(t);
         return HS_ERR(-rc, "cannot start a simulated thread (%d so far): %s", w->nth, strerror(rc));
     }
+    t->idx = w->nth;
     w->th[w->nth++] = t;
     t->next_in_rank = rk->threads;
     rk->threads = t;
@@ -490,6 +590,17 @@ static int heap_reserve(sim_world_t *w, int extra)
         sim_msg_t **nh = realloc(w->heap, (size_t)nc * sizeof *nh);
         if (!nh) return HS_ERR(-ENOMEM, "out of memory for messages in flight");
         w->heap = nh;
+        if (w->nic_fair) { /* (flows_share's scratch: every message in flight may be a flow) */
+            sim_msg_t **a = realloc(w->by_src, (size_t)nc * sizeof *a);
+            if (!a) return HS_ERR(-ENOMEM, "out of memory for messages in flight");
+            w->by_src = a;
+            sim_msg_t **b = realloc(w->by_dst, (size_t)nc * sizeof *b);
+            if (!b) return HS_ERR(-ENOMEM, "out of memory for messages in flight");
+            w->by_dst = b;
+            double *c = realloc(w->check_rate, (size_t)nc * sizeof *c);
+            if (!c) return HS_ERR(-ENOMEM, "out of memory for messages in flight");
+            w->check_rate = c;
+        }
         w->capheap = nc;
     }
     return 0;
@@ -617,6 +728,21 @@ static void append(sim_msg_t **list, sim_msg_t *m)
     *list = m;
 }
 
+/* m joins the end of rk's unexpected queue. */
+static void unexp_push(sim_rank_t *rk, sim_msg_t *m)
+{
+    m->next = NULL;
+    *rk->unexp_tail = m;
+    rk->unexp_tail = &m->next;
+}
+
+/* The message *pp (pp: a link of rk's unexpected queue) leaves the queue. */
+static void unexp_take(sim_rank_t *rk, sim_msg_t **pp)
+{
+    *pp = (*pp)->next;
+    if (!*pp) rk->unexp_tail = pp;
+}
+
 /* A message reaches its destination (the clock is at m->at). */
 /* A message has left its sender's side (delivered, or taken back): its send completes. */
 static void complete_send(sim_world_t *w, sim_msg_t *m)
@@ -721,10 +847,7 @@ static void deliver(sim_world_t *w, sim_msg_t *m)
             wake_rank(d);
         return;
     }
-    sim_msg_t **tail = &d->unexpected;
-    while (*tail) tail = &(*tail)->next;
-    m->next = NULL;
-    *tail = m;
+    unexp_push(d, m);
     wake_rank(d);
 }
 
@@ -771,6 +894,103 @@ static void flows_progress(sim_world_t *w)
  * reverse direction (the receiving host's transmit side, the sending host's receive side), a
  * = w->ack_share: progressive filling with those weights (a side's flows without a rate grow
  * together, a side is full when its rate left equals (flows + a x reverse flows) x r). */
+/* The flows of side (rx, h) to give a rate when it is the bottleneck, in the flows' order: the
+ * flows whose data crosses it, and with acknowledgements (a > 0) those whose acknowledgements
+ * do (a flow is between two hosts: no flow is in both). Merged by position in the flows' list
+ * (each group is in that order). */
+static void share_side(sim_world_t *w, int brx, int bh, double best, double a)
+{
+    sim_msg_t **x = brx ? w->by_dst + w->dst_at[bh] : w->by_src + w->src_at[bh];
+    sim_msg_t **y = brx ? w->by_src + w->src_at[bh] : w->by_dst + w->dst_at[bh];
+    int nx = brx ? w->dst_at[bh + 1] - w->dst_at[bh] : w->src_at[bh + 1] - w->src_at[bh];
+    int ny =
+        a > 0 ? (brx ? w->src_at[bh + 1] - w->src_at[bh] : w->dst_at[bh + 1] - w->dst_at[bh]) : 0;
+    for (int i = 0, j = 0; i < nx || j < ny;) {
+        sim_msg_t *m = j >= ny || (i < nx && x[i]->ord < y[j]->ord) ? x[i++] : y[j++];
+        if (m->rate >= 0) continue;
+        int hs = host_of(w, m->src), hd = host_of(w, m->dst);
+        m->rate = best;
+        w->nic_tx[hs] = HS_MAX(w->nic_tx[hs] - best, 0.0);
+        w->nic_rx[hd] = HS_MAX(w->nic_rx[hd] - best, 0.0);
+        w->nic_ntx[hs]--;
+        w->nic_nrx[hd]--;
+        if (a > 0) {
+            w->nic_tx[hd] = HS_MAX(w->nic_tx[hd] - a * best, 0.0);
+            w->nic_rx[hs] = HS_MAX(w->nic_rx[hs] - a * best, 0.0);
+            w->nic_atx[hd]--;
+            w->nic_arx[hs]--;
+        }
+    }
+}
+
+/* HS_TEST_SIM_FAIR_CHECK (tests): the rates flows_share gave, against the reference
+ * progressive filling that scans every flow for every side it gives out (the simulator's
+ * before issue 29), on scratch copies of the sides; a rate that differs in a bit is counted
+ * (w->fair_mismatches) and fails the run. */
+static void flows_share_check(sim_world_t *w)
+{
+    int nh = (w->n + w->rph - 1) / w->rph;
+    double a = w->ack_share, *tx = w->nic_tx, *rx = w->nic_rx; /* (restored below) */
+    int *ntx = w->nic_ntx, *nrx = w->nic_nrx, *atx = w->nic_atx, *arx = w->nic_arx;
+    int nf = 0;
+    for (sim_msg_t *m = w->flows; m; m = m->next)
+        if (m->active) w->check_rate[nf++] = m->rate;
+    for (int h = 0; h < nh; h++) {
+        tx[h] = rx[h] = w->nic_Bps;
+        ntx[h] = nrx[h] = atx[h] = arx[h] = 0;
+    }
+    for (sim_msg_t *m = w->flows; m; m = m->next)
+        if (m->active) {
+            m->rate = -1;
+            ntx[host_of(w, m->src)]++;
+            nrx[host_of(w, m->dst)]++;
+            if (a > 0) {
+                atx[host_of(w, m->dst)]++;
+                arx[host_of(w, m->src)]++;
+            }
+        }
+    for (;;) {
+        double best = INFINITY;
+        int bh = -1, brx = 0;
+        for (int h = 0; h < nh; h++) {
+            double k = ntx[h] + a * atx[h];
+            if (ntx[h] + atx[h] > 0 && tx[h] / k < best) best = tx[h] / k, bh = h, brx = 0;
+        }
+        for (int h = 0; h < nh; h++) {
+            double k = nrx[h] + a * arx[h];
+            if (nrx[h] + arx[h] > 0 && rx[h] / k < best) best = rx[h] / k, bh = h, brx = 1;
+        }
+        if (bh < 0) break;
+        for (sim_msg_t *m = w->flows; m; m = m->next) {
+            int hs = host_of(w, m->src), hd = host_of(w, m->dst);
+            if (!m->active || m->rate >= 0) continue;
+            if ((brx ? hd : hs) != bh && !(a > 0 && (brx ? hs : hd) == bh)) continue;
+            m->rate = best;
+            tx[hs] = HS_MAX(tx[hs] - best, 0.0);
+            rx[hd] = HS_MAX(rx[hd] - best, 0.0);
+            ntx[hs]--;
+            nrx[hd]--;
+            if (a > 0) {
+                tx[hd] = HS_MAX(tx[hd] - a * best, 0.0);
+                rx[hs] = HS_MAX(rx[hs] - a * best, 0.0);
+                atx[hd]--;
+                arx[hs]--;
+            }
+        }
+    }
+    nf = 0;
+    for (sim_msg_t *m = w->flows; m; m = m->next)
+        if (m->active) {
+            if (memcmp(&m->rate, &w->check_rate[nf], sizeof m->rate) != 0) w->fair_mismatches++;
+            m->rate = w->check_rate[nf++]; /* (flows_share's stands) */
+        }
+}
+
+/* The same progressive filling as a scan of every flow for every side given out would do, in
+ * the same order and with the same arithmetic (every rate and every bytes-left bit for bit):
+ * but each round looks only at the sides that still have flows without a rate and at the
+ * flows of the side it gives out, so a recomputation costs O(flows + sides^2), not O(flows x
+ * sides) (the complete graph on 64 hosts: 4,032 flows through 128 sides). */
 static void flows_share(sim_world_t *w)
 {
     int nh = (w->n + w->rph - 1) / w->rph;
@@ -779,9 +999,11 @@ static void flows_share(sim_world_t *w)
         w->nic_tx[h] = w->nic_rx[h] = w->nic_Bps;
         w->nic_ntx[h] = w->nic_nrx[h] = w->nic_atx[h] = w->nic_arx[h] = 0;
     }
+    int nf = 0;
     for (sim_msg_t *m = w->flows; m; m = m->next)
         if (m->active) {
             m->rate = -1;
+            m->ord = nf++;
             w->nic_ntx[host_of(w, m->src)]++;
             w->nic_nrx[host_of(w, m->dst)]++;
             if (a > 0) {
@@ -789,43 +1011,50 @@ static void flows_share(sim_world_t *w)
                 w->nic_arx[host_of(w, m->src)]++;
             }
         }
+    /* the active flows by sending host and by receiving host, each in the flows' order */
+    w->src_at[0] = w->dst_at[0] = 0;
+    for (int h = 0; h < nh; h++) {
+        w->src_at[h + 1] = w->src_at[h] + w->nic_ntx[h];
+        w->dst_at[h + 1] = w->dst_at[h] + w->nic_nrx[h];
+    }
+    for (sim_msg_t *m = w->flows; m; m = m->next)
+        if (m->active) {
+            int hs = host_of(w, m->src), hd = host_of(w, m->dst);
+            w->by_src[w->src_at[hs]++] = m;
+            w->by_dst[w->dst_at[hd]++] = m;
+        }
+    for (int h = nh; h > 0; h--) { /* (back to the groups' starts) */
+        w->src_at[h] = w->src_at[h - 1];
+        w->dst_at[h] = w->dst_at[h - 1];
+    }
+    w->src_at[0] = w->dst_at[0] = 0;
+    /* the sides with flows, in the order the scan below would meet them: (rx, host) */
+    int ns = 0;
+    for (int h = 0; h < nh; h++)
+        if (w->nic_ntx[h] + w->nic_atx[h] > 0) w->sides[ns++] = h;
+    for (int h = 0; h < nh; h++)
+        if (w->nic_nrx[h] + w->nic_arx[h] > 0) w->sides[ns++] = nh + h;
     for (;;) {
         double best = INFINITY;
-        int bh = -1, brx = 0;
-        for (int h = 0; h < nh; h++) {
-            double k = w->nic_ntx[h] + a * w->nic_atx[h];
-            if (w->nic_ntx[h] + w->nic_atx[h] > 0 && w->nic_tx[h] / k < best) {
-                best = w->nic_tx[h] / k;
+        int bh = -1, brx = 0, live = 0;
+        for (int i = 0; i < ns; i++) {
+            int sd = w->sides[i], rx = sd >= nh, h = rx ? sd - nh : sd;
+            int cnt = rx ? w->nic_nrx[h] + w->nic_arx[h] : w->nic_ntx[h] + w->nic_atx[h];
+            if (cnt <= 0) continue; /* (done: dropped from the list) */
+            w->sides[live++] = sd;
+            double k = rx ? w->nic_nrx[h] + a * w->nic_arx[h] : w->nic_ntx[h] + a * w->nic_atx[h];
+            double c = rx ? w->nic_rx[h] : w->nic_tx[h];
+            if (c / k < best) {
+                best = c / k;
                 bh = h;
-                brx = 0;
+                brx = rx;
             }
         }
-        for (int h = 0; h < nh; h++) {
-            double k = w->nic_nrx[h] + a * w->nic_arx[h];
-            if (w->nic_nrx[h] + w->nic_arx[h] > 0 && w->nic_rx[h] / k < best) {
-                best = w->nic_rx[h] / k;
-                bh = h;
-                brx = 1;
-            }
-        }
+        ns = live;
         if (bh < 0) break;
-        for (sim_msg_t *m = w->flows; m; m = m->next) {
-            int hs = host_of(w, m->src), hd = host_of(w, m->dst);
-            if (!m->active || m->rate >= 0) continue;
-            if ((brx ? hd : hs) != bh && !(a > 0 && (brx ? hs : hd) == bh)) continue;
-            m->rate = best;
-            w->nic_tx[hs] = HS_MAX(w->nic_tx[hs] - best, 0.0);
-            w->nic_rx[hd] = HS_MAX(w->nic_rx[hd] - best, 0.0);
-            w->nic_ntx[hs]--;
-            w->nic_nrx[hd]--;
-            if (a > 0) {
-                w->nic_tx[hd] = HS_MAX(w->nic_tx[hd] - a * best, 0.0);
-                w->nic_rx[hs] = HS_MAX(w->nic_rx[hs] - a * best, 0.0);
-                w->nic_atx[hd]--;
-                w->nic_arx[hs]--;
-            }
-        }
+        share_side(w, brx, bh, best, a);
     }
+    if (w->fair_check) flows_share_check(w);
 }
 
 /* 1 when an active flow is through: its last byte, to a billionth of the message, or so
@@ -948,7 +1177,7 @@ static int observer_send(sim_world_t *w, int src, sim_rank_t *d, const void *buf
         msg_put(w, m);
         return 0;
     }
-    append(&d->unexpected, m);
+    unexp_push(d, m);
     return 0;
 }
 
@@ -1099,7 +1328,7 @@ static int post_req(sim_rank_t *rk, struct hs_treq *r)
     for (sim_msg_t **pp = &rk->unexpected; *pp; pp = &(*pp)->next) {
         sim_msg_t *m = *pp;
         if (!matches(r, m)) continue;
-        *pp = m->next;
+        unexp_take(rk, pp);
         if (!complete_recv(r, m)) msg_put(world_of(rk), m);
         return 1;
     }
@@ -1326,7 +1555,7 @@ static int st_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, voi
             continue;
         }
         cb(ctx, m->src, m->data, m->len, m->len);
-        *pp = m->next;
+        unexp_take(rk, pp);
         msg_put(world_of(rk), m);
         n++;
     }
@@ -1608,6 +1837,7 @@ static int vx_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *count
     t->state = T_BLOCKED;
     t->sleeping = 1;
     t->wake_at = until;
+    dl_set(w, t);
     pthread_mutex_lock(&w->mu);
     rk->busy = 1;
     pthread_mutex_unlock(&w->mu);
@@ -1664,11 +1894,13 @@ static void vx_crash(hs_exec_t *x, int status)
     rk->rc = -status;
     snprintf(rk->msg, sizeof rk->msg, "injected crash (status %d)", status);
     /* its threads never run again; its queues are dropped */
-    for (int i = 0; i < w->nth; i++)
-        if (w->th[i]->rk == rk) w->th[i]->state = T_DONE;
+    for (sim_thread_t *t = rk->threads; t; t = t->next_in_rank) {
+        dl_del(w, t);
+        t->state = T_DONE;
+    }
     while (rk->unexpected) { /* its senders may take these back (unsent) */
         sim_msg_t *m = rk->unexpected;
-        rk->unexpected = m->next;
+        unexp_take(rk, &rk->unexpected);
         append(&rk->dead_letters, m);
     }
     rk->posted = rk->posted_tail = NULL;
@@ -2261,14 +2493,45 @@ static int write_stats(const hs_train_opts_t *o, const hs_sim_stats_t *s)
     fprintf(f,
             "{\n  \"sim_threads\": %d,\n  \"host_wall_s\": %.6f,\n  \"host_cpu_s\": %.6f,\n"
             "  \"worker_s\": %.6f,\n  \"local_s\": %.6f,\n  \"steps\": %ld,\n"
-            "  \"steps_per_s\": %.3f,\n",
+            "  \"steps_per_s\": %.3f,\n  \"peak_rss_mib\": %.1f,\n",
             s->threads, s->host_wall_s, s->host_cpu_s, s->worker_s, s->local_s, s->steps,
-            s->steps_per_s);
+            s->steps_per_s, s->peak_rss_mib);
     if (isfinite(s->overhead))
         fprintf(f, "  \"overhead\": %.6f\n}\n", s->overhead);
     else
         fprintf(f, "  \"overhead\": null\n}\n");
     return fclose(f) == 0 ? 0 : HS_ERR(-EIO, "writing %s failed", path);
+}
+
+/* Every simulated rank keeps its files open (rank-R.csv, rank-R-eval.csv, its trajectory):
+ * with --out, the limit on open files goes up to what n ranks need, the soft limit within the
+ * hard one, the hard one too where the process may (CAP_SYS_RESOURCE); else a warning says
+ * what to raise (16,384 ranks need 33,000 and more, past the usual 20,000). */
+static void raise_file_limit(const hs_train_opts_t *o, int n)
+{
+    struct rlimit rl;
+    if (!o->out_dir || getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    rlim_t need = 3 * (rlim_t)n + 256;
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need) return;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+        struct rlimit up = {.rlim_cur = need, .rlim_max = need};
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0) return;
+    }
+    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+    if (want > rl.rlim_cur) {
+        rl.rlim_cur = want;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (want < need)
+        HS_WARN("hearsay sim -n %d: %llu open files allowed (ulimit -Hn), and the ranks' files "
+                "may need up to %llu",
+                n, (unsigned long long)want, (unsigned long long)need);
+}
+
+static double peak_rss_mib(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : NAN;
 }
 
 static double process_cpu_s(void)
@@ -2373,13 +2636,18 @@ static int rank_open(sim_world_t *w, sim_rank_t *rk, const hs_sim_opts_t *so, co
 
 /* Advance to the next event: deliver what is due, wake what is due. 0, or 1 when nothing will
  * ever happen again. */
+static int cmp_idx(const void *a, const void *b)
+{
+    const sim_thread_t *x = *(sim_thread_t *const *)a, *y = *(sim_thread_t *const *)b;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
 static int advance(sim_world_t *w)
 {
     double next = INFINITY;
     if (w->nheap > 0) next = w->heap[0]->at;
     if (w->flows_next < next) next = w->flows_next;
-    for (int i = 0; i < w->nth; i++)
-        if (w->th[i]->state == T_BLOCKED && w->th[i]->wake_at < next) next = w->th[i]->wake_at;
+    if (w->ndl > 0 && w->dl[0]->wake_at < next) next = w->dl[0]->wake_at;
     if (!isfinite(next)) return 1;
     if (next > w->now) w->now = next;
     if (w->flows && w->flows_next <= w->now) { /* first the flows now through the NICs */
@@ -2387,8 +2655,15 @@ static int advance(sim_world_t *w)
         flows_settle(w);
     }
     while (w->nheap > 0 && w->heap[0]->at <= w->now) deliver(w, heap_pop(w));
-    for (int i = 0; i < w->nth; i++)
-        if (w->th[i]->state == T_BLOCKED && w->th[i]->wake_at <= w->now) make_ready(w->th[i]);
+    /* the threads whose deadline has come, in the order they were started (as a scan of
+     * every thread would wake them) */
+    int due = 0;
+    while (w->ndl > 0 && w->dl[0]->wake_at <= w->now) {
+        w->due[due++] = w->dl[0];
+        dl_del(w, w->dl[0]);
+    }
+    if (due > 1) qsort(w->due, (size_t)due, sizeof *w->due, cmp_idx);
+    for (int i = 0; i < due; i++) make_ready(w->due[i]);
     return 0;
 }
 
@@ -2419,10 +2694,30 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     }
     oo.shared_train = &train;
     oo.shared_test = &test;
+    /* Tables every rank would build the same, built once: every rank's shard (one shuffle of
+     * the data, not one per rank), the host map and the graph (built by the first rank that
+     * needs it). If the shards cannot be made here, each rank makes its own and says why. */
+    hs_train_shared_t shared = {0};
+    hs_shard_t *shards = hs_calloc((size_t)so->n, sizeof *shards, "shards");
+    int *host_map = hs_malloc((size_t)so->n * sizeof *host_map, "host map");
+    if (shards && so->n >= 1 && hs_shard_all(&train, o->shard, so->n, o->seed, shards) == 0) {
+        shared.shards = shards;
+        shared.shard_ranks = so->n;
+    }
+    if (host_map) {
+        int r_ph = so->ranks_per_host > 0 ? so->ranks_per_host : so->n;
+        for (int r = 0; r < so->n; r++) host_map[r] = r / r_ph;
+        shared.host_of = host_map;
+        shared.host_ranks = so->n;
+    }
+    oo.shared = &shared;
     o = &oo;
     if (fixed_s == 0) {
         int brc = bench_step(o, so->n, &fixed_s);
         if (brc < 0) {
+            if (shared.shards) hs_shards_free(shards, so->n);
+            free(shards);
+            free(host_map);
             hs_dataset_free(&train);
             hs_dataset_free(&test);
             hs_error_prefix("--sim-compute bench");
@@ -2470,10 +2765,16 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     w.nic_nrx = hs_calloc((size_t)nhosts, sizeof *w.nic_nrx, "NIC state");
     w.nic_atx = hs_calloc((size_t)nhosts, sizeof *w.nic_atx, "NIC state");
     w.nic_arx = hs_calloc((size_t)nhosts, sizeof *w.nic_arx, "NIC state");
-    if (!w.nic_tx || !w.nic_rx || !w.nic_ntx || !w.nic_nrx || !w.nic_atx || !w.nic_arx)
+    w.src_at = hs_calloc((size_t)nhosts + 1, sizeof *w.src_at, "NIC state");
+    w.dst_at = hs_calloc((size_t)nhosts + 1, sizeof *w.dst_at, "NIC state");
+    w.sides = hs_calloc(2 * (size_t)nhosts, sizeof *w.sides, "NIC state");
+    if (!w.nic_tx || !w.nic_rx || !w.nic_ntx || !w.nic_nrx || !w.nic_atx || !w.nic_arx ||
+        !w.src_at || !w.dst_at || !w.sides)
         rc = -ENOMEM;
     if (rc == 0 && so->nic && *so->nic) rc = hs_sim_nic_parse(so->nic, &w.nic_Bps);
     if (rc == 0) rc = hs_sim_nic_share_parse(so->nic_share, &w.nic_fair);
+    w.fair_check = hs_env_flag("HS_TEST_SIM_FAIR_CHECK");
+    if (rc == 0) raise_file_limit(o, w.n);
     int acks = 0;
     if (rc == 0) rc = hs_sim_proto_parse(so->proto, &w.rndv_bytes, &acks);
     if (rc == 0 && so->proto && !(w.nic_Bps > 0 && w.nic_fair))
@@ -2495,6 +2796,7 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     }
     for (int r = 0; r < w.n && rc == 0; r++) {
         w.rk[r].rank = r;
+        w.rk[r].unexp_tail = &w.rk[r].unexpected;
         rc = rank_open(&w, &w.rk[r], so, sh, (const char *const *)hosts);
     }
     w.mains_left = w.n;
@@ -2505,6 +2807,11 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     if (rc == 0) rc = run_all(&w);
     double host_wall = hs_now() - host0, host_cpu = process_cpu_s() - cpu0;
     if (rc == 0) rc = w.cons_rc;
+    if (rc == 0 && w.fair_mismatches > 0)
+        rc = HS_ERR(-EPROTO,
+                    "sim: HS_TEST_SIM_FAIR_CHECK: %ld fair-share rates differ from the "
+                    "reference scan's",
+                    w.fair_mismatches);
     if (rc == 0 && w.rk[0].rc == 0) rc = write_consensus(&w);
     if (rc == 0 && w.first_failed >= 0) {
         int r = w.first_failed;
@@ -2532,7 +2839,8 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
                                 .overhead =
                                     w.par == 1 && host_wall > 0 ? 1 - w.worker_s / host_wall : NAN,
                                 .steps = w.steps,
-                                .steps_per_s = host_wall > 0 ? (double)w.steps / host_wall : NAN};
+                                .steps_per_s = host_wall > 0 ? (double)w.steps / host_wall : NAN,
+                                .peak_rss_mib = peak_rss_mib()};
         if (so->stats) *so->stats = stats;
         rc = write_stats(o, &stats);
     }
@@ -2588,6 +2896,10 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     for (int r = 0; hosts && r < w.n; r++) free(hosts[r]);
     free(hosts);
     hs_shape_free(&sh);
+    hs_topo_destroy(&shared.topo);
+    if (shared.shards) hs_shards_free(shards, so->n);
+    free(shards);
+    free(host_map);
     hs_dataset_free(&train);
     hs_dataset_free(&test);
     free(w.in_flight);
@@ -2597,8 +2909,16 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     free(w.nic_nrx);
     free(w.nic_atx);
     free(w.nic_arx);
+    free(w.src_at);
+    free(w.dst_at);
+    free(w.sides);
+    free(w.by_src);
+    free(w.by_dst);
+    free(w.check_rate);
     free(w.rk);
     free(w.th);
+    free(w.dl);
+    free(w.due);
     sem_destroy(&w.slots);
     sem_destroy(&w.sched);
     pthread_mutex_destroy(&w.mu);

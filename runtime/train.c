@@ -67,9 +67,10 @@ typedef struct run {
     double ttt;       /* own time to target (training clock), NAN */
     double ttt_avg;   /* one worker: its model's (the averaged model), the same */
     hs_rank_final_t tot;
-    long start;      /* first iteration of this run (a resumed run: the checkpoint's) */
-    long ipe;        /* iterations per epoch */
-    int *host_of;    /* (size) for hs_dist_t.host_of */
+    long start;   /* first iteration of this run (a resumed run: the checkpoint's) */
+    long ipe;     /* iterations per epoch */
+    int *host_of; /* (size) for hs_dist_t.host_of (o->shared's when borrowed) */
+    int host_of_borrowed, topo_borrowed; /* from o->shared: not freed here */
     long *failed_at; /* (size) -1 alive, else the iteration at/after which the rank failed */
     long done;       /* iterations done (the last one's number + 1) */
     long ckpt_pending[CKPT_PENDING]; /* rank 0: sets whose manifest waits for their parts, */
@@ -114,12 +115,32 @@ static int d_evaluate(void *ctx, const float *params, double *loss, double *acc)
     return hs_worker_evaluate(R->w, params, loss, acc);
 }
 
+/* The iteration at/after which rank peer failed; -1: alive (no table yet: nobody failed). */
+static long failed_of(const run_t *R, int peer)
+{
+    return R->failed_at && peer >= 0 && peer < R->d.size ? R->failed_at[peer] : -1;
+}
+
+/* The failure table, allocated at the first failure (a rank of a run without failures holds
+ * no table of the whole job); NULL when out of memory. */
+static long *failure_table(run_t *R)
+{
+    if (!R->failed_at &&
+        (R->failed_at = hs_malloc((size_t)R->d.size * sizeof(long), "failure table")))
+        for (int r = 0; r < R->d.size; r++) R->failed_at[r] = -1;
+    return R->failed_at;
+}
+
 static void d_peer_failed(void *ctx, int peer, long iter, const char *why)
 {
     run_t *R = ctx;
     hs_dist_t *d = &R->d;
     if (peer < 0 || peer >= d->size || peer == d->rank) return;
     if (iter < 0) iter = 0;
+    if (!failure_table(R)) { /* (a failure is still known to the algorithm that saw it) */
+        HS_WARN("rank %d: no memory to record that peer rank %d failed", d->rank, peer);
+        return;
+    }
     if (R->failed_at[peer] < 0) {
         /* The words match what happens next: tolerant algorithms go on, the others stop. */
         if (R->ops->flags & HS_ALGO_TOLERANT)
@@ -138,7 +159,7 @@ static int d_peer_dead(void *ctx, int peer)
 {
     run_t *R = ctx;
     if (peer < 0 || peer >= R->d.size) return 0;
-    return R->failed_at[peer] >= 0 ||
+    return failed_of(R, peer) >= 0 ||
            (peer != R->d.rank && hs_hb_state(R->hb, peer) == HS_HB_FENCED);
 }
 
@@ -157,7 +178,7 @@ static int d_record(void *ctx, const char *file, const char *header, const char 
 long hs_run_failed_at(const hs_dist_t *d, int r)
 {
     const run_t *R = d->ctx;
-    return r >= 0 && r < d->size ? R->failed_at[r] : -1;
+    return failed_of(R, r);
 }
 
 /* (The flag checks, hs_train_dist_check, are in runtime/train_check.c.) */
@@ -306,9 +327,9 @@ static void close_run(run_t *R)
     if (R->esreq) hs_transport_req_free(R->t, &R->esreq);
     free(R->esbuf);
     free(R->zh);
-    free(R->host_of);
+    if (!R->host_of_borrowed) free(R->host_of);
     hs_report_close(&R->rep);
-    hs_topo_destroy(&R->topo);
+    if (!R->topo_borrowed) hs_topo_destroy(&R->topo);
     if (R->own_x) {
         hs_exec_destroy(&R->x);
         hs_transport_close(&R->t);
@@ -328,7 +349,10 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     const hs_train_opts_t *o = R->o;
     int rank = hs_boot_rank(boot), size = hs_boot_size(boot);
     R->ops = hs_algo_find(o->algo);
-    HS_TRY(hs_train_dist_check(o, size));
+    if (!(o->shared && o->shared->checked)) { /* (the same for every rank of a process) */
+        HS_TRY(hs_train_dist_check(o, size));
+        if (o->shared) o->shared->checked = 1;
+    }
     if (o->trace) HS_TRY(hs_trace_check_path(o->trace)); /* before anything starts */
     /* a one-rank job has nobody to talk to: every algorithm is then plain SGD (all-reduce and
      * local SGD exactly; a gossip graph, an EASGD center, a leader are not built) */
@@ -358,11 +382,15 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     R->ipe = hs_worker_iters_per_epoch(R->w);
     d->total_iters = (long)o->epochs * R->ipe;
     if (o->max_iters > 0 && o->max_iters < d->total_iters) d->total_iters = o->max_iters;
-    if (!(R->failed_at = hs_malloc((size_t)size * sizeof(long), "failure table"))) return -ENOMEM;
-    for (int r = 0; r < size; r++) R->failed_at[r] = -1;
+    /* (R->failed_at: allocated at the first failure, failure_table) */
     if (!(R->zh = hs_malloc(d->n * sizeof(float), "host copy of z"))) return -ENOMEM;
-    if (!(R->host_of = hs_malloc((size_t)size * sizeof(int), "host map"))) return -ENOMEM;
-    for (int r = 0; r < size; r++) R->host_of[r] = hs_boot_host_of(boot, r);
+    if (o->shared && o->shared->host_of && o->shared->host_ranks == size) {
+        R->host_of = (int *)o->shared->host_of;
+        R->host_of_borrowed = 1;
+    } else {
+        if (!(R->host_of = hs_malloc((size_t)size * sizeof(int), "host map"))) return -ENOMEM;
+        for (int r = 0; r < size; r++) R->host_of[r] = hs_boot_host_of(boot, r);
+    }
     d->host_of = R->host_of;
     d->n_hosts = hs_boot_num_hosts(boot);
 
@@ -400,7 +428,19 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
         hs_topo_opts_t tpo = {.mixing = (R->ops->flags & HS_ALGO_UNDIRECTED)
                                             ? HS_TOPO_MIX_METROPOLIS
                                             : HS_TOPO_MIX_AUTO};
-        HS_TRY(hs_topo_create(&R->topo, o->graph, size, o->seed, &tpo));
+        hs_train_shared_t *sh = o->shared;
+        if (sh && sh->topo && sh->topo_mixing == (int)tpo.mixing && hs_topo_n(sh->topo) == size &&
+            !strcmp(hs_topo_spec(sh->topo), o->graph)) {
+            R->topo = sh->topo; /* (read-only: every query takes a const topology) */
+            R->topo_borrowed = 1;
+        } else {
+            HS_TRY(hs_topo_create(&R->topo, o->graph, size, o->seed, &tpo));
+            if (sh && !sh->topo) { /* the first rank's: the others share it */
+                sh->topo = R->topo;
+                sh->topo_mixing = (int)tpo.mixing;
+                R->topo_borrowed = 1;
+            }
+        }
         d->topo = R->topo;
     }
     HS_TRY(hs_report_open(&R->rep, o, rank, size, R->ipe));
@@ -482,7 +522,7 @@ static int checkpoint_point(run_t *R, long done)
     /* Phase 1: this rank's part, synced (hs_ckpt_write). */
     int rc = hs_ckpt_save_run(R->o->out_dir, R->d.rank, R->d.size, done, R->w, R->ops, R->algo);
     int all = 1;
-    for (int r = 0; r < R->d.size; r++) all = all && R->failed_at[r] < 0;
+    for (int r = 0; r < R->d.size && R->failed_at; r++) all = all && R->failed_at[r] < 0;
     if (rc == 0 && (R->ops->flags & HS_ALGO_PUSHSUM)) {
         /* A push-sum cut also needs that no rank sends a message of round `done` before every
          * rank has saved (a slower rank would fold it into its checkpoint, and the resumed
@@ -764,12 +804,24 @@ static int iteration(run_t *R, long it, double *loss_out)
 /* The backend of the job's same-host (same 1) or other-host pairs; NULL when it has none. */
 static const char *pair_transport(const run_t *R, int size, int same)
 {
-    if (!R->t) return NULL;
-    for (int a = 0; a < size; a++)
-        for (int b = a + 1; b < size; b++)
-            if ((R->host_of[a] == R->host_of[b]) == same)
-                return hs_transport_pair_provider(R->t, same);
-    return NULL;
+    if (!R->t || size < 2) return NULL;
+    /* (in O(size): other-host pairs when the ranks are on several hosts; same-host pairs when
+     * some host has two ranks) */
+    int found = 0;
+    if (!same) {
+        for (int a = 1; a < size && !found; a++) found = R->host_of[a] != R->host_of[0];
+    } else {
+        int nh = 0;
+        for (int a = 0; a < size; a++) nh = HS_MAX(nh, R->host_of[a] + 1);
+        unsigned char *seen = hs_calloc((size_t)nh, 1, "hosts seen");
+        if (!seen) return NULL;
+        for (int a = 0; a < size && !found; a++) {
+            found = seen[R->host_of[a]];
+            seen[R->host_of[a]] = 1;
+        }
+        free(seen);
+    }
+    return found ? hs_transport_pair_provider(R->t, same) : NULL;
 }
 
 static void await_failed_exit(run_t *R, const hs_rank_final_t *all)
@@ -777,7 +829,7 @@ static void await_failed_exit(run_t *R, const hs_rank_final_t *all)
     if (!R->t || !R->o->out_dir) return;
     double until = hs_exec_now(R->x) + 3.0;
     for (int q = 0; q < R->d.size; q++) {
-        if (q == R->d.rank || all[q].present || R->failed_at[q] < 0) continue;
+        if (q == R->d.rank || all[q].present || failed_of(R, q) < 0) continue;
         while (hs_transport_peer_gone(R->t, q) == 0 && hs_exec_now(R->x) < until)
             hs_exec_sleep(R->x, 0.01);
     }
@@ -828,7 +880,9 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
      * sent first, and cost nothing): collected after the gather, so that waiting for them
      * delays no acknowledgement and no rank's end. */
     if (R->ec && !R->observer) HS_TRY(hs_evalc_finish(R->ec, rounds, o->drain_timeout_s));
-    hs_rank_final_t *all = hs_calloc((size_t)d->size, sizeof *all, "per-rank results");
+    /* (every rank's results: rank 0 gathers them; the others hold their own) */
+    hs_rank_final_t *all =
+        hs_calloc(d->rank == 0 ? (size_t)d->size : 1, sizeof *all, "per-rank results");
     if (!all) return -ENOMEM;
     hs_avg_eval_t avg = {0};
     int rc = 0;
@@ -855,7 +909,7 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
         rc = hs_evalc_finish(R->ec, rounds, o->drain_timeout_s);
         hs_exec_uncounted(R->x, 0);
     }
-    for (int q = 0; q < d->size; q++)
+    for (int q = 0; q < d->size && d->rank == 0; q++)
         if (all[q].present) trained += all[q].iters - (double)R->start;
     r->iterations = T;
     r->epochs = (double)T / (double)R->ipe;
@@ -866,6 +920,7 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
      * order, the final one included), at its clock_s */
     double ttt_avg = R->ec ? hs_evalc_ttt(R->ec) : R->ttt_avg;
     if (!isfinite(ttt_avg) && hit_target(o, avg.test_loss, avg.test_acc)) ttt_avg = avg.clock_s;
+    if (rc == 0 && d->rank == 0 && !failure_table(R)) rc = -ENOMEM; /* (the summary's) */
     if (rc == 0 && d->rank == 0) {
         await_failed_exit(R, all);
         hs_report_final_t fi = {
@@ -917,7 +972,7 @@ static int trace_end(run_t *R)
     if (R->d.rank != 0 || !strcmp(R->x->ops->name, "virtual")) return 0;
     unsigned char *skip = hs_calloc((size_t)R->d.size, 1, "trace merge");
     if (!skip) return -ENOMEM;
-    for (int q = 0; q < R->d.size; q++) skip[q] = R->failed_at[q] >= 0;
+    for (int q = 0; q < R->d.size; q++) skip[q] = failed_of(R, q) >= 0;
     int rc = hs_trace_merge_run(R->o->trace, R->d.size, skip, R->o->drain_timeout_s);
     free(skip);
     return rc;

@@ -138,7 +138,19 @@ int hs_worker_open_local(hs_worker_t **out, const hs_train_opts_t *o, int rank, 
         hs_error_prefix("--data %s", o->data);
         goto fail;
     }
-    if ((rc = hs_shard_for_rank(&w->train, o->shard, ranks, rank, o->seed, &w->shard)) < 0) {
+    if (w->data_borrowed && o->shared && o->shared->shards && o->shared->shard_ranks == ranks) {
+        /* computed once for every rank of this process (the simulator): a copy of this
+         * rank's (hs_shard_all gives each rank what hs_shard_for_rank would) */
+        const hs_shard_t *mine = &o->shared->shards[rank];
+        w->shard.n = mine->n;
+        w->shard.idx =
+            hs_malloc((size_t)(mine->n > 0 ? mine->n : 1) * sizeof(int64_t), "shard indices");
+        if (!w->shard.idx) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        if (mine->n > 0) memcpy(w->shard.idx, mine->idx, (size_t)mine->n * sizeof(int64_t));
+    } else if ((rc = hs_shard_for_rank(&w->train, o->shard, ranks, rank, o->seed, &w->shard)) < 0) {
         hs_error_prefix("--shard %s", o->shard);
         goto fail;
     }

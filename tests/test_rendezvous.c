@@ -66,6 +66,41 @@ START_TEST(test_boot_single_world)
 }
 END_TEST
 
+/* A fixed (simulated) job: hosts of ranks_per_host consecutive ranks, computed (no tables of
+ * the whole job in each of the simulator's ranks): 10 ranks, 4 per host. */
+START_TEST(test_boot_fixed)
+{
+    hs_boot_t *b = NULL;
+    ck_assert_int_eq(hs_boot_init_fixed(&b, 5, 10, 4), 0);
+    ck_assert_str_eq(hs_boot_method(b), "fixed");
+    ck_assert_int_eq(hs_boot_rank(b), 5);
+    ck_assert_int_eq(hs_boot_size(b), 10);
+    ck_assert_int_eq(hs_boot_num_hosts(b), 3);
+    ck_assert_int_eq(hs_boot_all_local(b), 0);
+    ck_assert_int_eq(hs_boot_local_rank(b), 1);
+    ck_assert_int_eq(hs_boot_local_size(b), 4);
+    ck_assert_int_eq(hs_boot_host_of(b, 0), 0);
+    ck_assert_int_eq(hs_boot_host_of(b, 7), 1);
+    ck_assert_int_eq(hs_boot_host_of(b, 9), 2);
+    ck_assert_int_eq(hs_boot_host_of(b, 10), -1);
+    ck_assert_str_eq(hs_boot_hostname(b, 8), "host2");
+    ck_assert_str_eq(hs_boot_hostname(b, 3), "host0");
+    ck_assert_ptr_null(hs_boot_hostname(b, -1));
+    hs_boot_finalize(&b);
+    ck_assert_int_eq(hs_boot_init_fixed(&b, 9, 10, 4), 0); /* the last host: 2 ranks */
+    ck_assert_int_eq(hs_boot_local_rank(b), 1);
+    ck_assert_int_eq(hs_boot_local_size(b), 2);
+    hs_boot_finalize(&b);
+    ck_assert_int_eq(hs_boot_init_fixed(&b, 2, 3, 0), 0); /* one host */
+    ck_assert_int_eq(hs_boot_num_hosts(b), 1);
+    ck_assert_int_eq(hs_boot_all_local(b), 1);
+    ck_assert_int_eq(hs_boot_local_rank(b), 2);
+    ck_assert_int_eq(hs_boot_local_size(b), 3);
+    hs_boot_finalize(&b);
+    ck_assert_ptr_null(b);
+}
+END_TEST
+
 START_TEST(test_boot_env_errors)
 {
     clear_launch_env();
@@ -542,6 +577,7 @@ static Suite *rendezvous_suite(void)
     TCase *tb = tcase_create("boot_and_server");
     tcase_set_timeout(tb, 30);
     tcase_add_test(tb, test_boot_single_world);
+    tcase_add_test(tb, test_boot_fixed);
     tcase_add_test(tb, test_boot_env_errors);
     tcase_add_test(tb, test_server_rounds_and_state);
     tcase_add_test(tb, test_server_rejects_bad_input);

@@ -43,7 +43,8 @@ int hs_boot_host_of(const hs_boot_t *b, int rank);
 /* Number of distinct hosts in the job. */
 int hs_boot_num_hosts(const hs_boot_t *b);
 /* Hostname of a rank as it reported it (HS_HOSTNAME overrides gethostname()); NULL when
- * rank is out of range. Valid until hs_boot_finalize. */
+ * rank is out of range. Valid until hs_boot_finalize (a fixed job's: until the next call on
+ * b, which formats it; such a job keeps no table of N names). */
 const char *hs_boot_hostname(const hs_boot_t *b, int rank);
 /* Every rank contributes `len` bytes; `all` receives size * len bytes in rank order. */
 int hs_boot_allgather(hs_boot_t *b, const void *mine, size_t len, void *all);

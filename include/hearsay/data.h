@@ -304,6 +304,11 @@ int hs_shard_spec_check(const char *spec);
  * and keep only rank's shard in *out. */
 int hs_shard_for_rank(const hs_dataset_t *ds, const char *spec, int workers, int rank,
                       uint64_t seed, hs_shard_t *out);
+/* Every worker's shard of `spec` (shards: workers entries, each the shard hs_shard_for_rank
+ * gives that rank): one pass for a process that holds every rank (the simulator), where N
+ * calls of hs_shard_for_rank would each shuffle the whole dataset. Free with hs_shards_free. */
+int hs_shard_all(const hs_dataset_t *ds, const char *spec, int workers, uint64_t seed,
+                 hs_shard_t *shards);
 
 /* ---- batching ------------------------------------------------------------------------------ */
 

@@ -30,18 +30,19 @@ extern "C" {
 
 /* What a run cost on the host (DIR/sim.json has the same). */
 typedef struct hs_sim_stats {
-    int threads;        /* --sim-threads used */
-    double host_wall_s; /* the ranks' run, set-up and data loading excluded */
-    double host_cpu_s;  /* CPU time of the process over the same span, all threads */
-    double worker_s;    /* wall seconds the baton spent in the workers' own code: training
-                         * loop, algorithms, handlers, gradients run on the baton */
-    double local_s;     /* wall seconds of gradients, all ranks (with threads > 1 most run
-                         * off the baton, side by side, and overlap) */
-    double overhead;    /* threads == 1: 1 - worker_s / host_wall_s, the share of the run
-                         * spent in the simulator's own code (scheduling, thread switches,
-                         * simulated transport, consensus); NAN with more threads */
-    long steps;         /* gradients computed, over all ranks */
-    double steps_per_s; /* steps / host_wall_s */
+    int threads;         /* --sim-threads used */
+    double host_wall_s;  /* the ranks' run, set-up and data loading excluded */
+    double host_cpu_s;   /* CPU time of the process over the same span, all threads */
+    double worker_s;     /* wall seconds the baton spent in the workers' own code: training
+                          * loop, algorithms, handlers, gradients run on the baton */
+    double local_s;      /* wall seconds of gradients, all ranks (with threads > 1 most run
+                          * off the baton, side by side, and overlap) */
+    double overhead;     /* threads == 1: 1 - worker_s / host_wall_s, the share of the run
+                          * spent in the simulator's own code (scheduling, thread switches,
+                          * simulated transport, consensus); NAN with more threads */
+    long steps;          /* gradients computed, over all ranks */
+    double steps_per_s;  /* steps / host_wall_s */
+    double peak_rss_mib; /* the process's peak resident memory at the end (getrusage) */
 } hs_sim_stats_t;
 
 typedef struct hs_sim_opts {

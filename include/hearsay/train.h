@@ -100,12 +100,29 @@ typedef struct hs_train_opts {
     /* Data already loaded from o->data, shared read-only by the workers of this process (the
      * simulator loads it once for every rank); NULL: each worker loads its own. */
     const hs_dataset_t *shared_train, *shared_test;
+    /* Tables every rank of this process would build the same (the simulator's N ranks), built
+     * once and shared read-only; NULL: each rank builds its own (hs_train_shared_t). */
+    struct hs_train_shared *shared;
     const char *resume; /* directory of a run whose newest complete ckpt set to resume (NULL) */
     int keep_last;      /* --last-batch keep: each pass over a shard ends with its partial
                          * batch (PyTorch's DataLoader default) and an epoch is ceil(train
                          * samples / ranks / batch) iterations; 0 (drop, the default): the
                          * partial batch is dropped and an epoch is the floor */
 } hs_train_opts_t;
+
+/* What the ranks of one process share (hs_train_opts_t.shared; the simulator fills it): so
+ * that a simulated rank's memory is its own state, not tables of the whole job. */
+typedef struct hs_train_shared {
+    const hs_shard_t *shards; /* (shard_ranks) every rank's shard of shared_train, or NULL */
+    int shard_ranks;
+    const int *host_of; /* (ranks) each rank's host (hs_dist_t.host_of), or NULL */
+    int host_ranks;
+    /* The graph, built by the first rank that needs it (the simulator runs one rank at a
+     * time), with the mixing it was built with; its owner (the simulator) destroys it. */
+    struct hs_topo *topo;
+    int topo_mixing;
+    int checked; /* a rank passed hs_train_dist_check (a failing check runs on every rank) */
+} hs_train_shared_t;
 
 /* The defaults of `hearsay train` (the synthetic Gaussian-mixture task and the MLP). */
 void hs_train_opts_defaults(hs_train_opts_t *o);
