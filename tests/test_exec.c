@@ -86,7 +86,10 @@ START_TEST(test_wait_idle)
     double dt = hs_exec_now(x[0]) - t0;
     ck_assert_int_eq(idx, -1);
     ck_assert_ptr_nonnull(req); /* a timeout keeps the request */
-    ck_assert_msg(dt >= 0.34 && dt < 2.0, "waited %.3f s for 0.35", dt);
+    /* the timeout holds; the upper bound only catches a wait that ignores it (beside 8
+     * CPU-bound processes and a memory-hungry neighbour, scripts/test-load.sh, this 0.35 s
+     * wait once took 10.4 s) */
+    ck_assert_msg(dt >= 0.34 && dt < 60.0, "waited %.3f s for 0.35", dt);
     ck_assert_msg(g_idle_calls >= 2, "idle hook called %d times in a 0.35 s wait", g_idle_calls);
     g_idle_calls = 0;
     ck_assert_int_eq(hs_exec_wait(x[0], &req, 1, 0.25, HS_WAIT_NO_IDLE, &idx, NULL), -ETIMEDOUT);

@@ -371,10 +371,12 @@ START_TEST(test_lsgd_leader)
         last = leader;
     }
     fclose(fp);
-    /* rank 2 led up to its crash (at the start of its iteration 20; rank 0 may be a little
-     * behind or ahead of it: the leader table ages entries by time, and on a loaded 2-core
-     * host rank 0 was seen 5 iterations ahead before it noticed) */
-    ck_assert_msg(led_until >= 16 && led_until <= 26,
+    /* rank 2 led, and not after its crash (at the start of its iteration 20; rank 0 may be a
+     * little behind or ahead of it: the leader table ages entries by time, and on a loaded
+     * 2-core host rank 0 was seen 5 iterations ahead before it noticed). How long it led
+     * before the crash is not checked: beside 8 CPU-bound processes (scripts/test-load.sh)
+     * rank 2 was starved for over AGE_S (1 s) and aged out at iteration 9, as it should. */
+    ck_assert_msg(led_until >= 0 && led_until <= 26,
                   "%s: rank 2 led until iteration %ld, not until its crash at 20", f.dir,
                   led_until);
     ck_assert_msg(last >= 0 && last != DEAD, "%s: rank 2 still leads at the end (%ld)", f.dir,
