@@ -184,6 +184,11 @@ static int bk_init(hs_algo_t *a, const hs_allreduce_opts_t *base, double cap_byt
             acc = 0;
         }
     }
+    if (a->nb < 2) { /* one bucket is ready only when backward ends: the flat reduction */
+        HS_FREE(a->bk);
+        a->nb = 0;
+        return 0;
+    }
     uint32_t span = HS_ALLREDUCE_TAG_SPAN / (uint32_t)a->nb;
     for (int i = 0; i < a->nb; i++) {
         hs_allreduce_opts_t o = *base;
