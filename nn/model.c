@@ -28,7 +28,9 @@ struct hs_model {
     float *dx_scratch; /* (max_batch, in_n of the first real layer) when that layer is a block */
     hs_param_view_t *views;
     int n_views;
-    hs_init_scheme_t init; /* the scheme hs_model_init_params uses */
+    hs_init_scheme_t init;      /* the scheme hs_model_init_params uses */
+    hs_grad_ready_fn grad_hook; /* hs_model_set_grad_hook (NULL: none) */
+    void *grad_hook_ctx;
 };
 
 int hs_model_parse_spec(const char *spec, int in_c, int in_h, int in_w, int classes,
@@ -364,8 +366,61 @@ int hs_model_loss_grad(hs_model_t *m, const float *x, const int32_t *labels, int
             hs_error_prefix("model '%s', layer %s backward", m->spec, L->name);
             return rc;
         }
+        if (m->grad_hook && L->p_len > 0 &&
+            (rc = m->grad_hook(m->grad_hook_ctx, L->p_off, L->p_off + L->p_len)) < 0) {
+            hs_error_prefix("model '%s', after layer %s backward", m->spec, L->name);
+            return rc;
+        }
     }
     return 0;
+}
+
+void hs_model_set_grad_hook(hs_model_t *m, hs_grad_ready_fn fn, void *ctx)
+{
+    m->grad_hook = fn;
+    m->grad_hook_ctx = fn ? ctx : NULL;
+}
+
+/* Forward FLOPs of layer L at batch B: its matrix products (2 M N K each), or one operation per
+ * output value for a layer without (activations, pooling, normalisation). */
+static double layer_fwd_flops(const hs_layer_t *L, int B)
+{
+    double pos = (double)B * L->out_h * L->out_w, k2 = (double)L->ksize * L->ksize;
+    switch (L->type) {
+    case HS_LAYER_FC:
+        return 2.0 * B * L->out_n * L->in_n;
+    case HS_LAYER_CONV:
+        return 2.0 * pos * L->out_c * L->in_c * k2;
+    case HS_LAYER_BLOCK:
+    case HS_LAYER_RESBLOCK:
+        return 2.0 * pos * L->out_c *
+               (L->in_c * 9.0 + L->out_c * 9.0 +
+                (L->type == HS_LAYER_BLOCK && L->has_proj ? L->in_c : 0));
+    default:
+        return (double)B * L->out_n;
+    }
+}
+
+int hs_model_grad_layers(const hs_model_t *m, int B, hs_grad_layer_t *out, int max)
+{
+    double fwd = 0, bwd = 0;
+    for (int i = 0; i < m->n_layers; i++) fwd += layer_fwd_flops(&m->layers[i], B);
+    double total = 3.0 * fwd; /* the backward pass: two products per forward one */
+    int n = 0;
+    for (int i = 0; i < m->n_layers; i++) n += m->layers[i].p_len > 0;
+    int j = n;
+    for (int i = m->n_layers - 1; i >= 0; i--) { /* backward order */
+        const hs_layer_t *L = &m->layers[i];
+        bwd += 2.0 * layer_fwd_flops(L, B);
+        if (L->p_len == 0) continue;
+        j--;
+        if (j < max && out) {
+            out[j].lo = L->p_off;
+            out[j].hi = L->p_off + L->p_len;
+            out[j].ready = total > 0 ? (fwd + bwd) / total : 1.0;
+        }
+    }
+    return n;
 }
 
 int hs_model_train_step(hs_model_t *m, const float *x, const int32_t *labels, int B, double *loss,

@@ -1867,6 +1867,32 @@ static int vx_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *count
     return rc;
 }
 
+/* Local work with marks (the gradient with --bucket-mb's notifications): fn runs at once, on
+ * the baton (as a measured step does), then its duration D (the compute model's: fixed, or
+ * fn's CPU time) passes in pieces, mark i running at start + frac[i] D, so what a mark starts
+ * (a bucket's reduction on a service) overlaps the rest of the step in virtual time. */
+static int vx_local_marks(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, const double *frac, int n,
+                          int (*mark)(void *mctx, int i), void *mctx, double *counted)
+{
+    sim_world_t *w = ((sim_x_t *)x->impl)->w;
+    double start = w->now;
+    w->steps++;
+    double c0 = hs_thread_cpu_s(), t0 = hs_now();
+    int rc = fn(ctx);
+    double wall = hs_now() - t0, cpu = hs_thread_cpu_s() - c0;
+    w->worker_s += wall;
+    w->local_s += wall;
+    double dur = w->fixed_s > 0 ? w->fixed_s : cpu;
+    for (int i = 0; i < n && rc == 0; i++) {
+        double at = start + HS_MIN(HS_MAX(frac[i], 0.0), 1.0) * dur;
+        if (at > w->now) vx_sleep(x, at - w->now);
+        rc = mark(mctx, i);
+    }
+    if (start + dur > w->now) vx_sleep(x, start + dur - w->now);
+    *counted = dur;
+    return rc;
+}
+
 /* An observer's stretch (hs_exec_uncounted, the workers' code of the owner thread): with
  * measured-all, what it costs is paid by nobody; what the thread owed before it still is. */
 static void vx_uncounted(hs_exec_t *x, int begin)
@@ -2370,6 +2396,7 @@ static const hs_exec_ops_t sim_exec_ops = {
     .svc_stop = ax_svc_stop,
     .destroy = vx_destroy,
     .uncounted = vx_uncounted,
+    .local_marks = vx_local_marks,
 };
 
 /* --- the run ---------------------------------------------------------------------------- */

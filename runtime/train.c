@@ -81,6 +81,13 @@ typedef struct run {
     /* Evaluation is an observer (hearsay sim without --sim-eval-traffic): no drain before it,
      * no virtual time or bandwidth for it (docs/simulation.md, "Evaluation") */
     int observer;
+    /* Gradient-ready notifications (hs_dist_t.on_grads): the model's layers with parameters,
+     * the subscriber, and in virtual time the moments (fractions of the step, backward order) */
+    hs_grad_layer_t *glayers; /* (d.n_glayers) */
+    size_t *glayer_off;       /* (d.n_glayers + 1) */
+    double *gmark_frac;       /* (d.n_glayers) */
+    hs_grads_ready_fn grads_fn;
+    void *grads_fctx;
 } run_t;
 
 /* The push-sum weight's healthy range: outside it the progress line warns (once). */
@@ -106,6 +113,61 @@ static int d_use_grads(void *ctx, float *g)
     hs_model_t *m = hs_worker_model(R->w);
     HS_TRY(hs_model_use_grads(m, g));
     R->d.grads = hs_model_grads(m);
+    return 0;
+}
+
+/* The model's hook (wall clock): [lo, hi) is one layer's range; tell the subscriber which. */
+static int model_grad_hook(void *ctx, size_t lo, size_t hi)
+{
+    run_t *R = ctx;
+    (void)hi;
+    int a = 0, b = R->d.n_glayers; /* the layer whose range starts at lo */
+    while (b - a > 1) {
+        int mid = (a + b) / 2;
+        if (R->glayer_off[mid] <= lo)
+            a = mid;
+        else
+            b = mid;
+    }
+    return R->grads_fn ? R->grads_fn(R->grads_fctx, a, a + 1) : 0;
+}
+
+/* Virtual time (the environment's local_marks): mark i is backward's i-th layer. */
+static int grad_mark(void *ctx, int i)
+{
+    run_t *R = ctx;
+    int l = R->d.n_glayers - 1 - i;
+    return R->grads_fn ? R->grads_fn(R->grads_fctx, l, l + 1) : 0;
+}
+
+static int d_on_grads(void *ctx, hs_grads_ready_fn fn, void *fctx)
+{
+    run_t *R = ctx;
+    R->grads_fn = fn;
+    R->grads_fctx = fn ? fctx : NULL;
+    /* with the wall clock backward calls it; an environment with local_marks times it */
+    if (!hs_exec_has_local_marks(R->x))
+        hs_model_set_grad_hook(hs_worker_model(R->w), fn ? model_grad_hook : NULL, R);
+    return 0;
+}
+
+/* The gradient-layer table of hs_dist_t (and the marks' moments for virtual time). */
+static int grad_layers_setup(run_t *R)
+{
+    hs_model_t *m = hs_worker_model(R->w);
+    int n = hs_model_grad_layers(m, hs_model_max_batch(m), NULL, 0);
+    R->glayers = hs_calloc((size_t)HS_MAX(n, 1), sizeof *R->glayers, "gradient layers");
+    R->glayer_off = hs_calloc((size_t)n + 1, sizeof *R->glayer_off, "gradient layers");
+    R->gmark_frac = hs_calloc((size_t)HS_MAX(n, 1), sizeof *R->gmark_frac, "gradient layers");
+    if (!R->glayers || !R->glayer_off || !R->gmark_frac) return -ENOMEM;
+    hs_model_grad_layers(m, hs_model_max_batch(m), R->glayers, n);
+    for (int i = 0; i < n; i++) {
+        R->glayer_off[i] = R->glayers[i].lo;
+        R->gmark_frac[i] = R->glayers[n - 1 - i].ready;
+    }
+    R->glayer_off[n] = hs_model_num_params(m);
+    R->d.n_glayers = n;
+    R->d.glayer_off = R->glayer_off;
     return 0;
 }
 
@@ -328,6 +390,10 @@ static void close_run(run_t *R)
     free(R->esbuf);
     free(R->zh);
     if (!R->host_of_borrowed) free(R->host_of);
+    if (R->w) hs_model_set_grad_hook(hs_worker_model(R->w), NULL, NULL);
+    free(R->glayers);
+    free(R->glayer_off);
+    free(R->gmark_frac);
     hs_report_close(&R->rep);
     if (!R->topo_borrowed) hs_topo_destroy(&R->topo);
     if (R->own_x) {
@@ -374,6 +440,8 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     d->ctx = R;
     d->apply = d_apply;
     d->use_grads = d_use_grads;
+    d->on_grads = d_on_grads;
+    HS_TRY(grad_layers_setup(R));
     d->evaluate = d_evaluate;
     d->peer_failed = d_peer_failed;
     d->peer_dead = d_peer_dead;
@@ -722,7 +790,11 @@ static int iteration(run_t *R, long it, double *loss_out)
     /* the gradient's time on this environment's clock (virtual time: its compute model) */
     grad_job_t g = {.w = R->w};
     hs_trace_begin(R->tr, HS_TR_COMPUTE, 0);
-    HS_TRY(hs_exec_local(R->x, grad_fn, &g, &counted));
+    if (R->grads_fn && hs_exec_has_local_marks(R->x)) /* virtual time: notified on its clock */
+        HS_TRY(hs_exec_local_marks(R->x, grad_fn, &g, R->gmark_frac, R->d.n_glayers, grad_mark, R,
+                                   &counted));
+    else
+        HS_TRY(hs_exec_local(R->x, grad_fn, &g, &counted));
     hs_trace_end(R->tr, HS_TR_COMPUTE);
     double loss = g.loss;
     int correct = g.correct, nb = g.nb;

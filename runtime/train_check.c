@@ -51,7 +51,8 @@ void hs_train_algo_opts(const hs_train_opts_t *o, hs_algo_opts_t *ao)
                            .drain_timeout_s = o->drain_timeout_s,
                            .fail_timeout_s = o->fail_timeout_s,
                            .compress = o->compress,
-                           .consensus_step = o->consensus_step};
+                           .consensus_step = o->consensus_step,
+                           .bucket_mb = o->bucket_mb};
 }
 
 /* rc < 0: prefix the message with the flag and its value. */

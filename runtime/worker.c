@@ -59,6 +59,7 @@ void hs_train_opts_defaults(hs_train_opts_t *o)
     o->delay_bound = -2; /* HS_DELAY_AUTO: the algorithm's own */
     o->sgp_step_x = 1;   /* the SGP paper's step on x */
     o->period = 4;
+    o->bucket_mb = 25; /* PyTorch DDP's bucket_cap_mb */
 }
 
 int hs_mkdir_p(const char *path)

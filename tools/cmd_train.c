@@ -236,6 +236,14 @@ static hs_option_t train_options[] = {
      .help = "choco, qsgp, allreduce (error feedback), easgd/eamsgd/lsgd (fp16, bf16): compress "
              "what is sent: none, fp16, bf16, "
              "int8[:nearest|:stochastic][:chunk=C], topk:K, randk:K (K a count or P%)"},
+    {.name = "bucket-mb",
+     .type = HS_OPT_DOUBLE,
+     .def = "25",
+     .range = "[0, 1048576]",
+     .metavar = "MB",
+     .help = "allreduce: reduce the gradient in buckets of about MB MiB (consecutive layers, "
+             "last first) while backward still runs, as PyTorch DDP; 0: one reduction after "
+             "backward"},
     {.name = "consensus-step",
      .type = HS_OPT_DOUBLE,
      .def = "0",
@@ -508,6 +516,7 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
     o.leader_window = (int)hs_cfg_int(cfg, "leader-window");
     o.compress = hs_cfg_str(cfg, "compress");
     o.consensus_step = hs_cfg_double(cfg, "consensus-step");
+    o.bucket_mb = hs_cfg_double(cfg, "bucket-mb");
     size_t n_strag = 0;
     o.stragglers = hs_cfg_list(cfg, "straggler", &n_strag);
     o.n_stragglers = n_strag;

@@ -60,6 +60,9 @@ extern "C" {
 #define HS_TAG_LSGD_REQ   0x47013u /* leader-SGD: request of a leader's published snapshot */
 #define HS_TAG_LSGD_SNAP  0x47014u /* leader-SGD: a versioned, checksummed snapshot */
 #define HS_TAG_EF_GATHER  0x47020u /* all-reduce SGD with --compress: compressed gradients */
+#define HS_TAG_AR_BUCKET                                                                           \
+    0x47021u /* all-reduce SGD with --bucket-mb: a rank to its own service:                        \
+              * a bucket of the gradient is ready */
 
 /* The loop's own messages (HS_TAG_EVAL: a rank's model snapshot for rank 0's averaged-model
  * evaluation; HS_TAG_FINAL: its end-of-run results) travel in the frame of every training
@@ -147,7 +150,14 @@ typedef struct hs_algo_opts {
     const char *compress;       /* --compress SPEC (hearsay/compress.h; NULL/"none": none), for
                                  * the algorithms with HS_ALGO_COMPRESS */
     double consensus_step;      /* choco: gamma (<= 0: the compressor's default) */
+    double bucket_mb;           /* allreduce: reduce the gradient in buckets of about this many
+                                 * MiB while backward runs (0: one reduction after backward) */
 } hs_algo_opts_t;
+
+/* Gradient layers [a, b) of the current iteration are final (d->glayer_off gives their
+ * ranges). Called on the thread that computes the gradient, while it computes: keep it short
+ * (hand the work to a service); a negative return stops the gradient with that error. */
+typedef int (*hs_grads_ready_fn)(void *fctx, int a, int b);
 
 /* What the loop gives an algorithm. */
 typedef struct hs_dist {
@@ -178,6 +188,16 @@ typedef struct hs_dist {
     int (*peer_dead)(void *ctx, int peer);
     int (*peer_hb)(void *ctx, int peer); /* NULL: no heartbeats (hs_dist_peer_hb) */
     int (*record)(void *ctx, const char *file, const char *header, const char *line);
+    /* The gradient's layers (those with parameters), in layer order: layer i's gradient is
+     * floats [glayer_off[i], glayer_off[i + 1]) of d->grads (glayer_off[0] = 0,
+     * glayer_off[n_glayers] = n). Backward produces them from the last to the first. */
+    int n_glayers;
+    const size_t *glayer_off; /* (n_glayers + 1) */
+    /* Optional (NULL: not offered): call fn(fctx, a, b) whenever gradient layers [a, b) become
+     * final during the gradient computation, every iteration, in backward order, covering
+     * every layer once (fn NULL: unsubscribe). With the wall clock it runs inside backward; in
+     * virtual time at the moment the compute model says the layers' backward ends. */
+    int (*on_grads)(void *ctx, hs_grads_ready_fn fn, void *fctx);
     /* Optional (NULL: not offered): keep the gradient in g (host memory of n floats, CPU
      * kernels), or back in the model's own buffer (g NULL); d->grads follows. */
     int (*use_grads)(void *ctx, float *g);
@@ -202,6 +222,13 @@ static inline int hs_dist_apply_to(hs_dist_t *d, float *dst)
 static inline int hs_dist_use_grads(hs_dist_t *d, float *g)
 {
     return d->use_grads ? d->use_grads(d->ctx, g) : -ENOSYS;
+}
+
+/* Subscribe fn to the gradient-ready notifications (hs_grads_ready_fn; NULL: unsubscribe).
+ * -ENOSYS where the loop does not offer them: the gradient is then complete only at step(). */
+static inline int hs_dist_on_grads(hs_dist_t *d, hs_grads_ready_fn fn, void *fctx)
+{
+    return d->on_grads ? d->on_grads(d->ctx, fn, fctx) : -ENOSYS;
 }
 
 /* Evaluate parameters (device, n floats; NULL = d->params) on the test set. */

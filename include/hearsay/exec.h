@@ -36,6 +36,7 @@
 #include "hearsay/trace.h"
 #include "hearsay/transport.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -123,6 +124,13 @@ typedef struct hs_exec_ops {
      * the owner thread's code that is an observer of the run (hearsay sim's evaluation, unless
      * --sim-eval-traffic): the CPU time it takes is charged to no clock. Nests. */
     void (*uncounted)(hs_exec_t *x, int begin);
+    /* Optional (NULL: the wall clock, where the computation calls back as it goes): run fn(ctx)
+     * like `local` (not side by side with other ranks), then let its counted time D pass in
+     * pieces: for i = 0 .. n-1 (frac ascending in [0, 1]), the clock moves to start + frac[i] D
+     * and mark(mctx, i) runs on the owner thread (it may post sends; services serve
+     * meanwhile); then to start + D. Gradient-ready notifications in virtual time. */
+    int (*local_marks)(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, const double *frac, int n,
+                       int (*mark)(void *mctx, int i), void *mctx, double *counted);
 } hs_exec_ops_t;
 
 /* The part every implementation shares. */
@@ -203,6 +211,22 @@ static inline double hs_exec_compute(hs_exec_t *x, double cpu_s, double wall_s)
 
 /* Run local computation fn(ctx) and count it on this clock (the `local` slot). */
 int hs_exec_local(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, double *counted);
+
+/* 1 when the environment times notifications within a computation itself (local_marks). */
+static inline int hs_exec_has_local_marks(const hs_exec_t *x)
+{
+    return x->ops->size >= offsetof(hs_exec_ops_t, local_marks) + sizeof x->ops->local_marks &&
+           x->ops->local_marks;
+}
+
+/* The local_marks slot (see there); -ENOSYS without it. */
+static inline int hs_exec_local_marks(hs_exec_t *x, int (*fn)(void *ctx), void *ctx,
+                                      const double *frac, int n, int (*mark)(void *mctx, int i),
+                                      void *mctx, double *counted)
+{
+    if (!hs_exec_has_local_marks(x)) return -ENOSYS;
+    return x->ops->local_marks(x, fn, ctx, frac, n, mark, mctx, counted);
+}
 
 /* Begin (1) or end (0) a stretch that no clock pays for (the `uncounted` slot; no-op without). */
 static inline void hs_exec_uncounted(hs_exec_t *x, int begin)

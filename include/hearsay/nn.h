@@ -169,6 +169,25 @@ int hs_model_train_step(hs_model_t *m, const float *x, const int32_t *labels, in
  * (device; used by gradient checks). */
 int hs_model_loss_grad(hs_model_t *m, const float *x, const int32_t *labels, int B, double *loss,
                        int *correct, float *dx);
+/* Called during backward (hs_model_train_step, hs_model_loss_grad) right after a layer with
+ * parameters has written its gradient: floats [lo, hi) of the gradient buffer are final for
+ * this step. Layers come last to first, so [lo, num_params) is final too. A negative return
+ * stops the step with that error. */
+typedef int (*hs_grad_ready_fn)(void *ctx, size_t lo, size_t hi);
+/* Set (fn NULL: clear) the model's gradient-ready hook; runs on the thread of the step. */
+void hs_model_set_grad_hook(hs_model_t *m, hs_grad_ready_fn fn, void *ctx);
+
+/* A layer with parameters, for overlapping communication with backward: its gradient range
+ * and the fraction of a training step's FLOPs (forward + backward, estimated from the matrix
+ * products; backward = 2x forward per layer) done when backward has written it. */
+typedef struct hs_grad_layer {
+    size_t lo, hi; /* floats [lo, hi) of the gradient buffer */
+    double ready;  /* (0, 1] */
+} hs_grad_layer_t;
+/* The layers with parameters at batch B, in layer order (ascending lo, contiguous, covering
+ * the buffer): writes up to `max` into `out` (NULL with max 0 to count); returns their number. */
+int hs_model_grad_layers(const hs_model_t *m, int B, hs_grad_layer_t *out, int max);
+
 /* Forward only: mean loss and correct count of x (B, C*H*W) against labels (B). */
 int hs_model_evaluate(hs_model_t *m, const float *x, const int32_t *labels, int B, double *loss,
                       int *correct);

@@ -95,6 +95,8 @@ typedef struct hs_train_opts {
     const char *center_path; /* EASGD: auto | rma | service (NULL: $HS_CENTER_PATH or auto) */
     const char *compress;    /* --compress SPEC (hearsay/compress.h; NULL: none) */
     double consensus_step;   /* CHOCO-SGD gamma (<= 0: the compressor's default) */
+    double bucket_mb;        /* allreduce: gradient buckets of this many MiB reduced during
+                              * backward (0: one reduction after it) */
     /* Checkpoints (hearsay/checkpoint.h). */
     double checkpoint_every; /* epochs between checkpoints to out_dir/ckpt (0: none) */
     /* Data already loaded from o->data, shared read-only by the workers of this process (the
