@@ -53,8 +53,9 @@
 
 typedef struct emu_block {
     char *base;
-    size_t size; /* bytes handed out (rounded up to 64) */
-    int open;    /* slots holding it open (unpoisoned while > 0) */
+    size_t size;  /* bytes taken (rounded up to 64, as the CPU backend's vector loops expect) */
+    size_t bytes; /* bytes asked for: a copy or a vector slot must stay within them */
+    int open;     /* slots holding it open (unpoisoned while > 0) */
 } emu_block_t;
 
 static pthread_mutex_t emu_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -118,7 +119,7 @@ static int emu_enter(emu_held_t *h, const char *op, const char *names, const voi
         if (!p[i]) continue;
         long j = emu_find(p[i]);
         size_t need = bytes ? bytes[i] : 0;
-        if (j < 0 || (size_t)((const char *)p[i] - emu_tab[j].base) + need > emu_tab[j].size) {
+        if (j < 0 || (size_t)((const char *)p[i] - emu_tab[j].base) + need > emu_tab[j].bytes) {
             pthread_mutex_unlock(&emu_mu);
             emu_leave(h);
             if (j < 0)
@@ -130,8 +131,8 @@ static int emu_enter(emu_held_t *h, const char *op, const char *names, const voi
                           "emu %s: argument %d of (%s) runs %zu bytes past its device "
                           "allocation of %zu bytes",
                           op, i + 1, names,
-                          (size_t)((const char *)p[i] - emu_tab[j].base) + need - emu_tab[j].size,
-                          emu_tab[j].size);
+                          (size_t)((const char *)p[i] - emu_tab[j].base) + need - emu_tab[j].bytes,
+                          emu_tab[j].bytes);
         }
         if (emu_tab[j].open++ == 0) EMU_UNPOISON(emu_tab[j].base, emu_tab[j].size);
         h->base[h->n++] = emu_tab[j].base;
@@ -197,7 +198,7 @@ static int emu_alloc(hs_kernels_t *k, size_t bytes, void **out)
     size_t at = emu_n;
     while (at > 0 && emu_tab[at - 1].base > (char *)p) at--;
     memmove(emu_tab + at + 1, emu_tab + at, (emu_n - at) * sizeof *emu_tab);
-    emu_tab[at] = (emu_block_t){.base = p, .size = rounded, .open = 0};
+    emu_tab[at] = (emu_block_t){.base = p, .size = rounded, .bytes = bytes, .open = 0};
     emu_n++;
     EMU_POISON(p, rounded);
     pthread_mutex_unlock(&emu_mu);
