@@ -22,7 +22,8 @@
  * Messages: hs_ps_hdr_v1_t of kind HS_PS_COMPRESSED (length = n, extra = the compressed bytes)
  * then the compressed q_i, on HS_TAG_NEIGHBOR, one per neighbour and round; a neighbour cannot
  * be more than one round ahead (it needs this rank's round-t message to finish round t), as in
- * D-PSGD. A failed neighbour stops the run with an error naming it.
+ * D-PSGD. A failed neighbour stops the run with an error naming it. The compressors work on
+ * host memory: on a device that is not the host, x_i is staged through a host image each round.
  */
 #include "hearsay/algo.h"
 #include "hearsay/common.h"

@@ -18,7 +18,8 @@
  * The ring all-reduce cannot add compressed vectors, so the compressed D_i are all-gathered:
  * every rank sends its D_i to every other rank (N - 1 messages of the compressed size, against
  * 2 (N - 1) / N of the float32 gradient for the ring). Fine for the few ranks of a slow-link
- * study; with many ranks the ring wins unless the compression ratio beats N / 2.
+ * study; with many ranks the ring wins unless the compression ratio beats N / 2. The
+ * compressors work on host memory: a device gradient is staged through a host image.
  */
 #include "optim/efsgd.h"
 

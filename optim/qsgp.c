@@ -35,7 +35,9 @@
  * Taheri et al.'s proof is for one fixed column-stochastic matrix; a time-varying graph such
  * as exp1peer is refused with that reason (--graph exp has all of its edges every round).
  * Synchronous rounds (each worker waits for its in-peers' round t, like --delay-bound 0,
- * through optim/neighbor_xchg.c); a failed peer stops the run with an error naming it.
+ * through optim/neighbor_xchg.c); a failed peer stops the run with an error naming it. On a
+ * device that is not the host, z_i is staged through a host image and the local step runs on a
+ * device image of the float numerator (the compressors and x_i live on the host).
  */
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
@@ -50,17 +52,17 @@ struct hs_algo {
     hs_dist_t *d;
     size_t n, cap;
     int nout, nin, maxdeg;
-    int *out, *in;       /* (maxdeg) out-peers, in-peers */
-    double *pout, *pin;  /* (maxdeg) p_ji (share to out-peer j), p_ij (from in-peer j) */
-    double self_p;       /* p_ii */
-    double y, y_next;    /* push-sum weight; the next one as shares arrive */
-    double gamma;        /* consensus step size */
-    hs_compressor_t *c;  /* compresses x_i - x^_i */
-    hs_compressor_t *dc; /* decompresses the in-peers' q_j */
-    double *x, *s;       /* (n) numerator (double: its sum over workers is the mass), scratch */
-    float *xhat, *xf;    /* (n) public copy, (n) the numerator in float for the local step */
-    float *zh, *xf_dev;  /* on a non-host device (NULL on CPU): (n) host image of z, (n) xf there */
-    float **xin;         /* (maxdeg) (n) the in-peers' public copies x^_j */
+    int *out, *in;        /* (maxdeg) out-peers, in-peers */
+    double *pout, *pin;   /* (maxdeg) p_ji (share to out-peer j), p_ij (from in-peer j) */
+    double self_p;        /* p_ii */
+    double y, y_next;     /* push-sum weight; the next one as shares arrive */
+    double gamma;         /* consensus step size */
+    hs_compressor_t *c;   /* compresses x_i - x^_i */
+    hs_compressor_t *dc;  /* decompresses the in-peers' q_j */
+    double *x, *s;        /* (n) numerator (double: its sum over workers is the mass), scratch */
+    float *xhat, *xf;     /* (n) public copy, (n) the numerator in float for the local step */
+    float *zh, *xf_dev;   /* non-host device: (n) host image of z, (n) xf there; else NULL */
+    float **xin;          /* (maxdeg) (n) the in-peers' public copies x^_j */
     unsigned char **sbuf; /* (maxdeg) header + q_i per out-peer (the weight share differs) */
     hs_nx_t nx;           /* receive buffers (header + q_j) and requests; to = out, from = in */
 };
