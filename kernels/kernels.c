@@ -1,5 +1,5 @@
 /*
- * kernels/kernels.c — backend selection: opens the CPU or CUDA kernel table behind
+ * kernels/kernels.c — backend selection: opens the CPU, emulated-device or CUDA kernel table behind
  * hs_kernels_t, parses device names, and reports whether CUDA can be used.
  *
  * Letters used in shape comments throughout kernels/:
@@ -36,11 +36,11 @@ int hs_kernels_open(hs_kernels_t **out, hs_device_t dev, int device_index, int t
         return HS_ERR(-EINVAL, "hs_kernels_open: thread count %d is negative", threads);
     if (device_index < 0)
         return HS_ERR(-EINVAL, "hs_kernels_open: device index %d is negative", device_index);
-    if (dev != HS_DEV_CPU && dev != HS_DEV_CUDA)
+    if (dev != HS_DEV_CPU && dev != HS_DEV_CUDA && dev != HS_DEV_EMU)
         return HS_ERR(-EINVAL, "hs_kernels_open: unknown device kind %d", (int)dev);
-    if (dev == HS_DEV_CPU && device_index != 0)
-        return HS_ERR(-EINVAL, "hs_kernels_open: the CPU has no device index (got %d)",
-                      device_index);
+    if (dev != HS_DEV_CUDA && device_index != 0)
+        return HS_ERR(-EINVAL, "hs_kernels_open: the %s has no device index (got %d)",
+                      dev == HS_DEV_CPU ? "CPU" : "emulated device", device_index);
 #if !HS_HAVE_CUDA
     if (dev == HS_DEV_CUDA) return HS_ERR(-ENOSYS, HS_NO_CUDA_MSG);
 #endif
@@ -53,6 +53,8 @@ int hs_kernels_open(hs_kernels_t **out, hs_device_t dev, int device_index, int t
     int rc;
     if (dev == HS_DEV_CPU) {
         rc = hs_kernels_cpu_open(k, threads);
+    } else if (dev == HS_DEV_EMU) {
+        rc = hs_kernels_emu_open(k, threads);
     } else {
 #if HS_HAVE_CUDA
         rc = hs_kernels_cuda_open(k, device_index);
@@ -74,6 +76,8 @@ void hs_kernels_close(hs_kernels_t **kp)
     hs_kernels_t *k = *kp;
     if (k->device == HS_DEV_CPU) {
         hs_kernels_cpu_close(k);
+    } else if (k->device == HS_DEV_EMU) {
+        hs_kernels_emu_close(k);
     } else {
 #if HS_HAVE_CUDA
         hs_kernels_cuda_close(k);
@@ -85,11 +89,13 @@ void hs_kernels_close(hs_kernels_t **kp)
 
 int hs_device_parse(const char *s, hs_device_t *dev, int *index)
 {
-    if (!s) return HS_ERR(-EINVAL, "device name is missing (expected cpu, cuda or cuda:N)");
+    if (!s) return HS_ERR(-EINVAL, "device name is missing (expected cpu, emu, cuda or cuda:N)");
     hs_device_t d;
     long idx = 0;
     if (strcmp(s, "cpu") == 0) {
         d = HS_DEV_CPU;
+    } else if (strcmp(s, "emu") == 0) {
+        d = HS_DEV_EMU;
     } else if (strcmp(s, "cuda") == 0) {
         d = HS_DEV_CUDA;
     } else if (strncmp(s, "cuda:", 5) == 0) {
@@ -100,7 +106,7 @@ int hs_device_parse(const char *s, hs_device_t *dev, int *index)
             return HS_ERR(-EINVAL, "bad device '%s': expected cpu, cuda or cuda:N with N >= 0", s);
         idx = strtol(num, NULL, 10);
     } else {
-        return HS_ERR(-EINVAL, "bad device '%s': expected cpu, cuda or cuda:N", s);
+        return HS_ERR(-EINVAL, "bad device '%s': expected cpu, emu, cuda or cuda:N", s);
     }
     if (dev) *dev = d;
     if (index) *index = (int)idx;

@@ -22,7 +22,8 @@
  * Messages: hs_ps_hdr_v1_t of kind HS_PS_COMPRESSED (length = n, extra = the compressed bytes)
  * then the compressed q_i, on HS_TAG_NEIGHBOR, one per neighbour and round; a neighbour cannot
  * be more than one round ahead (it needs this rank's round-t message to finish round t), as in
- * D-PSGD. A failed neighbour stops the run with an error naming it.
+ * D-PSGD. A failed neighbour stops the run with an error naming it. The compressors work on
+ * host memory: on a device that is not the host, x_i is staged through a host image each round.
  */
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
@@ -51,6 +52,7 @@ struct hs_algo {
     float *xhat;         /* (n) x^_i, the public copy of this worker's model */
     float *s;            /* (n) s_i = sum_j W_ij x^_j over j in N(i) and i */
     float *diff;         /* (n) x_i - x^_i */
+    float *xh_host;      /* (n) host image of x_i on a non-host device (NULL on CPU) */
     unsigned char *sbuf; /* header + q_i, shared by every neighbour's send */
     hs_nx_t nx;          /* receive buffers (header + q_j) and requests, per neighbour */
 };
@@ -96,8 +98,11 @@ static void consensus(float *restrict x, const float *restrict s, const float *r
 static int choco_step(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
-    float *x = d->params;
+    hs_kernels_t *k = d->k;
+    /* x: the model where the host can read and write it (staged on a non-host device) */
+    float *x = a->xh_host ? a->xh_host : d->params;
     HS_TRY(hs_dist_apply(d, 1.0));
+    if (a->xh_host) HS_TRY(k->ops->to_host(k, x, d->params, a->n * sizeof(float)));
 
     /* the previous round's sends must be done before the buffer is overwritten */
     HS_TRY(hs_nx_wait_sends(&a->nx, t - 1));
@@ -122,6 +127,7 @@ static int choco_step(hs_algo_t *a, long t)
 
     t0 = hs_exec_now(d->x);
     consensus(x, a->s, a->xhat, (float)a->gamma, a->n);
+    if (a->xh_host) HS_TRY(k->ops->to_device(k, d->params, x, a->n * sizeof(float)));
     d->st.comm_s += hs_exec_now(d->x) - t0;
     return 0;
 }
@@ -143,6 +149,7 @@ static void choco_finalize(hs_algo_t **ap)
     free(a->xhat);
     free(a->s);
     free(a->diff);
+    free(a->xh_host);
     hs_compressor_destroy(&a->q);
     hs_compressor_destroy(&a->dq);
     free(a);
@@ -171,9 +178,6 @@ static int choco_init(hs_algo_t **out, hs_dist_t *d)
                       "--algo choco needs a static graph (its running sum of the neighbours' "
                       "copies assumes fixed weights), and --graph %s changes every round",
                       hs_topo_spec(d->topo));
-    if (d->k->device != HS_DEV_CPU)
-        return HS_ERR(-EINVAL, "--algo choco runs on --device cpu only (the compressors work on "
-                               "host memory)");
     hs_algo_t *a = hs_calloc(1, sizeof *a, "CHOCO-SGD state");
     if (!a) return -ENOMEM;
     a->d = d;
@@ -204,6 +208,9 @@ static int choco_init(hs_algo_t **out, hs_dist_t *d)
     a->xhat = hs_calloc(a->n, sizeof *a->xhat, "public copy");
     a->s = hs_calloc(a->n, sizeof *a->s, "neighbours' copies");
     a->diff = hs_malloc(a->n * sizeof *a->diff, "difference");
+    /* the compressors work on host memory: a device model is staged through xh_host */
+    if (d->k->device != HS_DEV_CPU && !(a->xh_host = hs_malloc(a->n * sizeof(float), "model")))
+        goto fail;
     if (!a->peers || !a->wts || !a->sbuf || !a->xhat || !a->s || !a->diff) goto fail;
     if ((rc = hs_nx_init(&a->nx, d, "CHOCO-SGD", a->maxdeg, a->msg_cap, a->peers, a->peers)) < 0)
         goto fail;

@@ -18,7 +18,8 @@
  * The ring all-reduce cannot add compressed vectors, so the compressed D_i are all-gathered:
  * every rank sends its D_i to every other rank (N - 1 messages of the compressed size, against
  * 2 (N - 1) / N of the float32 gradient for the ring). Fine for the few ranks of a slow-link
- * study; with many ranks the ring wins unless the compression ratio beats N / 2.
+ * study; with many ranks the ring wins unless the compression ratio beats N / 2. The
+ * compressors work on host memory: a device gradient is staged through a host image.
  */
 #include "optim/efsgd.h"
 
@@ -36,6 +37,7 @@ struct efsgd {
     hs_compressor_t *dc;  /* decompresses the others' D_j */
     float *e;             /* (n) error memory */
     float *p;             /* (n) p_i */
+    float *gh;            /* (n) host image of the gradient on a non-host device (NULL on CPU) */
     unsigned char *sbuf;  /* header + D_i */
     unsigned char **rbuf; /* (size) header + D_j */
     hs_treq_t **sreq;     /* (size) */
@@ -80,7 +82,9 @@ int efsgd_exchange(efsgd_t *e, long t)
 {
     hs_dist_t *d = e->d;
     const size_t n = e->n;
-    float *g = d->grads;
+    hs_kernels_t *k = d->k;
+    /* g: the gradient where the host can read and write it (staged on a non-host device) */
+    float *g = e->gh ? e->gh : d->grads;
     double t0 = hs_exec_now(d->x);
     HS_TRY(wait_all(e, e->sreq, t - 1, 0));
     d->st.wait_s += hs_exec_now(d->x) - t0;
@@ -89,6 +93,7 @@ int efsgd_exchange(efsgd_t *e, long t)
     for (int j = 0; j < d->size; j++)
         if (j != d->rank)
             HS_TRY(hs_transport_irecv(d->t, j, HS_TAG_EF_GATHER, e->rbuf[j], e->cap, &e->rreq[j]));
+    if (e->gh) HS_TRY(k->ops->to_host(k, e->gh, d->grads, n * sizeof(float)));
     for (size_t i = 0; i < n; i++) e->p[i] = g[i] + e->e[i];
     hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)e->sbuf;
     unsigned char *q = e->sbuf + sizeof *h;
@@ -125,6 +130,7 @@ int efsgd_exchange(efsgd_t *e, long t)
             return rc;
         }
     }
+    if (e->gh) HS_TRY(k->ops->to_device(k, d->grads, e->gh, n * sizeof(float)));
     d->st.comm_s += hs_exec_now(d->x) - t0;
     return 0;
 }
@@ -154,6 +160,7 @@ void efsgd_destroy(efsgd_t **ep)
     free(e->sbuf);
     free(e->e);
     free(e->p);
+    free(e->gh);
     hs_compressor_destroy(&e->c);
     hs_compressor_destroy(&e->dc);
     free(e);
@@ -163,9 +170,6 @@ void efsgd_destroy(efsgd_t **ep)
 int efsgd_create(efsgd_t **out, hs_dist_t *d)
 {
     *out = NULL;
-    if (d->k->device != HS_DEV_CPU)
-        return HS_ERR(-EINVAL, "--algo allreduce --compress runs on --device cpu only (the "
-                               "compressors work on host memory)");
     efsgd_t *e = hs_calloc(1, sizeof *e, "EF-SGD state");
     if (!e) return -ENOMEM;
     e->d = d;
@@ -192,6 +196,9 @@ int efsgd_create(efsgd_t **out, hs_dist_t *d)
     e->sbuf = hs_malloc(e->cap, "send buffer");
     e->e = hs_calloc(e->n, sizeof *e->e, "error memory");
     e->p = hs_malloc(e->n * sizeof *e->p, "corrected gradient");
+    /* the compressors work on host memory: a device gradient is staged through gh */
+    if (d->k->device != HS_DEV_CPU && !(e->gh = hs_malloc(e->n * sizeof *e->gh, "gradient")))
+        goto fail;
     if (!e->sreq || !e->rreq || !e->rbuf || !e->sbuf || !e->e || !e->p) goto fail;
     for (int j = 0; j < d->size; j++)
         if (j != d->rank && !(e->rbuf[j] = hs_malloc(e->cap, "gradient buffer"))) goto fail;

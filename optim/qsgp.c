@@ -35,7 +35,9 @@
  * Taheri et al.'s proof is for one fixed column-stochastic matrix; a time-varying graph such
  * as exp1peer is refused with that reason (--graph exp has all of its edges every round).
  * Synchronous rounds (each worker waits for its in-peers' round t, like --delay-bound 0,
- * through optim/neighbor_xchg.c); a failed peer stops the run with an error naming it.
+ * through optim/neighbor_xchg.c); a failed peer stops the run with an error naming it. On a
+ * device that is not the host, z_i is staged through a host image and the local step runs on a
+ * device image of the float numerator (the compressors and x_i live on the host).
  */
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
@@ -59,6 +61,7 @@ struct hs_algo {
     hs_compressor_t *dc;  /* decompresses the in-peers' q_j */
     double *x, *s;        /* (n) numerator (double: its sum over workers is the mass), scratch */
     float *xhat, *xf;     /* (n) public copy, (n) the numerator in float for the local step */
+    float *zh, *xf_dev;   /* non-host device: (n) host image of z, (n) xf there; else NULL */
     float **xin;          /* (maxdeg) (n) the in-peers' public copies x^_j */
     unsigned char **sbuf; /* (maxdeg) header + q_i per out-peer (the weight share differs) */
     hs_nx_t nx;           /* receive buffers (header + q_j) and requests; to = out, from = in */
@@ -89,10 +92,18 @@ static int qsgp_step(hs_algo_t *a, long t)
     hs_dist_t *d = a->d;
     const size_t n = a->n;
     double *restrict x = a->x, *restrict s = a->s;
-    float *restrict xh = a->xhat, *restrict xf = a->xf, *restrict z = d->params;
+    hs_kernels_t *k = d->k;
+    /* z where the host can write it: the model, or its host image on a non-host device */
+    float *restrict xh = a->xhat, *restrict xf = a->xf, *restrict z = a->zh ? a->zh : d->params;
     /* the local step on the float numerator; x moves by exactly the float step's change */
     for (size_t i = 0; i < n; i++) xf[i] = (float)x[i];
-    HS_TRY(hs_dist_apply_to(d, xf));
+    if (a->xf_dev) {
+        HS_TRY(k->ops->to_device(k, a->xf_dev, xf, n * sizeof(float)));
+        HS_TRY(hs_dist_apply_to(d, a->xf_dev));
+        HS_TRY(k->ops->to_host(k, xf, a->xf_dev, n * sizeof(float)));
+    } else {
+        HS_TRY(hs_dist_apply_to(d, xf));
+    }
     for (size_t i = 0; i < n; i++) x[i] += (double)xf[i] - (double)(float)x[i];
 
     HS_TRY(hs_nx_wait_sends(&a->nx, t - 1));
@@ -134,6 +145,7 @@ static int qsgp_step(hs_algo_t *a, long t)
         x[i] += g * s[i];
         z[i] = (float)(x[i] * inv);
     }
+    if (a->zh) HS_TRY(k->ops->to_device(k, d->params, a->zh, n * sizeof(float)));
     d->st.comm_s += hs_exec_now(d->x) - t0;
     return 0;
 }
@@ -163,6 +175,8 @@ static void qsgp_finalize(hs_algo_t **ap)
     free(a->xhat);
     free(a->s);
     free(a->xf);
+    free(a->zh);
+    if (a->xf_dev) a->d->k->ops->free(a->d->k, a->xf_dev);
     hs_compressor_destroy(&a->c);
     hs_compressor_destroy(&a->dc);
     free(a);
@@ -183,9 +197,6 @@ static int qsgp_init(hs_algo_t **out, hs_dist_t *d)
                       "column-stochastic mixing matrix; use --graph ring, exp or biring (exp "
                       "sends to all of exp1peer's peers every round), or --algo sgp",
                       hs_topo_spec(d->topo));
-    if (d->k->device != HS_DEV_CPU)
-        return HS_ERR(-EINVAL, "--algo qsgp runs on --device cpu only (the compressors work on "
-                               "host memory)");
     hs_algo_t *a = hs_calloc(1, sizeof *a, "compressed push-sum state");
     if (!a) return -ENOMEM;
     a->d = d;
@@ -226,6 +237,13 @@ static int qsgp_init(hs_algo_t **out, hs_dist_t *d)
     if (!a->out || !a->in || !a->pout || !a->pin || !a->sbuf || !a->x || !a->xhat || !a->s ||
         !a->xf || !a->xin)
         goto fail;
+    /* the compressors and the double numerator live on the host: a device model is staged
+     * through zh, and the local step runs on a device image of xf */
+    if (d->k->device != HS_DEV_CPU) {
+        if (!(a->zh = hs_malloc(a->n * sizeof(float), "model"))) goto fail;
+        if ((rc = d->k->ops->alloc(d->k, a->n * sizeof(float), (void **)&a->xf_dev)) < 0) goto fail;
+        rc = -ENOMEM;
+    }
     for (size_t i = 0; i < m; i++)
         if (!(a->sbuf[i] = hs_malloc(a->cap, "send buffer")) ||
             !(a->xin[i] = hs_calloc(a->n, sizeof(float), "in-peer's copy")))
@@ -243,7 +261,12 @@ static int qsgp_init(hs_algo_t **out, hs_dist_t *d)
                     hs_topo_spec(d->topo));
         goto fail;
     }
-    for (size_t i = 0; i < a->n; i++) a->x[i] = d->params[i]; /* y = 1: x = z */
+    const float *z0 = d->params;
+    if (a->zh) {
+        if ((rc = d->k->ops->to_host(d->k, a->zh, d->params, a->n * sizeof(float))) < 0) goto fail;
+        z0 = a->zh;
+    }
+    for (size_t i = 0; i < a->n; i++) a->x[i] = z0[i]; /* y = 1: x = z */
     if (d->rank == 0) {
         char line[256];
         snprintf(line, sizeof line,

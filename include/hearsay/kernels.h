@@ -4,7 +4,10 @@
  * Letters used in shape comments: B batch, C channels (or classes), H/W height/width,
  * K output channels, R/S filter height/width, M/N/K gemm sizes, n vector length.
  * All tensors are float32, row-major, NCHW for images. Pointers marked "device" live in the
- * backend's memory (host memory for CPU, GPU memory for CUDA) and come from ops->alloc.
+ * backend's memory (host memory for CPU, GPU memory for CUDA, host memory the host may not
+ * touch for the emulated device) and come from ops->alloc. Code that is not a kernel reads or
+ * writes device memory only through to_host/to_device, whatever the device: `k->device !=
+ * HS_DEV_CPU` means "stage through host buffers".
  *
  * Callers hold an hs_kernels_t (opened with hs_kernels_open) and call through k->ops:
  *     k->ops->axpy(k, n, 0.5f, x, y);
@@ -25,7 +28,10 @@
 extern "C" {
 #endif
 
-typedef enum hs_device { HS_DEV_CPU = 0, HS_DEV_CUDA = 1 } hs_device_t;
+/* HS_DEV_EMU, the emulated device (`--device emu`, kernels/emu.c): host memory that only the
+ * backend's slots may touch (poisoned for the host under AddressSanitizer), the CPU's math; a
+ * device that is not the host, for testing the GPU data path without a GPU. */
+typedef enum hs_device { HS_DEV_CPU = 0, HS_DEV_CUDA = 1, HS_DEV_EMU = 2 } hs_device_t;
 
 typedef struct hs_kernels hs_kernels_t;
 
@@ -46,7 +52,7 @@ typedef struct hs_pool2d_desc {
 
 typedef struct hs_kernel_ops {
     size_t size;      /* sizeof(hs_kernel_ops_t), for versioning */
-    const char *name; /* "cpu", "cuda" */
+    const char *name; /* "cpu", "cuda", "emu" */
     hs_device_t device;
 
     /* ---- memory ---- */
@@ -168,7 +174,7 @@ struct hs_kernels {
  * CUDA: -ENOSYS when built without CUDA, -ENODEV when no GPU is visible, with a message. */
 int hs_kernels_open(hs_kernels_t **out, hs_device_t dev, int device_index, int threads);
 void hs_kernels_close(hs_kernels_t **k);
-/* Parse "cpu" / "cuda" / "cuda:N" ("cuda" gives index 0; hs_device_select picks one). */
+/* Parse "cpu" / "emu" / "cuda" / "cuda:N" ("cuda" gives index 0; hs_device_select picks one). */
 int hs_device_parse(const char *s, hs_device_t *dev, int *index);
 /* The device a worker uses (docs/launch.md, "GPUs"): cpu; cuda:N pins device N; cuda takes
  * local_rank modulo the number of visible devices (CUDA_VISIBLE_DEVICES), so the ranks of a
@@ -182,6 +188,14 @@ int hs_cuda_available(void);
 /* Backend constructors (used by hs_kernels_open; the CUDA one returns -ENOSYS without CUDA). */
 int hs_kernels_cpu_open(hs_kernels_t *k, int threads);
 void hs_kernels_cpu_close(hs_kernels_t *k);
+/* The emulated device (kernels/emu.c): the CPU backend's math behind checked, poisoned device
+ * memory. hs_kernels_emu_is_device: 1 when p lies in memory from its alloc (any handle's);
+ * hs_kernels_emu_poisons: 1 in a build with AddressSanitizer, where host access to that memory
+ * is reported. */
+int hs_kernels_emu_open(hs_kernels_t *k, int threads);
+void hs_kernels_emu_close(hs_kernels_t *k);
+int hs_kernels_emu_is_device(const void *p);
+int hs_kernels_emu_poisons(void);
 int hs_kernels_cuda_open(hs_kernels_t *k, int device_index);
 void hs_kernels_cuda_close(hs_kernels_t *k);
 int hs_kernels_cuda_device_count(void);

@@ -46,6 +46,9 @@
         }                                                                                          \
     } while (0)
 
+/* The CPU backend's ops table (the emulated device, kernels/emu.c, wraps its slots). */
+HS_KCPU_HIDDEN const hs_kernel_ops_t *hs_kcpu_ops(void);
+
 /* ---- worker threads (cpu_pool.c) ---- */
 
 typedef struct hs_kcpu_pool hs_kcpu_pool_t;

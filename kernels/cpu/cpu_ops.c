@@ -555,6 +555,11 @@ static const hs_kernel_ops_t cpu_ops = {
     .nrm2 = cpu_nrm2,
 };
 
+const hs_kernel_ops_t *hs_kcpu_ops(void)
+{
+    return &cpu_ops;
+}
+
 int hs_kernels_cpu_open(hs_kernels_t *k, int threads)
 {
     if (!k) return HS_ERR(-EINVAL, "hs_kernels_cpu_open: k is NULL");
