@@ -371,8 +371,7 @@ const hs_transport_entry_t hs_fabric_entry = {
     .name = "fabric",
     .ops = &hs_fabric_ops,
     .takes = "fabric, tcp, shm, verbs, efa, ... (any libfabric provider)",
-    .help = "a libfabric provider for every pair (fabric: tcp, or shm on one host from libfabric "
-            "1.19); probe not on shm, float atomics where the provider has them",
+    .help = "libfabric for every pair (fabric: tcp, or shm on one host from 1.19)",
     .claims = fab_claims,
     .check = hs_fab_provider_check,
 };

@@ -1077,9 +1077,7 @@ const hs_transport_entry_t hs_hybrid_entry = {
     .name = "hybrid",
     .ops = &hs_hybrid_ops,
     .takes = "hybrid, hsshm+P",
-    .help = "per pair of ranks: hsshm within a host, libfabric P across (hybrid: tcp; auto's "
-            "choice when the job spans hosts and a host holds several ranks); no float atomics, "
-            "no peer maps",
+    .help = "per pair of ranks: hsshm within a host, libfabric P across (hybrid: tcp)",
     .claims = hyb_claims,
     .parts = hyb_parts,
     .create_hosts = hyb_create_hosts,

@@ -366,6 +366,5 @@ const hs_transport_entry_t hs_shm_entry = {
     .name = "hsshm",
     .ops = &hs_shm_ops,
     .takes = "hsshm",
-    .help = "Hearsay's shared memory, every rank on this host (auto's choice there); no float "
-            "atomics",
+    .help = "Hearsay's shared memory, every rank on one host (auto's choice there)",
 };
