@@ -3,7 +3,9 @@
  * peer. Ranks on this host talk over hsshm, ranks on other hosts over a libfabric provider
  * (tcp;ofi_rxm unless told otherwise), in one job, behind the same ops table.
  *
- * A hybrid context holds two sub-transports, opened through the public API:
+ * A hybrid context holds two sub-transports, the registry entries the generic layer hands
+ * create_hosts (hybrid: hsshm and libfabric tcp; hsshm+P: P), opened and driven through their
+ * ops tables (HS_OP, gossip/transport_util.c), never through gossip/transport.c:
  *   - shm: hsshm among the ranks of this host (local numbering 0..lsize-1, mapped to global
  *     ranks here); absent when this host holds one rank;
  *   - fab: a libfabric endpoint for every rank of the job (global numbering), used for the

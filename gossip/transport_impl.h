@@ -71,7 +71,7 @@ typedef struct hs_fab_auto_rec {
     uint32_t magic, count;
     struct {
         char name[HS_FAB_AUTO_NAME]; /* as --provider takes it: efa, verbs, tcp, ... */
-        uint32_t have;               /* 1: this rank's libfabric has it (hs_fab_provider_check) */
+        uint32_t have;               /* 1: this rank's libfabric has it (the entry's check) */
     } e[HS_FAB_AUTO_MAX];
 } hs_fab_auto_rec_t;
 

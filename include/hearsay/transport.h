@@ -1,11 +1,13 @@
 /*
  * hearsay/transport.h — point-to-point messages and one-sided memory windows between ranks.
  *
- * A transport is an ops table (hs_transport_ops_t, one per backend) plus a context
- * (hs_transport_t). Two backends: libfabric ("fabric": FI_EP_RDM endpoints, tagged
- * messages, RMA and atomics, the provider chosen at run time) and Hearsay's own shared
- * memory ("hsshm": per-pair rings in POSIX shared memory, for ranks on one host; RMA by
- * process_vm_readv/writev, no atomics). "auto" picks hsshm when every rank shares a host.
+ * A transport is an ops table (hs_transport_ops_t, one per backend, with its capability flags)
+ * plus a context (hs_transport_t); backends are found by name in a registry
+ * (hs_transport_lookup, gossip/transport_registry.c). Two backends of their own: libfabric
+ * ("fabric": FI_EP_RDM endpoints, tagged messages, RMA and atomics, the provider chosen at run
+ * time) and Hearsay's own shared memory ("hsshm": per-pair rings in POSIX shared memory, for
+ * ranks on one host; RMA by process_vm_readv/writev, no atomics), and "hybrid", the two per
+ * pair of ranks. "auto" picks hsshm when every rank shares a host.
  *
  * Model:
  *  - Tagged, non-blocking sends and receives. A receive names a source rank or
