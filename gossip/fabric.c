@@ -47,8 +47,9 @@ static int shm_trusted(void)
 static const char *map_provider(const char *name, int all_local)
 {
     /* "auto" reaches this backend only when the ranks span hosts (on one host the generic
-     * layer picks hsshm); kept complete for callers that open this backend directly. */
-    if (!name || !*name || !strcmp(name, "auto"))
+     * layer picks hsshm); kept complete for callers that open this backend directly. Its
+     * registry name, "fabric", means the same. */
+    if (!name || !*name || !strcmp(name, "auto") || !strcmp(name, "fabric"))
         return all_local && shm_trusted() ? "shm" : "tcp;ofi_rxm";
     if (!strcmp(name, "tcp")) return "tcp;ofi_rxm";
     if (!strcmp(name, "verbs")) return "verbs;ofi_rxm";
@@ -83,6 +84,16 @@ static int get_info(fab_t *f, const char *prov, struct fi_info **out)
         return ret < 0 && ret > -256 ? ret : -ENODEV;
     }
     return 0;
+}
+
+/* 1 when name has only the characters of libfabric provider names (tcp;ofi_rxm, verbs, ...):
+ * the names the registry hands this backend. */
+static int fab_claims(const char *name)
+{
+    for (const char *c = name; *c; c++)
+        if (!(*c >= 'a' && *c <= 'z') && !(*c >= '0' && *c <= '9') && *c != '_' && *c != ';')
+            return 0;
+    return *name != '\0';
 }
 
 int hs_fab_provider_check(const char *name)
@@ -315,6 +326,19 @@ static int fab_shaped(const hs_transport_t *t, int peer)
     return 0;
 }
 
+/* What this provider offers of the backend's claims (hs_fab_probe, hs_fab_win_create and
+ * hs_fab_atomic_add refuse the rest). */
+static uint32_t fab_caps_of(const hs_transport_t *t)
+{
+    const fab_t *f = t->impl;
+    uint32_t c = ~0u;
+    if (!f || !f->info) return c;
+    if (!strcmp(f->prov, "shm")) c &= ~HS_TCAP_PROBE;
+    if (!(f->info->caps & FI_RMA)) c &= ~(HS_TCAP_WINDOWS | HS_TCAP_ATOMIC_FLOAT);
+    if (!(f->info->caps & FI_ATOMIC) || !f->atomic_ok[0]) c &= ~HS_TCAP_ATOMIC_FLOAT;
+    return c;
+}
+
 const hs_transport_ops_t hs_fabric_ops = {
     .size = sizeof(hs_transport_ops_t),
     .name = "fabric",
@@ -338,4 +362,16 @@ const hs_transport_ops_t hs_fabric_ops = {
     .provider = fab_provider,
     .peer_gone = hs_fab_peer_gone,
     .shaped = fab_shaped,
+    .caps = HS_TCAP_TAGGED | HS_TCAP_ANY_SOURCE | HS_TCAP_PROBE | HS_TCAP_LIVENESS |
+            HS_TCAP_WINDOWS | HS_TCAP_ATOMIC_FLOAT | HS_TCAP_MEM_HOST,
+    .caps_of = fab_caps_of,
+};
+
+const hs_transport_entry_t hs_fabric_entry = {
+    .name = "fabric",
+    .ops = &hs_fabric_ops,
+    .takes = "fabric, tcp, shm, verbs, efa, ... (any libfabric provider)",
+    .help = "libfabric for every pair (fabric: tcp, or shm on one host from 1.19)",
+    .claims = fab_claims,
+    .check = hs_fab_provider_check,
 };

@@ -98,6 +98,9 @@ typedef struct fab {
 } fab_t;
 
 /* fabric.c */
+/* 0 when libfabric has provider `name` (tcp, verbs, ... as --provider takes them) with the
+ * endpoints this backend needs; else an error naming it (the registry entry's check). */
+int hs_fab_provider_check(const char *name);
 int hs_fab_err(const fab_t *f, int ret, const char *call, int peer, const char *what);
 const char *hs_fab_host_of(const fab_t *f, int rank);
 

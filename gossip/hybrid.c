@@ -3,7 +3,9 @@
  * peer. Ranks on this host talk over hsshm, ranks on other hosts over a libfabric provider
  * (tcp;ofi_rxm unless told otherwise), in one job, behind the same ops table.
  *
- * A hybrid context holds two sub-transports, opened through the public API:
+ * A hybrid context holds two sub-transports, the registry entries the generic layer hands
+ * create_hosts (hybrid: hsshm and libfabric tcp; hsshm+P: P), opened and driven through their
+ * ops tables (HS_OP, gossip/transport_util.c), never through gossip/transport.c:
  *   - shm: hsshm among the ranks of this host (local numbering 0..lsize-1, mapped to global
  *     ranks here); absent when this host holds one rank;
  *   - fab: a libfabric endpoint for every rank of the job (global numbering), used for the
@@ -153,7 +155,7 @@ static void adopt_locked(hyb_t *h, struct hs_treq *r, int sub)
     r->pbuf[sub] = NULL;
     orphan_t *o = malloc(sizeof *o);
     if (!o) { /* cannot keep it: cancel instead (the only place a message may be lost) */
-        hs_transport_req_free(h->sub[sub], &req);
+        hs_op_req_free(h->sub[sub], &req);
         free(buf);
         return;
     }
@@ -217,7 +219,7 @@ static void poll_orphans_locked(hyb_t *h)
         orphan_t *o = *p;
         int done = 0;
         hs_tstatus_t st;
-        int rc = hs_transport_test(h->sub[o->sub], &o->req, &done, &st);
+        int rc = HS_OP(h->sub[o->sub], test, &o->req, &done, &st);
         if (rc < 0 || done) {
             if (rc == 0) {
                 to_global(h, o->sub, &st);
@@ -281,7 +283,7 @@ static int req_poll(hyb_t *h, struct hs_treq *r, int *done, hs_tstatus_t *st)
         if (!r->sub[k] || r->done[k]) continue;
         int d = 0;
         hs_tstatus_t s = {0};
-        int rc = hs_transport_test(h->sub[k], &r->sub[k], &d, &s);
+        int rc = HS_OP(h->sub[k], test, &r->sub[k], &d, &s);
         if (rc < 0) {
             r->sub[k] = NULL;
             if (r->kind == K_ANY && r->sub[1 - k]) {
@@ -315,7 +317,7 @@ static int req_poll(hyb_t *h, struct hs_treq *r, int *done, hs_tstatus_t *st)
         /* The stash served it; the posted receive writes into the caller's buffer, so it
          * cannot be adopted: cancel it (rare: only when a receive from any source with the
          * same tag left an orphan behind). */
-        hs_transport_req_free(h->sub[k], &r->sub[k]);
+        hs_op_req_free(h->sub[k], &r->sub[k]);
         *done = 1;
         return deliver_stash(h, r, s, st);
     }
@@ -362,7 +364,7 @@ static int hyb_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf,
     int k = sub_of(h, peer);
     struct hs_treq *r = req_new(h, k, 1, peer, tag);
     if (!r) return -ENOMEM;
-    int rc = hs_transport_isend(h->sub[k], sub_peer(h, k, peer), tag, buf, len, &r->sub[k]);
+    int rc = HS_OP(h->sub[k], isend, sub_peer(h, k, peer), tag, buf, len, &r->sub[k]);
     if (rc < 0) {
         req_destroy(h, r);
         return rc;
@@ -406,9 +408,9 @@ static int hyb_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_
             pthread_mutex_unlock(&h->lock);
             if (got) continue;
             r->pbuf[k] = hs_malloc(cap ? cap : 1, "receive-from-any buffer");
-            rc = r->pbuf[k] ? hs_transport_irecv(h->sub[k], HS_ANY_SOURCE, tag, r->pbuf[k], cap,
-                                                 &r->sub[k])
-                            : -ENOMEM;
+            rc = r->pbuf[k]
+                     ? HS_OP(h->sub[k], irecv, HS_ANY_SOURCE, tag, r->pbuf[k], cap, &r->sub[k])
+                     : -ENOMEM;
         }
         if (rc < 0 && r->sub[SUB_SHM]) { /* may be a reclaimed one: it stays an orphan */
             pthread_mutex_lock(&h->lock);
@@ -416,8 +418,7 @@ static int hyb_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size_
             pthread_mutex_unlock(&h->lock);
         }
     } else {
-        rc =
-            hs_transport_irecv(h->sub[kind], sub_peer(h, kind, peer), tag, buf, cap, &r->sub[kind]);
+        rc = HS_OP(h->sub[kind], irecv, sub_peer(h, kind, peer), tag, buf, cap, &r->sub[kind]);
     }
     if (rc < 0) {
         req_destroy(h, r);
@@ -436,7 +437,7 @@ static int hyb_test(hs_transport_t *t, hs_treq_t **req, int *done, hs_tstatus_t 
         if (rc == 0 && st) *st = s;
         struct hs_treq *r = *req;
         for (int k = 0; k < 2; k++)
-            if (r->sub[k]) hs_transport_req_free(h->sub[k], &r->sub[k]);
+            if (r->sub[k]) hs_op_req_free(h->sub[k], &r->sub[k]);
         req_destroy(h, r);
         *req = NULL;
     }
@@ -449,7 +450,7 @@ static int hyb_progress(hs_transport_t *t)
     int n = 0;
     for (int k = 0; k < 2; k++) {
         if (!h->sub[k]) continue;
-        int rc = hs_transport_progress(h->sub[k]);
+        int rc = h->sub[k]->ops->progress(h->sub[k]);
         if (rc < 0) return rc;
         n += rc;
     }
@@ -465,7 +466,7 @@ static int finish(hyb_t *h, hs_treq_t **reqs, int i, int rc, hs_tstatus_t *s, in
 {
     struct hs_treq *r = reqs[i];
     for (int k = 0; k < 2; k++)
-        if (r->sub[k]) hs_transport_req_free(h->sub[k], &r->sub[k]);
+        if (r->sub[k]) hs_op_req_free(h->sub[k], &r->sub[k]);
     req_destroy(h, r);
     reqs[i] = NULL;
     *index = i;
@@ -495,7 +496,7 @@ static int hyb_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeou
         for (int i = 0; i < n; i++) subs[i] = reqs[i] ? reqs[i]->sub[only] : NULL;
         int idx = -1;
         hs_tstatus_t s = {0};
-        int rc = hs_transport_waitany(h->sub[only], subs, n, timeout_s, &idx, &s);
+        int rc = HS_OP(h->sub[only], waitany, subs, n, timeout_s, &idx, &s);
         int hit = -1;
         for (int i = 0; i < n; i++)
             if (reqs[i] && reqs[i]->sub[only] && !subs[i]) hit = i; /* freed by the backend */
@@ -544,7 +545,7 @@ static int hyb_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeou
             for (int i = 0; i < n; i++) {
                 struct hs_treq *r = reqs[i];
                 if (!r || r->peer < 0 || r->kind != K_SHM) continue;
-                if (hs_transport_peer_gone(h->sub[SUB_SHM], h->lrank[r->peer]) == 1) {
+                if (HS_OP(h->sub[SUB_SHM], peer_gone, h->lrank[r->peer]) == 1) {
                     rc = HS_ERR(-ECONNRESET,
                                 "rank %d: peer rank %d (same host) has exited during %s rank %d "
                                 "(tag %u)",
@@ -570,7 +571,7 @@ static int hyb_waitany(hs_transport_t *t, hs_treq_t **reqs, int n, double timeou
                 subs[i] = reqs[i] && !reqs[i]->done[k] ? reqs[i]->sub[k] : NULL;
             int idx = -1;
             hs_tstatus_t s = {0};
-            int wr = hs_transport_waitany(h->sub[k], subs, n, sl, &idx, &s);
+            int wr = HS_OP(h->sub[k], waitany, subs, n, sl, &idx, &s);
             for (int i = 0; i < n; i++) {
                 struct hs_treq *r = reqs[i];
                 if (!r || !r->sub[k] || r->done[k] || subs[i]) continue;
@@ -620,7 +621,7 @@ static int hyb_probe(hs_transport_t *t, int peer, uint32_t tag, int any_tag, int
     for (int k = 0; k < 2 && !*found; k++) {
         if (!h->sub[k] || (peer != HS_ANY_SOURCE && sub_of(h, peer) != k)) continue;
         hs_tstatus_t x = {0};
-        int rc = hs_transport_probe(h->sub[k], sub_peer(h, k, peer), tag, any_tag, found, &x);
+        int rc = HS_OP(h->sub[k], probe, sub_peer(h, k, peer), tag, any_tag, found, &x);
         if (rc < 0) return rc;
         to_global(h, k, &x);
         if (*found && st) *st = x;
@@ -640,7 +641,7 @@ static void hyb_req_free(hs_transport_t *t, hs_treq_t **req)
     }
     pthread_mutex_unlock(&h->lock);
     for (int k = 0; k < 2; k++)
-        if (r->sub[k]) hs_transport_req_free(h->sub[k], &r->sub[k]);
+        if (r->sub[k]) hs_op_req_free(h->sub[k], &r->sub[k]);
     req_destroy(h, r);
     *req = NULL;
 }
@@ -648,7 +649,7 @@ static void hyb_req_free(hs_transport_t *t, hs_treq_t **req)
 static int hyb_barrier(hs_transport_t *t)
 {
     hyb_t *h = t->impl;
-    return hs_transport_barrier(h->sub[SUB_FAB]);
+    return h->sub[SUB_FAB]->ops->barrier(h->sub[SUB_FAB]);
 }
 
 /* --- ops: windows ------------------------------------------------------------------------ */
@@ -661,14 +662,14 @@ static int hyb_win_create(hs_transport_t *t, void *buf, size_t len, hs_twin_t **
     int rc = 0;
     for (int k = 0; k < 2 && rc == 0; k++) {
         if (!h->sub[k]) continue;
-        rc = hs_transport_win_create(h->sub[k], buf, len, &w->w[k]);
+        rc = HS_OP(h->sub[k], win_create, buf, len, &w->w[k]);
         if (rc < 0)
             hs_error_prefix("rank %d: hybrid transport: window on the %s side", t->rank,
                             k == SUB_SHM ? "hsshm (same-host)" : "libfabric (other-host)");
     }
     if (rc < 0) {
         for (int k = 0; k < 2; k++)
-            if (w->w[k]) hs_transport_win_free(h->sub[k], &w->w[k]);
+            if (w->w[k]) hs_op_win_free(h->sub[k], &w->w[k]);
         free(w);
         return rc;
     }
@@ -680,7 +681,7 @@ static void hyb_win_free(hs_transport_t *t, hs_twin_t **win)
 {
     hyb_t *h = t->impl;
     for (int k = 0; k < 2; k++)
-        if ((*win)->w[k]) hs_transport_win_free(h->sub[k], &(*win)->w[k]);
+        if ((*win)->w[k]) hs_op_win_free(h->sub[k], &(*win)->w[k]);
     free(*win);
     *win = NULL;
 }
@@ -698,8 +699,8 @@ static int hyb_rma(hs_transport_t *t, hs_twin_t *w, int target, size_t offset, v
     struct hs_treq *r = req_new(h, k, 1, target, 0);
     if (!r) return -ENOMEM;
     int p = sub_peer(h, k, target);
-    int rc = put ? hs_transport_put(h->sub[k], w->w[k], p, offset, buf, len, &r->sub[k])
-                 : hs_transport_get(h->sub[k], w->w[k], p, offset, buf, len, &r->sub[k]);
+    int rc = put ? HS_OP(h->sub[k], put, w->w[k], p, offset, buf, len, &r->sub[k])
+                 : HS_OP(h->sub[k], get, w->w[k], p, offset, buf, len, &r->sub[k]);
     if (rc < 0) {
         req_destroy(h, r);
         return rc;
@@ -736,7 +737,7 @@ static int hyb_peer_gone(hs_transport_t *t, int peer)
 {
     hyb_t *h = t->impl;
     int k = sub_of(h, peer);
-    return hs_transport_peer_gone(h->sub[k], sub_peer(h, k, peer));
+    return HS_OP(h->sub[k], peer_gone, sub_peer(h, k, peer));
 }
 
 static int hyb_shaped(const hs_transport_t *t, int peer)
@@ -744,10 +745,10 @@ static int hyb_shaped(const hs_transport_t *t, int peer)
     const hyb_t *h = t->impl;
     if (peer >= 0) {
         int k = sub_of(h, peer);
-        return hs_transport_shaped(h->sub[k], sub_peer(h, k, peer));
+        return hs_op_shaped(h->sub[k], sub_peer(h, k, peer));
     }
-    return (h->sub[SUB_SHM] && hs_transport_shaped(h->sub[SUB_SHM], -1)) ||
-           hs_transport_shaped(h->sub[SUB_FAB], -1);
+    return (h->sub[SUB_SHM] && hs_op_shaped(h->sub[SUB_SHM], -1)) ||
+           hs_op_shaped(h->sub[SUB_FAB], -1);
 }
 
 static int hyb_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
@@ -814,8 +815,33 @@ static int local_shaping(hyb_t *h, const char *spec, char **out)
     return 0;
 }
 
-int hs_hybrid_create(hs_transport_t *t, const hs_transport_opts_t *o, const int *host_of,
-                     const char *inter)
+/* The registry entry's parts: "hybrid" is hsshm+tcp; "hsshm+P" is hsshm within a host and
+ * libfabric provider P across. */
+static int hyb_parts(const char *p, char *local, char *remote, size_t cap)
+{
+    const char *inter = !strcmp(p, "hybrid") ? "tcp" : !strncmp(p, "hsshm+", 6) ? p + 6 : NULL;
+    if (!inter || !*inter || !strncmp(inter, "hsshm", 5) || !strcmp(inter, "auto"))
+        return HS_ERR(-EINVAL,
+                      "transport: provider '%s': after 'hsshm+' name the libfabric provider for "
+                      "ranks on other hosts (e.g. hsshm+tcp, hsshm+verbs)",
+                      p);
+    if (strlen(inter) >= cap) return HS_ERR(-ENAMETOOLONG, "provider name '%s'", inter);
+    snprintf(local, cap, "hsshm");
+    snprintf(remote, cap, "%s", inter);
+    return 0;
+}
+
+static int hyb_claims(const char *p)
+{
+    return !strncmp(p, "hsshm+", 6);
+}
+
+/* Opens `local` (hsshm) among the ranks of this host and `remote` (libfabric provider inter)
+ * for every rank, through their ops tables: the entries come from the registry (the generic
+ * layer looks them up), so nothing here names another backend's internals. */
+static int hyb_create_hosts(hs_transport_t *t, const hs_transport_opts_t *o, const int *host_of,
+                            const hs_transport_entry_t *local, const hs_transport_entry_t *remote,
+                            const char *inter)
 {
     hyb_t *h = hs_calloc(1, sizeof *h, "hybrid transport");
     if (!h) return -ENOMEM;
@@ -839,7 +865,7 @@ int hs_hybrid_create(hs_transport_t *t, const hs_transport_opts_t *o, const int 
     }
     hs_transport_opts_t so = *o;
     so.provider = inter;
-    int rc = hs_transport_create(&h->sub[SUB_FAB], t->rank, n, 0, &so);
+    int rc = hs_transport_ctx_create(&h->sub[SUB_FAB], remote->ops, t->rank, n, 0, &so);
     if (rc < 0) {
         hs_error_prefix("rank %d: hybrid transport: libfabric (%s) for the other hosts", t->rank,
                         inter);
@@ -848,9 +874,10 @@ int hs_hybrid_create(hs_transport_t *t, const hs_transport_opts_t *o, const int 
     if (h->lsize > 1) {
         char *spec = NULL;
         HS_TRY(local_shaping(h, o->shaping, &spec));
-        so.provider = "hsshm";
+        so.provider = local->name;
         so.shaping = spec;
-        rc = hs_transport_create(&h->sub[SUB_SHM], h->lrank[t->rank], h->lsize, 1, &so);
+        rc = hs_transport_ctx_create(&h->sub[SUB_SHM], local->ops, h->lrank[t->rank], h->lsize, 1,
+                                     &so);
         free(spec);
         if (rc < 0) {
             hs_error_prefix("rank %d: hybrid transport: hsshm for the %d ranks of this host",
@@ -858,9 +885,9 @@ int hs_hybrid_create(hs_transport_t *t, const hs_transport_opts_t *o, const int 
             return rc;
         }
     }
-    snprintf(h->prov, sizeof h->prov, "hsshm+%s", hs_transport_provider(h->sub[SUB_FAB]));
+    snprintf(h->prov, sizeof h->prov, "hsshm+%s", hs_op_provider(h->sub[SUB_FAB]));
     HS_DEBUG("rank %d: hybrid transport: %d ranks on this host over hsshm, the others over %s",
-             t->rank, h->lsize, hs_transport_provider(h->sub[SUB_FAB]));
+             t->rank, h->lsize, hs_op_provider(h->sub[SUB_FAB]));
     return 0;
 }
 
@@ -875,10 +902,18 @@ void hs_hybrid_orphans(hs_transport_t *t, int now[2], int max[2])
     pthread_mutex_unlock(&h->lock);
 }
 
-const char *hs_hybrid_pair_provider(const hs_transport_t *t, int same_host)
+static const char *hyb_pair_provider(const hs_transport_t *t, int same_host)
 {
     const hyb_t *h = t->impl;
-    return same_host ? "hsshm" : hs_transport_provider(h->sub[SUB_FAB]);
+    return same_host ? "hsshm" : hs_op_provider(h->sub[SUB_FAB]);
+}
+
+/* What both sides offer of the claims (libfabric's shm cannot probe). */
+static uint32_t hyb_caps_of(const hs_transport_t *t)
+{
+    const hyb_t *h = t->impl;
+    if (!h || !h->sub[SUB_FAB]) return ~0u;
+    return hs_op_caps(h->sub[SUB_FAB]) & (h->sub[SUB_SHM] ? hs_op_caps(h->sub[SUB_SHM]) : ~0u);
 }
 
 typedef struct {
@@ -899,8 +934,8 @@ static int hyb_address(hs_transport_t *t, void *buf, size_t *len)
     size_t sl = 0, fl = 0;
     memset(shm, 0, sizeof shm);
     memset(fab, 0, sizeof fab);
-    if (h->sub[SUB_SHM]) HS_TRY(hs_transport_address(h->sub[SUB_SHM], shm, &sl));
-    HS_TRY(hs_transport_address(h->sub[SUB_FAB], fab, &fl));
+    if (h->sub[SUB_SHM]) HS_TRY(HS_OP(h->sub[SUB_SHM], address, shm, &sl));
+    HS_TRY(HS_OP(h->sub[SUB_FAB], address, fab, &fl));
     sl = trimmed(shm, sl);
     fl = trimmed(fab, fl);
     hyb_addr_hdr_t a = {HYB_ADDR_MAGIC, HYB_WIRE_VERSION, (uint32_t)sl, (uint32_t)fl};
@@ -949,11 +984,11 @@ static int hyb_connect(hs_transport_t *t, const void *all, size_t stride)
         memcpy(fab + (size_t)r * HYB_SLOT, b + sizeof a + a.shm_len, a.fab_len);
     }
     if (rc == 0) {
-        rc = hs_transport_connect(h->sub[SUB_FAB], fab, HYB_SLOT);
+        rc = HS_OP(h->sub[SUB_FAB], connect, fab, HYB_SLOT);
         if (rc < 0) hs_error_prefix("rank %d: hybrid transport: connecting libfabric", t->rank);
     }
     if (rc == 0 && h->sub[SUB_SHM]) {
-        rc = hs_transport_connect(h->sub[SUB_SHM], shm, HYB_SLOT);
+        rc = HS_OP(h->sub[SUB_SHM], connect, shm, HYB_SLOT);
         if (rc < 0) hs_error_prefix("rank %d: hybrid transport: connecting hsshm", t->rank);
     }
     free(fab);
@@ -971,7 +1006,7 @@ static void hyb_close(hs_transport_t *t)
     while (h->orphans) {
         orphan_t *o = h->orphans;
         h->orphans = o->next;
-        hs_transport_req_free(h->sub[o->sub], &o->req);
+        hs_op_req_free(h->sub[o->sub], &o->req);
         free(o->buf);
         free(o);
     }
@@ -990,8 +1025,8 @@ static void hyb_close(hs_transport_t *t)
         free(r->pbuf[1]);
         free(r);
     }
-    hs_transport_close(&h->sub[SUB_SHM]);
-    hs_transport_close(&h->sub[SUB_FAB]);
+    hs_transport_ctx_close(&h->sub[SUB_SHM]);
+    hs_transport_ctx_close(&h->sub[SUB_FAB]);
     free(h->host_of);
     free(h->lrank);
     free(h->grank);
@@ -1009,7 +1044,7 @@ static int hyb_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
                   t->rank);
 }
 
-const hs_transport_ops_t hs_hybrid_ops = {
+static const hs_transport_ops_t hs_hybrid_ops = {
     .size = sizeof(hs_transport_ops_t),
     .name = "hybrid",
     .create = hyb_create,
@@ -1034,4 +1069,18 @@ const hs_transport_ops_t hs_hybrid_ops = {
     .leave = hyb_leave,
     .peer_gone = hyb_peer_gone,
     .shaped = hyb_shaped,
+    .caps = HS_TCAP_TAGGED | HS_TCAP_ANY_SOURCE | HS_TCAP_PROBE | HS_TCAP_LIVENESS |
+            HS_TCAP_WINDOWS | HS_TCAP_MEM_HOST,
+    .caps_of = hyb_caps_of,
+    .pair_provider = hyb_pair_provider,
+};
+
+const hs_transport_entry_t hs_hybrid_entry = {
+    .name = "hybrid",
+    .ops = &hs_hybrid_ops,
+    .takes = "hybrid, hsshm+P",
+    .help = "per pair of ranks: hsshm within a host, libfabric P across (hybrid: tcp)",
+    .claims = hyb_claims,
+    .parts = hyb_parts,
+    .create_hosts = hyb_create_hosts,
 };

@@ -357,4 +357,14 @@ const hs_transport_ops_t hs_shm_ops = {
     .peer_map = hs_shm_peer_map,
     .peer_unmap = hs_shm_peer_unmap,
     .shaped = shm_shaped,
+    .caps = HS_TCAP_TAGGED | HS_TCAP_ANY_SOURCE | HS_TCAP_PROBE | HS_TCAP_LIVENESS |
+            HS_TCAP_PEER_MAP | HS_TCAP_WINDOWS | HS_TCAP_PEER_READ | HS_TCAP_UNSENT |
+            HS_TCAP_MEM_HOST,
+};
+
+const hs_transport_entry_t hs_shm_entry = {
+    .name = "hsshm",
+    .ops = &hs_shm_ops,
+    .takes = "hsshm",
+    .help = "Hearsay's shared memory, every rank on one host (auto's choice there)",
 };

@@ -1,7 +1,9 @@
 /*
  * gossip/transport.c — the transport's generic layer: options and environment knobs,
- * opening (by hand or through the bootstrap), argument checks, dispatch through the ops
- * table, blocking helpers. Backends (gossip/fabric*.c) never see an unchecked argument.
+ * opening (by hand or through the bootstrap: --provider names resolve through the registry,
+ * gossip/transport_registry.c, and auto picks a name), argument checks, dispatch through the
+ * ops table, blocking helpers. Backends never see an unchecked argument, and this file names
+ * none of them.
  */
 #include "hearsay/transport.h"
 #include "gossip/transport_impl.h"
@@ -17,15 +19,10 @@
 
 #define DEFAULT_TIMEOUT_S 60.0
 
-/* A slot is usable when the table is large enough to hold it and it is filled. */
-#define HAS_OP(t, slot)                                                                            \
-    ((t)->ops->size >= offsetof(hs_transport_ops_t, slot) + sizeof((t)->ops->slot) &&              \
-     (t)->ops->slot != NULL)
+#define HAS_OP HS_OP_HAS
 #define NEED_OP(t, slot)                                                                           \
     do {                                                                                           \
-        if (!HAS_OP(t, slot))                                                                      \
-            return HS_ERR(-ENOSYS, "transport backend %s has no '%s' operation", (t)->ops->name,   \
-                          #slot);                                                                  \
+        if (!HAS_OP(t, slot)) return hs_op_missing(t, #slot);                                      \
     } while (0)
 
 int hs_transport_opts_default(hs_transport_opts_t *o)
@@ -41,15 +38,6 @@ int hs_transport_opts_default(hs_transport_opts_t *o)
     HS_TRY(hs_env_bool("HS_PROGRESS_THREAD", &o->progress_thread));
     HS_TRY(hs_env_double("HS_TIMEOUT", &o->timeout_s));
     return 0;
-}
-
-/* 1 when name has only the characters of libfabric provider names (tcp;ofi_rxm, verbs, ...). */
-static int provider_name_ok(const char *name)
-{
-    for (const char *c = name; *c; c++)
-        if (!(*c >= 'a' && *c <= 'z') && !(*c >= '0' && *c <= '9') && *c != '_' && *c != ';')
-            return 0;
-    return 1;
 }
 
 /* --- auto across hosts: the best libfabric provider every rank has ----------------------- */
@@ -74,14 +62,15 @@ int hs_fab_auto_probe(const char *list, hs_fab_auto_rec_t *rec)
         char *name = rec->e[rec->count].name;
         memcpy(name, p, len);
         name[len] = '\0';
-        if (!strncmp(name, "hsshm", 5) || !strcmp(name, "auto") || !strcmp(name, "hybrid"))
+        /* the names of a backend with a check: libfabric's (the registry's fabric entry) */
+        const hs_transport_entry_t *e = hs_transport_lookup(name);
+        if (!strncmp(name, "hsshm", 5) || !strcmp(name, "auto") || (e && !e->check))
             return HS_ERR(-EINVAL,
                           "HS_FAB_AUTO '%s': '%s' is not a libfabric provider (the list names "
                           "the providers tried between hosts)",
                           list, name);
-        if (!provider_name_ok(name))
-            return HS_ERR(-EINVAL, "HS_FAB_AUTO '%s': '%s' is not a provider name", list, name);
-        rec->e[rec->count].have = hs_fab_provider_check(name) == 0;
+        if (!e) return HS_ERR(-EINVAL, "HS_FAB_AUTO '%s': '%s' is not a provider name", list, name);
+        rec->e[rec->count].have = e->check(name) == 0;
         rec->count++;
         if (!p[len]) break;
         p += len + 1;
@@ -143,11 +132,15 @@ static int create_impl(hs_transport_t **out, int rank, int size, int all_local, 
     if (o.chunk_bytes && o.chunk_bytes < 4096)
         return HS_ERR(-EINVAL, "transport: chunk size %zu bytes is below the 4096-byte minimum",
                       o.chunk_bytes);
-    /* Per-pair choice (gossip/hybrid.c): hsshm between ranks of one host, libfabric across
-     * hosts; auto takes it when the job spans hosts and some host holds several ranks. */
-    const char *inter = NULL;
+    /* auto resolves to a registered name: hsshm when every rank shares this host (libfabric
+     * 1.17's shm loses early messages; see docs/transport.md), per pair (hsshm+P: hsshm within
+     * a host, libfabric P across) when the job spans hosts and some host holds several ranks,
+     * else libfabric for every pair (P, or the fabric backend's own default). */
+    char pick[HS_FAB_AUTO_NAME + 8];
+    const char *name = o.provider;
+    int nhosts = 1, crowded = 0;
     if (host_of) {
-        int nhosts = 0, crowded = 0;
+        nhosts = 0;
         for (int r = 0; r < size; r++) {
             int first = 1;
             for (int q = 0; q < r && first; q++)
@@ -155,43 +148,45 @@ static int create_impl(hs_transport_t **out, int rank, int size, int all_local, 
             nhosts += first;
         }
         all_local = nhosts == 1;
-        if (!strcmp(o.provider, "auto") && nhosts > 1) {
-            if (crowded)
-                inter = auto_inter ? auto_inter : "tcp";
-            else if (auto_inter)
-                o.provider = auto_inter; /* one rank per host: libfabric for every pair */
+    }
+    if (!strcmp(name, "auto")) {
+        if (nhosts > 1 && crowded) {
+            snprintf(pick, sizeof pick, "hsshm+%s", auto_inter ? auto_inter : "tcp");
+            name = pick;
+        } else if (nhosts > 1 && auto_inter) {
+            name = o.provider = auto_inter; /* one rank per host: libfabric for every pair */
+        } else {
+            name = all_local ? "hsshm" : "fabric"; /* fabric takes provider "auto" as its own */
         }
     }
-    if (!strncmp(o.provider, "hsshm+", 6)) inter = o.provider + 6;
-    if (!strcmp(o.provider, "hybrid")) inter = "tcp";
-    if (inter && (!*inter || !strncmp(inter, "hsshm", 5) || !strcmp(inter, "auto")))
-        return HS_ERR(-EINVAL,
-                      "transport: provider '%s': after 'hsshm+' name the libfabric provider for "
-                      "ranks on other hosts (e.g. hsshm+tcp, hsshm+verbs)",
-                      o.provider);
-    if (inter && !host_of)
-        return HS_ERR(-EINVAL,
-                      "transport: provider '%s' (hsshm within a host, libfabric across hosts) "
-                      "needs the host of every rank: open with hs_transport_open or "
-                      "hs_transport_create_hosts",
-                      o.provider);
-    hs_transport_t *t = hs_calloc(1, sizeof *t, "transport");
-    if (!t) return -ENOMEM;
-    /* hsshm: our own shared-memory backend, the default when every rank shares this host
-     * (libfabric 1.17's shm loses early messages; see docs/transport.md). */
-    int own_shm = !strcmp(o.provider, "hsshm") || (!strcmp(o.provider, "auto") && all_local);
-    t->ops = inter ? &hs_hybrid_ops : own_shm ? &hs_shm_ops : &hs_fabric_ops;
-    t->rank = rank;
-    t->size = size;
-    t->opts = o;
-    /* The option strings belong to the caller; the backend copies what it keeps. */
-    t->opts.provider = NULL;
-    t->opts.shaping = NULL;
-    int rc = inter ? hs_hybrid_create(t, &o, host_of, inter) : t->ops->create(t, &o, all_local);
-    if (rc < 0) {
-        hs_transport_close(&t);
-        return rc;
+    const hs_transport_entry_t *e = hs_transport_lookup(name);
+    if (!e)
+        return HS_ERR(-EINVAL, "transport: no registered transport takes provider '%s' (%s)", name,
+                      hs_transport_names());
+    hs_transport_t *t = NULL;
+    int rc;
+    if (e->parts) { /* built of two registered backends, one per kind of pair */
+        char local[HS_FAB_AUTO_NAME], remote[HS_FAB_AUTO_NAME];
+        HS_TRY(e->parts(name, local, remote, sizeof local));
+        if (!host_of)
+            return HS_ERR(-EINVAL,
+                          "transport: provider '%s' (%s within a host, %s across hosts) needs the "
+                          "host of every rank: open with hs_transport_open or "
+                          "hs_transport_create_hosts",
+                          name, local, remote);
+        const hs_transport_entry_t *le = hs_transport_lookup(local);
+        const hs_transport_entry_t *re = hs_transport_lookup(remote);
+        if (!le || !re || le->parts || re->parts)
+            return HS_ERR(-EINVAL,
+                          "transport: provider '%s': '%s' is not a registered backend (%s)", name,
+                          !le || le->parts ? local : remote, hs_transport_names());
+        rc = hs_transport_ctx_new(&t, e->ops, rank, size, &o);
+        if (rc == 0) rc = e->create_hosts(t, &o, host_of, le, re, remote);
+        if (rc < 0) hs_transport_ctx_close(&t);
+    } else {
+        rc = hs_transport_ctx_create(&t, e->ops, rank, size, all_local, &o);
     }
+    HS_TRY(rc);
     *out = t;
     return 0;
 }
@@ -212,29 +207,40 @@ int hs_transport_create_hosts(hs_transport_t **out, int rank, int size, const in
 
 const char *hs_transport_pair_provider(const hs_transport_t *t, int same_host)
 {
-    if (t->ops == &hs_hybrid_ops) return hs_hybrid_pair_provider(t, same_host);
+    if (HAS_OP(t, pair_provider)) return t->ops->pair_provider(t, same_host);
     return hs_transport_provider(t);
+}
+
+/* Append the registered names to the error of a failed check. */
+static int with_names(int rc)
+{
+    char why[HS_ERRMSG_MAX];
+    snprintf(why, sizeof why, "%s", hs_last_error());
+    return HS_ERR(rc, "%s (the registered transports take %s)", why, hs_transport_names());
 }
 
 int hs_transport_check_provider(const char *name)
 {
-    if (!name || !*name || !strcmp(name, "auto") || !strcmp(name, "hsshm") ||
-        !strcmp(name, "hybrid"))
+    if (!name || !*name || !strcmp(name, "auto")) return 0;
+    const hs_transport_entry_t *e = hs_transport_lookup(name);
+    if (!e)
+        return HS_ERR(-EINVAL, "'%s' is not a provider name: the registered transports take %s",
+                      name, hs_transport_names());
+    if (e->parts) {
+        char part[2][HS_FAB_AUTO_NAME];
+        HS_TRY(e->parts(name, part[0], part[1], sizeof part[0]));
+        for (int i = 0; i < 2; i++) {
+            const hs_transport_entry_t *pe = hs_transport_lookup(part[i]);
+            if (!pe || pe->parts)
+                return HS_ERR(-EINVAL, "provider '%s': '%s' is not a registered backend (%s)", name,
+                              part[i], hs_transport_names());
+            int rc = pe->check ? pe->check(part[i]) : 0;
+            if (rc < 0) return with_names(rc);
+        }
         return 0;
-    if (!strncmp(name, "hsshm+", 6)) {
-        name += 6;
-        if (!*name || !strncmp(name, "hsshm", 5) || !strcmp(name, "auto"))
-            return HS_ERR(-EINVAL,
-                          "provider 'hsshm+%s': after 'hsshm+' name the libfabric provider for "
-                          "ranks on other hosts (e.g. hsshm+tcp)",
-                          name);
     }
-    if (!provider_name_ok(name))
-        return HS_ERR(-EINVAL,
-                      "'%s' is not a provider name (auto, hsshm, or a libfabric provider "
-                      "such as tcp, shm, verbs, efa)",
-                      name);
-    return hs_fab_provider_check(name);
+    int rc = e->check ? e->check(name) : 0;
+    return rc < 0 ? with_names(rc) : 0;
 }
 
 int hs_transport_address(hs_transport_t *t, void *buf, size_t *len)
@@ -306,9 +312,7 @@ int hs_transport_open(hs_transport_t **out, struct hs_boot *boot, const hs_trans
 
 void hs_transport_close(hs_transport_t **t)
 {
-    if (!t || !*t) return;
-    if ((*t)->impl && (*t)->ops->close) (*t)->ops->close(*t);
-    HS_FREE(*t);
+    hs_transport_ctx_close(t);
 }
 
 int hs_transport_rank(const hs_transport_t *t)
@@ -532,44 +536,4 @@ int hs_transport_atomic_add_double(hs_transport_t *t, hs_twin_t *w, int target, 
     HS_TRY(check_peer(t, target, 0, "atomic add"));
     NEED_OP(t, atomic_add);
     return t->ops->atomic_add(t, w, target, offset, buf, n, 8, req);
-}
-
-/* --- shared by the backends (gossip/transport_impl.h) ------------------------------------- */
-
-int hs_transport_ctrl_barrier(hs_transport_t *t, uint32_t tag, hs_ctrl_isend_fn isend,
-                              hs_ctrl_irecv_fn irecv)
-{
-    int n = t->size, me = t->rank;
-    char out = 1, in[1];
-    int round = 0;
-    for (int k = 1; k < n; k <<= 1, round++) {
-        hs_treq_t *rq[2] = {NULL, NULL};
-        uint32_t rtag = tag | ((uint32_t)round << 8);
-        HS_TRY(irecv(t, (me - k + n) % n, rtag, in, sizeof in, &rq[0]));
-        int rc = isend(t, (me + k) % n, rtag, &out, 1, &rq[1]);
-        for (int done = 0; rc == 0 && done < 2; done++) {
-            int idx;
-            rc = t->ops->waitany(t, rq, 2, t->opts.timeout_s, &idx, NULL);
-        }
-        if (rc < 0) {
-            for (int i = 0; i < 2; i++)
-                if (rq[i]) t->ops->req_free(t, &rq[i]);
-            hs_error_prefix("barrier round %d", round);
-            return rc;
-        }
-    }
-    return 0;
-}
-
-int hs_pid_gone(unsigned pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%u/stat", pid);
-    FILE *fp = fopen(path, "r");
-    if (!fp) return errno == ENOENT;
-    size_t n = fread(buf, 1, sizeof buf - 1, fp);
-    fclose(fp);
-    buf[n] = '\0';
-    const char *rp = strrchr(buf, ')');
-    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
 }

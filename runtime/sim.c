@@ -1750,6 +1750,8 @@ static const hs_transport_ops_t sim_transport_ops = {
     .unsent = a_unsent,
     .leave = a_leave,
     .peer_gone = st_peer_gone,
+    .caps = HS_TCAP_TAGGED | HS_TCAP_ANY_SOURCE | HS_TCAP_PROBE | HS_TCAP_LIVENESS |
+            HS_TCAP_UNSENT | HS_TCAP_MEM_HOST,
 };
 
 /* --- the virtual execution environment --------------------------------------------------- */

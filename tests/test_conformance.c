@@ -3,9 +3,11 @@
  * libfabric tcp, the per-pair hybrid (hsshm within a host, tcp across emulated hosts) and
  * libfabric shm. The same checks, on 3 ranks, for each: tagged messages (matched by tag, not
  * by order), any-source receives, probes, liveness, views, memory from hs_transport_buf_alloc
- * and its peer mappings, windows (put, get, float atomics). Each capability either works as
- * hearsay/transport.h says or is refused cleanly: -ENOSYS with a message (hs_last_error), and
- * the transport still works afterwards.
+ * and its peer mappings, windows (put, get, float atomics), direct reads, unsent. Each
+ * capability is held to the backend's flags (hs_transport_caps, HS_TCAP_*): claimed, it works as
+ * hearsay/transport.h says; not claimed, it is refused cleanly: -ENOSYS with a message
+ * (hs_last_error), and the transport still works afterwards. A last case checks that the
+ * registry's flags are those docs/transport.md's table lists.
  *
  * The receives are posted before the senders pass a barrier, except where a check needs an
  * unexpected message (the probe). libfabric 1.17's shm loses some of those, the transport's own
@@ -18,6 +20,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +33,7 @@
 #define T_PROBE 0x120u
 #define T_VIEW  0x130u
 #define T_HDL   0x140u /* a buffer handle */
+#define T_READ  0x150u /* an address for a direct read */
 
 typedef struct backend {
     const char *name; /* tt_opts provider */
@@ -38,6 +42,18 @@ typedef struct backend {
 } backend_t;
 
 static const int HOSTS3[NR] = {0, 0, 1};
+static const backend_t *g_b;
+static uint32_t g_caps; /* this rank's transport's hs_transport_caps */
+
+static int claimed(uint32_t cap)
+{
+    return (g_caps & cap) != 0;
+}
+
+static int same_host(int a, int b)
+{
+    return !g_b->hosts || HOSTS3[a] == HOSTS3[b];
+}
 
 /* What this rank found, printed by rank 0 at the end ("probe ok, windows refused, ..."). */
 static char found_caps[512];
@@ -48,12 +64,18 @@ static void note(const char *cap, int rc)
              rc == 0 ? "ok" : "refused");
 }
 
-/* A refusal is clean: -ENOSYS (or -EOPNOTSUPP) with a message saying so. */
-#define REFUSED(rc) ((rc) == -ENOSYS || (rc) == -EOPNOTSUPP)
+/* A refusal is clean: -ENOSYS with a message saying so. */
 #define CHECK_REFUSAL(rc, what)                                                                    \
     do {                                                                                           \
-        if (!REFUSED(rc)) RFAIL("%s: %d, neither 0 nor -ENOSYS", what, rc);                        \
+        if ((rc) != -ENOSYS) RFAIL("%s: %d, not the -ENOSYS of a refusal", what, rc);              \
         if (!hs_last_error()[0]) RFAIL("%s refused without a message", what);                      \
+    } while (0)
+/* A capability's call: with the flag claimed it works (0), without it it is refused. */
+#define CHECK_CAP(cap, rc, what)                                                                   \
+    do {                                                                                           \
+        if (claimed(cap) && (rc) < 0)                                                              \
+            RFAIL("%s: %d (%s), though the backend claims it", what, rc, hs_last_error());         \
+        if (!claimed(cap)) CHECK_REFUSAL(rc, what);                                                \
     } while (0)
 
 static int wait1(hs_transport_t *t, hs_treq_t **req, hs_tstatus_t *st)
@@ -134,14 +156,14 @@ static int check_probe(hs_transport_t *t)
         hs_tstatus_t st = {0};
         double end = hs_now() + 20;
         while (!found && hs_now() < end) {
+            hs_error_clear();
             rc = hs_transport_probe(t, 1, T_PROBE, 0, &found, &st);
             if (rc < 0) break;
             if (!found) hs_transport_progress(t);
         }
         note("probe", rc);
-        if (rc < 0)
-            CHECK_REFUSAL(rc, "probe");
-        else if (!found)
+        CHECK_CAP(HS_TCAP_PROBE, rc, "probe");
+        if (rc == 0 && !found)
             RFAIL("probe: rank 1's message not found in 20 s");
         else if (st.source != 1 || st.tag != T_PROBE || st.len != LEN)
             RFAIL("probe: source %d tag %#x len %zu", st.source, st.tag, st.len);
@@ -158,13 +180,18 @@ static int check_probe(hs_transport_t *t)
     return hs_transport_barrier(t) < 0;
 }
 
-/* Liveness: a running peer is never reported gone; a backend that cannot know says -ENOSYS. */
+/* Liveness: a running peer is never reported gone. Claimed, peer_gone answers (0) for every
+ * peer on this host, and may say -ENOSYS for others (it cannot know); not claimed, it is
+ * refused for every peer. */
 static int check_liveness(hs_transport_t *t)
 {
+    int me = hs_transport_rank(t);
     for (int r = 0; r < NR; r++) {
-        if (r == hs_transport_rank(t)) continue;
+        if (r == me) continue;
+        hs_error_clear();
         int rc = hs_transport_peer_gone(t, r);
         if (rc == 1) RFAIL("peer_gone(%d) = 1 while it runs", r);
+        if (same_host(me, r)) CHECK_CAP(HS_TCAP_LIVENESS, rc, "peer_gone (same host)");
         if (rc < 0) CHECK_REFUSAL(rc, "peer_gone");
         if (hs_transport_rank(t) == 0) note(r == 1 ? "liveness(rank 1)" : "liveness(rank 2)", rc);
     }
@@ -177,8 +204,9 @@ static int check_views(hs_transport_t *t)
     int me = hs_transport_rank(t);
     hs_tview_t *view = NULL;
     int rc = 0;
+    /* every backend takes views (the generic layer copies where it cannot map) */
     if (me == 0 && (rc = hs_transport_irecv_view(t, 1, T_VIEW, LEN, &view)) < 0)
-        CHECK_REFUSAL(rc, "irecv_view");
+        RFAIL("irecv_view: %d (%s)", rc, hs_last_error());
     /* every rank learns whether rank 0 posted it: rank 1 sends only then */
     int posted = me == 0 ? view != NULL : 0;
     if (me == 0) note("views", rc);
@@ -208,20 +236,31 @@ static int check_views(hs_transport_t *t)
     return hs_transport_barrier(t) < 0;
 }
 
-/* Memory kinds: buf_alloc is plain memory everywhere; where peers map buffers, rank 1's
- * buffer mapped by rank 0 is the same memory. */
+/* Memory kinds: every backend claims host memory, and buf_alloc is plain host memory
+ * everywhere (no backend claims device memory yet: there is nothing to check). Peer maps:
+ * claimed, rank 1's buffer mapped by rank 0 is the same memory; not claimed, refused. */
 static int check_memory(hs_transport_t *t)
 {
     int me = hs_transport_rank(t);
+    if (!claimed(HS_TCAP_MEM_HOST)) RFAIL("host memory not claimed");
+    if (claimed(HS_TCAP_MEM_DEVICE)) RFAIL("device memory claimed: add its check here");
     void *b = NULL;
     if (hs_transport_buf_alloc(t, 4096, &b) < 0) RFAIL("buf_alloc");
     memset(b, 0x5a, 4096);
-    int map = hs_transport_has_peer_map(t);
+    int map = claimed(HS_TCAP_PEER_MAP);
+    if (hs_transport_has_peer_map(t) != map)
+        RFAIL("has_peer_map %d, peer-map flag %d", hs_transport_has_peer_map(t), map);
     hs_tbuf_handle_t h;
+    hs_error_clear();
     int rc = hs_transport_buf_handle(t, b, 4096, &h);
-    if (!map && rc == 0) RFAIL("buf_handle works but has_peer_map says 0");
-    if (!map) CHECK_REFUSAL(rc, "buf_handle");
-    if (map && rc < 0) RFAIL("buf_handle: %d with has_peer_map 1", rc);
+    CHECK_CAP(HS_TCAP_PEER_MAP, rc, "buf_handle");
+    if (!map) {
+        void *p = NULL;
+        memset(&h, 0, sizeof h);
+        hs_error_clear();
+        int mrc = hs_transport_peer_map(t, (me + 1) % NR, &h, &p);
+        CHECK_REFUSAL(mrc, "peer_map");
+    }
     if (me == 0) note("peer maps", rc);
     /* ranks 0 and 1 share host 0 in every layout here */
     if (map && me == 1) {
@@ -248,10 +287,13 @@ static int check_windows(hs_transport_t *t)
     int me = hs_transport_rank(t);
     float mem[64] = {0};
     hs_twin_t *w = NULL;
+    hs_error_clear();
     int rc = hs_transport_win_create(t, mem, sizeof mem, &w);
     if (me == 0) note("windows", rc);
+    CHECK_CAP(HS_TCAP_WINDOWS, rc, "win_create");
     if (rc < 0) {
-        CHECK_REFUSAL(rc, "win_create");
+        /* no windows: atomics cannot be claimed either */
+        if (claimed(HS_TCAP_ATOMIC_FLOAT)) RFAIL("float atomics claimed without windows");
         return hs_transport_barrier(t) < 0;
     }
     hs_treq_t *req = NULL;
@@ -273,9 +315,10 @@ static int check_windows(hs_transport_t *t)
     float one[4] = {1, 1, 1, 1};
     int arc = 0;
     if (me != 0) {
+        hs_error_clear();
         arc = hs_transport_atomic_add_float(t, w, 0, 32 * sizeof(float), one, 4, &req);
+        CHECK_CAP(HS_TCAP_ATOMIC_FLOAT, arc, "atomic_add_float");
         if (arc == 0 && wait1(t, &req, NULL) < 0) RFAIL("atomic add");
-        if (arc < 0) CHECK_REFUSAL(arc, "atomic_add_float");
     }
     /* rank 0 learns whether the adds happened */
     int added = 0;
@@ -286,6 +329,8 @@ static int check_windows(hs_transport_t *t)
             added += arc == 0;
         }
     if (me == 0) note("float atomics", added ? 0 : -ENOSYS);
+    if (me == 0 && added != (claimed(HS_TCAP_ATOMIC_FLOAT) ? NR - 1 : 0))
+        RFAIL("float atomics: %d ranks added, flag %d", added, claimed(HS_TCAP_ATOMIC_FLOAT));
     if (hs_transport_barrier(t) < 0) RFAIL("barrier");
     if (me == 0)
         for (int i = 32; i < 36; i++)
@@ -295,21 +340,87 @@ static int check_windows(hs_transport_t *t)
     return 0;
 }
 
+/* Direct reads: claimed, rank 0 reads rank 1's bytes where the kernel lets it
+ * (hs_transport_peer_read_ok); not claimed, has_peer_read is 0 and a read is refused. */
+static int check_peer_read(hs_transport_t *t)
+{
+    int me = hs_transport_rank(t);
+    int cl = claimed(HS_TCAP_PEER_READ);
+    if (hs_transport_has_peer_read(t) != cl)
+        RFAIL("has_peer_read %d, peer-read flag %d", hs_transport_has_peer_read(t), cl);
+    unsigned char mine[LEN];
+    tt_fill(mine, LEN, me, 0, 7);
+    uint64_t addr = (uint64_t)(uintptr_t)mine;
+    if (me == 1 && hs_transport_send(t, 0, T_READ, &addr, sizeof addr) < 0) RFAIL("send addr");
+    if (me == 0) {
+        if (hs_transport_recv(t, 1, T_READ, &addr, sizeof addr, NULL) < 0) RFAIL("recv addr");
+        unsigned char got[LEN];
+        if (!cl || hs_transport_peer_read_ok(t)) {
+            hs_error_clear();
+            int rc = hs_transport_peer_read(t, 1, addr, got, LEN);
+            note("peer reads", rc);
+            CHECK_CAP(HS_TCAP_PEER_READ, rc, "peer_read");
+            if (rc == 0 && !tt_check_payload(got, LEN, 1, 0, 7)) RFAIL("peer_read: bytes differ");
+        } else {
+            note("peer reads (not allowed here)", 0);
+        }
+    }
+    return hs_transport_barrier(t) < 0; /* rank 1's buffer stays until rank 0 has read it */
+}
+
+static void unsent_cb(void *ctx, int peer, const void *buf, size_t got, size_t len)
+{
+    (void)peer, (void)buf, (void)got, (void)len;
+    ++*(int *)ctx;
+}
+
+/* Unsent (and leave): claimed, a running same-host peer is not ready to hand back (-EBUSY);
+ * not claimed, refused. leave ends a rank's receiving for good: only its refusal is checked. */
+static int check_unsent(hs_transport_t *t)
+{
+    int me = hs_transport_rank(t), n = 0;
+    if (me != 0) return 0;
+    hs_error_clear();
+    int rc = hs_transport_unsent(t, 1, T_ANY, unsent_cb, &n);
+    if (claimed(HS_TCAP_UNSENT) && rc != -EBUSY)
+        RFAIL("unsent(running rank 1): %d, expected -EBUSY", rc);
+    if (!claimed(HS_TCAP_UNSENT)) {
+        CHECK_REFUSAL(rc, "unsent");
+        hs_error_clear();
+        CHECK_REFUSAL(hs_transport_leave(t, T_ANY, unsent_cb, &n), "leave");
+    }
+    note("unsent", claimed(HS_TCAP_UNSENT) ? 0 : rc);
+    return n != 0;
+}
+
 static int conform(hs_transport_t *t, void *arg)
 {
     const backend_t *b = arg;
+    g_b = b;
+    g_caps = hs_transport_caps(t);
+    const hs_transport_entry_t *e = hs_transport_lookup(b->name);
+    if (!e) RFAIL("%s: not in the registry", b->name);
+    if (g_caps & ~e->ops->caps)
+        RFAIL("%s: open transport's flags %#x beyond the entry's %#x", b->name, g_caps,
+              e->ops->caps);
+    if (!claimed(HS_TCAP_TAGGED) || !claimed(HS_TCAP_ANY_SOURCE))
+        RFAIL("%s: tagged messages and any-source receives not claimed", b->name);
     if (check_tagged(t)) return 1;
     if (check_any_source(t)) return 1;
     if (b->unexpected && check_probe(t)) return 1;
     if (check_liveness(t)) return 1;
     if (check_views(t)) return 1;
     if (check_memory(t)) return 1;
+    if (check_peer_read(t)) return 1;
+    if (check_unsent(t)) return 1;
     if (check_windows(t)) return 1;
     /* still working after every refusal */
     if (check_tagged(t)) return 1;
+    char flags[256];
+    hs_transport_caps_str(g_caps, flags, sizeof flags);
     if (hs_transport_rank(t) == 0)
-        printf("test_conformance: %s (%s): tagged ok, any-source ok, %s\n", b->name,
-               hs_transport_pair_provider(t, 0), found_caps);
+        printf("test_conformance: %s (%s; flags: %s): tagged ok, any-source ok, %s\n", b->name,
+               hs_transport_pair_provider(t, 0), flags, found_caps);
     return 0;
 }
 
@@ -346,6 +457,68 @@ START_TEST(test_conform_fabric_shm)
 }
 END_TEST
 
+/* The registry: each entry found by its name, the core slots filled, flags within
+ * HS_TCAP_COUNT; an unknown provider's error lists the registered names. */
+START_TEST(test_registry)
+{
+    int n = 0;
+    for (const hs_transport_entry_t *e; (e = hs_transport_registry_at(n)); n++) {
+        ck_assert_ptr_eq(hs_transport_lookup(e->name), e);
+        ck_assert_msg(e->ops && e->ops->size == sizeof(hs_transport_ops_t), "%s", e->name);
+        ck_assert_msg((e->ops->caps >> HS_TCAP_COUNT) == 0, "%s", e->name);
+        ck_assert_msg(e->ops->create || e->create_hosts, "%s opens no way", e->name);
+        ck_assert_msg(e->ops->isend && e->ops->irecv && e->ops->test && e->ops->waitany &&
+                          e->ops->progress && e->ops->req_free && e->ops->barrier &&
+                          e->ops->address && e->ops->connect && e->ops->close,
+                      "%s lacks a core slot", e->name);
+        ck_assert_msg(!!e->parts == !!e->create_hosts, "%s", e->name);
+        ck_assert_msg(strstr(hs_transport_names(), e->name), "%s", hs_transport_names());
+    }
+    ck_assert_int_ge(n, 3);
+    ck_assert_ptr_null(hs_transport_lookup("auto"));
+    ck_assert_str_eq(hs_transport_lookup("tcp")->name, "fabric");
+    ck_assert_str_eq(hs_transport_lookup("hsshm+verbs")->name, "hybrid");
+    ck_assert_int_eq(hs_transport_check_provider("no/such"), -EINVAL);
+    ck_assert_msg(strstr(hs_last_error(), "hsshm") && strstr(hs_last_error(), "hybrid"), "%s",
+                  hs_last_error());
+    ck_assert_int_lt(hs_transport_check_provider("nosuchprov"), 0);
+    ck_assert_msg(strstr(hs_last_error(), "nosuchprov") && strstr(hs_last_error(), "hsshm+P"), "%s",
+                  hs_last_error());
+}
+END_TEST
+
+/* docs/transport.md's table of flags ("| `name` | flag flag ... |") is the registry's. */
+START_TEST(test_flags_documented)
+{
+    const char *src = getenv("HS_SRCDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/docs/transport.md", src ? src : ".");
+    FILE *fp = fopen(path, "r");
+    if (!fp) {
+        printf("test_conformance: %s not found (set HS_SRCDIR): flags table unchecked\n", path);
+        return;
+    }
+    static char doc[1 << 17];
+    size_t len = fread(doc, 1, sizeof doc - 1, fp);
+    fclose(fp);
+    doc[len] = '\0';
+    for (int i = 0; hs_transport_registry_at(i); i++) {
+        const hs_transport_entry_t *e = hs_transport_registry_at(i);
+        char key[64], want[256];
+        snprintf(key, sizeof key, "\n| `%s` | ", e->name);
+        ck_assert_int_eq(hs_transport_caps_str(e->ops->caps, want, sizeof want), 0);
+        const char *row = strstr(doc, key);
+        ck_assert_msg(row, "docs/transport.md has no flags row for %s (%s)", e->name, key + 1);
+        row += strlen(key);
+        size_t n = strcspn(row, "|");
+        while (n && row[n - 1] == ' ') n--;
+        ck_assert_msg(n == strlen(want) && !strncmp(row, want, n),
+                      "docs/transport.md says %s: '%.*s'; the registry: '%s'", e->name, (int)n, row,
+                      want);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("conformance");
@@ -364,6 +537,10 @@ int main(void)
                "1.17's shm loses unexpected messages, barriers included)\n");
     tcase_set_timeout(c, 90);
     suite_add_tcase(s, c);
+    TCase *r = tcase_create("registry");
+    tcase_add_test(r, test_registry);
+    tcase_add_test(r, test_flags_documented);
+    suite_add_tcase(s, r);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

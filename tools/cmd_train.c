@@ -9,6 +9,7 @@
 #include "hearsay/sim.h"
 #include "hearsay/trace.h"
 #include "hearsay/train.h"
+#include "hearsay/transport.h"
 #include "tools/commands.h"
 
 #include <math.h>
@@ -264,8 +265,8 @@ static hs_option_t train_options[] = {
      .def = "auto",
      .metavar = "NAME",
      .help = "transport: auto (per pair of ranks: hsshm within a host, tcp across hosts), "
-             "hsshm (Hearsay's shared memory), hsshm+P (hsshm within a host, libfabric P "
-             "across), or a libfabric provider for every pair: tcp, shm, verbs, efa, .."},
+             "or a registered one (listed below): hsshm, hybrid / hsshm+P (hsshm within a "
+             "host, libfabric P across), a libfabric provider for every pair: tcp, shm, .."},
     {.name = "progress-thread",
      .type = HS_OPT_BOOL,
      .def = "false",
@@ -399,6 +400,14 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
         printf("\nAlgorithms (--algo):\n");
         for (int i = 0; hs_algo_at(i); i++)
             printf("  %-10s %s\n", hs_algo_at(i)->name, hs_algo_at(i)->help);
+        printf("\nTransports (--provider; auto picks one of them, docs/transport.md):\n");
+        for (int i = 0; hs_transport_registry_at(i); i++) {
+            const hs_transport_entry_t *e = hs_transport_registry_at(i);
+            char caps[256];
+            hs_transport_caps_str(e->ops->caps, caps, sizeof caps);
+            printf("  %-10s %s\n  %-10s takes: %s\n  %-10s flags: %s\n", e->name, e->help, "",
+                   e->takes ? e->takes : e->name, "", caps);
+        }
         hs_cfg_free(&cfg);
         return 0;
     }

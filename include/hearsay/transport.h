@@ -1,11 +1,13 @@
 /*
  * hearsay/transport.h — point-to-point messages and one-sided memory windows between ranks.
  *
- * A transport is an ops table (hs_transport_ops_t, one per backend) plus a context
- * (hs_transport_t). Two backends: libfabric ("fabric": FI_EP_RDM endpoints, tagged
- * messages, RMA and atomics, the provider chosen at run time) and Hearsay's own shared
- * memory ("hsshm": per-pair rings in POSIX shared memory, for ranks on one host; RMA by
- * process_vm_readv/writev, no atomics). "auto" picks hsshm when every rank shares a host.
+ * A transport is an ops table (hs_transport_ops_t, one per backend, with its capability flags)
+ * plus a context (hs_transport_t); backends are found by name in a registry
+ * (hs_transport_lookup, gossip/transport_registry.c). Two backends of their own: libfabric
+ * ("fabric": FI_EP_RDM endpoints, tagged messages, RMA and atomics, the provider chosen at run
+ * time) and Hearsay's own shared memory ("hsshm": per-pair rings in POSIX shared memory, for
+ * ranks on one host; RMA by process_vm_readv/writev, no atomics), and "hybrid", the two per
+ * pair of ranks. "auto" picks hsshm when every rank shares a host.
  *
  * Model:
  *  - Tagged, non-blocking sends and receives. A receive names a source rank or
@@ -214,7 +216,64 @@ typedef struct hs_transport_ops {
      * bandwidth cap; peer < 0: any of its links), else 0. Shortcuts that move bytes without
      * messages (the all-reduce's mapped and direct paths) give way where this is 1. */
     int (*shaped)(const hs_transport_t *t, int peer);
+    /* What the backend can do: HS_TCAP_* flags (the registry's claims, docs/transport.md's
+     * table). A claimed capability works; an unclaimed one is refused with -ENOSYS and a
+     * message (tests/test_conformance.c holds every backend to this). */
+    uint32_t caps;
+    /* Optional (NULL: caps). What this open transport can do, a subset of caps where it
+     * depends on the provider in use (libfabric's shm cannot probe, tcp has float atomics). */
+    uint32_t (*caps_of)(const hs_transport_t *t);
+    /* Optional (NULL: hs_transport_provider). The provider carrying this job's same-host
+     * (same_host 1) or other-host (0) pairs (the per-pair backend: "hsshm", "tcp;ofi_rxm"). */
+    const char *(*pair_provider)(const hs_transport_t *t, int same_host);
 } hs_transport_ops_t;
+
+/* Capability flags (hs_transport_ops_t.caps, hs_transport_caps). */
+#define HS_TCAP_TAGGED       (1u << 0)  /* tagged sends and receives from a named rank */
+#define HS_TCAP_ANY_SOURCE   (1u << 1)  /* receives from HS_ANY_SOURCE */
+#define HS_TCAP_PROBE        (1u << 2)  /* hs_transport_probe */
+#define HS_TCAP_LIVENESS     (1u << 3)  /* hs_transport_peer_gone answers for same-host peers */
+#define HS_TCAP_PEER_MAP     (1u << 4)  /* views in place: buf_handle / peer_map (same host) */
+#define HS_TCAP_WINDOWS      (1u << 5)  /* memory windows: win_create, put, get */
+#define HS_TCAP_ATOMIC_FLOAT (1u << 6)  /* atomic_add_float / _double into windows */
+#define HS_TCAP_PEER_READ    (1u << 7)  /* hs_transport_peer_read (same host) */
+#define HS_TCAP_UNSENT       (1u << 8)  /* hs_transport_unsent and hs_transport_leave */
+#define HS_TCAP_MEM_HOST     (1u << 9)  /* buffers in host memory */
+#define HS_TCAP_MEM_DEVICE   (1u << 10) /* buffers in accelerator memory */
+#define HS_TCAP_COUNT        11
+
+/* A registry entry: one per backend, listed in gossip/transport_registry.c's table. --provider
+ * names reach a backend through it (hs_transport_lookup); the generic layer never names one. */
+typedef struct hs_transport_entry {
+    const char *name; /* the registry name: hsshm, hybrid, fabric */
+    const hs_transport_ops_t *ops;
+    const char *takes; /* the --provider names it takes: "hybrid, hsshm+P" */
+    const char *help;  /* one line for `hearsay train --help` */
+    /* Optional (NULL: the name only). 1 when the backend takes --provider p besides its name
+     * (hybrid: hsshm+P; fabric: any libfabric provider name). */
+    int (*claims)(const char *p);
+    /* Optional. Check --provider p before any job exists (fabric: libfabric has it here). */
+    int (*check)(const char *p);
+    /* Optional: a backend built of two others per pair of ranks (hybrid). parts names the
+     * backend of same-host pairs (local) and of other-host pairs (remote) for --provider p;
+     * create_hosts opens it with their entries, the host of every rank (host_of) and remote's
+     * provider name. */
+    int (*parts)(const char *p, char *local, char *remote, size_t cap);
+    int (*create_hosts)(hs_transport_t *t, const hs_transport_opts_t *o, const int *host_of,
+                        const struct hs_transport_entry *local,
+                        const struct hs_transport_entry *remote, const char *remote_provider);
+} hs_transport_entry_t;
+
+/* The registry: entry i (NULL past the last), the entry that takes --provider name (NULL for
+ * auto, which the generic layer resolves, and for names no backend takes), and the --provider
+ * names the registered transports take ("auto, hsshm, hybrid, hsshm+P, tcp, shm, ..."). */
+const hs_transport_entry_t *hs_transport_registry_at(int i);
+const hs_transport_entry_t *hs_transport_lookup(const char *name);
+const char *hs_transport_names(void);
+/* What this transport can do (HS_TCAP_*), and the flags as words ("tagged any-source ..."),
+ * as docs/transport.md's table writes them; 0 or -ENAMETOOLONG. */
+uint32_t hs_transport_caps(const hs_transport_t *t);
+int hs_transport_caps_str(uint32_t caps, char *buf, size_t cap);
 
 /* The context every backend shares; backends keep their own state in impl. */
 struct hs_transport {
