@@ -6,7 +6,7 @@
 # rank 2 (71: it was fenced or killed frozen; 1: a synchronous algorithm stopped); never NaN. Prints one row per run: algo, freeze, status, seconds, the survivors' weight sum,
 # the lost / refused / unreported weight (push-sum) and the verdict.
 #   experiments/freeze_matrix.sh [HEARSAY]      the long suite: the issue's 10 s / 60 s / forever
-#                                                at the default timeouts, --fail-timeout 20
+#                                                at the default timeouts (--fail-timeout 30)
 #   FREEZE_QUICK=1 ...                           make check's: grace 2 s, 1 s / 6 s / forever
 # Env: FREEZE_ALGOS (default: all eight), FREEZE_OUT (keep the run directories there).
 bin=${1:-${HS_BIN:-./hearsay}}
@@ -17,7 +17,7 @@ if [ -n "$FREEZE_QUICK" ]; then
     fin=10 limit=90 train=8000 at=50
 else
     times=${FREEZE_TIMES:-"10s 60s forever"}
-    tmo="--fail-timeout 20" # else the defaults: --comm-timeout 30 --drain-timeout 30
+    tmo="" # the defaults: --comm-timeout 30 --drain-timeout 30 --fail-timeout 30
     fin=60 limit=400 train=16000 at=100
 fi
 out=${FREEZE_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/hs-freeze.XXXXXX")}
