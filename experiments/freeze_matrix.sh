@@ -6,24 +6,24 @@
 # rank 2 (71: it was fenced or killed frozen; 1: a synchronous algorithm stopped); never NaN. Prints one row per run: algo, freeze, status, seconds, the survivors' weight sum,
 # the lost / refused / unreported weight (push-sum) and the verdict.
 #   experiments/freeze_matrix.sh [HEARSAY]      the long suite: the issue's 10 s / 60 s / forever
-#                                                at the default timeouts, --fail-timeout 20
+#                                                at the default timeouts (--fail-timeout 30)
 #   FREEZE_QUICK=1 ...                           make check's: grace 2 s, 1 s / 6 s / forever
 # Env: FREEZE_ALGOS (default: all eight), FREEZE_OUT (keep the run directories there).
 bin=${1:-${HS_BIN:-./hearsay}}
 algos=${FREEZE_ALGOS:-"sgp osgp dpsgd adpsgd allreduce localsgd easgd lsgd"}
 if [ -n "$FREEZE_QUICK" ]; then
-    times="1s 6s forever"
+    times=${FREEZE_TIMES:-"1s 6s forever"}
     tmo="--comm-timeout 2 --drain-timeout 5 --fail-timeout 2"
-    fin=5 limit=90 train=8000 at=50
+    fin=10 limit=90 train=8000 at=50
 else
-    times="10s 60s forever"
-    tmo="--fail-timeout 20" # else the defaults: --comm-timeout 30 --drain-timeout 30
-    fin=30 limit=400 train=16000 at=100
+    times=${FREEZE_TIMES:-"10s 60s forever"}
+    tmo="" # the defaults: --comm-timeout 30 --drain-timeout 30 --fail-timeout 30
+    fin=60 limit=400 train=16000 at=100
 fi
 out=${FREEZE_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/hs-freeze.XXXXXX")}
 fail=0
-printf '%-9s %-8s %6s %6s %9s %9s %9s %9s  %s\n' algo freeze status secs w_sum w_lost w_refused \
-    w_unrep verdict
+printf '%-9s %-8s %6s %6s %9s %9s %9s %9s %5s  %s\n' algo freeze status secs w_sum w_lost \
+    w_refused w_unrep mass verdict
 for algo in $algos; do
     for f in $times; do
         d=$out/$algo-$f
@@ -37,12 +37,16 @@ for algo in $algos; do
             --straggler "freeze:2:at=$at:for=$f" --out "$d" >"$d.log" 2>&1
         st=$?
         secs=$(($(date +%s) - t0))
-        row=$(/usr/bin/python3 - "$d/summary.json" <<'PY' 2>/dev/null || echo "- - - -"
+        # push-sum mass: survivors + lost (refused included) + unreported = N within 1e-6
+        row=$(/usr/bin/python3 - "$d/summary.json" <<'PY' 2>/dev/null || echo "- - - - -"
 import json, sys
 s = json.load(open(sys.argv[1]))
 g = lambda k: s.get(k)
-print(" ".join("%.6g" % g(k) if isinstance(g(k), (int, float)) else "-" for k in
-               ("ps_weight_sum", "ps_weight_lost", "ps_weight_refused", "ps_weight_unreported")))
+ks = ("ps_weight_sum", "ps_weight_lost", "ps_weight_refused", "ps_weight_unreported")
+v = [g(k) if isinstance(g(k), (int, float)) else None for k in ks]
+mass = "-" if None in v or s.get("ranks") is None else \
+    ("ok" if abs(v[0] + v[1] + v[3] - s["ranks"]) < 1e-6 else "%.9f" % (v[0] + v[1] + v[3]))
+print(" ".join("%.6g" % x if x is not None else "-" for x in v), mass)
 PY
 )
         verdict=ok
@@ -51,9 +55,16 @@ PY
         if [ $st -ne 0 ] && [ $st -ne 124 ] && [ $st -ne 137 ] &&
             ! grep -q 'rank 2' "$d.log"; then verdict="status $st without naming rank 2"; fi
         if [ $st -ne 0 ] && [ $st -ne 71 ] && [ "$verdict" = ok ]; then verdict="stopped, rank 2 named"; fi
+        mass=${row##* }
+        case $algo in sgp | osgp)
+            if [ "$mass" != ok ] && { [ $st -eq 0 ] || [ $st -eq 71 ]; }; then
+                verdict="push-sum mass $mass, not N"
+            fi
+            ;;
+        esac
         case $verdict in ok | stopped*) ;; *) fail=1 ;; esac
         # shellcheck disable=SC2086
-        printf '%-9s %-8s %6s %6s %9s %9s %9s %9s  %s\n' "$algo" "$f" $st $secs $row "$verdict"
+        printf '%-9s %-8s %6s %6s %9s %9s %9s %9s %5s  %s\n' "$algo" "$f" $st $secs $row "$verdict"
     done
 done
 [ -n "$FREEZE_OUT" ] || rm -rf "$out"

@@ -347,6 +347,7 @@ const hs_transport_ops_t hs_shm_ops = {
     .peer_read = hs_shm_peer_read,
     .unsent = hs_shm_unsent,
     .leave = hs_shm_leave,
+    .revoke = hs_shm_revoke,
     .peer_gone = hs_shm_peer_gone,
     .buf_alloc = hs_shm_buf_alloc,
     .buf_free = hs_shm_buf_free,

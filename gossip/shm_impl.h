@@ -203,6 +203,7 @@ int hs_shm_wait_keep(hs_transport_t *t, hs_treq_t **req, double timeout_s, int *
 int hs_shm_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
 /* This rank is about to exit: take what arrived, stop receiving, hand back (transport.h). */
 int hs_shm_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
+int hs_shm_revoke(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
 /* 1 when peer's process has exited (transport.h). */
 int hs_shm_peer_gone(hs_transport_t *t, int peer);
 

@@ -89,6 +89,9 @@ int hs_shm_push_peer_locked(shm_t *s, int p, double now, double *next_release)
     peer_t *pe = &s->peers[p];
     hs_shm_ring_hdr_t *ring = pe->out;
     int moved = 0;
+    /* (`left` first: the peer acknowledges everything it took before it sets it, so once it
+     * is seen, the count below is final and no send it read is failed) */
+    int left = atomic_load_explicit(&pe->seg->left, memory_order_acquire) != 0;
     /* RTS sends the peer has copied (in the order they were written) are complete. */
     uint64_t acked = atomic_load_explicit(&ring->rdv_done, memory_order_acquire);
     while (pe->rdv_acked < acked && pe->rdvq.next != &pe->rdvq) {
@@ -102,7 +105,6 @@ int hs_shm_push_peer_locked(shm_t *s, int p, double now, double *next_release)
             r->complete = 1;
     }
     /* A peer that left (about to exit) takes nothing more: treated as dead by the sends. */
-    int left = atomic_load_explicit(&pe->seg->left, memory_order_acquire) != 0;
     const char *gone = left ? "has left the job" : "has exited";
     while ((pe->dead || left) && pe->rdvq.next != &pe->rdvq) {
         struct hs_treq *r = pe->rdvq.next;
@@ -228,6 +230,21 @@ static int corrupt_peer_locked(shm_t *s, int p, const char *why, uint64_t a, uin
 
 #define SHM_MSG_MAX (1ULL << 36) /* no message of a job is this large (64 GiB) */
 
+/* Claim the message that starts at rec (wire version 4): 1 when it is this rank's to take, 0
+ * when its sender took it back (TAKEN). */
+static int claim_rec(const hs_shm_rec_t *rec)
+{
+    uint32_t *k = (uint32_t *)&rec->kind; /* (shared memory: the sender swaps it too) */
+    uint32_t cur = __atomic_load_n(k, __ATOMIC_ACQUIRE);
+    while (!(cur & HS_SHM_REC_CLAIMED)) {
+        if ((cur & 0xFF) == HS_SHM_REC_TAKEN) return 0;
+        if (__atomic_compare_exchange_n(k, &cur, cur | HS_SHM_REC_CLAIMED, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            return 1;
+    }
+    return 1;
+}
+
 static int pull_peer_locked(shm_t *s, int p)
 {
     peer_t *pe = &s->peers[p];
@@ -241,19 +258,38 @@ static int pull_peer_locked(shm_t *s, int p)
     while (head != tail) {
         size_t pos = (size_t)(head % cap);
         const hs_shm_rec_t *rec = (const hs_shm_rec_t *)(pe->in_data + pos);
-        if ((rec->kind & 0xFF) == HS_SHM_REC_PAD) {
+        /* (one atomic look: the sender may swap it to TAKEN meanwhile, see claim_rec) */
+        uint32_t kword = __atomic_load_n((const uint32_t *)&rec->kind, __ATOMIC_ACQUIRE);
+        if ((kword & 0xFF) == HS_SHM_REC_PAD) {
             head += cap - pos;
             continue;
         }
-        int ctrl = !!(rec->kind & HS_SHM_REC_CTRL);
+        int ctrl = !!(kword & HS_SHM_REC_CTRL);
         size_t n = rec->len, off = (size_t)rec->off, len = (size_t)rec->msg_len;
         /* every length checked before it is used, none multiplied or added unchecked */
         if (pos > cap - HS_SHM_REC_HDR || n > cap - pos - HS_SHM_REC_HDR) {
             pe->corrupt = 1;
             return corrupt_peer_locked(s, p, "record past the ring: position, length", pos, n);
         }
-        unsigned kind = rec->kind & 0xFF;
+        unsigned kind = kword & 0xFF;
+        if (kind == HS_SHM_REC_TAKEN) { /* taken back by its sender (revoke): skipped */
+            if (off == 0) pe->cur_req = NULL, pe->cur_ux = NULL; /* (the rest is dropped) */
+            head += HS_SHM_REC_HDR + hs_shm_align_up(n, HS_SHM_ALIGN);
+            atomic_store(&ring->head, head);
+            if (atomic_load(&ring->producer_waiting) && atomic_exchange(&ring->producer_waiting, 0))
+                hs_shm_ring_bell(pe->seg);
+            tail = atomic_load_explicit(&ring->tail, memory_order_acquire);
+            continue;
+        }
         int by_addr = kind == HS_SHM_REC_RTS || kind == HS_SHM_REC_SNAP;
+        if ((off == 0 || by_addr) && !claim_rec(rec)) { /* its sender took it back just now */
+            head += HS_SHM_REC_HDR + hs_shm_align_up(n, HS_SHM_ALIGN);
+            atomic_store(&ring->head, head);
+            if (atomic_load(&ring->producer_waiting) && atomic_exchange(&ring->producer_waiting, 0))
+                hs_shm_ring_bell(pe->seg);
+            tail = atomic_load_explicit(&ring->tail, memory_order_acquire);
+            continue;
+        }
         if (by_addr && (off != 0 ||
                         n < (kind == HS_SHM_REC_SNAP ? sizeof(hs_shm_snap_t) : sizeof(uint64_t)))) {
             pe->corrupt = 1;
@@ -636,6 +672,111 @@ int hs_shm_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn
         pos = q;
     }
     pthread_mutex_unlock(&s->lock);
+    return rc < 0 ? rc : n;
+}
+
+/* The send request of ours to pe whose message has sequence number seq, in q (NULL: none). */
+static struct hs_treq *find_seq(struct hs_treq *q, unsigned seq)
+{
+    for (struct hs_treq *r = q->next; r != q; r = r->next)
+        if (r->seq == seq) return r;
+    return NULL;
+}
+
+static void fail_revoked_locked(shm_t *s, struct hs_treq *r, int peer)
+{
+    hs_shm_list_unlink(r);
+    hs_shm_req_fail_locked(s, r, -ECANCELED,
+                           "rank %d: send of %zu bytes to rank %d (tag %u) taken back: rank %d "
+                           "was fenced before it took it",
+                           s->t->rank, r->cap, peer, r->tag, peer);
+    if (r->orphan) hs_shm_req_destroy(r);
+}
+
+int hs_shm_revoke(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
+{
+    shm_t *s = t->impl;
+    peer_t *pe = &s->peers[peer];
+    if (!pe->seg) return 0;
+    pthread_mutex_lock(&s->lock);
+    /* acknowledgements first (what it finished is complete, not taken back) */
+    double nr = hs_now() + 3600;
+    hs_shm_push_peer_locked(s, peer, hs_now(), &nr);
+    const size_t cap = s->ring_bytes;
+    uint64_t pos = atomic_load(&pe->out->head);
+    uint64_t tail = atomic_load_explicit(&pe->out->tail, memory_order_relaxed); /* ours */
+    int n = 0, rc = 0;
+    while (pos < tail && rc == 0) {
+        hs_shm_rec_t *rec = rec_at(pe, cap, pos);
+        uint32_t *kp = &rec->kind, k = __atomic_load_n(kp, __ATOMIC_ACQUIRE);
+        unsigned kind = k & 0xFF;
+        uint64_t span = rec_span(rec, cap, pos);
+        int by_addr = kind == HS_SHM_REC_RTS || kind == HS_SHM_REC_SNAP;
+        if ((k & (HS_SHM_REC_CTRL | HS_SHM_REC_CLAIMED)) || rec->tag != tag ||
+            (!by_addr && (kind != HS_SHM_REC_DATA || rec->off != 0))) {
+            pos += span; /* PAD, TAKEN, claimed, another tag or the transport's own */
+            continue;
+        }
+        /* a message it has not begun to take starts here: its records, only PADs between */
+        size_t len = (size_t)rec->msg_len, have = 0;
+        int whole = by_addr;
+        uint64_t q = pos + span;
+        if (!by_addr) {
+            have = rec->len;
+            whole = have >= len;
+            while (q < tail && !whole) {
+                hs_shm_rec_t *x = rec_at(pe, cap, q);
+                if ((x->kind & 0xFF) != HS_SHM_REC_PAD) {
+                    have += x->len;
+                    whole = have >= len;
+                }
+                q += rec_span(x, cap, q);
+            }
+        }
+        /* the data of a whole eager message, before it is given up */
+        char *tmp = NULL;
+        if (!by_addr && whole && len > rec->len) {
+            if (!(tmp = malloc(len))) {
+                rc = HS_ERR(-ENOMEM, "out of memory for a message of %zu bytes", len);
+                break;
+            }
+            for (uint64_t m = pos; m < q; m += rec_span(rec_at(pe, cap, m), cap, m)) {
+                const hs_shm_rec_t *x = rec_at(pe, cap, m);
+                if ((x->kind & 0xFF) == HS_SHM_REC_PAD) continue;
+                if (x->off + x->len <= len)
+                    memcpy(tmp + x->off, (const char *)x + HS_SHM_REC_HDR, x->len);
+            }
+        }
+        if (!__atomic_compare_exchange_n(kp, &k, HS_SHM_REC_TAKEN, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE)) {
+            free(tmp); /* it claimed the message just now: its own */
+            pos = q;
+            continue;
+        }
+        for (uint64_t m = pos + span; m < q; m += rec_span(rec_at(pe, cap, m), cap, m)) {
+            hs_shm_rec_t *x = rec_at(pe, cap, m);
+            if ((x->kind & 0xFF) != HS_SHM_REC_PAD)
+                __atomic_store_n(&x->kind, HS_SHM_REC_TAKEN, __ATOMIC_RELEASE);
+        }
+        struct hs_treq *r = by_addr ? find_seq(&pe->rdvq, rec->seq) : NULL;
+        if (by_addr) {
+            if (r) fail_revoked_locked(s, r, peer);
+        } else if (whole) {
+            cb(ctx, peer, tmp ? tmp : (const char *)rec + HS_SHM_REC_HDR, len, len);
+            n++;
+        } else if ((r = find_seq(&pe->sendq, rec->seq)) != NULL) {
+            fail_revoked_locked(s, r, peer); /* half written: the rest is not sent */
+        }
+        free(tmp);
+        pos = q;
+    }
+    /* sends not written at all yet */
+    for (struct hs_treq *r = pe->sendq.next, *next; rc == 0 && r != &pe->sendq; r = next) {
+        next = r->next;
+        if (!r->ctrl && r->tag == tag && r->done == 0) fail_revoked_locked(s, r, peer);
+    }
+    pthread_mutex_unlock(&s->lock);
+    hs_shm_ring_bell(s->seg); /* waiters look at their failed sends */
     return rc < 0 ? rc : n;
 }
 

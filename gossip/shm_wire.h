@@ -48,7 +48,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define HS_SHM_WIRE_VERSION 3u
+#define HS_SHM_WIRE_VERSION 4u
 #define HS_SHM_ADDR_MAGIC   0x41535348u /* "HSSA" */
 #define HS_SHM_SEG_MAGIC    0x53535348u /* "HSSS" */
 #define HS_SHM_WIN_MAGIC    0x57535348u /* "HSSW" */
@@ -89,7 +89,9 @@ typedef struct hs_shm_ring_hdr {
     alignas(HS_SHM_ALIGN) _Atomic uint64_t rdv_done; /* RTS messages the consumer finished */
 } hs_shm_ring_hdr_t;
 
-/* TAKEN: a record its producer took back from a consumer that exited or left (unsent). */
+/* TAKEN: a record its producer took back from a consumer that exited or left (unsent), or,
+ * for the first record of a message the consumer had not claimed, from one that was fenced
+ * and may still run (revoke, version 4). */
 enum {
     HS_SHM_REC_DATA = 1,
     HS_SHM_REC_PAD = 2,
@@ -98,6 +100,10 @@ enum {
     HS_SHM_REC_SNAP = 5 /* version 3 */
 };
 #define HS_SHM_REC_CTRL 0x100u /* flag: the transport's own traffic (barrier, windows) */
+/* flag (version 4): the consumer has begun to take the message that starts with this record
+ * (set by compare-and-swap; the producer takes back only an unclaimed record, by swapping it
+ * to TAKEN: see hs_transport_revoke) */
+#define HS_SHM_REC_CLAIMED 0x200u
 
 typedef struct hs_shm_rec {
     uint32_t kind; /* HS_SHM_REC_DATA, _PAD, _RTS or _TAKEN, | HS_SHM_REC_CTRL */
@@ -110,6 +116,13 @@ typedef struct hs_shm_rec {
 
 #define HS_SHM_REC_HDR 32u /* header bytes of a record (payload starts here) */
 _Static_assert(sizeof(hs_shm_rec_t) <= HS_SHM_REC_HDR, "record header");
+
+/* Claims (version 4): the consumer swaps the kind of each message's first record to
+ * kind | HS_SHM_REC_CLAIMED (compare-and-swap) before it takes anything of the message; a
+ * producer that takes a message back from a consumer that still runs (revoke) swaps the
+ * unclaimed first record to TAKEN the same way. Whoever wins owns the message: the consumer
+ * skips a TAKEN first record and drops the rest of that message; a claimed one is finished
+ * (an RTS or SNAP acknowledged) as before. */
 
 /* Payload of a SNAP record (version 3): the message is bytes [off, off + msg_len) of the
  * sender's mappable buffer number `id` (map_len bytes, memfd `fd` in the sender), which starts

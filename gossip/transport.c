@@ -388,6 +388,17 @@ int hs_transport_peer_gone(hs_transport_t *t, int peer)
     return t->ops->peer_gone(t, peer);
 }
 
+int hs_transport_revoke(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb,
+                        void *ctx)
+{
+    HS_TRY(check_peer(t, peer, 0, "revoke"));
+    HS_TRY(check_tag(t, tag, "revoke"));
+    if (!cb) return HS_ERR(-EINVAL, "revoke: no callback");
+    if (peer == t->rank) return 0;
+    NEED_OP(t, revoke);
+    return t->ops->revoke(t, peer, tag, cb, ctx);
+}
+
 int hs_transport_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
 {
     HS_TRY(check_tag(t, tag, "leave"));

@@ -57,6 +57,17 @@ typedef struct sgp_msg {
     float *z; /* (n) host */
 } sgp_msg_t;
 
+/* A send to a peer declared failed that it had begun to take (hs_transport_revoke could not
+ * take it back): its share is the peer's now. Kept, with its buffer, until it completes, fails
+ * (the share comes back) or the run ends. */
+typedef struct sgp_parked {
+    hs_treq_t *req;
+    unsigned char *buf; /* hs_transport_buf_alloc (rounds) or malloc (answers) */
+    int mapped;         /* buf is the transport's */
+    int peer;
+    double share;
+} sgp_parked_t;
+
 typedef struct sgp_round {
     long iter; /* -1: free */
     int n;
@@ -139,6 +150,10 @@ struct hs_algo {
      * or sent to such a rank); a rank's tables are sized by its degree, not by the job. */
     int np;
     int *pr; /* (np) */
+    /* sends to failed peers that they had begun to take (see sgp_parked_t) */
+    sgp_parked_t *parked;
+    int nparked, cap_parked;
+    int no_revoke; /* the transport cannot take sends back from a live peer (libfabric) */
 };
 
 /* The slot of rank j in the per-peer tables (np: not a peer). */
@@ -435,6 +450,86 @@ static void take_back(void *ctx, int peer, const void *buf, size_t got, size_t l
     a->taken_w[ps(a, peer)] += h->weight;
 }
 
+/* Peer p was declared failed but may still run (fenced: frozen, or declared by a timeout): take
+ * back every share it has not begun to take (hsshm; the sends by address fail, and come back
+ * through their requests). Nothing where the transport cannot (a->no_revoke). */
+static int revoke(hs_algo_t *a, int p)
+{
+    hs_dist_t *d = a->d;
+    if (a->no_revoke) return 0;
+    long n0 = a->taken_n[ps(a, p)];
+    double w0 = a->taken_w[ps(a, p)];
+    a->cb_rc = 0;
+    int rc = hs_transport_revoke(d->t, p, HS_TAG_GOSSIP, take_back, a);
+    if (rc == -ENOSYS) {
+        hs_error_clear();
+        a->no_revoke = 1;
+        return 0;
+    }
+    if (rc < 0) return rc;
+    if (a->cb_rc < 0) return a->cb_rc;
+    if (a->taken_n[ps(a, p)] > n0) {
+        char line[200];
+        snprintf(line, sizeof line,
+                 "took back %ld share(s) of weight %.9g sent to rank %d (failed, still running), "
+                 "which had not begun to take them",
+                 a->taken_n[ps(a, p)] - n0, a->taken_w[ps(a, p)] - w0, p);
+        HS_TRY(hs_dist_record(d, NULL, NULL, line));
+    }
+    return 0;
+}
+
+/* Keep a send that a failed peer had begun to take (its share is the peer's): the request and
+ * its buffer, until it settles (settle_parked). */
+static int park(hs_algo_t *a, hs_treq_t **req, unsigned char **buf, int mapped, int peer,
+                double share)
+{
+    if (a->nparked == a->cap_parked) {
+        int cap = a->cap_parked ? 2 * a->cap_parked : 8;
+        sgp_parked_t *p = realloc(a->parked, (size_t)cap * sizeof *p);
+        if (!p) return HS_ERR(-ENOMEM, "out of memory keeping %d sends", cap);
+        a->parked = p;
+        a->cap_parked = cap;
+    }
+    a->parked[a->nparked++] =
+        (sgp_parked_t){.req = *req, .buf = *buf, .mapped = mapped, .peer = peer, .share = share};
+    *req = NULL;
+    *buf = NULL;
+    return 0;
+}
+
+/* Parked sends that completed (the peer's) or failed (the share comes back here); wait up to
+ * wait_s for the rest while their peers run. */
+static int settle_parked(hs_algo_t *a, double wait_s)
+{
+    hs_dist_t *d = a->d;
+    double until = hs_exec_now(d->x) + wait_s;
+    for (;;) {
+        int left = 0;
+        for (int i = 0; i < a->nparked; i++) {
+            sgp_parked_t *pk = &a->parked[i];
+            if (!pk->req) continue;
+            int done = 0;
+            if (hs_transport_test(d->t, &pk->req, &done, NULL) < 0) {
+                hs_error_clear();
+                pk->req = NULL;
+                HS_TRY(absorb(a, (const float *)(pk->buf + sizeof(hs_ps_hdr_v1_t)), pk->share));
+                a->returned_w[ps(a, pk->peer)] += pk->share;
+            } else if (!done) {
+                left += hs_exec_alive(d->x, pk->peer, 0) != 0;
+                continue;
+            }
+            if (pk->mapped)
+                hs_transport_buf_free(d->t, (void **)&pk->buf);
+            else
+                HS_FREE(pk->buf);
+        }
+        if (!left || hs_exec_now(d->x) >= until) return 0;
+        HS_TRY(hs_dist_idle(d));
+        hs_exec_sleep(d->x, 0.01);
+    }
+}
+
 /* Peer p is dead: take back the shares it never took (once; again later while the transport
  * says it may still take them). */
 static int reclaim(hs_algo_t *a, int p)
@@ -450,8 +545,11 @@ static int reclaim(hs_algo_t *a, int p)
     a->cb_rc = 0;
     int rc = hs_transport_unsent(d->t, p, HS_TAG_GOSSIP, take_back, a);
     if (rc == -EBUSY) {
-        a->gone[ps(a, p)] = GONE_PENDING; /* not gone yet (reported failed by a timeout) */
-        return 0;
+        /* not gone yet (fenced, or reported failed by a timeout): it may still take what it
+         * has not begun to take; take that back now, atomically against its taking */
+        hs_error_clear();
+        a->gone[ps(a, p)] = GONE_PENDING;
+        return hs_dist_peer_dead(d, p) ? revoke(a, p) : 0; /* (settle asks after live ones) */
     }
     a->gone[ps(a, p)] = rc == -ENOSYS ? GONE_UNKNOWN : GONE_DONE;
     if (rc == -ENOSYS) return 0;
@@ -528,13 +626,26 @@ static int wait_round(hs_algo_t *a, sgp_round_t *r)
                 limit = elapsed(a, t0) + 0.25;
                 continue;
             }
+            char why[160];
+            snprintf(why, sizeof why, "send of round %ld not complete after %.1f s", r->iter,
+                     limit);
+            /* declared failed; while it may still run, take back what it has not begun to
+             * take (its sends fail below, their shares stay here); what it had begun to take
+             * is its own (parked) */
+            for (int i = 0; i < r->n; i++)
+                if (r->req[i]) HS_TRY(peer_gone(a, r->peer[i], why));
             for (int i = 0; i < r->n; i++) {
                 if (!r->req[i]) continue;
-                hs_transport_req_free(d->t, &r->req[i]);
-                char why[160];
-                snprintf(why, sizeof why, "send of round %ld not complete after %.1f s", r->iter,
-                         limit);
-                HS_TRY(keep_failed_share(a, r, i, why));
+                int done = 0;
+                if (a->no_revoke) { /* the transport cannot say: the old rule */
+                    hs_transport_req_free(d->t, &r->req[i]);
+                    HS_TRY(keep_failed_share(a, r, i, why));
+                } else if (hs_transport_test(d->t, &r->req[i], &done, NULL) < 0) {
+                    HS_TRY(keep_failed_share(a, r, i, hs_last_error()));
+                } else if (!done) {
+                    HS_TRY(park(a, &r->req[i], &r->buf[i], 1, r->peer[i], r->share[i]));
+                    HS_TRY(hs_transport_buf_alloc(d->t, a->msg_bytes, (void **)&r->buf[i]));
+                }
             }
             break;
         }
@@ -737,6 +848,22 @@ static int sgp_step(hs_algo_t *a, long t)
 static int record_failed(hs_algo_t *a)
 {
     hs_dist_t *d = a->d;
+    if (a->nparked) { /* (not waited for: a frozen peer finishes them when it wakes, from
+                       * buffers it has mapped, or never: then they are in what it held) */
+        HS_TRY(settle_parked(a, 0));
+        double pw = 0;
+        int pn = 0;
+        for (int i = 0; i < a->nparked; i++)
+            if (a->parked[i].req) pn++, pw += a->parked[i].share;
+        if (pn) {
+            char line[200];
+            snprintf(line, sizeof line,
+                     "%d share(s) of weight %.9g that failed ranks had begun to take are still "
+                     "in flight at the end of the run (theirs)",
+                     pn, pw);
+            HS_TRY(hs_dist_record(d, NULL, NULL, line));
+        }
+    }
     lock(a);
     long rn = a->refused_n;
     double rw = a->refused_w;
@@ -794,17 +921,22 @@ static int settle(hs_algo_t *a)
     return rc;
 }
 
-/* Wait (bounded by the comm timeout) for one send of ours to peer p; -ETIMEDOUT frees it. */
-static int wait_send(hs_algo_t *a, hs_treq_t **req)
+/* Wait (bounded by the comm timeout, longer while p still heartbeats) for one send of ours to
+ * peer p; -ETIMEDOUT leaves it in *req, another error frees it. */
+static int wait_send(hs_algo_t *a, int p, hs_treq_t **req)
 {
     hs_dist_t *d = a->d;
-    double t0 = hs_exec_now(d->x);
+    double t0 = hs_exec_now(d->x), limit = d->o->comm_timeout_s;
     while (*req) {
-        double remain = d->o->comm_timeout_s - elapsed(a, t0);
+        double remain = limit - elapsed(a, t0);
         int idx = -1,
             rc = remain > 0 ? hs_exec_wait(d->x, req, 1, remain, 0, &idx, NULL) : -ETIMEDOUT;
+        if (rc == -ETIMEDOUT && *req && hs_dist_keep_waiting(d, p, elapsed(a, t0), limit)) {
+            hs_error_clear();
+            limit = elapsed(a, t0) + 0.25;
+            continue;
+        }
         if (rc < 0) {
-            if (*req) hs_transport_req_free(d->t, req);
             d->st.wait_s += elapsed(a, t0);
             return rc;
         }
@@ -816,11 +948,27 @@ static int wait_send(hs_algo_t *a, hs_treq_t **req)
 /* The REPLY in flight to p is done: a failed one's share stays here. */
 static int settle_reply(hs_algo_t *a, int p)
 {
-    if (!a->rep_req[ps(a, p)]) return 0;
-    if (wait_send(a, &a->rep_req[ps(a, p)]) == 0) return 0;
-    HS_TRY(absorb(a, (const float *)(a->rep_buf[ps(a, p)] + sizeof(hs_ps_hdr_v1_t)),
-                  a->rep_share[ps(a, p)]));
-    a->returned_w[ps(a, p)] += a->rep_share[ps(a, p)];
+    hs_dist_t *d = a->d;
+    int k = ps(a, p);
+    if (!a->rep_req[k]) return 0;
+    if (wait_send(a, p, &a->rep_req[k]) == 0) return 0;
+    if (a->rep_req[k]) { /* timed out: while p may still run, take back what it has not begun
+                            to take; what it had begun to take is its own */
+        char why[160];
+        snprintf(why, sizeof why, "answer after the end of training not delivered (%s)",
+                 hs_last_error());
+        hs_error_clear();
+        HS_TRY(peer_gone(a, p, why));
+        int done = 0;
+        if (a->no_revoke) {
+            hs_transport_req_free(d->t, &a->rep_req[k]);
+        } else if (hs_transport_test(d->t, &a->rep_req[k], &done, NULL) == 0) {
+            if (!done) HS_TRY(park(a, &a->rep_req[k], &a->rep_buf[k], 0, p, a->rep_share[k]));
+            return 0;
+        }
+    }
+    HS_TRY(absorb(a, (const float *)(a->rep_buf[k] + sizeof(hs_ps_hdr_v1_t)), a->rep_share[k]));
+    a->returned_w[k] += a->rep_share[k];
     char why[160];
     snprintf(why, sizeof why, "answer after the end of training not delivered (%s)",
              hs_last_error());
@@ -1002,8 +1150,10 @@ static int sgp_finish(hs_algo_t *a)
     for (int k = 0; k < a->np && rc == 0; k++) {
         int j = a->pr[k];
         rc = settle_reply(a, j);
-        if (a->done_req[ps(a, j)] && wait_send(a, &a->done_req[ps(a, j)]) < 0) hs_error_clear();
-        if (a->fin_req[ps(a, j)] && wait_send(a, &a->fin_req[ps(a, j)]) < 0) hs_error_clear();
+        if (a->done_req[k] && wait_send(a, j, &a->done_req[k]) < 0) hs_error_clear();
+        if (a->fin_req[k] && wait_send(a, j, &a->fin_req[k]) < 0) hs_error_clear();
+        if (a->done_req[k]) hs_transport_req_free(d->t, &a->done_req[k]); /* (no weight) */
+        if (a->fin_req[k]) hs_transport_req_free(d->t, &a->fin_req[k]);
     }
     if (rc == 0) rc = settle(a);
     if (rc == 0) rc = record_failed(a);
@@ -1114,6 +1264,9 @@ static void sgp_finalize(hs_algo_t **ap)
         free(rd->share);
     }
     free(a->rounds);
+    /* parked sends still in flight to a failed rank stay (the transport drops them when it
+     * closes, and a rank that may wake reads their buffers meanwhile) */
+    free(a->parked);
     for (int k = 0; k <= a->np && a->rep_req; k++) {
         if (a->rep_req[k]) hs_transport_req_free(d->t, &a->rep_req[k]);
         if (a->done_req[k]) hs_transport_req_free(d->t, &a->done_req[k]);

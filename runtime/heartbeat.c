@@ -298,6 +298,10 @@ void hs_hb_stop(hs_hb_t **hbp)
 {
     if (!hbp || !*hbp) return;
     hs_hb_t *hb = *hbp;
+    /* (called on the way out of a failed run too: the goodbye's own errors are cleared, the
+     * run's error message is kept for main to print) */
+    char saved[HS_ERRMSG_MAX];
+    snprintf(saved, sizeof saved, "%s", hs_last_error());
     if (hb->svc) {
         lock(hb);
         int fenced = hb->self_fenced_at >= 0;
@@ -328,4 +332,5 @@ void hs_hb_stop(hs_hb_t **hbp)
     free(hb->src);
     free(hb->tag);
     HS_FREE(*hbp);
+    if (saved[0]) hs_error_set(-EIO, __FILE__, __LINE__, "%s", saved);
 }

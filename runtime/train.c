@@ -899,9 +899,13 @@ static const char *pair_transport(const run_t *R, int size, int same)
 static void await_failed_exit(run_t *R, const hs_rank_final_t *all)
 {
     if (!R->t || !R->o->out_dir) return;
-    double until = hs_exec_now(R->x) + 3.0;
+    double t0 = hs_exec_now(R->x);
     for (int q = 0; q < R->d.size; q++) {
         if (q == R->d.rank || all[q].present || failed_of(R, q) < 0) continue;
+        /* a fenced rank may be frozen still: it writes its record when it wakes (bounded by
+         * --drain-timeout; one that wakes later leaves ps_weight_unreported instead) */
+        double until =
+            t0 + (hs_hb_state(R->hb, q) == HS_HB_FENCED ? HS_MAX(3.0, R->o->drain_timeout_s) : 3.0);
         while (hs_transport_peer_gone(R->t, q) == 0 && hs_exec_now(R->x) < until)
             hs_exec_sleep(R->x, 0.01);
     }

@@ -280,13 +280,12 @@ static hs_option_t train_options[] = {
      .help = "bound on every wait for a peer (all-reduce, neighbours, send completions)"},
     {.name = "fail-timeout",
      .type = HS_OPT_DOUBLE,
-     .def = "0",
+     .def = "30",
      .range = "[0, 86400]",
      .metavar = "SECONDS",
-     .help =
-         "heartbeats: a rank silent this long (frozen, SIGSTOP) is fenced: its messages are "
-         "refused and it exits; half as long: suspected (0, the default for now: no heartbeats; "
-         "docs/failure-model.md)"},
+     .help = "heartbeats: a rank silent this long (frozen, SIGSTOP) is fenced: its messages are "
+             "refused and it exits; half as long: suspected (0: no heartbeats; "
+             "docs/failure-model.md)"},
     {.name = "drain-timeout",
      .type = HS_OPT_DOUBLE,
      .def = "30",

@@ -258,12 +258,14 @@ static inline int hs_dist_peer_hb(const hs_dist_t *d, int peer)
     return d->peer_hb ? d->peer_hb(d->ctx, peer) : -1;
 }
 
-/* A wait for `peer` has lasted `waited` s, past its bound `limit`: 1 while the peer still
- * heartbeats (it is blocked, not frozen: keep waiting, up to limit + 3 fail timeouts), 0 when
- * it may be declared failed (no heartbeats, or it is suspected). */
+/* A wait for `peer` has lasted `waited` s, past its bound `limit`: 1 while the heartbeats have
+ * not fenced the peer (alive: it is blocked, not frozen; suspected: the fence, or its next
+ * heartbeat, decides within half a fail timeout): keep waiting, up to limit + 3 fail timeouts;
+ * 0 when it may be declared failed (fenced, or no heartbeats). */
 static inline int hs_dist_keep_waiting(const hs_dist_t *d, int peer, double waited, double limit)
 {
-    return hs_dist_peer_hb(d, peer) == 0 && waited < limit + 3 * d->o->fail_timeout_s;
+    int hb = hs_dist_peer_hb(d, peer);
+    return (hb == 0 || hb == 1) && waited < limit + 3 * d->o->fail_timeout_s;
 }
 
 /* Hand the reporting code a line for this rank's file `file` (a short name: "leader" becomes

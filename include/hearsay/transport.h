@@ -226,6 +226,16 @@ typedef struct hs_transport_ops {
     /* Optional (NULL: hs_transport_provider). The provider carrying this job's same-host
      * (same_host 1) or other-host (0) pairs (the per-pair backend: "hsshm", "tcp;ofi_rxm"). */
     const char *(*pair_provider)(const hs_transport_t *t, int same_host);
+    /* Optional (NULL: -ENOSYS). Peer is out of the job (fenced: frozen, not known to have
+     * exited) and may still run, or wake and run again: take back every message with user tag
+     * `tag` that this rank sent it and that it has not begun to take, atomically against its
+     * own taking (hsshm: a record is either claimed by the receiver or taken back by the
+     * sender, never both). Eager messages wholly in its ring go to cb (their sends had
+     * completed) and are forgotten; by-address sends and queued or half-written sends fail
+     * with -ECANCELED (the caller keeps what it sent). A message the peer had begun to take
+     * stays its own: its send completes when the peer finishes it (fails if it exits first).
+     * Returns how many messages it handed to cb. */
+    int (*revoke)(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
 } hs_transport_ops_t;
 
 /* Capability flags (hs_transport_ops_t.caps, hs_transport_caps). */
@@ -374,6 +384,10 @@ int hs_transport_peer_gone(hs_transport_t *t, int peer);
 /* This rank is about to exit: stop receiving and hand what arrived with `tag` and was not
  * delivered to cb (see the ops table). The count, or -ENOSYS (libfabric). */
 int hs_transport_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, void *ctx);
+/* Take back what peer has not begun to take of this rank's messages with `tag`, while it may
+ * still run (see hs_transport_ops_t.revoke). -ENOSYS where the backend cannot (libfabric). */
+int hs_transport_revoke(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb,
+                        void *ctx);
 
 /* Zero-copy exchange on one host (hsshm; every backend takes the calls, see the ops table).
  * A sender that writes its message straight into a buffer of hs_transport_buf_alloc and sends
