@@ -36,13 +36,14 @@ struct hs_hb {
     int rank, size;
     double fail_s, period_s;
     size_t bytes;       /* one heartbeat */
+    size_t stride;      /* bytes rounded up to 16: buffers of consecutive heartbeats stay aligned */
     double *last;       /* (size) when each rank's last heartbeat came (svc lock) */
     unsigned char *st;  /* (size) HS_HB_ALIVE / HS_HB_FENCED (svc lock) */
     unsigned char *bye; /* (size) the rank finished */
     unsigned char *reported;
     char (*why)[WHY_MAX];
     hs_treq_t **req;       /* (size) the heartbeat in flight to each rank */
-    unsigned char *obuf;   /* (size * bytes) */
+    unsigned char *obuf;   /* (size * stride) */
     double last_sent;      /* when this rank last sent its heartbeats (< 0: not yet) */
     double last_tick;      /* when the service last ran on_tick */
     double self_fenced_at; /* when this rank learnt it was fenced (< 0: not) */
@@ -118,7 +119,7 @@ static void send_all(hs_hb_t *hb, unsigned flags)
                 continue; /* a stopped rank's queue: one heartbeat in flight is enough */
             }
         }
-        hb_wire_v1_t *h = (hb_wire_v1_t *)(hb->obuf + (size_t)p * hb->bytes);
+        hb_wire_v1_t *h = (hb_wire_v1_t *)(hb->obuf + (size_t)p * hb->stride);
         *h = (hb_wire_v1_t){.magic = HB_MAGIC,
                             .version = HB_VERSION,
                             .rank = hb->rank,
@@ -204,6 +205,7 @@ int hs_hb_start(hs_hb_t **out, hs_exec_t *x, int rank, int size, double fail_s)
     hb->fail_s = fail_s;
     hb->period_s = HS_MIN(0.5, fail_s / 8);
     hb->bytes = sizeof(hb_wire_v1_t) + (size_t)size;
+    hb->stride = (hb->bytes + 15) & ~(size_t)15;
     hb->last_sent = -1;
     hb->self_fenced_at = -1;
     hb->last = hs_calloc((size_t)size, sizeof *hb->last, "heartbeat times");
@@ -212,7 +214,7 @@ int hs_hb_start(hs_hb_t **out, hs_exec_t *x, int rank, int size, double fail_s)
     hb->reported = hs_calloc((size_t)size, 1, "fences reported");
     hb->why = hs_calloc((size_t)size, sizeof *hb->why, "fence reasons");
     hb->req = hs_calloc((size_t)size, sizeof *hb->req, "heartbeat sends");
-    hb->obuf = hs_calloc((size_t)size, hb->bytes, "heartbeat buffers");
+    hb->obuf = hs_calloc((size_t)size, hb->stride, "heartbeat buffers");
     hb->src = hs_calloc((size_t)size, sizeof *hb->src, "heartbeat sources");
     hb->tag = hs_calloc((size_t)size, sizeof *hb->tag, "heartbeat tags");
     if (!hb->last || !hb->st || !hb->bye || !hb->reported || !hb->why || !hb->req || !hb->obuf ||
