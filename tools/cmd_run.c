@@ -60,6 +60,7 @@ typedef struct worker {
     pid_t pid;
     int alive;
     int signalled; /* the launcher sent it a signal: its death is expected */
+    int noted;     /* --finish-timeout passed while it still ran: said once */
     stream_t out, err;
 } worker_t;
 
@@ -122,10 +123,10 @@ static void usage(FILE *f)
             "                     other workers (default 3)\n"
             "  --finish-timeout S once a worker has ended (but by an injected crash or a\n"
             "                     fence: 70, 71), the others must\n"
-            "                     exit within S seconds (default 120); one that does not\n"
-            "                     (frozen, SIGSTOP, or\n"
-            "                     hung) is named and killed, and the job fails (status 71 for\n"
-            "                     a stopped rank, 124 otherwise)\n"
+            "                     exit within S seconds (default 120); one that is then\n"
+            "                     stopped (frozen, SIGSTOP) is named and killed, and the job\n"
+            "                     fails with status 71; one still running (a straggler) is\n"
+            "                     named and waited for\n"
             "  --keep-going       when a worker fails, report it but let the others run on\n"
             "                     (fault-injection studies: a crashed rank must not end the\n"
             "                     job); the exit status still reports the failure\n"
@@ -462,23 +463,33 @@ static int is_stopped(pid_t pid)
     return c && c[1] == ' ' && (c[2] == 'T' || c[2] == 't');
 }
 
-/* Every wait is bounded: once a rank has exited, a rank still there --finish-timeout later
- * (frozen, or hung) is named and killed, and the job fails. */
+/* Every wait is bounded: once a rank has exited, a rank still there --finish-timeout later and
+ * stopped (SIGSTOP: frozen) is named and killed, and the job fails. One still running is named
+ * once and waited for: a straggler (a slowed rank, the slower side of AD-PSGD, an asynchronous
+ * run's last rank) legitimately trains long after the others have finished, and its own waits
+ * are bounded by --comm-timeout, --drain-timeout and the heartbeats' --fail-timeout. */
 static void end_stragglers(launcher_t *L, double now)
 {
     if (L->first_done_at == 0 || now - L->first_done_at < L->o.finish_s) return;
     for (long r = 0; r < L->o.n; r++) {
         worker_t *w = &L->w[r];
         if (!w->alive || w->signalled) continue;
-        int stopped = is_stopped(w->pid);
+        if (!is_stopped(w->pid)) {
+            if (!w->noted)
+                fprintf(stderr,
+                        "hearsay run: rank %ld still running %.1f s after rank %ld finished "
+                        "(--finish-timeout %g s): waiting for it (not stopped)\n",
+                        r, now - L->first_done_at, L->first_done, L->o.finish_s);
+            w->noted = 1;
+            continue;
+        }
         fprintf(stderr,
-                "hearsay run: rank %ld %s: still there %.1f s after rank %ld finished "
-                "(--finish-timeout %g s); killed\n",
-                r, stopped ? "frozen (stopped, SIGSTOP)" : "hung (not exited)",
-                now - L->first_done_at, L->first_done, L->o.finish_s);
+                "hearsay run: rank %ld frozen (stopped, SIGSTOP): still there %.1f s after rank "
+                "%ld finished (--finish-timeout %g s); killed\n",
+                r, now - L->first_done_at, L->first_done, L->o.finish_s);
         w->signalled = 1;
         if (kill(-w->pid, SIGKILL) < 0) kill(w->pid, SIGKILL);
-        if (!L->first_code) L->first_code = stopped ? 71 : 124;
+        if (!L->first_code) L->first_code = 71;
     }
 }
 
