@@ -1,6 +1,8 @@
 /* optim/algo.c — the algorithm registry and "local", the smallest algorithm: every rank trains
  * alone (the single-worker run, and a baseline without communication). A new algorithm is one
- * file like this one plus a line in all_algos[] (docs/algorithms.md, "Adding an algorithm"). */
+ * file like this one (its options in its ops table) plus a line in all_algos[], or a call to
+ * hs_algo_register from a program of its own (docs/algorithms.md, "Adding an algorithm";
+ * tests/algo_example.c). */
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
 

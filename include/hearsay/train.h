@@ -213,11 +213,12 @@ int hs_train_in(const hs_train_opts_t *o, struct hs_boot *boot, struct hs_exec *
                 hs_train_result_t *res);
 
 /* Check every option before the job starts, whatever the rank count (runtime/train_check.c):
- * algo name and tau, straggler specs (against `ranks` when > 0), link shaping, data, model
+ * algo name, straggler specs (against `ranks` when > 0), link shaping, data, model
  * (against the data's shape), shard, lr schedule, warm-up, device, graph (built for `ranks`
  * > 1 when the algorithm uses it, else checked without a size: grammar, numbers, files), the
- * algorithm's own options (hs_algo_ops_t.check), provider, --resume's checkpoints. ranks 0:
- * the job size is not known yet. -EINVAL (or the file's error) naming the flag. */
+ * algorithm's own options (o->algo_opts against its table, then hs_algo_ops_t.check), provider,
+ * --resume's checkpoints. ranks 0: the job size is not known yet. -EINVAL (or the file's error)
+ * naming the flag. */
 int hs_train_dist_check(const hs_train_opts_t *o, int ranks);
 
 #ifdef __cplusplus
