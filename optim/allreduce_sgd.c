@@ -250,13 +250,15 @@ static int ar_step(hs_algo_t *a, long t)
 }
 
 /* --bucket-mb: not negative (0: one reduction after backward). */
-static int ar_check(const hs_algo_opts_t *o, int ranks)
+static int ar_check(const hs_algo_opts_t *o, const hs_cfg_t *cfg, int ranks)
 {
+    (void)o;
     (void)ranks;
-    if (!(o->bucket_mb >= 0))
-        return HS_ERR(-EINVAL, "--bucket-mb %g: expected a size in MiB >= 0 (0: no buckets)",
-                      o->bucket_mb);
-    return 0;
+    const double mb = hs_cfg_double(cfg, "bucket-mb");
+    if (!(mb >= 0))
+        return HS_ERR(-EINVAL, "--bucket-mb %g: expected a size in MiB >= 0 (0: no buckets)", mb);
+    hs_compress_spec_t cs;
+    return hs_compress_parse(hs_cfg_str(cfg, "compress"), &cs);
 }
 
 static int ar_drain(hs_algo_t *a, int final)
@@ -300,7 +302,7 @@ static int ar_init(hs_algo_t **out, hs_dist_t *d)
     a->d = d;
     int rc;
     hs_compress_spec_t cs;
-    if ((rc = hs_compress_parse(d->o->compress, &cs)) < 0) goto fail;
+    if ((rc = hs_compress_parse(hs_dist_opt_str(d, "compress"), &cs)) < 0) goto fail;
     if (cs.kind != HS_COMPRESS_NONE && d->t && d->size > 1) { /* one worker: nothing to send */
         if ((rc = efsgd_create(&a->ef, d)) < 0) goto fail;
         *out = a;
@@ -338,10 +340,11 @@ static int ar_init(hs_algo_t **out, hs_dist_t *d)
         goto fail;
     }
     /* Buckets reduced during backward: CPU kernels (the gradient is where the reductions run) */
-    if (a->ar && d->o->bucket_mb > 0 && !a->host) {
-        if ((rc = bk_init(a, &ao, d->o->bucket_mb * (1 << 20))) < 0) goto fail;
+    const double bucket_mb = hs_dist_opt_double(d, "bucket-mb");
+    if (a->ar && bucket_mb > 0 && !a->host) {
+        if ((rc = bk_init(a, &ao, bucket_mb * (1 << 20))) < 0) goto fail;
         if (a->nb) hs_allreduce_destroy(&a->ar);
-    } else if (a->ar && d->o->bucket_mb > 0 && d->rank == 0) {
+    } else if (a->ar && bucket_mb > 0 && d->rank == 0) {
         HS_DEBUG("all-reduce SGD: --bucket-mb needs CPU kernels: one reduction after backward");
     }
     *out = a;
@@ -367,11 +370,29 @@ static int ar_state_load(hs_algo_t *a, const void *buf)
     return a->ef ? efsgd_state_load(a->ef, buf) : 0;
 }
 
+static const hs_option_t ar_options[] = {
+    {.name = "compress",
+     .type = HS_OPT_STRING,
+     .def = "none",
+     .metavar = "SPEC",
+     .help = "compress what is sent (with error feedback): none, fp16, bf16, "
+             "int8[:nearest|:stochastic][:chunk=C], topk:K, randk:K (K a count or P%)"},
+    {.name = "bucket-mb",
+     .type = HS_OPT_DOUBLE,
+     .def = "25",
+     .range = "[0, 1048576]",
+     .metavar = "MB",
+     .help = "reduce the gradient in buckets of about MB MiB (consecutive layers, last first) "
+             "while backward still runs, as PyTorch DDP; 0: one reduction after backward"},
+};
+
 const hs_algo_ops_t hs_algo_allreduce_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "allreduce",
     .help = "synchronous SGD: gradients averaged by a ring or direct all-reduce",
-    .flags = HS_ALGO_COMM | HS_ALGO_COMPRESS,
+    .flags = HS_ALGO_COMM,
+    .options = ar_options,
+    .n_options = HS_ARRAY_LEN(ar_options),
     .init = ar_init,
     .step = ar_step,
     .drain = ar_drain,

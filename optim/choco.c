@@ -157,9 +157,9 @@ static void choco_finalize(hs_algo_t **ap)
 }
 
 /* gamma: the flag, or the compressor's default. */
-static double choco_gamma(const hs_algo_opts_t *o, const hs_compress_spec_t *s)
+static double choco_gamma(const hs_dist_t *d, const hs_compress_spec_t *s)
 {
-    if (o->consensus_step > 0) return o->consensus_step;
+    if (hs_dist_opt_double(d, "consensus-step") > 0) return hs_dist_opt_double(d, "consensus-step");
     return s->kind == HS_COMPRESS_TOPK || s->kind == HS_COMPRESS_RANDK ? CHOCO_GAMMA_SPARSE
                                                                        : CHOCO_GAMMA_DENSE;
 }
@@ -183,7 +183,7 @@ static int choco_init(hs_algo_t **out, hs_dist_t *d)
     a->d = d;
     a->n = d->n;
     a->maxdeg = HS_MAX(1, hs_topo_max_out_degree(d->topo));
-    const char *spec = d->o->compress ? d->o->compress : "none";
+    const char *spec = hs_dist_opt_str(d, "compress") ? hs_dist_opt_str(d, "compress") : "none";
     /* the seed of the rounding / sampling stream: per rank, fixed (runs repeat) */
     uint64_t seed = 0x43484f43ull ^ ((uint64_t)d->rank * 0x9e3779b97f4a7c15ull);
     int rc = hs_compressor_create(&a->q, spec, a->n, seed);
@@ -191,7 +191,7 @@ static int choco_init(hs_algo_t **out, hs_dist_t *d)
         hs_error_prefix("--algo choco");
         goto fail;
     }
-    a->gamma = choco_gamma(d->o, hs_compressor_spec(a->q));
+    a->gamma = choco_gamma(d, hs_compressor_spec(a->q));
     a->max_bytes = hs_compressor_max_bytes(a->q);
     if (a->max_bytes > UINT32_MAX) {
         rc = HS_ERR(-EINVAL,
@@ -231,16 +231,32 @@ fail:
     return rc;
 }
 
-static int choco_check(const hs_algo_opts_t *o, int ranks)
+static int choco_check(const hs_algo_opts_t *o, const hs_cfg_t *cfg, int ranks)
 {
+    (void)o;
     (void)ranks;
     hs_compress_spec_t s;
-    HS_TRY(hs_compress_parse(o->compress, &s));
-    if (o->consensus_step < 0 || o->consensus_step > 1)
-        return HS_ERR(-EINVAL, "--consensus-step must be in (0, 1] (0: the default), got %g",
-                      o->consensus_step);
+    HS_TRY(hs_compress_parse(hs_cfg_str(cfg, "compress"), &s));
+    const double g = hs_cfg_double(cfg, "consensus-step");
+    if (g < 0 || g > 1)
+        return HS_ERR(-EINVAL, "--consensus-step must be in (0, 1] (0: the default), got %g", g);
     return 0;
 }
+
+static const hs_option_t choco_options[] = {
+    {.name = "compress",
+     .type = HS_OPT_STRING,
+     .def = "none",
+     .metavar = "SPEC",
+     .help = "compress what is sent (with error feedback): none, fp16, bf16, "
+             "int8[:nearest|:stochastic][:chunk=C], topk:K, randk:K (K a count or P%)"},
+    {.name = "consensus-step",
+     .type = HS_OPT_DOUBLE,
+     .def = "0",
+     .range = "[0, 1]",
+     .metavar = "GAMMA",
+     .help = "consensus step size gamma (0: 1 for fp16/bf16/int8/none, 0.05 for topk/randk)"},
+};
 
 /* Checkpoint state: x^_i and s_i (2 n floats). */
 static size_t choco_state_bytes(const hs_algo_t *a)
@@ -266,8 +282,10 @@ const hs_algo_ops_t hs_algo_choco_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "choco",
     .help = "CHOCO-SGD: D-PSGD with compressed messages (--compress) and public copies",
-    .flags = HS_ALGO_GRAPH | HS_ALGO_UNDIRECTED | HS_ALGO_COMM | HS_ALGO_COMPRESS,
+    .flags = HS_ALGO_GRAPH | HS_ALGO_UNDIRECTED | HS_ALGO_COMM,
     .default_graph = "biring",
+    .options = choco_options,
+    .n_options = HS_ARRAY_LEN(choco_options),
     .init = choco_init,
     .step = choco_step,
     .drain = choco_drain,

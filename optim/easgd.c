@@ -170,17 +170,20 @@ static int easgd_open(hs_algo_t **out, hs_dist_t *d, int momentum)
     if (momentum && !(o->nesterov && o->momentum > 0))
         return HS_ERR(-EINVAL, "--algo eamsgd needs Nesterov momentum on the local steps "
                                "(--momentum > 0 and --nesterov)");
-    if (o->tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", o->tau);
-    double alpha = o->alpha > 0 ? o->alpha : 0.9 / d->size;
+    const int tau = (int)hs_dist_opt_int(d, "tau");
+    if (tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", tau);
+    double alpha =
+        hs_dist_opt_double(d, "alpha") > 0 ? hs_dist_opt_double(d, "alpha") : 0.9 / d->size;
     if (!(alpha > 0 && alpha < 1))
         return HS_ERR(-EINVAL, "--alpha %g: the moving rate must be in (0, 1)", alpha);
     hs_algo_t *a = hs_calloc(1, sizeof *a, "EASGD state");
     if (!a) return -ENOMEM;
     a->d = d;
-    a->tau = o->tau;
+    a->tau = tau;
     a->eamsgd = momentum;
     a->alpha = alpha;
-    int *owners = NULL, nown = 0, rc = hs_center_parse_owners(o->centers, d->size, &owners, &nown);
+    int *owners = NULL, nown = 0,
+        rc = hs_center_parse_owners(hs_dist_opt_str(d, "centers"), d->size, &owners, &nown);
     if (rc < 0) goto fail;
     rc = -ENOMEM;
     a->x = hs_malloc(d->n * sizeof(float), "EASGD x");
@@ -191,9 +194,11 @@ static int easgd_open(hs_algo_t **out, hs_dist_t *d, int momentum)
     /* --compress fp16|bf16: center reads and elastic adds travel in half precision, on the
      * service path (the one-sided path adds float32 atomically) */
     hs_compress_spec_t cs;
-    if ((rc = hs_compress_parse(o->compress, &cs)) < 0) goto fail;
+    if ((rc = hs_compress_parse(hs_dist_opt_str(d, "compress"), &cs)) < 0) goto fail;
     const int half = cs.kind == HS_COMPRESS_FP16 || cs.kind == HS_COMPRESS_BF16;
-    const char *path = o->center_path;
+    /* the flag wins; left at its default, $HS_CENTER_PATH (or auto) decides */
+    const char *path =
+        hs_dist_opt_given(d, "center-path") ? hs_dist_opt_str(d, "center-path") : NULL;
     if (half && path && !strcmp(path, "rma")) {
         rc = HS_ERR(-EINVAL,
                     "--compress %s with --center-path rma: the one-sided path adds "
@@ -216,40 +221,43 @@ fail:
 
 /* The options checked before the job starts: the center owners (against the job size when
  * known), the moving rate, EAMSGD's momentum. */
-static int easgd_check_opts(const hs_algo_opts_t *o, int ranks, int momentum)
+static int easgd_check_opts(const hs_algo_opts_t *o, const hs_cfg_t *cfg, int ranks, int momentum)
 {
+    const double alpha = hs_cfg_double(cfg, "alpha");
+    const char *center_path =
+        hs_cfg_source(cfg, "center-path") != HS_CFG_DEFAULT ? hs_cfg_str(cfg, "center-path") : NULL;
     if (momentum && !(o->nesterov && o->momentum > 0))
         return HS_ERR(-EINVAL, "--algo eamsgd needs Nesterov momentum on the local steps "
                                "(--momentum > 0 and --nesterov)");
-    if (o->alpha > 0 && !(o->alpha < 1))
-        return HS_ERR(-EINVAL, "--alpha %g: the moving rate must be in (0, 1)", o->alpha);
+    if (alpha > 0 && !(alpha < 1))
+        return HS_ERR(-EINVAL, "--alpha %g: the moving rate must be in (0, 1)", alpha);
     hs_compress_spec_t cs;
-    HS_TRY(hs_compress_parse(o->compress, &cs));
+    HS_TRY(hs_compress_parse(hs_cfg_str(cfg, "compress"), &cs));
     if (cs.kind != HS_COMPRESS_NONE && cs.kind != HS_COMPRESS_FP16 && cs.kind != HS_COMPRESS_BF16)
         return HS_ERR(-EINVAL,
                       "--compress %s: --algo %s takes fp16 or bf16 only (its center reads and "
                       "elastic adds have no error feedback, so only a rounding this small is safe)",
                       cs.text, momentum ? "eamsgd" : "easgd");
-    if ((cs.kind == HS_COMPRESS_FP16 || cs.kind == HS_COMPRESS_BF16) && o->center_path &&
-        !strcmp(o->center_path, "rma"))
+    if ((cs.kind == HS_COMPRESS_FP16 || cs.kind == HS_COMPRESS_BF16) && center_path &&
+        !strcmp(center_path, "rma"))
         return HS_ERR(-EINVAL,
                       "--compress %s with --center-path rma: the one-sided path adds "
                       "float32 atomically; use --center-path service (or auto)",
                       cs.text);
     int *owners = NULL, n = 0;
-    int rc = hs_center_parse_owners(o->centers, ranks, &owners, &n);
+    int rc = hs_center_parse_owners(hs_cfg_str(cfg, "centers"), ranks, &owners, &n);
     free(owners);
     return rc;
 }
 
-static int easgd_check(const hs_algo_opts_t *o, int ranks)
+static int easgd_check(const hs_algo_opts_t *o, const hs_cfg_t *cfg, int ranks)
 {
-    return easgd_check_opts(o, ranks, 0);
+    return easgd_check_opts(o, cfg, ranks, 0);
 }
 
-static int eamsgd_check(const hs_algo_opts_t *o, int ranks)
+static int eamsgd_check(const hs_algo_opts_t *o, const hs_cfg_t *cfg, int ranks)
 {
-    return easgd_check_opts(o, ranks, 1);
+    return easgd_check_opts(o, cfg, ranks, 1);
 }
 
 static int easgd_init(hs_algo_t **out, hs_dist_t *d)
@@ -278,14 +286,46 @@ static int easgd_state_load(hs_algo_t *a, const void *buf)
     return hs_center_state_load(a->c, buf);
 }
 
+/* The options of easgd and eamsgd. */
+static const hs_option_t easgd_options[] = {
+    {.name = "tau",
+     .type = HS_OPT_INT,
+     .def = "1",
+     .range = "[1, 64]",
+     .metavar = "K",
+     .help = "communication period in local steps (default 1)"},
+    {.name = "alpha",
+     .type = HS_OPT_DOUBLE,
+     .def = "0",
+     .range = "[0, 1)",
+     .help = "elastic moving rate (0: 0.9 / ranks)"},
+    {.name = "centers",
+     .type = HS_OPT_STRING,
+     .def = "all",
+     .metavar = "RANKS",
+     .help = "ranks holding the center shards (all, R, R1,R2, A-B)"},
+    {.name = "center-path",
+     .type = HS_OPT_ENUM,
+     .def = "auto",
+     .choices = "auto|rma|service",
+     .help = "reach the center by one-sided atomics (rma), by the owners' service threads "
+             "(service), or rma where the provider has float atomics (auto)"},
+    {.name = "compress",
+     .type = HS_OPT_STRING,
+     .def = "none",
+     .metavar = "SPEC",
+     .help = "compress what is sent: none, fp16, bf16"},
+};
+
 /* Their services answer while the main thread waits: without the transport's progress thread
  * a completion reaped by one thread does not wake the other (20x slower, measured). */
 const hs_algo_ops_t hs_algo_easgd_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "easgd",
     .help = "elastic averaging SGD: every --tau steps, an elastic pull toward a sharded center",
-    .flags = HS_ALGO_COMM | HS_ALGO_TAU | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT | HS_ALGO_COMPRESS,
-    .default_tau = 1,
+    .flags = HS_ALGO_COMM | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT,
+    .options = easgd_options,
+    .n_options = HS_ARRAY_LEN(easgd_options),
     .init = easgd_init,
     .step = easgd_step,
     .drain = easgd_drain,
@@ -300,9 +340,9 @@ const hs_algo_ops_t hs_algo_eamsgd_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "eamsgd",
     .help = "EASGD with Nesterov momentum on the local steps",
-    .flags = HS_ALGO_COMM | HS_ALGO_TAU | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT | HS_ALGO_NESTEROV |
-             HS_ALGO_COMPRESS,
-    .default_tau = 1,
+    .flags = HS_ALGO_COMM | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT | HS_ALGO_NESTEROV,
+    .options = easgd_options,
+    .n_options = HS_ARRAY_LEN(easgd_options),
     .init = eamsgd_init,
     .step = easgd_step,
     .drain = easgd_drain,

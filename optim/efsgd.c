@@ -175,8 +175,9 @@ int efsgd_create(efsgd_t **out, hs_dist_t *d)
     e->d = d;
     e->n = d->n;
     uint64_t seed = 0x45465347ull ^ ((uint64_t)d->rank * 0x9e3779b97f4a7c15ull);
-    int rc = hs_compressor_create(&e->c, d->o->compress, e->n, seed);
-    if (rc < 0 || (rc = hs_compressor_create(&e->dc, d->o->compress, e->n, seed)) < 0) {
+    const char *spec = hs_dist_opt_str(d, "compress");
+    int rc = hs_compressor_create(&e->c, spec, e->n, seed);
+    if (rc < 0 || (rc = hs_compressor_create(&e->dc, spec, e->n, seed)) < 0) {
         hs_error_prefix("--algo allreduce");
         goto fail;
     }

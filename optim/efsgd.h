@@ -7,7 +7,7 @@
 
 typedef struct efsgd efsgd_t;
 
-/* State for d (CPU backend; d->o->compress names the compressor). */
+/* State for d (CPU backend; its option --compress names the compressor). */
 int efsgd_create(efsgd_t **out, hs_dist_t *d);
 /* Round t: replace d->grads by the mean over ranks of the compressed error-corrected gradients
  * (identical on every rank), keeping what this rank's compressor dropped for the next round. */

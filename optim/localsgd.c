@@ -25,6 +25,7 @@ struct hs_algo {
     float *host;     /* (n) host staging for non-CPU backends */
     long last_avg;   /* iterations done when the models were last averaged (-1: never) */
     long iters_done; /* iterations done (the last step's t + 1) */
+    long period;     /* --period H */
 };
 
 /* x_i <- the average of every rank's x (a collective). */
@@ -58,7 +59,7 @@ static int loc_step(hs_algo_t *a, long t)
     hs_dist_t *d = a->d;
     HS_TRY(hs_dist_apply(d, 1.0));
     a->iters_done = t + 1;
-    if (a->ar && (t + 1) % d->o->period == 0) return average(a, t);
+    if (a->ar && (t + 1) % a->period == 0) return average(a, t);
     return 0;
 }
 
@@ -83,11 +84,12 @@ static void loc_finalize(hs_algo_t **ap)
 static int loc_init(hs_algo_t **out, hs_dist_t *d)
 {
     *out = NULL;
-    if (d->o->period < 1)
-        return HS_ERR(-EINVAL, "--period must be at least 1 (got %d)", d->o->period);
+    const long period = hs_dist_opt_int(d, "period");
+    if (period < 1) return HS_ERR(-EINVAL, "--period must be at least 1 (got %ld)", period);
     hs_algo_t *a = hs_calloc(1, sizeof *a, "local SGD state");
     if (!a) return -ENOMEM;
     a->d = d;
+    a->period = period;
     a->last_avg = -1;
     if (d->size == 1 || !d->t) { /* one worker: its own average */
         *out = a;
@@ -110,21 +112,32 @@ fail:
     return rc;
 }
 
-static int loc_check(const hs_algo_opts_t *o, int ranks)
+static int loc_check(const hs_algo_opts_t *o, const hs_cfg_t *cfg, int ranks)
 {
+    (void)o;
     (void)ranks;
-    if (o->period < 1)
-        return HS_ERR(-EINVAL, "--period %d: local SGD averages every H >= 1 local steps",
-                      o->period);
+    if (hs_cfg_int(cfg, "period") < 1)
+        return HS_ERR(-EINVAL, "--period %ld: local SGD averages every H >= 1 local steps",
+                      hs_cfg_int(cfg, "period"));
     return 0;
 }
+
+static const hs_option_t loc_options[] = {
+    {.name = "period",
+     .type = HS_OPT_INT,
+     .def = "4",
+     .range = "[1, 1000000]",
+     .metavar = "H",
+     .help = "local steps between two exact averages of the models"},
+};
 
 const hs_algo_ops_t hs_algo_localsgd_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "localsgd",
     .help = "local SGD: --period H local steps, then an exact average (all-reduce) of the models",
-    .flags = HS_ALGO_COMM | HS_ALGO_PERIOD,
-    .default_period = 4,
+    .flags = HS_ALGO_COMM,
+    .options = loc_options,
+    .n_options = HS_ARRAY_LEN(loc_options),
     .init = loc_init,
     .step = loc_step,
     .drain = loc_drain,

@@ -638,18 +638,20 @@ static void lsgd_finalize(hs_algo_t **ap)
 }
 
 /* The options, before the job starts (ranks 0: the job size is not known yet) and at init. */
-static int lsgd_check(const hs_algo_opts_t *o, int ranks)
+static int lsgd_check(const hs_algo_opts_t *o, const hs_cfg_t *cfg, int ranks)
 {
-    if (o->tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", o->tau);
-    if (o->leader_window < 1)
-        return HS_ERR(-EINVAL, "--leader-window must be at least 1 (got %d)", o->leader_window);
-    if (!(o->pull_local >= 0) || !(o->pull_global >= 0))
-        return HS_ERR(-EINVAL, "--pull-local %g / --pull-global %g must be >= 0", o->pull_local,
-                      o->pull_global);
-    if (ranks > 0 && o->groups > ranks)
-        return HS_ERR(-EINVAL, "--groups %d: more groups than the %d ranks", o->groups, ranks);
+    (void)o;
+    const long tau = hs_cfg_int(cfg, "tau"), window = hs_cfg_int(cfg, "leader-window");
+    const long groups = hs_cfg_int(cfg, "groups");
+    const double pl = hs_cfg_double(cfg, "pull-local"), pg = hs_cfg_double(cfg, "pull-global");
+    if (tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %ld)", tau);
+    if (window < 1) return HS_ERR(-EINVAL, "--leader-window must be at least 1 (got %ld)", window);
+    if (!(pl >= 0) || !(pg >= 0))
+        return HS_ERR(-EINVAL, "--pull-local %g / --pull-global %g must be >= 0", pl, pg);
+    if (ranks > 0 && groups > ranks)
+        return HS_ERR(-EINVAL, "--groups %ld: more groups than the %d ranks", groups, ranks);
     hs_compress_spec_t cs;
-    HS_TRY(hs_compress_parse(o->compress, &cs));
+    HS_TRY(hs_compress_parse(hs_cfg_str(cfg, "compress"), &cs));
     if (cs.kind != HS_COMPRESS_NONE && cs.kind != HS_COMPRESS_FP16 && cs.kind != HS_COMPRESS_BF16)
         return HS_ERR(-EINVAL,
                       "--compress %s: --algo lsgd takes fp16 or bf16 only (its snapshots are "
@@ -661,21 +663,21 @@ static int lsgd_check(const hs_algo_opts_t *o, int ranks)
 static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
 {
     *out = NULL;
-    const hs_algo_opts_t *o = d->o;
-    HS_TRY(lsgd_check(o, d->size));
+    HS_TRY(lsgd_check(d->o, d->cfg, d->size));
+    const int groups = (int)hs_dist_opt_int(d, "groups");
     hs_algo_t *a = hs_calloc(1, sizeof *a, "leader-SGD state");
     if (!a) return -ENOMEM;
     a->d = d;
     atomic_init(&a->svc_sent, 0);
     atomic_init(&a->svc_recv, 0);
-    a->tau = o->tau;
-    a->k = o->leader_window;
-    a->lam_local = o->pull_local;
-    a->lam_global = o->pull_global;
-    a->groups = o->groups > 0 ? o->groups : 1;
+    a->tau = (int)hs_dist_opt_int(d, "tau");
+    a->k = (int)hs_dist_opt_int(d, "leader-window");
+    a->lam_local = hs_dist_opt_double(d, "pull-local");
+    a->lam_global = hs_dist_opt_double(d, "pull-global");
+    a->groups = groups > 0 ? groups : 1;
     a->on_host = d->k->device == HS_DEV_CPU;
     hs_lsgd_group(d->rank, d->size, a->groups, &a->glo, &a->ghi);
-    if (o->groups == 0 && d->host_of && d->n_hosts > 1) {
+    if (groups == 0 && d->host_of && d->n_hosts > 1) {
         /* Default: one group per host, the ranks around this one on the same host (launchers
          * place ranks by blocks, so a host's ranks are contiguous). */
         int h = d->host_of[d->rank];
@@ -702,7 +704,7 @@ static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
     a->qbuf = hs_malloc(HDR, "snapshot request");
     {
         hs_compress_spec_t cs;
-        if ((rc = hs_compress_parse(o->compress, &cs)) < 0) goto fail;
+        if ((rc = hs_compress_parse(hs_dist_opt_str(d, "compress"), &cs)) < 0) goto fail;
         if (cs.kind == HS_COMPRESS_FP16 || cs.kind == HS_COMPRESS_BF16) {
             a->half = cs.kind == HS_COMPRESS_BF16 ? HS_EL_BF16 : HS_EL_FP16;
             if (!(a->sscratch = hs_malloc(d->n * sizeof(float), "snapshot copy"))) {
@@ -764,12 +766,48 @@ static int lsgd_state_load(hs_algo_t *a, const void *buf)
     return 0;
 }
 
+static const hs_option_t lsgd_options[] = {
+    {.name = "tau",
+     .type = HS_OPT_INT,
+     .def = "1",
+     .range = "[1, 64]",
+     .metavar = "K",
+     .help = "communication period in local steps (default 1)"},
+    {.name = "pull-local",
+     .type = HS_OPT_DOUBLE,
+     .def = "0.1",
+     .range = "[0, 100]",
+     .help = "pull toward the leader of the worker's group (several groups or hosts)"},
+    {.name = "pull-global",
+     .type = HS_OPT_DOUBLE,
+     .def = "0.1",
+     .range = "[0, 100]",
+     .help = "pull toward the global leader"},
+    {.name = "groups",
+     .type = HS_OPT_INT,
+     .def = "0",
+     .range = "[0, 4096]",
+     .help = "contiguous groups of ranks with a local leader each (0: one per host)"},
+    {.name = "leader-window",
+     .type = HS_OPT_INT,
+     .def = "10",
+     .range = "[1, 100000]",
+     .metavar = "K",
+     .help = "the leader has the lowest mean loss over its last K batches"},
+    {.name = "compress",
+     .type = HS_OPT_STRING,
+     .def = "none",
+     .metavar = "SPEC",
+     .help = "compress what is sent: none, fp16, bf16"},
+};
+
 const hs_algo_ops_t hs_algo_lsgd_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "lsgd",
     .help = "leader-SGD: pulls toward the global and the group's lowest-loss worker",
-    .flags = HS_ALGO_COMM | HS_ALGO_TAU | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT | HS_ALGO_COMPRESS,
-    .default_tau = 1,
+    .flags = HS_ALGO_COMM | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT,
+    .options = lsgd_options,
+    .n_options = HS_ARRAY_LEN(lsgd_options),
     .init = lsgd_init,
     .step = lsgd_step,
     .drain = lsgd_drain,

@@ -203,7 +203,7 @@ static int qsgp_init(hs_algo_t **out, hs_dist_t *d)
     a->n = d->n;
     a->y = 1.0;
     a->maxdeg = HS_MAX(1, HS_MAX(hs_topo_max_out_degree(d->topo), hs_topo_max_in_degree(d->topo)));
-    const char *spec = d->o->compress ? d->o->compress : "none";
+    const char *spec = hs_dist_opt_str(d, "compress") ? hs_dist_opt_str(d, "compress") : "none";
     uint64_t seed = 0x51534750ull ^ ((uint64_t)d->rank * 0x9e3779b97f4a7c15ull);
     int rc = hs_compressor_create(&a->c, spec, a->n, seed);
     if (rc < 0 || (rc = hs_compressor_create(&a->dc, spec, a->n, seed)) < 0) {
@@ -219,7 +219,8 @@ static int qsgp_init(hs_algo_t **out, hs_dist_t *d)
         goto fail;
     }
     hs_compress_kind_t kind = hs_compressor_spec(a->c)->kind;
-    a->gamma = d->o->consensus_step > 0                                ? d->o->consensus_step
+    const double gamma = hs_dist_opt_double(d, "consensus-step");
+    a->gamma = gamma > 0                                               ? gamma
                : kind == HS_COMPRESS_TOPK || kind == HS_COMPRESS_RANDK ? 0.05
                                                                        : 1.0;
     rc = -ENOMEM;
@@ -319,12 +320,39 @@ static int qsgp_state_load(hs_algo_t *a, const void *buf)
     return 0;
 }
 
+/* --compress parses (before the job starts). */
+static int qsgp_check(const hs_algo_opts_t *o, const hs_cfg_t *cfg, int ranks)
+{
+    (void)o;
+    (void)ranks;
+    hs_compress_spec_t s;
+    return hs_compress_parse(hs_cfg_str(cfg, "compress"), &s);
+}
+
+static const hs_option_t qsgp_options[] = {
+    {.name = "compress",
+     .type = HS_OPT_STRING,
+     .def = "none",
+     .metavar = "SPEC",
+     .help = "compress what is sent (with error feedback): none, fp16, bf16, "
+             "int8[:nearest|:stochastic][:chunk=C], topk:K, randk:K (K a count or P%)"},
+    {.name = "consensus-step",
+     .type = HS_OPT_DOUBLE,
+     .def = "0",
+     .range = "[0, 1]",
+     .metavar = "GAMMA",
+     .help = "consensus step size gamma (0: 1 for fp16/bf16/int8/none, 0.05 for topk/randk)"},
+};
+
 const hs_algo_ops_t hs_algo_qsgp_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "qsgp",
     .help = "compressed push-sum SGD (--compress) on a static directed graph, exact weights",
-    .flags = HS_ALGO_GRAPH | HS_ALGO_COMM | HS_ALGO_COMPRESS,
+    .flags = HS_ALGO_GRAPH | HS_ALGO_COMM,
     .default_graph = "ring",
+    .options = qsgp_options,
+    .n_options = HS_ARRAY_LEN(qsgp_options),
+    .check = qsgp_check,
     .init = qsgp_init,
     .step = qsgp_step,
     .drain = qsgp_drain,

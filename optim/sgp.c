@@ -44,6 +44,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* --delay-bound: none (asynchronous), or the algorithm's own default (sgp: 0, osgp: tau). */
+#define HS_DELAY_NONE (-1L)
+#define HS_DELAY_AUTO (-2L)
+
+/* --delay-mode: how a bound D >= 0 is kept. */
+typedef enum hs_delay_mode {
+    HS_DELAY_MODE_AUTO = 0, /* the algorithm's own: sgp exact, osgp bounded */
+    HS_DELAY_MODE_EXACT,    /* round t mixes exactly its in-peers' round t - D messages, in source
+                             * order: a fixed delay, iterates independent of timing */
+    HS_DELAY_MODE_BOUNDED,  /* round t mixes every message that has arrived, rounds <= t - D
+                             * waited for: a bounded delay (later rounds may be mixed early) */
+} hs_delay_mode_t;
+
 #define RX_SLOTS 8 /* receives kept posted per in-peer */
 
 /* A GOSSIP share held until its round is mixed (a bound D >= 0): the sender's round, the
@@ -105,6 +118,7 @@ struct hs_algo {
     size_t acc_nit[2], acc_cap[2];
     long bound; /* the delay bound in force (HS_DELAY_NONE: none) */
     int exact;  /* --delay-mode exact: round t mixes exactly round t - bound's messages */
+    int step_x; /* --sgp-step x: the local step on x (moves z by the step / w) */
     /* With a bound (held mode), GOSSIP shares are copied here as they arrive and mixed in
      * (round, source) order, never in arrival order, and never before their round (service
      * lock). Without one (asynchronous), they are folded into acc[] as they arrive. */
@@ -783,7 +797,7 @@ static int sgp_step(hs_algo_t *a, long t)
     hs_kernels_t *k = d->k;
     /* 1. the local step, taken on z (x moves by w times it); --sgp-step x: on x as in the
      * paper, x -= lr * update, i.e. z moves by the update / w */
-    HS_TRY(hs_dist_apply(d, d->o->sgp_step_x ? 1.0 / a->w : 1.0));
+    HS_TRY(hs_dist_apply(d, a->step_x ? 1.0 / a->w : 1.0));
     a->trained = t + 1;
 
     /* 2. the snapshot buffers of this slot must be free */
@@ -1360,12 +1374,56 @@ static int peer_set(hs_algo_t *a)
     return 0;
 }
 
+/* --delay-bound as given: D >= 0, HS_DELAY_NONE or HS_DELAY_AUTO (--max-staleness S > 0 is
+ * the deprecated spelling of --delay-bound S). -EINVAL naming the flag. */
+static int delay_given(const hs_cfg_t *cfg, long *bound)
+{
+    const char *db = hs_cfg_str(cfg, "delay-bound");
+    *bound = HS_DELAY_AUTO;
+    if (db && !strcmp(db, "none")) {
+        *bound = HS_DELAY_NONE;
+    } else if (db && strcmp(db, "auto")) {
+        if (hs_parse_long(db, 0, 1000000, "--delay-bound", bound) < 0) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", hs_last_error());
+            return HS_ERR(-EINVAL, "%s (or none, auto)", why);
+        }
+    }
+    if (hs_cfg_int(cfg, "max-staleness") > 0) {
+        if (hs_cfg_source(cfg, "delay-bound") != HS_CFG_DEFAULT)
+            return HS_ERR(-EINVAL, "--max-staleness and --delay-bound say the same thing: give "
+                                   "one (--max-staleness is deprecated)");
+        *bound = hs_cfg_int(cfg, "max-staleness");
+    }
+    return 0;
+}
+
+/* The delay bound and mode in force for sgp (osgp 0) or osgp (1): --delay-bound, or the
+ * paper's (OSGP: tau; SGP: 0); --delay-mode, or the algorithm's own (sgp exact: the paper's
+ * synchronous Algorithm 1; osgp bounded: Algorithm 2's delays of at most tau rounds), AUTO
+ * without a bound (asynchronous). */
+static int delay_in_force(const hs_cfg_t *cfg, int osgp, long *bound, hs_delay_mode_t *mode)
+{
+    HS_TRY(delay_given(cfg, bound));
+    if (*bound == HS_DELAY_AUTO) *bound = osgp ? hs_cfg_int(cfg, "tau") : 0;
+    const char *dm = hs_cfg_str(cfg, "delay-mode");
+    *mode = *bound < 0               ? HS_DELAY_MODE_AUTO
+            : !strcmp(dm, "exact")   ? HS_DELAY_MODE_EXACT
+            : !strcmp(dm, "bounded") ? HS_DELAY_MODE_BOUNDED
+            : osgp                   ? HS_DELAY_MODE_BOUNDED
+                                     : HS_DELAY_MODE_EXACT;
+    return 0;
+}
+
 static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound, hs_delay_mode_t mode)
 {
     *out = NULL;
     if (!d->topo) return HS_ERR(-EINVAL, "SGP needs a graph (--graph)");
     if (tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", tau);
-    if (d->o->sgp_step_x && bound < 0 && d->rank == 0)
+    int step_x = !strcmp(hs_dist_opt_str(d, "sgp-step"), "x");
+    if (hs_dist_opt_int(d, "max-staleness") > 0 && d->rank == 0)
+        HS_WARN("--max-staleness S is deprecated: use --delay-bound S");
+    if (step_x && bound < 0 && d->rank == 0)
         HS_WARN("the step on x (--sgp-step x, the default) with --delay-bound none: under "
                 "unbounded delays a rank's w can drift toward 0 and its step lr / w diverge "
                 "(--sgp-step z is the robust choice there)");
@@ -1375,6 +1433,7 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound, hs_delay
     a->tau = tau;
     a->bound = bound;
     a->exact = bound >= 0 && mode == HS_DELAY_MODE_EXACT;
+    a->step_x = step_x;
     a->mixed_upto = d->start_iter - 1;
     a->trained = d->start_iter;
     a->n = d->n;
@@ -1497,15 +1556,117 @@ fail:
 
 static int sgp_init(hs_algo_t **out, hs_dist_t *d)
 {
-    return sgp_open(out, d, 1, hs_algo_delay_bound(&hs_algo_sgp_ops, d->o),
-                    hs_algo_delay_mode(&hs_algo_sgp_ops, d->o));
+    long bound;
+    hs_delay_mode_t mode;
+    HS_TRY(delay_in_force(d->cfg, 0, &bound, &mode));
+    return sgp_open(out, d, 1, bound, mode);
 }
 
 static int osgp_init(hs_algo_t **out, hs_dist_t *d)
 {
-    return sgp_open(out, d, d->o->tau, hs_algo_delay_bound(&hs_algo_osgp_ops, d->o),
-                    hs_algo_delay_mode(&hs_algo_osgp_ops, d->o));
+    long bound;
+    hs_delay_mode_t mode;
+    HS_TRY(delay_in_force(d->cfg, 1, &bound, &mode));
+    return sgp_open(out, d, (int)hs_dist_opt_int(d, "tau"), bound, mode);
 }
+
+/* --delay-bound, --delay-mode (and the deprecated --max-staleness) before the job starts. */
+static int sgp_check(const hs_algo_opts_t *o, const hs_cfg_t *cfg, int ranks)
+{
+    (void)o;
+    (void)ranks;
+    long bound;
+    HS_TRY(delay_given(cfg, &bound));
+    if (!strcmp(hs_cfg_str(cfg, "delay-mode"), "exact") && bound == HS_DELAY_NONE)
+        return HS_ERR(-EINVAL, "--delay-mode exact needs a delay bound D >= 0 (round t mixes "
+                               "round t - D's messages): --delay-bound none is asynchronous");
+    return 0;
+}
+
+/* summary.json: the variant of SGP that ran (docs/algorithms.md). */
+static int sgp_summary_of(const hs_cfg_t *cfg, int osgp, FILE *f)
+{
+    long bound;
+    hs_delay_mode_t mode;
+    HS_TRY(delay_in_force(cfg, osgp, &bound, &mode));
+    if (bound >= 0)
+        fprintf(f, "  \"delay_bound\": %ld,\n", bound);
+    else
+        fprintf(f, "  \"delay_bound\": \"none\",\n");
+    fprintf(f, "  \"sgp_step\": \"%s\",\n", hs_cfg_str(cfg, "sgp-step"));
+    fprintf(f, "  \"delay_mode\": \"%s\",\n",
+            mode == HS_DELAY_MODE_EXACT     ? "exact"
+            : mode == HS_DELAY_MODE_BOUNDED ? "bounded"
+                                            : "none");
+    return 0;
+}
+
+static int sgp_summary(const hs_cfg_t *cfg, FILE *f)
+{
+    return sgp_summary_of(cfg, 0, f);
+}
+
+static int osgp_summary(const hs_cfg_t *cfg, FILE *f)
+{
+    return sgp_summary_of(cfg, 1, f);
+}
+
+/* The step on x moves z by lr / w: say so when w has fallen. */
+static int sgp_diverged_hint(const hs_algo_t *a, const hs_dist_t *d, double w_min, char *buf,
+                             size_t len)
+{
+    (void)d;
+    if (!a || !a->step_x || !(w_min < 0.1)) return 0;
+    snprintf(buf, len,
+             "; its push-sum weight fell to %.3g, w %.3g now, and the step on x moves z by lr / "
+             "w): bound delays tighter (--delay-bound 0..2), or take the step on z (--sgp-step "
+             "z), or a smaller --lr",
+             w_min, a->w);
+    return 1;
+}
+
+/* The options of sgp (and osgp: with tau). */
+#define SGP_OPTIONS                                                                                \
+    {.name = "delay-bound",                                                                        \
+     .type = HS_OPT_STRING,                                                                        \
+     .def = "auto",                                                                                \
+     .metavar = "D",                                                                               \
+     .help = "before mixing round t, wait (bounded by --comm-timeout) for every message the "      \
+             "in-peers sent up to round t-D; 0: round t's own (the SGP paper), none: never wait "  \
+             "(asynchronous); auto: sgp 0, osgp --tau (the papers' bounded delays)"},              \
+        {.name = "delay-mode",                                                                     \
+         .type = HS_OPT_ENUM,                                                                      \
+         .def = "auto",                                                                            \
+         .choices = "auto|exact|bounded",                                                          \
+         .help = "with a delay bound D: exact mixes in round t exactly the in-peers' messages of " \
+                 "round t-D, in source order (a fixed delay: the iterates do not depend on "       \
+                 "timing; later rounds are held until their turn); bounded mixes whatever has "    \
+                 "arrived, waiting for rounds <= t-D (delays of at most D); auto: sgp exact (the " \
+                 "SGP paper's Algorithm 1), osgp bounded"},                                        \
+        {.name = "max-staleness",                                                                  \
+         .type = HS_OPT_INT,                                                                       \
+         .def = "0",                                                                               \
+         .range = "[0, 1000000]",                                                                  \
+         .metavar = "S",                                                                           \
+         .help = "deprecated: --delay-bound S (S > 0)"},                                           \
+    {                                                                                              \
+        .name = "sgp-step", .type = HS_OPT_ENUM, .def = "x", .choices = "x|z",                     \
+        .help = "take the local step on x as in the SGP paper (the default: z moves by the step "  \
+                "/ w) or on z (z moves by the step whatever w is: a robustness option for "        \
+                "--delay-bound none, where w may drift toward 0 and lr / w diverge)"               \
+    }
+
+static const hs_option_t sgp_options[] = {SGP_OPTIONS};
+
+static const hs_option_t osgp_options[] = {
+    SGP_OPTIONS,
+    {.name = "tau",
+     .type = HS_OPT_INT,
+     .def = "2",
+     .range = "[1, 64]",
+     .metavar = "K",
+     .help = "send rounds that may be in flight while computing (default 2; sgp is tau 1)"},
+};
 
 static double sgp_weight(const hs_algo_t *a)
 {
@@ -1574,8 +1735,9 @@ const hs_algo_ops_t hs_algo_sgp_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "sgp",
     .help = "Stochastic Gradient Push (push-sum gossip, directed graphs)",
-    .flags = HS_ALGO_GRAPH | HS_ALGO_PUSHSUM | HS_ALGO_COMM | HS_ALGO_TOLERANT | HS_ALGO_DELAY |
-             HS_ALGO_BUDGET,
+    .flags = HS_ALGO_GRAPH | HS_ALGO_PUSHSUM | HS_ALGO_COMM | HS_ALGO_TOLERANT | HS_ALGO_BUDGET,
+    .options = sgp_options,
+    .n_options = HS_ARRAY_LEN(sgp_options),
     .init = sgp_init,
     .step = sgp_step,
     .drain = sgp_drain,
@@ -1585,15 +1747,18 @@ const hs_algo_ops_t hs_algo_sgp_ops = {
     .state_save = sgp_state_save,
     .state_load = sgp_state_load,
     .crash = sgp_crash,
+    .check = sgp_check,
+    .summary = sgp_summary,
+    .diverged_hint = sgp_diverged_hint,
 };
 
 const hs_algo_ops_t hs_algo_osgp_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "osgp",
     .help = "overlap SGP: --tau rounds of gossip in flight behind the computation",
-    .flags = HS_ALGO_GRAPH | HS_ALGO_PUSHSUM | HS_ALGO_COMM | HS_ALGO_TOLERANT | HS_ALGO_TAU |
-             HS_ALGO_DELAY | HS_ALGO_BUDGET,
-    .default_tau = 2,
+    .flags = HS_ALGO_GRAPH | HS_ALGO_PUSHSUM | HS_ALGO_COMM | HS_ALGO_TOLERANT | HS_ALGO_BUDGET,
+    .options = osgp_options,
+    .n_options = HS_ARRAY_LEN(osgp_options),
     .init = osgp_init,
     .step = sgp_step,
     .drain = sgp_drain,
@@ -1603,4 +1768,7 @@ const hs_algo_ops_t hs_algo_osgp_ops = {
     .state_save = sgp_state_save,
     .state_load = sgp_state_load,
     .crash = sgp_crash,
+    .check = sgp_check,
+    .summary = osgp_summary,
+    .diverged_hint = sgp_diverged_hint,
 };

@@ -494,14 +494,8 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
              "eval.csv clock_s: the latest training clock among the ranks at the evaluation");
     json_num(f, "time_to_target_s", res->time_to_target_s);
     json_num(f, "time_budget_s", fi->time_budget_s > 0 ? fi->time_budget_s : NAN);
-    if (fi->sgp_step) { /* the variant of SGP that ran (docs/algorithms.md) */
-        if (fi->delay_bound >= 0)
-            fprintf(f, "  \"delay_bound\": %ld,\n", fi->delay_bound);
-        else
-            json_str(f, "delay_bound", "none");
-        json_str(f, "sgp_step", fi->sgp_step);
-        if (fi->delay_mode) json_str(f, "delay_mode", fi->delay_mode);
-    }
+    /* the variant of the algorithm that ran (sgp/osgp: delay_bound, sgp_step, delay_mode) */
+    if (fi->algo_json) fputs(fi->algo_json, f);
     /* health over every rank that finished: the weight's range, the staleness of every applied
      * message (one histogram for the job), the iterations each trained */
     double wmin = INFINITY, wmax = -INFINITY, smin = INFINITY, smax = -INFINITY;

@@ -44,10 +44,8 @@ typedef struct hs_report_final {
     int tau, progress_thread;
     size_t num_params;
     long iterations;
-    double time_budget_s;   /* --time-budget (0: none) */
-    long delay_bound;       /* in force (HS_DELAY_NONE: none, or no such bound) */
-    const char *sgp_step;   /* "x" or "z" (sgp/osgp), NULL for the others */
-    const char *delay_mode; /* "exact", "bounded" or "none" (sgp/osgp) */
+    double time_budget_s;  /* --time-budget (0: none) */
+    const char *algo_json; /* the algorithm's own members (hs_algo_ops_t.summary; NULL) */
     double wall_s, samples_per_s, bayes_acc;
     double ttt_avg_s;   /* the averaged model's time to target (eval.csv's clock_s), NAN */
     long avg_nonfinite; /* the first evaluation of the averaged model with a NaN/Inf loss, -1 */

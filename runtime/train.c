@@ -50,6 +50,8 @@ typedef struct run {
     const hs_algo_ops_t *ops;
     hs_algo_t *algo;
     hs_algo_opts_t ao;
+    hs_cfg_spec_t acfg_spec; /* (storage of acfg's spec) */
+    hs_cfg_t *acfg;          /* the algorithm's own options, resolved (d.cfg) */
     hs_dist_t d;
     hs_exec_t *x;
     int own_x; /* x and t were made here (else the caller's: hs_train_in) */
@@ -403,6 +405,15 @@ static void close_run(run_t *R)
     hs_worker_close(&R->w);
     hs_straggler_free(&R->strag);
     free(R->failed_at);
+    hs_cfg_free(&R->acfg);
+}
+
+/* 1 when `ops` declares the option `name`. */
+static int algo_declares(const hs_algo_ops_t *ops, const char *name)
+{
+    for (size_t i = 0; ops->options && i < ops->n_options; i++)
+        if (!strcmp(ops->options[i].name, name)) return 1;
+    return 0;
 }
 
 static void algo_opts(run_t *R)
@@ -427,9 +438,13 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     HS_TRY(hs_worker_open_local(&R->w, o, rank, size, hs_boot_local_rank(boot)));
     HS_TRY(hs_worker_perturb(R->w, o->init_spread, o->seed, rank));
     algo_opts(R);
+    /* the options of the algorithm asked for (a one-rank job runs local with none) */
+    HS_TRY(hs_algo_cfg_create(&R->acfg, &R->acfg_spec, hs_algo_find(o->algo), o->algo_opts,
+                              o->n_algo_opts));
     hs_dist_t *d = &R->d;
     hs_model_t *m = hs_worker_model(R->w);
     d->o = &R->ao;
+    d->cfg = R->acfg;
     d->k = hs_worker_kernels(R->w);
     d->rank = rank;
     d->size = size;
@@ -803,13 +818,12 @@ static int iteration(run_t *R, long it, double *loss_out)
         double w = hs_algo_weight(R->ops, R->algo), wmin = R->tot.w_min;
         /* for rank 0's summary (health: failed), before this rank stops */
         if (hs_report_diverged(R->rep, it, loss, w) < 0) hs_error_clear();
-        if ((R->ops->flags & HS_ALGO_PUSHSUM) && R->o->sgp_step_x && wmin < 0.1)
+        /* the algorithm's own advice (push-sum with the step on x: w has fallen) */
+        char hint[512];
+        if (R->ops->diverged_hint && R->ops->diverged_hint(R->algo, d, wmin, hint, sizeof hint))
             return HS_ERR(-ERANGE,
-                          "rank %d: training diverged: loss is %g at iteration %ld (lr %g; its "
-                          "push-sum weight fell to %.3g, w %.3g now, and the step on x moves z "
-                          "by lr / w): bound delays tighter (--delay-bound 0..2), or take the "
-                          "step on z (--sgp-step z), or a smaller --lr",
-                          d->rank, loss, it, lr, wmin, w);
+                          "rank %d: training diverged: loss is %g at iteration %ld (lr %g%s",
+                          d->rank, loss, it, lr, hint);
         return HS_ERR(-ERANGE,
                       "rank %d: training diverged: loss is %g at iteration %ld (lr %g); try a "
                       "smaller --lr",
@@ -997,6 +1011,14 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     double ttt_avg = R->ec ? hs_evalc_ttt(R->ec) : R->ttt_avg;
     if (!isfinite(ttt_avg) && hit_target(o, avg.test_loss, avg.test_acc)) ttt_avg = avg.clock_s;
     if (rc == 0 && d->rank == 0 && !failure_table(R)) rc = -ENOMEM; /* (the summary's) */
+    char *algo_json = NULL; /* the algorithm's own summary members */
+    size_t algo_json_len = 0;
+    if (rc == 0 && d->rank == 0 && R->ops->summary) {
+        FILE *af = open_memstream(&algo_json, &algo_json_len);
+        if (!af) rc = HS_ERR(-ENOMEM, "the algorithm's summary");
+        if (af && (rc = R->ops->summary(R->acfg, af)) < 0) hs_error_prefix("summary.json");
+        if (af) fclose(af);
+    }
     if (rc == 0 && d->rank == 0) {
         await_failed_exit(R, all);
         hs_report_final_t fi = {
@@ -1006,16 +1028,12 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
             .transport = R->t ? hs_transport_provider(R->t) : NULL,
             .transport_intra = pair_transport(R, d->size, 1),
             .transport_inter = pair_transport(R, d->size, 0),
-            .tau = (R->ops->flags & HS_ALGO_TAU) ? o->tau : 1,
+            .tau = algo_declares(R->ops, "tau") ? (int)hs_cfg_int(R->acfg, "tau") : 1,
             .progress_thread = R->t ? o->progress_thread : 0,
             .num_params = d->n,
             .iterations = T,
             .time_budget_s = o->time_budget_s,
-            .delay_bound = hs_algo_delay_bound(R->ops, &R->ao),
-            .sgp_step = (R->ops->flags & HS_ALGO_DELAY) ? (o->sgp_step_x ? "x" : "z") : NULL,
-            .delay_mode = hs_algo_delay_mode(R->ops, &R->ao) == HS_DELAY_MODE_EXACT     ? "exact"
-                          : hs_algo_delay_mode(R->ops, &R->ao) == HS_DELAY_MODE_BOUNDED ? "bounded"
-                                                                                        : "none",
+            .algo_json = algo_json,
             .wall_s = wall,
             .ttt_avg_s = ttt_avg,
             .avg_nonfinite = R->ec ? hs_evalc_nonfinite(R->ec) : -1,
@@ -1025,12 +1043,15 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
             .avg = &avg,
             .failed_at = R->failed_at};
         rc = hs_report_finish(R->rep, &fi, r);
+        free(algo_json);
+        algo_json = NULL;
     } else if (rc == 0) {
         r->final_test_loss = tl;
         r->final_test_acc = tacc;
         r->ps_weight_sum = w;
         r->time_to_target_s = R->ttt;
     }
+    free(algo_json);
     free(all);
     return rc;
 }

@@ -32,27 +32,12 @@
 
 void hs_train_algo_opts(const hs_train_opts_t *o, hs_algo_opts_t *ao)
 {
-    *ao = (hs_algo_opts_t){.tau = o->tau,
-                           .delay_bound = o->delay_bound,
-                           .sgp_step_x = o->sgp_step_x,
-                           .delay_mode = (hs_delay_mode_t)o->delay_mode,
-                           .period = o->period,
-                           .seed = o->seed,
-                           .alpha = o->alpha,
-                           .centers = o->centers,
-                           .center_path = o->center_path,
-                           .pull_local = o->pull_local,
-                           .pull_global = o->pull_global,
-                           .groups = o->groups,
-                           .leader_window = o->leader_window,
+    *ao = (hs_algo_opts_t){.seed = o->seed,
                            .nesterov = o->nesterov,
                            .momentum = o->momentum,
                            .comm_timeout_s = o->comm_timeout_s,
                            .drain_timeout_s = o->drain_timeout_s,
-                           .fail_timeout_s = o->fail_timeout_s,
-                           .compress = o->compress,
-                           .consensus_step = o->consensus_step,
-                           .bucket_mb = o->bucket_mb};
+                           .fail_timeout_s = o->fail_timeout_s};
 }
 
 /* rc < 0: prefix the message with the flag and its value. */
@@ -160,23 +145,10 @@ static const char *algos_with(unsigned flag, char *buf, size_t n)
     return buf;
 }
 
-/* --delay-bound and --time-budget, for the algorithms that have them. */
+/* --time-budget, for the algorithms that have one. */
 static int check_bounds(const hs_train_opts_t *o, const hs_algo_ops_t *ops)
 {
     char names[256];
-    if (o->delay_bound != HS_DELAY_AUTO && !(ops->flags & HS_ALGO_DELAY))
-        return HS_ERR(-EINVAL, "--delay-bound applies to --algo %s (--algo %s has no delay bound)",
-                      algos_with(HS_ALGO_DELAY, names, sizeof names), ops->name);
-    if (o->delay_bound < HS_DELAY_AUTO)
-        return HS_ERR(-EINVAL, "--delay-bound %ld: give D >= 0, none or auto", o->delay_bound);
-    if (o->delay_mode != HS_DELAY_MODE_AUTO && !(ops->flags & HS_ALGO_DELAY))
-        return HS_ERR(-EINVAL, "--delay-mode applies to --algo %s (--algo %s has no delay bound)",
-                      algos_with(HS_ALGO_DELAY, names, sizeof names), ops->name);
-    if (o->delay_mode < HS_DELAY_MODE_AUTO || o->delay_mode > HS_DELAY_MODE_BOUNDED)
-        return HS_ERR(-EINVAL, "--delay-mode %d: give exact, bounded or auto", o->delay_mode);
-    if (o->delay_mode == HS_DELAY_MODE_EXACT && o->delay_bound == HS_DELAY_NONE)
-        return HS_ERR(-EINVAL, "--delay-mode exact needs a delay bound D >= 0 (round t mixes "
-                               "round t - D's messages): --delay-bound none is asynchronous");
     if (!(o->time_budget_s >= 0) || !isfinite(o->time_budget_s))
         return HS_ERR(-EINVAL, "--time-budget %g: give seconds >= 0", o->time_budget_s);
     if (o->time_budget_s > 0 && !(ops->flags & HS_ALGO_BUDGET))
@@ -196,7 +168,6 @@ int hs_train_dist_check(const hs_train_opts_t *o, int ranks)
     if (!ops)
         return HS_ERR(-EINVAL, "--algo '%s': unknown algorithm (known: %s)", o->algo ? o->algo : "",
                       hs_algo_names());
-    if (o->tau < 1) return HS_ERR(-EINVAL, "--tau must be at least 1 (got %d)", o->tau);
     HS_TRY(check_bounds(o, ops));
     HS_TRY(hs_straggler_check_list(o->stragglers, o->n_stragglers, ranks));
     if (o->link && *o->link) {
@@ -219,12 +190,21 @@ int hs_train_dist_check(const hs_train_opts_t *o, int ranks)
     HS_TRY(check_model_data(o));
     HS_TRY(check_optimizer(o));
     HS_TRY(check_graph(o, ops, ranks));
-    HS_TRY(hs_compress_check_algo(o->compress, ops->name, ops->flags & HS_ALGO_COMPRESS));
+    /* the algorithm's own options: each known to it and of the right type and range, then
+     * its own check */
+    hs_cfg_spec_t spec;
+    hs_cfg_t *acfg = NULL;
+    HS_TRY(hs_algo_cfg_create(&acfg, &spec, ops, o->algo_opts, o->n_algo_opts));
     if (ops->check) {
         hs_algo_opts_t ao;
         hs_train_algo_opts(o, &ao);
-        HS_TRY(ops->check(&ao, ranks));
+        int rc = ops->check(&ao, acfg, ranks);
+        if (rc < 0) {
+            hs_cfg_free(&acfg);
+            return rc;
+        }
     }
+    hs_cfg_free(&acfg);
     HS_TRY(flag_err(hs_transport_check_provider(o->provider), "--provider", o->provider));
     HS_TRY(check_resume(o, ranks));
     return 0;

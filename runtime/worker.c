@@ -53,13 +53,7 @@ void hs_train_opts_defaults(hs_train_opts_t *o)
     o->seed = 1;
     o->eval_every = 1.0;
     o->progress_s = 2.0;
-    o->pull_local = 0.1;
-    o->pull_global = 0.1;
-    o->leader_window = 10;
-    o->delay_bound = -2; /* HS_DELAY_AUTO: the algorithm's own */
-    o->sgp_step_x = 1;   /* the SGP paper's step on x */
-    o->period = 4;
-    o->bucket_mb = 25; /* PyTorch DDP's bucket_cap_mb */
+    /* the algorithm's own options: its table's defaults (hs_algo_ops_t.options) */
 }
 
 int hs_mkdir_p(const char *path)

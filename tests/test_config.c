@@ -1,5 +1,6 @@
 /* tests/test_config.c — the configuration layer: option table, INI files, flags, precedence,
  * errors, --help, INI/JSON output. */
+#include "hearsay/algo.h"
 #include "hearsay/common.h"
 #include "hearsay/options.h"
 
@@ -643,6 +644,110 @@ START_TEST(test_bad_tables)
         assert_error_has(cases[i].expect, NULL);
     }
 }
+
+/* hs_algo_register (hearsay/algo.h): the table is checked; a registered algorithm is found
+ * like a built-in; its options resolve per run, a bad or unknown one named. */
+static int dummy_init(hs_algo_t **out, hs_dist_t *d)
+{
+    (void)d;
+    *out = NULL;
+    return 0;
+}
+static int dummy_step(hs_algo_t *a, long t)
+{
+    (void)a;
+    (void)t;
+    return 0;
+}
+static int dummy_drain(hs_algo_t *a, int final)
+{
+    (void)a;
+    (void) final;
+    return 0;
+}
+static void dummy_finalize(hs_algo_t **a)
+{
+    (void)a;
+}
+
+static void register_fails(const hs_algo_ops_t *ops, const char *needle)
+{
+    ck_assert_int_lt(hs_algo_register(ops), 0);
+    ck_assert_msg(strstr(hs_last_error(), needle), "'%s' lacks '%s'", hs_last_error(), needle);
+    hs_error_clear();
+}
+
+START_TEST(test_algo_register)
+{
+    static const hs_option_t opts[] = {
+        {.name = "ex-rate", .type = HS_OPT_DOUBLE, .def = "0.5", .range = "(0, 1]", .help = "r"},
+        {.name = "tau", .type = HS_OPT_INT, .def = "3", .range = "[1, 64]", .help = "t"},
+    };
+    hs_algo_ops_t ok = {.size = sizeof(hs_algo_ops_t),
+                        .name = "dummy",
+                        .options = opts,
+                        .n_options = 2,
+                        .init = dummy_init,
+                        .step = dummy_step,
+                        .drain = dummy_drain,
+                        .finalize = dummy_finalize};
+    hs_algo_ops_t bad = ok;
+    bad.size = sizeof(hs_algo_ops_t) - 8;
+    register_fails(&bad, "built against other headers");
+    bad = ok;
+    bad.name = "sgp";
+    register_fails(&bad, "--algo sgp is registered already");
+    bad = ok;
+    bad.step = NULL;
+    register_fails(&bad, "init, step, drain and finalize are required");
+    static const hs_option_t clash[] = {{.name = "tau", .type = HS_OPT_DOUBLE, .def = "1"}};
+    bad = ok;
+    bad.options = clash;
+    bad.n_options = 1;
+    register_fails(&bad, "option --tau differs from --algo osgp's");
+    static const hs_option_t outside[] = {
+        {.name = "ex-rate", .type = HS_OPT_DOUBLE, .def = "2", .range = "(0, 1]"}};
+    bad = ok;
+    bad.options = outside;
+    bad.n_options = 1;
+    register_fails(&bad, "--algo dummy: its option table");
+    ck_assert_ptr_null(hs_algo_find("dummy"));
+
+    ck_assert_int_eq(hs_algo_register(&ok), 0);
+    ck_assert_ptr_eq(hs_algo_find("dummy"), &ok);
+    ck_assert_msg(strstr(hs_algo_names(), "|qsgp|dummy"), "names: %s", hs_algo_names());
+    int last = 0;
+    while (hs_algo_at(last + 1)) last++;
+    ck_assert_ptr_eq(hs_algo_at(last), &ok);
+    register_fails(&ok, "registered already");
+
+    /* per run: defaults, given values, refusals naming the option */
+    hs_cfg_spec_t spec;
+    hs_cfg_t *cfg = NULL;
+    ck_assert_int_eq(hs_algo_cfg_create(&cfg, &spec, &ok, NULL, 0), 0);
+    ck_assert(hs_cfg_double(cfg, "ex-rate") == 0.5);
+    ck_assert_int_eq(hs_cfg_int(cfg, "tau"), 3);
+    hs_cfg_free(&cfg);
+    const char *given[] = {"ex_rate=0.25", "tau=5"};
+    ck_assert_int_eq(hs_algo_cfg_create(&cfg, &spec, &ok, given, 2), 0);
+    ck_assert(hs_cfg_double(cfg, "ex-rate") == 0.25);
+    ck_assert_int_eq(hs_cfg_int(cfg, "tau"), 5);
+    ck_assert_int_eq(hs_cfg_source(cfg, "tau"), HS_CFG_FLAG);
+    hs_cfg_free(&cfg);
+    const char *unknown[] = {"alpha=0.1"};
+    ck_assert_int_eq(hs_algo_cfg_create(&cfg, &spec, &ok, unknown, 1), -EINVAL);
+    ck_assert_msg(strstr(hs_last_error(), "--alpha: --algo dummy has no such option"), "%s",
+                  hs_last_error());
+    const char *range[] = {"ex-rate=3"};
+    ck_assert_int_eq(hs_algo_cfg_create(&cfg, &spec, &ok, range, 1), -EINVAL);
+    ck_assert_msg(strstr(hs_last_error(), "ex-rate") && strstr(hs_last_error(), "(0, 1]"), "%s",
+                  hs_last_error());
+    const char *noeq[] = {"tau"};
+    ck_assert_int_eq(hs_algo_cfg_create(&cfg, &spec, &ok, noeq, 1), -EINVAL);
+    ck_assert_ptr_null(cfg);
+    hs_error_clear();
+}
+END_TEST
 END_TEST
 
 int main(void)
@@ -663,6 +768,7 @@ int main(void)
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_help_text);
     tcase_add_test(tc, test_bad_tables);
+    tcase_add_test(tc, test_algo_register);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -151,109 +151,9 @@ static hs_option_t train_options[] = {
      .help = "peer graph of sgp/osgp/dpsgd/adpsgd (see hearsay topo --help; an algorithm may have "
              "its own default: dpsgd needs an undirected graph and defaults to biring, adpsgd a "
              "bipartite one and defaults to bipartite)"},
-    {.name = "delay-bound",
-     .type = HS_OPT_STRING,
-     .def = "auto",
-     .metavar = "D",
-     .help = "sgp/osgp: before mixing round t, wait (bounded by --comm-timeout) for every message "
-             "the in-peers sent up to round t-D; 0: round t's own (the SGP paper), none: never "
-             "wait (asynchronous); auto: sgp 0, osgp --tau (the papers' bounded delays)"},
-    {.name = "delay-mode",
-     .type = HS_OPT_ENUM,
-     .def = "auto",
-     .choices = "auto|exact|bounded",
-     .help = "sgp/osgp with a delay bound D: exact mixes in round t exactly the in-peers' "
-             "messages of round t-D, in source order (a fixed delay: the iterates do not depend "
-             "on timing; later rounds are held until their turn); bounded mixes whatever has "
-             "arrived, waiting for rounds <= t-D (delays of at most D); auto: sgp exact (the "
-             "SGP paper's Algorithm 1), osgp bounded"},
-    {.name = "max-staleness",
-     .type = HS_OPT_INT,
-     .def = "0",
-     .range = "[0, 1000000]",
-     .metavar = "S",
-     .help = "deprecated: --delay-bound S (S > 0)"},
-    {.name = "sgp-step",
-     .type = HS_OPT_ENUM,
-     .def = "x",
-     .choices = "x|z",
-     .help = "sgp/osgp: take the local step on x as in the SGP paper (the default: z moves by "
-             "the step / w) or on z (z moves by the step whatever w is: a robustness option for "
-             "--delay-bound none, where w may drift toward 0 and lr / w diverge)"},
-    {.name = "tau",
-     .type = HS_OPT_INT,
-     .def = "1",
-     .range = "[1, 64]",
-     .metavar = "K",
-     .help = "osgp: send rounds that may be in flight while computing (default 2; sgp is tau "
-             "1); easgd/eamsgd/lsgd: communication period in local steps (default 1)"},
-    {.name = "period",
-     .type = HS_OPT_INT,
-     .def = "4",
-     .range = "[1, 1000000]",
-     .metavar = "H",
-     .help = "localsgd: local steps between two exact averages of the models"},
-    {.name = "alpha",
-     .type = HS_OPT_DOUBLE,
-     .def = "0",
-     .range = "[0, 1)",
-     .help = "easgd/eamsgd: elastic moving rate (0: 0.9 / ranks)"},
-    {.name = "centers",
-     .type = HS_OPT_STRING,
-     .def = "all",
-     .metavar = "RANKS",
-     .help = "easgd/eamsgd: ranks holding the center shards (all, R, R1,R2, A-B)"},
-    {.name = "pull-local",
-     .type = HS_OPT_DOUBLE,
-     .def = "0.1",
-     .range = "[0, 100]",
-     .help = "lsgd: pull toward the leader of the worker's group (several groups or hosts)"},
-    {.name = "pull-global",
-     .type = HS_OPT_DOUBLE,
-     .def = "0.1",
-     .range = "[0, 100]",
-     .help = "lsgd: pull toward the global leader"},
-    {.name = "center-path",
-     .type = HS_OPT_ENUM,
-     .def = "auto",
-     .choices = "auto|rma|service",
-     .help = "easgd/eamsgd: reach the center by one-sided atomics (rma), by the owners' service "
-             "threads (service), or rma where the provider has float atomics (auto)"},
-    {.name = "groups",
-     .type = HS_OPT_INT,
-     .def = "0",
-     .range = "[0, 4096]",
-     .help = "lsgd: contiguous groups of ranks with a local leader each (0: one per host)"},
-    {.name = "leader-window",
-     .type = HS_OPT_INT,
-     .def = "10",
-     .range = "[1, 100000]",
-     .metavar = "K",
-     .help = "lsgd: the leader has the lowest mean loss over its last K batches"},
-    {.name = "compress",
-     .type = HS_OPT_STRING,
-     .def = "none",
-     .metavar = "SPEC",
-     .help = "choco, qsgp, allreduce (error feedback), easgd/eamsgd/lsgd (fp16, bf16): compress "
-             "what is sent: none, fp16, bf16, "
-             "int8[:nearest|:stochastic][:chunk=C], topk:K, randk:K (K a count or P%)"},
-    {.name = "bucket-mb",
-     .type = HS_OPT_DOUBLE,
-     .def = "25",
-     .range = "[0, 1048576]",
-     .metavar = "MB",
-     .help = "allreduce: reduce the gradient in buckets of about MB MiB (consecutive layers, "
-             "last first) while backward still runs, as PyTorch DDP; 0: one reduction after "
-             "backward"},
-    {.name = "consensus-step",
-     .type = HS_OPT_DOUBLE,
-     .def = "0",
-     .range = "[0, 1]",
-     .metavar = "GAMMA",
-     .help = "choco, qsgp: consensus step size gamma (0: 1 for fp16/bf16/int8/none, 0.05 for "
-             "topk/randk)"},
     {.name = "straggler",
      .type = HS_OPT_LIST,
+     .group = "Distributed",
      .metavar = "SPEC",
      .help = "straggler or fault injection, repeatable (grammar below)"},
     {.name = "link",
@@ -369,16 +269,21 @@ static int fail(const char *what)
     return 1;
 }
 
-/* `hearsay train` (sim NULL) or `hearsay sim` (sim: its own flags, already taken out). */
-static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
+/* The run's algorithm options, "name=value" (hs_train_opts_t.algo_opts; train_cmd frees). */
+static char **algo_kv;
+static size_t n_algo_kv;
+
+/* `hearsay train` (sim NULL) or `hearsay sim` (sim: its own flags, already taken out), with
+ * the option table tab (the generic options and the algorithms'). */
+static int train_run(int argc, char **argv, const hs_sim_opts_t *sim, const tool_algo_table_t *tab)
 {
     const char *cmd = sim ? "hearsay sim" : "hearsay train";
     hs_cfg_t *cfg = NULL;
     char *json = NULL;
     size_t json_len = 0;
     int status = 0;
-    for (size_t i = 0; i < HS_ARRAY_LEN(train_options); i++)
-        if (!strcmp(train_options[i].name, "algo")) train_options[i].choices = hs_algo_names();
+    for (size_t i = 0; i < tab->n; i++)
+        if (!strcmp(tab->options[i].name, "algo")) tab->options[i].choices = hs_algo_names();
     snprintf(train_usage, sizeof train_usage,
              "hearsay train [--config FILE] [OPTIONS]\n"
              "       hearsay run -n N -- hearsay train --algo %s [OPTIONS]",
@@ -448,28 +353,15 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
     o.graph = hs_cfg_str(cfg, "graph");
     if (ops->default_graph && hs_cfg_source(cfg, "graph") == HS_CFG_DEFAULT)
         o.graph = ops->default_graph;
-    o.tau = (int)hs_cfg_int(cfg, "tau");
-    if (hs_cfg_source(cfg, "tau") == HS_CFG_DEFAULT && ops->default_tau > 0)
-        o.tau = ops->default_tau;
-    if (!(ops->flags & HS_ALGO_TAU) && o.tau != 1) {
-        fprintf(stderr, "hearsay train: --tau applies to --algo");
-        for (int i = 0; hs_algo_at(i); i++)
-            if (hs_algo_at(i)->flags & HS_ALGO_TAU) fprintf(stderr, " %s", hs_algo_at(i)->name);
-        fprintf(stderr, " (--algo %s has no tau)\n", o.algo);
+    /* its own options: those the user gave, checked against the algorithm (the others take
+     * the algorithm's defaults in the run) */
+    if (tool_algo_options(tab, &train_spec, cfg, ops, &algo_kv, &n_algo_kv) < 0) {
+        fprintf(stderr, "%s: %s\n", cmd, hs_last_error());
         hs_cfg_free(&cfg);
         return 2;
     }
-    o.period = (int)hs_cfg_int(cfg, "period");
-    if (hs_cfg_source(cfg, "period") == HS_CFG_DEFAULT && ops->default_period > 0)
-        o.period = ops->default_period;
-    if (!(ops->flags & HS_ALGO_PERIOD) && hs_cfg_source(cfg, "period") != HS_CFG_DEFAULT) {
-        fprintf(stderr, "%s: --period applies to --algo", cmd);
-        for (int i = 0; hs_algo_at(i); i++)
-            if (hs_algo_at(i)->flags & HS_ALGO_PERIOD) fprintf(stderr, " %s", hs_algo_at(i)->name);
-        fprintf(stderr, " (--algo %s has no period)\n", o.algo);
-        hs_cfg_free(&cfg);
-        return 2;
-    }
+    o.algo_opts = (const char *const *)algo_kv;
+    o.n_algo_opts = n_algo_kv;
     if (ops->flags & HS_ALGO_NESTEROV) o.nesterov = 1;
     o.progress_thread = hs_cfg_source(cfg, "progress-thread") == HS_CFG_DEFAULT
                             ? (ops->flags & HS_ALGO_PROGRESS) != 0
@@ -480,51 +372,7 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
                 "(--no-progress-thread): its "
                 "services wait on the main thread's progress (much slower)\n",
                 o.algo);
-    /* --delay-bound D (auto | none | D >= 0); --max-staleness S > 0 is the deprecated
-     * spelling of --delay-bound S */
-    const char *db = hs_cfg_str(cfg, "delay-bound");
-    o.delay_bound = HS_DELAY_AUTO;
-    if (db && !strcmp(db, "none")) {
-        o.delay_bound = HS_DELAY_NONE;
-    } else if (db && strcmp(db, "auto")) {
-        long v;
-        if (hs_parse_long(db, 0, 1000000, "--delay-bound", &v) < 0) {
-            fprintf(stderr, "%s: %s (or none, auto)\n", cmd, hs_last_error());
-            hs_cfg_free(&cfg);
-            return 2;
-        }
-        o.delay_bound = v;
-    }
-    if (hs_cfg_int(cfg, "max-staleness") > 0) {
-        if (hs_cfg_source(cfg, "delay-bound") != HS_CFG_DEFAULT) {
-            fprintf(stderr,
-                    "%s: --max-staleness and --delay-bound say the same thing: give one "
-                    "(--max-staleness is deprecated)\n",
-                    cmd);
-            hs_cfg_free(&cfg);
-            return 2;
-        }
-        fprintf(stderr, "%s: warning: --max-staleness S is deprecated: use --delay-bound S\n", cmd);
-        o.delay_bound = hs_cfg_int(cfg, "max-staleness");
-    }
-    o.sgp_step_x = !strcmp(hs_cfg_str(cfg, "sgp-step"), "x");
-    const char *dm = hs_cfg_str(cfg, "delay-mode");
-    o.delay_mode = !strcmp(dm, "exact")     ? HS_DELAY_MODE_EXACT
-                   : !strcmp(dm, "bounded") ? HS_DELAY_MODE_BOUNDED
-                                            : HS_DELAY_MODE_AUTO;
     o.time_budget_s = hs_cfg_double(cfg, "time-budget");
-    o.alpha = hs_cfg_double(cfg, "alpha");
-    o.centers = hs_cfg_str(cfg, "centers");
-    /* The flag wins; left at its default, $HS_CENTER_PATH (or auto) decides. */
-    o.center_path =
-        hs_cfg_source(cfg, "center-path") == HS_CFG_DEFAULT ? NULL : hs_cfg_str(cfg, "center-path");
-    o.pull_local = hs_cfg_double(cfg, "pull-local");
-    o.pull_global = hs_cfg_double(cfg, "pull-global");
-    o.groups = (int)hs_cfg_int(cfg, "groups");
-    o.leader_window = (int)hs_cfg_int(cfg, "leader-window");
-    o.compress = hs_cfg_str(cfg, "compress");
-    o.consensus_step = hs_cfg_double(cfg, "consensus-step");
-    o.bucket_mb = hs_cfg_double(cfg, "bucket-mb");
     size_t n_strag = 0;
     o.stragglers = hs_cfg_list(cfg, "straggler", &n_strag);
     o.n_stragglers = n_strag;
@@ -585,17 +433,9 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
                 cmd, ranks, ranks, cmd);
     /* config.ini and summary.json record what runs: the algorithm's own defaults too (it
      * showed graph = exp1peer for a dpsgd run on biring, nesterov = false for eamsgd) */
-    char num[32];
     if (ops->default_graph && hs_cfg_source(cfg, "graph") == HS_CFG_DEFAULT)
         hs_cfg_set(cfg, "graph", ops->default_graph);
-    if ((ops->flags & HS_ALGO_TAU) && hs_cfg_source(cfg, "tau") == HS_CFG_DEFAULT) {
-        snprintf(num, sizeof num, "%d", o.tau);
-        hs_cfg_set(cfg, "tau", num);
-    }
-    if ((ops->flags & HS_ALGO_PERIOD) && hs_cfg_source(cfg, "period") == HS_CFG_DEFAULT) {
-        snprintf(num, sizeof num, "%d", o.period);
-        hs_cfg_set(cfg, "period", num);
-    }
+    tool_algo_record_defaults(cfg, ops);
     if (o.nesterov && !hs_cfg_bool(cfg, "nesterov")) hs_cfg_set(cfg, "nesterov", "true");
 
     if (o.out_dir) {
@@ -640,6 +480,23 @@ done:
     free(json);
     hs_cfg_free(&cfg);
     return status;
+}
+
+/* train_run with the option table of the algorithms registered now. */
+static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
+{
+    tool_algo_table_t tab;
+    if (tool_algo_table_build(&tab, train_options, HS_ARRAY_LEN(train_options), "graph") < 0)
+        return fail("the algorithms' option tables");
+    train_spec.options = tab.options;
+    train_spec.n_options = tab.n;
+    int st = train_run(argc, argv, sim, &tab);
+    tool_algo_options_free(&algo_kv, n_algo_kv);
+    n_algo_kv = 0;
+    train_spec.options = train_options;
+    train_spec.n_options = HS_ARRAY_LEN(train_options);
+    tool_algo_table_free(&tab);
+    return st;
 }
 
 int hs_cmd_train(int argc, char **argv)

@@ -1,4 +1,5 @@
-/* tools/hearsay.c — the `hearsay` command: dispatches to subcommands. */
+/* tools/hearsay.c — the `hearsay` command: dispatches to subcommands (hs_cli_main; the
+ * binary's main is tools/main.c). */
 #include "config.h"
 #include "hearsay/env.h"
 #include "tools/commands.h"
@@ -54,7 +55,7 @@ static void usage_env(FILE *f)
                "(docs/launch.md, docs/transport.md).\n");
 }
 
-int main(int argc, char **argv)
+int hs_cli_main(int argc, char **argv)
 {
     /* libinfinipath (psm, linked in through libfabric) installs SIGINT and SIGTERM handlers in
      * its constructor that call exit(1) inside the handler: hearsay train told to stop exited 1

@@ -18,7 +18,8 @@
  *
  * What an algorithm may use is in hs_dist_t and nothing else: the parameter and gradient
  * buffers, the local optimizer's step (hs_dist_apply, hs_dist_apply_to), the iteration and the
- * last training loss, its own options (hs_algo_opts_t), the transport, the topology, and the
+ * last training loss, the generic options (hs_algo_opts_t) and its own (hs_dist_opt_*), the
+ * transport, the topology, and the
  * execution environment (hearsay/exec.h) for every clock read, sleep, wait and service.
  * Algorithms never block on the whole job unless they are synchronous by definition
  * (all-reduce SGD). They account their time and traffic in d->st (per iteration), report a
@@ -31,6 +32,7 @@
 
 #include "hearsay/exec.h"
 #include "hearsay/kernels.h"
+#include "hearsay/options.h"
 #include "hearsay/topology.h"
 #include "hearsay/transport.h"
 
@@ -94,20 +96,6 @@ int hs_dist_frame_read(const void *buf, size_t bytes, hs_dist_msg_t kind, int so
 #define HS_STALE_BINS 256
 #define HS_STALE_OFF  64
 
-/* --delay-bound (hs_algo_opts_t.delay_bound): none (asynchronous), or the algorithm's own
- * default (sgp: 0, osgp: tau). */
-#define HS_DELAY_NONE (-1L)
-#define HS_DELAY_AUTO (-2L)
-
-/* --delay-mode (hs_algo_opts_t.delay_mode): how a bound D >= 0 is kept. */
-typedef enum hs_delay_mode {
-    HS_DELAY_MODE_AUTO = 0, /* the algorithm's own: sgp exact, osgp bounded */
-    HS_DELAY_MODE_EXACT,    /* round t mixes exactly its in-peers' round t - D messages, in source
-                             * order: a fixed delay, iterates independent of timing */
-    HS_DELAY_MODE_BOUNDED,  /* round t mixes every message that has arrived, rounds <= t - D
-                             * waited for: a bounded delay (later rounds may be mixed early) */
-} hs_delay_mode_t;
-
 /* Per-iteration counters an algorithm adds to (the loop writes them to rank-R.csv and zeroes
  * them before each iteration). */
 typedef struct hs_dist_stats {
@@ -125,33 +113,15 @@ typedef struct hs_dist_stats {
     long stale_n, stale_min, stale_max;
 } hs_dist_stats_t;
 
-/* The algorithms' own options (flags of `hearsay train`; docs/algorithms.md). */
+/* The generic options every algorithm may read (flags of `hearsay train`). An algorithm's own
+ * options are in its table (hs_algo_ops_t.options) and reach it through hs_dist_opt_*(). */
 typedef struct hs_algo_opts {
-    int tau;                    /* osgp: rounds in flight; easgd/eamsgd/lsgd: period (>= 1) */
-    long delay_bound;           /* sgp/osgp: in-peers' messages of rounds <= t - D are mixed before
-                                 * round t is (0: round t's own; HS_DELAY_NONE: asynchronous;
-                                 * HS_DELAY_AUTO: the algorithm's default, sgp 0, osgp tau) */
-    int sgp_step_x;             /* sgp/osgp: 1 = the paper's step on x (default), 0 = on z */
-    hs_delay_mode_t delay_mode; /* sgp/osgp: exact (fixed delay) or bounded */
-    int period;                 /* localsgd: local steps between two averages (>= 1) */
-    uint64_t seed;              /* --seed (adpsgd draws its partners from it) */
-    double alpha;               /* easgd/eamsgd: moving rate (<= 0: 0.9 / ranks) */
-    const char *centers;        /* easgd/eamsgd: ranks holding the center shards (NULL/"" = all) */
-    const char *center_path;    /* easgd/eamsgd: auto | rma | service (NULL: $HS_CENTER_PATH) */
-    double pull_local;          /* lsgd: pull toward the group's leader */
-    double pull_global;         /* lsgd: pull toward the global leader */
-    int groups;                 /* lsgd: groups of contiguous ranks (<= 0: one per host) */
-    int leader_window;          /* lsgd: batches in the recent-loss average (>= 1) */
-    int nesterov;               /* the local optimizer uses Nesterov momentum (eamsgd checks) */
-    double momentum;            /* the local optimizer's momentum */
-    double comm_timeout_s;      /* bound on every wait for a peer (> 0) */
-    double drain_timeout_s;     /* bound on the end-of-run drain (> 0) */
-    double fail_timeout_s;      /* heartbeats: a peer silent this long is fenced (0: off) */
-    const char *compress;       /* --compress SPEC (hearsay/compress.h; NULL/"none": none), for
-                                 * the algorithms with HS_ALGO_COMPRESS */
-    double consensus_step;      /* choco: gamma (<= 0: the compressor's default) */
-    double bucket_mb;           /* allreduce: reduce the gradient in buckets of about this many
-                                 * MiB while backward runs (0: one reduction after backward) */
+    uint64_t seed;          /* --seed (adpsgd draws its partners from it) */
+    int nesterov;           /* the local optimizer uses Nesterov momentum (eamsgd checks) */
+    double momentum;        /* the local optimizer's momentum */
+    double comm_timeout_s;  /* bound on every wait for a peer (> 0) */
+    double drain_timeout_s; /* bound on the end-of-run drain (> 0) */
+    double fail_timeout_s;  /* heartbeats: a peer silent this long is fenced (0: off) */
 } hs_algo_opts_t;
 
 /* Gradient layers [a, b) of the current iteration are final (d->glayer_off gives their
@@ -162,6 +132,7 @@ typedef int (*hs_grads_ready_fn)(void *fctx, int a, int b);
 /* What the loop gives an algorithm. */
 typedef struct hs_dist {
     const hs_algo_opts_t *o;
+    const hs_cfg_t *cfg; /* the algorithm's own options, resolved (hs_dist_opt_*) */
     hs_kernels_t *k;
     hs_exec_t *x;      /* clock, sleep, waits, liveness, services (hearsay/exec.h) */
     hs_transport_t *t; /* NULL in a one-rank job */
@@ -301,34 +272,62 @@ static inline int hs_dist_probe_alive(hs_dist_t *d, int peer)
     return hs_exec_alive(d->x, peer, 0.3);
 }
 
+/* The algorithm's own options (hs_algo_ops_t.options), resolved for this run: the table's
+ * defaults, then the values the run was given (hs_train_opts_t.algo_opts). Asking for a name
+ * the algorithm does not declare is a programming error (logged; 0 / NULL). */
+static inline long hs_dist_opt_int(const hs_dist_t *d, const char *name)
+{
+    return hs_cfg_int(d->cfg, name);
+}
+static inline double hs_dist_opt_double(const hs_dist_t *d, const char *name)
+{
+    return hs_cfg_double(d->cfg, name);
+}
+static inline int hs_dist_opt_bool(const hs_dist_t *d, const char *name)
+{
+    return hs_cfg_bool(d->cfg, name);
+}
+static inline const char *hs_dist_opt_str(const hs_dist_t *d, const char *name)
+{
+    return hs_cfg_str(d->cfg, name);
+}
+/* 1 when the run gave the option a value (0: the table's default is in force). */
+static inline int hs_dist_opt_given(const hs_dist_t *d, const char *name)
+{
+    return hs_cfg_source(d->cfg, name) != HS_CFG_DEFAULT;
+}
+
 typedef struct hs_algo hs_algo_t;
 
 /* Algorithm flags. */
-#define HS_ALGO_GRAPH      0x1u   /* uses --graph */
-#define HS_ALGO_UNDIRECTED 0x2u   /* needs an undirected graph (Metropolis weights) */
-#define HS_ALGO_PUSHSUM    0x4u   /* keeps a push-sum weight; tolerates failed peers */
-#define HS_ALGO_COMM       0x8u   /* communicates (everything but "local") */
-#define HS_ALGO_TAU        0x10u  /* uses --tau */
-#define HS_ALGO_NESTEROV   0x20u  /* its local steps use Nesterov momentum (turned on) */
-#define HS_ALGO_PROGRESS   0x40u  /* needs the transport's progress thread (turned on) */
-#define HS_ALGO_TOLERANT   0x80u  /* survives failed peers (reports them, finishes) */
-#define HS_ALGO_DELAY      0x100u /* bounds delays with --delay-bound (sgp, osgp) */
+#define HS_ALGO_GRAPH      0x1u  /* uses --graph */
+#define HS_ALGO_UNDIRECTED 0x2u  /* needs an undirected graph (Metropolis weights) */
+#define HS_ALGO_PUSHSUM    0x4u  /* keeps a push-sum weight; tolerates failed peers */
+#define HS_ALGO_COMM       0x8u  /* communicates (everything but "local") */
+#define HS_ALGO_NESTEROV   0x20u /* its local steps use Nesterov momentum (turned on) */
+#define HS_ALGO_PROGRESS   0x40u /* needs the transport's progress thread (turned on) */
+#define HS_ALGO_TOLERANT   0x80u /* survives failed peers (reports them, finishes) */
 #define HS_ALGO_BUDGET                                                                             \
-    0x200u                        /* ends at --time-budget: its ranks may stop at different        \
-                                   * iterations (local, sgp, osgp) */
-#define HS_ALGO_PERIOD    0x400u  /* uses --period */
-#define HS_ALGO_BIPARTITE 0x800u  /* needs a bipartite graph (active and passive sides) */
-#define HS_ALGO_COMPRESS  0x1000u /* takes --compress (its check says which compressors) */
+    0x200u                       /* ends at --time-budget: its ranks may stop at different         \
+                                  * iterations (local, sgp, osgp) */
+#define HS_ALGO_BIPARTITE 0x800u /* needs a bipartite graph (active and passive sides) */
 
 typedef struct hs_algo_ops {
     size_t size;      /* sizeof(hs_algo_ops_t) of the build that filled it */
     const char *name; /* "sgp", ... */
     const char *help; /* one line for --help */
     unsigned flags;
-    /* Defaults of its own (applied by `hearsay train` where the user gave no value). */
-    int default_tau;           /* --tau (with HS_ALGO_TAU) */
-    const char *default_graph; /* --graph (NULL: the global default) */
-    int default_period;        /* --period (with HS_ALGO_PERIOD) */
+    /* Its default for the generic --graph (NULL: the global default), applied by `hearsay
+     * train` where the user gave no value. */
+    const char *default_graph;
+    /* Its own options (hearsay/options.h: name, type, default, range or choices, help; .group
+     * is ignored): `hearsay train` and `hearsay sim` offer the union of every registered
+     * algorithm's options (--help, --config, validation, config.ini, summary.json's
+     * "config"); a run reads the values through hs_dist_opt_*(d, name). Several algorithms
+     * may declare the same name with the same type, range and choices, each with its own
+     * default and help. NULL / 0: none. */
+    const hs_option_t *options;
+    size_t n_options;
     /* Build the algorithm's state for d (which outlives it). May use the transport for
      * non-blocking set-up only (no barrier). */
     int (*init)(hs_algo_t **out, hs_dist_t *d);
@@ -358,10 +357,20 @@ typedef struct hs_algo_ops {
      * transports that cannot give back what a dead rank never took). NULL slot: nothing to
      * account (*lost stays 0). */
     int (*crash)(hs_algo_t *a, double *lost, double *recv_from);
-    /* Check the algorithm's own options before the job starts (hearsay train exits 2 on an
-     * error): ranks > 0 is the job size, 0 when not known yet. -EINVAL naming the flag. NULL:
-     * nothing beyond the generic checks. */
-    int (*check)(const hs_algo_opts_t *o, int ranks);
+    /* Check the algorithm's own options (cfg: its table, resolved; the type and range are
+     * checked already) before the job starts (hearsay train exits 2 on an error): ranks > 0
+     * is the job size, 0 when not known yet. -EINVAL naming the flag. NULL: nothing beyond
+     * the generic checks. */
+    int (*check)(const hs_algo_opts_t *o, const hs_cfg_t *cfg, int ranks);
+    /* Optional: members of summary.json that say which variant ran (`  "key": value,\n`
+     * lines, each ending in a comma), from its resolved options. */
+    int (*summary)(const hs_cfg_t *cfg, FILE *f);
+    /* Optional: training diverged (a non-finite loss) on this rank, whose push-sum weight
+     * fell as low as w_min over the run: write into buf the end of the error message after
+     * "(lr X", e.g. "); try a smaller --lr" with the algorithm's own advice, and return 1;
+     * 0 for the generic message. */
+    int (*diverged_hint)(const hs_algo_t *a, const hs_dist_t *d, double w_min, char *buf,
+                         size_t len);
 } hs_algo_ops_t;
 
 extern const hs_algo_ops_t hs_algo_local_ops;     /* independent workers, no communication */
@@ -383,25 +392,18 @@ const hs_algo_ops_t *hs_algo_find(const char *name);
 const char *hs_algo_names(void);
 /* The i-th registered algorithm (NULL past the end). */
 const hs_algo_ops_t *hs_algo_at(int i);
-/* The delay bound in force for `ops` (HS_ALGO_DELAY) with options o: --delay-bound, or the
- * paper's (tau with HS_ALGO_TAU: OSGP; else 0: SGP); HS_DELAY_NONE without one. */
-static inline long hs_algo_delay_bound(const hs_algo_ops_t *ops, const hs_algo_opts_t *o)
-{
-    if (!(ops->flags & HS_ALGO_DELAY)) return HS_DELAY_NONE;
-    if (o->delay_bound != HS_DELAY_AUTO) return o->delay_bound;
-    return (ops->flags & HS_ALGO_TAU) ? o->tau : 0;
-}
-
-/* The delay mode in force: --delay-mode, or the algorithm's own (sgp exact: the paper's
- * synchronous Algorithm 1; osgp bounded: Algorithm 2's delays of at most tau rounds);
- * HS_DELAY_MODE_AUTO without a bound (asynchronous, or no delay bound at all). */
-static inline hs_delay_mode_t hs_algo_delay_mode(const hs_algo_ops_t *ops, const hs_algo_opts_t *o)
-{
-    if (hs_algo_delay_bound(ops, o) < 0) return HS_DELAY_MODE_AUTO;
-    if (o->delay_mode != HS_DELAY_MODE_AUTO) return o->delay_mode;
-    return (ops->flags & HS_ALGO_TAU) ? HS_DELAY_MODE_BOUNDED : HS_DELAY_MODE_EXACT;
-}
-
+/* Add an algorithm to the registry (before the command line is parsed: `hearsay train` offers
+ * the options of the algorithms registered when it starts). Checks the table: its size, a
+ * unique name, init/step/drain/finalize present, the option table (valid names and defaults,
+ * and a name another algorithm declares must have the same type, range and choices). 0, or
+ * -EINVAL / -ENOSPC with a message. The table must outlive the process's use of it. */
+int hs_algo_register(const hs_algo_ops_t *ops);
+/* The resolved options of one run of `ops`: its table's defaults, then each "name=value" of
+ * kv (n of them; '-' and '_' alike), checked by type and range. spec is storage (filled here)
+ * that must outlive *out; free with hs_cfg_free. -EINVAL naming the algorithm and the option
+ * (unknown to the algorithm, or a bad value). */
+int hs_algo_cfg_create(hs_cfg_t **out, hs_cfg_spec_t *spec, const hs_algo_ops_t *ops,
+                       const char *const *kv, size_t n);
 /* The push-sum weight of a (1 without one). */
 static inline double hs_algo_weight(const hs_algo_ops_t *ops, const hs_algo_t *a)
 {

@@ -63,8 +63,8 @@ int hs_compress_unbiased(const hs_compress_spec_t *s);
 /* The grammar, one line per kind, for --help. */
 const char *hs_compress_help(void);
 
-/* The generic check of `--compress spec` for `--algo algo` (takes = the algorithm declares
- * HS_ALGO_COMPRESS): the spec parses, and an algorithm that cannot keep its guarantee under
+/* The generic check of `--compress spec` for `--algo algo` (takes = the algorithm declares the
+ * option --compress): the spec parses, and an algorithm that cannot keep its guarantee under
  * compression is refused with the reason. */
 int hs_compress_check_algo(const char *spec, const char *algo, int takes);
 

@@ -56,19 +56,10 @@ typedef struct hs_train_opts {
     const char *config_json; /* resolved configuration embedded in summary.json (may be NULL) */
 
     /* Algorithms and their jobs. */
-    const char *algo;              /* "local", "sgp", "osgp", "dpsgd", "allreduce" */
+    const char *algo;              /* "local", "sgp", "osgp", "dpsgd", "allreduce", ... */
     const char *graph;             /* topology spec for the gossip algorithms */
-    int tau;                       /* OSGP: send rounds that may be outstanding (>= 1) */
-    long delay_bound;              /* SGP/OSGP: before mixing round t, every in-peer message of
-                                    * rounds <= t - D has been mixed (HS_DELAY_NONE:
-                                    * asynchronous; HS_DELAY_AUTO, the default: sgp 0, osgp tau) */
-    int delay_mode;                /* SGP/OSGP: hs_delay_mode_t (--delay-mode; 0: the
-                                    * algorithm's own, sgp exact, osgp bounded) */
-    int sgp_step_x;                /* SGP/OSGP: 1 = the paper's step on x (z moves by the
-                                    * step / w; the default), 0 = the step on z */
     double time_budget_s;          /* > 0: every rank stops training at this time (wall or
                                     * virtual, from the start) or at its last iteration */
-    int period;                    /* local SGD: local steps between two averages (>= 1) */
     const char *const *stragglers; /* --straggler specs (n_stragglers of them) */
     size_t n_stragglers;
     const char *link;       /* link shaping spec (NULL: none), hearsay/shaping.h */
@@ -85,18 +76,11 @@ typedef struct hs_train_opts {
     const char *trace;      /* --trace FILE: the timeline (hearsay/trace.h; NULL: none); rank 0
                              * merges the parts, except under hs_sim_run, whose caller merges
                              * them (hs_trace_merge_run) */
-    /* EASGD / EAMSGD and leader-SGD (o->tau is their communication period, default 1). */
-    double alpha;            /* EASGD moving rate (<= 0: 0.9 / ranks) */
-    const char *centers;     /* ranks holding the center shards ("0,2-3"; NULL/"" = all) */
-    double pull_local;       /* LSGD pull toward the group's leader */
-    double pull_global;      /* LSGD pull toward the global leader */
-    int groups;              /* LSGD groups of contiguous ranks (<= 0: one per host) */
-    int leader_window;       /* LSGD: batches in the recent-loss average (>= 1) */
-    const char *center_path; /* EASGD: auto | rma | service (NULL: $HS_CENTER_PATH or auto) */
-    const char *compress;    /* --compress SPEC (hearsay/compress.h; NULL: none) */
-    double consensus_step;   /* CHOCO-SGD gamma (<= 0: the compressor's default) */
-    double bucket_mb;        /* allreduce: gradient buckets of this many MiB reduced during
-                              * backward (0: one reduction after it) */
+    /* The algorithm's own options (hs_algo_ops_t.options), "name=value" each (n_algo_opts of
+     * them; NULL: its defaults). A name the algorithm does not declare, or a bad value, is
+     * -EINVAL naming it. */
+    const char *const *algo_opts;
+    size_t n_algo_opts;
     /* Checkpoints (hearsay/checkpoint.h). */
     double checkpoint_every; /* epochs between checkpoints to out_dir/ckpt (0: none) */
     /* Data already loaded from o->data, shared read-only by the workers of this process (the
@@ -229,11 +213,12 @@ int hs_train_in(const hs_train_opts_t *o, struct hs_boot *boot, struct hs_exec *
                 hs_train_result_t *res);
 
 /* Check every option before the job starts, whatever the rank count (runtime/train_check.c):
- * algo name and tau, straggler specs (against `ranks` when > 0), link shaping, data, model
+ * algo name, straggler specs (against `ranks` when > 0), link shaping, data, model
  * (against the data's shape), shard, lr schedule, warm-up, device, graph (built for `ranks`
  * > 1 when the algorithm uses it, else checked without a size: grammar, numbers, files), the
- * algorithm's own options (hs_algo_ops_t.check), provider, --resume's checkpoints. ranks 0:
- * the job size is not known yet. -EINVAL (or the file's error) naming the flag. */
+ * algorithm's own options (o->algo_opts against its table, then hs_algo_ops_t.check), provider,
+ * --resume's checkpoints. ranks 0: the job size is not known yet. -EINVAL (or the file's error)
+ * naming the flag. */
 int hs_train_dist_check(const hs_train_opts_t *o, int ranks);
 
 #ifdef __cplusplus
