@@ -40,11 +40,11 @@ static int post_request(hs_center_t *c, int s, hs_el_kind_t kind, uint64_t seq)
     size_t len = shard_len(c, s);
     finish_send(c, s, &c->qreq[s]);
     if (c->lost[s]) return 0;
-    int rc = hs_transport_irecv(c->t, c->owner[s], HS_TAG_CENTER_REP, c->rbuf[s],
+    int rc = hs_transport_irecv(c->t, c->owner[s], c->tag_rep, c->rbuf[s],
                                 HDR + len * sizeof(float), &c->rreq[s]);
     if (rc < 0) return rc;
     hs_el_hdr_init((hs_el_hdr_v1_t *)c->qbuf[s], kind, c->rank, s, 0, seq);
-    rc = hs_transport_isend(c->t, c->owner[s], HS_TAG_CENTER_REQ, c->qbuf[s], HDR, &c->qreq[s]);
+    rc = hs_transport_isend(c->t, c->owner[s], c->tag_req, c->qbuf[s], HDR, &c->qreq[s]);
     if (rc < 0) {
         c->qreq[s] = NULL;
         mark_lost(c, s, hs_last_error());
@@ -235,8 +235,7 @@ int hs_center_add(hs_center_t *c, const float *diff)
             hs_half_encode(c->half == HS_EL_BF16, v, (uint16_t *)(c->abuf[s] + HDR), len);
         } else
             memcpy(c->abuf[s] + HDR, v, len * sizeof(float));
-        int rc = hs_transport_isend(c->t, c->owner[s], HS_TAG_CENTER_REQ, c->abuf[s], bytes,
-                                    &c->areq[s]);
+        int rc = hs_transport_isend(c->t, c->owner[s], c->tag_req, c->abuf[s], bytes, &c->areq[s]);
         if (rc < 0) {
             c->areq[s] = NULL;
             mark_lost(c, s, hs_last_error());

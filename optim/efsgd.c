@@ -92,7 +92,8 @@ int efsgd_exchange(efsgd_t *e, long t)
     t0 = hs_exec_now(d->x);
     for (int j = 0; j < d->size; j++)
         if (j != d->rank)
-            HS_TRY(hs_transport_irecv(d->t, j, HS_TAG_EF_GATHER, e->rbuf[j], e->cap, &e->rreq[j]));
+            HS_TRY(hs_transport_irecv(d->t, j, hs_dist_tag(d, EFSGD_TAG_GATHER), e->rbuf[j], e->cap,
+                                      &e->rreq[j]));
     if (e->gh) HS_TRY(k->ops->to_host(k, e->gh, d->grads, n * sizeof(float)));
     for (size_t i = 0; i < n; i++) e->p[i] = g[i] + e->e[i];
     hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)e->sbuf;
@@ -103,8 +104,8 @@ int efsgd_exchange(efsgd_t *e, long t)
     h->extra = (uint32_t)qbytes;
     for (int j = 0; j < d->size; j++) {
         if (j == d->rank) continue;
-        HS_TRY(hs_transport_isend(d->t, j, HS_TAG_EF_GATHER, e->sbuf, sizeof *h + qbytes,
-                                  &e->sreq[j]));
+        HS_TRY(hs_transport_isend(d->t, j, hs_dist_tag(d, EFSGD_TAG_GATHER), e->sbuf,
+                                  sizeof *h + qbytes, &e->sreq[j]));
         d->st.bytes_sent += sizeof *h + qbytes;
     }
     e->nsend = d->size - 1;

@@ -18,7 +18,7 @@
  *      z <- (w_kept z + sum_m s_m z_m) / (w_kept + sum_m s_m); the model's parameters are z.
  * Keeping z and only ever forming weighted means is the same push-sum without a float x that
  * could underflow when w drifts. A service (hearsay/exec.h) keeps receives posted per in-peer
- * and out-peer (HS_TAG_GOSSIP) and folds every message into a running weighted mean as soon as
+ * and out-peer (SGP_TAG_GOSSIP) and folds every message into a running weighted mean as soon as
  * it arrives, so a sleeping or paused worker still receives and its senders never stall on it;
  * step 5 swaps that accumulator out under the service lock. Only step 4 waits for peers'
  * computation, for in-peers only.
@@ -45,6 +45,9 @@
 #include <string.h>
 
 #define RX_SLOTS 8 /* receives kept posted per in-peer */
+
+/* Message tags (offsets in the algorithm's range, hs_dist_tag). */
+enum { SGP_TAG_GOSSIP = 0 }; /* push-sum shares (x, w) and the notices */
 
 /* A GOSSIP share held until its round is mixed (a bound D >= 0): the sender's round, the
  * source, the order it arrived in, its weight share and a copy of its z. */
@@ -460,7 +463,7 @@ static int revoke(hs_algo_t *a, int p)
     long n0 = a->taken_n[ps(a, p)];
     double w0 = a->taken_w[ps(a, p)];
     a->cb_rc = 0;
-    int rc = hs_transport_revoke(d->t, p, HS_TAG_GOSSIP, take_back, a);
+    int rc = hs_transport_revoke(d->t, p, hs_dist_tag(d, SGP_TAG_GOSSIP), take_back, a);
     if (rc == -ENOSYS) {
         hs_error_clear();
         a->no_revoke = 1;
@@ -543,7 +546,7 @@ static int reclaim(hs_algo_t *a, int p)
     long n0 = a->taken_n[ps(a, p)];
     double w0 = a->taken_w[ps(a, p)];
     a->cb_rc = 0;
-    int rc = hs_transport_unsent(d->t, p, HS_TAG_GOSSIP, take_back, a);
+    int rc = hs_transport_unsent(d->t, p, hs_dist_tag(d, SGP_TAG_GOSSIP), take_back, a);
     if (rc == -EBUSY) {
         /* not gone yet (fenced, or reported failed by a timeout): it may still take what it
          * has not begun to take; take that back now, atomically against its taking */
@@ -816,7 +819,8 @@ static int sgp_step(hs_algo_t *a, long t)
         r->peer[m] = p;
         r->share[m] = s * a->w;
         r->n++;
-        int rc = hs_transport_isend(d->t, p, HS_TAG_GOSSIP, r->buf[m], a->msg_bytes, &r->req[m]);
+        int rc = hs_transport_isend(d->t, p, hs_dist_tag(d, SGP_TAG_GOSSIP), r->buf[m],
+                                    a->msg_bytes, &r->req[m]);
         if (rc < 0) { /* could not even post: keep the share */
             r->req[m] = NULL;
             HS_TRY(keep_failed_share(a, r, m, hs_last_error()));
@@ -1018,8 +1022,8 @@ static int answer(hs_algo_t *a)
             break;
         host = pz;
         hs_ps_hdr_init(h, HS_PS_REPLY, d->rank, it, share, a->n);
-        if (hs_transport_isend(d->t, j, HS_TAG_GOSSIP, a->rep_buf[ps(a, j)], a->msg_bytes,
-                               &a->rep_req[ps(a, j)]) < 0) {
+        if (hs_transport_isend(d->t, j, hs_dist_tag(d, SGP_TAG_GOSSIP), a->rep_buf[ps(a, j)],
+                               a->msg_bytes, &a->rep_req[ps(a, j)]) < 0) {
             /* nothing left: its share stays (what it never took is taken back at the end) */
             a->rep_req[ps(a, j)] = NULL;
             hs_dist_peer_failed(d, j, it + 1, hs_last_error());
@@ -1043,7 +1047,7 @@ static int notify(hs_algo_t *a, int p, hs_ps_kind_t kind, long count, hs_ps_hdr_
     hs_dist_t *d = a->d;
     hs_ps_hdr_init(h, kind, d->rank, a->trained, 0, 0);
     h->aux[0] = (double)count;
-    if (hs_transport_isend(d->t, p, HS_TAG_GOSSIP, h, sizeof *h, req) < 0) {
+    if (hs_transport_isend(d->t, p, hs_dist_tag(d, SGP_TAG_GOSSIP), h, sizeof *h, req) < 0) {
         *req = NULL;
         return peer_gone(a, p, hs_last_error());
     }
@@ -1481,7 +1485,7 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound, hs_delay
     if (rc == 0 && (!src || !tag)) rc = -ENOMEM;
     for (int q = 0, i = 0; q < a->np && rc == 0; q++)
         for (int k = 0; (a->in_set[q] || a->out_set[q]) && k < RX_SLOTS; k++, i++)
-            src[i] = a->pr[q], tag[i] = HS_TAG_GOSSIP;
+            src[i] = a->pr[q], tag[i] = hs_dist_tag(d, SGP_TAG_GOSSIP);
     sd.src = src;
     sd.tag = tag;
     if (rc == 0 && nsrc > 0) rc = hs_svc_start(d->x, &sd, &a->svc);
@@ -1560,7 +1564,7 @@ static int sgp_crash(hs_algo_t *a, double *lost, double *recv_from)
     for (int i = 0; i < a->tau && rc == 0; i++) rc = wait_round(a, &a->rounds[i]);
     a->held_w = 0;
     memset(a->held_from, 0, ((size_t)a->np + 1) * sizeof *a->held_from);
-    int n = hs_transport_leave(d->t, HS_TAG_GOSSIP, held, a);
+    int n = hs_transport_leave(d->t, hs_dist_tag(d, SGP_TAG_GOSSIP), held, a);
     if (n < 0 && n != -ENOSYS && rc == 0) rc = n;
     hs_svc_stop(d->x, &a->svc); /* its handler has folded what it took; nothing more comes */
     double kept = 0;            /* shares held for their round (the service has stopped) */

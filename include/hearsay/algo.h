@@ -42,27 +42,22 @@
 extern "C" {
 #endif
 
-/* User tags of the training messages (hearsay/transport.h tags; the all-reduce uses its own). */
-#define HS_TAG_GOSSIP    0x47000u /* SGP / OSGP push-sum shares (x, w) */
-#define HS_TAG_NEIGHBOR  0x47001u /* D-PSGD neighbour exchange */
+/* The loop's own messages (hearsay/transport.h user tags; runtime/ and gossip/ use them). */
 #define HS_TAG_EVAL      0x47002u /* z snapshots for the averaged model (to rank 0) */
 #define HS_TAG_FINAL     0x47003u /* end-of-run results and final z (to rank 0) */
 #define HS_TAG_PING      0x47004u /* never sent: a receive on it probes a peer's liveness */
 #define HS_TAG_ACK       0x47005u /* rank 0 -> r: your end-of-run results are in, you may exit */
 #define HS_TAG_WIREUP    0x47006u /* start-up: one byte each way between every pair of ranks */
-#define HS_TAG_PAIR_REQ  0x47007u /* AD-PSGD: active -> passive, x_i (or the end of its run) */
-#define HS_TAG_PAIR_REP  0x47008u /* AD-PSGD: passive -> active, x_j before the average */
 #define HS_TAG_HEARTBEAT 0x47009u /* failure detection (runtime/heartbeat.h) */
-/* EASGD center service and leader-SGD (optim/center.c, optim/lsgd.c) */
-#define HS_TAG_CENTER_REQ 0x47010u /* worker -> center owner: read / add / finish a shard */
-#define HS_TAG_CENTER_REP 0x47011u /* center owner -> worker: shard contents */
-#define HS_TAG_LSGD_LOSS  0x47012u /* leader-SGD: (recent loss, rank, version) gossip */
-#define HS_TAG_LSGD_REQ   0x47013u /* leader-SGD: request of a leader's published snapshot */
-#define HS_TAG_LSGD_SNAP  0x47014u /* leader-SGD: a versioned, checksummed snapshot */
-#define HS_TAG_EF_GATHER  0x47020u /* all-reduce SGD with --compress: compressed gradients */
-#define HS_TAG_AR_BUCKET                                                                           \
-    0x47021u /* all-reduce SGD with --bucket-mb: a rank to its own service:                        \
-              * a bucket of the gradient is ready */
+
+/* An algorithm's own messages: tags hs_dist_tag(d, k), k = 0 .. HS_DIST_TAGS - 1, which the
+ * algorithm numbers privately (an enum of offsets in its .c). The loop gives the running
+ * algorithm the range [d->tag_base, d->tag_base + HS_DIST_TAGS), by default HS_TAG_ALGO_BASE:
+ * clear of the loop's tags above and of the all-reduce module's range (HS_ALLREDUCE_TAG_BASE,
+ * the top 1/16 of the 24-bit user tags, HS_TAG_MAX). Parts of one algorithm (the all-reduce
+ * and its compressed gather, optim/efsgd.h) share its range and split the offsets. */
+#define HS_TAG_ALGO_BASE 0x47100u
+#define HS_DIST_TAGS     64u
 
 /* The loop's own messages (HS_TAG_EVAL: a rank's model snapshot for rank 0's averaged-model
  * evaluation; HS_TAG_FINAL: its end-of-run results) travel in the frame of every training
@@ -176,9 +171,10 @@ typedef struct hs_dist {
     long start_iter;    /* first iteration of this run (> 0 after --resume) */
     const int *host_of; /* (size) host index of each rank (0..n_hosts-1); NULL: one host */
     int n_hosts;
-    long drain_until; /* drain(a, 1) waits for the messages of iterations [start_iter,
-                       * drain_until); 0 = total_iters (the end of the run). A checkpoint of a
-                       * push-sum algorithm sets it so that nothing is in flight at the cut. */
+    uint32_t tag_base; /* first tag of the algorithm's range (hs_dist_tag; 0: HS_TAG_ALGO_BASE) */
+    long drain_until;  /* drain(a, 1) waits for the messages of iterations [start_iter,
+                        * drain_until); 0 = total_iters (the end of the run). A checkpoint of a
+                        * push-sum algorithm sets it so that nothing is in flight at the cut. */
     hs_dist_stats_t st;
     /* The loop's side (runtime/train.c), through the wrappers below. */
     void *ctx;
@@ -266,6 +262,12 @@ static inline int hs_dist_keep_waiting(const hs_dist_t *d, int peer, double wait
 {
     int hb = hs_dist_peer_hb(d, peer);
     return (hb == 0 || hb == 1) && waited < limit + 3 * d->o->fail_timeout_s;
+}
+
+/* The algorithm's k-th message tag (k < HS_DIST_TAGS). */
+static inline uint32_t hs_dist_tag(const hs_dist_t *d, unsigned k)
+{
+    return (d->tag_base ? d->tag_base : HS_TAG_ALGO_BASE) + k;
 }
 
 /* Hand the reporting code a line for this rank's file `file` (a short name: "leader" becomes
