@@ -605,58 +605,52 @@ static int keep_failed_share(hs_algo_t *a, sgp_round_t *r, int i, const char *wh
     return peer_gone(a, r->peer[i], why);
 }
 
-/* Wait until every send of round r has completed (bounded by the comm timeout). */
+typedef struct round_wait {
+    hs_algo_t *a;
+    sgp_round_t *r;
+} round_wait_t;
+
+/* A send of wait_round ended: a failed one's share stays here. */
+static int round_done(void *ctx, int idx, int rc, const hs_tstatus_t *st)
+{
+    (void)st;
+    round_wait_t *w = ctx;
+    return rc < 0 ? keep_failed_share(w->a, w->r, idx, hs_last_error()) : 0;
+}
+
+/* Wait until every send of round r has completed (bounded by the comm timeout, longer while
+ * a peer still heartbeats). */
 static int wait_round(hs_algo_t *a, sgp_round_t *r)
 {
     hs_dist_t *d = a->d;
     if (r->iter < 0) return 0;
-    double t0 = hs_exec_now(d->x), limit = d->o->comm_timeout_s;
-    for (;;) {
-        int left = 0;
-        for (int i = 0; i < r->n; i++) left += r->req[i] != NULL;
-        if (!left) break;
-        int idx = -1;
-        hs_tstatus_t st;
-        double remain = limit - elapsed(a, t0);
-        /* (the wait serves the loop's idle hook meanwhile) */
-        int rc = remain > 0 ? hs_exec_wait(d->x, r->req, r->n, remain, 0, &idx, &st) : -ETIMEDOUT;
-        if (rc == -ETIMEDOUT) {
-            /* a peer that still heartbeats is blocked, not frozen: wait on (bounded) */
-            int patient = 0;
-            for (int i = 0; i < r->n; i++)
-                patient |= r->req[i] && hs_dist_keep_waiting(d, r->peer[i], elapsed(a, t0), limit);
-            if (patient) {
-                limit = elapsed(a, t0) + 0.25;
-                continue;
+    double t0 = hs_exec_now(d->x);
+    round_wait_t w = {a, r};
+    int rc = hs_dist_wait_sends(d, r->req, r->peer, r->n, d->o->comm_timeout_s, round_done, &w);
+    if (rc == -ETIMEDOUT) {
+        char why[160];
+        snprintf(why, sizeof why, "send of round %ld not complete after %.1f s", r->iter,
+                 HS_MAX(d->o->comm_timeout_s, elapsed(a, t0)));
+        /* declared failed; while it may still run, take back what it has not begun to
+         * take (its sends fail below, their shares stay here); what it had begun to take
+         * is its own (parked) */
+        for (int i = 0; i < r->n; i++)
+            if (r->req[i]) HS_TRY(peer_gone(a, r->peer[i], why));
+        for (int i = 0; i < r->n; i++) {
+            if (!r->req[i]) continue;
+            int done = 0;
+            if (a->no_revoke) { /* the transport cannot say: the old rule */
+                hs_transport_req_free(d->t, &r->req[i]);
+                HS_TRY(keep_failed_share(a, r, i, why));
+            } else if (hs_transport_test(d->t, &r->req[i], &done, NULL) < 0) {
+                HS_TRY(keep_failed_share(a, r, i, hs_last_error()));
+            } else if (!done) {
+                HS_TRY(park(a, &r->req[i], &r->buf[i], 1, r->peer[i], r->share[i]));
+                HS_TRY(hs_transport_buf_alloc(d->t, a->msg_bytes, (void **)&r->buf[i]));
             }
-            char why[160];
-            snprintf(why, sizeof why, "send of round %ld not complete after %.1f s", r->iter,
-                     limit);
-            /* declared failed; while it may still run, take back what it has not begun to
-             * take (its sends fail below, their shares stay here); what it had begun to take
-             * is its own (parked) */
-            for (int i = 0; i < r->n; i++)
-                if (r->req[i]) HS_TRY(peer_gone(a, r->peer[i], why));
-            for (int i = 0; i < r->n; i++) {
-                if (!r->req[i]) continue;
-                int done = 0;
-                if (a->no_revoke) { /* the transport cannot say: the old rule */
-                    hs_transport_req_free(d->t, &r->req[i]);
-                    HS_TRY(keep_failed_share(a, r, i, why));
-                } else if (hs_transport_test(d->t, &r->req[i], &done, NULL) < 0) {
-                    HS_TRY(keep_failed_share(a, r, i, hs_last_error()));
-                } else if (!done) {
-                    HS_TRY(park(a, &r->req[i], &r->buf[i], 1, r->peer[i], r->share[i]));
-                    HS_TRY(hs_transport_buf_alloc(d->t, a->msg_bytes, (void **)&r->buf[i]));
-                }
-            }
-            break;
         }
-        if (rc < 0 && idx >= 0) {
-            HS_TRY(keep_failed_share(a, r, idx, hs_last_error()));
-            continue;
-        }
-        if (rc < 0) return rc;
+    } else if (rc < 0) {
+        return rc;
     }
     r->iter = -1;
     d->st.wait_s += elapsed(a, t0);
@@ -930,23 +924,10 @@ static int settle(hs_algo_t *a)
 static int wait_send(hs_algo_t *a, int p, hs_treq_t **req)
 {
     hs_dist_t *d = a->d;
-    double t0 = hs_exec_now(d->x), limit = d->o->comm_timeout_s;
-    while (*req) {
-        double remain = limit - elapsed(a, t0);
-        int idx = -1,
-            rc = remain > 0 ? hs_exec_wait(d->x, req, 1, remain, 0, &idx, NULL) : -ETIMEDOUT;
-        if (rc == -ETIMEDOUT && *req && hs_dist_keep_waiting(d, p, elapsed(a, t0), limit)) {
-            hs_error_clear();
-            limit = elapsed(a, t0) + 0.25;
-            continue;
-        }
-        if (rc < 0) {
-            d->st.wait_s += elapsed(a, t0);
-            return rc;
-        }
-    }
+    double t0 = hs_exec_now(d->x);
+    int rc = hs_dist_wait_sends(d, req, &p, 1, d->o->comm_timeout_s, NULL, NULL);
     d->st.wait_s += elapsed(a, t0);
-    return 0;
+    return rc;
 }
 
 /* The REPLY in flight to p is done: a failed one's share stays here. */

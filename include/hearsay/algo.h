@@ -303,6 +303,41 @@ static inline int hs_dist_probe_alive(hs_dist_t *d, int peer)
     return hs_exec_alive(d->x, peer, 0.3);
 }
 
+/* --- Waiting for peers (optim/dist_wait.c): every wait of an algorithm on its peers --------
+ *
+ * A request that ends goes to fn(ctx, idx, rc, st): completed (rc 0, its status in *st), or
+ * failed (rc < 0, freed: reqs[idx] is NULL, st NULL); fn's negative return ends the wait with
+ * it. fn NULL: a failed request ends the wait with its error. A wait that ends with no
+ * request named (the bound passed: -ETIMEDOUT, the requests left pending; the transport
+ * failed) returns its error. Nothing is accounted: the caller adds its time to d->st.wait_s. */
+typedef int (*hs_dist_req_fn)(void *ctx, int idx, int rc, const hs_tstatus_t *st);
+
+/* Wait until every request of reqs[0..n) has ended (NULL slots are done), each single wait
+ * bounded by `limit` s (flags as hs_exec_wait's). */
+int hs_dist_wait_reqs(hs_exec_t *x, hs_treq_t **reqs, int n, double limit, unsigned flags,
+                      hs_dist_req_fn fn, void *ctx);
+
+/* The same for requests on peers[0..n) under one bound, `limit` s for the whole wait: when it
+ * passes with requests pending, the wait goes on 0.25 s at a time while hs_dist_keep_waiting
+ * says so for one of their peers (it heartbeats: blocked, not frozen). */
+int hs_dist_wait_sends(hs_dist_t *d, hs_treq_t **reqs, const int *peers, int n, double limit,
+                       hs_dist_req_fn fn, void *ctx);
+
+/* A wait stuck on a peer: what the site knows of it now. */
+typedef struct hs_dist_late {
+    double quiet;   /* s the wait has gone without progress */
+    double limit;   /* its bound */
+    int silent;     /* quiet has passed the bound (the site's own comparison) */
+    int heartbeats; /* 1: a silent peer that hs_dist_keep_waiting vouches for is waited for */
+    int probe;      /* 1: probe the liveness of a peer not found silent */
+    double probe_s; /* the probe's own bound (hs_exec_alive; hs_dist_probe_alive: 0.3) */
+} hs_dist_late_t;
+
+#define HS_LATE_WAIT   0 /* keep waiting */
+#define HS_LATE_SILENT 1 /* silent past the bound: report it failed (hs_dist_peer_failed) */
+#define HS_LATE_EXITED 2 /* the probe found it gone */
+int hs_dist_late_peer(hs_dist_t *d, int peer, const hs_dist_late_t *l);
+
 typedef struct hs_algo hs_algo_t;
 
 /* Algorithm flags. */
