@@ -349,9 +349,11 @@ static int await_fins(hs_algo_t *a)
             long last = a->last[j];
             unlock(a);
             if (!waiting || hs_dist_peer_dead(d, j)) continue;
-            if (silent)
+            hs_dist_late_t l = {.silent = silent, .probe = 1, .probe_s = 0.3}; /* (no heartbeats) */
+            int v = hs_dist_late_peer(d, j, &l);
+            if (v == HS_LATE_SILENT)
                 hs_dist_peer_failed(d, j, last, "silent at the end of the run (AD-PSGD)");
-            else if (!hs_dist_probe_alive(d, j))
+            else if (v == HS_LATE_EXITED)
                 hs_dist_peer_failed(d, j, last, "exited before the end of its run (AD-PSGD)");
         }
     }

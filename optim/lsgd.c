@@ -588,10 +588,12 @@ static int lsgd_drain(hs_algo_t *a, int final)
                         (!a->tab[r].valid || now - a->tab[r].seen_s > 1.0);
                 unlock(a);
                 if (!w || hs_dist_peer_dead(d, r)) continue;
-                if (silent || !hs_exec_alive(d->x, r, 0.02))
+                hs_dist_late_t l = {.silent = silent, .probe = 1, .probe_s = 0.02};
+                int v = hs_dist_late_peer(d, r, &l); /* (no heartbeats) */
+                if (v != HS_LATE_WAIT)
                     peer_gone(a, r,
-                              silent ? "silent at the end of the run"
-                                     : "exited before the end of the run");
+                              v == HS_LATE_SILENT ? "silent at the end of the run"
+                                                  : "exited before the end of the run");
             }
         }
         HS_TRY(hs_exec_sleep(d->x, 0.02));

@@ -695,17 +695,22 @@ static int bound_staleness(hs_algo_t *a, long t)
         HS_TRY(hs_dist_idle(d));
         double now = hs_exec_now(d->x);
         char why[160];
-        if (now - t0 > d->o->comm_timeout_s &&
-            !hs_dist_keep_waiting(d, late, now - t0, d->o->comm_timeout_s)) {
+        /* a dead in-peer is not waited for until the timeout: probes every 0.25 s */
+        hs_dist_late_t l = {.quiet = now - t0,
+                            .limit = d->o->comm_timeout_s,
+                            .silent = now - t0 > d->o->comm_timeout_s,
+                            .heartbeats = 1,
+                            .probe = now >= next_probe,
+                            .probe_s = 0};
+        int v = hs_dist_late_peer(d, late, &l);
+        if (v != HS_LATE_SILENT && l.probe) next_probe = now + 0.25;
+        if (v == HS_LATE_SILENT) {
             snprintf(why, sizeof why, "no message of round <= %ld after %.1f s (--delay-bound %ld)",
                      upto, d->o->comm_timeout_s, a->bound);
             hs_dist_peer_failed(d, late, last + 1, why);
-        } else if (now >= next_probe) { /* a dead in-peer is not waited for until the timeout */
-            next_probe = now + 0.25;
-            if (!hs_exec_alive(d->x, late, 0)) {
-                snprintf(why, sizeof why, "exited (seen while waiting for its round %ld)", upto);
-                HS_TRY(peer_gone(a, late, why));
-            }
+        } else if (v == HS_LATE_EXITED) {
+            snprintf(why, sizeof why, "exited (seen while waiting for its round %ld)", upto);
+            HS_TRY(peer_gone(a, late, why));
         }
     }
     d->st.wait_s += elapsed(a, t0);
@@ -752,19 +757,22 @@ static int wait_exact(hs_algo_t *a, long from, long upto)
                 if ((rc = hs_svc_error(d->x, a->svc)) < 0 || (rc = hs_dist_idle(d)) < 0) break;
                 double now = hs_exec_now(d->x);
                 char why[160];
-                if (now - t0 > d->o->comm_timeout_s &&
-                    !hs_dist_keep_waiting(d, j, now - t0, d->o->comm_timeout_s)) {
+                hs_dist_late_t l = {.quiet = now - t0,
+                                    .limit = d->o->comm_timeout_s,
+                                    .silent = now - t0 > d->o->comm_timeout_s,
+                                    .heartbeats = 1,
+                                    .probe = now >= next_probe,
+                                    .probe_s = 0};
+                int v = hs_dist_late_peer(d, j, &l);
+                if (v != HS_LATE_SILENT && l.probe) next_probe = now + 0.25;
+                if (v == HS_LATE_SILENT) {
                     snprintf(why, sizeof why,
                              "no message of round %ld after %.1f s (--delay-mode exact)", r,
                              d->o->comm_timeout_s);
                     hs_dist_peer_failed(d, j, last + 1, why);
-                } else if (now >= next_probe) {
-                    next_probe = now + 0.25;
-                    if (!hs_exec_alive(d->x, j, 0)) {
-                        snprintf(why, sizeof why, "exited (seen while waiting for its round %ld)",
-                                 r);
-                        if ((rc = peer_gone(a, j, why)) < 0) break;
-                    }
+                } else if (v == HS_LATE_EXITED) {
+                    snprintf(why, sizeof why, "exited (seen while waiting for its round %ld)", r);
+                    if ((rc = peer_gone(a, j, why)) < 0) break;
                 }
             }
         }
@@ -1118,13 +1126,20 @@ static int sgp_finish(hs_algo_t *a)
             unlock(a);
             if (!in_wait && !out_wait) continue;
             char why[200];
-            if (silent && !hs_dist_keep_waiting(d, j, now - last_progress, d->o->drain_timeout_s)) {
+            hs_dist_late_t l = {.quiet = now - last_progress,
+                                .limit = d->o->drain_timeout_s,
+                                .silent = silent,
+                                .heartbeats = 1,
+                                .probe = 1,
+                                .probe_s = 0.3};
+            int v = hs_dist_late_peer(d, j, &l);
+            if (v == HS_LATE_SILENT) {
                 snprintf(why, sizeof why,
                          "%ld messages arrived (%ld announced), then %.1f s of silence at the end "
                          "of the run",
                          got, want, d->o->drain_timeout_s);
                 hs_dist_peer_failed(d, j, last + 1, why);
-            } else if (!hs_dist_probe_alive(d, j)) {
+            } else if (v == HS_LATE_EXITED) {
                 snprintf(why, sizeof why, "exited at the end of the run after sending %ld messages",
                          got);
                 hs_dist_peer_failed(d, j, last + 1, why);
@@ -1212,13 +1227,20 @@ static int sgp_drain(hs_algo_t *a, int final)
             unlock(a);
             if (got >= want[k]) continue;
             char why[200];
-            if (silent && !hs_dist_keep_waiting(d, j, now - last_progress, d->o->drain_timeout_s)) {
+            hs_dist_late_t l = {.quiet = now - last_progress,
+                                .limit = d->o->drain_timeout_s,
+                                .silent = silent,
+                                .heartbeats = 1,
+                                .probe = 1,
+                                .probe_s = 0.3};
+            int v = hs_dist_late_peer(d, j, &l);
+            if (v == HS_LATE_SILENT) {
                 snprintf(
                     why, sizeof why,
                     "%ld of %ld messages arrived, then %.1f s of silence at the end of the run",
                     got, want[k], d->o->drain_timeout_s);
                 hs_dist_peer_failed(d, j, last + 1, why);
-            } else if (!hs_dist_probe_alive(d, j)) {
+            } else if (v == HS_LATE_EXITED) {
                 snprintf(why, sizeof why, "exited after sending %ld of %ld messages", got, want[k]);
                 hs_dist_peer_failed(d, j, last + 1, why);
             }
