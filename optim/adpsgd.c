@@ -56,6 +56,12 @@
 #define STREAM     0xAD5617EDu /* partner draws: hs_rng_seed(seed ^ STREAM, rank, t) */
 #define STALE_KEEP 64          /* staleness values kept between two steps (the rest: the last) */
 
+/* Message tags (offsets in the algorithm's range, hs_dist_tag). */
+enum {
+    ADPSGD_TAG_REQ = 0, /* active -> passive: x_i (or the end of its run) */
+    ADPSGD_TAG_REP = 1, /* passive -> active: x_j before the average */
+};
+
 struct hs_algo {
     hs_dist_t *d;
     size_t n, msg_bytes;
@@ -159,7 +165,8 @@ static int pas_msg(void *ctx, int slot, const void *buf, const hs_tstatus_t *st)
     a->bytes_in += (long)st->len;
     a->bytes_out += a->msg_bytes;
     unlock(a);
-    int rc = hs_transport_isend(d->t, src, HS_TAG_PAIR_REP, r, a->msg_bytes, &a->reply_req[src]);
+    int rc = hs_transport_isend(d->t, src, hs_dist_tag(d, ADPSGD_TAG_REP), r, a->msg_bytes,
+                                &a->reply_req[src]);
     if (rc < 0) a->reply_req[src] = NULL; /* the active is gone; it averages nothing */
     return 0;
 }
@@ -230,8 +237,11 @@ static int active_round(hs_algo_t *a, long t)
     hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)a->sbuf;
     hs_ps_hdr_init(h, HS_PS_PAIR_REQ, d->rank, t, 1.0, a->n);
     memcpy(h + 1, a->x, a->n * sizeof(float));
-    int rc = hs_transport_irecv(d->t, p, HS_TAG_PAIR_REP, a->rbuf, a->msg_bytes, &reqs[1]);
-    if (rc == 0) rc = hs_transport_isend(d->t, p, HS_TAG_PAIR_REQ, a->sbuf, a->msg_bytes, &reqs[0]);
+    int rc = hs_transport_irecv(d->t, p, hs_dist_tag(d, ADPSGD_TAG_REP), a->rbuf, a->msg_bytes,
+                                &reqs[1]);
+    if (rc == 0)
+        rc = hs_transport_isend(d->t, p, hs_dist_tag(d, ADPSGD_TAG_REQ), a->sbuf, a->msg_bytes,
+                                &reqs[0]);
     if (rc < 0) {
         hs_nx_free_reqs(d, reqs, 2);
         hs_dist_peer_failed(d, p, a->last[p], hs_last_error());
@@ -301,7 +311,8 @@ static int send_fins(hs_algo_t *a)
             hs_nx_wait_free(d, reqs, nreq);
             nreq = 0;
         }
-        if (hs_transport_isend(d->t, j, HS_TAG_PAIR_REQ, h, sizeof *h, &reqs[nreq]) < 0)
+        if (hs_transport_isend(d->t, j, hs_dist_tag(d, ADPSGD_TAG_REQ), h, sizeof *h, &reqs[nreq]) <
+            0)
             reqs[nreq] = NULL; /* it is gone: nobody waits for this FIN */
         else
             nreq++;
@@ -338,9 +349,11 @@ static int await_fins(hs_algo_t *a)
             long last = a->last[j];
             unlock(a);
             if (!waiting || hs_dist_peer_dead(d, j)) continue;
-            if (silent)
+            hs_dist_late_t l = {.silent = silent, .probe = 1, .probe_s = 0.3}; /* (no heartbeats) */
+            int v = hs_dist_late_peer(d, j, &l);
+            if (v == HS_LATE_SILENT)
                 hs_dist_peer_failed(d, j, last, "silent at the end of the run (AD-PSGD)");
-            else if (!hs_dist_probe_alive(d, j))
+            else if (v == HS_LATE_EXITED)
                 hs_dist_peer_failed(d, j, last, "exited before the end of its run (AD-PSGD)");
         }
     }
@@ -444,7 +457,7 @@ static int adpsgd_init(hs_algo_t **out, hs_dist_t *d)
         if (!src || !tag) goto fail;
         for (int j = 0, i = 0; j < d->size; j++)
             for (int k = 0; a->nbr[j] && k < RX_SLOTS; k++, i++)
-                src[i] = j, tag[i] = HS_TAG_PAIR_REQ;
+                src[i] = j, tag[i] = hs_dist_tag(d, ADPSGD_TAG_REQ);
         hs_service_desc_t sd = {.name = "AD-PSGD passive service",
                                 .n_slots = nsrc * RX_SLOTS,
                                 .slot_bytes = a->msg_bytes,

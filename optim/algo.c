@@ -4,10 +4,21 @@
  * hs_algo_register from a program of its own (docs/algorithms.md, "Adding an algorithm";
  * tests/algo_example.c). */
 #include "hearsay/algo.h"
+#include "hearsay/allreduce.h"
 #include "hearsay/common.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* The algorithms' tag range is clear of the loop's tags and of the all-reduce module's range,
+ * and inside the user tags (24 bits: the fabric and hsshm wire headers carry no more). */
+_Static_assert(HS_TAG_ALGO_BASE > HS_TAG_HEARTBEAT && HS_TAG_ALGO_BASE > HS_TAG_WIREUP &&
+                   HS_TAG_ALGO_BASE > HS_TAG_EVAL && HS_TAG_ALGO_BASE > HS_TAG_FINAL &&
+                   HS_TAG_ALGO_BASE > HS_TAG_PING && HS_TAG_ALGO_BASE > HS_TAG_ACK,
+               "algorithm tags overlap the loop's");
+_Static_assert((uint64_t)HS_TAG_ALGO_BASE + HS_DIST_TAGS <= HS_ALLREDUCE_TAG_BASE &&
+                   HS_ALLREDUCE_TAG_BASE + (uint64_t)HS_ALLREDUCE_TAG_SPAN - 1 <= HS_TAG_MAX,
+               "algorithm tags overlap the all-reduce range or pass HS_TAG_MAX");
 
 struct hs_algo {
     hs_dist_t *d;

@@ -17,7 +17,7 @@
  * about MB MiB (a layer is never split), and each bucket is all-reduced as soon as backward
  * has written its layers, while backward goes on with the earlier ones. The loop tells when
  * (hs_dist_on_grads); the training thread then sends its own rank a small message
- * (HS_TAG_AR_BUCKET), and a service (hearsay/exec.h) runs the buckets' all-reduces in bucket
+ * (tag AR_TAG_BUCKET), and a service (hearsay/exec.h) runs the buckets' all-reduces in bucket
  * order, one plan each with its own tag range, so every rank reduces the same buckets in the
  * same order. step() waits (hs_svc_wait, bounded) until every bucket is reduced. Each element
  * is summed in an order that depends only on its bucket and the path, never on timing: runs
@@ -31,6 +31,9 @@
 #include "optim/efsgd.h"
 
 #include <stdlib.h>
+
+/* Message tags (offsets in the algorithm's range, hs_dist_tag; optim/efsgd.h has the other). */
+enum { AR_TAG_BUCKET = 0 }; /* a rank to its own service: a bucket of the gradient is ready */
 
 typedef struct ar_bucket {
     int la, lb;     /* gradient layers [la, lb) (hs_dist_t.glayer_off) */
@@ -72,7 +75,7 @@ static int bk_announce(hs_algo_t *a, int upto)
     for (; a->next < upto; a->next++) { /* one message per bucket, freed in step */
         ar_bucket_t *b = &a->bk[a->next];
         if (!b->kick && rc == 0)
-            rc = hs_transport_isend(d->t, d->rank, HS_TAG_AR_BUCKET, &a->kick_msg,
+            rc = hs_transport_isend(d->t, d->rank, hs_dist_tag(d, AR_TAG_BUCKET), &a->kick_msg,
                                     sizeof a->kick_msg, &b->kick);
     }
     return rc;
@@ -198,7 +201,7 @@ static int bk_init(hs_algo_t *a, const hs_allreduce_opts_t *base, double cap_byt
     }
     a->lowest = L;
     int src = d->rank;
-    uint32_t tag = HS_TAG_AR_BUCKET;
+    uint32_t tag = hs_dist_tag(d, AR_TAG_BUCKET);
     hs_service_desc_t sd = {.name = "all-reduce buckets",
                             .n_slots = 1,
                             .slot_bytes = sizeof a->kick_buf,

@@ -131,7 +131,7 @@ static int svc_reply(hs_center_t *c, int dst, hs_el_kind_t kind)
     } else
         memcpy(c->obuf[dst] + HDR, c->shard, len * sizeof(float));
     center_unlock(c);
-    int rc = hs_transport_isend(c->t, dst, HS_TAG_CENTER_REP, c->obuf[dst], bytes, &c->oreq[dst]);
+    int rc = hs_transport_isend(c->t, dst, c->tag_rep, c->obuf[dst], bytes, &c->oreq[dst]);
     if (rc < 0) {
         c->oreq[dst] = NULL;
         center_lock(c);
@@ -291,7 +291,7 @@ static int choose_path(hs_center_t *c, const char *path)
 }
 
 int hs_center_open(hs_center_t **out, hs_exec_t *x, size_t n, const float *init, const int *owners,
-                   int n_owners, double timeout_s, const char *path)
+                   int n_owners, double timeout_s, const char *path, uint32_t tag_base)
 {
     *out = NULL;
     hs_transport_t *t = x->t;
@@ -316,6 +316,8 @@ int hs_center_open(hs_center_t **out, hs_exec_t *x, size_t n, const float *init,
     c->m = m;
     c->own = -1;
     c->timeout_s = timeout_s;
+    c->tag_req = tag_base + CENTER_TAG_REQ;
+    c->tag_rep = tag_base + CENTER_TAG_REP;
     int rc = -ENOMEM;
     size_t um = (size_t)m, us = (size_t)size;
     c->owner = hs_calloc(um, sizeof *c->owner, "owners");
@@ -369,7 +371,7 @@ int hs_center_open(hs_center_t **out, hs_exec_t *x, size_t n, const float *init,
         int ns = HS_MIN(64, HS_MAX(4, 2 * size));
         int src[64];
         uint32_t tag[64];
-        for (int i = 0; i < ns; i++) src[i] = HS_ANY_SOURCE, tag[i] = HS_TAG_CENTER_REQ;
+        for (int i = 0; i < ns; i++) src[i] = HS_ANY_SOURCE, tag[i] = c->tag_req;
         hs_service_desc_t sd = {.name = "center service",
                                 .n_slots = ns,
                                 .slot_bytes = HDR + (c->rma ? 0 : len * sizeof(float)),

@@ -4,8 +4,8 @@
  *
  * The center x~ (n floats) is split into m contiguous shards, shard s = [n s / m, n (s+1) / m),
  * owned by rank owners[s] (by default every rank owns one shard). Each owner runs a service
- * (hearsay/exec.h) that keeps receives posted (HS_ANY_SOURCE, HS_TAG_CENTER_REQ) and answers:
- *   READ   -> a copy of its shard (HS_TAG_CENTER_REP);
+ * (hearsay/exec.h) that keeps receives posted (HS_ANY_SOURCE, tag CENTER_TAG_REQ) and answers:
+ *   READ   -> a copy of its shard (tag CENTER_TAG_REP);
  *   ADD    -> shard += the elastic difference, under the shard's lock: one owner applies every
  *             add, so concurrent adds are never lost or torn;
  *   FIN    -> "I have finished and sent you k adds": once every live rank has finished and
@@ -34,6 +34,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The center's message tags: offsets from the tag base given to hs_center_open. */
+enum { CENTER_TAG_REQ = 0, CENTER_TAG_REP = 1 };
+
 typedef struct hs_center hs_center_t;
 
 /* Traffic and waiting the client accumulated (the caller reads and zeroes it). */
@@ -55,9 +58,10 @@ int hs_center_parse_owners(const char *spec, int size, int **out, int *n);
  * else auto). "auto" and "rma" are collective (every rank creates the window and probes one
  * atomic add; start-up only): auto uses RMA when the provider has float atomics, else the
  * service; "rma" fails without them. "service" is not collective. Starts the service
- * when this rank owns a shard. */
+ * when this rank owns a shard. Its messages use tags tag_base + CENTER_TAG_* (the EASGD
+ * algorithm's hs_dist_tag(d, 0)). */
 int hs_center_open(hs_center_t **out, hs_exec_t *x, size_t n, const float *init, const int *owners,
-                   int n_owners, double timeout_s, const char *path);
+                   int n_owners, double timeout_s, const char *path, uint32_t tag_base);
 /* Send this rank's replies and adds as fp16 (bf16 = 0) or bf16 (service path only: -EINVAL on
  * the one-sided path). Received messages are decoded by their own flag. */
 int hs_center_set_half(hs_center_t *c, int bf16);

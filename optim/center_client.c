@@ -40,11 +40,11 @@ static int post_request(hs_center_t *c, int s, hs_el_kind_t kind, uint64_t seq)
     size_t len = shard_len(c, s);
     finish_send(c, s, &c->qreq[s]);
     if (c->lost[s]) return 0;
-    int rc = hs_transport_irecv(c->t, c->owner[s], HS_TAG_CENTER_REP, c->rbuf[s],
+    int rc = hs_transport_irecv(c->t, c->owner[s], c->tag_rep, c->rbuf[s],
                                 HDR + len * sizeof(float), &c->rreq[s]);
     if (rc < 0) return rc;
     hs_el_hdr_init((hs_el_hdr_v1_t *)c->qbuf[s], kind, c->rank, s, 0, seq);
-    rc = hs_transport_isend(c->t, c->owner[s], HS_TAG_CENTER_REQ, c->qbuf[s], HDR, &c->qreq[s]);
+    rc = hs_transport_isend(c->t, c->owner[s], c->tag_req, c->qbuf[s], HDR, &c->qreq[s]);
     if (rc < 0) {
         c->qreq[s] = NULL;
         mark_lost(c, s, hs_last_error());
@@ -76,41 +76,64 @@ static int take_reply(hs_center_t *c, int s, const hs_tstatus_t *st, hs_el_kind_
     return 0;
 }
 
+typedef struct collect_wait {
+    hs_center_t *c;
+    float *dst;
+    hs_el_kind_t kind; /* of the replies */
+    int get;           /* 1: the requests are read_rma's gets */
+    int lost;
+} collect_wait_t;
+
+/* A reply (or get) of shard idx ended: a failed one loses the shard. */
+static int collect_done(void *ctx, int idx, int rc, const hs_tstatus_t *st)
+{
+    collect_wait_t *w = ctx;
+    hs_center_t *c = w->c;
+    if (rc < 0) {
+        mark_lost(c, idx, hs_last_error());
+        w->lost++;
+        return 0;
+    }
+    if (w->get) {
+        size_t len = shard_len(c, idx);
+        memcpy(w->dst + c->off[idx], c->rbuf[idx], len * sizeof(float));
+        if (c->owner[idx] != c->rank) c->st.bytes_recv += len * sizeof(float); /* not to self */
+        c->st.msgs++;
+        return 0;
+    }
+    hs_trace_apply_begin(c->x->trace, c->x->rank, c->rbuf[idx], st); /* --trace */
+    HS_TRY(take_reply(c, idx, st, w->kind, w->dst));
+    hs_trace_end(c->x->trace, HS_TR_APPLY);
+    return 0;
+}
+
+/* Wait for the posted replies or gets (bounded per wait by `limit`); the shards still pending
+ * when a wait times out are lost (`what` names the wait); returns shards lost. */
+static int collect_wait(hs_center_t *c, collect_wait_t *w, double limit, const char *what)
+{
+    int rc = hs_dist_wait_reqs(c->x, c->rreq, c->m, limit, 0, collect_done, w);
+    if (rc == -ETIMEDOUT) {
+        for (int s = 0; s < c->m; s++)
+            if (c->rreq[s]) {
+                char why[128];
+                snprintf(why, sizeof why, "%s within %.1f s", what, limit);
+                mark_lost(c, s, why);
+                w->lost++;
+            }
+        rc = 0;
+    }
+    return rc < 0 ? rc : w->lost;
+}
+
 /* Wait for the posted replies (bounded per wait by `limit`); returns shards lost. */
 static int collect(hs_center_t *c, float *dst, hs_el_kind_t kind, double limit)
 {
-    int lost = 0;
     double t0 = hs_exec_now(c->x);
-    for (;;) {
-        int left = 0;
-        for (int s = 0; s < c->m; s++) left += c->rreq[s] != NULL;
-        if (!left) break;
-        int idx = -1;
-        hs_tstatus_t st;
-        int rc = hs_exec_wait(c->x, c->rreq, c->m, limit, 0, &idx, &st);
-        if (rc == -ETIMEDOUT && idx < 0) {
-            for (int s = 0; s < c->m; s++)
-                if (c->rreq[s]) {
-                    char why[128];
-                    snprintf(why, sizeof why, "no answer within %.1f s", limit);
-                    mark_lost(c, s, why);
-                    lost++;
-                }
-            break;
-        }
-        if (rc < 0 && idx >= 0) {
-            mark_lost(c, idx, hs_last_error());
-            lost++;
-            continue;
-        }
-        if (rc < 0) return rc;
-        if (idx < 0) continue;
-        hs_trace_apply_begin(c->x->trace, c->x->rank, c->rbuf[idx], &st); /* --trace */
-        HS_TRY(take_reply(c, idx, &st, kind, dst));
-        hs_trace_end(c->x->trace, HS_TR_APPLY);
-    }
+    collect_wait_t w = {.c = c, .dst = dst, .kind = kind};
+    int rc = collect_wait(c, &w, limit, "no answer");
+    if (rc < 0) return rc;
     c->st.wait_s += hs_exec_now(c->x) - t0;
-    return lost;
+    return rc;
 }
 
 /* One-sided read: a get of every available shard (the own one too, so that it is ordered
@@ -129,33 +152,9 @@ static int read_rma(hs_center_t *c, float *dst)
             mark_lost(c, s, hs_last_error());
         }
     }
-    for (;;) {
-        int left = 0;
-        for (int s = 0; s < c->m; s++) left += c->rreq[s] != NULL;
-        if (!left) break;
-        int idx = -1;
-        hs_tstatus_t st;
-        int rc = hs_exec_wait(c->x, c->rreq, c->m, c->timeout_s, 0, &idx, &st);
-        if (rc == -ETIMEDOUT && idx < 0) {
-            for (int s = 0; s < c->m; s++)
-                if (c->rreq[s]) {
-                    char why[128];
-                    snprintf(why, sizeof why, "get not complete within %.1f s", c->timeout_s);
-                    mark_lost(c, s, why);
-                }
-            break;
-        }
-        if (rc < 0 && idx >= 0) {
-            mark_lost(c, idx, hs_last_error());
-            continue;
-        }
-        if (rc < 0) return rc;
-        if (idx < 0) continue;
-        size_t len = shard_len(c, idx);
-        memcpy(dst + c->off[idx], c->rbuf[idx], len * sizeof(float));
-        if (c->owner[idx] != c->rank) c->st.bytes_recv += len * sizeof(float); /* not to self */
-        c->st.msgs++;
-    }
+    collect_wait_t w = {.c = c, .dst = dst, .get = 1};
+    int rc = collect_wait(c, &w, c->timeout_s, "get not complete");
+    if (rc < 0) return rc;
     c->st.wait_s += hs_exec_now(c->x) - t0;
     return 0;
 }
@@ -235,8 +234,7 @@ int hs_center_add(hs_center_t *c, const float *diff)
             hs_half_encode(c->half == HS_EL_BF16, v, (uint16_t *)(c->abuf[s] + HDR), len);
         } else
             memcpy(c->abuf[s] + HDR, v, len * sizeof(float));
-        int rc = hs_transport_isend(c->t, c->owner[s], HS_TAG_CENTER_REQ, c->abuf[s], bytes,
-                                    &c->areq[s]);
+        int rc = hs_transport_isend(c->t, c->owner[s], c->tag_req, c->abuf[s], bytes, &c->areq[s]);
         if (rc < 0) {
             c->areq[s] = NULL;
             mark_lost(c, s, hs_last_error());

@@ -21,10 +21,11 @@ struct hs_center {
     int rank, size;
     size_t n;
     double timeout_s;
-    int m;          /* shards */
-    int *owner;     /* (m) */
-    size_t *off;    /* (m + 1) */
-    int own;        /* own shard or -1 */
+    uint32_t tag_req, tag_rep; /* tag_base + CENTER_TAG_REQ, + CENTER_TAG_REP */
+    int m;                     /* shards */
+    int *owner;                /* (m) */
+    size_t *off;               /* (m + 1) */
+    int own;                   /* own shard or -1 */
     int rma;        /* 1: one-sided path (window + float atomics), 0: service-thread path */
     unsigned half;  /* 0, HS_EL_FP16 or HS_EL_BF16: what this rank's replies and adds carry */
     hs_twin_t *win; /* rma: this rank's window = its shard (0 bytes when it owns none) */

@@ -20,10 +20,10 @@
  * not change between rounds (s_i sums them over time), so time-varying graphs are refused.
  *
  * Messages: hs_ps_hdr_v1_t of kind HS_PS_COMPRESSED (length = n, extra = the compressed bytes)
- * then the compressed q_i, on HS_TAG_NEIGHBOR, one per neighbour and round; a neighbour cannot
- * be more than one round ahead (it needs this rank's round-t message to finish round t), as in
- * D-PSGD. A failed neighbour stops the run with an error naming it. The compressors work on
- * host memory: on a device that is not the host, x_i is staged through a host image each round.
+ * then the compressed q_i, on tag CHOCO_TAG_NEIGHBOR, one per neighbour and round; a neighbour
+ * cannot be more than one round ahead (it needs this rank's round-t message to finish round t), as
+ * in D-PSGD. A failed neighbour stops the run with an error naming it. The compressors work on host
+ * memory: on a device that is not the host, x_i is staged through a host image each round.
  */
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
@@ -33,6 +33,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+/* Message tags (offsets in the algorithm's range, hs_dist_tag). */
+enum { CHOCO_TAG_NEIGHBOR = 0 }; /* neighbour exchange of q_i */
 
 /* The consensus step size when --consensus-step is 0: with (nearly) exact compressors CHOCO
  * with gamma = 1 is D-PSGD; a sparsifier sends 1-10 % of the entries per round and needs a
@@ -108,7 +111,7 @@ static int choco_step(hs_algo_t *a, long t)
     HS_TRY(hs_nx_wait_sends(&a->nx, t - 1));
 
     double t0 = hs_exec_now(d->x);
-    HS_TRY(hs_nx_post_recvs(&a->nx, a->cnt, HS_TAG_NEIGHBOR));
+    HS_TRY(hs_nx_post_recvs(&a->nx, a->cnt, hs_dist_tag(d, CHOCO_TAG_NEIGHBOR)));
     hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)a->sbuf;
     unsigned char *q = a->sbuf + sizeof *h;
     size_t qbytes = 0;
@@ -117,7 +120,8 @@ static int choco_step(hs_algo_t *a, long t)
     hs_ps_hdr_init(h, HS_PS_COMPRESSED, d->rank, t, 1.0, a->n);
     h->extra = (uint32_t)qbytes;
     for (int i = 0; i < a->cnt; i++)
-        HS_TRY(hs_nx_send(&a->nx, i, HS_TAG_NEIGHBOR, a->sbuf, sizeof *h + qbytes));
+        HS_TRY(
+            hs_nx_send(&a->nx, i, hs_dist_tag(d, CHOCO_TAG_NEIGHBOR), a->sbuf, sizeof *h + qbytes));
     /* this worker's own copy, and its term in s, while the messages travel */
     HS_TRY(hs_decompress_add(a->q, q, qbytes, 1.0f, a->xhat));
     HS_TRY(hs_decompress_add(a->q, q, qbytes, (float)a->self_w, a->s));

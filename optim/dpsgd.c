@@ -19,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Message tags (offsets in the algorithm's range, hs_dist_tag). */
+enum { DPSGD_TAG_NEIGHBOR = 0 }; /* neighbour exchange */
+
 struct hs_algo {
     hs_dist_t *d;
     size_t n, msg_bytes;
@@ -54,12 +57,12 @@ static int dpsgd_step(hs_algo_t *a, long t)
     int cnt = 0;
     double self = 0;
     HS_TRY(hs_topo_out_peers(d->topo, t, d->rank, a->peers, a->wts, a->maxdeg, &cnt, &self));
-    HS_TRY(hs_nx_post_recvs(&a->nx, cnt, HS_TAG_NEIGHBOR));
+    HS_TRY(hs_nx_post_recvs(&a->nx, cnt, hs_dist_tag(d, DPSGD_TAG_NEIGHBOR)));
     hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)a->sbuf;
     hs_ps_hdr_init(h, HS_PS_NEIGHBOR, d->rank, t, 1.0, a->n);
     HS_TRY(k->ops->to_host(k, a->sbuf + sizeof *h, x, a->n * sizeof(float)));
     for (int i = 0; i < cnt; i++)
-        HS_TRY(hs_nx_send(&a->nx, i, HS_TAG_NEIGHBOR, a->sbuf, a->msg_bytes));
+        HS_TRY(hs_nx_send(&a->nx, i, hs_dist_tag(d, DPSGD_TAG_NEIGHBOR), a->sbuf, a->msg_bytes));
     d->st.comm_s += hs_exec_now(d->x) - t0;
 
     HS_TRY(hs_nx_wait_recvs(&a->nx, cnt, t, on_recv, a));
@@ -72,8 +75,8 @@ static int dpsgd_step(hs_algo_t *a, long t)
             HS_TRY(k->ops->to_device(k, a->scratch, xj, a->n * sizeof(float)));
             xj = a->scratch;
         }
-        hs_trace_apply_msg(d->x->trace, d->rank, a->peers[i], HS_TAG_NEIGHBOR, a->nx.rbuf[i],
-                           a->msg_bytes); /* --trace */
+        hs_trace_apply_msg(d->x->trace, d->rank, a->peers[i], hs_dist_tag(d, DPSGD_TAG_NEIGHBOR),
+                           a->nx.rbuf[i], a->msg_bytes); /* --trace */
         HS_TRY(k->ops->axpy(k, a->n, (float)a->wts[i], xj, x));
         hs_trace_end(d->x->trace, HS_TR_APPLY);
     }

@@ -207,7 +207,8 @@ static int easgd_open(hs_algo_t **out, hs_dist_t *d, int momentum)
         goto fail;
     }
     if (half) path = "service";
-    if ((rc = hs_center_open(&a->c, d->x, d->n, a->x, owners, nown, o->comm_timeout_s, path)) < 0)
+    if ((rc = hs_center_open(&a->c, d->x, d->n, a->x, owners, nown, o->comm_timeout_s, path,
+                             hs_dist_tag(d, 0))) < 0)
         goto fail;
     if (half && (rc = hs_center_set_half(a->c, cs.kind == HS_COMPRESS_BF16)) < 0) goto fail;
     free(owners);

@@ -45,37 +45,49 @@ struct efsgd {
     int nsend;
 };
 
+typedef struct ef_wait {
+    efsgd_t *e;
+    long t;
+    int recv, bad; /* bad: a received message failed its checks */
+} ef_wait_t;
+
+/* A request of wait_all ended: a failed one reports its peer; a received one is checked. */
+static int ef_done(void *ctx, int idx, int rc, const hs_tstatus_t *st)
+{
+    ef_wait_t *w = ctx;
+    efsgd_t *e = w->e;
+    hs_dist_t *d = e->d;
+    if (rc < 0) {
+        hs_dist_peer_failed(d, idx, w->t, hs_last_error());
+        return rc;
+    }
+    if (!w->recv) return 0;
+    w->bad = 1;
+    const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)e->rbuf[idx];
+    if (st->len < sizeof *h || h->magic != HS_PS_MAGIC || h->version != HS_PS_VERSION ||
+        h->kind != HS_PS_COMPRESSED || h->sender != st->source || h->length != e->n ||
+        h->extra != st->len - sizeof *h)
+        return HS_ERR(-EPROTO,
+                      "EF-SGD: rank %d got a malformed message of %zu bytes from rank %d "
+                      "(do all ranks run the same --model and --compress?)",
+                      d->rank, st->len, st->source);
+    if (h->iteration != w->t)
+        return HS_ERR(-EPROTO, "EF-SGD: rank %d got round %lld from rank %d in round %ld", d->rank,
+                      (long long)h->iteration, st->source, w->t);
+    w->bad = 0;
+    d->st.bytes_recv += st->len;
+    d->st.msgs_applied++;
+    return 0;
+}
+
 /* Wait for every request (bounded); a failure is an error naming the peer (ranks index). */
 static int wait_all(efsgd_t *e, hs_treq_t **reqs, long t, int recv)
 {
     hs_dist_t *d = e->d;
-    for (;;) {
-        int left = 0;
-        for (int i = 0; i < d->size; i++) left += reqs[i] != NULL;
-        if (!left) return 0;
-        int idx = -1;
-        hs_tstatus_t st;
-        int rc = hs_exec_wait(d->x, reqs, d->size, d->o->comm_timeout_s, 0, &idx, &st);
-        if (rc < 0) {
-            if (idx >= 0) hs_dist_peer_failed(d, idx, t, hs_last_error());
-            hs_error_prefix("EF-SGD round %ld, %s", t, recv ? "receive" : "send");
-            return rc;
-        }
-        if (!recv || idx < 0) continue;
-        const hs_ps_hdr_v1_t *h = (const hs_ps_hdr_v1_t *)e->rbuf[idx];
-        if (st.len < sizeof *h || h->magic != HS_PS_MAGIC || h->version != HS_PS_VERSION ||
-            h->kind != HS_PS_COMPRESSED || h->sender != st.source || h->length != e->n ||
-            h->extra != st.len - sizeof *h)
-            return HS_ERR(-EPROTO,
-                          "EF-SGD: rank %d got a malformed message of %zu bytes from rank %d "
-                          "(do all ranks run the same --model and --compress?)",
-                          d->rank, st.len, st.source);
-        if (h->iteration != t)
-            return HS_ERR(-EPROTO, "EF-SGD: rank %d got round %lld from rank %d in round %ld",
-                          d->rank, (long long)h->iteration, st.source, t);
-        d->st.bytes_recv += st.len;
-        d->st.msgs_applied++;
-    }
+    ef_wait_t w = {.e = e, .t = t, .recv = recv};
+    int rc = hs_dist_wait_reqs(d->x, reqs, d->size, d->o->comm_timeout_s, 0, ef_done, &w);
+    if (rc < 0 && !w.bad) hs_error_prefix("EF-SGD round %ld, %s", t, recv ? "receive" : "send");
+    return rc;
 }
 
 int efsgd_exchange(efsgd_t *e, long t)
@@ -92,7 +104,8 @@ int efsgd_exchange(efsgd_t *e, long t)
     t0 = hs_exec_now(d->x);
     for (int j = 0; j < d->size; j++)
         if (j != d->rank)
-            HS_TRY(hs_transport_irecv(d->t, j, HS_TAG_EF_GATHER, e->rbuf[j], e->cap, &e->rreq[j]));
+            HS_TRY(hs_transport_irecv(d->t, j, hs_dist_tag(d, EFSGD_TAG_GATHER), e->rbuf[j], e->cap,
+                                      &e->rreq[j]));
     if (e->gh) HS_TRY(k->ops->to_host(k, e->gh, d->grads, n * sizeof(float)));
     for (size_t i = 0; i < n; i++) e->p[i] = g[i] + e->e[i];
     hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)e->sbuf;
@@ -103,8 +116,8 @@ int efsgd_exchange(efsgd_t *e, long t)
     h->extra = (uint32_t)qbytes;
     for (int j = 0; j < d->size; j++) {
         if (j == d->rank) continue;
-        HS_TRY(hs_transport_isend(d->t, j, HS_TAG_EF_GATHER, e->sbuf, sizeof *h + qbytes,
-                                  &e->sreq[j]));
+        HS_TRY(hs_transport_isend(d->t, j, hs_dist_tag(d, EFSGD_TAG_GATHER), e->sbuf,
+                                  sizeof *h + qbytes, &e->sreq[j]));
         d->st.bytes_sent += sizeof *h + qbytes;
     }
     e->nsend = d->size - 1;

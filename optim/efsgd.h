@@ -5,6 +5,10 @@
 
 #include "hearsay/algo.h"
 
+/* Its messages' tag in the all-reduce algorithm's range (hs_dist_tag; optim/allreduce_sgd.c
+ * uses offset 0). */
+enum { EFSGD_TAG_GATHER = 1 };
+
 typedef struct efsgd efsgd_t;
 
 /* State for d (CPU backend; its option --compress names the compressor). */

@@ -44,6 +44,13 @@
 #define LOSS_RING 4   /* loss messages in flight per peer */
 #define STUCK_S   0.5 /* a loss send in flight this long gets a liveness check of its peer */
 
+/* Message tags (offsets in the algorithm's range, hs_dist_tag). */
+enum {
+    LSGD_TAG_LOSS = 0, /* (recent loss, rank, version) gossip */
+    LSGD_TAG_REQ = 1,  /* request of a leader's published snapshot */
+    LSGD_TAG_SNAP = 2, /* a versioned, checksummed snapshot */
+};
+
 /* --- the transport-free pieces (optim/lsgd.h) ------------------------------------------ */
 
 void hs_lsgd_note(hs_lsgd_entry_t *tab, int r, double loss, long version, double now, long my_iter)
@@ -252,8 +259,8 @@ static int serve_snapshot(hs_algo_t *a, int dst)
         h->check = half_checksum(hv, count);
         width = 2;
     }
-    rc = hs_transport_isend(d->t, dst, HS_TAG_LSGD_SNAP, a->obuf[dst], HDR + count * width,
-                            &a->oreq[dst]);
+    rc = hs_transport_isend(d->t, dst, hs_dist_tag(d, LSGD_TAG_SNAP), a->obuf[dst],
+                            HDR + count * width, &a->oreq[dst]);
     if (rc < 0)
         a->oreq[dst] = NULL;
     else
@@ -385,7 +392,7 @@ static void send_loss(hs_algo_t *a, double loss, long version, int done)
         hs_el_hdr_init(h, HS_EL_LOSS, d->rank, done, 0, (uint64_t)(version < 0 ? 0 : version));
         h->value = loss;
         h->iteration = version;
-        if (hs_transport_isend(d->t, r, HS_TAG_LSGD_LOSS, h, HDR, &a->lreq[i]) < 0) {
+        if (hs_transport_isend(d->t, r, hs_dist_tag(d, LSGD_TAG_LOSS), h, HDR, &a->lreq[i]) < 0) {
             a->lreq[i] = NULL;
             continue;
         }
@@ -405,9 +412,9 @@ static int fetch(hs_algo_t *a, int L, long t)
         hs_exec_wait1(d->x, &a->qreq, d->o->comm_timeout_s, 0, NULL);
         if (a->qreq) hs_transport_req_free(d->t, &a->qreq);
     }
-    HS_TRY(hs_transport_irecv(d->t, L, HS_TAG_LSGD_SNAP, a->fbuf, cap, &a->freq));
+    HS_TRY(hs_transport_irecv(d->t, L, hs_dist_tag(d, LSGD_TAG_SNAP), a->fbuf, cap, &a->freq));
     hs_el_hdr_init((hs_el_hdr_v1_t *)a->qbuf, HS_EL_SNAPREQ, d->rank, 0, 0, 0);
-    int rc = hs_transport_isend(d->t, L, HS_TAG_LSGD_REQ, a->qbuf, HDR, &a->qreq);
+    int rc = hs_transport_isend(d->t, L, hs_dist_tag(d, LSGD_TAG_REQ), a->qbuf, HDR, &a->qreq);
     if (rc < 0)
         a->qreq = NULL;
     else
@@ -581,10 +588,12 @@ static int lsgd_drain(hs_algo_t *a, int final)
                         (!a->tab[r].valid || now - a->tab[r].seen_s > 1.0);
                 unlock(a);
                 if (!w || hs_dist_peer_dead(d, r)) continue;
-                if (silent || !hs_exec_alive(d->x, r, 0.02))
+                hs_dist_late_t l = {.silent = silent, .probe = 1, .probe_s = 0.02};
+                int v = hs_dist_late_peer(d, r, &l); /* (no heartbeats) */
+                if (v != HS_LATE_WAIT)
                     peer_gone(a, r,
-                              silent ? "silent at the end of the run"
-                                     : "exited before the end of the run");
+                              v == HS_LATE_SILENT ? "silent at the end of the run"
+                                                  : "exited before the end of the run");
             }
         }
         HS_TRY(hs_exec_sleep(d->x, 0.02));
@@ -723,7 +732,8 @@ static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
     int src[96];
     uint32_t tag[96];
     for (int i = 0; i < ns; i++)
-        src[i] = HS_ANY_SOURCE, tag[i] = i < a->nl ? HS_TAG_LSGD_LOSS : HS_TAG_LSGD_REQ;
+        src[i] = HS_ANY_SOURCE,
+        tag[i] = i < a->nl ? hs_dist_tag(d, LSGD_TAG_LOSS) : hs_dist_tag(d, LSGD_TAG_REQ);
     hs_service_desc_t sd = {.name = "leader-SGD service",
                             .n_slots = ns,
                             .slot_bytes = HDR,

@@ -39,6 +39,26 @@ void hs_nx_finalize(hs_nx_t *x)
 /* Wait for every request in reqs (bounded); a failure is an error naming the peer. Received
  * messages go to fn once all of them are in, in slot order (never arrival order: the sums the
  * handlers make are then the same whatever the timing). */
+typedef struct nx_wait {
+    hs_nx_t *x;
+    long t;
+    int recv;
+    hs_tstatus_t *sts;
+    unsigned char *got;
+} nx_wait_t;
+
+/* A request of wait_all ended: a failed one reports its peer and ends the wait. */
+static int nx_done(void *ctx, int idx, int rc, const hs_tstatus_t *st)
+{
+    nx_wait_t *w = ctx;
+    if (rc < 0) {
+        hs_dist_peer_failed(w->x->d, (w->recv ? w->x->from : w->x->to)[idx], w->t, hs_last_error());
+        return rc;
+    }
+    if (w->recv) w->sts[idx] = *st, w->got[idx] = 1;
+    return 0;
+}
+
 static int wait_all(hs_nx_t *x, hs_treq_t **reqs, int n, long t, int recv, hs_nx_recv_fn fn,
                     void *ctx)
 {
@@ -55,21 +75,9 @@ static int wait_all(hs_nx_t *x, hs_treq_t **reqs, int n, long t, int recv, hs_nx
         }
     }
     if (recv) memset(got, 0, (size_t)n);
-    int rc = 0;
-    for (;;) {
-        int left = 0;
-        for (int i = 0; i < n; i++) left += reqs[i] != NULL;
-        if (!left) break;
-        int idx = -1;
-        hs_tstatus_t st;
-        rc = hs_exec_wait(d->x, reqs, n, d->o->comm_timeout_s, 0, &idx, &st);
-        if (rc < 0) {
-            if (idx >= 0) hs_dist_peer_failed(d, (recv ? x->from : x->to)[idx], t, hs_last_error());
-            hs_error_prefix("%s round %ld, %s", x->name, t, recv ? "receive" : "send");
-            break;
-        }
-        if (recv && idx >= 0) sts[idx] = st, got[idx] = 1;
-    }
+    nx_wait_t w = {.x = x, .t = t, .recv = recv, .sts = sts, .got = got};
+    int rc = hs_dist_wait_reqs(d->x, reqs, n, d->o->comm_timeout_s, 0, nx_done, &w);
+    if (rc < 0) hs_error_prefix("%s round %ld, %s", x->name, t, recv ? "receive" : "send");
     for (int i = 0; rc == 0 && recv && i < n; i++) {
         if (!got[i]) continue;
         if ((rc = fn(ctx, i, x->rbuf[i], &sts[i], t)) < 0) break;

@@ -48,6 +48,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Message tags (offsets in the algorithm's range, hs_dist_tag). */
+enum { QSGP_TAG_GOSSIP = 0 }; /* compressed push-sum shares */
+
 struct hs_algo {
     hs_dist_t *d;
     size_t n, cap;
@@ -109,7 +112,7 @@ static int qsgp_step(hs_algo_t *a, long t)
     HS_TRY(hs_nx_wait_sends(&a->nx, t - 1));
 
     double t0 = hs_exec_now(d->x);
-    HS_TRY(hs_nx_post_recvs(&a->nx, a->nin, HS_TAG_GOSSIP));
+    HS_TRY(hs_nx_post_recvs(&a->nx, a->nin, hs_dist_tag(d, QSGP_TAG_GOSSIP)));
     /* q = Q(x - x^), into the first send buffer (z is free until the end of the round) */
     for (size_t i = 0; i < n; i++) z[i] = (float)(x[i] - (double)xh[i]);
     unsigned char *q0 = a->sbuf[0] + sizeof(hs_ps_hdr_v1_t);
@@ -120,7 +123,8 @@ static int qsgp_step(hs_algo_t *a, long t)
         hs_ps_hdr_init(h, HS_PS_COMPRESSED, d->rank, t, a->pout[i] * a->y, n);
         h->extra = (uint32_t)qbytes;
         if (i) memcpy(a->sbuf[i] + sizeof *h, q0, qbytes);
-        HS_TRY(hs_nx_send(&a->nx, i, HS_TAG_GOSSIP, a->sbuf[i], sizeof *h + qbytes));
+        HS_TRY(
+            hs_nx_send(&a->nx, i, hs_dist_tag(d, QSGP_TAG_GOSSIP), a->sbuf[i], sizeof *h + qbytes));
     }
     HS_TRY(hs_decompress_add(a->c, q0, qbytes, 1.0f, xh));
     a->y_next = a->self_p * a->y;

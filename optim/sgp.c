@@ -18,7 +18,7 @@
  *      z <- (w_kept z + sum_m s_m z_m) / (w_kept + sum_m s_m); the model's parameters are z.
  * Keeping z and only ever forming weighted means is the same push-sum without a float x that
  * could underflow when w drifts. A service (hearsay/exec.h) keeps receives posted per in-peer
- * and out-peer (HS_TAG_GOSSIP) and folds every message into a running weighted mean as soon as
+ * and out-peer (SGP_TAG_GOSSIP) and folds every message into a running weighted mean as soon as
  * it arrives, so a sleeping or paused worker still receives and its senders never stall on it;
  * step 5 swaps that accumulator out under the service lock. Only step 4 waits for peers'
  * computation, for in-peers only.
@@ -58,6 +58,9 @@ typedef enum hs_delay_mode {
 } hs_delay_mode_t;
 
 #define RX_SLOTS 8 /* receives kept posted per in-peer */
+
+/* Message tags (offsets in the algorithm's range, hs_dist_tag). */
+enum { SGP_TAG_GOSSIP = 0 }; /* push-sum shares (x, w) and the notices */
 
 /* A GOSSIP share held until its round is mixed (a bound D >= 0): the sender's round, the
  * source, the order it arrived in, its weight share and a copy of its z. */
@@ -474,7 +477,7 @@ static int revoke(hs_algo_t *a, int p)
     long n0 = a->taken_n[ps(a, p)];
     double w0 = a->taken_w[ps(a, p)];
     a->cb_rc = 0;
-    int rc = hs_transport_revoke(d->t, p, HS_TAG_GOSSIP, take_back, a);
+    int rc = hs_transport_revoke(d->t, p, hs_dist_tag(d, SGP_TAG_GOSSIP), take_back, a);
     if (rc == -ENOSYS) {
         hs_error_clear();
         a->no_revoke = 1;
@@ -557,7 +560,7 @@ static int reclaim(hs_algo_t *a, int p)
     long n0 = a->taken_n[ps(a, p)];
     double w0 = a->taken_w[ps(a, p)];
     a->cb_rc = 0;
-    int rc = hs_transport_unsent(d->t, p, HS_TAG_GOSSIP, take_back, a);
+    int rc = hs_transport_unsent(d->t, p, hs_dist_tag(d, SGP_TAG_GOSSIP), take_back, a);
     if (rc == -EBUSY) {
         /* not gone yet (fenced, or reported failed by a timeout): it may still take what it
          * has not begun to take; take that back now, atomically against its taking */
@@ -616,58 +619,52 @@ static int keep_failed_share(hs_algo_t *a, sgp_round_t *r, int i, const char *wh
     return peer_gone(a, r->peer[i], why);
 }
 
-/* Wait until every send of round r has completed (bounded by the comm timeout). */
+typedef struct round_wait {
+    hs_algo_t *a;
+    sgp_round_t *r;
+} round_wait_t;
+
+/* A send of wait_round ended: a failed one's share stays here. */
+static int round_done(void *ctx, int idx, int rc, const hs_tstatus_t *st)
+{
+    (void)st;
+    round_wait_t *w = ctx;
+    return rc < 0 ? keep_failed_share(w->a, w->r, idx, hs_last_error()) : 0;
+}
+
+/* Wait until every send of round r has completed (bounded by the comm timeout, longer while
+ * a peer still heartbeats). */
 static int wait_round(hs_algo_t *a, sgp_round_t *r)
 {
     hs_dist_t *d = a->d;
     if (r->iter < 0) return 0;
-    double t0 = hs_exec_now(d->x), limit = d->o->comm_timeout_s;
-    for (;;) {
-        int left = 0;
-        for (int i = 0; i < r->n; i++) left += r->req[i] != NULL;
-        if (!left) break;
-        int idx = -1;
-        hs_tstatus_t st;
-        double remain = limit - elapsed(a, t0);
-        /* (the wait serves the loop's idle hook meanwhile) */
-        int rc = remain > 0 ? hs_exec_wait(d->x, r->req, r->n, remain, 0, &idx, &st) : -ETIMEDOUT;
-        if (rc == -ETIMEDOUT) {
-            /* a peer that still heartbeats is blocked, not frozen: wait on (bounded) */
-            int patient = 0;
-            for (int i = 0; i < r->n; i++)
-                patient |= r->req[i] && hs_dist_keep_waiting(d, r->peer[i], elapsed(a, t0), limit);
-            if (patient) {
-                limit = elapsed(a, t0) + 0.25;
-                continue;
+    double t0 = hs_exec_now(d->x);
+    round_wait_t w = {a, r};
+    int rc = hs_dist_wait_sends(d, r->req, r->peer, r->n, d->o->comm_timeout_s, round_done, &w);
+    if (rc == -ETIMEDOUT) {
+        char why[160];
+        snprintf(why, sizeof why, "send of round %ld not complete after %.1f s", r->iter,
+                 HS_MAX(d->o->comm_timeout_s, elapsed(a, t0)));
+        /* declared failed; while it may still run, take back what it has not begun to
+         * take (its sends fail below, their shares stay here); what it had begun to take
+         * is its own (parked) */
+        for (int i = 0; i < r->n; i++)
+            if (r->req[i]) HS_TRY(peer_gone(a, r->peer[i], why));
+        for (int i = 0; i < r->n; i++) {
+            if (!r->req[i]) continue;
+            int done = 0;
+            if (a->no_revoke) { /* the transport cannot say: the old rule */
+                hs_transport_req_free(d->t, &r->req[i]);
+                HS_TRY(keep_failed_share(a, r, i, why));
+            } else if (hs_transport_test(d->t, &r->req[i], &done, NULL) < 0) {
+                HS_TRY(keep_failed_share(a, r, i, hs_last_error()));
+            } else if (!done) {
+                HS_TRY(park(a, &r->req[i], &r->buf[i], 1, r->peer[i], r->share[i]));
+                HS_TRY(hs_transport_buf_alloc(d->t, a->msg_bytes, (void **)&r->buf[i]));
             }
-            char why[160];
-            snprintf(why, sizeof why, "send of round %ld not complete after %.1f s", r->iter,
-                     limit);
-            /* declared failed; while it may still run, take back what it has not begun to
-             * take (its sends fail below, their shares stay here); what it had begun to take
-             * is its own (parked) */
-            for (int i = 0; i < r->n; i++)
-                if (r->req[i]) HS_TRY(peer_gone(a, r->peer[i], why));
-            for (int i = 0; i < r->n; i++) {
-                if (!r->req[i]) continue;
-                int done = 0;
-                if (a->no_revoke) { /* the transport cannot say: the old rule */
-                    hs_transport_req_free(d->t, &r->req[i]);
-                    HS_TRY(keep_failed_share(a, r, i, why));
-                } else if (hs_transport_test(d->t, &r->req[i], &done, NULL) < 0) {
-                    HS_TRY(keep_failed_share(a, r, i, hs_last_error()));
-                } else if (!done) {
-                    HS_TRY(park(a, &r->req[i], &r->buf[i], 1, r->peer[i], r->share[i]));
-                    HS_TRY(hs_transport_buf_alloc(d->t, a->msg_bytes, (void **)&r->buf[i]));
-                }
-            }
-            break;
         }
-        if (rc < 0 && idx >= 0) {
-            HS_TRY(keep_failed_share(a, r, idx, hs_last_error()));
-            continue;
-        }
-        if (rc < 0) return rc;
+    } else if (rc < 0) {
+        return rc;
     }
     r->iter = -1;
     d->st.wait_s += elapsed(a, t0);
@@ -712,17 +709,22 @@ static int bound_staleness(hs_algo_t *a, long t)
         HS_TRY(hs_dist_idle(d));
         double now = hs_exec_now(d->x);
         char why[160];
-        if (now - t0 > d->o->comm_timeout_s &&
-            !hs_dist_keep_waiting(d, late, now - t0, d->o->comm_timeout_s)) {
+        /* a dead in-peer is not waited for until the timeout: probes every 0.25 s */
+        hs_dist_late_t l = {.quiet = now - t0,
+                            .limit = d->o->comm_timeout_s,
+                            .silent = now - t0 > d->o->comm_timeout_s,
+                            .heartbeats = 1,
+                            .probe = now >= next_probe,
+                            .probe_s = 0};
+        int v = hs_dist_late_peer(d, late, &l);
+        if (v != HS_LATE_SILENT && l.probe) next_probe = now + 0.25;
+        if (v == HS_LATE_SILENT) {
             snprintf(why, sizeof why, "no message of round <= %ld after %.1f s (--delay-bound %ld)",
                      upto, d->o->comm_timeout_s, a->bound);
             hs_dist_peer_failed(d, late, last + 1, why);
-        } else if (now >= next_probe) { /* a dead in-peer is not waited for until the timeout */
-            next_probe = now + 0.25;
-            if (!hs_exec_alive(d->x, late, 0)) {
-                snprintf(why, sizeof why, "exited (seen while waiting for its round %ld)", upto);
-                HS_TRY(peer_gone(a, late, why));
-            }
+        } else if (v == HS_LATE_EXITED) {
+            snprintf(why, sizeof why, "exited (seen while waiting for its round %ld)", upto);
+            HS_TRY(peer_gone(a, late, why));
         }
     }
     d->st.wait_s += elapsed(a, t0);
@@ -769,19 +771,22 @@ static int wait_exact(hs_algo_t *a, long from, long upto)
                 if ((rc = hs_svc_error(d->x, a->svc)) < 0 || (rc = hs_dist_idle(d)) < 0) break;
                 double now = hs_exec_now(d->x);
                 char why[160];
-                if (now - t0 > d->o->comm_timeout_s &&
-                    !hs_dist_keep_waiting(d, j, now - t0, d->o->comm_timeout_s)) {
+                hs_dist_late_t l = {.quiet = now - t0,
+                                    .limit = d->o->comm_timeout_s,
+                                    .silent = now - t0 > d->o->comm_timeout_s,
+                                    .heartbeats = 1,
+                                    .probe = now >= next_probe,
+                                    .probe_s = 0};
+                int v = hs_dist_late_peer(d, j, &l);
+                if (v != HS_LATE_SILENT && l.probe) next_probe = now + 0.25;
+                if (v == HS_LATE_SILENT) {
                     snprintf(why, sizeof why,
                              "no message of round %ld after %.1f s (--delay-mode exact)", r,
                              d->o->comm_timeout_s);
                     hs_dist_peer_failed(d, j, last + 1, why);
-                } else if (now >= next_probe) {
-                    next_probe = now + 0.25;
-                    if (!hs_exec_alive(d->x, j, 0)) {
-                        snprintf(why, sizeof why, "exited (seen while waiting for its round %ld)",
-                                 r);
-                        if ((rc = peer_gone(a, j, why)) < 0) break;
-                    }
+                } else if (v == HS_LATE_EXITED) {
+                    snprintf(why, sizeof why, "exited (seen while waiting for its round %ld)", r);
+                    if ((rc = peer_gone(a, j, why)) < 0) break;
                 }
             }
         }
@@ -830,7 +835,8 @@ static int sgp_step(hs_algo_t *a, long t)
         r->peer[m] = p;
         r->share[m] = s * a->w;
         r->n++;
-        int rc = hs_transport_isend(d->t, p, HS_TAG_GOSSIP, r->buf[m], a->msg_bytes, &r->req[m]);
+        int rc = hs_transport_isend(d->t, p, hs_dist_tag(d, SGP_TAG_GOSSIP), r->buf[m],
+                                    a->msg_bytes, &r->req[m]);
         if (rc < 0) { /* could not even post: keep the share */
             r->req[m] = NULL;
             HS_TRY(keep_failed_share(a, r, m, hs_last_error()));
@@ -940,23 +946,10 @@ static int settle(hs_algo_t *a)
 static int wait_send(hs_algo_t *a, int p, hs_treq_t **req)
 {
     hs_dist_t *d = a->d;
-    double t0 = hs_exec_now(d->x), limit = d->o->comm_timeout_s;
-    while (*req) {
-        double remain = limit - elapsed(a, t0);
-        int idx = -1,
-            rc = remain > 0 ? hs_exec_wait(d->x, req, 1, remain, 0, &idx, NULL) : -ETIMEDOUT;
-        if (rc == -ETIMEDOUT && *req && hs_dist_keep_waiting(d, p, elapsed(a, t0), limit)) {
-            hs_error_clear();
-            limit = elapsed(a, t0) + 0.25;
-            continue;
-        }
-        if (rc < 0) {
-            d->st.wait_s += elapsed(a, t0);
-            return rc;
-        }
-    }
+    double t0 = hs_exec_now(d->x);
+    int rc = hs_dist_wait_sends(d, req, &p, 1, d->o->comm_timeout_s, NULL, NULL);
     d->st.wait_s += elapsed(a, t0);
-    return 0;
+    return rc;
 }
 
 /* The REPLY in flight to p is done: a failed one's share stays here. */
@@ -1032,8 +1025,8 @@ static int answer(hs_algo_t *a)
             break;
         host = pz;
         hs_ps_hdr_init(h, HS_PS_REPLY, d->rank, it, share, a->n);
-        if (hs_transport_isend(d->t, j, HS_TAG_GOSSIP, a->rep_buf[ps(a, j)], a->msg_bytes,
-                               &a->rep_req[ps(a, j)]) < 0) {
+        if (hs_transport_isend(d->t, j, hs_dist_tag(d, SGP_TAG_GOSSIP), a->rep_buf[ps(a, j)],
+                               a->msg_bytes, &a->rep_req[ps(a, j)]) < 0) {
             /* nothing left: its share stays (what it never took is taken back at the end) */
             a->rep_req[ps(a, j)] = NULL;
             hs_dist_peer_failed(d, j, it + 1, hs_last_error());
@@ -1057,7 +1050,7 @@ static int notify(hs_algo_t *a, int p, hs_ps_kind_t kind, long count, hs_ps_hdr_
     hs_dist_t *d = a->d;
     hs_ps_hdr_init(h, kind, d->rank, a->trained, 0, 0);
     h->aux[0] = (double)count;
-    if (hs_transport_isend(d->t, p, HS_TAG_GOSSIP, h, sizeof *h, req) < 0) {
+    if (hs_transport_isend(d->t, p, hs_dist_tag(d, SGP_TAG_GOSSIP), h, sizeof *h, req) < 0) {
         *req = NULL;
         return peer_gone(a, p, hs_last_error());
     }
@@ -1147,13 +1140,20 @@ static int sgp_finish(hs_algo_t *a)
             unlock(a);
             if (!in_wait && !out_wait) continue;
             char why[200];
-            if (silent && !hs_dist_keep_waiting(d, j, now - last_progress, d->o->drain_timeout_s)) {
+            hs_dist_late_t l = {.quiet = now - last_progress,
+                                .limit = d->o->drain_timeout_s,
+                                .silent = silent,
+                                .heartbeats = 1,
+                                .probe = 1,
+                                .probe_s = 0.3};
+            int v = hs_dist_late_peer(d, j, &l);
+            if (v == HS_LATE_SILENT) {
                 snprintf(why, sizeof why,
                          "%ld messages arrived (%ld announced), then %.1f s of silence at the end "
                          "of the run",
                          got, want, d->o->drain_timeout_s);
                 hs_dist_peer_failed(d, j, last + 1, why);
-            } else if (!hs_dist_probe_alive(d, j)) {
+            } else if (v == HS_LATE_EXITED) {
                 snprintf(why, sizeof why, "exited at the end of the run after sending %ld messages",
                          got);
                 hs_dist_peer_failed(d, j, last + 1, why);
@@ -1241,13 +1241,20 @@ static int sgp_drain(hs_algo_t *a, int final)
             unlock(a);
             if (got >= want[k]) continue;
             char why[200];
-            if (silent && !hs_dist_keep_waiting(d, j, now - last_progress, d->o->drain_timeout_s)) {
+            hs_dist_late_t l = {.quiet = now - last_progress,
+                                .limit = d->o->drain_timeout_s,
+                                .silent = silent,
+                                .heartbeats = 1,
+                                .probe = 1,
+                                .probe_s = 0.3};
+            int v = hs_dist_late_peer(d, j, &l);
+            if (v == HS_LATE_SILENT) {
                 snprintf(
                     why, sizeof why,
                     "%ld of %ld messages arrived, then %.1f s of silence at the end of the run",
                     got, want[k], d->o->drain_timeout_s);
                 hs_dist_peer_failed(d, j, last + 1, why);
-            } else if (!hs_dist_probe_alive(d, j)) {
+            } else if (v == HS_LATE_EXITED) {
                 snprintf(why, sizeof why, "exited after sending %ld of %ld messages", got, want[k]);
                 hs_dist_peer_failed(d, j, last + 1, why);
             }
@@ -1540,7 +1547,7 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound, hs_delay
     if (rc == 0 && (!src || !tag)) rc = -ENOMEM;
     for (int q = 0, i = 0; q < a->np && rc == 0; q++)
         for (int k = 0; (a->in_set[q] || a->out_set[q]) && k < RX_SLOTS; k++, i++)
-            src[i] = a->pr[q], tag[i] = HS_TAG_GOSSIP;
+            src[i] = a->pr[q], tag[i] = hs_dist_tag(d, SGP_TAG_GOSSIP);
     sd.src = src;
     sd.tag = tag;
     if (rc == 0 && nsrc > 0) rc = hs_svc_start(d->x, &sd, &a->svc);
@@ -1721,7 +1728,7 @@ static int sgp_crash(hs_algo_t *a, double *lost, double *recv_from)
     for (int i = 0; i < a->tau && rc == 0; i++) rc = wait_round(a, &a->rounds[i]);
     a->held_w = 0;
     memset(a->held_from, 0, ((size_t)a->np + 1) * sizeof *a->held_from);
-    int n = hs_transport_leave(d->t, HS_TAG_GOSSIP, held, a);
+    int n = hs_transport_leave(d->t, hs_dist_tag(d, SGP_TAG_GOSSIP), held, a);
     if (n < 0 && n != -ENOSYS && rc == 0) rc = n;
     hs_svc_stop(d->x, &a->svc); /* its handler has folded what it took; nothing more comes */
     double kept = 0;            /* shares held for their round (the service has stopped) */

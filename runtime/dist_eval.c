@@ -215,8 +215,10 @@ int hs_evalc_finish(hs_evalc_t *ec, long rounds, double timeout_s)
         double now = hs_exec_now(d->x);
         if (now >= next_probe) {
             next_probe = now + 0.5;
+            const hs_dist_late_t l = {.probe = 1, .probe_s = 0.3}; /* (a probe only) */
             for (int r = 1; r < d->size; r++)
-                if (!hs_dist_peer_dead(d, r) && ec->got[r] < rounds && !hs_dist_probe_alive(d, r))
+                if (!hs_dist_peer_dead(d, r) && ec->got[r] < rounds &&
+                    hs_dist_late_peer(d, r, &l) == HS_LATE_EXITED)
                     hs_dist_peer_failed(d, r, 0, "exited before sending its evaluations");
         }
         if (now - last_progress > timeout_s) break;

@@ -476,6 +476,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     }
     d->host_of = R->host_of;
     d->n_hosts = hs_boot_num_hosts(boot);
+    d->tag_base = HS_TAG_ALGO_BASE; /* the one algorithm that runs takes the whole range */
 
     if (given) { /* the caller's environment and transport (the simulator's) */
         R->x = given;

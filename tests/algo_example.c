@@ -20,8 +20,6 @@
  * library (tests/Makefile rules: tools/libhearsaycli.la). */
 int hs_cli_main(int argc, char **argv);
 
-#define EXAMPLE_TAG 0x47e00u /* a user tag of its own (hearsay/transport.h) */
-
 struct hs_algo {
     hs_dist_t *d;
     double weight;        /* --example-weight */
@@ -64,15 +62,15 @@ static int ring_average(hs_algo_t *a, long t)
     const int succ = (d->rank + 1) % d->size, pred = (d->rank + d->size - 1) % d->size;
     double t0 = hs_exec_now(d->x);
     HS_TRY(d->k->ops->to_host(d->k, a->mine, d->params, bytes));
-    hs_treq_t *rr = NULL, *sr = NULL;
-    HS_TRY(hs_transport_irecv(d->t, pred, EXAMPLE_TAG, a->theirs, bytes, &rr));
-    int rc = hs_transport_isend(d->t, succ, EXAMPLE_TAG, a->mine, bytes, &sr);
+    hs_treq_t *req[2] = {NULL, NULL}; /* the receive, the send */
+    HS_TRY(hs_transport_irecv(d->t, pred, hs_dist_tag(d, 0), a->theirs, bytes, &req[0]));
+    int rc = hs_transport_isend(d->t, succ, hs_dist_tag(d, 0), a->mine, bytes, &req[1]);
     double w0 = hs_exec_now(d->x);
-    if (rc == 0) rc = hs_exec_wait1(d->x, &rr, d->o->comm_timeout_s, 0, NULL);
-    if (rc == 0) rc = hs_exec_wait1(d->x, &sr, d->o->comm_timeout_s, 0, NULL);
+    /* the shared wait (hearsay/algo.h, "Waiting for peers"): both end, each wait bounded */
+    if (rc == 0) rc = hs_dist_wait_reqs(d->x, req, 2, d->o->comm_timeout_s, 0, NULL, NULL);
     d->st.wait_s += hs_exec_now(d->x) - w0;
     if (rc < 0) {
-        if (rr) hs_exec_wait1(d->x, &rr, 0.5, 0, NULL); /* (bounded: a timeout keeps it) */
+        if (req[0]) hs_exec_wait1(d->x, &req[0], 0.5, 0, NULL); /* (bounded: a timeout keeps it) */
         hs_error_prefix("example, iteration %ld", t);
         return rc;
     }

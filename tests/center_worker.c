@@ -13,6 +13,7 @@
  *       The path (rma / service) follows $HS_CENTER_PATH (default auto).
  */
 #include "hearsay/bootstrap.h"
+#include "hearsay/algo.h"
 #include "hearsay/common.h"
 #include "hearsay/transport.h"
 #include "optim/center.h"
@@ -45,7 +46,7 @@ static int run_conserve(hs_exec_t *xe, int rounds, size_t n, const char *spec, i
     if (!init || !x) return fail(rank, "malloc", -ENOMEM);
     for (size_t i = 0; i < n; i++) init[i] = (float)((long)(i % 7) - 3);
     hs_center_t *c = NULL;
-    if ((rc = hs_center_open(&c, xe, n, init, owners, m, 10.0, NULL)) < 0)
+    if ((rc = hs_center_open(&c, xe, n, init, owners, m, 10.0, NULL, HS_TAG_ALGO_BASE)) < 0)
         return fail(rank, "open", rc);
     /* Every rank is done opening (the RMA path's window set-up exchanges descriptors) before
      * the dead rank dies: a death during set-up is another test's business. */

@@ -7,9 +7,10 @@
  * Every rank but R execs `hearsay train ARGS` (it keeps the launcher's environment, so it
  * joins the job as usual). Rank R joins the job as a training rank does (transport, the
  * one-byte wire-up with every rank, the start-up barrier), then sends each other rank a burst
- * of malformed messages on every training tag — random bytes, truncated headers, headers
- * with absurd counts, lengths and weights, well-formed headers with a wrong sender or kind —
- * seeded by SEED, and exits. Prints "rogue: sent M messages" on success.
+ * of malformed messages on every training tag (the loop's and the algorithms', hs_dist_tag) —
+ * random bytes, truncated headers, headers with absurd counts, lengths and weights, well-formed
+ * headers with a wrong sender or kind — seeded by SEED, and exits. Prints "rogue: sent M messages"
+ * on success.
  */
 #include "hearsay/algo.h"
 #include "hearsay/bootstrap.h"
@@ -25,9 +26,20 @@
 #define BURST   40
 #define MAX_LEN 4096
 
-static const uint32_t tags[] = {
-    HS_TAG_GOSSIP,     HS_TAG_NEIGHBOR,  HS_TAG_EVAL,     HS_TAG_FINAL,     HS_TAG_CENTER_REQ,
-    HS_TAG_CENTER_REP, HS_TAG_LSGD_LOSS, HS_TAG_LSGD_REQ, HS_TAG_LSGD_SNAP, HS_TAG_ACK};
+/* The loop's own tags, then the algorithms' first offsets (hs_dist_tag with the loop's default
+ * base): sgp, osgp, dpsgd, choco, qsgp 0; adpsgd 0, 1; easgd's center 0, 1; lsgd 0, 1, 2. */
+#define ALGO_TAGS 3
+static uint32_t tags[3 + ALGO_TAGS];
+
+static void tags_init(void)
+{
+    const hs_dist_t d = {.tag_base = HS_TAG_ALGO_BASE};
+    int n = 0;
+    tags[n++] = HS_TAG_EVAL;
+    tags[n++] = HS_TAG_FINAL;
+    tags[n++] = HS_TAG_ACK;
+    for (unsigned k = 0; k < ALGO_TAGS; k++) tags[n++] = hs_dist_tag(&d, k);
+}
 
 /* A malformed message of kind k (0..3) into buf; its length. */
 static size_t craft(hs_rng_t *g, int k, unsigned char *buf)
@@ -95,6 +107,7 @@ int main(int argc, char **argv)
     }
     hs_rng_t g;
     hs_rng_seed(&g, seed, (uint64_t)me);
+    tags_init();
     static unsigned char buf[BURST][MAX_LEN + 256];
     hs_treq_t *req[BURST] = {0};
     int sent = 0;

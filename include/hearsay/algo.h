@@ -44,27 +44,22 @@
 extern "C" {
 #endif
 
-/* User tags of the training messages (hearsay/transport.h tags; the all-reduce uses its own). */
-#define HS_TAG_GOSSIP    0x47000u /* SGP / OSGP push-sum shares (x, w) */
-#define HS_TAG_NEIGHBOR  0x47001u /* D-PSGD neighbour exchange */
+/* The loop's own messages (hearsay/transport.h user tags; runtime/ and gossip/ use them). */
 #define HS_TAG_EVAL      0x47002u /* z snapshots for the averaged model (to rank 0) */
 #define HS_TAG_FINAL     0x47003u /* end-of-run results and final z (to rank 0) */
 #define HS_TAG_PING      0x47004u /* never sent: a receive on it probes a peer's liveness */
 #define HS_TAG_ACK       0x47005u /* rank 0 -> r: your end-of-run results are in, you may exit */
 #define HS_TAG_WIREUP    0x47006u /* start-up: one byte each way between every pair of ranks */
-#define HS_TAG_PAIR_REQ  0x47007u /* AD-PSGD: active -> passive, x_i (or the end of its run) */
-#define HS_TAG_PAIR_REP  0x47008u /* AD-PSGD: passive -> active, x_j before the average */
 #define HS_TAG_HEARTBEAT 0x47009u /* failure detection (runtime/heartbeat.h) */
-/* EASGD center service and leader-SGD (optim/center.c, optim/lsgd.c) */
-#define HS_TAG_CENTER_REQ 0x47010u /* worker -> center owner: read / add / finish a shard */
-#define HS_TAG_CENTER_REP 0x47011u /* center owner -> worker: shard contents */
-#define HS_TAG_LSGD_LOSS  0x47012u /* leader-SGD: (recent loss, rank, version) gossip */
-#define HS_TAG_LSGD_REQ   0x47013u /* leader-SGD: request of a leader's published snapshot */
-#define HS_TAG_LSGD_SNAP  0x47014u /* leader-SGD: a versioned, checksummed snapshot */
-#define HS_TAG_EF_GATHER  0x47020u /* all-reduce SGD with --compress: compressed gradients */
-#define HS_TAG_AR_BUCKET                                                                           \
-    0x47021u /* all-reduce SGD with --bucket-mb: a rank to its own service:                        \
-              * a bucket of the gradient is ready */
+
+/* An algorithm's own messages: tags hs_dist_tag(d, k), k = 0 .. HS_DIST_TAGS - 1, which the
+ * algorithm numbers privately (an enum of offsets in its .c). The loop gives the running
+ * algorithm the range [d->tag_base, d->tag_base + HS_DIST_TAGS), by default HS_TAG_ALGO_BASE:
+ * clear of the loop's tags above and of the all-reduce module's range (HS_ALLREDUCE_TAG_BASE,
+ * the top 1/16 of the 24-bit user tags, HS_TAG_MAX). Parts of one algorithm (the all-reduce
+ * and its compressed gather, optim/efsgd.h) share its range and split the offsets. */
+#define HS_TAG_ALGO_BASE 0x47100u
+#define HS_DIST_TAGS     64u
 
 /* The loop's own messages (HS_TAG_EVAL: a rank's model snapshot for rank 0's averaged-model
  * evaluation; HS_TAG_FINAL: its end-of-run results) travel in the frame of every training
@@ -147,9 +142,10 @@ typedef struct hs_dist {
     long start_iter;    /* first iteration of this run (> 0 after --resume) */
     const int *host_of; /* (size) host index of each rank (0..n_hosts-1); NULL: one host */
     int n_hosts;
-    long drain_until; /* drain(a, 1) waits for the messages of iterations [start_iter,
-                       * drain_until); 0 = total_iters (the end of the run). A checkpoint of a
-                       * push-sum algorithm sets it so that nothing is in flight at the cut. */
+    uint32_t tag_base; /* first tag of the algorithm's range (hs_dist_tag; 0: HS_TAG_ALGO_BASE) */
+    long drain_until;  /* drain(a, 1) waits for the messages of iterations [start_iter,
+                        * drain_until); 0 = total_iters (the end of the run). A checkpoint of a
+                        * push-sum algorithm sets it so that nothing is in flight at the cut. */
     hs_dist_stats_t st;
     /* The loop's side (runtime/train.c), through the wrappers below. */
     void *ctx;
@@ -239,6 +235,12 @@ static inline int hs_dist_keep_waiting(const hs_dist_t *d, int peer, double wait
     return (hb == 0 || hb == 1) && waited < limit + 3 * d->o->fail_timeout_s;
 }
 
+/* The algorithm's k-th message tag (k < HS_DIST_TAGS). */
+static inline uint32_t hs_dist_tag(const hs_dist_t *d, unsigned k)
+{
+    return (d->tag_base ? d->tag_base : HS_TAG_ALGO_BASE) + k;
+}
+
 /* Hand the reporting code a line for this rank's file `file` (a short name: "leader" becomes
  * DIR/rank-R-leader.csv, "easgd.txt" DIR/rank-R-easgd.txt); `header` is written once, before
  * the first line (NULL: none). Nothing is written without --out. */
@@ -296,6 +298,41 @@ static inline int hs_dist_opt_given(const hs_dist_t *d, const char *name)
 {
     return hs_cfg_source(d->cfg, name) != HS_CFG_DEFAULT;
 }
+
+/* --- Waiting for peers (optim/dist_wait.c): every wait of an algorithm on its peers --------
+ *
+ * A request that ends goes to fn(ctx, idx, rc, st): completed (rc 0, its status in *st), or
+ * failed (rc < 0, freed: reqs[idx] is NULL, st NULL); fn's negative return ends the wait with
+ * it. fn NULL: a failed request ends the wait with its error. A wait that ends with no
+ * request named (the bound passed: -ETIMEDOUT, the requests left pending; the transport
+ * failed) returns its error. Nothing is accounted: the caller adds its time to d->st.wait_s. */
+typedef int (*hs_dist_req_fn)(void *ctx, int idx, int rc, const hs_tstatus_t *st);
+
+/* Wait until every request of reqs[0..n) has ended (NULL slots are done), each single wait
+ * bounded by `limit` s (flags as hs_exec_wait's). */
+int hs_dist_wait_reqs(hs_exec_t *x, hs_treq_t **reqs, int n, double limit, unsigned flags,
+                      hs_dist_req_fn fn, void *ctx);
+
+/* The same for requests on peers[0..n) under one bound, `limit` s for the whole wait: when it
+ * passes with requests pending, the wait goes on 0.25 s at a time while hs_dist_keep_waiting
+ * says so for one of their peers (it heartbeats: blocked, not frozen). */
+int hs_dist_wait_sends(hs_dist_t *d, hs_treq_t **reqs, const int *peers, int n, double limit,
+                       hs_dist_req_fn fn, void *ctx);
+
+/* A wait stuck on a peer: what the site knows of it now. */
+typedef struct hs_dist_late {
+    double quiet;   /* s the wait has gone without progress */
+    double limit;   /* its bound */
+    int silent;     /* quiet has passed the bound (the site's own comparison) */
+    int heartbeats; /* 1: a silent peer that hs_dist_keep_waiting vouches for is waited for */
+    int probe;      /* 1: probe the liveness of a peer not found silent */
+    double probe_s; /* the probe's own bound (hs_exec_alive; hs_dist_probe_alive: 0.3) */
+} hs_dist_late_t;
+
+#define HS_LATE_WAIT   0 /* keep waiting */
+#define HS_LATE_SILENT 1 /* silent past the bound: report it failed (hs_dist_peer_failed) */
+#define HS_LATE_EXITED 2 /* the probe found it gone */
+int hs_dist_late_peer(hs_dist_t *d, int peer, const hs_dist_late_t *l);
 
 typedef struct hs_algo hs_algo_t;
 
