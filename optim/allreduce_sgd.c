@@ -374,12 +374,7 @@ static int ar_state_load(hs_algo_t *a, const void *buf)
 }
 
 static const hs_option_t ar_options[] = {
-    {.name = "compress",
-     .type = HS_OPT_STRING,
-     .def = "none",
-     .metavar = "SPEC",
-     .help = "compress what is sent (with error feedback): none, fp16, bf16, "
-             "int8[:nearest|:stochastic][:chunk=C], topk:K, randk:K (K a count or P%)"},
+    HS_COMPRESS_OPTION_ALL,
     {.name = "bucket-mb",
      .type = HS_OPT_DOUBLE,
      .def = "25",

@@ -334,12 +334,7 @@ static int qsgp_check(const hs_algo_opts_t *o, const hs_cfg_t *cfg, int ranks)
 }
 
 static const hs_option_t qsgp_options[] = {
-    {.name = "compress",
-     .type = HS_OPT_STRING,
-     .def = "none",
-     .metavar = "SPEC",
-     .help = "compress what is sent (with error feedback): none, fp16, bf16, "
-             "int8[:nearest|:stochastic][:chunk=C], topk:K, randk:K (K a count or P%)"},
+    HS_COMPRESS_OPTION_ALL,
     {.name = "consensus-step",
      .type = HS_OPT_DOUBLE,
      .def = "0",

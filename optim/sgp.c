@@ -671,6 +671,23 @@ static int wait_round(hs_algo_t *a, sgp_round_t *r)
     return 0;
 }
 
+/* The verdict on in-peer `peer` that a wait for a round's messages, begun at t0, is stuck on
+ * (hs_dist_late_peer): silent past the communication timeout unless its heartbeats vouch for
+ * it; a liveness probe every 0.25 s (*next_probe) so that a dead peer is not waited for until
+ * the timeout. */
+static int round_late(hs_dist_t *d, int peer, double now, double t0, double *next_probe)
+{
+    hs_dist_late_t l = {.quiet = now - t0,
+                        .limit = d->o->comm_timeout_s,
+                        .silent = now - t0 > d->o->comm_timeout_s,
+                        .heartbeats = 1,
+                        .probe = now >= *next_probe,
+                        .probe_s = 0};
+    int v = hs_dist_late_peer(d, peer, &l);
+    if (v != HS_LATE_SILENT && l.probe) *next_probe = now + 0.25;
+    return v;
+}
+
 /* --delay-bound D: before mixing round t, wait until every live in-peer's messages of
  * rounds <= t - D have arrived (D = 0: round t's own, the paper's synchronous SGP) (bounded by the
  * communication timeout; a peer that stays silent that long is reported failed). Only neighbours
@@ -710,14 +727,7 @@ static int bound_staleness(hs_algo_t *a, long t)
         double now = hs_exec_now(d->x);
         char why[160];
         /* a dead in-peer is not waited for until the timeout: probes every 0.25 s */
-        hs_dist_late_t l = {.quiet = now - t0,
-                            .limit = d->o->comm_timeout_s,
-                            .silent = now - t0 > d->o->comm_timeout_s,
-                            .heartbeats = 1,
-                            .probe = now >= next_probe,
-                            .probe_s = 0};
-        int v = hs_dist_late_peer(d, late, &l);
-        if (v != HS_LATE_SILENT && l.probe) next_probe = now + 0.25;
+        int v = round_late(d, late, now, t0, &next_probe);
         if (v == HS_LATE_SILENT) {
             snprintf(why, sizeof why, "no message of round <= %ld after %.1f s (--delay-bound %ld)",
                      upto, d->o->comm_timeout_s, a->bound);
@@ -771,14 +781,7 @@ static int wait_exact(hs_algo_t *a, long from, long upto)
                 if ((rc = hs_svc_error(d->x, a->svc)) < 0 || (rc = hs_dist_idle(d)) < 0) break;
                 double now = hs_exec_now(d->x);
                 char why[160];
-                hs_dist_late_t l = {.quiet = now - t0,
-                                    .limit = d->o->comm_timeout_s,
-                                    .silent = now - t0 > d->o->comm_timeout_s,
-                                    .heartbeats = 1,
-                                    .probe = now >= next_probe,
-                                    .probe_s = 0};
-                int v = hs_dist_late_peer(d, j, &l);
-                if (v != HS_LATE_SILENT && l.probe) next_probe = now + 0.25;
+                int v = round_late(d, j, now, t0, &next_probe);
                 if (v == HS_LATE_SILENT) {
                     snprintf(why, sizeof why,
                              "no message of round %ld after %.1f s (--delay-mode exact)", r,

@@ -63,6 +63,16 @@ int hs_compress_unbiased(const hs_compress_spec_t *s);
 /* The grammar, one line per kind, for --help. */
 const char *hs_compress_help(void);
 
+/* The `--compress` entry of an algorithm's option table (hs_algo_ops_t.options; the
+ * hs_option_t of hearsay/options.h) that takes every compressor, with error feedback (allreduce,
+ * choco, qsgp): one declaration, so that their help and type stay the same. */
+#define HS_COMPRESS_OPTION_ALL                                                                     \
+    {                                                                                              \
+        .name = "compress", .type = HS_OPT_STRING, .def = "none", .metavar = "SPEC",               \
+        .help = "compress what is sent (with error feedback): none, fp16, bf16, "                  \
+                "int8[:nearest|:stochastic][:chunk=C], topk:K, randk:K (K a count or P%)"          \
+    }
+
 /* The generic check of `--compress spec` for `--algo algo` (takes = the algorithm declares the
  * option --compress): the spec parses, and an algorithm that cannot keep its guarantee under
  * compression is refused with the reason. */
