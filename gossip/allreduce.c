@@ -72,10 +72,11 @@
 
 #define DEFAULT_CHUNK_BYTES ((size_t)1 << 20)
 #define MAX_DEPTH           (1 << 20)
-/* Chunks below this many bytes travel padded to it. Seen with libfabric 1.17's shm provider:
- * a message of at most 4096 bytes (its inject path) that arrives before its receive is
- * posted is never matched; larger ones are. Padding costs a copy of a few KiB per tiny
- * chunk, which only tiny buffers have. */
+/* Chunks below this many bytes travel padded to it, on a transport that does not claim
+ * HS_TCAP_EARLY_SMALL (ar->min_wire). Seen with libfabric 1.17's shm provider: a message of
+ * at most 4096 bytes (its inject path) that arrives before its receive is posted is never
+ * matched; larger ones are. Padding costs a copy of a few KiB per tiny chunk, which only tiny
+ * buffers have (and, on a shaped link or in virtual time, the padding's bytes). */
 #define MIN_WIRE_BYTES 4104
 
 #define DIRECT_MAGIC 0x44524148u        /* "HARD" */
@@ -119,7 +120,8 @@ struct hs_allreduce {
     size_t seg_q, seg_r; /* segment j: q + (j < r) floats */
     float *scratch;      /* (nslots, slot_floats) landing slots: reduce-scatter receives, and
                             padded (tiny) receives of either phase */
-    char *bounce;        /* (S * K, MIN_WIRE_BYTES) padded copies of tiny sends, or NULL */
+    char *bounce;        /* (S * K, min_wire) padded copies of tiny sends, or NULL */
+    size_t min_wire;     /* chunks travel padded to this many bytes (MIN_WIRE_BYTES, or 0) */
     int *free_slots;     /* (nslots) stack of free slot indices */
     int nfree;
     /* Active requests, kept compact: reqs[i] with its item (idx >= 0 receive, -1 - idx send)
@@ -314,8 +316,9 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
         ar->K = HS_MAX((size_t)1, o.tag_span / 4 / ar->S);
         if (ar->K > HS_MAX(maxseg, (size_t)1)) ar->K = HS_MAX(maxseg, (size_t)1);
     }
-    ar->slot_floats = HS_MAX((maxseg + ar->K - 1) / ar->K, MIN_WIRE_BYTES / sizeof(float));
-    int tiny = (ar->seg_q / ar->K) * sizeof(float) < MIN_WIRE_BYTES; /* some chunk is padded */
+    ar->min_wire = (hs_transport_caps(t) & HS_TCAP_EARLY_SMALL) ? 0 : MIN_WIRE_BYTES;
+    ar->slot_floats = HS_MAX((maxseg + ar->K - 1) / ar->K, ar->min_wire / sizeof(float));
+    int tiny = (ar->seg_q / ar->K) * sizeof(float) < ar->min_wire; /* some chunk is padded */
     if (P > 1 && n > 0) {
         size_t items = ar->S * ar->K, rs_items = items / 2;
         ar->depth = o.depth > 0 ? (int)HS_MIN((size_t)o.depth, items) : (int)items;
@@ -329,7 +332,7 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
         ar->reqs = hs_calloc(ar->cap, sizeof *ar->reqs, "all-reduce requests");
         ar->item = hs_calloc(ar->cap, sizeof *ar->item, "all-reduce requests");
         ar->slot = hs_calloc(ar->cap, sizeof *ar->slot, "all-reduce requests");
-        if (tiny) ar->bounce = hs_malloc(items * MIN_WIRE_BYTES, "all-reduce padded sends");
+        if (tiny) ar->bounce = hs_malloc(items * ar->min_wire, "all-reduce padded sends");
         /* Whether peer reads work is settled collectively in the first exchange; here only
          * whether the backend has them at all (the same on every rank). */
         int want_direct = (o.path == HS_AR_PATH_AUTO || o.path == HS_AR_PATH_DIRECT) &&
@@ -456,12 +459,12 @@ static int post_send(run_t *ru, size_t s, size_t k)
     if (!len) return 0;
     const void *src = ru->buf + off;
     size_t bytes = len * sizeof(float);
-    if (bytes < MIN_WIRE_BYTES) { /* padded: see MIN_WIRE_BYTES */
-        char *b = ar->bounce + idx * MIN_WIRE_BYTES;
+    if (bytes < ar->min_wire) { /* padded: see MIN_WIRE_BYTES */
+        char *b = ar->bounce + idx * ar->min_wire;
         memcpy(b, src, bytes);
-        memset(b + bytes, 0, MIN_WIRE_BYTES - bytes);
+        memset(b + bytes, 0, ar->min_wire - bytes);
         src = b;
-        bytes = MIN_WIRE_BYTES;
+        bytes = ar->min_wire;
     }
     hs_treq_t *r = NULL;
     int rc = hs_transport_isend(ar->t, ar->right, item_tag(ar, ru->op, idx), src, bytes, &r);
@@ -490,8 +493,8 @@ static int post_recvs(run_t *ru)
         }
         int slot = -1;
         float *dst = ru->buf + off;
-        size_t bytes = HS_MAX(len * sizeof(float), (size_t)MIN_WIRE_BYTES);
-        if (idx < rs_items || len * sizeof(float) < MIN_WIRE_BYTES) {
+        size_t bytes = HS_MAX(len * sizeof(float), ar->min_wire);
+        if (idx < rs_items || len * sizeof(float) < ar->min_wire) {
             if (ar->nfree == 0) break; /* tiny gather receives wait for a slot */
             slot = ar->free_slots[--ar->nfree];
             dst = ar->scratch + (size_t)slot * ar->slot_floats;
@@ -517,7 +520,7 @@ static int on_recv(run_t *ru, size_t idx, int slot, size_t got)
     hs_allreduce_t *ar = ru->ar;
     size_t s = idx / ar->K, k = idx % ar->K, off, len;
     chunk_range(ar, mod(ar->rank - (long)s - 1, ar->P), k, &off, &len);
-    size_t want = HS_MAX(len * sizeof(float), (size_t)MIN_WIRE_BYTES);
+    size_t want = HS_MAX(len * sizeof(float), ar->min_wire);
     if (got != want)
         return HS_ERR(-EPROTO,
                       "all-reduce #%llu: step %zu chunk %zu from rank %d has %zu bytes, expected "

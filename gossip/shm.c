@@ -360,7 +360,7 @@ const hs_transport_ops_t hs_shm_ops = {
     .shaped = shm_shaped,
     .caps = HS_TCAP_TAGGED | HS_TCAP_ANY_SOURCE | HS_TCAP_PROBE | HS_TCAP_LIVENESS |
             HS_TCAP_PEER_MAP | HS_TCAP_WINDOWS | HS_TCAP_PEER_READ | HS_TCAP_UNSENT |
-            HS_TCAP_MEM_HOST,
+            HS_TCAP_MEM_HOST | HS_TCAP_EARLY_SMALL,
 };
 
 const hs_transport_entry_t hs_shm_entry = {

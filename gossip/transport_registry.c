@@ -44,7 +44,7 @@ const char *hs_transport_names(void)
 
 static const char *const cap_names[HS_TCAP_COUNT] = {
     "tagged",        "any-source", "probe",  "liveness", "peer-map", "windows",
-    "float-atomics", "peer-read",  "unsent", "host",     "device",
+    "float-atomics", "peer-read",  "unsent", "host",     "device",   "early-small",
 };
 
 int hs_transport_caps_str(uint32_t caps, char *buf, size_t cap)

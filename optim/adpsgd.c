@@ -529,4 +529,5 @@ const hs_algo_ops_t hs_algo_adpsgd_ops = {
     .state_bytes = adpsgd_state_bytes,
     .state_save = adpsgd_state_save,
     .state_load = adpsgd_state_load,
+    .msg_header = sizeof(hs_ps_hdr_v1_t), /* its wire header (--sim-payload) */
 };

@@ -29,6 +29,7 @@
 #include "hearsay/common.h"
 #include "hearsay/compress.h"
 #include "optim/efsgd.h"
+#include "optim/ps_wire.h"
 
 #include <stdlib.h>
 
@@ -399,4 +400,5 @@ const hs_algo_ops_t hs_algo_allreduce_ops = {
     .state_save = ar_state_save,
     .state_load = ar_state_load,
     .check = ar_check,
+    .msg_header = sizeof(hs_ps_hdr_v1_t), /* its wire header (--sim-payload) */
 };

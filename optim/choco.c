@@ -293,4 +293,5 @@ const hs_algo_ops_t hs_algo_choco_ops = {
     .state_save = choco_state_save,
     .state_load = choco_state_load,
     .check = choco_check,
+    .msg_header = sizeof(hs_ps_hdr_v1_t), /* its wire header (--sim-payload) */
 };

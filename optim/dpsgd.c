@@ -148,4 +148,5 @@ const hs_algo_ops_t hs_algo_dpsgd_ops = {
     .step = dpsgd_step,
     .drain = dpsgd_drain,
     .finalize = dpsgd_finalize,
+    .msg_header = sizeof(hs_ps_hdr_v1_t), /* its wire header (--sim-payload) */
 };

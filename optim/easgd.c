@@ -24,6 +24,7 @@
 #include "hearsay/common.h"
 #include "hearsay/compress.h"
 #include "optim/center.h"
+#include "optim/elastic_wire.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -335,6 +336,7 @@ const hs_algo_ops_t hs_algo_easgd_ops = {
     .state_save = easgd_state_save,
     .state_load = easgd_state_load,
     .check = easgd_check,
+    .msg_header = sizeof(hs_el_hdr_v1_t), /* its wire header (--sim-payload) */
 };
 
 const hs_algo_ops_t hs_algo_eamsgd_ops = {
@@ -352,4 +354,5 @@ const hs_algo_ops_t hs_algo_eamsgd_ops = {
     .state_save = easgd_state_save,
     .state_load = easgd_state_load,
     .check = eamsgd_check,
+    .msg_header = sizeof(hs_el_hdr_v1_t), /* its wire header (--sim-payload) */
 };

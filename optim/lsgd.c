@@ -826,4 +826,5 @@ const hs_algo_ops_t hs_algo_lsgd_ops = {
     .state_save = lsgd_state_save,
     .state_load = lsgd_state_load,
     .check = lsgd_check,
+    .msg_header = sizeof(hs_el_hdr_v1_t), /* its wire header (--sim-payload) */
 };

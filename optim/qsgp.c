@@ -360,4 +360,5 @@ const hs_algo_ops_t hs_algo_qsgp_ops = {
     .state_bytes = qsgp_state_bytes,
     .state_save = qsgp_state_save,
     .state_load = qsgp_state_load,
+    .msg_header = sizeof(hs_ps_hdr_v1_t), /* its wire header (--sim-payload) */
 };

@@ -1760,6 +1760,7 @@ const hs_algo_ops_t hs_algo_sgp_ops = {
     .check = sgp_check,
     .summary = sgp_summary,
     .diverged_hint = sgp_diverged_hint,
+    .msg_header = sizeof(hs_ps_hdr_v1_t), /* its wire header (--sim-payload) */
 };
 
 const hs_algo_ops_t hs_algo_osgp_ops = {
@@ -1781,4 +1782,5 @@ const hs_algo_ops_t hs_algo_osgp_ops = {
     .check = sgp_check,
     .summary = osgp_summary,
     .diverged_hint = sgp_diverged_hint,
+    .msg_header = sizeof(hs_ps_hdr_v1_t), /* its wire header (--sim-payload) */
 };

@@ -26,17 +26,20 @@
 #include "hearsay/sim.h"
 
 #include "hearsay/algo.h"
+#include "hearsay/allreduce.h"
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
 #include "hearsay/env.h"
 #include "hearsay/exec.h"
 #include "hearsay/file.h"
+#include "hearsay/nn.h"
 #include "hearsay/shaping.h"
 #include "hearsay/topology.h"
 #include "hearsay/train.h"
 #include "hearsay/transport.h"
 #include "runtime/exec_svc.h" /* hs_svc_handle */
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -93,7 +96,8 @@ typedef struct sim_msg {
     int src, dst;
     uint32_t tag;
     size_t len;
-    double at; /* delivery time */
+    size_t wire; /* bytes the network model carries (--sim-payload; 0: len) */
+    double at;   /* delivery time */
     uint64_t seq;
     size_t cap;           /* bytes data[] can hold (messages are recycled: msg_get) */
     int reclaimed;        /* taken back by its sender (unsent): never delivered */
@@ -191,6 +195,10 @@ struct sim_world {
     long fair_mismatches; /* ... rates that differed (the run fails) */
     long rndv_bytes;      /* --sim-proto: messages above this go by a rendezvous (0: none) */
     double ack_share;     /* ... acknowledgement frames per data byte, in time (0: none) */
+    double payload_scale; /* --sim-payload: wire bytes per byte of a message's body (0: off) */
+    size_t payload_hdr;   /* ... the running algorithm's header (hs_algo_ops_t.msg_header) */
+    size_t payload_z;     /* ... the proxy's parameters in bytes */
+    double wire_bytes;    /* bytes of every message between ranks, as carried */
     sim_msg_t *flows, *flows_tail; /* fair: messages in the NICs, in send order */
     int nflows;                    /* ... how many (the heap keeps room for them all) */
     double flows_t;                /* ... their rem is as of this time */
@@ -874,6 +882,34 @@ static int host_of(const sim_world_t *w, int rank)
 }
 
 /* Every active flow's bytes left, brought to the time now. */
+/* The bytes a message takes on the network: its own, or under --sim-payload those the
+ * payload model's message would have. A message of the algorithm (its tag range) keeps its
+ * header (payload_hdr bytes) and its body grows by payload_scale; a header alone (a request,
+ * a notice) stays as it is. The all-reduce module's messages are bodies only. The loop's
+ * model snapshots (evaluation, end of run: a frame, z and a trailer) carry the payload's z in
+ * place of the proxy's; its other messages stay as they are. A rank's message to itself
+ * crosses no network. */
+static size_t wire_len(const sim_world_t *w, int src, int dst, uint32_t tag, size_t len)
+{
+    if (w->payload_scale <= 0 || src == dst) return len;
+    size_t hdr;
+    if (tag >= HS_TAG_ALGO_BASE && tag < HS_TAG_ALGO_BASE + HS_DIST_TAGS)
+        hdr = w->payload_hdr;
+    else if (tag >= HS_ALLREDUCE_TAG_BASE && tag - HS_ALLREDUCE_TAG_BASE < HS_ALLREDUCE_TAG_SPAN)
+        hdr = 0;
+    else if ((tag == HS_TAG_EVAL || tag == HS_TAG_FINAL) && len >= w->payload_z)
+        return len - w->payload_z + (size_t)llround((double)w->payload_z * w->payload_scale);
+    else
+        return len;
+    if (len <= hdr) return len;
+    return hdr + (size_t)llround((double)(len - hdr) * w->payload_scale);
+}
+
+static size_t wire_of(const sim_msg_t *m)
+{
+    return m->wire ? m->wire : m->len;
+}
+
 static void flows_progress(sim_world_t *w)
 {
     double dt = w->now - w->flows_t;
@@ -1062,7 +1098,8 @@ static void flows_share(sim_world_t *w)
  * rem / rate == now, where waiting for them would never end). */
 static int flow_through(const sim_world_t *w, const sim_msg_t *m)
 {
-    return m->rem <= 1e-9 * (double)m->len || (m->rate > 0 && w->now + m->rem / m->rate <= w->now);
+    return m->rem <= 1e-9 * (double)wire_of(m) ||
+           (m->rate > 0 && w->now + m->rem / m->rate <= w->now);
 }
 
 /* After flows_progress: hand the flows that are through (flow_through) to the link model,
@@ -1090,7 +1127,7 @@ static void flows_settle(sim_world_t *w)
                 }
             double at = w->now;
             if (w->rk[m->src].shaper)
-                at = hs_shaper_release(w->rk[m->src].shaper, m->dst, m->len, at);
+                at = hs_shaper_release(w->rk[m->src].shaper, m->dst, wire_of(m), at);
             m->at = at < w->now ? w->now : at;
             m->next = NULL;
             (void)heap_push(w, m); /* cannot fail: room kept */
@@ -1111,7 +1148,7 @@ static void flows_enter(sim_world_t *w, sim_msg_t *m)
     m->active = 1;
     for (sim_msg_t *q = w->flows; q && m->active; q = q->next)
         if (q->src == m->src && q->dst == m->dst) m->active = 0;
-    m->rem = (double)m->len;
+    m->rem = (double)wire_of(m);
     m->rate = 0;
     m->next = NULL;
     if (w->flows_tail)
@@ -1213,7 +1250,9 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
      * overtake, and a receive posted for it: delivered at once, one copy from the sender's
      * buffer (the receiver's threads are woken as a delivery from the event queue would). */
     int fair = w->nic_fair && w->nic_Bps > 0 && host_of(w, rk->rank) != host_of(w, peer);
-    double at = fair ? INFINITY : deliver_time(w, rk->rank, peer, len);
+    size_t wire = wire_len(w, rk->rank, peer, tag, len);
+    if (peer != rk->rank) w->wire_bytes += (double)wire;
+    double at = fair ? INFINITY : deliver_time(w, rk->rank, peer, wire);
     if (at <= w->now && w->in_flight[rk->rank] == 0) {
         struct hs_treq *pr = take_posted(&w->rk[peer], rk->rank, tag);
         if (pr && pr->svc && len <= pr->cap) { /* a pure service: it reads the sender's
@@ -1259,6 +1298,7 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
     m->dst = peer;
     m->tag = tag;
     m->len = len;
+    m->wire = wire;
     if (len) memcpy(m->data, buf, len);
     m->at = at;
     m->seq = ++w->seq;
@@ -1271,7 +1311,7 @@ static int st_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, 
         r->msg = m;
         m->sreq = r;
         sim_msg_t *c = NULL;
-        if (w->rndv_bytes > 0 && len > (size_t)w->rndv_bytes) {
+        if (w->rndv_bytes > 0 && wire > (size_t)w->rndv_bytes) {
             c = ctrl_get(w);
             if (!c) {
                 msg_put(w, m);
@@ -1751,7 +1791,7 @@ static const hs_transport_ops_t sim_transport_ops = {
     .leave = a_leave,
     .peer_gone = st_peer_gone,
     .caps = HS_TCAP_TAGGED | HS_TCAP_ANY_SOURCE | HS_TCAP_PROBE | HS_TCAP_LIVENESS |
-            HS_TCAP_UNSENT | HS_TCAP_MEM_HOST,
+            HS_TCAP_UNSENT | HS_TCAP_MEM_HOST | HS_TCAP_EARLY_SMALL,
 };
 
 /* --- the virtual execution environment --------------------------------------------------- */
@@ -2483,6 +2523,72 @@ int hs_sim_proto_parse(const char *spec, long *rndv_bytes, int *acks)
     return 0;
 }
 
+/* Models of other frameworks that --sim-payload names: torchvision's ImageNet models
+ * (parameter counts of torchvision.models.NAME(), counted again from their definitions). */
+static const struct {
+    const char *name;
+    double params;
+} payload_models[] = {
+    {"resnet18", 11689512},
+    {"resnet50", 25557032},
+    {"resnet101", 44549160},
+    {"vgg16", 138357544},
+};
+
+int hs_sim_payload_parse(const char *spec, int in_c, int in_h, int in_w, int classes,
+                         double *params)
+{
+    *params = 0;
+    if (!spec || !*spec)
+        return HS_ERR(-EINVAL, "--sim-payload: expected a model (resnet50, a --model spec) or "
+                               "bytes:N");
+    for (size_t i = 0; i < HS_ARRAY_LEN(payload_models); i++)
+        if (!strcmp(spec, payload_models[i].name)) {
+            *params = payload_models[i].params;
+            return 0;
+        }
+    int bytes = !strncmp(spec, "bytes:", 6), count = !strncmp(spec, "params:", 7);
+    if (bytes || count) {
+        const char *v = spec + (bytes ? 6 : 7);
+        char *end = NULL;
+        errno = 0;
+        double x = strtod(v, &end);
+        double mult = 1;
+        if (end && end != v && *end && !end[1]) {
+            const char *suf = "KMG";
+            const char *at = strchr(suf, *end);
+            if (at) {
+                for (long k = 0; k <= at - suf; k++) mult *= 1024;
+                end++;
+            }
+        }
+        if (!end || end == v || *end || errno || !(x * mult >= 1) || !(x * mult <= 1e13))
+            return HS_ERR(-EINVAL,
+                          "--sim-payload %s: expected %s with a count from 1 to 1e13 (K, M, G: "
+                          "powers of 1024)",
+                          spec, bytes ? "bytes:N" : "params:N");
+        x *= mult;
+        if (bytes && fmod(x, 4) != 0)
+            return HS_ERR(-EINVAL,
+                          "--sim-payload %s: %.0f bytes is not a whole number of floats (4 bytes "
+                          "each)",
+                          spec, x);
+        if (fmod(x, 1) != 0) return HS_ERR(-EINVAL, "--sim-payload %s: not a whole number", spec);
+        *params = bytes ? x / 4 : x;
+        return 0;
+    }
+    if (in_c <= 0) return 0; /* a --model spec, checked once the data's shape is known */
+    size_t np = 0;
+    if (hs_model_parse_spec(spec, in_c, in_h, in_w, classes, &np) < 0) {
+        hs_error_prefix("--sim-payload %s (a --model spec, or one of resnet18, resnet50, "
+                        "resnet101, vgg16, bytes:N, params:N)",
+                        spec);
+        return -EINVAL;
+    }
+    *params = (double)np;
+    return 0;
+}
+
 int hs_sim_nic_parse(const char *rate, double *Bps)
 {
     char spec[128];
@@ -2505,6 +2611,39 @@ int hs_sim_nic_parse(const char *rate, double *Bps)
 
 /* DIR/sim.json: what the run cost on the host (kept out of summary.json, which two runs of
  * one seed write byte for byte the same). */
+/* --sim-payload: every message of the algorithm carries the payload model's body in place
+ * of the proxy's (--model): bodies grow by payload / proxy parameters. */
+static int payload_setup(sim_world_t *w, const char *spec, const hs_dataset_t *data)
+{
+    double pp = 0;
+    size_t np = 0;
+    HS_TRY(hs_sim_payload_parse(spec, data->c, data->h, data->w, data->classes, &pp));
+    if (hs_model_parse_spec(w->o->model, data->c, data->h, data->w, data->classes, &np) < 0 ||
+        np == 0)
+        return HS_ERR(-EINVAL, "--sim-payload: the --model %s has no parameters to scale",
+                      w->o->model);
+    const hs_algo_ops_t *ops = hs_algo_find(w->o->algo);
+    w->payload_scale = pp / (double)np;
+    w->payload_z = np * sizeof(float);
+    w->payload_hdr = ops ? ops->msg_header : 0;
+    if (!w->o->quiet) {
+        printf("hearsay sim: --sim-payload %s: messages carry %.0f parameters (%.1f MB of "
+               "floats) where --model %s has %zu: bodies x %.6g on the network, gradients and "
+               "memory the proxy's\n",
+               spec, pp, 4e-6 * pp, w->o->model, np, w->payload_scale);
+        if (np % (size_t)w->n)
+            printf("hearsay sim: --sim-payload: note: --model %s has %zu parameters, not a "
+                   "multiple of -n %d, so a ring all-reduce's chunks differ by a float, which "
+                   "the payload makes %.0f: its time is up to %.2f %% high (a --model with a "
+                   "multiple of %d parameters is exact)\n",
+                   w->o->model, np, w->n, w->payload_scale,
+                   100.0 * ((double)((np + (size_t)w->n - 1) / (size_t)w->n) * w->n / np - 1),
+                   w->n);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 static int write_stats(const hs_train_opts_t *o, const hs_sim_stats_t *s)
 {
     if (!o->quiet) {
@@ -2522,9 +2661,10 @@ static int write_stats(const hs_train_opts_t *o, const hs_sim_stats_t *s)
     fprintf(f,
             "{\n  \"sim_threads\": %d,\n  \"host_wall_s\": %.6f,\n  \"host_cpu_s\": %.6f,\n"
             "  \"worker_s\": %.6f,\n  \"local_s\": %.6f,\n  \"steps\": %ld,\n"
-            "  \"steps_per_s\": %.3f,\n  \"peak_rss_mib\": %.1f,\n",
+            "  \"steps_per_s\": %.3f,\n  \"peak_rss_mib\": %.1f,\n"
+            "  \"payload_scale\": %.9g,\n  \"wire_bytes\": %.0f,\n",
             s->threads, s->host_wall_s, s->host_cpu_s, s->worker_s, s->local_s, s->steps,
-            s->steps_per_s, s->peak_rss_mib);
+            s->steps_per_s, s->peak_rss_mib, s->payload_scale, s->wire_bytes);
     if (isfinite(s->overhead))
         fprintf(f, "  \"overhead\": %.6f\n}\n", s->overhead);
     else
@@ -2803,6 +2943,7 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     if (rc == 0 && so->nic && *so->nic) rc = hs_sim_nic_parse(so->nic, &w.nic_Bps);
     if (rc == 0) rc = hs_sim_nic_share_parse(so->nic_share, &w.nic_fair);
     w.fair_check = hs_env_flag("HS_TEST_SIM_FAIR_CHECK");
+    if (rc == 0 && so->payload) rc = payload_setup(&w, so->payload, &train);
     if (rc == 0) raise_file_limit(o, w.n);
     int acks = 0;
     if (rc == 0) rc = hs_sim_proto_parse(so->proto, &w.rndv_bytes, &acks);
@@ -2869,7 +3010,9 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
                                     w.par == 1 && host_wall > 0 ? 1 - w.worker_s / host_wall : NAN,
                                 .steps = w.steps,
                                 .steps_per_s = host_wall > 0 ? (double)w.steps / host_wall : NAN,
-                                .peak_rss_mib = peak_rss_mib()};
+                                .peak_rss_mib = peak_rss_mib(),
+                                .payload_scale = w.payload_scale,
+                                .wire_bytes = w.wire_bytes};
         if (so->stats) *so->stats = stats;
         rc = write_stats(o, &stats);
     }

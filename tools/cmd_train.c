@@ -244,6 +244,112 @@ static hs_option_t train_options[] = {
      .help = "print nothing but errors"},
 };
 
+/* `hearsay sim`'s own options, before hearsay train's in its table (so --config, config.ini
+ * and summary.json's "config" have them too); sim_details says more in --help. */
+static const hs_option_t sim_options[] = {
+    {.name = "n",
+     .short_name = 'n',
+     .type = HS_OPT_INT,
+     .def = "1",
+     .range = "[1, 65536]",
+     .group = "Simulation",
+     .metavar = "N",
+     .help = "simulated ranks (required: on the command line or in --config)"},
+    {.name = "sim-compute",
+     .type = HS_OPT_STRING,
+     .def = "fixed:10",
+     .metavar = "SPEC",
+     .help = "a gradient step's duration: fixed:MS, bench, measured or measured-all (below)"},
+    {.name = "ranks-per-host",
+     .type = HS_OPT_INT,
+     .def = "0",
+     .range = "[0, 65536]",
+     .metavar = "R",
+     .help = "consecutive ranks per host, for host-scoped --link rules and the NICs (0: all on "
+             "one host)"},
+    {.name = "sim-nic",
+     .type = HS_OPT_STRING,
+     .metavar = "RATE",
+     .help = "each host's NIC (10Gbit, 100Mbit, 1GB, ..), shared by its ranks (default: no NIC "
+             "limit)"},
+    {.name = "sim-nic-share",
+     .type = HS_OPT_ENUM,
+     .def = "fair",
+     .choices = "fair|fifo",
+     .metavar = "POLICY",
+     .help = "how a NIC serves messages at the same time: max-min fair shares or one after the "
+             "other"},
+    {.name = "sim-proto",
+     .type = HS_OPT_STRING,
+     .metavar = "LIST",
+     .help = "the transport's protocol inside a transfer between hosts: rndv=BYTES, acks, rxm "
+             "(below; needs --sim-nic with fair sharing)"},
+    {.name = "sim-threads",
+     .type = HS_OPT_INT,
+     .def = "0",
+     .range = "[0, 1024]",
+     .metavar = "P",
+     .help = "host threads that compute ranks' gradients at once (0: the online CPUs); the "
+             "results are the same for any P"},
+    {.name = "sim-payload",
+     .type = HS_OPT_STRING,
+     .metavar = "MODEL",
+     .help = "size-true messages: each message carries MODEL's parameters (resnet50, resnet18, "
+             "resnet101, vgg16, a --model spec, bytes:N, params:N) while --model computes the "
+             "gradients (below)"},
+};
+
+static const char sim_details[] =
+    "\n"
+    "Simulation options in detail:\n"
+    "  --sim-compute SPEC       fixed:MS (default fixed:10; the run is then bit-for-bit\n"
+    "                           repeatable; a step time measured elsewhere, a GPU's say),\n"
+    "                           bench (the median step of this model measured here once at\n"
+    "                           the start), measured (each step's own thread CPU time) or\n"
+    "                           measured-all (also the thread CPU time of the rest of the\n"
+    "                           workers' code: mixing, the optimizer step, evaluations,\n"
+    "                           handlers; neither is repeatable)\n"
+    "  --sim-nic RATE           a message between hosts goes through the sender's and the\n"
+    "                           receiver's NIC, shared by the host's ranks\n"
+    "  --sim-nic-share POLICY   fair (default: max-min fair shares among rank pairs, as TCP\n"
+    "                           connections share a link) or fifo (in send order)\n"
+    "  --sim-proto LIST         a comma list of\n"
+    "                           rndv=BYTES  a message above BYTES goes by a read rendezvous\n"
+    "                                       (libfabric ofi_rxm): a request to send, the\n"
+    "                                       receiver's read request back on its own byte\n"
+    "                                       stream to the sender, the data, a closing\n"
+    "                                       message back; the send completes when it is in\n"
+    "                           acks        TCP's delayed acknowledgements take 66 / (2 x\n"
+    "                                       1514) of the data's rate in the reverse direction\n"
+    "                           rxm         both, at ofi_rxm's defaults: rndv=131072,acks\n"
+    "  --sim-threads P          --threads 0 (the default) means one BLAS thread per gradient\n"
+    "  --sim-payload MODEL      every message of the algorithm has the size it would have for\n"
+    "                           MODEL: its header as it is, its body (parameters, a\n"
+    "                           compressed share, an all-reduce chunk) x P(MODEL) / P(--model)\n"
+    "                           on the links, NICs and protocol; --model stays the convergence\n"
+    "                           proxy that computes the gradients, and each simulated rank\n"
+    "                           the proxy's memory. It does not model MODEL's compute (give\n"
+    "                           --sim-compute fixed:MS), its layers (--bucket-mb buckets and\n"
+    "                           their start in backward follow the proxy's layers: compare\n"
+    "                           with --bucket-mb 0), its accuracy, or the byte counts of\n"
+    "                           rank-R.csv (the proxy's; sim.json's wire_bytes has the\n"
+    "                           network's). MODEL: resnet18, resnet50, resnet101, vgg16\n"
+    "                           (torchvision's), any --model spec on this --data, bytes:N\n"
+    "                           or params:N (K, M, G: powers of 1024). docs/simulation.md\n"
+    "  --sim-eval-traffic       evaluations cost what they would on a cluster (snapshots to\n"
+    "                           rank 0 over the simulated network, the drain before them, their\n"
+    "                           compute under measured-all); by default they are observers that\n"
+    "                           take no virtual time or bandwidth: --eval-every changes no\n"
+    "                           iterate and no time column\n"
+    "  --link SPEC              the links (hearsay train --help; default: ideal links)\n";
+
+static const char sim_summary[] =
+    "Run `hearsay train` on N simulated ranks in this one process, on a virtual clock: the\n"
+    "same training loop and algorithms, a deterministic discrete-event scheduler, a simulated\n"
+    "transport, and every time in virtual seconds (summary.json: \"clock\": \"virtual\").\n"
+    "Every option can also be set in an INI file (--config FILE); every training option is\n"
+    "hearsay train's, with the same meaning. See docs/simulation.md.";
+
 /* The usage lines; --algo's choices come from the algorithm table (train_cmd fills them in). */
 static char train_usage[512];
 
@@ -273,21 +379,77 @@ static int fail(const char *what)
 static char **algo_kv;
 static size_t n_algo_kv;
 
-/* `hearsay train` (sim NULL) or `hearsay sim` (sim: its own flags, already taken out), with
- * the option table tab (the generic options and the algorithms'). */
-static int train_run(int argc, char **argv, const hs_sim_opts_t *sim, const tool_algo_table_t *tab)
+/* hearsay sim's options, read from the parsed table into *so and checked (the NIC rate, the
+ * protocol, the payload's grammar): 0, or -EINVAL naming the option. */
+static int sim_opts_read(const hs_cfg_t *cfg, hs_sim_opts_t *so)
 {
-    const char *cmd = sim ? "hearsay sim" : "hearsay train";
+    *so = (hs_sim_opts_t){0};
+    if (hs_cfg_source(cfg, "n") == HS_CFG_DEFAULT)
+        return HS_ERR(-EINVAL, "-n N (the number of simulated ranks) is required");
+    so->n = (int)hs_cfg_int(cfg, "n");
+    so->compute = hs_cfg_str(cfg, "sim-compute");
+    so->ranks_per_host = (int)hs_cfg_int(cfg, "ranks-per-host");
+    so->nic = hs_cfg_str(cfg, "sim-nic");
+    if (so->nic && !*so->nic) so->nic = NULL;
+    so->nic_share = hs_cfg_str(cfg, "sim-nic-share");
+    so->proto = hs_cfg_str(cfg, "sim-proto");
+    if (so->proto && !*so->proto) so->proto = NULL;
+    so->threads = (int)hs_cfg_int(cfg, "sim-threads");
+    so->payload = hs_cfg_str(cfg, "sim-payload");
+    if (so->payload && !*so->payload) so->payload = NULL;
+    double fixed, nic_Bps, params;
+    int fair, acks;
+    long rndv;
+    HS_TRY(hs_sim_compute_parse(so->compute, &fixed));
+    if (so->nic) HS_TRY(hs_sim_nic_parse(so->nic, &nic_Bps));
+    HS_TRY(hs_sim_nic_share_parse(so->nic_share, &fair));
+    HS_TRY(hs_sim_proto_parse(so->proto, &rndv, &acks));
+    if (so->proto && (!so->nic || !fair))
+        return HS_ERR(-EINVAL,
+                      "--sim-proto %s: needs --sim-nic RATE with --sim-nic-share fair (it "
+                      "acts on the transfers through the NICs)",
+                      so->proto);
+    if (so->payload) HS_TRY(hs_sim_payload_parse(so->payload, 0, 0, 0, 0, &params));
+    return 0;
+}
+
+/* --sim-payload SPEC against the shape of --data (a --model spec must fit it). */
+static int sim_payload_check(const char *payload, const char *data)
+{
+    hs_data_spec_t ds;
+    int c, h, w, classes;
+    double params;
+    if (hs_data_spec_parse(data, &ds) < 0 || hs_data_spec_probe(&ds, &c, &h, &w, &classes) < 0)
+        return 0; /* --data's own check says what is wrong */
+    return hs_sim_payload_parse(payload, c, h, w, classes, &params);
+}
+
+/* `hearsay train` (is_sim 0) or `hearsay sim`, with the option table tab (the generic
+ * options, hearsay sim's and the algorithms'). */
+static int train_run(int argc, char **argv, int is_sim, const tool_algo_table_t *tab)
+{
+    const char *cmd = is_sim ? "hearsay sim" : "hearsay train";
+    hs_sim_opts_t sim_opts, *sim = NULL;
     hs_cfg_t *cfg = NULL;
     char *json = NULL;
     size_t json_len = 0;
     int status = 0;
     for (size_t i = 0; i < tab->n; i++)
         if (!strcmp(tab->options[i].name, "algo")) tab->options[i].choices = hs_algo_names();
-    snprintf(train_usage, sizeof train_usage,
-             "hearsay train [--config FILE] [OPTIONS]\n"
-             "       hearsay run -n N -- hearsay train --algo %s [OPTIONS]",
-             hs_algo_names());
+    if (is_sim)
+        snprintf(train_usage, sizeof train_usage,
+                 "hearsay sim -n N [--config FILE] [--sim-compute SPEC] [--ranks-per-host R]\n"
+                 "                   [--sim-nic RATE [--sim-nic-share fair|fifo] [--sim-proto "
+                 "LIST]]\n"
+                 "                   [--sim-payload MODEL] [--sim-threads P] "
+                 "[--sim-eval-traffic]\n"
+                 "                   [--algo %s] [TRAIN OPTIONS]",
+                 hs_algo_names());
+    else
+        snprintf(train_usage, sizeof train_usage,
+                 "hearsay train [--config FILE] [OPTIONS]\n"
+                 "       hearsay run -n N -- hearsay train --algo %s [OPTIONS]",
+                 hs_algo_names());
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--help-models")) {
             fputs(hs_model_spec_help(), stdout);
@@ -312,6 +474,7 @@ static int train_run(int argc, char **argv, const hs_sim_opts_t *sim, const tool
             printf("  %-10s %s\n  %-10s takes: %s\n  %-10s flags: %s\n", e->name, e->help, "",
                    e->takes ? e->takes : e->name, "", caps);
         }
+        if (is_sim) fputs(sim_details, stdout);
         hs_cfg_free(&cfg);
         return 0;
     }
@@ -319,6 +482,15 @@ static int train_run(int argc, char **argv, const hs_sim_opts_t *sim, const tool
         fprintf(stderr, "%s: %s\n(see %s --help)\n", cmd, hs_last_error(), cmd);
         hs_cfg_free(&cfg);
         return 2;
+    }
+
+    if (is_sim) {
+        if (sim_opts_read(cfg, &sim_opts) < 0) {
+            fprintf(stderr, "%s: %s\n(see %s --help)\n", cmd, hs_last_error(), cmd);
+            hs_cfg_free(&cfg);
+            return 2;
+        }
+        sim = &sim_opts;
     }
 
     hs_train_opts_t o;
@@ -396,6 +568,12 @@ static int train_run(int argc, char **argv, const hs_sim_opts_t *sim, const tool
     }
     /* Flag-level checks that need no job (the straggler grammar, shaping, graph) */
     if (hs_train_dist_check(&o, 0) < 0) {
+        fprintf(stderr, "%s: %s\n(see %s --help)\n", cmd, hs_last_error(), cmd);
+        hs_cfg_free(&cfg);
+        return 2;
+    }
+    /* --sim-payload MODEL: a --model spec is checked against the data's shape */
+    if (sim && sim->payload && sim_payload_check(sim->payload, o.data) < 0) {
         fprintf(stderr, "%s: %s\n(see %s --help)\n", cmd, hs_last_error(), cmd);
         hs_cfg_free(&cfg);
         return 2;
@@ -483,14 +661,27 @@ done:
 }
 
 /* train_run with the option table of the algorithms registered now. */
-static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
+static int train_cmd(int argc, char **argv, int is_sim)
 {
     tool_algo_table_t tab;
-    if (tool_algo_table_build(&tab, train_options, HS_ARRAY_LEN(train_options), "graph") < 0)
+    /* hearsay sim: its own options first, then hearsay train's */
+    size_t nt = HS_ARRAY_LEN(train_options), ns = is_sim ? HS_ARRAY_LEN(sim_options) : 0;
+    hs_option_t *base = calloc(nt + ns, sizeof *base);
+    if (!base) return fail("memory");
+    memcpy(base, sim_options, ns * sizeof *base);
+    memcpy(base + ns, train_options, nt * sizeof *base);
+    if (ns && !base[ns].group) base[ns].group = "Model and data";
+    if (tool_algo_table_build(&tab, base, nt + ns, "graph") < 0) {
+        free(base);
         return fail("the algorithms' option tables");
+    }
+    const char *summary = train_spec.summary;
+    if (is_sim) train_spec.summary = sim_summary;
     train_spec.options = tab.options;
     train_spec.n_options = tab.n;
-    int st = train_run(argc, argv, sim, &tab);
+    int st = train_run(argc, argv, is_sim, &tab);
+    train_spec.summary = summary;
+    free(base);
     tool_algo_options_free(&algo_kv, n_algo_kv);
     n_algo_kv = 0;
     train_spec.options = train_options;
@@ -501,145 +692,10 @@ static int train_cmd(int argc, char **argv, const hs_sim_opts_t *sim)
 
 int hs_cmd_train(int argc, char **argv)
 {
-    return train_cmd(argc, argv, NULL);
-}
-
-static const char sim_usage[] =
-    "usage: hearsay sim -n N [--sim-compute fixed:MS|bench|measured|measured-all]\n"
-    "                   [--ranks-per-host R]\n"
-    "                   [--sim-nic RATE [--sim-nic-share fair|fifo] [--sim-proto LIST]]\n"
-    "                   [--sim-threads P] [--sim-eval-traffic]\n"
-    "                   [TRAIN OPTIONS]\n"
-    "\n"
-    "Run `hearsay train` on N simulated ranks in this one process, on a virtual clock: the\n"
-    "same training loop and algorithms, a deterministic discrete-event scheduler, a simulated\n"
-    "transport, and every time in virtual seconds (summary.json: \"clock\": \"virtual\").\n"
-    "See docs/simulation.md.\n"
-    "\n"
-    "  -n N                     simulated ranks (1..65536)\n"
-    "  --sim-compute SPEC       a gradient step's duration: fixed:MS (default fixed:10; the run\n"
-    "                           is then bit-for-bit repeatable; a step time measured elsewhere,\n"
-    "                           a GPU's say), bench (the median step of this model measured\n"
-    "                           here once at the start), measured (each step's own thread\n"
-    "                           CPU time) or measured-all (also the thread CPU time of the\n"
-    "                           rest of the workers' code: mixing, the optimizer step,\n"
-    "                           evaluations, handlers; neither is repeatable)\n"
-    "  --ranks-per-host R       consecutive ranks per host, for host-scoped --link rules\n"
-    "                           (default: all on one host)\n"
-    "  --sim-nic RATE           each host's NIC (10Gbit, 100Mbit, 1GB, ..): a message between\n"
-    "                           hosts goes through the sender's and the receiver's NIC,\n"
-    "                           shared by the host's ranks (default: no NIC limit)\n"
-    "  --sim-nic-share POLICY   how a NIC serves messages at the same time: fair (default:\n"
-    "                           max-min fair shares among rank pairs, as TCP connections\n"
-    "                           share a link) or fifo (one after the other, in send order)\n"
-    "  --sim-proto LIST         what the transport does inside a transfer between hosts, on\n"
-    "                           top of the fair NICs (default: nothing); a comma list of\n"
-    "                           rndv=BYTES  a message above BYTES goes by a read rendezvous\n"
-    "                                       (libfabric ofi_rxm): a request to send, the\n"
-    "                                       receiver's read request back on its own byte\n"
-    "                                       stream to the sender, the data, a closing\n"
-    "                                       message back; the send completes when it is in\n"
-    "                           acks        TCP's delayed acknowledgements take 66 / (2 x\n"
-    "                                       1514) of the data's rate in the reverse direction\n"
-    "                           rxm         both, at ofi_rxm's defaults: rndv=131072,acks\n"
-    "  --link SPEC              the links (hearsay train --help; default: ideal links)\n"
-    "  --sim-threads P          host threads that compute ranks' gradients at the same time\n"
-    "                           (default: the online CPUs); the results are the same for any\n"
-    "                           P, only the wall time changes. --threads 0 (the default)\n"
-    "                           means one BLAS thread per gradient here\n"
-    "  --sim-eval-traffic       evaluations cost what they would on a cluster (snapshots to\n"
-    "                           rank 0 over the simulated network, the drain before them, their\n"
-    "                           compute under measured-all); by default they are observers that\n"
-    "                           take no virtual time or bandwidth: --eval-every changes no\n"
-    "                           iterate and no time column\n"
-    "\n"
-    "Every other option is hearsay train's (hearsay train --help), with the same meaning.\n";
-
-/* Take `--NAME VALUE` / `--NAME=VALUE` (or -n VALUE) out of argv; NULL when absent. */
-static const char *take_flag(int *argc, char **argv, const char *name, const char *alias)
-{
-    size_t nl = strlen(name);
-    for (int i = 1; i < *argc; i++) {
-        const char *a = argv[i];
-        const char *v = NULL;
-        int used = 0;
-        if (!strcmp(a, name) || (alias && !strcmp(a, alias))) {
-            if (i + 1 >= *argc) return "";
-            v = argv[i + 1];
-            used = 2;
-        } else if (!strncmp(a, name, nl) && a[nl] == '=') {
-            v = a + nl + 1;
-            used = 1;
-        }
-        if (!used) continue;
-        memmove(&argv[i], &argv[i + used], (size_t)(*argc - i - used + 1) * sizeof *argv);
-        *argc -= used;
-        return v;
-    }
-    return NULL;
+    return train_cmd(argc, argv, 0);
 }
 
 int hs_cmd_sim(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(sim_usage, stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--help-models")) {
-            fputs(hs_model_spec_help(), stdout);
-            return 0;
-        }
-    char **av = calloc((size_t)argc + 1, sizeof *av);
-    if (!av) return fail("memory");
-    memcpy(av, argv, (size_t)argc * sizeof *av);
-    hs_sim_opts_t so = {.compute = "fixed:10"};
-    const char *n = take_flag(&argc, av, "--n", "-n");
-    const char *comp = take_flag(&argc, av, "--sim-compute", NULL);
-    const char *rph = take_flag(&argc, av, "--ranks-per-host", NULL);
-    so.nic = take_flag(&argc, av, "--sim-nic", NULL);
-    so.nic_share = take_flag(&argc, av, "--sim-nic-share", NULL);
-    so.proto = take_flag(&argc, av, "--sim-proto", NULL);
-    const char *thr = take_flag(&argc, av, "--sim-threads", NULL);
-    long v = 0;
-    double fixed;
-    int bad = 0;
-    if (!n || hs_parse_long(n, 1, 65536, "hearsay sim -n", &v) < 0) {
-        if (!n) HS_ERR(-EINVAL, "-n N (the number of simulated ranks) is required");
-        bad = 1;
-    }
-    so.n = (int)v;
-    if (!bad && comp) {
-        so.compute = comp;
-        if (hs_sim_compute_parse(comp, &fixed) < 0) bad = 1;
-    }
-    double nic_Bps;
-    if (!bad && so.nic && hs_sim_nic_parse(so.nic, &nic_Bps) < 0) bad = 1;
-    int fair;
-    if (!bad && hs_sim_nic_share_parse(so.nic_share, &fair) < 0) bad = 1;
-    long rndv;
-    int acks;
-    if (!bad && hs_sim_proto_parse(so.proto, &rndv, &acks) < 0) bad = 1;
-    if (!bad && so.proto && (!so.nic || !fair)) {
-        HS_ERR(-EINVAL,
-               "--sim-proto %s: needs --sim-nic RATE with --sim-nic-share fair (it "
-               "acts on the transfers through the NICs)",
-               so.proto);
-        bad = 1;
-    }
-    if (!bad && rph) {
-        if (hs_parse_long(rph, 1, 65536, "--ranks-per-host", &v) < 0) bad = 1;
-        so.ranks_per_host = (int)v;
-    }
-    if (!bad && thr) {
-        if (hs_parse_long(thr, 1, 1024, "--sim-threads", &v) < 0) bad = 1;
-        so.threads = (int)v;
-    }
-    if (bad) {
-        fprintf(stderr, "hearsay sim: %s\n(see hearsay sim --help)\n", hs_last_error());
-        free(av);
-        return 2;
-    }
-    int st = train_cmd(argc, av, &so);
-    free(av);
-    return st;
+    return train_cmd(argc, argv, 1);
 }

@@ -408,6 +408,11 @@ typedef struct hs_algo_ops {
      * 0 for the generic message. */
     int (*diverged_hint)(const hs_algo_t *a, const hs_dist_t *d, double w_min, char *buf,
                          size_t len);
+    /* Bytes at the head of each of its messages that do not grow with the model (its wire
+     * header): `hearsay sim --sim-payload` gives the rest of a message the payload model's
+     * size and leaves a message of at most this many bytes (a header alone: a request, a
+     * notice) as it is. 0: every byte grows with the model. */
+    size_t msg_header;
 } hs_algo_ops_t;
 
 extern const hs_algo_ops_t hs_algo_local_ops;     /* independent workers, no communication */

@@ -30,19 +30,23 @@ extern "C" {
 
 /* What a run cost on the host (DIR/sim.json has the same). */
 typedef struct hs_sim_stats {
-    int threads;         /* --sim-threads used */
-    double host_wall_s;  /* the ranks' run, set-up and data loading excluded */
-    double host_cpu_s;   /* CPU time of the process over the same span, all threads */
-    double worker_s;     /* wall seconds the baton spent in the workers' own code: training
-                          * loop, algorithms, handlers, gradients run on the baton */
-    double local_s;      /* wall seconds of gradients, all ranks (with threads > 1 most run
-                          * off the baton, side by side, and overlap) */
-    double overhead;     /* threads == 1: 1 - worker_s / host_wall_s, the share of the run
-                          * spent in the simulator's own code (scheduling, thread switches,
-                          * simulated transport, consensus); NAN with more threads */
-    long steps;          /* gradients computed, over all ranks */
-    double steps_per_s;  /* steps / host_wall_s */
-    double peak_rss_mib; /* the process's peak resident memory at the end (getrusage) */
+    int threads;          /* --sim-threads used */
+    double host_wall_s;   /* the ranks' run, set-up and data loading excluded */
+    double host_cpu_s;    /* CPU time of the process over the same span, all threads */
+    double worker_s;      /* wall seconds the baton spent in the workers' own code: training
+                           * loop, algorithms, handlers, gradients run on the baton */
+    double local_s;       /* wall seconds of gradients, all ranks (with threads > 1 most run
+                           * off the baton, side by side, and overlap) */
+    double overhead;      /* threads == 1: 1 - worker_s / host_wall_s, the share of the run
+                           * spent in the simulator's own code (scheduling, thread switches,
+                           * simulated transport, consensus); NAN with more threads */
+    long steps;           /* gradients computed, over all ranks */
+    double steps_per_s;   /* steps / host_wall_s */
+    double peak_rss_mib;  /* the process's peak resident memory at the end (getrusage) */
+    double payload_scale; /* --sim-payload: wire bytes per proxy byte of a message's body (0:
+                           * no payload, messages are their own size) */
+    double wire_bytes;    /* bytes of every message between ranks, as the network model
+                           * carried them (the payload's sizes under --sim-payload) */
 } hs_sim_stats_t;
 
 typedef struct hs_sim_opts {
@@ -65,12 +69,24 @@ typedef struct hs_sim_opts {
     int threads;           /* host threads that run ranks' gradients at once (<= 0: the online
                             * CPUs); results are identical whatever the count */
     hs_sim_stats_t *stats; /* optional: filled at the end of a run */
+    const char *payload;   /* size-true messages (NULL: off): a model whose messages they
+                            * carry ("resnet50", any --model spec, "bytes:N"); see
+                            * hs_sim_payload_parse and docs/simulation.md */
 } hs_sim_opts_t;
 
 /* Check a --sim-compute spec: 0, or -EINVAL naming the bad part. *fixed_s gets the fixed
  * duration in seconds, 0 for "bench" (measured at the start of the run), -1 for "measured"
  * or -2 for "measured-all". */
 int hs_sim_compute_parse(const char *spec, double *fixed_s);
+
+/* --sim-payload SPEC: the parameter count of the model whose messages the simulated ranks
+ * carry. SPEC is a named model of another framework (resnet18, resnet50, resnet101, vgg16:
+ * torchvision's ImageNet models), "bytes:N" (N bytes of floats: N / 4 parameters; K, M, G
+ * suffixes are powers of 1024) or "params:N", or a hearsay --model spec checked against the
+ * data shape (in_c x in_h x in_w inputs, classes labels; in_c 0: the shape is not known yet
+ * and a --model spec is accepted unchecked with *params 0). 0, or -EINVAL naming SPEC. */
+int hs_sim_payload_parse(const char *spec, int in_c, int in_h, int in_w, int classes,
+                         double *params);
 
 /* Check a --sim-nic rate ("10Gbit"): 0 and *Bps in bytes per second, or -EINVAL naming it. */
 int hs_sim_nic_parse(const char *rate, double *Bps);

@@ -250,7 +250,11 @@ typedef struct hs_transport_ops {
 #define HS_TCAP_UNSENT       (1u << 8)  /* hs_transport_unsent and hs_transport_leave */
 #define HS_TCAP_MEM_HOST     (1u << 9)  /* buffers in host memory */
 #define HS_TCAP_MEM_DEVICE   (1u << 10) /* buffers in accelerator memory */
-#define HS_TCAP_COUNT        11
+#define HS_TCAP_EARLY_SMALL                                                                        \
+    (1u << 11) /* a small message that arrives before its receive is posted is matched (the        \
+                * all-reduce pads tiny chunks to 4104 bytes where this is not claimed: libfabric   \
+                * 1.17's shm loses them) */
+#define HS_TCAP_COUNT 12
 
 /* A registry entry: one per backend, listed in gossip/transport_registry.c's table. --provider
  * names reach a backend through it (hs_transport_lookup); the generic layer never names one. */
