@@ -49,6 +49,7 @@
  * waits (stage: reduced, then done reading) instead of message exchanges, or the ring.
  */
 #include "hearsay/allreduce.h"
+#include "gossip/allreduce_hier.h"
 
 #include "hearsay/common.h"
 #include "hearsay/env.h"
@@ -142,6 +143,7 @@ struct hs_allreduce {
     hs_tbuf_handle_t *phdl; /* (P) their handles */
     int *pend;              /* (P) ranks a wait is waiting for */
     int npend;
+    hs_ar_hier_t *hier; /* the hierarchical plan (ranks on several hosts), or NULL */
 };
 
 /* Some rank's links are shaped (hs_transport_shaped; every rank learns it in the first
@@ -191,8 +193,11 @@ int hs_allreduce_opts_default(hs_allreduce_opts_t *o)
             o->path = HS_AR_PATH_DIRECT;
         else if (!strcmp(e, "mapped"))
             o->path = HS_AR_PATH_MAPPED;
+        else if (!strcmp(e, "hier"))
+            o->path = HS_AR_PATH_HIER;
         else
-            return HS_ERR(-EINVAL, "HS_AR_PATH '%s': expected auto, ring, direct or mapped", e);
+            return HS_ERR(-EINVAL, "HS_AR_PATH '%s': expected auto, ring, direct, mapped or hier",
+                          e);
     }
     v = 0; /* also the table's default */
     if (hs_env_long("HS_AR_DEPTH", &v) < 0) return -EINVAL;
@@ -270,8 +275,9 @@ static uint32_t item_tag(const hs_allreduce_t *ar, uint64_t op, size_t idx)
     return ar->o.tag_base + (uint32_t)((op * per_op + idx) % ar->o.tag_span);
 }
 
-int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
-                        const hs_allreduce_opts_t *opts)
+/* A plan over every rank (members NULL) or over members[0..nmem) in that order (the ring). */
+static int create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
+                  const hs_allreduce_opts_t *opts, const int *members, int nmem)
 {
     if (!out || !t) return HS_ERR(-EINVAL, "hs_allreduce_create: NULL argument");
     *out = NULL;
@@ -291,21 +297,60 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
     if ((uint64_t)o.tag_base + o.tag_span - 1 > HS_TAG_MAX)
         return HS_ERR(-EINVAL, "all-reduce: tag range %u + %u passes HS_TAG_MAX (%u)", o.tag_base,
                       o.tag_span, HS_TAG_MAX);
-    if (o.path < HS_AR_PATH_AUTO || o.path > HS_AR_PATH_MAPPED)
+    if (o.path < HS_AR_PATH_AUTO || o.path > HS_AR_PATH_HIER)
         return HS_ERR(-EINVAL,
-                      "all-reduce: path %d is not auto (0), ring (1), direct (2) or mapped (3)",
+                      "all-reduce: path %d is not auto (0), ring (1), direct (2), mapped (3) or "
+                      "hier (4)",
                       o.path);
+    int me = hs_transport_rank(t), P = hs_transport_size(t);
+    if (members) {
+        if (o.path != HS_AR_PATH_AUTO && o.path != HS_AR_PATH_RING)
+            return HS_ERR(-EINVAL,
+                          "all-reduce: a plan over %d of the %d ranks runs the ring "
+                          "(path %d asked)",
+                          nmem, P, o.path);
+        int idx = -1;
+        for (int i = 0; i < nmem; i++) {
+            if (members[i] < 0 || members[i] >= P)
+                return HS_ERR(-EINVAL, "all-reduce: group member %d is not a rank (0..%d)",
+                              members[i], P - 1);
+            if (members[i] == me) idx = i;
+        }
+        if (nmem < 1 || idx < 0)
+            return HS_ERR(-EINVAL, "all-reduce: rank %d is not among the group's %d ranks", me,
+                          nmem);
+        o.path = HS_AR_PATH_RING;
+        o.host_of = NULL;
+        P = nmem;
+        me = idx;
+    }
+    /* Ranks on several hosts: the hierarchical plan (gossip/allreduce_hier.c). */
+    int hier = !members && P > 1 && (o.path == HS_AR_PATH_AUTO || o.path == HS_AR_PATH_HIER) &&
+               hs_ar_hier_fits(o.host_of, P);
+    if (o.path == HS_AR_PATH_HIER && !hier)
+        return HS_ERR(-EINVAL,
+                      "all-reduce: HS_AR_PATH=hier needs ranks on several hosts, as many on "
+                      "each (%s)",
+                      o.host_of ? "the hosts here are one, or uneven" : "no host map given");
 
-    int P = hs_transport_size(t);
     hs_allreduce_t *ar = hs_calloc(1, sizeof *ar, "all-reduce plan");
     if (!ar) return -ENOMEM;
     ar->t = t;
     ar->o = o;
     ar->n = n;
     ar->P = P;
-    ar->rank = hs_transport_rank(t);
-    ar->left = mod(ar->rank - 1, P);
-    ar->right = (ar->rank + 1) % P;
+    ar->rank = me;
+    ar->left = members ? members[mod(me - 1, P)] : mod(me - 1, P);
+    ar->right = members ? members[(me + 1) % P] : (me + 1) % P;
+    if (hier) {
+        int rc = hs_ar_hier_create(&ar->hier, t, n, &o);
+        if (rc < 0) {
+            free(ar);
+            return rc;
+        }
+        *out = ar;
+        return 0;
+    }
     ar->S = 2 * (size_t)(P - 1);
     ar->seg_q = n / (size_t)P;
     ar->seg_r = n % (size_t)P;
@@ -388,10 +433,24 @@ int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
     return 0;
 }
 
+int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
+                        const hs_allreduce_opts_t *opts)
+{
+    return create(out, t, n, opts, NULL, 0);
+}
+
+int hs_allreduce_create_group(hs_allreduce_t **out, hs_transport_t *t, size_t n,
+                              const hs_allreduce_opts_t *opts, const int *members, int n_members)
+{
+    if (!members) return HS_ERR(-EINVAL, "hs_allreduce_create_group: NULL members");
+    return create(out, t, n, opts, members, n_members);
+}
+
 void hs_allreduce_destroy(hs_allreduce_t **ar)
 {
     if (!ar || !*ar) return;
     hs_allreduce_t *a = *ar;
+    hs_ar_hier_destroy(&a->hier);
     for (size_t i = 0; i < a->nact; i++)
         if (a->reqs[i]) hs_transport_req_free(a->t, &a->reqs[i]);
     for (int p = 0; p < a->P && (a->pctl || a->pbuf); p++) {
@@ -1038,6 +1097,7 @@ int hs_allreduce_run_avg(hs_allreduce_t *ar, float *buf, int average)
     if (!ar) return HS_ERR(-EINVAL, "hs_allreduce_run: NULL plan");
     if (!buf && ar->n) return HS_ERR(-EINVAL, "hs_allreduce_run: NULL buffer");
     uint64_t op = ar->ops++;
+    if (ar->hier) return hs_ar_hier_run(ar->hier, buf, average);
     if (ar->P == 1 || ar->n == 0) return 0;
     run_t ru = {.ar = ar, .buf = buf, .inv = average ? 1.0f / (float)ar->P : 0.0f, .op = op};
     ru.total = ar->S * ar->K;

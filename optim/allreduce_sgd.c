@@ -317,6 +317,7 @@ static int ar_init(hs_algo_t **out, hs_dist_t *d)
     if (rc < 0) goto fail;
     ao.average = 1;
     ao.timeout_s = d->o->comm_timeout_s;
+    ao.host_of = d->host_of; /* ranks on several hosts: the hierarchical all-reduce */
     /* a job of one rank opens no transport: nothing to reduce */
     if (d->t && d->size > 1 && (rc = hs_allreduce_create(&a->ar, d->t, d->n, &ao)) < 0) goto fail;
     /* The buffer the all-reduce runs on in shared memory where the transport has it. */

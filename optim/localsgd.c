@@ -100,6 +100,7 @@ static int loc_init(hs_algo_t **out, hs_dist_t *d)
     if (rc < 0) goto fail;
     ao.average = 1;
     ao.timeout_s = d->o->comm_timeout_s;
+    ao.host_of = d->host_of; /* ranks on several hosts: the hierarchical all-reduce */
     if ((rc = hs_allreduce_create(&a->ar, d->t, d->n, &ao)) < 0) goto fail;
     if (d->k->device != HS_DEV_CPU && !(a->host = hs_malloc(d->n * sizeof(float), "parameters"))) {
         rc = -ENOMEM;

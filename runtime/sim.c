@@ -881,7 +881,6 @@ static int host_of(const sim_world_t *w, int rank)
     return rank / w->rph;
 }
 
-/* Every active flow's bytes left, brought to the time now. */
 /* The bytes a message takes on the network: its own, or under --sim-payload those the
  * payload model's message would have. A message of the algorithm (its tag range) keeps its
  * header (payload_hdr bytes) and its body grows by payload_scale; a header alone (a request,
@@ -910,6 +909,7 @@ static size_t wire_of(const sim_msg_t *m)
     return m->wire ? m->wire : m->len;
 }
 
+/* Every active flow's bytes left, brought to the time now. */
 static void flows_progress(sim_world_t *w)
 {
     double dt = w->now - w->flows_t;

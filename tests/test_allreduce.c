@@ -43,25 +43,38 @@ static const struct sum_case {
     const char *buf;      /* AR_BUF: shared, mixed */
     const char *path;     /* HS_AR_PATH */
     const char *provider; /* HS_PROVIDER */
+    const char *hosts;    /* AR_HOSTS: a host map of that many hosts (the hierarchical plan) */
 } sum_cases[] = {
-    {"2", "3000017", NULL, NULL, NULL},         {"3", "3000017", NULL, NULL, NULL},
-    {"4", "3000017", NULL, NULL, NULL},         {"4", "3000017", NULL, "ring", NULL},
-    {"3", "3000017", NULL, NULL, "tcp"},        {"3", "3000017", NULL, "direct", NULL},
-    {"2", "3000017", "shared", NULL, NULL},     {"3", "3000017", "shared", NULL, NULL},
-    {"4", "3000017", "shared", NULL, NULL},     {"8", "100003", "shared", NULL, NULL},
-    {"5", "1000003", "shared", "mapped", NULL}, {"4", "3000017", "mixed", NULL, NULL},
+    {"2", "3000017", NULL, NULL, NULL, NULL},
+    {"3", "3000017", NULL, NULL, NULL, NULL},
+    {"4", "3000017", NULL, NULL, NULL, NULL},
+    {"4", "3000017", NULL, "ring", NULL, NULL},
+    {"3", "3000017", NULL, NULL, "tcp", NULL},
+    {"3", "3000017", NULL, "direct", NULL, NULL},
+    {"2", "3000017", "shared", NULL, NULL, NULL},
+    {"3", "3000017", "shared", NULL, NULL, NULL},
+    {"4", "3000017", "shared", NULL, NULL, NULL},
+    {"8", "100003", "shared", NULL, NULL, NULL},
+    {"5", "1000003", "shared", "mapped", NULL, NULL},
+    {"4", "3000017", "mixed", NULL, NULL, NULL},
+    /* the hierarchical plan (issue 26): 2 hosts of 2, 2 of 3 (by name), 3 of 2 over tcp */
+    {"4", "3000017", NULL, NULL, NULL, "2"},
+    {"6", "1000003", NULL, "hier", NULL, "2"},
+    {"6", "1000003", NULL, NULL, "tcp", "3"},
 };
 
 START_TEST(test_sum_avg)
 {
     const struct sum_case *c = &sum_cases[_i];
     char what[160];
-    snprintf(what, sizeof what, "%s ranks, up to %s floats, AR_BUF=%s HS_AR_PATH=%s HS_PROVIDER=%s",
+    snprintf(what, sizeof what,
+             "%s ranks, up to %s floats, AR_BUF=%s HS_AR_PATH=%s HS_PROVIDER=%s AR_HOSTS=%s",
              c->ranks, c->big, c->buf ? c->buf : "-", c->path ? c->path : "-",
-             c->provider ? c->provider : "-");
+             c->provider ? c->provider : "-", c->hosts ? c->hosts : "-");
     if (c->buf) setenv("AR_BUF", c->buf, 1);
     if (c->path) setenv("HS_AR_PATH", c->path, 1);
     if (c->provider) setenv("HS_PROVIDER", c->provider, 1);
+    if (c->hosts) setenv("AR_HOSTS", c->hosts, 1);
     const char *worker = tr_helper("allreduce_worker");
     tr_job_t j;
     const char *args[] = {tr_hearsay(), "run",   "-n", c->ranks, "--timeout", "20",   "--",
@@ -182,6 +195,23 @@ END_TEST
 
 /* The largest |a - b| over every rank's final parameters in dirs a and b (-1: unreadable), and
  * whether they are bit for bit the same. */
+/* The wall_s column of DIR/rank-0.csv at iteration it (NAN when absent). */
+static double csv_wall(const char *dir, long it)
+{
+    char path[4200], line[1024];
+    snprintf(path, sizeof path, "%s/rank-0.csv", dir);
+    FILE *f = fopen(path, "r");
+    double v = NAN;
+    if (!f) return v;
+    while (fgets(line, sizeof line, f)) {
+        long i;
+        double t;
+        if (sscanf(line, "%ld,%lf", &i, &t) == 2 && i == it) v = t;
+    }
+    fclose(f);
+    return v;
+}
+
 static double final_diff(const char *a, const char *b, int ranks, int *same)
 {
     double worst = 0;
@@ -261,6 +291,50 @@ START_TEST(test_bucket_sim)
     ck_assert_msg(d >= 0 && d <= 1e-5, "sim: bucketed and flat differ by %g", d);
     d = final_diff(dir[1], dir[2], 4, &same);
     ck_assert_msg(d == 0 && same, "sim: two bucketed runs differ by %g", d);
+}
+END_TEST
+
+/* The hierarchical all-reduce in virtual time (issue 26, item 3): 2 hosts of 4 ranks behind
+ * 10 Gbit/s NICs, messages of ResNet-50's size (--sim-payload; m = 102,228,128 bytes), 0.3 s
+ * steps. Each host's NIC carries 2 (H - 1) / H x m = m per iteration (0.08178 s) where the
+ * flat ring (HS_AR_PATH=ring) crosses it with 2 (n - 1) / n x m (0.14312 s); the parameters
+ * agree with the ring's to float rounding, and two runs bit for bit. */
+START_TEST(test_hier_sim)
+{
+    const double m = 25557032.0 * 4, beta = 10e9 / 8;
+    const char *sim = "-n 8 --ranks-per-host 4 --sim-nic 10Gbit --sim-compute fixed:300 "
+                      "--sim-payload resnet50";
+    const char *args = "--algo allreduce --model logreg:63-10 "
+                       "--data gauss:dim=63,classes=10,train=40000 --epochs 100 --max-iters 12 "
+                       "--eval-every 0 -q --dump-params";
+    char dir[3][4096];
+    const char *path[3] = {"ring", "auto", "auto"};
+    double per[3];
+    for (int k = 0; k < 3; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "hier-sim-%d", k);
+        tr_workdir_path(dir[k], sizeof dir[k], name);
+        setenv("HS_AR_PATH", path[k], 1);
+        int st = tr_sim_job(dir[k], sim, args, 120);
+        unsetenv("HS_AR_PATH");
+        if (st != 0) tr_show_log(dir[k]);
+        ck_assert_msg(st == 0, "sim HS_AR_PATH=%s: %s", path[k], tr_status_text(st));
+        per[k] = (csv_wall(dir[k], 10) - csv_wall(dir[k], 2)) / 8;
+    }
+    double ring = 0.3 + 2 * 7.0 / 8 * m / beta, hier = 0.3 + m / beta;
+    ck_assert_msg(fabs(per[0] - ring) <= 1e-6 * ring,
+                  "flat ring: %.9f s per iteration, %.9f s "
+                  "expected",
+                  per[0], ring);
+    ck_assert_msg(fabs(per[1] - hier) <= 1e-6 * hier,
+                  "hierarchical: %.9f s per iteration, "
+                  "%.9f s expected",
+                  per[1], hier);
+    int same = 0;
+    double d = final_diff(dir[0], dir[1], 8, &same);
+    ck_assert_msg(d >= 0 && d <= 1e-5, "hierarchical and flat ring differ by %g", d);
+    d = final_diff(dir[1], dir[2], 8, &same);
+    ck_assert_msg(d == 0 && same, "two hierarchical runs differ by %g", d);
 }
 END_TEST
 
@@ -399,6 +473,7 @@ int main(void)
         tr_skip("test_bucket_agrees", "%s", why);
     else
         tcase_add_loop_test(tc, test_bucket_agrees, 0, (int)HS_ARRAY_LEN(bucket_links));
+    TR_ADD_TEST(tc, test_hier_sim, why);
     TR_ADD_TEST(tc, test_bucket_sim, why);
     TR_ADD_TEST(tc, test_dead_rank_is_reported, why);
     TR_ADD_TEST(tc, test_dead_rank_is_reported_ring, why);

@@ -74,13 +74,27 @@ typedef struct hs_allreduce_opts {
     uint32_t tag_base;  /* first tag of the reserved range (0 = HS_ALLREDUCE_TAG_BASE) */
     uint32_t tag_span;  /* tags in the range (0 = HS_ALLREDUCE_TAG_SPAN) */
     int average;        /* 1: divide the sum by the number of ranks */
-    int path;           /* HS_AR_PATH_AUTO (mapped where every rank's buffer is shared memory,
-                           else direct where the transport can read peers' memory: hsshm, else
-                           the ring), _RING, _DIRECT or _MAPPED;
-                           HS_AR_PATH=auto|ring|direct|mapped */
+    int path;           /* HS_AR_PATH_AUTO (hierarchical across hosts, see host_of; on one
+                           host mapped where every rank's buffer is shared memory, else direct
+                           where the transport can read peers' memory: hsshm, else the ring),
+                           _RING (one flat ring), _DIRECT, _MAPPED or _HIER;
+                           HS_AR_PATH=auto|ring|direct|mapped|hier */
+    const int *host_of; /* (ranks) the host of each rank, NULL: one host. Ranks on several
+                           hosts, as many on each: the hierarchical all-reduce (auto or _HIER)
+                           reduce-scatters within each host, all-reduces each shard across the
+                           hosts (a ring of the ranks with the same place on their hosts), and
+                           gathers within the host: each host's link carries 2 (H - 1) / H of
+                           the buffer where a flat ring of the H x R ranks carries
+                           2 (HR - 1) / HR. Must outlive the plan. */
 } hs_allreduce_opts_t;
 
-enum { HS_AR_PATH_AUTO = 0, HS_AR_PATH_RING = 1, HS_AR_PATH_DIRECT = 2, HS_AR_PATH_MAPPED = 3 };
+enum {
+    HS_AR_PATH_AUTO = 0,
+    HS_AR_PATH_RING = 1,
+    HS_AR_PATH_DIRECT = 2,
+    HS_AR_PATH_MAPPED = 3,
+    HS_AR_PATH_HIER = 4
+};
 
 /* Fill `o` with the defaults (sum, default chunk, depth and timeout, default tag range),
  * then apply HS_AR_CHUNK_BYTES, HS_AR_DEPTH and HS_AR_PATH from the environment where set. Returns
@@ -92,6 +106,12 @@ int hs_allreduce_opts_default(hs_allreduce_opts_t *o);
  * 0..HS_TAG_MAX) and allocates the scratch slots. Not collective: talks to nobody. */
 int hs_allreduce_create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
                         const hs_allreduce_opts_t *opts);
+/* A plan over some of the transport's ranks only: members[0..n_members) are transport ranks
+ * (distinct, this rank among them), the ring in that order; the pipelined ring path (the
+ * others need every rank). Other ranks may run other groups' plans at the same time on the
+ * same tags: a pair of ranks belongs to one group. */
+int hs_allreduce_create_group(hs_allreduce_t **out, hs_transport_t *t, size_t n,
+                              const hs_allreduce_opts_t *opts, const int *members, int n_members);
 /* Free a plan and null the handle (NULL is fine). */
 void hs_allreduce_destroy(hs_allreduce_t **ar);
 
