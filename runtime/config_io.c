@@ -425,6 +425,7 @@ static void help_option(FILE *f, const cfg_val_t *v)
         if (!d) d = o->type == HS_OPT_ENUM ? v->choices[0] : scalar_text(v, buf, sizeof buf);
         char range[80] = "";
         if (o->range) hs_cfg__range_text(v, range, sizeof range);
+        if (o->def_help) d = o->def_help;
         snprintf(deflt, sizeof deflt, "default: %s%s%s", d, o->range ? "; range " : "", range);
     }
     for (char *p = deflt; *p; p++)

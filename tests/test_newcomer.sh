@@ -103,4 +103,10 @@ done
 "$bin" train --help | grep -q -- "--help-models" && ok "--help points to --help-models" || bad "--help does not mention --help-models"
 "$bin" sim --help-models | grep -q "^  seq:L-L" && ok "hearsay sim --help-models too" ||
     bad "hearsay sim --help-models fails"
+# an option several algorithms take with different defaults says each (it said "default: 1"
+# for --tau, which osgp takes as 2)
+"$bin" train --help | tr -s ' \n' ' ' | grep -q -- "(default: osgp 2, easgd 1, eamsgd 1, lsgd 1;" &&
+    ok "--help gives --tau's default per algorithm" || bad "--help: --tau's defaults per algorithm"
+"$bin" sim --help | grep -q -- "--sim-payload MODEL" && ok "hearsay sim --help has --sim-payload" ||
+    bad "hearsay sim --help lacks --sim-payload"
 exit $fail

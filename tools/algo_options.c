@@ -41,7 +41,7 @@ static int append(char **s, size_t *len, const char *text)
  * type, range, choices and metavar; the default most declarations share (ties: the earliest),
  * recorded for the runs of the algorithms that do not take it; the help "a, b: help; c: help"
  * with every algorithm that takes it. */
-static int union_entry(const char *name, int first, hs_option_t *out, char **help)
+static int union_entry(const char *name, int first, hs_option_t *out, char **help, char **def_help)
 {
     const hs_option_t *d0 = declared(hs_algo_at(first), name);
     *out = *d0;
@@ -60,7 +60,26 @@ static int union_entry(const char *name, int first, hs_option_t *out, char **hel
             out->def = di->def;
         }
     }
+    /* Defaults that differ: --help names each algorithm's ("osgp 2, easgd 1, ..."). */
     size_t len = 0;
+    *def_help = NULL;
+    for (int i = first; hs_algo_at(i); i++) {
+        const hs_option_t *di = declared(hs_algo_at(i), name);
+        if (di && !same_text(di->def, out->def)) len = 1;
+    }
+    if (len) {
+        len = 0;
+        for (int i = first; hs_algo_at(i); i++) {
+            const hs_option_t *di = declared(hs_algo_at(i), name);
+            if (!di) continue;
+            HS_TRY(append(def_help, &len, len ? ", " : ""));
+            HS_TRY(append(def_help, &len, hs_algo_at(i)->name));
+            HS_TRY(append(def_help, &len, " "));
+            HS_TRY(append(def_help, &len, di->def ? di->def : "unset"));
+        }
+        out->def_help = *def_help;
+    }
+    len = 0;
     *help = NULL;
     for (int i = first; hs_algo_at(i); i++) { /* each distinct help once, with its algorithms */
         const hs_option_t *di = declared(hs_algo_at(i), name);
@@ -100,7 +119,7 @@ int tool_algo_table_build(tool_algo_table_t *t, const hs_option_t *generic, size
     size_t cap = n_generic;
     for (int i = 0; hs_algo_at(i); i++) cap += hs_algo_at(i)->n_options;
     t->options = calloc(cap, sizeof *t->options);
-    t->helps = calloc(cap, sizeof *t->helps);
+    t->helps = calloc(2 * cap + 1, sizeof *t->helps); /* a help and a default's per entry */
     if (!t->options || !t->helps) {
         tool_algo_table_free(t);
         return HS_ERR(-ENOMEM, "option table");
@@ -126,8 +145,10 @@ int tool_algo_table_build(tool_algo_table_t *t, const hs_option_t *generic, size
                     }
                 if (dup) continue;
                 hs_option_t *e = &t->options[t->n];
-                int rc = union_entry(name, i, e, &t->helps[t->n_helps]);
-                if (t->helps[t->n_helps]) t->n_helps++;
+                char *help = NULL, *def_help = NULL;
+                int rc = union_entry(name, i, e, &help, &def_help);
+                if (help) t->helps[t->n_helps++] = help; /* (owned by the table) */
+                if (def_help) t->helps[t->n_helps++] = def_help;
                 if (rc < 0) {
                     tool_algo_table_free(t);
                     return rc;

@@ -80,13 +80,15 @@ typedef enum hs_opt_type {
 typedef struct hs_option {
     const char *name; /* flag "--name" and INI key */
     hs_opt_type_t type;
-    const char *def;     /* default, as text (NULL: 0 / false / first choice / unset / empty) */
-    const char *help;    /* one line for --help */
-    const char *group;   /* help heading and INI section; NULL = the previous option's group */
-    const char *range;   /* INT/DOUBLE: "[lo, hi]", open ends with '(' ')'; NULL = any */
-    const char *choices; /* ENUM: "a|b|c" */
-    const char *metavar; /* value placeholder in --help (default by type: N, X, S, ...) */
-    char short_name;     /* optional single-letter flag: -n */
+    const char *def;      /* default, as text (NULL: 0 / false / first choice / unset / empty) */
+    const char *help;     /* one line for --help */
+    const char *group;    /* help heading and INI section; NULL = the previous option's group */
+    const char *range;    /* INT/DOUBLE: "[lo, hi]", open ends with '(' ')'; NULL = any */
+    const char *choices;  /* ENUM: "a|b|c" */
+    const char *metavar;  /* value placeholder in --help (default by type: N, X, S, ...) */
+    char short_name;      /* optional single-letter flag: -n */
+    const char *def_help; /* what --help says of the default (NULL: .def), e.g. when it
+                           * depends on another option */
 } hs_option_t;
 
 typedef struct hs_cfg_spec {
