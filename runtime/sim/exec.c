@@ -462,4 +462,5 @@ const hs_exec_ops_t hs_sim_exec_ops = {
     .destroy = vx_destroy,
     .uncounted = vx_uncounted,
     .local_marks = vx_local_marks,
+    .caps = HS_EXEC_VIRTUAL_CLOCK | HS_EXEC_ONE_PROCESS | HS_EXEC_OBSERVERS,
 };
