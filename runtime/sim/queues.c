@@ -5,6 +5,7 @@
  */
 #include "runtime/sim/sim_impl.h"
 
+#include "gossip/transport_impl.h" /* hs_tag_match */
 #include "hearsay/common.h"
 
 #include <stdlib.h>
@@ -93,7 +94,7 @@ void hs_sim_req_put(sim_world_t *w, struct hs_treq *r)
 
 static int matches(const struct hs_treq *r, const sim_msg_t *m)
 {
-    return r->tag == m->tag && (r->peer == HS_ANY_SOURCE || r->peer == m->src);
+    return hs_tag_match(r->peer, r->tag, 0, m->src, m->tag);
 }
 
 /* Complete receive r with a message of len bytes from src (data: copied into its buffer;
@@ -153,7 +154,7 @@ void hs_sim_unpost(sim_rank_t *rk, struct hs_treq *r)
 struct hs_treq *hs_sim_take_posted(sim_rank_t *d, int src, uint32_t tag)
 {
     for (struct hs_treq *r = d->posted; r; r = r->next) {
-        if (r->tag != tag || (r->peer != HS_ANY_SOURCE && r->peer != src)) continue;
+        if (!hs_tag_match(r->peer, r->tag, 0, src, tag)) continue;
         hs_sim_unpost(d, r);
         return r;
     }

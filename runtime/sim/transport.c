@@ -6,7 +6,8 @@
  */
 #include "runtime/sim/sim_impl.h"
 
-#include "hearsay/algo.h" /* HS_TAG_EVAL */
+#include "gossip/transport_impl.h" /* hs_tag_match */
+#include "hearsay/algo.h"          /* HS_TAG_EVAL */
 #include "hearsay/common.h"
 
 #include <math.h>
@@ -235,7 +236,7 @@ static int st_probe(hs_transport_t *t, int peer, uint32_t tag, int any_tag, int 
     sim_rank_t *rk = rank_of(t);
     *found = 0;
     for (sim_msg_t *m = rk->unexpected; m; m = m->next) {
-        if ((peer != HS_ANY_SOURCE && m->src != peer) || (!any_tag && m->tag != tag)) continue;
+        if (!hs_tag_match(peer, tag, any_tag, m->src, m->tag)) continue;
         *found = 1;
         if (st) *st = (hs_tstatus_t){.source = m->src, .tag = m->tag, .len = m->len};
         break;
