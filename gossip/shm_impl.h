@@ -12,6 +12,7 @@
 #define HEARSAY_GOSSIP_SHM_IMPL_H
 
 #include "gossip/shm_wire.h"
+#include "gossip/transport_impl.h"
 #include "hearsay/shaping.h"
 #include "hearsay/transport.h"
 
@@ -168,7 +169,7 @@ static inline void hs_shm_list_append(struct hs_treq *head, struct hs_treq *r)
 
 static inline int hs_shm_matches(const struct hs_treq *r, int src, int ctrl, uint32_t tag)
 {
-    return r->ctrl == ctrl && (r->peer < 0 || r->peer == src) && (r->any_tag || r->tag == tag);
+    return r->ctrl == ctrl && hs_tag_match(r->peer, r->tag, r->any_tag, src, tag);
 }
 
 /* A receive completed with its data: it waits in doneq until a test or wait reports it

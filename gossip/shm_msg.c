@@ -369,7 +369,7 @@ int hs_shm_probe(hs_transport_t *t, int peer, uint32_t tag, int any_tag, int *fo
     pthread_mutex_lock(&s->lock);
     hs_shm_progress_locked(s, &nr);
     for (ux_t *u = s->uxq.next; u != &s->uxq; u = u->next) {
-        if (u->ctrl || (peer >= 0 && u->src != peer) || (!any_tag && u->tag != tag)) continue;
+        if (u->ctrl || !hs_tag_match(peer, tag, any_tag, u->src, u->tag)) continue;
         *found = 1;
         if (st) {
             st->source = u->src;

@@ -17,6 +17,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The match rule of a tagged receive, the one every backend that matches itself applies
+ * (hsshm, gossip/shm*.c; the simulator, runtime/sim/queues.c): a receive for `peer`
+ * (HS_ANY_SOURCE: any) and `tag` (any_tag: any) takes a message from src with msg_tag. Among
+ * the posted receives the first that matches takes a message; a receive takes the oldest
+ * unexpected message that matches. */
+static inline int hs_tag_match(int peer, uint32_t tag, int any_tag, int src, uint32_t msg_tag)
+{
+    return (peer < 0 || peer == src) && (any_tag || tag == msg_tag);
+}
+
 /* The backends' registry entries (gossip/transport_registry.c lists them). */
 extern const hs_transport_entry_t hs_shm_entry;    /* gossip/shm.c */
 extern const hs_transport_entry_t hs_hybrid_entry; /* gossip/hybrid.c */

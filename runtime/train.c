@@ -497,7 +497,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     }
     d->t = R->t;
     d->x = R->x;
-    R->observer = !strcmp(R->x->ops->name, "virtual") && !o->sim_eval_traffic;
+    R->observer = (hs_exec_caps(R->x) & HS_EXEC_OBSERVERS) && !o->sim_eval_traffic;
     if (o->trace) {
         HS_TRY(hs_trace_open(&R->tr, o->trace, R->x, rank, size));
         R->x->trace = R->tr;
@@ -535,7 +535,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
             HS_TRY(hs_evalc_open(&R->ec, d, hs_report_avg_csv(R->rep), R->ipe, o->target_loss,
                                  o->target_acc));
         /* heartbeats (wall clock only: virtual time freezes no process) */
-        if (o->fail_timeout_s > 0 && strcmp(R->x->ops->name, "virtual"))
+        if (o->fail_timeout_s > 0 && !(hs_exec_caps(R->x) & HS_EXEC_ONE_PROCESS))
             HS_TRY(hs_hb_start(&R->hb, R->x, rank, size, o->fail_timeout_s));
         if (R->ec || R->hb) hs_exec_set_idle(R->x, loop_idle, R);
     }
@@ -718,7 +718,7 @@ static void fence_exit(run_t *R)
  * and a helper process sends SIGCONT after `secs` (INFINITY: never). Wall clock only. */
 static int freeze_now(run_t *R, long it, double secs)
 {
-    if (!strcmp(R->x->ops->name, "virtual"))
+    if (hs_exec_caps(R->x) & HS_EXEC_ONE_PROCESS)
         return HS_ERR(-ENOTSUP, "--straggler freeze: not available in virtual time (hearsay "
                                 "sim) yet; use it with hearsay train/run");
     if (isinf(secs))
@@ -1024,7 +1024,7 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
         await_failed_exit(R, all);
         hs_report_final_t fi = {
             .algo = R->ops->name,
-            .clock = strcmp(R->x->ops->name, "virtual") ? "wall" : "virtual",
+            .clock = hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK ? "virtual" : "wall",
             .graph = R->topo ? hs_topo_spec(R->topo) : NULL,
             .transport = R->t ? hs_transport_provider(R->t) : NULL,
             .transport_intra = pair_transport(R, d->size, 1),
@@ -1067,7 +1067,7 @@ static int trace_end(run_t *R)
     R->x->trace = NULL;
     HS_TRY(hs_trace_write_part(R->tr));
     hs_trace_close(&R->tr);
-    if (R->d.rank != 0 || !strcmp(R->x->ops->name, "virtual")) return 0;
+    if (R->d.rank != 0 || (hs_exec_caps(R->x) & HS_EXEC_ONE_PROCESS)) return 0;
     unsigned char *skip = hs_calloc((size_t)R->d.size, 1, "trace merge");
     if (!skip) return -ENOMEM;
     for (int q = 0; q < R->d.size; q++) skip[q] = failed_of(R, q) >= 0;

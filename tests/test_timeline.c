@@ -29,8 +29,10 @@ static double fake_now(hs_exec_t *x)
     return clk;
 }
 
-static const hs_exec_ops_t fake_ops = {
-    .size = sizeof(hs_exec_ops_t), .name = "virtual", .now = fake_now};
+static const hs_exec_ops_t fake_ops = {.size = sizeof(hs_exec_ops_t),
+                                       .name = "virtual",
+                                       .now = fake_now,
+                                       .caps = HS_EXEC_VIRTUAL_CLOCK};
 
 static char dir[256];
 

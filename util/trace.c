@@ -322,7 +322,7 @@ int hs_trace_open(hs_trace_t **out, const char *path, hs_exec_t *x, int rank, in
     tr->x = x;
     tr->rank = rank;
     tr->size = size;
-    tr->virt = !strcmp(x->ops->name, "virtual");
+    tr->virt = (hs_exec_caps(x) & HS_EXEC_VIRTUAL_CLOCK) != 0;
     tr->tail = &tr->threads;
     pthread_mutex_init(&tr->mu, NULL);
     *out = tr;

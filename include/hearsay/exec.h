@@ -66,9 +66,20 @@ typedef struct hs_service_desc {
 
 #define HS_SVC_PURE 0x1u
 
+/* hs_exec_ops_t.caps: what an environment is, for the code that must act on it (never by its
+ * name). The threaded wall-clock environment has none; the simulator's (hearsay sim) all. */
+/* its clock is virtual, not the wall clock: reports and traces say so */
+#define HS_EXEC_VIRTUAL_CLOCK 0x1u
+/* every rank of the job runs in this process: no process of its own to freeze or to watch with
+ * heartbeats; the caller merges the ranks' trace parts after the run */
+#define HS_EXEC_ONE_PROCESS 0x2u
+/* it watches every rank at no cost (observe, uncounted, the transport's observers' channel):
+ * evaluations may be observers that change no event of the run */
+#define HS_EXEC_OBSERVERS 0x4u
+
 typedef struct hs_exec_ops {
     size_t size;      /* sizeof(hs_exec_ops_t) of the build that filled it */
-    const char *name; /* "threads", "virtual" */
+    const char *name; /* "threads", "virtual": for messages only (what it is: caps) */
     /* Seconds on this environment's clock (monotonic; the origin is arbitrary). */
     double (*now)(hs_exec_t *x);
     /* Let `seconds` pass on this clock without using the CPU (straggler emulation, back-off).
@@ -131,6 +142,8 @@ typedef struct hs_exec_ops {
      * meanwhile); then to start + D. Gradient-ready notifications in virtual time. */
     int (*local_marks)(hs_exec_t *x, int (*fn)(void *ctx), void *ctx, const double *frac, int n,
                        int (*mark)(void *mctx, int i), void *mctx, double *counted);
+    /* HS_EXEC_* (above); read through hs_exec_caps. */
+    unsigned caps;
 } hs_exec_ops_t;
 
 /* The part every implementation shares. */
@@ -160,6 +173,12 @@ static inline void hs_exec_set_idle(hs_exec_t *x, int (*idle)(void *ctx), void *
 {
     x->idle = idle;
     x->idle_ctx = ctx;
+}
+
+/* The environment's HS_EXEC_* capabilities (0 from a build before they existed). */
+static inline unsigned hs_exec_caps(const hs_exec_t *x)
+{
+    return x->ops->size >= offsetof(hs_exec_ops_t, caps) + sizeof x->ops->caps ? x->ops->caps : 0;
 }
 
 static inline double hs_exec_now(hs_exec_t *x)
