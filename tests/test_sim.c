@@ -1,5 +1,5 @@
 /*
- * tests/test_sim.c — `hearsay sim` (runtime/sim.c): the algorithms unchanged on a virtual
+ * tests/test_sim.c — `hearsay sim` (runtime/sim/): the algorithms unchanged on a virtual
  * clock. Deterministic (two runs give byte-identical files), lockstep SGP is synchronous
  * push-sum (pure averaging contracts at the |lambda2| hearsay topo predicts; exp1peer averages
  * exactly in log2 n steps), stragglers and crashes act on virtual time, every algorithm runs,

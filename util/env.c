@@ -82,7 +82,7 @@ static const hs_env_var_t table[] = {
      "3x3 stride-1 convolutions: auto (the direct kernel for this CPU: AVX-512VL's wider tile, "
      "else AVX2), avx2 (the AVX2 tile even with AVX-512VL) or off (im2col and gemm)"},
 
-    /* --- the simulator (runtime/sim.c; docs/simulation.md) --- */
+    /* --- the simulator (runtime/sim/; docs/simulation.md) --- */
     {"HS_TEST_SIM_FAIR_CHECK", HS_ENV_BOOL, "0", NO_RANGE,
      "tests only: hearsay sim's fair NICs also share every time by the reference scan (every "
      "flow for every side given out) and the run fails at the first rate that differs in a bit"},

@@ -1,6 +1,6 @@
 /*
  * hearsay/sim.h — `hearsay sim`: N workers of `hearsay train` in one process, on a virtual
- * clock, run by a discrete-event scheduler (runtime/sim.c).
+ * clock, run by a discrete-event scheduler (runtime/sim/).
  *
  * Every rank runs the unchanged training loop (hs_train_in) and algorithms (optim/) against a
  * virtual execution environment (hearsay/exec.h: clock, sleep, waits, services, liveness,
