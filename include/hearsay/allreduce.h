@@ -78,6 +78,12 @@ typedef struct hs_allreduce_opts {
                            else direct where the transport can read peers' memory: hsshm, else
                            the ring), _RING, _DIRECT or _MAPPED;
                            HS_AR_PATH=auto|ring|direct|mapped */
+    /* Optional (NULL: every wait ends at timeout_s): asked while a wait goes on, every 0.25 s,
+     * with the time waited without progress and timeout_s: 1 keeps waiting (past timeout_s
+     * too: the ranks are only slow, a frozen one makes everyone wait until it wakes), 0 ends
+     * the wait with -ETIMEDOUT (a rank is out of the job: the caller names it). */
+    int (*patience)(void *ctx, double waited, double timeout_s);
+    void *patience_ctx;
 } hs_allreduce_opts_t;
 
 enum { HS_AR_PATH_AUTO = 0, HS_AR_PATH_RING = 1, HS_AR_PATH_DIRECT = 2, HS_AR_PATH_MAPPED = 3 };
