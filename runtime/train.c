@@ -509,7 +509,8 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
         hs_trace_thread(R->tr, "training loop");
     }
     if ((R->ops->flags & HS_ALGO_COMM) && size > 1)
-        HS_TRY(wireup(R->x, R->t, rank, size, o->comm_timeout_s));
+        HS_TRY(wireup(R->x, R->t, rank, size,
+                      o->comm_timeout_s + (given ? 0 : o->fail_timeout_s))); /* (as to.timeout_s) */
     /* Start-up only (before any receive is posted): every rank's clock starts together. */
     if (size > 1) HS_TRY(hs_exec_barrier(R->x));
     HS_TRY(hs_boot_trace_align(boot, R->tr)); /* --trace: every rank's clock against rank 0's */
