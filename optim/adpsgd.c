@@ -387,9 +387,12 @@ static int adpsgd_drain(hs_algo_t *a, int final)
     double t0 = hs_exec_now(d->x);
     if (final) HS_TRY(a->passive ? await_fins(a) : send_fins(a));
     d->st.wait_s += hs_exec_now(d->x) - t0;
-    if (final && a->refused)
+    lock(a);
+    long refused = a->refused;
+    unlock(a);
+    if (final && refused)
         HS_WARN("rank %d: AD-PSGD refused %ld request(s) of fenced ranks (never averaged in)",
-                d->rank, a->refused);
+                d->rank, refused);
     HS_TRY(hs_svc_error(d->x, a->svc));
     lock(a);
     int rc = publish(a);

@@ -38,6 +38,7 @@
 enum { CENTER_TAG_REQ = 0, CENTER_TAG_REP = 1 };
 
 typedef struct hs_center hs_center_t;
+struct hs_dist; /* hearsay/algo.h */
 
 /* Traffic and waiting the client accumulated (the caller reads and zeroes it). */
 typedef struct hs_center_stats {
@@ -69,7 +70,7 @@ int hs_center_set_half(hs_center_t *c, int bf16);
  * (or is only suspected) is waited for past timeout_s, bounded; a fenced one is given up at
  * once, and its later messages (adds, reads, FIN) are refused by the service. Call right
  * after hs_center_open, with heartbeats only (hs_dist_heartbeats). */
-void hs_center_heartbeats(hs_center_t *c, hs_dist_t *d);
+void hs_center_heartbeats(hs_center_t *c, struct hs_dist *d);
 /* Messages of fenced ranks the service refused. */
 long hs_center_refused(hs_center_t *c);
 /* The path in use: "rma" or "service". */
