@@ -8,7 +8,10 @@
 #   experiments/freeze_matrix.sh [HEARSAY]      the long suite: the issue's 10 s / 60 s / forever
 #                                                at the default timeouts (--fail-timeout 30)
 #   FREEZE_QUICK=1 ...                           make check's: grace 2 s, 1 s / 6 s / forever
-# Env: FREEZE_ALGOS (default: all eight), FREEZE_OUT (keep the run directories there).
+# Env: FREEZE_ALGOS (default: all eight), FREEZE_OUT (keep the run directories there),
+# FREEZE_TIMES (the freezes, e.g. "1.5s forever"), FREEZE_TMO (the timeout options),
+# FREEZE_LIMIT (each run's own bound, s), FREEZE_STRICT=1 (a freeze shorter than the
+# --fail-timeout in FREEZE_TMO must end with status 0 and a finite loss: it is no fault).
 bin=${1:-${HS_BIN:-./hearsay}}
 algos=${FREEZE_ALGOS:-"sgp osgp dpsgd adpsgd allreduce localsgd easgd lsgd"}
 if [ -n "$FREEZE_QUICK" ]; then
@@ -20,10 +23,15 @@ else
     tmo="" # the defaults: --comm-timeout 30 --drain-timeout 30 --fail-timeout 30
     fin=60 limit=400 train=16000 at=100
 fi
+tmo=${FREEZE_TMO:-$tmo}
+limit=${FREEZE_LIMIT:-$limit}
+# the grace period in force (a freeze shorter than it is no fault)
+grace=$(echo "$tmo" | sed -n 's/.*--fail-timeout \([0-9.]*\).*/\1/p')
+grace=${grace:-30}
 out=${FREEZE_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/hs-freeze.XXXXXX")}
 fail=0
-printf '%-9s %-8s %6s %6s %9s %9s %9s %9s %5s  %s\n' algo freeze status secs w_sum w_lost \
-    w_refused w_unrep mass verdict
+printf '%-9s %-8s %6s %6s %9s %9s %9s %9s %5s %9s  %s\n' algo freeze status secs w_sum w_lost \
+    w_refused w_unrep mass loss verdict
 for algo in $algos; do
     for f in $times; do
         d=$out/$algo-$f
@@ -38,7 +46,7 @@ for algo in $algos; do
         st=$?
         secs=$(($(date +%s) - t0))
         # push-sum mass: survivors + lost (refused included) + unreported = N within 1e-6
-        row=$(/usr/bin/python3 - "$d/summary.json" <<'PY' 2>/dev/null || echo "- - - - -"
+        row=$(/usr/bin/python3 - "$d/summary.json" <<'PY' 2>/dev/null || echo "- - - - - -"
 import json, sys
 s = json.load(open(sys.argv[1]))
 g = lambda k: s.get(k)
@@ -46,7 +54,9 @@ ks = ("ps_weight_sum", "ps_weight_lost", "ps_weight_refused", "ps_weight_unrepor
 v = [g(k) if isinstance(g(k), (int, float)) else None for k in ks]
 mass = "-" if None in v or s.get("ranks") is None else \
     ("ok" if abs(v[0] + v[1] + v[3] - s["ranks"]) < 1e-6 else "%.9f" % (v[0] + v[1] + v[3]))
-print(" ".join("%.6g" % x if x is not None else "-" for x in v), mass)
+loss = s.get("final_test_loss")
+loss = "%.4f" % loss if isinstance(loss, (int, float)) else "-"
+print(" ".join("%.6g" % x if x is not None else "-" for x in v), mass, loss)
 PY
 )
         verdict=ok
@@ -55,7 +65,20 @@ PY
         if [ $st -ne 0 ] && [ $st -ne 124 ] && [ $st -ne 137 ] &&
             ! grep -q 'rank 2' "$d.log"; then verdict="status $st without naming rank 2"; fi
         if [ $st -ne 0 ] && [ $st -ne 71 ] && [ "$verdict" = ok ]; then verdict="stopped, rank 2 named"; fi
-        mass=${row##* }
+        loss=${row##* }
+        mass=${row% *}
+        mass=${mass##* }
+        short=$(awk -v f="${f%s}" -v g="$grace" 'BEGIN { print (f != "forever" && f + 0 < g + 0) }')
+        if [ -n "$FREEZE_STRICT" ] && [ "$short" = 1 ]; then
+            # shorter than the grace period: no fault, the run finishes as if nothing happened
+            if [ $st -ne 0 ]; then
+                case $verdict in ok | stopped*)
+                    verdict="status $st after a freeze shorter than the grace period" ;;
+                esac
+            elif [ "$loss" = - ] || [ "$loss" = nan ]; then
+                verdict="no finite final loss"
+            fi
+        fi
         case $algo in sgp | osgp)
             if [ "$mass" != ok ] && { [ $st -eq 0 ] || [ $st -eq 71 ]; }; then
                 verdict="push-sum mass $mass, not N"
@@ -64,7 +87,8 @@ PY
         esac
         case $verdict in ok | stopped*) ;; *) fail=1 ;; esac
         # shellcheck disable=SC2086
-        printf '%-9s %-8s %6s %6s %9s %9s %9s %9s %5s  %s\n' "$algo" "$f" $st $secs $row "$verdict"
+        printf '%-9s %-8s %6s %6s %9s %9s %9s %9s %5s %9s  %s\n' "$algo" "$f" $st $secs $row "$verdict"
+        [ -z "$FREEZE_VERBOSE" ] || case $verdict in ok) ;; *) tail -5 "$d.log" ;; esac
     done
 done
 [ -n "$FREEZE_OUT" ] || rm -rf "$out"

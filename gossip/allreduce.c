@@ -607,6 +607,33 @@ static void cancel_all(hs_allreduce_t *ar)
     ar->nact = 0;
 }
 
+/* --- waiting ---------------------------------------------------------------------------- */
+
+#define PATIENCE_SLICE 0.25
+
+/* The plan's patience on a wait that has gone `waited` s without progress (bound `timeout`):
+ * 1 to wait on. Without a patience callback: the bound alone. */
+static int patient(const hs_allreduce_t *ar, double waited, double timeout)
+{
+    if (!ar->o.patience) return waited < timeout;
+    return ar->o.patience(ar->o.patience_ctx, waited, timeout) > 0;
+}
+
+/* hs_transport_waitany on ar->reqs[0..n); with a patience callback in slices of
+ * PATIENCE_SLICE s, for as long as it says (the error of the last slice when it stops). */
+static int ar_waitany(hs_allreduce_t *ar, int n, double timeout, int *i, hs_tstatus_t *st)
+{
+    if (!ar->o.patience) return hs_transport_waitany(ar->t, ar->reqs, n, timeout, i, st);
+    double t0 = hs_now();
+    for (;;) {
+        *i = -1;
+        int rc = hs_transport_waitany(ar->t, ar->reqs, n, PATIENCE_SLICE, i, st);
+        if (rc != -ETIMEDOUT || *i >= 0) return rc;
+        if (!patient(ar, hs_now() - t0, timeout)) return rc;
+        hs_error_clear();
+    }
+}
+
 /* --- the direct path (same-host peers whose memory this rank can read) -------------------- */
 
 /* One all-to-all of small messages for `phase` of operation op: every rank sends `mine`
@@ -631,7 +658,7 @@ static int direct_exchange(hs_allreduce_t *ar, uint64_t op, uint32_t phase, dire
     ar->nact = n;
     for (size_t left = n; rc == 0 && left > 0; left--) {
         int i = -1;
-        rc = hs_transport_waitany(ar->t, ar->reqs, (int)n, timeout, &i, NULL);
+        rc = ar_waitany(ar, (int)n, timeout, &i, NULL);
         if (rc == 0 && i < 0) rc = HS_ERR(-EIO, "all-reduce: wait returned no request");
     }
     if (rc < 0) {
@@ -801,7 +828,7 @@ static int peer_exited(hs_allreduce_t *ar, int p, int kind)
 static int ctl_wait(hs_allreduce_t *ar, uint64_t op, int kind, uint64_t want, double timeout)
 {
     ar_ctl_t *c = ar->ctl;
-    double t0 = hs_now(), next_live = t0 + 0.05;
+    double t0 = hs_now(), next_live = t0 + 0.05, next_patience = t0;
     for (int spin = 0;; spin++) {
         int r = ctl_check(ar, op, kind, want);
         if (r) return r < 0 ? r : 0;
@@ -813,21 +840,29 @@ static int ctl_wait(hs_allreduce_t *ar, uint64_t op, int kind, uint64_t want, do
         uint32_t seen = atomic_load(&c->bell);
         r = ctl_check(ar, op, kind, want);
         double now = hs_now();
-        if (r == 0 && now - t0 < timeout) {
-            double d = HS_MIN(timeout - (now - t0), 0.05);
+        if (r == 0 && (ar->o.patience || now - t0 < timeout)) {
+            double d = ar->o.patience ? 0.05 : HS_MIN(timeout - (now - t0), 0.05);
             struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
             futex_call(&c->bell, FUTEX_WAIT, seen, &ts);
         }
         atomic_fetch_sub(&c->sleepers, 1);
         if (r) return r < 0 ? r : 0;
         now = hs_now();
-        if (now >= next_live || now - t0 >= timeout) {
+        int give_up = now - t0 >= timeout;
+        if (ar->o.patience) { /* (asked every PATIENCE_SLICE s) */
+            give_up = 0;
+            if (now >= next_patience) {
+                next_patience = now + PATIENCE_SLICE;
+                give_up = !patient(ar, now - t0, timeout);
+            }
+        }
+        if (now >= next_live || give_up) {
             next_live = now + 0.05;
             for (int i = 0; i < ar->npend; i++)
                 if (hs_transport_peer_gone(ar->t, ar->pend[i]) == 1)
                     return peer_exited(ar, ar->pend[i], kind);
         }
-        if (now - t0 >= timeout) {
+        if (give_up) {
             if (ctl_check(ar, op, kind, want)) continue; /* arrived meanwhile */
             char who[256];
             pend_text(ar, who, sizeof who);
@@ -1134,7 +1169,7 @@ int hs_allreduce_run_avg(hs_allreduce_t *ar, float *buf, int average)
     while (rc == 0 && (ru.recv_done < ru.total || ru.send_active > 0)) {
         int i = -1;
         hs_tstatus_t st = {0};
-        rc = hs_transport_waitany(ar->t, ar->reqs, (int)ar->nact, timeout, &i, &st);
+        rc = ar_waitany(ar, (int)ar->nact, timeout, &i, &st);
         if (rc < 0 || i < 0) {
             long it = i >= 0 ? ar->item[i] : (ar->nact ? ar->item[0] : 0);
             size_t idx = (size_t)(it >= 0 ? it : -1 - it);

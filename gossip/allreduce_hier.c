@@ -40,6 +40,8 @@ struct hs_ar_hier {
     uint32_t tag0;     /* first of the intra-host tags; tag_span2 of them */
     uint32_t tag_span2;
     double timeout_s;
+    int (*patience)(void *ctx, double waited, double timeout_s); /* (hs_allreduce_opts_t) */
+    void *patience_ctx;
     uint64_t ops;
 };
 
@@ -129,6 +131,8 @@ int hs_ar_hier_create(hs_ar_hier_t **out, hs_transport_t *t, size_t n, const hs_
     h->tag_span2 = (span / 2) & ~1u;
     h->timeout_s = o->timeout_s > 0 ? o->timeout_s : t->opts.timeout_s;
     if (h->timeout_s <= 0) h->timeout_s = 60;
+    h->patience = o->patience;
+    h->patience_ctx = o->patience_ctx;
     if (rc == 0) {
         hs_allreduce_opts_t xo = *o;
         xo.host_of = NULL;
@@ -148,6 +152,22 @@ int hs_ar_hier_create(hs_ar_hier_t **out, hs_transport_t *t, size_t n, const hs_
     return 0;
 }
 
+/* hs_transport_waitany on the plan's requests; with a patience callback (a frozen rank
+ * makes everyone wait until it wakes or is fenced) in slices of 0.25 s, as long as it says. */
+static int waitany(hs_ar_hier_t *h, int n, int *i, hs_tstatus_t *st)
+{
+    if (!h->patience) return hs_transport_waitany(h->t, h->reqs, n, h->timeout_s, i, st);
+    double t0 = hs_now();
+    for (;;) {
+        *i = -1;
+        int rc = hs_transport_waitany(h->t, h->reqs, n, 0.25, i, st);
+        if ((rc != -ETIMEDOUT && rc != 0) || *i >= 0) return rc;
+        if (h->patience(h->patience_ctx, hs_now() - t0, h->timeout_s) <= 0)
+            return rc < 0 ? rc : HS_ERR(-ETIMEDOUT, "no progress in %.1f s", hs_now() - t0);
+        hs_error_clear();
+    }
+}
+
 /* Wait for the nreq requests of phase `what` (every one, within the timeout); on an error the
  * rest are freed. */
 static int wait_all(hs_ar_hier_t *h, int nreq, uint64_t op, const char *what)
@@ -156,7 +176,7 @@ static int wait_all(hs_ar_hier_t *h, int nreq, uint64_t op, const char *what)
     for (int left = nreq; left > 0 && rc == 0;) {
         int i = -1;
         hs_tstatus_t st = {0};
-        rc = hs_transport_waitany(h->t, h->reqs, nreq, h->timeout_s, &i, &st);
+        rc = waitany(h, nreq, &i, &st);
         if (rc == 0 && i < 0) rc = HS_ERR(-ETIMEDOUT, "no progress in %.1f s", h->timeout_s);
         if (rc < 0) {
             int p = i >= 0 ? h->peer[i] : -1;

@@ -80,6 +80,7 @@ struct hs_algo {
     /* under the service lock */
     long steps;             /* local steps taken into x */
     long served;            /* exchanges served (passive) */
+    long refused;           /* requests of fenced ranks refused (passive) */
     long msgs, bytes_in;    /* not yet counted in d->st */
     long stale[STALE_KEEP]; /* their staleness (the passive's steps - the active's round) */
     uint64_t bytes_out;
@@ -145,6 +146,12 @@ static int pas_msg(void *ctx, int slot, const void *buf, const hs_tstatus_t *st)
     HS_TRY(hs_ps_hdr_check(h, st->len, HS_PS_PAIR_REQ, src, a->n));
     if (src < 0 || src >= d->size || !a->nbr[src])
         return HS_ERR(-EPROTO, "AD-PSGD: a request from rank %d, not a neighbour", src);
+    if (hs_dist_peer_hb(d, src) == 2) { /* fenced: out of the job, its model is not mixed in */
+        lock(a);
+        a->refused++;
+        unlock(a);
+        return 0;
+    }
     if (a->reply_req[src]) { /* the previous reply to src: it was received, so this is quick */
         int rc =
             hs_exec_wait1(d->x, &a->reply_req[src], d->o->comm_timeout_s, HS_WAIT_NO_IDLE, NULL);
@@ -186,12 +193,20 @@ static int await_reply(hs_algo_t *a, int p, long t, hs_treq_t **reqs)
         int rc = hs_exec_wait(d->x, reqs, 2, PROBE_S, 0, &idx, &st);
         char why[160];
         if (rc == -ETIMEDOUT) {
-            if (hs_exec_alive(d->x, p, 0) && hs_exec_now(d->x) - t0 < d->o->comm_timeout_s)
+            /* a partner that heartbeats (or is only suspected) is waited for past the comm
+             * timeout (bounded: hs_dist_keep_waiting); a fenced one is given up at once */
+            double q = hs_exec_now(d->x) - t0, lim = d->o->comm_timeout_s;
+            int fenced = hs_dist_peer_hb(d, p) == 2;
+            if (hs_exec_alive(d->x, p, 0) && !fenced &&
+                (q < lim || hs_dist_keep_waiting(d, p, q, lim)))
                 continue;
             snprintf(why, sizeof why,
                      "%s while rank %d waited for its half of the average of "
                      "round %ld",
-                     hs_exec_alive(d->x, p, 0) ? "no answer" : "exited", d->rank, t);
+                     fenced ? "fenced (no heartbeat for more than --fail-timeout)"
+                     : hs_exec_alive(d->x, p, 0) ? "no answer"
+                                                 : "exited",
+                     d->rank, t);
         } else if (rc < 0) {
             snprintf(why, sizeof why, "%s", hs_last_error());
         } else {
@@ -349,7 +364,14 @@ static int await_fins(hs_algo_t *a)
             long last = a->last[j];
             unlock(a);
             if (!waiting || hs_dist_peer_dead(d, j)) continue;
-            hs_dist_late_t l = {.silent = silent, .probe = 1, .probe_s = 0.3}; /* (no heartbeats) */
+            /* a neighbour that heartbeats is a straggler, waited for (bounded); a frozen one
+             * is waited for until it is fenced (then hs_dist_peer_dead) */
+            hs_dist_late_t l = {.quiet = now - last_progress,
+                                .limit = d->o->drain_timeout_s,
+                                .silent = silent,
+                                .heartbeats = 1,
+                                .probe = 1,
+                                .probe_s = 0.3};
             int v = hs_dist_late_peer(d, j, &l);
             if (v == HS_LATE_SILENT)
                 hs_dist_peer_failed(d, j, last, "silent at the end of the run (AD-PSGD)");
@@ -365,6 +387,12 @@ static int adpsgd_drain(hs_algo_t *a, int final)
     double t0 = hs_exec_now(d->x);
     if (final) HS_TRY(a->passive ? await_fins(a) : send_fins(a));
     d->st.wait_s += hs_exec_now(d->x) - t0;
+    lock(a);
+    long refused = a->refused;
+    unlock(a);
+    if (final && refused)
+        HS_WARN("rank %d: AD-PSGD refused %ld request(s) of fenced ranks (never averaged in)",
+                d->rank, refused);
     HS_TRY(hs_svc_error(d->x, a->svc));
     lock(a);
     int rc = publish(a);

@@ -131,7 +131,10 @@ static int bk_step(hs_algo_t *a, long t)
     while (rc == 0 && a->done < a->nb && !a->failed) {
         double now = hs_exec_now(d->x);
         if (a->done > seen) seen = a->done, last = now;
-        if (now - last > tmo) {
+        int late = now - last > tmo;
+        /* with heartbeats: a frozen rank is waited for until it wakes or is fenced */
+        if (hs_dist_heartbeats(d)) late = !hs_dist_collective_patience(d, now - last, tmo);
+        if (late) {
             rc = HS_ERR(-ETIMEDOUT,
                         "all-reduce SGD, iteration %ld: bucket %d of %d not reduced within %g s", t,
                         a->done, a->nb, tmo);
@@ -154,7 +157,7 @@ static int bk_step(hs_algo_t *a, long t)
     }
     a->next = 0;
     a->lowest = d->n_glayers;
-    if (rc < 0) return rc;
+    if (rc < 0) return hs_dist_name_fenced(d, rc);
     /* A ring all-reduce moves 2 (n-1)/n of the buffer in and out of every rank. */
     uint64_t bytes = (uint64_t)(2.0 * (d->size - 1) / d->size * (double)(d->n * sizeof(float)));
     d->st.bytes_sent += bytes;
@@ -242,7 +245,7 @@ static int ar_step(hs_algo_t *a, long t)
     int rc = hs_allreduce_run(a->ar, buf);
     if (rc < 0) {
         hs_error_prefix("all-reduce SGD, iteration %ld", t);
-        return rc;
+        return hs_dist_name_fenced(d, rc);
     }
     if (a->host) HS_TRY(k->ops->to_device(k, g, a->host, d->n * sizeof(float)));
     /* A ring all-reduce moves 2 (n-1)/n of the buffer in and out of every rank. */
@@ -317,7 +320,11 @@ static int ar_init(hs_algo_t **out, hs_dist_t *d)
     if (rc < 0) goto fail;
     ao.average = 1;
     ao.timeout_s = d->o->comm_timeout_s;
-    ao.host_of = d->host_of; /* ranks on several hosts: the hierarchical all-reduce */
+    ao.host_of = d->host_of;     /* ranks on several hosts: the hierarchical all-reduce */
+    if (hs_dist_heartbeats(d)) { /* a frozen rank makes everyone wait until it is fenced */
+        ao.patience = hs_dist_collective_patience;
+        ao.patience_ctx = d;
+    }
     /* a job of one rank opens no transport: nothing to reduce */
     if (d->t && d->size > 1 && (rc = hs_allreduce_create(&a->ar, d->t, d->n, &ao)) < 0) goto fail;
     /* The buffer the all-reduce runs on in shared memory where the transport has it. */

@@ -179,6 +179,13 @@ static int svc_handle(void *ctx, int slot, const void *buf, const hs_tstatus_t *
     HS_TRY(hs_el_hdr_check(h, st->len, st->source));
     atomic_fetch_add_explicit(&c->svc_recv, st->len, memory_order_relaxed);
     int src = st->source;
+    if (c->d && hs_dist_peer_hb(c->d, src) == 2) { /* fenced: out of the job */
+        center_lock(c);
+        c->refused++;
+        c->dead[src] = 1;
+        center_unlock(c);
+        return 0;
+    }
     if (h->shard != c->own)
         return HS_ERR(-EPROTO, "center: rank %d sent a request for shard %d to the owner of %d",
                       src, h->shard, c->own);
@@ -417,6 +424,20 @@ int hs_center_rank_dead(hs_center_t *c, int r)
 int hs_center_own_shard(const hs_center_t *c)
 {
     return c->own;
+}
+
+void hs_center_heartbeats(hs_center_t *c, hs_dist_t *d)
+{
+    c->d = d;
+}
+
+long hs_center_refused(hs_center_t *c)
+{
+    if (!c->svc) return 0;
+    center_lock(c);
+    long n = c->refused;
+    center_unlock(c);
+    return n;
 }
 
 int hs_center_set_half(hs_center_t *c, int bf16)

@@ -38,6 +38,7 @@
 enum { CENTER_TAG_REQ = 0, CENTER_TAG_REP = 1 };
 
 typedef struct hs_center hs_center_t;
+struct hs_dist; /* hearsay/algo.h */
 
 /* Traffic and waiting the client accumulated (the caller reads and zeroes it). */
 typedef struct hs_center_stats {
@@ -65,6 +66,13 @@ int hs_center_open(hs_center_t **out, hs_exec_t *x, size_t n, const float *init,
 /* Send this rank's replies and adds as fp16 (bf16 = 0) or bf16 (service path only: -EINVAL on
  * the one-sided path). Received messages are decoded by their own flag. */
 int hs_center_set_half(hs_center_t *c, int bf16);
+/* Wait on owners and workers by the heartbeats of d (hs_dist_wait_peers): one that heartbeats
+ * (or is only suspected) is waited for past timeout_s, bounded; a fenced one is given up at
+ * once, and its later messages (adds, reads, FIN) are refused by the service. Call right
+ * after hs_center_open, with heartbeats only (hs_dist_heartbeats). */
+void hs_center_heartbeats(hs_center_t *c, struct hs_dist *d);
+/* Messages of fenced ranks the service refused. */
+long hs_center_refused(hs_center_t *c);
 /* The path in use: "rma" or "service". */
 const char *hs_center_path(const hs_center_t *c);
 /* Stop the service and free everything; *c = NULL. Call after hs_center_finish (or

@@ -30,7 +30,8 @@ static void finish_send(hs_center_t *c, int s, hs_treq_t **req)
 {
     if (!*req) return;
     double t0 = hs_exec_now(c->x);
-    int rc = hs_exec_wait1(c->x, req, c->timeout_s, 0, NULL);
+    int rc = c->d ? hs_dist_wait_one(c->d, req, c->owner[s], c->timeout_s, 0, NULL)
+                  : hs_exec_wait1(c->x, req, c->timeout_s, 0, NULL);
     c->st.wait_s += hs_exec_now(c->x) - t0;
     if (rc < 0) mark_lost(c, s, hs_last_error());
 }
@@ -111,7 +112,25 @@ static int collect_done(void *ctx, int idx, int rc, const hs_tstatus_t *st)
  * when a wait times out are lost (`what` names the wait); returns shards lost. */
 static int collect_wait(hs_center_t *c, collect_wait_t *w, double limit, const char *what)
 {
-    int rc = hs_dist_wait_reqs(c->x, c->rreq, c->m, limit, 0, collect_done, w);
+    int rc;
+    for (;;) {
+        if (!c->d) {
+            rc = hs_dist_wait_reqs(c->x, c->rreq, c->m, limit, 0, collect_done, w);
+            break;
+        }
+        /* heartbeats: an owner that heartbeats is waited for (bounded), a fenced one loses
+         * its shard at once while the wait for the others goes on */
+        rc = hs_dist_wait_peers(c->d, c->rreq, c->owner, c->m, limit, 0, collect_done, w);
+        if (rc != -ETIMEDOUT) break;
+        int fenced = 0;
+        for (int s = 0; s < c->m; s++)
+            if (c->rreq[s] && hs_dist_peer_hb(c->d, c->owner[s]) == 2) {
+                mark_lost(c, s, hs_last_error());
+                w->lost++;
+                fenced++;
+            }
+        if (!fenced) break;
+    }
     if (rc == -ETIMEDOUT) {
         for (int s = 0; s < c->m; s++)
             if (c->rreq[s]) {
@@ -348,24 +367,39 @@ int hs_center_finish(hs_center_t *c, float *dst, double timeout_s)
                 int waiting = !c->dead[r] && c->fin_adds[r] < 0;
                 center_unlock(c);
                 if (!waiting) continue;
-                if (silent || !hs_exec_alive(c->x, r, 0.02)) {
+                /* heartbeats: a worker that heartbeats is waited for past the drain timeout
+                 * (bounded); a frozen one until it is fenced */
+                int gone = silent;
+                if (c->d)
+                    gone = hs_dist_peer_hb(c->d, r) == 2 ||
+                           (silent && !hs_dist_keep_waiting(c->d, r, now - last, timeout_s));
+                if (gone || !hs_exec_alive(c->x, r, 0.02)) {
                     HS_WARN("rank %d: rank %d %s before finishing with center shard %d", c->rank, r,
-                            silent ? "went silent" : "exited", c->own);
+                            c->d && hs_dist_peer_hb(c->d, r) == 2 ? "was fenced"
+                            : gone                                ? "went silent"
+                                                                  : "exited",
+                            c->own);
                     center_lock(c);
                     c->dead[r] = 1;
                     center_unlock(c);
                 }
             }
         }
-        if (silent && left) {
-            for (int s = 0; s < c->m; s++)
-                if (c->rreq[s]) mark_lost(c, s, "no final shard before the drain timeout");
+        for (int s = 0; left && s < c->m; s++) {
+            if (!c->rreq[s]) continue;
+            int give_up = silent;
+            if (c->d) /* (heartbeats: as the workers above) */
+                give_up =
+                    hs_dist_peer_hb(c->d, c->owner[s]) == 2 ||
+                    (silent && !hs_dist_keep_waiting(c->d, c->owner[s], now - last, timeout_s));
+            if (give_up) mark_lost(c, s, "no final shard before the drain timeout");
         }
-        if (silent && c->own >= 0 && now - last >= 2 * timeout_s)
+        double bound = 2 * timeout_s + (c->d ? 3 * c->d->o->fail_timeout_s : 0);
+        if (silent && c->own >= 0 && now - last >= bound)
             return HS_ERR(-ETIMEDOUT,
                           "rank %d: center shard %d: final replies not complete "
                           "after %.1f s",
-                          c->rank, c->own, 2 * timeout_s);
+                          c->rank, c->own, bound);
     }
     int lost = 0;
     for (int s = 0; s < c->m; s++) lost += c->lost[s];

@@ -21,6 +21,7 @@ struct hs_center {
     int rank, size;
     size_t n;
     double timeout_s;
+    hs_dist_t *d;              /* heartbeats (hs_center_heartbeats; NULL: none) */
     uint32_t tag_req, tag_rep; /* tag_base + CENTER_TAG_REQ, + CENTER_TAG_REP */
     int m;                     /* shards */
     int *owner;                /* (m) */
@@ -44,6 +45,7 @@ struct hs_center {
     long *fin_adds;     /* (size) -1: no FIN yet, else adds that rank posted here */
     char *answered;     /* (size) final shard sent */
     char *dead;         /* (size) */
+    long refused;       /* messages of fenced ranks refused (their adds never applied) */
     int final;
 
     /* the owner's service (NULL when this rank owns no shard) */

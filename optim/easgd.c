@@ -132,6 +132,9 @@ static int easgd_drain(hs_algo_t *a, int final)
         return lost;
     }
     report_lost(a, d->total_iters);
+    if (hs_center_refused(a->c))
+        HS_WARN("rank %d: EASGD center refused %ld message(s) of fenced ranks (never applied)",
+                d->rank, hs_center_refused(a->c));
     for (int r = 0; r < d->size; r++)
         if (r != d->rank && hs_center_rank_dead(a->c, r) && !hs_dist_peer_dead(d, r))
             hs_dist_peer_failed(d, r, 0, "exited before finishing with the center");
@@ -212,6 +215,7 @@ static int easgd_open(hs_algo_t **out, hs_dist_t *d, int momentum)
                              hs_dist_tag(d, 0))) < 0)
         goto fail;
     if (half && (rc = hs_center_set_half(a->c, cs.kind == HS_COMPRESS_BF16)) < 0) goto fail;
+    if (hs_dist_heartbeats(d)) hs_center_heartbeats(a->c, d);
     free(owners);
     *out = a;
     return 0;

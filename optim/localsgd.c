@@ -42,7 +42,7 @@ static int average(hs_algo_t *a, long t)
     int rc = hs_allreduce_run(a->ar, buf);
     if (rc < 0) {
         hs_error_prefix("local SGD, iteration %ld", t);
-        return rc;
+        return hs_dist_name_fenced(d, rc);
     }
     if (a->host) HS_TRY(k->ops->to_device(k, d->params, a->host, d->n * sizeof(float)));
     uint64_t bytes = (uint64_t)(2.0 * (d->size - 1) / d->size * (double)(d->n * sizeof(float)));
@@ -100,7 +100,11 @@ static int loc_init(hs_algo_t **out, hs_dist_t *d)
     if (rc < 0) goto fail;
     ao.average = 1;
     ao.timeout_s = d->o->comm_timeout_s;
-    ao.host_of = d->host_of; /* ranks on several hosts: the hierarchical all-reduce */
+    ao.host_of = d->host_of;     /* ranks on several hosts: the hierarchical all-reduce */
+    if (hs_dist_heartbeats(d)) { /* a frozen rank makes everyone wait until it is fenced */
+        ao.patience = hs_dist_collective_patience;
+        ao.patience_ctx = d;
+    }
     if ((rc = hs_allreduce_create(&a->ar, d->t, d->n, &ao)) < 0) goto fail;
     if (d->k->device != HS_DEV_CPU && !(a->host = hs_malloc(d->n * sizeof(float), "parameters"))) {
         rc = -ENOMEM;

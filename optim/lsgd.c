@@ -278,6 +278,7 @@ static int svc_handle(void *ctx, int idx, const void *buf, const hs_tstatus_t *s
         if (h->kind != HS_EL_LOSS)
             return HS_ERR(-EPROTO, "leader-SGD: kind %u on the loss tag from rank %d", h->kind,
                           st->source);
+        if (hs_dist_peer_hb(a->d, st->source) == 2) return 0; /* fenced: never a leader */
         lock(a);
         hs_lsgd_note(a->tab, st->source, h->value, (long)h->seq, hs_exec_now(a->d->x), a->my_iter);
         if (h->shard == 1) a->tab[st->source].done = 1;
@@ -420,7 +421,9 @@ static int fetch(hs_algo_t *a, int L, long t)
     else
         d->st.bytes_sent += HDR;
     hs_tstatus_t st;
-    if (rc == 0) rc = hs_exec_wait1(d->x, &a->freq, d->o->comm_timeout_s, 0, &st);
+    /* a leader that heartbeats (or is only suspected) is waited for past the comm timeout,
+     * bounded; a fenced one is given up at once (then elected no more) */
+    if (rc == 0) rc = hs_dist_wait_one(d, &a->freq, L, d->o->comm_timeout_s, 0, &st);
     d->st.wait_s += hs_exec_now(d->x) - t0;
     if (rc < 0) {
         if (a->freq) hs_transport_req_free(d->t, &a->freq);
@@ -588,8 +591,15 @@ static int lsgd_drain(hs_algo_t *a, int final)
                         (!a->tab[r].valid || now - a->tab[r].seen_s > 1.0);
                 unlock(a);
                 if (!w || hs_dist_peer_dead(d, r)) continue;
-                hs_dist_late_t l = {.silent = silent, .probe = 1, .probe_s = 0.02};
-                int v = hs_dist_late_peer(d, r, &l); /* (no heartbeats) */
+                /* a rank that heartbeats is a straggler (bounded); a frozen one is waited
+                 * for until it is fenced (then hs_dist_peer_dead) */
+                hs_dist_late_t l = {.quiet = now - last,
+                                    .limit = d->o->drain_timeout_s,
+                                    .silent = silent,
+                                    .heartbeats = 1,
+                                    .probe = 1,
+                                    .probe_s = 0.02};
+                int v = hs_dist_late_peer(d, r, &l);
                 if (v != HS_LATE_WAIT)
                     peer_gone(a, r,
                               v == HS_LATE_SILENT ? "silent at the end of the run"

@@ -76,7 +76,9 @@ static int wait_all(hs_nx_t *x, hs_treq_t **reqs, int n, long t, int recv, hs_nx
     }
     if (recv) memset(got, 0, (size_t)n);
     nx_wait_t w = {.x = x, .t = t, .recv = recv, .sts = sts, .got = got};
-    int rc = hs_dist_wait_reqs(d->x, reqs, n, d->o->comm_timeout_s, 0, nx_done, &w);
+    /* a neighbour that heartbeats is waited for (bounded), a fenced one ends the round */
+    int rc = hs_dist_wait_peers(d, reqs, recv ? x->from : x->to, n, d->o->comm_timeout_s, 0,
+                                nx_done, &w);
     if (rc < 0) hs_error_prefix("%s round %ld, %s", x->name, t, recv ? "receive" : "send");
     for (int i = 0; rc == 0 && recv && i < n; i++) {
         if (!got[i]) continue;

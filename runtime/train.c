@@ -488,6 +488,11 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
         if (o->link && *o->link) to.shaping = o->link;
         to.progress_thread = o->progress_thread;
         to.timeout_s = o->comm_timeout_s;
+        /* the transport's own waits (a blocking send, freeing a send whose buffer a peer may
+         * still read) must not give a frozen peer up before the heartbeats fence it: with
+         * heartbeats, their bound is the comm timeout plus the fail timeout (the algorithms'
+         * waits pass their own bound and consult the heartbeats) */
+        if (o->fail_timeout_s > 0) to.timeout_s = o->comm_timeout_s + o->fail_timeout_s;
         to.seed = o->seed;
         HS_TRY(hs_transport_open(&R->t, boot, &to));
     }
@@ -504,7 +509,8 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
         hs_trace_thread(R->tr, "training loop");
     }
     if ((R->ops->flags & HS_ALGO_COMM) && size > 1)
-        HS_TRY(wireup(R->x, R->t, rank, size, o->comm_timeout_s));
+        HS_TRY(wireup(R->x, R->t, rank, size,
+                      o->comm_timeout_s + (given ? 0 : o->fail_timeout_s))); /* (as to.timeout_s) */
     /* Start-up only (before any receive is posted): every rank's clock starts together. */
     if (size > 1) HS_TRY(hs_exec_barrier(R->x));
     HS_TRY(hs_boot_trace_align(boot, R->tr)); /* --trace: every rank's clock against rank 0's */

@@ -319,6 +319,38 @@ int hs_dist_wait_reqs(hs_exec_t *x, hs_treq_t **reqs, int n, double limit, unsig
 int hs_dist_wait_sends(hs_dist_t *d, hs_treq_t **reqs, const int *peers, int n, double limit,
                        hs_dist_req_fn fn, void *ctx);
 
+/* hs_dist_wait_reqs on requests to or from peers[0..n), heartbeat-aware: each single wait
+ * bounded by `limit` s from the last progress; with heartbeats a pending peer found fenced
+ * ends the wait at once (-ETIMEDOUT, the message names the rank) and past the bound the wait
+ * goes on 0.25 s at a time while hs_dist_keep_waiting vouches for a pending peer. Without
+ * heartbeats (virtual time, --fail-timeout 0): exactly hs_dist_wait_reqs. */
+int hs_dist_wait_peers(hs_dist_t *d, hs_treq_t **reqs, const int *peers, int n, double limit,
+                       unsigned flags, hs_dist_req_fn fn, void *ctx);
+
+/* hs_exec_wait1 on a request to or from `peer`, the same way (0: completed, its status in *st
+ * when st is not NULL; -ETIMEDOUT keeps the request; an error frees it). */
+int hs_dist_wait_one(hs_dist_t *d, hs_treq_t **req, int peer, double limit, unsigned flags,
+                     hs_tstatus_t *st);
+
+/* The lowest rank other than this one that the heartbeats have fenced, or -1. */
+int hs_dist_fenced_peer(const hs_dist_t *d);
+
+/* For a wait on the whole job (a collective) that has lasted `waited` s past its bound `limit`:
+ * 1 while no rank is fenced and waited < limit + 3 fail timeouts (a frozen rank makes everyone
+ * wait, until it wakes or is fenced), 0 without heartbeats. */
+int hs_dist_patient_all(const hs_dist_t *d, double waited, double limit);
+
+/* 1 when this run has heartbeats (--fail-timeout > 0, more than one rank, the wall clock). */
+int hs_dist_heartbeats(const hs_dist_t *d);
+
+/* A patience callback for a collective's waits (hs_allreduce_opts_t.patience, ctx = d): 0 as
+ * soon as a rank is fenced; past the bound, hs_dist_patient_all. */
+int hs_dist_collective_patience(void *ctx, double waited, double limit);
+
+/* rc < 0 with a rank fenced: the error message is prefixed with the fenced rank (the reason a
+ * synchronous algorithm stops). Returns rc. */
+int hs_dist_name_fenced(const hs_dist_t *d, int rc);
+
 /* A wait stuck on a peer: what the site knows of it now. */
 typedef struct hs_dist_late {
     double quiet;   /* s the wait has gone without progress */

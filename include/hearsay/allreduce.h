@@ -86,6 +86,12 @@ typedef struct hs_allreduce_opts {
                            gathers within the host: each host's link carries 2 (H - 1) / H of
                            the buffer where a flat ring of the H x R ranks carries
                            2 (HR - 1) / HR. Must outlive the plan. */
+    /* Optional (NULL: every wait ends at timeout_s): asked while a wait goes on, every 0.25 s,
+     * with the time waited without progress and timeout_s: 1 keeps waiting (past timeout_s
+     * too: the ranks are only slow, a frozen one makes everyone wait until it wakes), 0 ends
+     * the wait with -ETIMEDOUT (a rank is out of the job: the caller names it). */
+    int (*patience)(void *ctx, double waited, double timeout_s);
+    void *patience_ctx;
 } hs_allreduce_opts_t;
 
 enum {
