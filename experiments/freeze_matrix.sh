@@ -8,12 +8,14 @@
 #   experiments/freeze_matrix.sh [HEARSAY]      the long suite: the 10 s / 60 s / forever
 #                                                at the default timeouts (--fail-timeout 30)
 #   FREEZE_QUICK=1 ...                           make check's: grace 2 s, 1 s / 6 s / forever
-# Env: FREEZE_ALGOS (default: all eight), FREEZE_OUT (keep the run directories there),
+# Env: FREEZE_ALGOS (default: all eight, and allreduce@topk:10%: ALGO@SPEC runs ALGO
+# --compress SPEC), FREEZE_OUT (keep the run directories there),
 # FREEZE_TIMES (the freezes, e.g. "1.5s forever"), FREEZE_TMO (the timeout options),
 # FREEZE_LIMIT (each run's own bound, s), FREEZE_STRICT=1 (a freeze shorter than the
 # --fail-timeout in FREEZE_TMO must end with status 0 and a finite loss: it is no fault).
 bin=${1:-${HS_BIN:-./hearsay}}
-algos=${FREEZE_ALGOS:-"sgp osgp dpsgd adpsgd allreduce localsgd easgd lsgd"}
+# ALGO@SPEC: the algorithm with --compress SPEC (allreduce@topk:10%: EF-SGD's compressed gather)
+algos=${FREEZE_ALGOS:-"sgp osgp dpsgd adpsgd allreduce allreduce@topk:10% localsgd easgd lsgd"}
 if [ -n "$FREEZE_QUICK" ]; then
     times=${FREEZE_TIMES:-"1s 6s forever"}
     tmo="--comm-timeout 2 --drain-timeout 5 --fail-timeout 2"
@@ -33,13 +35,15 @@ fail=0
 printf '%-9s %-8s %6s %6s %9s %9s %9s %9s %5s %9s  %s\n' algo freeze status secs w_sum w_lost \
     w_refused w_unrep mass loss verdict
 for algo in $algos; do
+    name=${algo%%@*} extra=""
+    [ "$algo" != "$name" ] && extra="--compress ${algo#*@}"
     for f in $times; do
-        d=$out/$algo-$f
+        d=$out/$(echo "$algo" | tr '@%:' '___')-$f
         rm -rf "$d"
         t0=$(date +%s)
         # shellcheck disable=SC2086 # word splitting of the option lists is wanted
         timeout -k 5 $limit "$bin" run --keep-going --finish-timeout $fin -n 4 -- "$bin" train \
-            --algo "$algo" --model mlp:16-32-4 \
+            --algo "$name" $extra --model mlp:16-32-4 \
             --data gauss:dim=16,classes=4,train=$train,test=500 --batch 16 --epochs 1 \
             --threads 1 --quiet $tmo --straggler pause:all:p=1:fixed=10ms \
             --straggler "freeze:2:at=$at:for=$f" --out "$d" >"$d.log" 2>&1

@@ -42,6 +42,7 @@ struct efsgd {
     unsigned char **rbuf; /* (size) header + D_j */
     hs_treq_t **sreq;     /* (size) */
     hs_treq_t **rreq;     /* (size) */
+    int *ranks;           /* (size) 0, 1, ..: the peer of each request slot */
     int nsend;
 };
 
@@ -80,12 +81,13 @@ static int ef_done(void *ctx, int idx, int rc, const hs_tstatus_t *st)
     return 0;
 }
 
-/* Wait for every request (bounded); a failure is an error naming the peer (ranks index). */
+/* Wait for every request (bounded; heartbeat-aware: a frozen peer is waited for until it
+ * wakes or is fenced); a failure is an error naming the peer (ranks index). */
 static int wait_all(efsgd_t *e, hs_treq_t **reqs, long t, int recv)
 {
     hs_dist_t *d = e->d;
     ef_wait_t w = {.e = e, .t = t, .recv = recv};
-    int rc = hs_dist_wait_reqs(d->x, reqs, d->size, d->o->comm_timeout_s, 0, ef_done, &w);
+    int rc = hs_dist_wait_peers(d, reqs, e->ranks, d->size, d->o->comm_timeout_s, 0, ef_done, &w);
     if (rc < 0 && !w.bad) hs_error_prefix("EF-SGD round %ld, %s", t, recv ? "receive" : "send");
     return rc;
 }
@@ -169,6 +171,7 @@ void efsgd_destroy(efsgd_t **ep)
     }
     free(e->sreq);
     free(e->rreq);
+    free(e->ranks);
     free(e->rbuf);
     free(e->sbuf);
     free(e->e);
@@ -207,13 +210,15 @@ int efsgd_create(efsgd_t **out, hs_dist_t *d)
     e->sreq = hs_calloc(N, sizeof *e->sreq, "send requests");
     e->rreq = hs_calloc(N, sizeof *e->rreq, "receive requests");
     e->rbuf = hs_calloc(N, sizeof *e->rbuf, "receive buffers");
+    e->ranks = hs_malloc(N * sizeof *e->ranks, "ranks");
     e->sbuf = hs_malloc(e->cap, "send buffer");
     e->e = hs_calloc(e->n, sizeof *e->e, "error memory");
     e->p = hs_malloc(e->n * sizeof *e->p, "corrected gradient");
     /* the compressors work on host memory: a device gradient is staged through gh */
     if (d->k->device != HS_DEV_CPU && !(e->gh = hs_malloc(e->n * sizeof *e->gh, "gradient")))
         goto fail;
-    if (!e->sreq || !e->rreq || !e->rbuf || !e->sbuf || !e->e || !e->p) goto fail;
+    if (!e->sreq || !e->rreq || !e->rbuf || !e->ranks || !e->sbuf || !e->e || !e->p) goto fail;
+    for (int j = 0; j < d->size; j++) e->ranks[j] = j;
     for (int j = 0; j < d->size; j++)
         if (j != d->rank && !(e->rbuf[j] = hs_malloc(e->cap, "gradient buffer"))) goto fail;
     if (d->rank == 0) {
