@@ -1070,6 +1070,12 @@ static int trace_end(run_t *R)
 {
     if (!R->tr) return 0;
     if (R->ops && R->algo) R->ops->finalize(&R->algo);
+    /* The heartbeat service records its sends too: it stops (with its goodbye: the results are
+     * in, nobody waits on this rank any more) before the trace it writes into is freed. It
+     * used to run on, and its next heartbeat wrote into the freed trace (seen: "malloc():
+     * unsorted double linked list corrupted", a SIGSEGV in hs_trace_thr_ev, during rank 0's
+     * merge of a 4-rank --trace run on 2 emulated hosts). */
+    hs_hb_stop(&R->hb);
     R->x->trace = NULL;
     HS_TRY(hs_trace_write_part(R->tr));
     hs_trace_close(&R->tr);

@@ -57,6 +57,14 @@ run "run -n 4 sgp" "$bin" run -n 4 -- "$bin" train --algo sgp $common --max-iter
     --trace "$out/run.json" &&
     check "$out/run.json" 4 100 wall "hearsay run -n 4 -- hearsay train --algo sgp: wall-clock trace" \
         "iteration,compute,step,local step,send,apply,recv,evaluation,finish"
+# The heartbeat service records its sends: with heartbeats every ~0.1 s (--fail-timeout 0.5)
+# one used to land after the trace was freed, during rank 0's merge (a use-after-free:
+# AddressSanitizer in 3 runs of 3, heap corruption without it)
+# shellcheck disable=SC2086
+run "run -n 4 sgp, fast heartbeats" "$bin" run -n 4 -- "$bin" train --algo sgp $common \
+    --max-iters 30 --fail-timeout 0.5 --trace "$out/hb.json" &&
+    check "$out/hb.json" 4 100 wall "hearsay run -n 4 --fail-timeout 0.5: wall-clock trace" \
+        "iteration,compute,step,send"
 # one worker alone
 # shellcheck disable=SC2086
 run "train alone" "$bin" train $common --max-iters 10 --trace "$out/one.json" &&
