@@ -102,8 +102,9 @@ for k in $kinds; do
 done
 [[ "$batch" =~ ^[1-9][0-9]*$ ]] || hs_die "--batch: expected a positive integer, got '$batch'"
 [[ "$iters" =~ ^[1-9][0-9]*$ ]] || hs_die "--iters: expected a positive integer, got '$iters'"
-[[ "$skip" =~ ^[0-9]+$ ]] && [ "$skip" -lt "$iters" ] ||
+if ! [[ "$skip" =~ ^[0-9]+$ ]] || [ "$skip" -ge "$iters" ]; then
     hs_die "--skip: expected an integer below --iters ($iters), got '$skip'"
+fi
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || hs_die "--runs: expected a positive integer, got '$runs'"
 [[ "$tag" =~ ^[a-z0-9]{1,9}$ ]] || hs_die "--tag: expected 1 to 9 lowercase letters and digits, got '$tag'"
 [[ "$limit" =~ ^[1-9][0-9]*$ ]] || hs_die "--limit: expected a positive number of seconds, got '$limit'"
@@ -284,7 +285,7 @@ for rate in $rates; do
         done
         # the simulator's prediction of each hearsay kind: the measured goodput, the real runs'
         # mean compute_s
-        [ "$sim" = 1 ] && [ -n "$simg" ] || continue
+        if [ "$sim" != 1 ] || [ -z "$simg" ]; then continue; fi
         for kind in $kinds; do
             case "$kind" in hs*) ;; *) continue ;; esac
             cms=$(awk -F'\t' -v r="$rate" -v m="$m" -v k="$kind" '$1 == r && $2 == m &&

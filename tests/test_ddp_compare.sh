@@ -1,5 +1,5 @@
 #!/bin/bash
-# shellcheck disable=SC2015 # A && ok || bad: ok never fails
+# shellcheck disable=SC2015,SC2317 # A && ok || bad: ok never fails; cleanup runs from trap
 # tests/test_ddp_compare.sh — experiments/ddp_compare.sh (hearsay's all-reduce against PyTorch
 # DDP on 2 emulated hosts x 2 ranks, issue 26 item 2):
 #   1. without namespaces (simulated by HS_NETNS_UNAVAILABLE) it says why, exits 77 and makes
