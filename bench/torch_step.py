@@ -15,6 +15,31 @@ import sys
 import time
 
 
+def build_model(torch, spec, batch):
+    """(model, a random input batch of the model's shape, classes) for a hearsay model spec:
+    mlp:IN-H1-...-OUT, logreg:IN-OUT, lenet5 (1x28x28), resnet20 (3x32x32); None for another.
+    Also used by bench/torch_ddp.py."""
+    kind, _, sizes = spec.partition(":")
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    if spec == "lenet5":  # MNIST shape, as Hearsay's lenet5 on 1x28x28
+        import torch_digits
+        return torch_digits.lenet5("torch"), torch.randn(batch, 1, 28, 28), 10
+    if spec == "resnet20":  # CIFAR shape, He et al.'s ResNet-20 with batch norm
+        import torch_parity
+        return torch_parity.resnet20_torch(), torch.randn(batch, 3, 32, 32), 10
+    if kind in ("mlp", "logreg") and sizes:
+        dims = [int(s) for s in sizes.split("-")]
+        layers = []
+        for i in range(len(dims) - 1):
+            layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
+            if i < len(dims) - 2:
+                layers.append(torch.nn.ReLU(inplace=True))
+        return torch.nn.Sequential(*layers), torch.randn(batch, dims[0]), dims[-1]
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--model", default="mlp:784-1024-1024-10",
@@ -30,29 +55,14 @@ def main():
     except ImportError as e:
         print(f"torch_step.py: PyTorch not available ({e}); install python3-torch", file=sys.stderr)
         return 2
-    kind, _, sizes = args.model.partition(":")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)
-    if args.model == "lenet5":  # MNIST shape, as Hearsay's lenet5 on 1x28x28
-        import torch_digits
-        model, x, classes = torch_digits.lenet5("torch"), torch.randn(args.batch, 1, 28, 28), 10
-    elif args.model == "resnet20":  # CIFAR shape, He et al.'s ResNet-20 with batch norm
-        import torch_parity
-        model, x, classes = torch_parity.resnet20_torch(), torch.randn(args.batch, 3, 32, 32), 10
-    elif kind in ("mlp", "logreg") and sizes:
-        dims = [int(s) for s in sizes.split("-")]
-        layers = []
-        for i in range(len(dims) - 1):
-            layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
-            if i < len(dims) - 2:
-                layers.append(torch.nn.ReLU(inplace=True))
-        model, x, classes = torch.nn.Sequential(*layers), torch.randn(args.batch, dims[0]), dims[-1]
-    else:
+    built = build_model(torch, args.model, args.batch)
+    if built is None:
         print(f"torch_step.py: supported models: mlp:, logreg:, lenet5, resnet20; got "
               f"'{args.model}'", file=sys.stderr)
         return 2
+    model, x, classes = built
     dev = torch.device(args.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         print("torch_step.py: this PyTorch has no CUDA device", file=sys.stderr)

@@ -58,9 +58,9 @@ static const struct sum_case {
     {"5", "1000003", "shared", "mapped", NULL, NULL},
     {"4", "3000017", "mixed", NULL, NULL, NULL},
     /* the hierarchical plan (issue 26): 2 hosts of 2, 2 of 3 (by name), 3 of 2 over tcp */
-    {"4", "3000017", NULL, NULL, NULL, "2"},
+    {"4", "3000017", NULL, "hier", NULL, "2"},
     {"6", "1000003", NULL, "hier", NULL, "2"},
-    {"6", "1000003", NULL, NULL, "tcp", "3"},
+    {"6", "1000003", NULL, "hier", "tcp", "3"},
 };
 
 START_TEST(test_sum_avg)
@@ -308,7 +308,7 @@ START_TEST(test_hier_sim)
                        "--data gauss:dim=63,classes=10,train=40000 --epochs 100 --max-iters 12 "
                        "--eval-every 0 -q --dump-params";
     char dir[3][4096];
-    const char *path[3] = {"ring", "auto", "auto"};
+    const char *path[3] = {"auto", "hier", "hier"};
     double per[3];
     for (int k = 0; k < 3; k++) {
         char name[64];

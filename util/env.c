@@ -66,9 +66,9 @@ static const hs_env_var_t table[] = {
 
     /* --- all-reduce (gossip/allreduce.c; docs/algorithms.md) --- */
     {"HS_AR_PATH", HS_ENV_STRING, "auto", NO_RANGE,
-     "all-reduce path: auto (ranks on several hosts, as many on each: hierarchical; on one "
-     "host: mapped where every rank's buffer is shared memory, else direct reads; else ring), "
-     "ring, direct, mapped or hier"},
+     "all-reduce path: auto (on one host: mapped where every rank's buffer is shared memory, "
+     "else direct reads; else ring), ring, direct, mapped or hier (across hosts: reduce within "
+     "each host, a ring per shard across hosts, gather within)"},
     {"HS_AR_CHUNK_BYTES", HS_ENV_SIZE, "1048576", 4, 1L << 30, "bytes; all-reduce pipeline chunk"},
     {"HS_AR_DEPTH", HS_ENV_INT, "0", 0, 1 << 20,
      "all-reduce receives outstanding at most (0: all of a call's, posted when it starts)"},

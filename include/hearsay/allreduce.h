@@ -74,13 +74,13 @@ typedef struct hs_allreduce_opts {
     uint32_t tag_base;  /* first tag of the reserved range (0 = HS_ALLREDUCE_TAG_BASE) */
     uint32_t tag_span;  /* tags in the range (0 = HS_ALLREDUCE_TAG_SPAN) */
     int average;        /* 1: divide the sum by the number of ranks */
-    int path;           /* HS_AR_PATH_AUTO (hierarchical across hosts, see host_of; on one
-                           host mapped where every rank's buffer is shared memory, else direct
-                           where the transport can read peers' memory: hsshm, else the ring),
-                           _RING (one flat ring), _DIRECT, _MAPPED or _HIER;
+    int path;           /* HS_AR_PATH_AUTO (on one host mapped where every rank's buffer is
+                           shared memory, else direct where the transport can read peers'
+                           memory: hsshm, else the ring), _RING (one flat ring), _DIRECT,
+                           _MAPPED or _HIER (hierarchical across hosts, see host_of);
                            HS_AR_PATH=auto|ring|direct|mapped|hier */
     const int *host_of; /* (ranks) the host of each rank, NULL: one host. Ranks on several
-                           hosts, as many on each: the hierarchical all-reduce (auto or _HIER)
+                           hosts, as many on each: the hierarchical all-reduce (_HIER)
                            reduce-scatters within each host, all-reduces each shard across the
                            hosts (a ring of the ranks with the same place on their hosts), and
                            gathers within the host: each host's link carries 2 (H - 1) / H of
