@@ -913,6 +913,22 @@ static double value_at(const char *p)
     return strtod(p, NULL);
 }
 
+double tr_rank0_wall_at(const char *dir, long it)
+{
+    char path[PATH_MAX + 16], line[1024];
+    snprintf(path, sizeof path, "%s/rank-0.csv", dir);
+    FILE *f = fopen(path, "r");
+    double v = NAN;
+    if (!f) return v;
+    while (fgets(line, sizeof line, f)) {
+        long i;
+        double t;
+        if (sscanf(line, "%ld,%lf", &i, &t) == 2 && i == it) v = t;
+    }
+    fclose(f);
+    return v;
+}
+
 double tr_summary_num(const char *dir, const char *key)
 {
     char pat[128], *buf = read_summary(dir);

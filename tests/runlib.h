@@ -252,6 +252,8 @@ float *tr_read_f32(const char *dir, const char *name, size_t *n);
 /* The number after "key": in DIR/summary.json (the first occurrence); NAN when the file or
  * the key is absent, or the value is null. */
 double tr_summary_num(const char *dir, const char *key);
+/* The wall_s column of DIR/rank-0.csv at iteration it (NAN when absent). */
+double tr_rank0_wall_at(const char *dir, long it);
 /* The number after "key": inside the per_rank entry of `rank` in DIR/summary.json; true and
  * false read as 1 and 0; NAN when absent or null. */
 double tr_summary_rank_num(const char *dir, int rank, const char *key);

@@ -195,23 +195,6 @@ END_TEST
 
 /* The largest |a - b| over every rank's final parameters in dirs a and b (-1: unreadable), and
  * whether they are bit for bit the same. */
-/* The wall_s column of DIR/rank-0.csv at iteration it (NAN when absent). */
-static double csv_wall(const char *dir, long it)
-{
-    char path[4200], line[1024];
-    snprintf(path, sizeof path, "%s/rank-0.csv", dir);
-    FILE *f = fopen(path, "r");
-    double v = NAN;
-    if (!f) return v;
-    while (fgets(line, sizeof line, f)) {
-        long i;
-        double t;
-        if (sscanf(line, "%ld,%lf", &i, &t) == 2 && i == it) v = t;
-    }
-    fclose(f);
-    return v;
-}
-
 static double final_diff(const char *a, const char *b, int ranks, int *same)
 {
     double worst = 0;
@@ -319,7 +302,7 @@ START_TEST(test_hier_sim)
         unsetenv("HS_AR_PATH");
         if (st != 0) tr_show_log(dir[k]);
         ck_assert_msg(st == 0, "sim HS_AR_PATH=%s: %s", path[k], tr_status_text(st));
-        per[k] = (csv_wall(dir[k], 10) - csv_wall(dir[k], 2)) / 8;
+        per[k] = (tr_rank0_wall_at(dir[k], 10) - tr_rank0_wall_at(dir[k], 2)) / 8;
     }
     double ring = 0.3 + 2 * 7.0 / 8 * m / beta, hier = 0.3 + m / beta;
     ck_assert_msg(fabs(per[0] - ring) <= 1e-6 * ring,

@@ -37,23 +37,6 @@ static double sim_json_num(const char *dir, const char *key)
     return v;
 }
 
-/* The wall_s column of DIR/rank-0.csv at iteration it (NAN when absent). */
-static double wall_at(const char *dir, long it)
-{
-    char path[4200], line[1024];
-    snprintf(path, sizeof path, "%s/rank-0.csv", dir);
-    FILE *f = fopen(path, "r");
-    double v = NAN;
-    if (!f) return v;
-    while (fgets(line, sizeof line, f)) {
-        long i;
-        double t;
-        if (sscanf(line, "%ld,%lf", &i, &t) == 2 && i == it) v = t;
-    }
-    fclose(f);
-    return v;
-}
-
 /* The full-size model mlp:64-100-10 (7,510 parameters) against the proxy logreg:64-10 (650)
  * carrying it: on NICs (fair, one rank per host) and on shaped links, 100 Mbit/s, 10 ms
  * steps. Messages are 128 + 4 x 7,510 bytes either way (the header stays, the body grows), so
@@ -133,7 +116,7 @@ START_TEST(test_closed_forms_resnet50)
                                     "--sim-compute fixed:300 --sim-payload resnet50",
                                     args, 300),
                          0);
-        double per = (wall_at(dir, 15) - wall_at(dir, 5)) / 10;
+        double per = (tr_rank0_wall_at(dir, 15) - tr_rank0_wall_at(dir, 5)) / 10;
         ck_assert_msg(fabs(per - cases[i].per_iter) <= 1e-6 * cases[i].per_iter,
                       "%s: %.9f s per iteration, the closed form %.9f s", cases[i].algo, per,
                       cases[i].per_iter);
