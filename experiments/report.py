@@ -1133,6 +1133,39 @@ def rank_split(d):
     return split
 
 
+def validate_runs(groups, tol):
+    """Configurations run several times (validate_sim.sh --runs K): the real runs' median and
+    range beside the virtual runs' median, and the ratio of the medians."""
+    many = {k: v for k, v in groups.items() if len(v) > 1}
+    if not many:
+        return []
+
+    def stats(vals):
+        vals = sorted(v for v in vals if v is not None)
+        if not vals:
+            return None, "—"
+        m = vals[len(vals) // 2] if len(vals) % 2 else (vals[len(vals) // 2 - 1] +
+                                                        vals[len(vals) // 2]) / 2
+        return m, f"{m:.2f} ({vals[0]:.2f}-{vals[-1]:.2f})"
+
+    out = ["", "Over the repeated runs (median, range over the runs; ratio = virtual median / "
+           f"real median, flagged (!) when outside ±{100 * tol:.0f} %):", "",
+           "| configuration | algorithm | runs | time to target: real | virtual | ratio | "
+           "it/s: real | virtual | ratio |", "|---|---|---|---|---|---|---|---|---|"]
+    for (cfg, algo), res in many.items():
+        cells = []
+        for k in ("ttt", "its"):
+            rm, rc = stats(r["real"][k] for r in res)
+            sm, sc = stats(r["sim"][k] for r in res)
+            if rm and sm:
+                rt = sm / rm
+                cells += [rc, sc, f"{rt:.3f}" + (" (!)" if abs(rt - 1) > tol else "")]
+            else:
+                cells += [rc, sc, "—"]
+        out.append(f"| {cfg} | {algo} | {len(res)} | " + " | ".join(cells) + " |")
+    return out
+
+
 def validate(out, tol):
     """Real against virtual: OUT/pairs.tsv lines CONFIG, ALGO, REAL_DIR, SIM_DIR, LOAD, NOTE."""
     path = os.path.join(out, "pairs.tsv")
@@ -1145,9 +1178,9 @@ def validate(out, tol):
              f"flagged (!) when outside ±{100 * tol:.0f} %:", "",
              "| configuration | algorithm | time to target: real | virtual | ratio | "
              "it/s: real | virtual | ratio | ms/it compute+comm+wait: real | virtual | "
-             "ms/it p10/p50/p90: real | virtual | load (1 min) |",
+             "ms/it p10/p50/p90: real | virtual | load (1 min), cores busy in the real run |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    rows, bad = [], 0
+    rows, bad, groups = [], 0, {}
     for p in pairs:
         cfg, algo, rd, sd, load = p[:5]
         res = {}
@@ -1189,6 +1222,7 @@ def validate(out, tol):
                      f"{c_ttt} | {fmt(res['real']['its'], 1)} | {fmt(res['sim']['its'], 1)} | "
                      f"{c_its} | {split(res['real']['split'])} | {split(res['sim']['split'])} | "
                      f"{spread(res['real']['split'])} | {spread(res['sim']['split'])} | {load} |")
+        groups.setdefault((cfg, algo), []).append(res)
         rows.append({"configuration": cfg, "algorithm": algo,
                      "real_time_to_target_s": res["real"]["ttt"],
                      "sim_time_to_target_s": res["sim"]["ttt"], "ttt_ratio": r_ttt,
@@ -1198,6 +1232,7 @@ def validate(out, tol):
     lines.append(f"{len(pairs) - bad} of {len(pairs)} within ±{100 * tol:.0f} % on both figures" +
                  ("" if not bad else f"; {bad} outside (or missing): see docs/simulation.md, "
                   "\"Validation against real runs\""))
+    lines += validate_runs(groups, tol)
     notes = [p[5] for p in pairs if len(p) > 5 and p[5]]
     for n in dict.fromkeys(notes):
         lines.append(f"- {n}")
