@@ -203,6 +203,7 @@ struct hs_algo {
     /* bytes the service thread sent (snapshot replies) and received (loss messages, snapshot
      * requests) since the training thread last moved them into d->st (svc_account) */
     _Atomic uint64_t svc_sent, svc_recv;
+    _Atomic long refused; /* loss messages of fenced ranks refused (never a leader) */
 };
 
 static void lock(hs_algo_t *a)
@@ -278,7 +279,10 @@ static int svc_handle(void *ctx, int idx, const void *buf, const hs_tstatus_t *s
         if (h->kind != HS_EL_LOSS)
             return HS_ERR(-EPROTO, "leader-SGD: kind %u on the loss tag from rank %d", h->kind,
                           st->source);
-        if (hs_dist_peer_hb(a->d, st->source) == 2) return 0; /* fenced: never a leader */
+        if (hs_dist_peer_hb(a->d, st->source) == 2) { /* fenced: never a leader */
+            atomic_fetch_add_explicit(&a->refused, 1, memory_order_relaxed);
+            return 0;
+        }
         lock(a);
         hs_lsgd_note(a->tab, st->source, h->value, (long)h->seq, hs_exec_now(a->d->x), a->my_iter);
         if (h->shard == 1) a->tab[st->source].done = 1;
@@ -559,6 +563,10 @@ static int lsgd_drain(hs_algo_t *a, int final)
     svc_account(a);
     if (!final) return 0;
     hs_dist_t *d = a->d;
+    long refused = atomic_load_explicit(&a->refused, memory_order_relaxed);
+    if (refused)
+        HS_WARN("rank %d: leader-SGD refused %ld loss message(s) of fenced ranks (never a leader)",
+                d->rank, refused);
     double t0 = hs_exec_now(d->x);
     double s = 0;
     for (int i = 0; i < a->win_n; i++) s += a->win[i];

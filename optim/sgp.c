@@ -1726,6 +1726,11 @@ static int sgp_crash(hs_algo_t *a, double *lost, double *recv_from)
 {
     hs_dist_t *d = a->d;
     int rc = 0;
+    /* Fenced (not crashed): the others refuse what they take of ours from now on, and may
+     * never take the rest (they stopped receiving from this rank): take back every share
+     * they have not begun to take, so that it is counted here, as lost, exactly once. */
+    if (hs_dist_peer_hb(d, d->rank) == 2)
+        for (int k = 0; k < a->np && rc == 0; k++) rc = revoke(a, a->pr[k]);
     /* Own shares in flight: written whole into the receivers' rings (eager) or read by them
      * (by address: a dead process cannot be read), else failed and kept here. */
     for (int i = 0; i < a->tau && rc == 0; i++) rc = wait_round(a, &a->rounds[i]);

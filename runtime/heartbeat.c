@@ -8,6 +8,7 @@
 
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
+#include "hearsay/env.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -47,6 +48,9 @@ struct hs_hb {
     double last_sent;      /* when this rank last sent its heartbeats (< 0: not yet) */
     double last_tick;      /* when the service last ran on_tick */
     double self_fenced_at; /* when this rank learnt it was fenced (< 0: not) */
+    /* tests only (HS_TEST_FENCE_DEAF_RANK): this rank learns of its fence deaf_s late */
+    double deaf_s, deaf_until; /* deaf_until: when it will (< 0: not fenced yet) */
+    char deaf_why[WHY_MAX];
     uint64_t seq;
     int *src;
     uint32_t *tag;
@@ -66,6 +70,18 @@ static void unlock(hs_hb_t *hb)
 static void fence_locked(hs_hb_t *hb, int q, const char *why)
 {
     if (hb->st[q] == HS_HB_FENCED) return;
+    if (q == hb->rank && hb->deaf_s > 0) { /* (tests) it carries on, sending, for deaf_s */
+        double now = hs_exec_now(hb->x);
+        if (hb->deaf_until < 0) {
+            hb->deaf_until = now + hb->deaf_s;
+            snprintf(hb->deaf_why, WHY_MAX, "%s", why);
+            fprintf(stderr,
+                    "rank %d: fenced, and learns it %.3g s late (HS_TEST_FENCE_DEAF_RANK): %s\n",
+                    hb->rank, hb->deaf_s, why);
+        }
+        if (now < hb->deaf_until) return;
+        why = hb->deaf_why;
+    }
     hb->st[q] = HS_HB_FENCED;
     snprintf(hb->why[q], WHY_MAX, "%s", why);
     if (q == hb->rank) hb->self_fenced_at = hs_exec_now(hb->x);
@@ -155,6 +171,11 @@ static int hb_tick(void *ctx)
         unlock(hb);
         return 0;
     }
+    if (hb->deaf_until >= 0 && now >= hb->deaf_until) { /* (tests) learns it now */
+        fence_locked(hb, hb->rank, hb->deaf_why);
+        unlock(hb);
+        return 0;
+    }
     if (hb->last_sent >= 0 && now - hb->last_sent > hb->fail_s) {
         char why[WHY_MAX];
         snprintf(why, sizeof why,
@@ -208,6 +229,14 @@ int hs_hb_start(hs_hb_t **out, hs_exec_t *x, int rank, int size, double fail_s)
     hb->stride = (hb->bytes + 15) & ~(size_t)15;
     hb->last_sent = -1;
     hb->self_fenced_at = -1;
+    hb->deaf_until = -1;
+    long deaf = -1;
+    if (hs_env_long("HS_TEST_FENCE_DEAF_RANK", &deaf) < 0 ||
+        (deaf == rank && hs_env_double("HS_TEST_FENCE_DEAF_S", &hb->deaf_s) < 0)) {
+        HS_FREE(hb);
+        return -EINVAL;
+    }
+    if (deaf != rank) hb->deaf_s = 0;
     hb->last = hs_calloc((size_t)size, sizeof *hb->last, "heartbeat times");
     hb->st = hs_calloc((size_t)size, 1, "heartbeat states");
     hb->bye = hs_calloc((size_t)size, 1, "goodbyes");
@@ -262,7 +291,7 @@ int hs_hb_state(hs_hb_t *hb, int peer)
                      "--fail-timeout %.3g s: the others have fenced it",
                      now - hb->last_sent, hb->fail_s);
             fence_locked(hb, peer, why);
-            s = HS_HB_FENCED;
+            s = hb->st[peer]; /* (HS_TEST_FENCE_DEAF_RANK: not yet) */
         }
     } else if (s != HS_HB_FENCED && !hb->bye[peer] && now - hb->last_tick < 2 * hb->period_s &&
                now - hb->last[peer] > hb->fail_s / 2) {

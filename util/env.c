@@ -92,6 +92,13 @@ static const hs_env_var_t table[] = {
      "seconds; tests only: a checkpoint write sleeps this long between writing its temporary "
      "file and renaming it (to kill a run mid-write)"},
 
+    /* --- failure detection (runtime/heartbeat.c; docs/failure-model.md) --- */
+    {"HS_TEST_FENCE_DEAF_RANK", HS_ENV_INT, "-1", -1, MAX_RANKS - 1,
+     "tests only: this rank learns that it was fenced HS_TEST_FENCE_DEAF_S seconds late (a "
+     "woken rank that sends before it knows: the others must refuse what it sends); -1: none"},
+    {"HS_TEST_FENCE_DEAF_S", HS_ENV_DOUBLE, "1", 0, 600,
+     "seconds; tests only: how late HS_TEST_FENCE_DEAF_RANK learns that it was fenced"},
+
     /* --- logging and errors (util/error.c) --- */
     {"HEARSAY_LOG", HS_ENV_STRING, "info", NO_RANGE,
      "log level: error, warn, info or debug (debug traces every transport post and "
