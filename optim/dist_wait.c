@@ -31,6 +31,10 @@ static int fenced_among(const hs_dist_t *d, const int *peers, hs_treq_t **reqs, 
  * peers (it heartbeats: blocked, not frozen). Without heartbeats (the simulator,
  * --fail-timeout 0) it makes exactly the waits it made before there were heartbeats. */
 #define HB_SLICE 0.25
+/* A bound closer than this counts as reached: in virtual time a wait of less than the clock's
+ * resolution at its value (now + 1e-12 == now at now = 60 s) would not move the clock, and
+ * the loop would wait on the same instant for ever. */
+#define BOUND_EPS 1e-9
 static int wait_core(hs_exec_t *x, const hs_dist_t *d, const int *peers, hs_treq_t **reqs, int n,
                      double limit, unsigned flags, hs_dist_req_fn fn, void *ctx, int each)
 {
@@ -46,11 +50,12 @@ static int wait_core(hs_exec_t *x, const hs_dist_t *d, const int *peers, hs_treq
         if (hb) {
             /* (the wait serves the loop's idle hook meanwhile) */
             double w = HS_MIN(remain, HB_SLICE);
-            rc = w > 0 ? hs_exec_wait(x, reqs, n, w, flags, &idx, &st) : -ETIMEDOUT;
+            rc = w > BOUND_EPS ? hs_exec_wait(x, reqs, n, w, flags, &idx, &st) : -ETIMEDOUT;
         } else if (each) {
             rc = hs_exec_wait(x, reqs, n, limit, flags, &idx, &st);
         } else {
-            rc = remain > 0 ? hs_exec_wait(x, reqs, n, remain, flags, &idx, &st) : -ETIMEDOUT;
+            rc = remain > BOUND_EPS ? hs_exec_wait(x, reqs, n, remain, flags, &idx, &st)
+                                    : -ETIMEDOUT;
         }
         if (rc == -ETIMEDOUT && idx < 0) {
             if (!hb) {
@@ -73,7 +78,7 @@ static int wait_core(hs_exec_t *x, const hs_dist_t *d, const int *peers, hs_treq
                               "%.3g s: frozen or cut off), after waiting %.1f s for it",
                               q, d->o->fail_timeout_s, waited);
             hs_error_clear();
-            if (waited < bound) continue; /* a slice ended, not the wait */
+            if (waited < bound - BOUND_EPS) continue; /* a slice ended, not the wait */
             /* a peer that still heartbeats is blocked, not frozen: wait on (bounded) */
             int patient = 0;
             for (int i = 0; i < n; i++)
@@ -161,8 +166,9 @@ int hs_dist_late_peer(hs_dist_t *d, int peer, const hs_dist_late_t *l)
 
 int hs_dist_heartbeats(const hs_dist_t *d)
 {
-    /* (as the training loop decides: runtime/train.c starts them on the wall clock only) */
-    return d->o->fail_timeout_s > 0 && d->size > 1 && d->x && strcmp(d->x->ops->name, "virtual");
+    /* (as the training loop decides: runtime/train.c, on the wall clock their messages, in
+     * virtual time their verdict: this rank's own state is then not -1) */
+    return d->o->fail_timeout_s > 0 && d->size > 1 && hs_dist_peer_hb(d, d->rank) >= 0;
 }
 
 int hs_dist_collective_patience(void *ctx, double waited, double limit)

@@ -171,6 +171,11 @@ struct hs_algo {
     sgp_parked_t *parked;
     int nparked, cap_parked;
     int no_revoke; /* the transport cannot take sends back from a live peer (libfabric) */
+    /* The survivors' graph (set_components): each live rank's strongly connected component,
+     * made when a failure is first known (d->failures moves); NULL: every rank in one. */
+    int *comp;
+    long comp_gen;  /* d->failures when comp was made */
+    int comp_split; /* this rank's component is not every live rank */
 };
 
 /* The slot of rank j in the per-peer tables (np: not a peer). */
@@ -799,6 +804,110 @@ static int wait_exact(hs_algo_t *a, long from, long upto)
     return rc;
 }
 
+/* Failures can split the survivors' graph (the union of a period's edges between live ranks):
+ * 4 ranks on exp1peer without ranks 2 and 3 leave rank 0 with no live in-peer, and a rank
+ * that keeps sending shares out while none comes in drains its weight to 0 (then z / w is
+ * NaN). Push-sum conserves mass inside any set of ranks that sends only among itself, so
+ * each rank sends weight only to the ranks of its own strongly connected component of the
+ * survivors' graph; to the others it still sends its round's message (the synchronous
+ * protocol waits for it), with weight 0. Each component is then a push-sum of its own: no
+ * weight drains, the sum over the ranks stays N. Made again whenever d->failures moves
+ * (Tarjan's algorithm, iterative, over the live ranks; an aperiodic schedule is left as one
+ * component: its edges change every iteration). */
+static int set_components(hs_algo_t *a)
+{
+    hs_dist_t *d = a->d;
+    a->comp_gen = d->failures;
+    int n = d->size, per = hs_topo_period(d->topo), deg = HS_MAX(1, a->maxdeg);
+    if (per <= 0 || !d->failures) return 0;
+    size_t ne = (size_t)n * (size_t)per * (size_t)deg;
+    int *off = hs_calloc((size_t)n + 1, sizeof *off, "graph offsets");
+    int *adj = hs_malloc(ne * sizeof *adj, "graph edges");
+    int *idx = hs_malloc((size_t)n * sizeof *idx, "tarjan index");
+    int *low = hs_malloc((size_t)n * sizeof *low, "tarjan low");
+    int *stk = hs_malloc((size_t)n * sizeof *stk, "tarjan stack");
+    int *cs = hs_malloc((size_t)n * sizeof *cs, "tarjan call stack");
+    int *ce = hs_malloc((size_t)n * sizeof *ce, "tarjan edge cursor");
+    unsigned char *on = hs_calloc((size_t)n, 1, "tarjan on stack");
+    int *pe = hs_malloc((size_t)deg * sizeof *pe, "peers");
+    double *pw = hs_malloc((size_t)deg * sizeof *pw, "weights");
+    if (!a->comp) a->comp = hs_malloc((size_t)n * sizeof *a->comp, "components");
+    int rc = -ENOMEM;
+    if (!off || !adj || !idx || !low || !stk || !cs || !ce || !on || !pe || !pw || !a->comp)
+        goto out;
+    size_t m = 0;
+    for (int u = 0; u < n; u++) {
+        off[u] = (int)m;
+        if (u != d->rank && hs_dist_peer_dead(d, u)) continue;
+        for (int t = 0; t < per; t++) {
+            int cnt = 0;
+            double self = 0;
+            if ((rc = hs_topo_out_peers(d->topo, t, u, pe, pw, deg, &cnt, &self)) < 0) goto out;
+            for (int i = 0; i < cnt; i++)
+                if (pe[i] == d->rank || !hs_dist_peer_dead(d, pe[i])) adj[m++] = pe[i];
+        }
+    }
+    off[n] = (int)m;
+    for (int u = 0; u < n; u++) idx[u] = -1, a->comp[u] = -1;
+    int next = 0, sp = 0, nc = 0;
+    for (int r = 0; r < n; r++) {
+        if (idx[r] >= 0 || (r != d->rank && hs_dist_peer_dead(d, r))) continue;
+        int top = 0;
+        cs[top] = r, ce[top] = off[r];
+        idx[r] = low[r] = next++, stk[sp++] = r, on[r] = 1;
+        while (top >= 0) {
+            int u = cs[top];
+            if (ce[top] < off[u + 1]) {
+                int v = adj[ce[top]++];
+                if (idx[v] < 0) {
+                    idx[v] = low[v] = next++, stk[sp++] = v, on[v] = 1;
+                    top++, cs[top] = v, ce[top] = off[v];
+                } else if (on[v]) {
+                    low[u] = HS_MIN(low[u], idx[v]);
+                }
+                continue;
+            }
+            if (low[u] == idx[u]) { /* u roots a component */
+                int v;
+                do {
+                    v = stk[--sp];
+                    on[v] = 0;
+                    a->comp[v] = nc;
+                } while (v != u);
+                nc++;
+            }
+            if (--top >= 0) low[cs[top]] = HS_MIN(low[cs[top]], low[u]);
+        }
+    }
+    int mine = 0, live = 0;
+    for (int u = 0; u < n; u++) {
+        live += a->comp[u] >= 0;
+        mine += a->comp[u] == a->comp[d->rank];
+    }
+    int split = mine < live;
+    if (split && !a->comp_split)
+        HS_WARN("rank %d: without the failed ranks the graph is no longer strongly connected "
+                "(%d components; this rank's has %d of the %d live ranks): weight goes only to "
+                "ranks of the same component (the others get their messages with weight 0), "
+                "so that none drains to 0; each component averages on its own",
+                d->rank, nc, mine, live);
+    a->comp_split = split;
+    rc = 0;
+out:
+    free(off);
+    free(adj);
+    free(idx);
+    free(low);
+    free(stk);
+    free(cs);
+    free(ce);
+    free(on);
+    free(pe);
+    free(pw);
+    if (rc == -ENOMEM) hs_error_prefix("rank %d: the survivors' graph", d->rank);
+    return rc;
+}
+
 static int sgp_step(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
@@ -821,11 +930,20 @@ static int sgp_step(hs_algo_t *a, long t)
     r->iter = t;
     for (int i = 0; i < cnt; i++) {
         int p = a->peers[i], dead = 0;
-        double s = a->wts[i];
         HS_TRY(out_peer_dead(a, p, t, &dead));
         if (dead) { /* keep the dead peer's share */
+            self += a->wts[i];
+            a->wts[i] = -1;
+        }
+    }
+    if (d->failures != a->comp_gen) HS_TRY(set_components(a));
+    for (int i = 0; i < cnt; i++) {
+        int p = a->peers[i];
+        double s = a->wts[i];
+        if (s < 0) continue;                                   /* (dead: kept above) */
+        if (a->comp_split && a->comp[p] != a->comp[d->rank]) { /* another component: weight 0 */
             self += s;
-            continue;
+            s = 0;
         }
         int m = r->n;
         hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)r->buf[m];
@@ -1332,6 +1450,7 @@ static void sgp_finalize(hs_algo_t **ap)
     free(a->gone);
     free(a->held_from);
     free(a->pr);
+    free(a->comp);
     free(a->peers);
     free(a->wts);
     if (a->scratch) d->k->ops->free(d->k, a->scratch);

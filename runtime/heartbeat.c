@@ -54,7 +54,28 @@ struct hs_hb {
     uint64_t seq;
     int *src;
     uint32_t *tag;
+    /* Virtual time (HS_EXEC_VIRTUAL_CLOCK): no process can be stopped there, so no periodic
+     * heartbeats: every rank is alive until one is excluded (hs_hb_fence), which sends a
+     * notice (this wire, its fenced set) to every other rank. The per-rank tables are made at
+     * the first fence (a simulated job of N ranks holds none of N x N bytes without one). */
+    int virt;
 };
+
+/* The tables of a virtual-time service, made at its first fence; 0 or -ENOMEM. */
+static int virt_tables(hs_hb_t *hb)
+{
+    if (hb->st) return 0;
+    size_t n = (size_t)hb->size;
+    hb->st = hs_calloc(n, 1, "fence states");
+    hb->bye = hs_calloc(n, 1, "goodbyes");
+    hb->reported = hs_calloc(n, 1, "fences reported");
+    hb->why = hs_calloc(n, sizeof *hb->why, "fence reasons");
+    hb->req = hs_calloc(n, sizeof *hb->req, "fence notices");
+    hb->obuf = hs_calloc(n, hb->stride, "fence notice buffers");
+    if (hb->st && hb->bye && hb->reported && hb->why && hb->req && hb->obuf) return 0;
+    HS_FREE(hb->st); /* (st marks the tables as made) */
+    return -ENOMEM;
+}
 
 static void lock(hs_hb_t *hb)
 {
@@ -100,18 +121,27 @@ static int hb_msg(void *ctx, int slot, const void *buf, const hs_tstatus_t *st)
     const unsigned char *f = (const unsigned char *)(h + 1);
     char why[WHY_MAX];
     lock(hb);
+    if (hb->virt && virt_tables(hb) < 0) {
+        unlock(hb);
+        return HS_ERR(-ENOMEM, "rank %d: no memory for the fence tables", hb->rank);
+    }
     if (hb->st[src] != HS_HB_FENCED) { /* a fenced rank's heartbeats are refused */
-        hb->last[src] = hs_exec_now(hb->x);
+        if (hb->last) hb->last[src] = hs_exec_now(hb->x);
         if (h->flags & HB_BYE) hb->bye[src] = 1;
         for (int q = 0; q < hb->size; q++) {
             if (!f[q] || q == src || hb->st[q] == HS_HB_FENCED) continue;
             if (q == hb->rank)
                 snprintf(why, sizeof why,
-                         "fenced by rank %d, which had no heartbeat from this rank for more "
-                         "than --fail-timeout %.3g s",
+                         hb->virt ? "fenced by rank %d, which gave up waiting for this rank "
+                                    "(slow past every bound)"
+                                  : "fenced by rank %d, which had no heartbeat from this rank "
+                                    "for more than --fail-timeout %.3g s, or gave up waiting "
+                                    "for it",
                          src, hb->fail_s);
             else
-                snprintf(why, sizeof why, "fenced by rank %d (no heartbeat for more than %.3g s)",
+                snprintf(why, sizeof why,
+                         "fenced by rank %d (no heartbeat for more than %.3g s, or excluded: "
+                         "given up waiting for past every bound)",
                          src, hb->fail_s);
             fence_locked(hb, q, why);
         }
@@ -237,6 +267,26 @@ int hs_hb_start(hs_hb_t **out, hs_exec_t *x, int rank, int size, double fail_s)
         return -EINVAL;
     }
     if (deaf != rank) hb->deaf_s = 0;
+    if (hs_exec_caps(x) & HS_EXEC_VIRTUAL_CLOCK) { /* fence notices only: one receive */
+        static const int any = HS_ANY_SOURCE;
+        static const uint32_t tag = HS_TAG_HEARTBEAT;
+        hb->virt = 1;
+        hs_service_desc_t vd = {.name = "fence notices",
+                                .n_slots = 1,
+                                .slot_bytes = hb->bytes,
+                                .src = &any,
+                                .tag = &tag,
+                                .on_msg = hb_msg,
+                                .ctx = hb,
+                                .flags = HS_SVC_PURE};
+        int rc = hs_svc_start(x, &vd, &hb->svc);
+        if (rc < 0) {
+            hs_hb_stop(&hb);
+            return rc;
+        }
+        *out = hb;
+        return 0;
+    }
     hb->last = hs_calloc((size_t)size, sizeof *hb->last, "heartbeat times");
     hb->st = hs_calloc((size_t)size, 1, "heartbeat states");
     hb->bye = hs_calloc((size_t)size, 1, "goodbyes");
@@ -279,6 +329,11 @@ int hs_hb_state(hs_hb_t *hb, int peer)
 {
     if (!hb || peer < 0 || peer >= hb->size) return HS_HB_OFF;
     lock(hb);
+    if (hb->virt) { /* alive until excluded */
+        int v = hb->st ? hb->st[peer] : HS_HB_ALIVE;
+        unlock(hb);
+        return v;
+    }
     double now = hs_exec_now(hb->x);
     int s = hb->st[peer];
     if (peer == hb->rank) {
@@ -301,13 +356,27 @@ int hs_hb_state(hs_hb_t *hb, int peer)
     return s;
 }
 
+int hs_hb_fence(hs_hb_t *hb, int peer, const char *why)
+{
+    if (!hb || peer < 0 || peer >= hb->size || peer == hb->rank) return 0;
+    lock(hb);
+    int rc = hb->virt ? virt_tables(hb) : 0;
+    if (rc == 0 && hb->st[peer] != HS_HB_FENCED) {
+        fence_locked(hb, peer, why);
+        /* wall clock: the next heartbeats carry it; virtual time: a notice to every rank */
+        if (hb->virt) send_all(hb, 0);
+    }
+    unlock(hb);
+    return rc < 0 ? HS_ERR(rc, "rank %d: no memory for the fence tables", hb->rank) : 0;
+}
+
 void hs_hb_why(hs_hb_t *hb, int peer, char *buf, size_t len)
 {
     if (!len) return;
     buf[0] = '\0';
     if (!hb || peer < 0 || peer >= hb->size) return;
     lock(hb);
-    if (hb->st[peer] == HS_HB_FENCED) snprintf(buf, len, "%s", hb->why[peer]);
+    if (hb->st && hb->st[peer] == HS_HB_FENCED) snprintf(buf, len, "%s", hb->why[peer]);
     unlock(hb);
 }
 
@@ -316,7 +385,7 @@ int hs_hb_next_fenced(hs_hb_t *hb)
     if (!hb) return -1;
     int q = -1;
     lock(hb);
-    for (int p = 0; p < hb->size && q < 0; p++)
+    for (int p = 0; p < hb->size && q < 0 && hb->st; p++)
         if (p != hb->rank && hb->st[p] == HS_HB_FENCED && !hb->reported[p]) {
             hb->reported[p] = 1;
             q = p;
@@ -338,7 +407,7 @@ void hs_hb_stop(hs_hb_t **hbp)
         int fenced = hb->self_fenced_at >= 0;
         unlock(hb);
         hs_svc_stop(hb->x, &hb->svc);
-        if (!fenced) { /* (bounded: a stopped rank never takes it) */
+        if (!fenced && !hb->virt) { /* (bounded: a stopped rank never takes it) */
             send_all(hb, HB_BYE);
             double until = hs_exec_now(hb->x) + 0.25;
             for (int p = 0; p < hb->size; p++) {

@@ -18,6 +18,8 @@
  * it with status HS_EXIT_FENCED and a message naming it. A rank stopped for less carries on;
  * while its own heartbeat service lags it judges nobody (its peers' silence is its own).
  * The last heartbeat of a rank that finishes says goodbye: a finished rank is never fenced.
+ * In virtual time no process can be stopped (a pause there is a slow rank, which would
+ * heartbeat): every rank is alive, with no messages, until one is excluded (hs_hb_fence).
  */
 #ifndef HEARSAY_RUNTIME_HEARTBEAT_H
 #define HEARSAY_RUNTIME_HEARTBEAT_H
@@ -41,6 +43,11 @@ int hs_hb_start(hs_hb_t **out, hs_exec_t *x, int rank, int size, double fail_s);
 /* The state of `peer` (the own rank: HS_HB_FENCED once this rank knows it was fenced).
  * Thread-safe. NULL: HS_HB_OFF. */
 int hs_hb_state(hs_hb_t *hb, int peer);
+/* Exclude `peer` (a live rank this one gave up waiting for: slow past every bound): fence it
+ * here, and let the others know (the wall clock: the next heartbeats carry the fenced set;
+ * virtual time: a notice to every rank), so that it is told and stops, and its later
+ * messages are refused everywhere. Thread-safe. */
+int hs_hb_fence(hs_hb_t *hb, int peer, const char *why);
 /* The reason `peer` (or this rank) was fenced, "" when it was not. Thread-safe. */
 void hs_hb_why(hs_hb_t *hb, int peer, char *buf, size_t len);
 /* The fences this rank has not reported yet: the first such peer (marked reported), or -1. */

@@ -80,6 +80,7 @@ typedef struct run {
     int warned_w;   /* the weight left [1e-2, 1e2] once: said so (tot.w_out_iter) */
     hs_trace_t *tr; /* --trace (NULL: none) */
     hs_hb_t *hb;    /* heartbeats (NULL: none; runtime/heartbeat.h) */
+    int virtual_hb; /* hb is virtual time's (runtime/heartbeat.h, d_peer_hb) */
     /* Evaluation is an observer (hearsay sim without --sim-eval-traffic): no drain before it,
      * no virtual time or bandwidth for it (docs/simulation.md, "Evaluation") */
     int observer;
@@ -206,6 +207,7 @@ static void d_peer_failed(void *ctx, int peer, long iter, const char *why)
         return;
     }
     if (R->failed_at[peer] < 0) {
+        d->failures++;
         /* The words match what happens next: tolerant algorithms go on, the others stop. */
         if (R->ops->flags & HS_ALGO_TOLERANT)
             HS_WARN("rank %d: peer rank %d failed at/after iteration %ld (%s); continuing "
@@ -217,6 +219,15 @@ static void d_peer_failed(void *ctx, int peer, long iter, const char *why)
                     d->rank, peer, iter, why ? why : "no reason given", R->ops->name);
     }
     if (iter > R->failed_at[peer]) R->failed_at[peer] = iter;
+    /* Given up on while it still runs (slow past every bound, or declared failed by a peer
+     * that did): it is excluded, so fenced, everywhere: told, it stops, and its later
+     * messages are refused, so that every rank agrees on who is in the job (without that,
+     * push-sum weights fall to 0 on the ranks that still count on it: docs/failure-model.md) */
+    if (R->hb && hs_hb_state(R->hb, peer) != HS_HB_FENCED && hs_exec_alive(R->x, peer, 0)) {
+        char fw[160];
+        snprintf(fw, sizeof fw, "excluded by rank %d: %s", d->rank, why ? why : "failed");
+        if (hs_hb_fence(R->hb, peer, fw) < 0) hs_error_clear();
+    }
 }
 
 static int d_peer_dead(void *ctx, int peer)
@@ -227,10 +238,18 @@ static int d_peer_dead(void *ctx, int peer)
            (peer != R->d.rank && hs_hb_state(R->hb, peer) == HS_HB_FENCED);
 }
 
+/* In virtual time no process can be stopped (a pause, `once:` or `pause:`, is a slow rank, and
+ * a slow rank heartbeats): the heartbeats' verdict is known without their messages. Every rank
+ * still running is alive, so the waits follow the rule of the wall clock (keep waiting for a
+ * live peer up to the bound + 3 fail timeouts) rather than give a slow peer up at the bound
+ * (docs/failure-model.md); a rank that has exited is left to the exit checks (-1). */
 static int d_peer_hb(void *ctx, int peer)
 {
     run_t *R = ctx;
-    return hs_hb_state(R->hb, peer);
+    int s = hs_hb_state(R->hb, peer);
+    if (s == HS_HB_ALIVE && R->virtual_hb && peer != R->d.rank && !hs_exec_alive(R->x, peer, 0))
+        return HS_HB_OFF;
+    return s;
 }
 
 static int d_record(void *ctx, const char *file, const char *header, const char *line)
@@ -540,8 +559,10 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
         if (rank == 0)
             HS_TRY(hs_evalc_open(&R->ec, d, hs_report_avg_csv(R->rep), R->ipe, o->target_loss,
                                  o->target_acc));
-        /* heartbeats (wall clock only: virtual time freezes no process) */
-        if (o->fail_timeout_s > 0 && !(hs_exec_caps(R->x) & HS_EXEC_ONE_PROCESS))
+        /* heartbeats (wall clock), or their verdict without messages (virtual time, where
+         * no process is ever stopped: d_peer_hb) */
+        R->virtual_hb = (hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK) != 0;
+        if (o->fail_timeout_s > 0 && (R->virtual_hb || !(hs_exec_caps(R->x) & HS_EXEC_ONE_PROCESS)))
             HS_TRY(hs_hb_start(&R->hb, R->x, rank, size, o->fail_timeout_s));
         if (R->ec || R->hb) hs_exec_set_idle(R->x, loop_idle, R);
     }

@@ -168,6 +168,9 @@ typedef struct hs_dist {
     /* Optional (NULL: not offered): keep the gradient in g (host memory of n floats, CPU
      * kernels), or back in the model's own buffer (g NULL); d->grads follows. */
     int (*use_grads)(void *ctx, float *g);
+    /* Peers known to have failed so far (the loop counts hs_dist_peer_failed's new ones): an
+     * algorithm that derives something from the set of live ranks redoes it when this moves. */
+    long failures;
 } hs_dist_t;
 
 /* The local optimizer's step with d->grads and this iteration's learning rate times lr_scale
@@ -340,7 +343,8 @@ int hs_dist_fenced_peer(const hs_dist_t *d);
  * wait, until it wakes or is fenced), 0 without heartbeats. */
 int hs_dist_patient_all(const hs_dist_t *d, double waited, double limit);
 
-/* 1 when this run has heartbeats (--fail-timeout > 0, more than one rank, the wall clock). */
+/* 1 when this run has heartbeats (--fail-timeout > 0, more than one rank; in virtual time their
+ * verdict without messages: every running rank is alive, as no process can be stopped). */
 int hs_dist_heartbeats(const hs_dist_t *d);
 
 /* A patience callback for a collective's waits (hs_allreduce_opts_t.patience, ctx = d): 0 as
