@@ -838,15 +838,15 @@ static int hyb_claims(const char *p)
 
 /* libfabric's ofi_rxm over tcp sends a message above FI_OFI_RXM_EAGER_LIMIT (16 KiB by
  * default) by rendezvous: the sender announces it, the receiver fetches it with an RMA read.
- * The read request then leaves behind whatever data the receiver is itself sending on the same
- * connection, so two ranks sending each other megabytes at once take turns: one direction
- * idles while the other drains its queue (measured: the hierarchical all-reduce's 2-rank ring
- * across 2 emulated hosts at 1 Gbit moved 42 MB per host in ~540 ms, one direction at a time,
- * against ~360-400 ms with eager sends; docs/benchmarks.md). Every message this transport
- * posts is at most one chunk (opts.chunk_bytes, 1 MiB by default), so an eager limit of a
- * chunk sends them all eagerly, straight into the posted receive (tcp's dynamic receive
- * buffers), both directions at once. A value the user set is kept; read by libfabric when
- * the provider is first set up, so it must be in the environment before that. */
+ * Two ranks sending each other megabytes at once then took turns: the hierarchical
+ * all-reduce's 2-rank ring across 2 emulated hosts at 1 Gbit completed a rank's receives of a
+ * step while its sends waited, then the sends while nothing arrived (as if each read request
+ * waited behind the data going the other way on the same connection): ~540 ms for the 42 MB a
+ * host sends, against 310-360 ms with eager sends (docs/benchmarks.md). Every message this
+ * transport posts is at most one chunk (opts.chunk_bytes, 1 MiB by default), so an eager
+ * limit of a chunk sends them all eagerly, into the posted receive where there is one (tcp's
+ * dynamic receive buffers), both directions at once. A value the user set is kept. libfabric
+ * reads it when the provider is first set up, so it is set before the endpoint is opened. */
 static void rxm_eager_default(const char *inter, size_t chunk_bytes)
 {
     if (strcmp(inter, "tcp") && strcmp(inter, "tcp;ofi_rxm")) return;
