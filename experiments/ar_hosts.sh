@@ -52,7 +52,7 @@ for ((k = 1; k <= runs; k++)); do
         rdv=$!
         HS_PIDS+=("$rdv")
         i=0
-        while [ ! -s "$rdvdir/rdv.env" ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
+        while [ ! -s "$rdvdir/rdv.env" ] && [ $i -lt 600 ]; do i=$((i + 1)); sleep 0.1; done
         tx0=$(hs_host_tx_bytes "$tag" 0)
         pids=()
         for ((r = 0; r < size; r++)); do
