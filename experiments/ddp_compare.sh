@@ -5,7 +5,7 @@
 #   hs       hearsay train --algo allreduce (default --bucket-mb 25: buckets during backward;
 #            hierarchical across the hosts: reduce-scatter within a host, ring across, gather)
 #   hs-b0    the same with --bucket-mb 0 (one reduction after backward)
-#   hs-hier  the same with HS_AR_PATH=hier (the hierarchical all-reduce across the hosts, buckets on)
+#   hs-ring  the same with HS_AR_PATH=ring (one flat ring of the 4 ranks instead, buckets on)
 #   ddp      bench/torch_ddp.py: PyTorch DDP, gloo, default bucket_cap_mb=25
 #   ddp-flat bench/torch_ddp.py --flat: one flat all-reduce after backward
 # The same model (bench/torch_step.py's builders), batch per rank, SGD momentum 0.9 (weight
@@ -40,7 +40,7 @@ usage: experiments/ddp_compare.sh [OPTIONS]
   --iters N       iterations (steps) per run (default 30)
   --skip S        first iterations not timed (DDP: warm-up steps) (default 5)
   --runs K        rounds of the five kinds per rate and model (default 3)
-  --kinds LIST    among hs hs-b0 hs-hier ddp ddp-flat (default all five)
+  --kinds LIST    among hs hs-b0 hs-ring ddp ddp-flat (default all five)
   --out DIR       (default experiments/out/ddp_compare)
   --no-sim        no simulator predictions
   --quick         1gbit, mlp:256-512-10, batch 16, 8 iterations (skip 3), 1 round: the
@@ -63,7 +63,7 @@ batch=32
 iters=30
 skip=5
 runs=3
-kinds="hs hs-b0 hs-hier ddp ddp-flat"
+kinds="hs hs-b0 hs-ring ddp ddp-flat"
 sim=1
 tag=hsd$$
 limit=300
@@ -96,8 +96,8 @@ for m in $models; do
     esac
 done
 for k in $kinds; do
-    case "$k" in hs | hs-b0 | hs-hier | ddp | ddp-flat) ;;
-    *) hs_die "--kinds: unknown kind '$k' (hs hs-b0 hs-hier ddp ddp-flat)" ;;
+    case "$k" in hs | hs-b0 | hs-ring | ddp | ddp-flat) ;;
+    *) hs_die "--kinds: unknown kind '$k' (hs hs-b0 hs-ring ddp ddp-flat)" ;;
     esac
 done
 [[ "$batch" =~ ^[1-9][0-9]*$ ]] || hs_die "--batch: expected a positive integer, got '$batch'"
@@ -181,7 +181,7 @@ hs_parts() { # DIR -> "compute_ms comm_ms wait_ms"
         END { if (n) printf "%.2f %.2f %.2f", 1e3 * c / n, 1e3 * m / n, 1e3 * w / n }' "$1"/rank-*.csv
 }
 hs_kind_env() { # KIND -> the HS_AR_PATH for it
-    [ "$1" = hs-hier ] && echo hier || echo "${HS_AR_PATH:-auto}"
+    [ "$1" = hs-ring ] && echo ring || echo "${HS_AR_PATH:-auto}"
 }
 hs_kind_flags() { # KIND
     [ "$1" = hs-b0 ] && printf '%s\n' --bucket-mb 0

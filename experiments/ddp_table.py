@@ -7,7 +7,7 @@ to OUT/table.md and printed.
 Per rate and model: each kind's median s/step over its rounds with the range; hearsay's default
 (hs: buckets during backward, hierarchical) over DDP's (ddp: gloo, default buckets), target at
 most 0.8; the simulator's prediction of hs beside the real step, target within 15 %. The other
-kinds (hs-b0: --bucket-mb 0, hs-hier: HS_AR_PATH=hier, ddp-flat: one flat all-reduce after
+kinds (hs-b0: --bucket-mb 0, hs-ring: HS_AR_PATH=ring, ddp-flat: one flat all-reduce after
 backward) are in the second table with hearsay's per-iteration compute, comm and wait.
 Standard library only.
 """
@@ -15,7 +15,7 @@ import argparse
 import statistics
 import sys
 
-KINDS = ["hs", "hs-b0", "hs-hier", "ddp", "ddp-flat"]
+KINDS = ["hs", "hs-b0", "hs-ring", "ddp", "ddp-flat"]
 
 
 def fmt(xs):

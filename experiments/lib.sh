@@ -241,8 +241,8 @@ hs_netns_run() { # BIN TAG NET N R DIR LOG LIMIT TRAIN-FLAGS...
     i=0
     while [ ! -s "$rdvdir/rdv.env" ]; do
         i=$((i + 1))
-        if [ $i -gt 100 ] || ! kill -0 "$rdv" 2>/dev/null; then
-            echo "the rendezvous did not start in 10 s:" >>"$log"
+        if [ $i -gt 600 ] || ! kill -0 "$rdv" 2>/dev/null; then
+            echo "the rendezvous did not start in 60 s:" >>"$log"
             cat "$rdvdir/rdv.log" >>"$log"
             kill "$rdv" 2>/dev/null || true
             rm -rf "$rdvdir"

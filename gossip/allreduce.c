@@ -324,12 +324,14 @@ static int create(hs_allreduce_t **out, hs_transport_t *t, size_t n,
         P = nmem;
         me = idx;
     }
-    /* Ranks on several hosts: the hierarchical plan (gossip/allreduce_hier.c), asked for by
-     * name only. Not by auto: on 2 emulated hosts x 2 ranks over tcp;ofi_rxm its step was
-     * slower than the flat ring's (mlp:1024-2048-2048-2048-10 at 1 Gbit: 779 against 660 ms;
-     * the cross-host ring of 2 ranks took ~615 ms for the 42 MB a host sends, which the link
-     * carries in 0.36 s), where virtual time predicts it faster (docs/algorithms.md). */
-    int hier = !members && P > 1 && o.path == HS_AR_PATH_HIER && hs_ar_hier_fits(o.host_of, P);
+    /* Ranks on several hosts, as many on each: the hierarchical plan (gossip/allreduce_hier.c),
+     * by name or by auto. Each host's link carries 2 (H - 1) / H of the buffer instead of the
+     * flat ring's 2 (HR - 1) / HR (mlp:1024-2048-2048-2048-10 on 2 emulated hosts x 2 ranks at
+     * 1 Gbit: 489-560 against 604-648 ms per step; docs/benchmarks.md). It was by name only
+     * while ofi_rxm's rendezvous made its 2-rank rings across the hosts take turns per
+     * direction (gossip/hybrid.c, rxm_eager_default). HS_AR_PATH=ring keeps the flat ring. */
+    int hier = !members && P > 1 && (o.path == HS_AR_PATH_HIER || o.path == HS_AR_PATH_AUTO) &&
+               hs_ar_hier_fits(o.host_of, P);
     if (o.path == HS_AR_PATH_HIER && !hier)
         return HS_ERR(-EINVAL,
                       "all-reduce: HS_AR_PATH=hier needs ranks on several hosts, as many on "

@@ -201,6 +201,7 @@ int hs_ar_hier_run(hs_ar_hier_t *h, float *buf, int average)
     int R = h->R, me = h->me;
     size_t lo = h->sh[me], len = h->sh[me + 1] - lo, maxs = h->sh[1] - h->sh[0];
     uint32_t tag_rs = h->tag0 + (uint32_t)((2 * op) % h->tag_span2), tag_ag = tag_rs + 1;
+    double t0 = hs_now(), t1, t2; /* each phase's time: HEARSAY_LOG=debug */
     /* 1. reduce-scatter within the host */
     int nreq = 0, rc = 0;
     for (int k = 0, slot = 0; k < R && rc == 0; k++) {
@@ -237,7 +238,9 @@ int hs_ar_hier_run(hs_ar_hier_t *h, float *buf, int average)
         memcpy(buf + lo, h->acc, len * sizeof(float));
     }
     /* 2. my shard across the hosts */
+    t1 = hs_now();
     rc = hs_allreduce_run_avg(h->x, buf + lo, 0);
+    t2 = hs_now();
     if (rc < 0) {
         hs_error_prefix("hierarchical all-reduce #%llu, shard %d across the %d hosts",
                         (unsigned long long)op, me, h->H);
@@ -269,5 +272,9 @@ int hs_ar_hier_run(hs_ar_hier_t *h, float *buf, int average)
         hs_error_prefix("hierarchical all-reduce #%llu, all-gather within the host",
                         (unsigned long long)op);
     wrc = wait_all(h, nreq, op, "all-gather");
+    HS_DEBUG("hierarchical all-reduce #%llu (rank %d): reduce-scatter within the host %.1f ms, "
+             "shard %d across the %d hosts %.1f ms, all-gather %.1f ms",
+             (unsigned long long)op, hs_transport_rank(h->t), 1e3 * (t1 - t0), me, h->H,
+             1e3 * (t2 - t1), 1e3 * (hs_now() - t2));
     return rc < 0 ? rc : wrc;
 }

@@ -280,8 +280,9 @@ END_TEST
 /* The hierarchical all-reduce in virtual time (issue 26, item 3): 2 hosts of 4 ranks behind
  * 10 Gbit/s NICs, messages of ResNet-50's size (--sim-payload; m = 102,228,128 bytes), 0.3 s
  * steps. Each host's NIC carries 2 (H - 1) / H x m = m per iteration (0.08178 s) where the
- * flat ring (HS_AR_PATH=ring) crosses it with 2 (n - 1) / n x m (0.14312 s); the parameters
- * agree with the ring's to float rounding, and two runs bit for bit. */
+ * flat ring (HS_AR_PATH=ring) crosses it with 2 (n - 1) / n x m (0.14312 s); auto takes the
+ * hierarchical plan (ranks on several hosts); the parameters agree with the ring's to float
+ * rounding, and two runs bit for bit. */
 START_TEST(test_hier_sim)
 {
     const double m = 25557032.0 * 4, beta = 10e9 / 8;
@@ -290,10 +291,10 @@ START_TEST(test_hier_sim)
     const char *args = "--algo allreduce --model logreg:63-10 "
                        "--data gauss:dim=63,classes=10,train=40000 --epochs 100 --max-iters 12 "
                        "--eval-every 0 -q --dump-params";
-    char dir[3][4096];
-    const char *path[3] = {"auto", "hier", "hier"};
-    double per[3];
-    for (int k = 0; k < 3; k++) {
+    char dir[4][4096];
+    const char *path[4] = {"ring", "hier", "hier", "auto"};
+    double per[4];
+    for (int k = 0; k < 4; k++) {
         char name[64];
         snprintf(name, sizeof name, "hier-sim-%d", k);
         tr_workdir_path(dir[k], sizeof dir[k], name);
@@ -313,11 +314,17 @@ START_TEST(test_hier_sim)
                   "hierarchical: %.9f s per iteration, "
                   "%.9f s expected",
                   per[1], hier);
+    ck_assert_msg(fabs(per[3] - hier) <= 1e-6 * hier,
+                  "HS_AR_PATH=auto: %.9f s per iteration, %.9f s expected (the hierarchical "
+                  "plan)",
+                  per[3], hier);
     int same = 0;
     double d = final_diff(dir[0], dir[1], 8, &same);
     ck_assert_msg(d >= 0 && d <= 1e-5, "hierarchical and flat ring differ by %g", d);
     d = final_diff(dir[1], dir[2], 8, &same);
     ck_assert_msg(d == 0 && same, "two hierarchical runs differ by %g", d);
+    d = final_diff(dir[1], dir[3], 8, &same);
+    ck_assert_msg(d == 0 && same, "auto and hierarchical runs differ by %g", d);
 }
 END_TEST
 

@@ -73,7 +73,7 @@ if echo "$row" | awk -F'|' '{ exit !($4 + 0 > 0 && $5 + 0 > 0 && $6 + 0 > 0 && $
 else
     bad "table.md has no complete row: '$row' in $(cat "$tmp/quick/table.md" 2>&1)"
 fi
-for k in hs hs-b0 hs-hier ddp ddp-flat; do
+for k in hs hs-b0 hs-ring ddp ddp-flat; do
     grep -q "^| 1gbit | mlp:256-512-10 | $k | [0-9]" "$tmp/quick/table.md" 2>/dev/null ||
         bad "table.md has no step for $k"
 done
