@@ -521,6 +521,7 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
         hs_boot_finalize(&w.rk[r].boot);
         if (w.rk[r].x) w.rk[r].x->ops->destroy(w.rk[r].x);
         free(w.rk[r].t);
+        free(w.rk[r].chains);
         while (w.rk[r].unexpected) {
             sim_msg_t *m = w.rk[r].unexpected;
             w.rk[r].unexpected = m->next;

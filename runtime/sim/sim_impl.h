@@ -125,7 +125,9 @@ struct hs_treq {
     size_t cap;
     int done, err;
     hs_tstatus_t st;
-    struct hs_treq *next, *prev;   /* posted receives (rk->posted, rk->posted_tail) */
+    struct hs_treq *next, *prev;   /* posted receives of its source (a sim_post_chain_t) */
+    uint64_t pseq;                 /* ... its place in its rank's posting order */
+    int posted;                    /* on a posted chain */
     sim_rank_t *rk;                /* a receive's rank */
     struct hs_treq *cprev, *cnext; /* completed receives not yet taken (rk->completed) */
     int on_completed;
@@ -136,6 +138,12 @@ struct hs_treq {
     struct sim_msg *held; /* an in-place receive, completed: its message (data: held->data) */
 };
 
+/* A rank's posted receives from one source (peer: -2 an empty slot of the table). */
+typedef struct sim_post_chain {
+    int peer;
+    struct hs_treq *head, *tail;
+} sim_post_chain_t;
+
 struct sim_rank {
     int rank;
     int dead;
@@ -144,13 +152,21 @@ struct sim_rank {
     hs_exec_t *x;
     hs_boot_t *boot;
     hs_shaper_t *shaper;
-    struct hs_treq *posted, *posted_tail; /* posted receives, in order */
-    struct hs_treq *completed;            /* completed receives nobody has taken yet (see leave) */
-    sim_msg_t *unexpected;                /* arrived, not yet received, in order */
-    sim_msg_t **unexp_tail;  /* ... the link to its end (rank 0's holds every rank's end-of-run
-                              * results for a moment: a walk to the end was O(N^2)) */
-    sim_msg_t *dead_letters; /* arrived after it left or died: its senders' (unsent) */
-    int left;                /* hs_transport_leave: receives nothing any more */
+    /* Posted receives, one chain per source in posting order (post_seq numbers them across
+     * chains): a message from src is matched against src's chain and the any-source chain
+     * only, not against every receive of the rank (a walk of all of them was a growing share
+     * of a step: SGP keeps 8 per peer, 2 log2 N peers on exp1peer). chains: open addressing
+     * by source, chains_cap a power of two (0: none yet), sized by the sources it posts for. */
+    sim_post_chain_t *chains;
+    int chains_cap, chains_n;
+    sim_post_chain_t any; /* HS_ANY_SOURCE's */
+    uint64_t post_seq;
+    struct hs_treq *completed; /* completed receives nobody has taken yet (see leave) */
+    sim_msg_t *unexpected;     /* arrived, not yet received, in order */
+    sim_msg_t **unexp_tail;    /* ... the link to its end (rank 0's holds every rank's end-of-run
+                                * results for a moment: a walk to the end was O(N^2)) */
+    sim_msg_t *dead_letters;   /* arrived after it left or died: its senders' (unsent) */
+    int left;                  /* hs_transport_leave: receives nothing any more */
     sim_thread_t *main;
     sim_thread_t *threads; /* this rank's threads (next_in_rank) */
     hs_train_result_t res;
@@ -365,6 +381,7 @@ void hs_sim_complete_recv_from(struct hs_treq *r, int src, uint32_t tag, const v
                                size_t len);
 int hs_sim_complete_recv(struct hs_treq *r, sim_msg_t *m);
 void hs_sim_unpost(sim_rank_t *rk, struct hs_treq *r);
+void hs_sim_unpost_all(sim_rank_t *rk);
 struct hs_treq *hs_sim_take_posted(sim_rank_t *d, int src, uint32_t tag);
 void hs_sim_off_completed(struct hs_treq *r);
 void hs_sim_append(sim_msg_t **list, sim_msg_t *m);
