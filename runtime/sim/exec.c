@@ -179,7 +179,7 @@ static void vx_crash(hs_exec_t *x, int status)
     }
     while (rk->unexpected) { /* its senders may take these back (unsent) */
         sim_msg_t *m = rk->unexpected;
-        hs_sim_unexp_take(rk, &rk->unexpected);
+        hs_sim_unexp_remove(rk, m);
         hs_sim_append(&rk->dead_letters, m);
     }
     hs_sim_unpost_all(rk);

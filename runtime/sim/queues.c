@@ -244,19 +244,59 @@ void hs_sim_append(sim_msg_t **list, sim_msg_t *m)
     *list = m;
 }
 
-/* m joins the end of rk's unexpected queue. */
+/* m joins the end of rk's unexpected queue, and of its source's chain (a receive naming its
+ * source looks there only: rank 0's end-of-run gather posts N receives against up to N
+ * results queued, a walk of the queue each was O(N^2)). */
 void hs_sim_unexp_push(sim_rank_t *rk, sim_msg_t *m)
 {
     m->next = NULL;
-    *rk->unexp_tail = m;
-    rk->unexp_tail = &m->next;
+    m->uprev = rk->unexp_last;
+    if (rk->unexp_last)
+        rk->unexp_last->next = m;
+    else
+        rk->unexpected = m;
+    rk->unexp_last = m;
+    m->indexed = 0;
+    m->snext = m->sprev = NULL;
+    if (rk->unexp_flat) return;
+    sim_post_chain_t *c = chain_of(rk, m->src, 1);
+    if (!c) { /* out of memory: from now on, receives search the whole queue */
+        rk->unexp_flat = 1;
+        return;
+    }
+    m->sprev = c->utail;
+    if (c->utail)
+        c->utail->snext = m;
+    else
+        c->uhead = m;
+    c->utail = m;
+    m->indexed = 1;
 }
 
-/* The message *pp (pp: a link of rk's unexpected queue) leaves the queue. */
-void hs_sim_unexp_take(sim_rank_t *rk, sim_msg_t **pp)
+/* m leaves rk's unexpected queue (and its source's chain). */
+void hs_sim_unexp_remove(sim_rank_t *rk, sim_msg_t *m)
 {
-    *pp = (*pp)->next;
-    if (!*pp) rk->unexp_tail = pp;
+    if (m->uprev)
+        m->uprev->next = m->next;
+    else
+        rk->unexpected = m->next;
+    if (m->next)
+        m->next->uprev = m->uprev;
+    else
+        rk->unexp_last = m->uprev;
+    if (m->indexed) {
+        sim_post_chain_t *c = chain_of(rk, m->src, 0);
+        if (m->sprev)
+            m->sprev->snext = m->snext;
+        else
+            c->uhead = m->snext;
+        if (m->snext)
+            m->snext->sprev = m->sprev;
+        else
+            c->utail = m->sprev;
+        m->indexed = 0;
+    }
+    m->next = m->uprev = m->snext = m->sprev = NULL;
 }
 
 /* A message has left its sender's side (delivered, or taken back): its send completes. */
@@ -305,10 +345,16 @@ void hs_sim_deliver(sim_world_t *w, sim_msg_t *m)
  * (0; -ENOMEM when that chain cannot be made: never for a receive posted before). */
 int hs_sim_post_req(sim_rank_t *rk, struct hs_treq *r)
 {
-    for (sim_msg_t **pp = &rk->unexpected; *pp; pp = &(*pp)->next) {
-        sim_msg_t *m = *pp;
+    /* the oldest that matches: of its source's chain (every message is on one unless the
+     * table could not grow), else of the whole queue */
+    sim_post_chain_t *uc = r->peer >= 0 && !rk->unexp_flat ? chain_of(rk, r->peer, 0) : NULL;
+    int whole = r->peer < 0 || rk->unexp_flat;
+    for (sim_msg_t *m = whole ? rk->unexpected
+                        : uc  ? uc->uhead
+                              : NULL;
+         m; m = whole ? m->next : m->snext) {
         if (!matches(r, m)) continue;
-        hs_sim_unexp_take(rk, pp);
+        hs_sim_unexp_remove(rk, m);
         if (!hs_sim_complete_recv(r, m)) hs_sim_msg_put(world_of(rk), m);
         return 1;
     }

@@ -103,17 +103,20 @@ typedef struct sim_msg {
     size_t wire; /* bytes the network model carries (--sim-payload; 0: len) */
     double at;   /* delivery time */
     uint64_t seq;
-    size_t cap;           /* bytes data[] can hold (messages are recycled: hs_sim_msg_get) */
-    int reclaimed;        /* taken back by its sender (unsent): never delivered */
-    struct hs_treq *sreq; /* its send request, completed when it is delivered (NULL: none) */
-    struct sim_msg *next; /* unexpected queue; the NICs' flows (fair sharing), in send order */
-    int active;           /* fair sharing: the first of its (src, dst) pair in the NICs */
-    double rem, rate;     /* ... its bytes not yet through the NICs, and its rate now */
-    int kind;             /* MSG_DATA, or a rendezvous's control message (--sim-proto) */
-    int ord;              /* fair sharing: its place among the active flows (flows_share) */
-    int rndv;             /* MSG_DATA: it goes by a rendezvous (moves on the read request) */
-    struct sim_msg *ref;  /* a control message: its data message; a rendezvous's data
-                           * message: its control message, parked until the data is in */
+    size_t cap;            /* bytes data[] can hold (messages are recycled: hs_sim_msg_get) */
+    int reclaimed;         /* taken back by its sender (unsent): never delivered */
+    struct hs_treq *sreq;  /* its send request, completed when it is delivered (NULL: none) */
+    struct sim_msg *next;  /* unexpected queue; the NICs' flows (fair sharing), in send order */
+    int active;            /* fair sharing: the first of its (src, dst) pair in the NICs */
+    double rem, rate;      /* ... its bytes not yet through the NICs, and its rate now */
+    int kind;              /* MSG_DATA, or a rendezvous's control message (--sim-proto) */
+    int ord;               /* fair sharing: its place among the active flows (flows_share) */
+    int rndv;              /* MSG_DATA: it goes by a rendezvous (moves on the read request) */
+    struct sim_msg *ref;   /* a control message: its data message; a rendezvous's data
+                            * message: its control message, parked until the data is in */
+    struct sim_msg *uprev; /* unexpected: the one before it in its rank's queue */
+    struct sim_msg *snext, *sprev; /* ... its source's chain of them (indexed) */
+    int indexed;                   /* ... on its source's chain */
     unsigned char data[];
 } sim_msg_t;
 
@@ -138,10 +141,12 @@ struct hs_treq {
     struct sim_msg *held; /* an in-place receive, completed: its message (data: held->data) */
 };
 
-/* A rank's posted receives from one source (peer: -2 an empty slot of the table). */
+/* A rank's posted receives from one source (peer: -2 an empty slot of the table), and its
+ * unexpected messages from that source, in arrival order. */
 typedef struct sim_post_chain {
     int peer;
     struct hs_treq *head, *tail;
+    struct sim_msg *uhead, *utail;
 } sim_post_chain_t;
 
 struct sim_rank {
@@ -162,11 +167,12 @@ struct sim_rank {
     sim_post_chain_t any; /* HS_ANY_SOURCE's */
     uint64_t post_seq;
     struct hs_treq *completed; /* completed receives nobody has taken yet (see leave) */
-    sim_msg_t *unexpected;     /* arrived, not yet received, in order */
-    sim_msg_t **unexp_tail;    /* ... the link to its end (rank 0's holds every rank's end-of-run
+    sim_msg_t *unexpected;     /* arrived, not yet received, in order (next, uprev) */
+    sim_msg_t *unexp_last;     /* ... its last (rank 0's holds every rank's end-of-run
                                 * results for a moment: a walk to the end was O(N^2)) */
-    sim_msg_t *dead_letters;   /* arrived after it left or died: its senders' (unsent) */
-    int left;                  /* hs_transport_leave: receives nothing any more */
+    int unexp_flat; /* the chains above could not be grown: receives search the whole queue */
+    sim_msg_t *dead_letters; /* arrived after it left or died: its senders' (unsent) */
+    int left;                /* hs_transport_leave: receives nothing any more */
     sim_thread_t *main;
     sim_thread_t *threads; /* this rank's threads (next_in_rank) */
     hs_train_result_t res;
@@ -386,7 +392,7 @@ struct hs_treq *hs_sim_take_posted(sim_rank_t *d, int src, uint32_t tag);
 void hs_sim_off_completed(struct hs_treq *r);
 void hs_sim_append(sim_msg_t **list, sim_msg_t *m);
 void hs_sim_unexp_push(sim_rank_t *rk, sim_msg_t *m);
-void hs_sim_unexp_take(sim_rank_t *rk, sim_msg_t **pp);
+void hs_sim_unexp_remove(sim_rank_t *rk, sim_msg_t *m);
 void hs_sim_complete_send(sim_world_t *w, sim_msg_t *m);
 void hs_sim_deliver(sim_world_t *w, sim_msg_t *m);
 int hs_sim_post_req(sim_rank_t *rk, struct hs_treq *r);
