@@ -527,7 +527,9 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
         R->x->trace = R->tr;
         hs_trace_thread(R->tr, "training loop");
     }
-    if ((R->ops->flags & HS_ALGO_COMM) && size > 1)
+    /* (not in virtual time: the simulated transport has no connections to make, and its
+     * messages would only take virtual time before the clocks start) */
+    if ((R->ops->flags & HS_ALGO_COMM) && size > 1 && !(hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK))
         HS_TRY(wireup(R->x, R->t, rank, size,
                       o->comm_timeout_s + (given ? 0 : o->fail_timeout_s))); /* (as to.timeout_s) */
     /* Start-up only (before any receive is posted): every rank's clock starts together. */

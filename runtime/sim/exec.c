@@ -179,10 +179,10 @@ static void vx_crash(hs_exec_t *x, int status)
     }
     while (rk->unexpected) { /* its senders may take these back (unsent) */
         sim_msg_t *m = rk->unexpected;
-        hs_sim_unexp_take(rk, &rk->unexpected);
+        hs_sim_unexp_remove(rk, m);
         hs_sim_append(&rk->dead_letters, m);
     }
-    rk->posted = rk->posted_tail = NULL;
+    hs_sim_unpost_all(rk);
     rk->completed = NULL;
     hs_sim_wake_all(w); /* peers waiting on it find it dead */
     sim_thread_t *me = hs_sim_current(w);
@@ -262,8 +262,8 @@ void hs_sim_svc_inline(sim_world_t *w, struct hs_treq *r, const void *data)
         r->err = 0;
         r->st = (hs_tstatus_t){0};
         s->handled++;
-    } while (hs_sim_post_req(rk, r));
-    hs_sim_wake_rank(rk); /* hs_svc_wait */
+    } while (hs_sim_post_req(rk, r) > 0); /* (a repost: its chain exists, it cannot fail) */
+    hs_sim_wake_rank(rk);                 /* hs_svc_wait */
 }
 
 static void *svc_main(void *arg)

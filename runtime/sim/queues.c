@@ -134,31 +134,96 @@ int hs_sim_complete_recv(struct hs_treq *r, sim_msg_t *m)
     return 0;
 }
 
+/* --- posted receives: a chain per source ----------------------------------------------- */
+
+static uint32_t chain_hash(int peer)
+{
+    uint32_t h = (uint32_t)peer; /* (murmur3's finalizer: exp1peer's peers r + 2^k differ in
+                                  * high bits only, which a plain mask would not see) */
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    return h ^ (h >> 16);
+}
+
+/* The slot of peer (>= 0) in a table of cap slots: its chain's, or the empty one it would
+ * take. */
+static sim_post_chain_t *chain_slot(sim_post_chain_t *tab, int cap, int peer)
+{
+    uint32_t mask = (uint32_t)cap - 1;
+    for (uint32_t i = chain_hash(peer) & mask;; i = (i + 1) & mask)
+        if (tab[i].peer == peer || tab[i].peer == -2) return &tab[i];
+}
+
+/* rk's chain of receives posted for peer (HS_ANY_SOURCE: the any-source chain); NULL when it
+ * has none (add: made; NULL then only when out of memory). */
+static sim_post_chain_t *chain_of(sim_rank_t *rk, int peer, int add)
+{
+    if (peer < 0) return &rk->any;
+    sim_post_chain_t *c = rk->chains_cap ? chain_slot(rk->chains, rk->chains_cap, peer) : NULL;
+    if (c && c->peer == peer) return c;
+    if (!add) return NULL;
+    if (2 * (rk->chains_n + 1) > rk->chains_cap) { /* at most half full */
+        int nc = rk->chains_cap ? 2 * rk->chains_cap : 16;
+        sim_post_chain_t *t = hs_malloc((size_t)nc * sizeof *t, "posted receives' table");
+        if (!t) return NULL;
+        for (int i = 0; i < nc; i++) t[i] = (sim_post_chain_t){.peer = -2};
+        for (int i = 0; i < rk->chains_cap; i++)
+            if (rk->chains[i].peer >= 0) *chain_slot(t, nc, rk->chains[i].peer) = rk->chains[i];
+        free(rk->chains);
+        rk->chains = t;
+        rk->chains_cap = nc;
+    }
+    c = chain_slot(rk->chains, rk->chains_cap, peer);
+    *c = (sim_post_chain_t){.peer = peer};
+    rk->chains_n++;
+    return c;
+}
+
 void hs_sim_unpost(sim_rank_t *rk, struct hs_treq *r)
 {
+    if (!r->posted) return;
+    sim_post_chain_t *c = chain_of(rk, r->peer, 0);
     if (r->prev)
         r->prev->next = r->next;
-    else if (rk->posted == r)
-        rk->posted = r->next;
     else
-        return; /* not posted */
+        c->head = r->next;
     if (r->next)
         r->next->prev = r->prev;
     else
-        rk->posted_tail = r->prev;
+        c->tail = r->prev;
     r->next = r->prev = NULL;
+    r->posted = 0;
 }
 
-/* The first posted receive of rank d that matches (src, tag), taken off the posted list;
- * NULL when none. */
+/* Every posted receive of rk is dropped (a crash). */
+void hs_sim_unpost_all(sim_rank_t *rk)
+{
+    for (int i = -1; i < rk->chains_cap; i++) {
+        sim_post_chain_t *c = i < 0 ? &rk->any : &rk->chains[i];
+        while (c->head) hs_sim_unpost(rk, c->head);
+    }
+}
+
+/* The first posted receive of rank d that matches (src, tag), in posting order, taken off
+ * its chain; NULL when none. Only src's chain and the any-source chain can hold it. */
 struct hs_treq *hs_sim_take_posted(sim_rank_t *d, int src, uint32_t tag)
 {
-    for (struct hs_treq *r = d->posted; r; r = r->next) {
-        if (!hs_tag_match(r->peer, r->tag, 0, src, tag)) continue;
-        hs_sim_unpost(d, r);
-        return r;
-    }
-    return NULL;
+    struct hs_treq *best = NULL;
+    sim_post_chain_t *c = chain_of(d, src, 0);
+    for (struct hs_treq *r = c ? c->head : NULL; r; r = r->next)
+        if (hs_tag_match(r->peer, r->tag, 0, src, tag)) {
+            best = r;
+            break;
+        }
+    for (struct hs_treq *r = d->any.head; r && !(best && r->pseq > best->pseq); r = r->next)
+        if (hs_tag_match(r->peer, r->tag, 0, src, tag)) {
+            best = r;
+            break;
+        }
+    if (best) hs_sim_unpost(d, best);
+    return best;
 }
 
 void hs_sim_off_completed(struct hs_treq *r)
@@ -179,19 +244,59 @@ void hs_sim_append(sim_msg_t **list, sim_msg_t *m)
     *list = m;
 }
 
-/* m joins the end of rk's unexpected queue. */
+/* m joins the end of rk's unexpected queue, and of its source's chain (a receive naming its
+ * source looks there only: rank 0's end-of-run gather posts N receives against up to N
+ * results queued, a walk of the queue each was O(N^2)). */
 void hs_sim_unexp_push(sim_rank_t *rk, sim_msg_t *m)
 {
     m->next = NULL;
-    *rk->unexp_tail = m;
-    rk->unexp_tail = &m->next;
+    m->uprev = rk->unexp_last;
+    if (rk->unexp_last)
+        rk->unexp_last->next = m;
+    else
+        rk->unexpected = m;
+    rk->unexp_last = m;
+    m->indexed = 0;
+    m->snext = m->sprev = NULL;
+    if (rk->unexp_flat) return;
+    sim_post_chain_t *c = chain_of(rk, m->src, 1);
+    if (!c) { /* out of memory: from now on, receives search the whole queue */
+        rk->unexp_flat = 1;
+        return;
+    }
+    m->sprev = c->utail;
+    if (c->utail)
+        c->utail->snext = m;
+    else
+        c->uhead = m;
+    c->utail = m;
+    m->indexed = 1;
 }
 
-/* The message *pp (pp: a link of rk's unexpected queue) leaves the queue. */
-void hs_sim_unexp_take(sim_rank_t *rk, sim_msg_t **pp)
+/* m leaves rk's unexpected queue (and its source's chain). */
+void hs_sim_unexp_remove(sim_rank_t *rk, sim_msg_t *m)
 {
-    *pp = (*pp)->next;
-    if (!*pp) rk->unexp_tail = pp;
+    if (m->uprev)
+        m->uprev->next = m->next;
+    else
+        rk->unexpected = m->next;
+    if (m->next)
+        m->next->uprev = m->uprev;
+    else
+        rk->unexp_last = m->uprev;
+    if (m->indexed) {
+        sim_post_chain_t *c = chain_of(rk, m->src, 0);
+        if (m->sprev)
+            m->sprev->snext = m->snext;
+        else
+            c->uhead = m->snext;
+        if (m->snext)
+            m->snext->sprev = m->sprev;
+        else
+            c->utail = m->sprev;
+        m->indexed = 0;
+    }
+    m->next = m->uprev = m->snext = m->sprev = NULL;
 }
 
 /* A message has left its sender's side (delivered, or taken back): its send completes. */
@@ -236,22 +341,34 @@ void hs_sim_deliver(sim_world_t *w, sim_msg_t *m)
 /* Post a receive of rank rk: into buf (cap bytes), or, buf NULL, in place (it keeps the
  * message, at most cap bytes: the simulator's services). */
 /* Post receive r of rank rk (peer, tag, buf, cap set): it takes the first unexpected message
- * that matches (returns 1: complete already), else it goes at the end of the posted list. */
+ * that matches (returns 1: complete already), else it goes at the end of its source's chain
+ * (0; -ENOMEM when that chain cannot be made: never for a receive posted before). */
 int hs_sim_post_req(sim_rank_t *rk, struct hs_treq *r)
 {
-    for (sim_msg_t **pp = &rk->unexpected; *pp; pp = &(*pp)->next) {
-        sim_msg_t *m = *pp;
+    /* the oldest that matches: of its source's chain (every message is on one unless the
+     * table could not grow), else of the whole queue */
+    sim_post_chain_t *uc = r->peer >= 0 && !rk->unexp_flat ? chain_of(rk, r->peer, 0) : NULL;
+    int whole = r->peer < 0 || rk->unexp_flat;
+    for (sim_msg_t *m = whole ? rk->unexpected
+                        : uc  ? uc->uhead
+                              : NULL;
+         m; m = whole ? m->next : m->snext) {
         if (!matches(r, m)) continue;
-        hs_sim_unexp_take(rk, pp);
+        hs_sim_unexp_remove(rk, m);
         if (!hs_sim_complete_recv(r, m)) hs_sim_msg_put(world_of(rk), m);
         return 1;
     }
-    r->prev = rk->posted_tail;
-    if (rk->posted_tail)
-        rk->posted_tail->next = r;
+    sim_post_chain_t *c = chain_of(rk, r->peer, 1);
+    if (!c) return -ENOMEM;
+    r->pseq = rk->post_seq++;
+    r->posted = 1;
+    r->next = NULL;
+    r->prev = c->tail;
+    if (c->tail)
+        c->tail->next = r;
     else
-        rk->posted = r;
-    rk->posted_tail = r;
+        c->head = r;
+    c->tail = r;
     return 0;
 }
 
@@ -271,8 +388,13 @@ int hs_sim_post_recv(sim_rank_t *rk, int peer, uint32_t tag, void *buf, size_t c
     r->rk = rk;
     r->svc = svc;
     r->slot = slot;
+    int rc = hs_sim_post_req(rk, r);
+    if (rc < 0) {
+        hs_sim_req_put(world_of(rk), r);
+        return rc;
+    }
     *req = r;
-    if (hs_sim_post_req(rk, r) && svc) hs_sim_svc_inline(world_of(rk), r, NULL);
+    if (rc > 0 && svc) hs_sim_svc_inline(world_of(rk), r, NULL);
     return 0;
 }
 

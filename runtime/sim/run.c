@@ -458,7 +458,6 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     }
     for (int r = 0; r < w.n && rc == 0; r++) {
         w.rk[r].rank = r;
-        w.rk[r].unexp_tail = &w.rk[r].unexpected;
         rc = rank_open(&w, &w.rk[r], so, sh, (const char *const *)hosts);
     }
     w.mains_left = w.n;
@@ -521,6 +520,7 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
         hs_boot_finalize(&w.rk[r].boot);
         if (w.rk[r].x) w.rk[r].x->ops->destroy(w.rk[r].x);
         free(w.rk[r].t);
+        free(w.rk[r].chains);
         while (w.rk[r].unexpected) {
             sim_msg_t *m = w.rk[r].unexpected;
             w.rk[r].unexpected = m->next;

@@ -103,17 +103,20 @@ typedef struct sim_msg {
     size_t wire; /* bytes the network model carries (--sim-payload; 0: len) */
     double at;   /* delivery time */
     uint64_t seq;
-    size_t cap;           /* bytes data[] can hold (messages are recycled: hs_sim_msg_get) */
-    int reclaimed;        /* taken back by its sender (unsent): never delivered */
-    struct hs_treq *sreq; /* its send request, completed when it is delivered (NULL: none) */
-    struct sim_msg *next; /* unexpected queue; the NICs' flows (fair sharing), in send order */
-    int active;           /* fair sharing: the first of its (src, dst) pair in the NICs */
-    double rem, rate;     /* ... its bytes not yet through the NICs, and its rate now */
-    int kind;             /* MSG_DATA, or a rendezvous's control message (--sim-proto) */
-    int ord;              /* fair sharing: its place among the active flows (flows_share) */
-    int rndv;             /* MSG_DATA: it goes by a rendezvous (moves on the read request) */
-    struct sim_msg *ref;  /* a control message: its data message; a rendezvous's data
-                           * message: its control message, parked until the data is in */
+    size_t cap;            /* bytes data[] can hold (messages are recycled: hs_sim_msg_get) */
+    int reclaimed;         /* taken back by its sender (unsent): never delivered */
+    struct hs_treq *sreq;  /* its send request, completed when it is delivered (NULL: none) */
+    struct sim_msg *next;  /* unexpected queue; the NICs' flows (fair sharing), in send order */
+    int active;            /* fair sharing: the first of its (src, dst) pair in the NICs */
+    double rem, rate;      /* ... its bytes not yet through the NICs, and its rate now */
+    int kind;              /* MSG_DATA, or a rendezvous's control message (--sim-proto) */
+    int ord;               /* fair sharing: its place among the active flows (flows_share) */
+    int rndv;              /* MSG_DATA: it goes by a rendezvous (moves on the read request) */
+    struct sim_msg *ref;   /* a control message: its data message; a rendezvous's data
+                            * message: its control message, parked until the data is in */
+    struct sim_msg *uprev; /* unexpected: the one before it in its rank's queue */
+    struct sim_msg *snext, *sprev; /* ... its source's chain of them (indexed) */
+    int indexed;                   /* ... on its source's chain */
     unsigned char data[];
 } sim_msg_t;
 
@@ -125,7 +128,9 @@ struct hs_treq {
     size_t cap;
     int done, err;
     hs_tstatus_t st;
-    struct hs_treq *next, *prev;   /* posted receives (rk->posted, rk->posted_tail) */
+    struct hs_treq *next, *prev;   /* posted receives of its source (a sim_post_chain_t) */
+    uint64_t pseq;                 /* ... its place in its rank's posting order */
+    int posted;                    /* on a posted chain */
     sim_rank_t *rk;                /* a receive's rank */
     struct hs_treq *cprev, *cnext; /* completed receives not yet taken (rk->completed) */
     int on_completed;
@@ -136,6 +141,14 @@ struct hs_treq {
     struct sim_msg *held; /* an in-place receive, completed: its message (data: held->data) */
 };
 
+/* A rank's posted receives from one source (peer: -2 an empty slot of the table), and its
+ * unexpected messages from that source, in arrival order. */
+typedef struct sim_post_chain {
+    int peer;
+    struct hs_treq *head, *tail;
+    struct sim_msg *uhead, *utail;
+} sim_post_chain_t;
+
 struct sim_rank {
     int rank;
     int dead;
@@ -144,11 +157,20 @@ struct sim_rank {
     hs_exec_t *x;
     hs_boot_t *boot;
     hs_shaper_t *shaper;
-    struct hs_treq *posted, *posted_tail; /* posted receives, in order */
-    struct hs_treq *completed;            /* completed receives nobody has taken yet (see leave) */
-    sim_msg_t *unexpected;                /* arrived, not yet received, in order */
-    sim_msg_t **unexp_tail;  /* ... the link to its end (rank 0's holds every rank's end-of-run
-                              * results for a moment: a walk to the end was O(N^2)) */
+    /* Posted receives, one chain per source in posting order (post_seq numbers them across
+     * chains): a message from src is matched against src's chain and the any-source chain
+     * only, not against every receive of the rank (a walk of all of them was a growing share
+     * of a step: SGP keeps 8 per peer, 2 log2 N peers on exp1peer). chains: open addressing
+     * by source, chains_cap a power of two (0: none yet), sized by the sources it posts for. */
+    sim_post_chain_t *chains;
+    int chains_cap, chains_n;
+    sim_post_chain_t any; /* HS_ANY_SOURCE's */
+    uint64_t post_seq;
+    struct hs_treq *completed; /* completed receives nobody has taken yet (see leave) */
+    sim_msg_t *unexpected;     /* arrived, not yet received, in order (next, uprev) */
+    sim_msg_t *unexp_last;     /* ... its last (rank 0's holds every rank's end-of-run
+                                * results for a moment: a walk to the end was O(N^2)) */
+    int unexp_flat; /* the chains above could not be grown: receives search the whole queue */
     sim_msg_t *dead_letters; /* arrived after it left or died: its senders' (unsent) */
     int left;                /* hs_transport_leave: receives nothing any more */
     sim_thread_t *main;
@@ -365,11 +387,12 @@ void hs_sim_complete_recv_from(struct hs_treq *r, int src, uint32_t tag, const v
                                size_t len);
 int hs_sim_complete_recv(struct hs_treq *r, sim_msg_t *m);
 void hs_sim_unpost(sim_rank_t *rk, struct hs_treq *r);
+void hs_sim_unpost_all(sim_rank_t *rk);
 struct hs_treq *hs_sim_take_posted(sim_rank_t *d, int src, uint32_t tag);
 void hs_sim_off_completed(struct hs_treq *r);
 void hs_sim_append(sim_msg_t **list, sim_msg_t *m);
 void hs_sim_unexp_push(sim_rank_t *rk, sim_msg_t *m);
-void hs_sim_unexp_take(sim_rank_t *rk, sim_msg_t **pp);
+void hs_sim_unexp_remove(sim_rank_t *rk, sim_msg_t *m);
 void hs_sim_complete_send(sim_world_t *w, sim_msg_t *m);
 void hs_sim_deliver(sim_world_t *w, sim_msg_t *m);
 int hs_sim_post_req(sim_rank_t *rk, struct hs_treq *r);

@@ -348,14 +348,11 @@ static int st_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, voi
         r->err = HS_ERR(-ECANCELED, "sim: rank %d left", rk->rank);
         n++;
     }
-    for (sim_msg_t **pp = &rk->unexpected; *pp;) {
-        sim_msg_t *m = *pp;
-        if (m->tag != tag) {
-            pp = &m->next;
-            continue;
-        }
+    for (sim_msg_t *m = rk->unexpected, *nx; m; m = nx) {
+        nx = m->next;
+        if (m->tag != tag) continue;
         cb(ctx, m->src, m->data, m->len, m->len);
-        hs_sim_unexp_take(rk, pp);
+        hs_sim_unexp_remove(rk, m);
         hs_sim_msg_put(world_of(rk), m);
         n++;
     }
