@@ -443,7 +443,10 @@ static void reap(launcher_t *L)
                 fprintf(stderr, "hearsay run: rank %ld killed by signal %s\n", r,
                         sig_name(WTERMSIG(st), sb, sizeof sb));
         }
-        if (code && (!pass_code || (pass_code == 1 && code != 1))) pass_code = code;
+        /* (a rank the launcher itself signalled, ending the others, is no cause: it can die
+         * of that SIGTERM before this very pass ends, and must not make the job's 1 a 143) */
+        if (code && !w->signalled && (!pass_code || (pass_code == 1 && code != 1)))
+            pass_code = code;
         if (code && !w->signalled && !L->o.keep_going) end_others(L);
     }
     if (pass_code && !L->first_code) L->first_code = pass_code;
