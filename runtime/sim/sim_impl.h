@@ -112,13 +112,16 @@ typedef struct sim_msg {
     int kind;              /* MSG_DATA, or a rendezvous's control message (--sim-proto) */
     int ord;               /* fair sharing: its place among the active flows (flows_share) */
     int rndv;              /* MSG_DATA: it goes by a rendezvous (moves on the read request) */
+    int indexed;           /* unexpected: on its source's chain (snext, sprev) */
     struct sim_msg *ref;   /* a control message: its data message; a rendezvous's data
                             * message: its control message, parked until the data is in */
     struct sim_msg *uprev; /* unexpected: the one before it in its rank's queue */
     struct sim_msg *snext, *sprev; /* ... its source's chain of them (indexed) */
-    int indexed;                   /* ... on its source's chain */
-    unsigned char data[];
+    unsigned char data[];          /* (received in place: aligned as malloc's, see below) */
 } sim_msg_t;
+/* A message is received in place (services read their headers from data[]): data[] must be
+ * aligned for any wire header (an int after the last pointer made it 4 mod 8: UBSan). */
+_Static_assert(offsetof(sim_msg_t, data) % 8 == 0, "sim_msg_t.data must be 8-byte aligned");
 
 struct hs_treq {
     int send; /* 1: a send, 0: a receive */
