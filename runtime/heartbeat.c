@@ -61,20 +61,19 @@ struct hs_hb {
     int virt;
 };
 
-/* The tables of a virtual-time service, made at its first fence; 0 or -ENOMEM. */
-static int virt_tables(hs_hb_t *hb)
+/* The per-rank tables of the fence states and of the heartbeats (or notices) sent: made at
+ * the start on the wall clock, at the first fence in virtual time. Each one missing is made
+ * (hs_hb_stop frees what was); 0 or -ENOMEM. */
+static int fence_tables(hs_hb_t *hb)
 {
-    if (hb->st) return 0;
     size_t n = (size_t)hb->size;
-    hb->st = hs_calloc(n, 1, "fence states");
-    hb->bye = hs_calloc(n, 1, "goodbyes");
-    hb->reported = hs_calloc(n, 1, "fences reported");
-    hb->why = hs_calloc(n, sizeof *hb->why, "fence reasons");
-    hb->req = hs_calloc(n, sizeof *hb->req, "fence notices");
-    hb->obuf = hs_calloc(n, hb->stride, "fence notice buffers");
-    if (hb->st && hb->bye && hb->reported && hb->why && hb->req && hb->obuf) return 0;
-    HS_FREE(hb->st); /* (st marks the tables as made) */
-    return -ENOMEM;
+    if (!hb->st) hb->st = hs_calloc(n, 1, "fence states");
+    if (!hb->bye) hb->bye = hs_calloc(n, 1, "goodbyes");
+    if (!hb->reported) hb->reported = hs_calloc(n, 1, "fences reported");
+    if (!hb->why) hb->why = hs_calloc(n, sizeof *hb->why, "fence reasons");
+    if (!hb->req) hb->req = hs_calloc(n, sizeof *hb->req, "heartbeat sends");
+    if (!hb->obuf) hb->obuf = hs_calloc(n, hb->stride, "heartbeat buffers");
+    return hb->st && hb->bye && hb->reported && hb->why && hb->req && hb->obuf ? 0 : -ENOMEM;
 }
 
 static void lock(hs_hb_t *hb)
@@ -123,7 +122,7 @@ static int hb_msg(void *ctx, int slot, const void *buf, const hs_tstatus_t *st)
     const unsigned char *f = (const unsigned char *)(h + 1);
     char why[WHY_MAX];
     lock(hb);
-    if (hb->virt && virt_tables(hb) < 0) {
+    if (hb->virt && fence_tables(hb) < 0) {
         unlock(hb);
         return HS_ERR(-ENOMEM, "rank %d: no memory for the fence tables", hb->rank);
     }
@@ -291,16 +290,9 @@ int hs_hb_start(hs_hb_t **out, hs_exec_t *x, int rank, int size, double fail_s)
         return 0;
     }
     hb->last = hs_calloc((size_t)size, sizeof *hb->last, "heartbeat times");
-    hb->st = hs_calloc((size_t)size, 1, "heartbeat states");
-    hb->bye = hs_calloc((size_t)size, 1, "goodbyes");
-    hb->reported = hs_calloc((size_t)size, 1, "fences reported");
-    hb->why = hs_calloc((size_t)size, sizeof *hb->why, "fence reasons");
-    hb->req = hs_calloc((size_t)size, sizeof *hb->req, "heartbeat sends");
-    hb->obuf = hs_calloc((size_t)size, hb->stride, "heartbeat buffers");
     hb->src = hs_calloc((size_t)size, sizeof *hb->src, "heartbeat sources");
     hb->tag = hs_calloc((size_t)size, sizeof *hb->tag, "heartbeat tags");
-    if (!hb->last || !hb->st || !hb->bye || !hb->reported || !hb->why || !hb->req || !hb->obuf ||
-        !hb->src || !hb->tag) {
+    if (fence_tables(hb) < 0 || !hb->last || !hb->src || !hb->tag) {
         hs_hb_stop(&hb);
         return -ENOMEM;
     }
@@ -363,7 +355,7 @@ int hs_hb_fence(hs_hb_t *hb, int peer, const char *why)
 {
     if (!hb || peer < 0 || peer >= hb->size || peer == hb->rank) return 0;
     lock(hb);
-    int rc = hb->virt ? virt_tables(hb) : 0;
+    int rc = hb->virt ? fence_tables(hb) : 0;
     if (rc == 0 && hb->st[peer] != HS_HB_FENCED) {
         fence_locked(hb, peer, why);
         /* wall clock: the next heartbeats carry it; virtual time: a notice to every rank */
