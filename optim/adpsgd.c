@@ -401,6 +401,59 @@ static int adpsgd_drain(hs_algo_t *a, int final)
     return rc;
 }
 
+/* The passive side's service: RX_SLOTS receives per active neighbour (started again when an
+ * active neighbour's replacement joins: the receives of the rank that crashed are gone). */
+static int pas_start(hs_algo_t *a)
+{
+    hs_dist_t *d = a->d;
+    int nsrc = 0;
+    for (int j = 0; j < d->size; j++) nsrc += a->nbr[j];
+    if (!nsrc) return 0;
+    int *src = hs_malloc((size_t)nsrc * RX_SLOTS * sizeof *src, "receive sources");
+    uint32_t *tag = hs_malloc((size_t)nsrc * RX_SLOTS * sizeof *tag, "receive tags");
+    int rc = -ENOMEM;
+    if (src && tag) {
+        for (int j = 0, i = 0; j < d->size; j++)
+            for (int k = 0; a->nbr[j] && k < RX_SLOTS; k++, i++)
+                src[i] = j, tag[i] = hs_dist_tag(d, ADPSGD_TAG_REQ);
+        hs_service_desc_t sd = {.name = "AD-PSGD passive service",
+                                .n_slots = nsrc * RX_SLOTS,
+                                .slot_bytes = a->msg_bytes,
+                                .src = src,
+                                .tag = tag,
+                                .on_msg = pas_msg,
+                                .ctx = a};
+        rc = hs_svc_start(d->x, &sd, &a->svc);
+    }
+    free(src);
+    free(tag);
+    return rc;
+}
+
+/* A replacement joins (hs_algo_ops_t.rejoin). The donor hands its model over as it is (AD-PSGD
+ * keeps no weight: every pair holds equal models after an average); the replacement starts
+ * its own counters; a passive neighbour serves the new process from now on. */
+static int adpsgd_rejoin(hs_algo_t *a, int peer, long iter, int role)
+{
+    hs_dist_t *d = a->d;
+    if (role == HS_REJOIN_ADOPT) {
+        lock(a);
+        a->steps = iter;
+        a->served = a->exchanges = 0;
+        unlock(a);
+        return 0;
+    }
+    if (role != HS_REJOIN_PEER || peer < 0 || peer >= d->size || !a->nbr[peer]) return 0;
+    a->last[peer] = iter;
+    if (!a->passive) return 0;
+    lock(a);
+    a->fin[peer] = 0;
+    unlock(a);
+    if (a->reply_req[peer]) hs_transport_req_free(d->t, &a->reply_req[peer]);
+    hs_svc_stop(d->x, &a->svc);
+    return pas_start(a);
+}
+
 static void adpsgd_finalize(hs_algo_t **ap)
 {
     hs_algo_t *a = ap ? *ap : NULL;
@@ -440,8 +493,7 @@ static int adpsgd_init(hs_algo_t **out, hs_dist_t *d)
     a->msg_bytes = sizeof(hs_ps_hdr_v1_t) + a->n * sizeof(float);
     a->on_host = d->k->device == HS_DEV_CPU;
     a->maxdeg = HS_MAX(1, hs_topo_max_out_degree(d->topo));
-    int rc = -ENOMEM, *colour = NULL, nsrc = 0, *src = NULL;
-    uint32_t *tag = NULL;
+    int rc = -ENOMEM, *colour = NULL;
     size_t ns = (size_t)d->size;
     a->peers = hs_calloc((size_t)a->maxdeg, sizeof *a->peers, "neighbours");
     a->nbr = hs_calloc(ns, 1, "neighbour set");
@@ -476,35 +528,15 @@ static int adpsgd_init(hs_algo_t **out, hs_dist_t *d)
         goto fail;
     if (a->passive) { /* the service: RX_SLOTS receives per active neighbour */
         rc = -ENOMEM;
-        for (int j = 0; j < d->size; j++) {
-            nsrc += a->nbr[j];
+        for (int j = 0; j < d->size; j++)
             if (a->nbr[j] && !(a->reply[j] = hs_malloc(a->msg_bytes, "reply"))) goto fail;
-        }
-        src = hs_malloc((size_t)HS_MAX(1, nsrc * RX_SLOTS) * sizeof *src, "receive sources");
-        tag = hs_malloc((size_t)HS_MAX(1, nsrc * RX_SLOTS) * sizeof *tag, "receive tags");
-        if (!src || !tag) goto fail;
-        for (int j = 0, i = 0; j < d->size; j++)
-            for (int k = 0; a->nbr[j] && k < RX_SLOTS; k++, i++)
-                src[i] = j, tag[i] = hs_dist_tag(d, ADPSGD_TAG_REQ);
-        hs_service_desc_t sd = {.name = "AD-PSGD passive service",
-                                .n_slots = nsrc * RX_SLOTS,
-                                .slot_bytes = a->msg_bytes,
-                                .src = src,
-                                .tag = tag,
-                                .on_msg = pas_msg,
-                                .ctx = a};
-        rc = nsrc > 0 ? hs_svc_start(d->x, &sd, &a->svc) : 0;
-        if (rc < 0) goto fail;
+        if ((rc = pas_start(a)) < 0) goto fail;
     }
     free(colour);
-    free(src);
-    free(tag);
     *out = a;
     return 0;
 fail:
     free(colour);
-    free(src);
-    free(tag);
     adpsgd_finalize(&a);
     return rc;
 }
@@ -558,4 +590,5 @@ const hs_algo_ops_t hs_algo_adpsgd_ops = {
     .state_save = adpsgd_state_save,
     .state_load = adpsgd_state_load,
     .msg_header = sizeof(hs_ps_hdr_v1_t), /* its wire header (--sim-payload) */
+    .rejoin = adpsgd_rejoin,
 };

@@ -61,6 +61,10 @@ typedef enum hs_delay_mode {
 
 /* Message tags (offsets in the algorithm's range, hs_dist_tag). */
 enum { SGP_TAG_GOSSIP = 0 }; /* push-sum shares (x, w) and the notices */
+/* aux[] slot of every SGP message: the sender's incarnation (hs_exec_t.incarnation: 0, or a
+ * replacement's number), so that a replacement's messages are counted apart from those of the
+ * process it replaces (the end-of-run counts start again with it) */
+#define SGP_AUX_INC 10
 
 /* A GOSSIP share held until its round is mixed (a bound D >= 0): the sender's round, the
  * source, the order it arrived in, its weight share and a copy of its z. */
@@ -176,6 +180,16 @@ struct hs_algo {
     int *comp;
     long comp_gen;  /* d->failures when comp was made */
     int comp_split; /* this rank's component is not every live rank */
+    /* Replacements (runtime/rejoin.h): this process's incarnation; per peer, the newest
+     * incarnation heard from (service lock), its first round (it takes part from there on:
+     * no share of an earlier round goes to it, none of its is waited for), and the messages
+     * and answers sent to it before it came back (the end-of-run counts are the new
+     * process's) */
+    int inc;
+    int *peer_inc;   /* (peers) */
+    long *admit;     /* (peers) */
+    long *sent_base; /* (peers) */
+    long *rep_base;  /* (peers) */
 };
 
 /* The slot of rank j in the per-peer tables (np: not a peer). */
@@ -301,8 +315,26 @@ static int rx_apply(void *ctx, int slot, const void *buf, const hs_tstatus_t *st
         hs_error_clear();
         return 0;
     }
+    /* the sender's incarnation: a newer one starts its counts again, an older one's messages
+     * (in flight when it crashed) are still mixed, never counted */
+    int old = 0;
+    if (st->len >= sizeof *h) {
+        double inc = h->aux[SGP_AUX_INC];
+        if (!(inc >= 0 && inc < 1e6))
+            return HS_ERR(-EPROTO, "message from rank %d names incarnation %g", src, inc);
+        lock(a);
+        int k = ps(a, src);
+        if ((int)inc > a->peer_inc[k]) {
+            a->peer_inc[k] = (int)inc;
+            a->recv_from[k] = a->reply_recv[k] = a->owe[k] = 0;
+            a->done_cnt[k] = a->fin_cnt[k] = a->last_iter[k] = -1;
+        }
+        old = (int)inc < a->peer_inc[k];
+        unlock(a);
+    }
     if (kind == HS_PS_DONE || kind == HS_PS_FIN) {
         HS_TRY(hs_ps_hdr_check(h, st->len, (hs_ps_kind_t)kind, src, 0));
+        if (old) return 0;
         if (!(h->aux[0] >= 0 && h->aux[0] < 1e15))
             return HS_ERR(-EPROTO, "end-of-run notice from rank %d counts %g messages", src,
                           h->aux[0]);
@@ -322,7 +354,9 @@ static int rx_apply(void *ctx, int slot, const void *buf, const hs_tstatus_t *st
     lock(a);
     if (kind == HS_PS_GOSSIP && a->bound >= 0) { /* held mode: a copy, mixed in its round */
         int rc = hold(a, h, zm, src, st->len);
-        if (rc == 0) {
+        if (rc == 0 && old) {
+            a->recv_w[ps(a, src)] += h->weight;
+        } else if (rc == 0) {
             a->recv_w[ps(a, src)] += h->weight;
             a->recv_from[ps(a, src)]++;
             if (a->lingering) a->owe[ps(a, src)]++;
@@ -353,7 +387,9 @@ static int rx_apply(void *ctx, int slot, const void *buf, const hs_tstatus_t *st
     a->acc_msgs++;
     a->acc_bytes += st->len;
     a->recv_w[ps(a, src)] += h->weight;
-    if (kind == HS_PS_REPLY) {
+    if (old) {
+        /* (mixed, not counted) */
+    } else if (kind == HS_PS_REPLY) {
         a->reply_recv[ps(a, src)]++;
     } else {
         a->recv_from[ps(a, src)]++;
@@ -773,7 +809,7 @@ static int wait_exact(hs_algo_t *a, long from, long upto)
         if ((rc = hs_topo_in_peers(d->topo, r, d->rank, in, NULL, cap, &c)) < 0) break;
         for (int i = 0; i < c && rc == 0; i++) {
             int j = in[i];
-            if (j == d->rank) continue;
+            if (j == d->rank || r < a->admit[ps(a, j)]) continue;
             for (;;) {
                 lock(a);
                 int late = !hs_dist_peer_dead(d, j) && !have_msg(a, j, r) &&
@@ -931,7 +967,8 @@ static int sgp_step(hs_algo_t *a, long t)
     for (int i = 0; i < cnt; i++) {
         int p = a->peers[i], dead = 0;
         HS_TRY(out_peer_dead(a, p, t, &dead));
-        if (dead) { /* keep the dead peer's share */
+        if (!dead && t < a->admit[ps(a, p)]) dead = 1; /* a replacement, from a later round */
+        if (dead) {                                    /* keep the dead peer's share */
             self += a->wts[i];
             a->wts[i] = -1;
         }
@@ -953,6 +990,7 @@ static int sgp_step(hs_algo_t *a, long t)
         else
             memcpy(pz, r->buf[0] + sizeof *h, a->n * sizeof(float));
         hs_ps_hdr_init(h, HS_PS_GOSSIP, d->rank, t, s * a->w, a->n);
+        h->aux[SGP_AUX_INC] = a->inc;
         r->peer[m] = p;
         r->share[m] = s * a->w;
         r->n++;
@@ -1146,6 +1184,7 @@ static int answer(hs_algo_t *a)
             break;
         host = pz;
         hs_ps_hdr_init(h, HS_PS_REPLY, d->rank, it, share, a->n);
+        h->aux[SGP_AUX_INC] = a->inc;
         if (hs_transport_isend(d->t, j, hs_dist_tag(d, SGP_TAG_GOSSIP), a->rep_buf[ps(a, j)],
                                a->msg_bytes, &a->rep_req[ps(a, j)]) < 0) {
             /* nothing left: its share stays (what it never took is taken back at the end) */
@@ -1171,6 +1210,7 @@ static int notify(hs_algo_t *a, int p, hs_ps_kind_t kind, long count, hs_ps_hdr_
     hs_dist_t *d = a->d;
     hs_ps_hdr_init(h, kind, d->rank, a->trained, 0, 0);
     h->aux[0] = (double)count;
+    h->aux[SGP_AUX_INC] = a->inc;
     if (hs_transport_isend(d->t, p, hs_dist_tag(d, SGP_TAG_GOSSIP), h, sizeof *h, req) < 0) {
         *req = NULL;
         return peer_gone(a, p, hs_last_error());
@@ -1199,7 +1239,8 @@ static int sgp_finish(hs_algo_t *a)
     for (int k = 0; k < a->np && rc == 0; k++) {
         int j = a->pr[k];
         if (j != d->rank && a->out_set[ps(a, j)] && !hs_dist_peer_dead(d, j))
-            rc = notify(a, j, HS_PS_DONE, a->sent_n[k], &a->done_hdr[k], &a->done_req[k]);
+            rc = notify(a, j, HS_PS_DONE, a->sent_n[k] - a->sent_base[k], &a->done_hdr[k],
+                        &a->done_req[k]);
     }
     long total_prev = -1;
     double last_progress = t0, next_probe = t0 + 0.5;
@@ -1237,8 +1278,8 @@ static int sgp_finish(hs_algo_t *a)
             unlock(a);
             if (!ok) continue;
             if ((rc = settle_reply(a, j)) == 0 && !hs_dist_peer_dead(d, j))
-                rc = notify(a, j, HS_PS_FIN, a->replies_sent[ps(a, j)], &a->fin_hdr[ps(a, j)],
-                            &a->fin_req[ps(a, j)]);
+                rc = notify(a, j, HS_PS_FIN, a->replies_sent[ps(a, j)] - a->rep_base[ps(a, j)],
+                            &a->fin_hdr[ps(a, j)], &a->fin_req[ps(a, j)]);
             a->fin_sent[ps(a, j)] = 1;
         }
         if (rc < 0 || (!waiting && !ready)) break;
@@ -1430,6 +1471,10 @@ static void sgp_finalize(hs_algo_t **ap)
     free(a->fin_cnt);
     free(a->replies_sent);
     free(a->fin_sent);
+    free(a->peer_inc);
+    free(a->admit);
+    free(a->sent_base);
+    free(a->rep_base);
     for (size_t i = 0; i < a->nheld; i++) free(a->held[i].z);
     for (size_t i = 0; i < a->npool; i++) free(a->pool[i]);
     free(a->held);
@@ -1595,6 +1640,12 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound, hs_delay
     a->taken_w = hs_calloc(ns, sizeof *a->taken_w, "taken-back weights");
     a->gone = hs_calloc(ns, sizeof *a->gone, "failed peers");
     a->held_from = hs_calloc(ns, sizeof *a->held_from, "held weights");
+    a->inc = d->x ? d->x->incarnation : 0;
+    a->peer_inc = hs_calloc(ns, sizeof *a->peer_inc, "incarnations");
+    a->admit = hs_calloc(ns, sizeof *a->admit, "first rounds");
+    a->sent_base = hs_calloc(ns, sizeof *a->sent_base, "sent before");
+    a->rep_base = hs_calloc(ns, sizeof *a->rep_base, "answered before");
+    if (!a->peer_inc || !a->admit || !a->sent_base || !a->rep_base) goto fail;
     if (!a->peers || !a->wts || !a->rounds || !a->acc[0] || !a->acc[1] || !a->recv_from ||
         !a->last_iter || !a->want || !a->recv_w || !a->sent_n || !a->sent_w || !a->returned_w ||
         !a->taken_n || !a->taken_w || !a->gone || !a->held_from)
@@ -1702,13 +1753,18 @@ static int osgp_init(hs_algo_t **out, hs_dist_t *d)
 /* --delay-bound, --delay-mode (and the deprecated --max-staleness) before the job starts. */
 static int sgp_check(const hs_algo_opts_t *o, const hs_cfg_t *cfg, int ranks)
 {
-    (void)o;
     (void)ranks;
     long bound;
     HS_TRY(delay_given(cfg, &bound));
     if (!strcmp(hs_cfg_str(cfg, "delay-mode"), "exact") && bound == HS_DELAY_NONE)
         return HS_ERR(-EINVAL, "--delay-mode exact needs a delay bound D >= 0 (round t mixes "
                                "round t - D's messages): --delay-bound none is asynchronous");
+    hs_delay_mode_t mode;
+    HS_TRY(delay_in_force(cfg, 0, &bound, &mode));
+    if (o->rejoin && mode != HS_DELAY_MODE_EXACT)
+        return HS_ERR(-EINVAL, "a replacement (--straggler crash:...:rejoin=D) joins sgp with "
+                               "--delay-mode exact only (sgp's default), not with this "
+                               "--delay-bound / --delay-mode");
     return 0;
 }
 
@@ -1823,6 +1879,80 @@ static int sgp_state_load(hs_algo_t *a, const void *buf)
     return 0;
 }
 
+/* A replacement joins (hs_algo_ops_t.rejoin; runtime/rejoin.h). Push-sum mass stays N: the
+ * donor hands over half its weight with its z (the replacement's z / w is the donor's), and
+ * the rank that crashed took its own weight with it (counted as lost). The synchronous
+ * protocol (--delay-mode exact) goes on for everyone: a peer admits the replacement from its
+ * first round K; a peer already past K sends it the rounds [K, its own) as messages of weight
+ * 0 (its waits for them end, nothing moves), and mixes the replacement's shares of those
+ * rounds when they come (a late message of a round already mixed goes into the next). */
+static int sgp_rejoin(hs_algo_t *a, int peer, long iter, int role)
+{
+    hs_dist_t *d = a->d;
+    if (!a->exact)
+        return HS_ERR(-ENOTSUP, "a replacement (crash:...:rejoin=D) joins sgp with --delay-mode "
+                                "exact only (the default of sgp)");
+    if (role == HS_REJOIN_DONOR || role == HS_REJOIN_UNDO) {
+        /* (the state saved next holds the half handed over; undone: it is back, exactly) */
+        a->w *= role == HS_REJOIN_DONOR ? 0.5 : 2.0;
+        return 0;
+    }
+    if (role == HS_REJOIN_ADOPT) {
+        a->trained = iter;
+        a->mixed_upto = iter - 1;
+        return 0;
+    }
+    int k = ps(a, peer);
+    if (k == a->np) return 0;
+    /* what reached the crashed process after its crash comes back first (it never took it) */
+    a->cb_rc = 0;
+    int rc = hs_transport_unsent(d->t, peer, hs_dist_tag(d, SGP_TAG_GOSSIP), take_back, a);
+    if (rc == -EBUSY || rc == -ENOSYS) {
+        hs_error_clear();
+        rc = 0;
+    }
+    HS_TRY(rc);
+    HS_TRY(a->cb_rc);
+    a->gone[k] = GONE_NO;
+    a->sent_base[k] = a->sent_n[k];
+    a->rep_base[k] = a->replies_sent[k];
+    a->fin_sent[k] = 0;
+    a->admit[k] = iter;
+    a->comp_gen = -1; /* (the survivors' graph again) */
+    /* the rounds [iter, trained) it waits for from this rank: weight 0 */
+    int cnt = 0;
+    double self = 0;
+    unsigned char *buf = NULL;
+    for (long r = iter; r < a->trained && rc == 0; r++) {
+        if ((rc = hs_topo_out_peers(d->topo, r, d->rank, a->peers, a->wts, a->maxdeg, &cnt,
+                                    &self)) < 0)
+            break;
+        int to = 0;
+        for (int i = 0; i < cnt; i++) to |= a->peers[i] == peer;
+        if (!to) continue;
+        if (!buf) {
+            if (!(buf = hs_malloc(a->msg_bytes, "catch-up message"))) return -ENOMEM;
+            rc = d->k->ops->to_host(d->k, buf + sizeof(hs_ps_hdr_v1_t), model_z(a),
+                                    a->n * sizeof(float));
+        }
+        hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)buf;
+        hs_ps_hdr_init(h, HS_PS_GOSSIP, d->rank, r, 0.0, a->n);
+        h->aux[SGP_AUX_INC] = a->inc;
+        hs_treq_t *req = NULL;
+        if (rc == 0)
+            rc = hs_transport_isend(d->t, peer, hs_dist_tag(d, SGP_TAG_GOSSIP), buf, a->msg_bytes,
+                                    &req);
+        if (rc == 0) rc = hs_exec_wait1(d->x, &req, d->o->comm_timeout_s, HS_WAIT_NO_IDLE, NULL);
+        if (req) hs_transport_req_free(d->t, &req);
+        if (rc == 0) {
+            a->sent_n[k]++;
+            d->st.bytes_sent += a->msg_bytes;
+        }
+    }
+    free(buf);
+    return rc;
+}
+
 /* hs_transport_leave hands back a message that reached this rank and was not folded. */
 static void held(void *ctx, int peer, const void *buf, size_t got, size_t len)
 {
@@ -1881,6 +2011,7 @@ const hs_algo_ops_t hs_algo_sgp_ops = {
     .state_save = sgp_state_save,
     .state_load = sgp_state_load,
     .crash = sgp_crash,
+    .rejoin = sgp_rejoin,
     .check = sgp_check,
     .summary = sgp_summary,
     .diverged_hint = sgp_diverged_hint,

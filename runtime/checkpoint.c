@@ -670,3 +670,108 @@ out:
     free(parts);
     return rc;
 }
+
+/* --- a running rank's state, in memory (a replacement's start: runtime/rejoin.h) --------- */
+
+#define SNAP_MAGIC   0x4a525348u /* "HSRJ" */
+#define SNAP_VERSION 1u
+
+typedef struct {
+    uint32_t magic, version;
+    int64_t iteration;
+    uint64_t num_params, velocity_len, bn_len, state_bytes;
+} snap_hdr_t;
+
+/* The sizes of this rank's state: parameters, velocity, running statistics, algorithm. */
+static void snap_sizes(hs_worker_t *w, const hs_algo_ops_t *ops, hs_algo_t *a, snap_hdr_t *h)
+{
+    hs_model_t *m = hs_worker_model(w);
+    size_t vn = 0;
+    float *vel = hs_sgd_velocity(hs_worker_optimizer(w), &vn);
+    memset(h, 0, sizeof *h);
+    h->magic = SNAP_MAGIC;
+    h->version = SNAP_VERSION;
+    h->num_params = hs_model_num_params(m);
+    h->velocity_len = vel ? vn : 0;
+    h->bn_len = hs_model_num_state(m);
+    h->state_bytes = ops && a && ops->state_bytes && ops->state_save && ops->state_load
+                         ? ops->state_bytes(a)
+                         : 0;
+}
+
+static size_t snap_len(const snap_hdr_t *h)
+{
+    return sizeof *h + (h->num_params + h->velocity_len + h->bn_len) * sizeof(float) +
+           h->state_bytes;
+}
+
+size_t hs_ckpt_snapshot_bytes(hs_worker_t *w, const hs_algo_ops_t *ops, hs_algo_t *a)
+{
+    snap_hdr_t h;
+    snap_sizes(w, ops, a, &h);
+    return snap_len(&h);
+}
+
+int hs_ckpt_snapshot(hs_worker_t *w, const hs_algo_ops_t *ops, hs_algo_t *a, long iteration,
+                     void *buf, size_t len)
+{
+    hs_kernels_t *k = hs_worker_kernels(w);
+    hs_model_t *m = hs_worker_model(w);
+    snap_hdr_t h;
+    snap_sizes(w, ops, a, &h);
+    h.iteration = iteration;
+    if (len != snap_len(&h))
+        return HS_ERR(-EINVAL, "state snapshot: %zu bytes given, %zu needed", len, snap_len(&h));
+    size_t vn = 0;
+    float *vel = hs_sgd_velocity(hs_worker_optimizer(w), &vn);
+    char *p = buf;
+    memcpy(p, &h, sizeof h);
+    p += sizeof h;
+    HS_TRY(k->ops->to_host(k, p, hs_model_params(m), h.num_params * sizeof(float)));
+    p += h.num_params * sizeof(float);
+    if (h.velocity_len) HS_TRY(k->ops->to_host(k, p, vel, h.velocity_len * sizeof(float)));
+    p += h.velocity_len * sizeof(float);
+    if (h.bn_len) HS_TRY(k->ops->to_host(k, p, hs_model_state(m), h.bn_len * sizeof(float)));
+    p += h.bn_len * sizeof(float);
+    if (h.state_bytes) HS_TRY(ops->state_save(a, p));
+    return 0;
+}
+
+int hs_ckpt_adopt(const void *buf, size_t len, hs_worker_t *w, const hs_algo_ops_t *ops,
+                  hs_algo_t *a, long total_iters, long *iteration)
+{
+    hs_kernels_t *k = hs_worker_kernels(w);
+    hs_model_t *m = hs_worker_model(w);
+    snap_hdr_t want, h;
+    snap_sizes(w, ops, a, &want);
+    if (len < sizeof h) return HS_ERR(-EPROTO, "state snapshot: %zu bytes, no header", len);
+    memcpy(&h, buf, sizeof h);
+    if (h.magic != SNAP_MAGIC || h.version != SNAP_VERSION)
+        return HS_ERR(-EPROTO, "state snapshot: not a version-%u snapshot", SNAP_VERSION);
+    if (h.num_params != want.num_params || h.velocity_len != want.velocity_len ||
+        h.bn_len != want.bn_len || h.state_bytes != want.state_bytes || len != snap_len(&h))
+        return HS_ERR(-EPROTO,
+                      "state snapshot: %llu parameters, %llu velocity, %llu statistics, %llu "
+                      "state bytes; this rank has %llu, %llu, %llu, %llu (a different "
+                      "configuration?)",
+                      (unsigned long long)h.num_params, (unsigned long long)h.velocity_len,
+                      (unsigned long long)h.bn_len, (unsigned long long)h.state_bytes,
+                      (unsigned long long)want.num_params, (unsigned long long)want.velocity_len,
+                      (unsigned long long)want.bn_len, (unsigned long long)want.state_bytes);
+    if (h.iteration < 0 || (total_iters > 0 && h.iteration > total_iters))
+        return HS_ERR(-EPROTO, "state snapshot: iteration %lld is not in [0, %ld]",
+                      (long long)h.iteration, total_iters);
+    size_t vn = 0;
+    float *vel = hs_sgd_velocity(hs_worker_optimizer(w), &vn);
+    const char *p = (const char *)buf + sizeof h;
+    HS_TRY(k->ops->to_device(k, hs_model_params(m), p, h.num_params * sizeof(float)));
+    p += h.num_params * sizeof(float);
+    if (h.velocity_len) HS_TRY(k->ops->to_device(k, vel, p, h.velocity_len * sizeof(float)));
+    p += h.velocity_len * sizeof(float);
+    if (h.bn_len) HS_TRY(k->ops->to_device(k, hs_model_state(m), p, h.bn_len * sizeof(float)));
+    p += h.bn_len * sizeof(float);
+    if (h.state_bytes) HS_TRY(ops->state_load(a, p));
+    HS_TRY(hs_worker_seek(w, (long)h.iteration));
+    if (iteration) *iteration = (long)h.iteration;
+    return 0;
+}

@@ -89,6 +89,10 @@ int hs_evalc_add(hs_evalc_t *ec, int sender, long iter, const float *z, double l
                  double clock_s);
 /* Non-blocking: take what arrived, repost, evaluate the rounds every live rank completed. */
 int hs_evalc_poll(hs_evalc_t *ec);
+/* Rank `rank` rejoined (runtime/rejoin.h) with its first iteration first_iter: it takes part
+ * in the rounds after it only, and counts as having sent those up to it (period: iterations
+ * between rounds). */
+int hs_evalc_rejoined(hs_evalc_t *ec, int rank, long first_iter, long period);
 /* End of the run: wait (bounded) for the snapshots still due from live ranks (`rounds`
  * evaluation points each), then evaluate the incomplete rounds with what arrived. */
 int hs_evalc_finish(hs_evalc_t *ec, long rounds, double timeout_s);

@@ -41,7 +41,11 @@ struct hs_evalc {
     unsigned char *buf[EV_SLOTS];
     ev_round_t *r;
     int nr, cap;
-    long *got;                           /* (size) snapshots received per rank */
+    long *got;   /* (size) snapshots received per rank */
+    long *from;  /* (size) a rank takes part in the rounds of iterations > from (rejoined: its
+                  * first iteration; NULL: every rank in every round) */
+    long closed; /* the last round evaluated (-1: none): a later snapshot of it (a rank that
+                  * rejoined while the others were past it) is not a round again */
     double target_loss, target_acc, ttt; /* the averaged model's first time at the target */
     long nonfinite;                      /* its first round with a NaN/Inf loss (-1: none) */
     float *zbar;                         /* (n) */
@@ -78,11 +82,32 @@ static double mean_of(const double *sum, int count, float *zbar, size_t n)
     return m2;
 }
 
-static int live_ranks(const hs_dist_t *d)
+static int flush_rounds(hs_evalc_t *ec);
+
+/* The ranks that send a snapshot for the round of iteration `iter`: the live ones, less a
+ * rank that rejoined after it. */
+static int live_ranks(const hs_evalc_t *ec, long iter)
 {
+    const hs_dist_t *d = ec->d;
     int c = 0;
-    for (int r = 0; r < d->size; r++) c += !hs_dist_peer_dead(d, r);
+    for (int r = 0; r < d->size; r++)
+        c += !hs_dist_peer_dead(d, r) && !(ec->from && iter <= ec->from[r]);
     return c;
+}
+
+int hs_evalc_rejoined(hs_evalc_t *ec, int rank, long first_iter, long period)
+{
+    hs_dist_t *d = ec->d;
+    if (rank <= 0 || rank >= d->size) return 0;
+    if (!ec->from) {
+        if (!(ec->from = hs_malloc((size_t)d->size * sizeof *ec->from, "rejoined ranks")))
+            return -ENOMEM;
+        for (int r = 0; r < d->size; r++) ec->from[r] = -1;
+    }
+    ec->from[rank] = first_iter;
+    /* its snapshots: as if every round up to its first iteration had been sent */
+    if (period > 0) ec->got[rank] = first_iter / period;
+    return flush_rounds(ec);
 }
 
 static int round_done(hs_evalc_t *ec, int i)
@@ -90,6 +115,7 @@ static int round_done(hs_evalc_t *ec, int i)
     hs_dist_t *d = ec->d;
     ev_round_t *r = &ec->r[i];
     hs_avg_eval_t a = {.iteration = r->iter, .ranks = r->count, .clock_s = r->clock_max};
+    if (r->iter > ec->closed) ec->closed = r->iter;
     double m2 = mean_of(r->sum, r->count, ec->zbar, d->n);
     HS_TRY(hs_dist_eval_host(d, ec->zbar, &a.test_loss, &a.test_acc));
     double c2 = r->norm2 / r->count - m2;
@@ -128,8 +154,9 @@ static int first_round(const hs_evalc_t *ec)
  * the rounds before it, so that eval.csv's rows are in iteration order. */
 static int flush_rounds(hs_evalc_t *ec)
 {
-    int live = live_ranks(ec->d), i;
-    while ((i = first_round(ec)) >= 0 && ec->r[i].count >= live) HS_TRY(round_done(ec, i));
+    int i;
+    while ((i = first_round(ec)) >= 0 && ec->r[i].count >= live_ranks(ec, ec->r[i].iter))
+        HS_TRY(round_done(ec, i));
     return 0;
 }
 
@@ -138,6 +165,10 @@ int hs_evalc_add(hs_evalc_t *ec, int sender, long iter, const float *z, double l
 {
     hs_dist_t *d = ec->d;
     int i;
+    if (iter <= ec->closed) { /* (a rank that rejoined while the others were past it) */
+        if (sender >= 0 && sender < d->size) ec->got[sender]++;
+        return flush_rounds(ec);
+    }
     for (i = 0; i < ec->nr; i++)
         if (ec->r[i].iter == iter) break;
     if (i == ec->nr) {
@@ -240,6 +271,7 @@ void hs_evalc_close(hs_evalc_t **ecp)
     for (int i = 0; i < ec->nr; i++) free(ec->r[i].sum);
     free(ec->r);
     free(ec->got);
+    free(ec->from);
     free(ec->zbar);
     free(ec);
     *ecp = NULL;
@@ -269,6 +301,7 @@ int hs_evalc_open(hs_evalc_t **out, hs_dist_t *d, FILE *csv, long ipe, double ta
     ec->ipe = ipe;
     ec->msg_bytes = HS_DIST_FRAME_BYTES + d->n * sizeof(float);
     ec->got = hs_calloc((size_t)d->size, sizeof *ec->got, "evaluation counts");
+    ec->closed = -1;
     ec->zbar = hs_malloc(d->n * sizeof(float), "mean model");
     int rc = -ENOMEM;
     if (!ec->got || !ec->zbar) goto fail;

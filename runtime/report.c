@@ -36,7 +36,23 @@ static FILE *open_out(const char *dir, const char *name, int *rc)
     return f;
 }
 
-int hs_report_open(hs_report_t **out, const hs_train_opts_t *o, int rank, int size, long ipe)
+/* A replacement's rank-R.csv and rank-R-eval.csv go on from its first process's rows (which
+ * that process flushed when it crashed): opened for appending, no header again. */
+static FILE *open_more(const char *dir, const char *name, int *rc)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = NULL;
+    *rc = hs_file_reopen(&f, path, "a");
+    if (*rc == -ENOENT) { /* (nothing to go on from) */
+        hs_error_clear();
+        *rc = hs_file_create(&f, path, 0);
+    }
+    return f;
+}
+
+int hs_report_open(hs_report_t **out, const hs_train_opts_t *o, int rank, int size, long ipe,
+                   int append)
 {
     *out = NULL;
     hs_report_t *r = hs_calloc(1, sizeof *r, "report");
@@ -50,6 +66,13 @@ int hs_report_open(hs_report_t **out, const hs_train_opts_t *o, int rank, int si
     int rc = 0;
     char name[64];
     HS_TRY(hs_mkdir_p(o->out_dir));
+    if (append) {
+        snprintf(name, sizeof name, "rank-%d.csv", rank);
+        if (!(r->csv = open_more(o->out_dir, name, &rc))) return rc;
+        snprintf(name, sizeof name, "rank-%d-eval.csv", rank);
+        if (!(r->rev = open_more(o->out_dir, name, &rc))) return rc;
+        return 0;
+    }
     snprintf(name, sizeof name, "rank-%d.csv", rank);
     if (!(r->csv = open_out(o->out_dir, name, &rc))) return rc;
     snprintf(name, sizeof name, "rank-%d-eval.csv", rank);
@@ -439,6 +462,7 @@ static void json_num(FILE *f, const char *key, double v)
 static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_train_result_t *res,
                          const double *lost, const health_t *hl)
 {
+    const unsigned char *rejoined = fi->rejoined;
     const hs_train_opts_t *o = r->o;
     const hs_avg_eval_t *avg = fi->avg;
     int rc = 0;
@@ -574,8 +598,10 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
                   {"staleness_p50", hist_quantile(a->stale_hist, 0.5)},
                   {"staleness_p99", hist_quantile(a->stale_hist, 0.99)},
                   {"staleness_max", a->present && isfinite(a->stale_max) ? a->stale_max : NAN}};
-        fprintf(f, "%s\n    {\"rank\": %d, \"finished\": %s, \"ps_weight\": ", q ? "," : "", q,
+        fprintf(f, "%s\n    {\"rank\": %d, \"finished\": %s, ", q ? "," : "", q,
                 a->present ? "true" : "false");
+        if (rejoined && rejoined[q]) fprintf(f, "\"rejoined\": true, ");
+        fprintf(f, "\"ps_weight\": ");
         hs_json_number(f, a->present ? a->weight : NAN);
         if (isfinite(lost[q])) fprintf(f, ", \"ps_weight_lost\": %.15g", lost[q]);
         for (size_t i = 0; i < HS_ARRAY_LEN(kv); i++) {
@@ -607,7 +633,8 @@ int hs_report_finish(hs_report_t *r, const hs_report_final_t *fi, hs_train_resul
     for (int q = 0; q < n; q++) {
         const hs_rank_final_t *a = &fi->all[q];
         /* a rank that crashed by injection wrote down the weight it took */
-        lq[q] = !a->present && r->o->out_dir ? lost_of(r, q) : NAN;
+        int back = fi->rejoined && fi->rejoined[q]; /* (its first process crashed) */
+        lq[q] = (!a->present || back) && r->o->out_dir ? lost_of(r, q) : NAN;
         if (isfinite(lq[q])) lost += lq[q];
         silent += !a->present && fi->failed_at[q] >= 0 && !isfinite(lq[q]);
         double rf = a->present && r->o->out_dir

@@ -52,6 +52,9 @@ typedef struct hs_report_final {
     const hs_rank_final_t *all; /* (ranks) */
     const hs_avg_eval_t *avg;
     const long *failed_at; /* (ranks) -1 alive */
+    /* (ranks) replacements that rejoined (runtime/rejoin.h): a rank's first process wrote
+     * down the weight it took (counted as lost), its replacement finished; NULL: none */
+    const unsigned char *rejoined;
 } hs_report_final_t;
 
 /* An injected crash: what the rank takes with it. */
@@ -63,8 +66,10 @@ typedef struct hs_report_crash {
     int size;
 } hs_report_crash_t;
 
-/* Open the files of this rank (none without o->out_dir; DIR is created). */
-int hs_report_open(hs_report_t **out, const hs_train_opts_t *o, int rank, int size, long ipe);
+/* Open the files of this rank (none without o->out_dir; DIR is created). append: a replacement
+ * (runtime/rejoin.h, never rank 0): its rows follow its first process's. */
+int hs_report_open(hs_report_t **out, const hs_train_opts_t *o, int rank, int size, long ipe,
+                   int append);
 void hs_report_close(hs_report_t **r);
 /* eval.csv (rank 0), for the averaged-model collector; NULL elsewhere or without --out. */
 FILE *hs_report_avg_csv(hs_report_t *r);

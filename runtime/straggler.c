@@ -225,9 +225,12 @@ static int distribution(const char *spec, const char *tok, struct item *it)
 }
 
 static const char *const usage_of[] = {
-    [KIND_SLOW] = "slow:RANKS:xK",       [KIND_PAUSE] = "pause:RANKS:p=P:DIST[:max=D]",
-    [KIND_ONCE] = "once:RANKS:iter=N:D", [KIND_HETERO] = "hetero:LO-HI",
-    [KIND_CRASH] = "crash:RANKS:iter=N", [KIND_FREEZE] = "freeze:RANKS:at=N:for=D|forever",
+    [KIND_SLOW] = "slow:RANKS:xK",
+    [KIND_PAUSE] = "pause:RANKS:p=P:DIST[:max=D]",
+    [KIND_ONCE] = "once:RANKS:iter=N:D",
+    [KIND_HETERO] = "hetero:LO-HI",
+    [KIND_CRASH] = "crash:RANKS:iter=N[:rejoin=D]",
+    [KIND_FREEZE] = "freeze:RANKS:at=N:for=D|forever",
 };
 
 /* Parse one spec. ranks > 0: check ranks against the job size. rank >= 0: *applies tells
@@ -269,7 +272,7 @@ static int parse(const char *spec, int ranks, int rank, struct item *it, int *ap
     it->kind = (enum kind)k;
     const char *usage = usage_of[k];
     int need = k == KIND_HETERO ? 2 : k == KIND_SLOW || k == KIND_CRASH ? 3 : 4;
-    int most = k == KIND_PAUSE ? 5 : need;
+    int most = k == KIND_PAUSE ? 5 : k == KIND_CRASH ? 4 : need;
     if (nf < need) return bad(spec, NULL, "missing fields: expected %s", usage);
     if (nf > most) return bad(spec, f[most], "unexpected extra field: expected %s", usage);
 
@@ -317,6 +320,16 @@ static int parse(const char *spec, int ranks, int rank, struct item *it, int *ap
             return bad(spec, f[2], "expected the iteration iter=N with N >= 0, e.g. iter=100");
         it->iter = iter;
         if (it->kind == KIND_ONCE) HS_TRY(duration(spec, f[3], f[3], &it->dur));
+        if (it->kind == KIND_CRASH) {
+            it->dur = -1; /* no replacement */
+            if (nf == 4) {
+                if (!(v = keyed(f[3], "rejoin")))
+                    return bad(spec, f[3],
+                               "expected an optional rejoin=D (a replacement joins D after the "
+                               "crash), e.g. rejoin=5s");
+                HS_TRY(duration(spec, f[3], v, &it->dur));
+            }
+        }
         return 0;
     case KIND_FREEZE:
         if (!(v = keyed(f[2], "at")) || uint_field(v, LONG_MAX, &iter))
@@ -503,6 +516,33 @@ double hs_straggler_freeze(const hs_straggler_t *s, long iter)
     return d;
 }
 
+double hs_straggler_rejoin(const hs_straggler_t *s, long iter)
+{
+    if (!s) return -1;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->items[i].kind == KIND_CRASH && s->items[i].iter == iter) return s->items[i].dur;
+    return -1;
+}
+
+int hs_straggler_any_rejoin(const char *const *specs, size_t n, int ranks, int *rank)
+{
+    int any = 0;
+    if (rank) *rank = -1;
+    for (size_t i = 0; i < n; i++) {
+        struct item it;
+        int applies;
+        HS_TRY(parse(specs[i], ranks, -1, &it, &applies));
+        if (it.kind != KIND_CRASH || it.dur < 0) continue;
+        any = 1;
+        for (int r = 0; rank && r < ranks; r++) { /* the first rank it names */
+            HS_TRY(parse(specs[i], ranks, r, &it, &applies));
+            if (applies && (*rank < 0 || r < *rank)) *rank = r;
+            if (applies) break;
+        }
+    }
+    return any;
+}
+
 long hs_straggler_crash_iter(const hs_straggler_t *s)
 {
     return s ? s->crash_iter : -1;
@@ -565,6 +605,7 @@ int hs_straggler_describe(const hs_straggler_t *s, char *buf, size_t len)
             break;
         case KIND_CRASH:
             append(buf, len, &pos, "%scrash at iter %ld", sep, it->iter);
+            if (it->dur >= 0) append(buf, len, &pos, ", a replacement rejoins %gs later", it->dur);
             break;
         case KIND_FREEZE:
             if (isinf(it->dur))
@@ -600,6 +641,10 @@ const char *hs_straggler_help(void)
            "                                  hetero:1-3\n"
            "  crash:RANKS:iter=N            the ranks' processes exit abruptly at iteration N\n"
            "                                  crash:2:iter=500\n"
+           "  crash:RANKS:iter=N:rejoin=D   ... and a replacement joins the running job D later\n"
+           "                                (hearsay sim; sgp and adpsgd): it takes a neighbour's\n"
+           "                                model (and half its push-sum weight)\n"
+           "                                  crash:2:iter=500:rejoin=5s\n"
            "  freeze:RANKS:at=N:for=D|forever  the whole process stops (SIGSTOP: every thread,\n"
            "                                heartbeats too) at iteration N for D, or for good\n"
            "                                  freeze:2:at=100:for=10s   "

@@ -23,11 +23,13 @@
 #include "hearsay/bootstrap.h"
 #include "hearsay/checkpoint.h"
 #include "hearsay/common.h"
+#include "hearsay/file.h"
 #include "hearsay/shaping.h"
 #include "hearsay/straggler.h"
 #include "hearsay/trace.h"
 
 #include "runtime/heartbeat.h"
+#include "runtime/rejoin.h"
 
 #include <errno.h>
 #include <math.h>
@@ -91,6 +93,12 @@ typedef struct run {
     double *gmark_frac;       /* (d.n_glayers) */
     hs_grads_ready_fn grads_fn;
     void *grads_fctx;
+    /* A replacement may join (crash:...:rejoin=D; runtime/rejoin.h): the notices, and on rank
+     * 0 which ranks rejoined (for the summary's mass account) */
+    hs_rejoin_t *rj;
+    unsigned char *rejoined; /* (size) rank 0 */
+    long eval_period;        /* iterations between evaluations (0: none) */
+    double clock_at_start;   /* a replacement: the donor's training clock at its first step */
 } run_t;
 
 /* The push-sum weight's healthy range: outside it the progress line warns (once). */
@@ -235,7 +243,8 @@ static int d_peer_dead(void *ctx, int peer)
     run_t *R = ctx;
     if (peer < 0 || peer >= R->d.size) return 0;
     return failed_of(R, peer) >= 0 ||
-           (peer != R->d.rank && hs_hb_state(R->hb, peer) == HS_HB_FENCED);
+           (peer != R->d.rank && hs_hb_state(R->hb, peer) == HS_HB_FENCED) ||
+           (R->rj && hs_rejoin_restarting(R->rj, peer)); /* (its process crashed) */
 }
 
 /* In virtual time no process can be stopped (a pause, `once:` or `pause:`, is a slow rank, and
@@ -403,6 +412,8 @@ static void close_run(run_t *R)
 {
     if (R->ops && R->algo) R->ops->finalize(&R->algo);
     hs_hb_stop(&R->hb); /* (a goodbye: a finished rank is never fenced) */
+    hs_rejoin_stop(&R->rj);
+    free(R->rejoined);
     /* (after the services, which record too; the simulator's environment outlives the run) */
     if (R->x) R->x->trace = NULL;
     hs_trace_close(&R->tr);
@@ -438,6 +449,188 @@ static int algo_declares(const hs_algo_ops_t *ops, const char *name)
 static void algo_opts(run_t *R)
 {
     hs_train_algo_opts(R->o, &R->ao);
+}
+
+/* --- a replacement that joins the running job (runtime/rejoin.h) -------------------------- */
+
+/* Exit status of a replacement that found nobody to join (the job had ended): a crashed rank's. */
+#define HS_EXIT_CRASH_RJ 70
+
+/* This rank's state with the donor's training clock at iteration it after it: what a
+ * replacement starts from. *buf is allocated. */
+static int rejoin_state(run_t *R, long it, unsigned char **buf, size_t *len)
+{
+    size_t n = hs_ckpt_snapshot_bytes(R->w, R->ops, R->algo);
+    *len = n + sizeof(double);
+    if (!(*buf = hs_malloc(*len, "state for a replacement"))) return -ENOMEM;
+    double clock = hs_exec_now(R->x) - R->t0;
+    memcpy(*buf + n, &clock, sizeof clock);
+    return hs_ckpt_snapshot(R->w, R->ops, R->algo, it, *buf, n);
+}
+
+/* Rank p's replacement asks for this rank's state, at the top of iteration it. */
+static int rejoin_donate(run_t *R, int p, long it)
+{
+    hs_dist_t *d = &R->d;
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    HS_TRY(R->ops->rejoin(R->algo, p, it, HS_REJOIN_DONOR));
+    int rc = rejoin_state(R, it, &buf, &len);
+    hs_treq_t *req = NULL;
+    if (rc == 0) rc = hs_transport_isend(d->t, p, HS_TAG_REJOIN_ST, buf, len, &req);
+    if (rc == 0) rc = hs_exec_wait1(R->x, &req, R->o->comm_timeout_s, HS_WAIT_NO_IDLE, NULL);
+    if (req) hs_transport_req_free(d->t, &req);
+    free(buf);
+    if (rc < 0) { /* it gave up waiting: what was split off for it comes back */
+        HS_WARN("rank %d: the state for rank %d's replacement did not leave (%s); kept here",
+                d->rank, p, hs_last_error());
+        hs_error_clear();
+        HS_TRY(R->ops->rejoin(R->algo, p, it, HS_REJOIN_UNDO));
+    } else if (!R->o->quiet) {
+        fprintf(stderr, "rank %d: handed its state at iteration %ld to rank %d's replacement\n",
+                d->rank, it, p);
+    }
+    return 0;
+}
+
+/* Rank p is back from iteration first: its failure is forgotten, and the algorithm takes it
+ * back (from its own next round). */
+static int rejoin_admit(run_t *R, int p, long first)
+{
+    hs_dist_t *d = &R->d;
+    if (p < 0 || p >= d->size || p == d->rank) return 0;
+    if (R->failed_at) R->failed_at[p] = -1;
+    hs_rejoin_joined(R->rj, p);
+    d->rejoins++;
+    HS_TRY(R->ops->rejoin(R->algo, p, first, HS_REJOIN_PEER));
+    if (R->ec) HS_TRY(hs_evalc_rejoined(R->ec, p, first, R->eval_period));
+    if (R->rejoined) R->rejoined[p] = 1;
+    return 0;
+}
+
+/* The notices that came since the last look: answered at an iteration boundary (it: the
+ * iteration about to start). */
+static int rejoin_poll(run_t *R, long it)
+{
+    hs_rejoin_ev_t ev;
+    int got;
+    while ((got = hs_rejoin_next(R->rj, &ev)) != 0) {
+        HS_TRY(got);
+        if (ev.kind == HS_RJ_REQ)
+            HS_TRY(rejoin_donate(R, ev.rank, it));
+        else
+            HS_TRY(rejoin_admit(R, ev.rank, ev.iter));
+    }
+    return 0;
+}
+
+/* The candidates for the donor, in order: this rank's out-peers of iteration 0 in the graph
+ * (its neighbours), then every other rank from rank + 1 on. */
+static int donor_order(run_t *R, int *order)
+{
+    hs_dist_t *d = &R->d;
+    int n = 0, cnt = 0, cap = R->topo ? HS_MAX(1, hs_topo_max_out_degree(R->topo)) : 1;
+    double self = 0;
+    if (R->topo) {
+        int *pe = hs_malloc((size_t)cap * sizeof *pe, "neighbours");
+        double *pw = hs_malloc((size_t)cap * sizeof *pw, "weights");
+        int rc =
+            pe && pw ? hs_topo_out_peers(R->topo, 0, d->rank, pe, pw, cap, &cnt, &self) : -ENOMEM;
+        for (int i = 0; i < cnt && rc == 0; i++)
+            if (pe[i] != d->rank) order[n++] = pe[i];
+        free(pe);
+        free(pw);
+        HS_TRY(rc);
+    }
+    for (int k = 1; k < d->size; k++) {
+        int p = (d->rank + k) % d->size, seen = 0;
+        for (int i = 0; i < n && !seen; i++) seen = order[i] == p;
+        if (!seen) order[n++] = p;
+    }
+    return n;
+}
+
+/* This rank is a replacement (hs_exec_t.incarnation > 0): take a live rank's state (a graph
+ * neighbour first), start at its iteration, tell every other rank. A replacement that finds
+ * nobody to join (every rank finished) ends as the crashed rank it replaces. */
+static int rejoin_join(run_t *R)
+{
+    hs_dist_t *d = &R->d;
+    const hs_train_opts_t *o = R->o;
+    double t0 = hs_exec_now(R->x);
+    size_t n = hs_ckpt_snapshot_bytes(R->w, R->ops, R->algo), len = n + sizeof(double);
+    unsigned char *buf = hs_malloc(len, "state from the donor");
+    int *order = hs_malloc((size_t)d->size * sizeof *order, "donors");
+    int rc = buf && order ? donor_order(R, order) : -ENOMEM, donor = -1;
+    /* first, every live rank stops waiting for the process that crashed */
+    for (int p = 0; p < d->size && rc > 0; p++)
+        if (p != d->rank && hs_exec_alive(R->x, p, 0) &&
+            hs_rejoin_notify(R->rj, p, HS_RJ_HELLO, R->x->incarnation, o->comm_timeout_s) < 0)
+            hs_error_clear();
+    for (int k = 0; rc > 0 && k < rc && donor < 0; k++) {
+        int p = order[k];
+        if (!hs_exec_alive(R->x, p, 0)) continue;
+        hs_treq_t *req = NULL;
+        hs_tstatus_t st = {0};
+        if (hs_transport_irecv(d->t, p, HS_TAG_REJOIN_ST, buf, len, &req) < 0 ||
+            hs_rejoin_notify(R->rj, p, HS_RJ_REQ, R->x->incarnation, o->comm_timeout_s) < 0 ||
+            hs_exec_wait1(R->x, &req, o->comm_timeout_s, HS_WAIT_NO_IDLE, &st) < 0 ||
+            st.len != len) {
+            if (req) hs_transport_req_free(d->t, &req);
+            hs_error_clear();
+            continue;
+        }
+        donor = p;
+    }
+    free(order);
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    if (donor < 0) {
+        free(buf);
+        fprintf(stderr,
+                "rank %d: the replacement found no rank to take a state from (every "
+                "rank had finished?): it ends as the crashed rank\n",
+                d->rank);
+        R->x->rejoin_s = -1;
+        hs_exec_crash(R->x, HS_EXIT_CRASH_RJ);
+    }
+    memcpy(&R->clock_at_start, buf + n, sizeof R->clock_at_start);
+    rc = hs_ckpt_adopt(buf, n, R->w, R->ops, R->algo, d->total_iters, &R->start);
+    free(buf);
+    if (rc < 0) {
+        hs_error_prefix("rank %d: the state from rank %d", d->rank, donor);
+        return rc;
+    }
+    d->start_iter = R->start;
+    HS_TRY(R->ops->rejoin(R->algo, donor, R->start, HS_REJOIN_ADOPT));
+    for (int p = 0; p < d->size; p++)
+        if (p != d->rank && hs_exec_alive(R->x, p, 0) &&
+            hs_rejoin_notify(R->rj, p, HS_RJ_JOINED, R->start, o->comm_timeout_s) < 0) {
+            HS_WARN("rank %d: rank %d was not told of the replacement: %s", d->rank, p,
+                    hs_last_error());
+            hs_error_clear();
+        }
+    double now = hs_exec_now(R->x), down = now - R->x->crashed_at;
+    if (!o->quiet)
+        fprintf(stderr,
+                "rank %d: a replacement joined at iteration %ld with rank %d's state, %.3f s "
+                "after the crash at iteration %ld (%.3f s to take the state)\n",
+                d->rank, R->start, donor, down, R->x->crashed_iter, now - t0);
+    if (o->out_dir) { /* DIR/rank-R-rejoin.json: what a study reads */
+        char path[4096], js[512];
+        snprintf(path, sizeof path, "%s/rank-%d-rejoin.json", o->out_dir, d->rank);
+        int len = snprintf(js, sizeof js,
+                           "{\"rank\": %d, \"incarnation\": %d, \"donor\": %d, "
+                           "\"crash_iteration\": %ld, \"iteration\": %ld, \"crash_clock_s\": "
+                           "%.9g, \"join_clock_s\": %.9g, \"down_s\": %.9g, \"clock\": \"%s\"}\n",
+                           d->rank, R->x->incarnation, donor, R->x->crashed_iter, R->start,
+                           R->x->crashed_at, now, down,
+                           hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK ? "virtual" : "wall");
+        HS_TRY(hs_file_write(path, js, (size_t)len, 0));
+    }
+    return 0;
 }
 
 static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
@@ -532,8 +725,9 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     if ((R->ops->flags & HS_ALGO_COMM) && size > 1 && !(hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK))
         HS_TRY(wireup(R->x, R->t, rank, size,
                       o->comm_timeout_s + (given ? 0 : o->fail_timeout_s))); /* (as to.timeout_s) */
-    /* Start-up only (before any receive is posted): every rank's clock starts together. */
-    if (size > 1) HS_TRY(hs_exec_barrier(R->x));
+    /* Start-up only (before any receive is posted): every rank's clock starts together (a
+     * replacement joins a job that started long ago: runtime/rejoin.h) */
+    if (size > 1 && !R->x->incarnation) HS_TRY(hs_exec_barrier(R->x));
     HS_TRY(hs_boot_trace_align(boot, R->tr)); /* --trace: every rank's clock against rank 0's */
     if ((R->ops->flags & HS_ALGO_GRAPH) && size > 1) {
         hs_topo_opts_t tpo = {.mixing = (R->ops->flags & HS_ALGO_UNDIRECTED)
@@ -554,7 +748,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
         }
         d->topo = R->topo;
     }
-    HS_TRY(hs_report_open(&R->rep, o, rank, size, R->ipe));
+    HS_TRY(hs_report_open(&R->rep, o, rank, size, R->ipe, R->x->incarnation > 0 && rank > 0));
     if (size > 1) {
         if (!(R->esbuf = hs_malloc(HS_DIST_FRAME_BYTES + d->n * sizeof(float), "eval buffer")))
             return -ENOMEM;
@@ -567,12 +761,26 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
         if (o->fail_timeout_s > 0 && (R->virtual_hb || !(hs_exec_caps(R->x) & HS_EXEC_ONE_PROCESS)))
             HS_TRY(hs_hb_start(&R->hb, R->x, rank, size, o->fail_timeout_s));
         if (R->ec || R->hb) hs_exec_set_idle(R->x, loop_idle, R);
+        int who = -1, any = hs_straggler_any_rejoin(o->stragglers, o->n_stragglers, size, &who);
+        if (any < 0) return any;
+        if (any && !(hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK))
+            return HS_ERR(-ENOTSUP,
+                          "--straggler crash:%d:...:rejoin=D: a replacement joins in virtual time "
+                          "only (hearsay sim); real processes do not rejoin yet "
+                          "(docs/failure-model.md)",
+                          who);
+        if (any) {
+            HS_TRY(hs_rejoin_start(&R->rj, R->x, rank, size));
+            if (rank == 0 && !(R->rejoined = hs_calloc((size_t)size, 1, "rejoined ranks")))
+                return -ENOMEM;
+        }
     }
     if (o->dump_params) {
         HS_TRY(pull_z(R));
         HS_TRY(hs_report_dump(R->rep, "init", R->zh, d->n));
     }
     HS_TRY(R->ops->init(&R->algo, d));
+    if (R->x->incarnation > 0 && size > 1) return rejoin_join(R);
     if (o->resume && *o->resume) {
         int rc = hs_ckpt_load_run(o->resume, rank, size, R->w, R->ops, R->algo, d->total_iters,
                                   &R->start);
@@ -709,6 +917,9 @@ static void crash_now(run_t *R, long it)
     }
     free(from);
     fflush(NULL);
+    R->x->rejoin_s = hs_straggler_rejoin(R->strag, it); /* (a replacement: virtual time) */
+    R->x->crashed_at = hs_exec_now(R->x);
+    R->x->crashed_iter = it;
     hs_exec_crash(R->x, HS_EXIT_CRASH); /* wall clock: _exit; virtual time: the rank ends */
 }
 
@@ -740,6 +951,7 @@ static void fence_exit(run_t *R)
     }
     free(from);
     fflush(NULL);
+    R->x->rejoin_s = -1;
     hs_exec_crash(R->x, HS_EXIT_FENCED);
 }
 
@@ -819,7 +1031,8 @@ static int grad_fn(void *ctx)
 static int iteration(run_t *R, long it, double *loss_out)
 {
     hs_dist_t *d = &R->d;
-    if (hs_straggler_crash(R->strag, it)) crash_now(R, it);
+    if (!R->x->incarnation && hs_straggler_crash(R->strag, it)) crash_now(R, it);
+    if (R->rj) HS_TRY(rejoin_poll(R, it));
     double frz = hs_straggler_freeze(R->strag, it);
     if (frz > 0) HS_TRY(freeze_now(R, it, frz));
     if (R->hb) { /* fenced here or fenced others: before anything is sent */
@@ -964,7 +1177,8 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     double td = hs_exec_now(R->x), train_end = td - R->t0 - R->eval_s;
     R->tot.compute_s += train_end - R->row_clock; /* (the loop's own work after the last row) */
     memset(&d->st, 0, sizeof d->st);
-    HS_TRY(R->ops->drain(R->algo, 1)); /* nothing in flight, nothing lost */
+    if (R->rj) HS_TRY(rejoin_poll(R, T)); /* (a replacement that came late: it starts at T) */
+    HS_TRY(R->ops->drain(R->algo, 1));    /* nothing in flight, nothing lost */
     double te = hs_exec_now(R->x), drain_s = te - td;
     /* the drain's time: its communication, and waiting for the rest */
     R->tot.comm_s += HS_MIN(d->st.comm_s, drain_s);
@@ -1006,6 +1220,10 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     if (!all) return -ENOMEM;
     hs_avg_eval_t avg = {0};
     int rc = 0;
+    if (R->rj && (rc = rejoin_poll(R, T)) < 0) {
+        free(all);
+        return rc;
+    }
     if (d->size > 1) {
         rc = hs_final_gather(d, R->zh, &R->tot, all, &avg);
         /* every rank that is still there has ended its loop, its parts written */
@@ -1071,7 +1289,8 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
             .bayes_acc = r->bayes_acc,
             .all = all,
             .avg = &avg,
-            .failed_at = R->failed_at};
+            .failed_at = R->failed_at,
+            .rejoined = R->rejoined};
         rc = hs_report_finish(R->rep, &fi, r);
         free(algo_json);
         algo_json = NULL;
@@ -1150,7 +1369,9 @@ int hs_train_in(const hs_train_opts_t *o, hs_boot_t *boot, hs_exec_t *x, hs_trai
                                 .bayes_acc = r.bayes_acc};
     hs_report_banner(R.rep, &banner);
     if ((rc = observe(&R, R.start)) < 0) goto out;
-    R.t0 = hs_exec_now(R.x);
+    R.t0 = hs_exec_now(R.x) - R.clock_at_start; /* (a replacement: the job's clock) */
+    R.row_clock = R.clock_at_start;
+    R.eval_period = eval_period;
     R.done = R.start;
     R.tot.w_min = INFINITY;
     R.tot.w_max = -INFINITY;

@@ -38,6 +38,8 @@ void hs_train_algo_opts(const hs_train_opts_t *o, hs_algo_opts_t *ao)
                            .comm_timeout_s = o->comm_timeout_s,
                            .drain_timeout_s = o->drain_timeout_s,
                            .fail_timeout_s = o->fail_timeout_s};
+    /* (the ranks named are checked by hs_train_dist_check) */
+    ao->rejoin = hs_straggler_any_rejoin(o->stragglers, o->n_stragglers, 0, NULL) > 0;
 }
 
 /* rc < 0: prefix the message with the flag and its value. */
@@ -183,6 +185,22 @@ int hs_train_dist_check(const hs_train_opts_t *o, int ranks)
         return HS_ERR(-EINVAL, "--comm-timeout and --drain-timeout must be > 0");
     if (!(o->fail_timeout_s >= 0) || o->fail_timeout_s > 86400)
         return HS_ERR(-EINVAL, "--fail-timeout must be in [0, 86400] (0: no heartbeats)");
+    int who = -1, rejoin = hs_straggler_any_rejoin(o->stragglers, o->n_stragglers, ranks, &who);
+    if (rejoin < 0) return rejoin;
+    if (rejoin && !ops->rejoin)
+        return HS_ERR(-EINVAL,
+                      "--straggler crash:%d:...:rejoin=D: --algo %s cannot take a replacement "
+                      "(sgp and adpsgd can)",
+                      who, ops->name);
+    if (rejoin && who == 0)
+        return HS_ERR(-EINVAL,
+                      "--straggler crash:0:...:rejoin=D: rank 0 cannot be replaced (it holds "
+                      "the job's evaluations and summary); replace another rank");
+    if (rejoin && o->checkpoint_every > 0)
+        return HS_ERR(-EINVAL,
+                      "--straggler crash:%d:...:rejoin=D and --checkpoint-every: a "
+                      "checkpoint set needs every rank's part; not with a replacement",
+                      who);
     if (!(o->checkpoint_every >= 0))
         return HS_ERR(-EINVAL, "--checkpoint-every must be >= 0 (got %g)", o->checkpoint_every);
     if (o->checkpoint_every > 0 && !o->out_dir)

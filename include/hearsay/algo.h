@@ -51,6 +51,8 @@ extern "C" {
 #define HS_TAG_ACK       0x47005u /* rank 0 -> r: your end-of-run results are in, you may exit */
 #define HS_TAG_WIREUP    0x47006u /* start-up: one byte each way between every pair of ranks */
 #define HS_TAG_HEARTBEAT 0x47009u /* failure detection (runtime/heartbeat.h) */
+#define HS_TAG_REJOIN    0x4700Au /* a replacement joins (runtime/rejoin.h): its notices */
+#define HS_TAG_REJOIN_ST 0x4700Bu /* ... and the state a donor hands it */
 
 /* An algorithm's own messages: tags hs_dist_tag(d, k), k = 0 .. HS_DIST_TAGS - 1, which the
  * algorithm numbers privately (an enum of offsets in its .c). The loop gives the running
@@ -117,6 +119,7 @@ typedef struct hs_algo_opts {
     double comm_timeout_s;  /* bound on every wait for a peer (> 0) */
     double drain_timeout_s; /* bound on the end-of-run drain (> 0) */
     double fail_timeout_s;  /* heartbeats: a peer silent this long is fenced (0: off) */
+    int rejoin;             /* a replacement of a crashed rank may join (hs_algo_ops_t.rejoin) */
 } hs_algo_opts_t;
 
 /* Gradient layers [a, b) of the current iteration are final (d->glayer_off gives their
@@ -171,6 +174,10 @@ typedef struct hs_dist {
     /* Peers known to have failed so far (the loop counts hs_dist_peer_failed's new ones): an
      * algorithm that derives something from the set of live ranks redoes it when this moves. */
     long failures;
+    /* Ranks that came back so far (runtime/rejoin.h: a replacement of a crashed rank joined):
+     * each is alive again, its failure forgotten; the set of live ranks moved as with
+     * failures. */
+    long rejoins;
 } hs_dist_t;
 
 /* The local optimizer's step with d->grads and this iteration's learning rate times lr_scale
@@ -449,7 +456,23 @@ typedef struct hs_algo_ops {
      * size and leaves a message of at most this many bytes (a header alone: a request, a
      * notice) as it is. 0: every byte grows with the model. */
     size_t msg_header;
+    /* Optional: a replacement of a crashed rank may join a running job (crash:...:rejoin=D,
+     * runtime/rejoin.h); NULL: refused before the job starts. Called at an iteration boundary
+     * of the main thread, with `role`:
+     *   HS_REJOIN_DONOR: `peer` asks for this rank's state, which the loop takes right after
+     *     (state_save and the worker's): split what must not be copied (push-sum: the weight
+     *     is halved, and the state saved holds the half handed over);
+     *   HS_REJOIN_ADOPT: this rank is the replacement; its state was just loaded from the
+     *     donor `peer` (state_load), its first iteration is `iter`: undo what was the donor's
+     *     own (counters);
+     *   HS_REJOIN_PEER: `peer` is back and takes part from its iteration `iter` on (every
+     *     other rank, in its own time): the loop has forgotten its failure already;
+     *   HS_REJOIN_UNDO: the state did not reach `peer` after HS_REJOIN_DONOR (it gave up
+     *     waiting): take back what was split off for it. */
+    int (*rejoin)(hs_algo_t *a, int peer, long iter, int role);
 } hs_algo_ops_t;
+
+enum { HS_REJOIN_DONOR = 1, HS_REJOIN_ADOPT, HS_REJOIN_PEER, HS_REJOIN_UNDO };
 
 extern const hs_algo_ops_t hs_algo_local_ops;     /* independent workers, no communication */
 extern const hs_algo_ops_t hs_algo_sgp_ops;       /* Stochastic Gradient Push, tau = 1 */

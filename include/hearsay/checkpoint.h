@@ -120,6 +120,17 @@ int hs_ckpt_save_run(const char *dir, int rank, int size, long iteration, hs_wor
 int hs_ckpt_load_run(const char *dir, int rank, int size, hs_worker_t *w, const hs_algo_ops_t *ops,
                      hs_algo_t *a, long total_iters, long *iteration);
 
+/* A running rank's state in memory, for a replacement that joins the job (runtime/rejoin.h):
+ * the worker's parameters, velocity and running statistics, the algorithm's state
+ * (state_save) and the iteration, in a buffer of hs_ckpt_snapshot_bytes. hs_ckpt_adopt loads
+ * one into this rank (sizes checked: -EPROTO naming what differs) and seeks the data to its
+ * iteration (*iteration gets it). */
+size_t hs_ckpt_snapshot_bytes(hs_worker_t *w, const hs_algo_ops_t *ops, hs_algo_t *a);
+int hs_ckpt_snapshot(hs_worker_t *w, const hs_algo_ops_t *ops, hs_algo_t *a, long iteration,
+                     void *buf, size_t len);
+int hs_ckpt_adopt(const void *buf, size_t len, hs_worker_t *w, const hs_algo_ops_t *ops,
+                  hs_algo_t *a, long total_iters, long *iteration);
+
 #ifdef __cplusplus
 }
 #endif

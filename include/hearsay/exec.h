@@ -157,6 +157,16 @@ struct hs_exec {
     void *impl;
     /* --trace: the rank's tracer (NULL: none); waits record "wait" spans. */
     hs_trace_t *trace;
+    /* 0: the rank's first process; n > 0: its n-th replacement, which joins a running job
+     * (runtime/rejoin.h). Set by the environment. */
+    int incarnation;
+    /* Set by the loop before an injected crash (hs_exec_crash): >= 0, a replacement starts
+     * that many seconds later (environments that can: the simulator's); < 0 none. */
+    double rejoin_s;
+    /* ... and this clock's time then, and the iteration it crashed at (a replacement reports
+     * how long the rank was down) */
+    double crashed_at;
+    long crashed_iter;
 };
 
 /* The threaded, wall-clock environment over t (NULL for a one-rank job without a

@@ -76,6 +76,15 @@ int hs_straggler_crash(const hs_straggler_t *s, long iter);
  * the rank and its services in virtual time. */
 double hs_straggler_freeze(const hs_straggler_t *s, long iter);
 
+/* The crash at iteration `iter` is followed by a replacement (crash:RANKS:iter=N:rejoin=D):
+ * D in seconds (>= 0), else -1 (no crash there, or no replacement). */
+double hs_straggler_rejoin(const hs_straggler_t *s, long iter);
+
+/* 1 when a spec of the list asks for a replacement of a crashed rank (rejoin=D), *rank (NULL:
+ * not asked) the lowest rank replaced in a job of `ranks`; 0 when none; -EINVAL on a bad spec
+ * (ranks <= 0: the ranks are not checked, *rank stays -1). */
+int hs_straggler_any_rejoin(const char *const *specs, size_t n, int ranks, int *rank);
+
 /* The first iteration at which this rank crashes, or -1 when it never does. */
 long hs_straggler_crash_iter(const hs_straggler_t *s);
 

@@ -184,6 +184,19 @@ static void vx_crash(hs_exec_t *x, int status)
     }
     hs_sim_unpost_all(rk);
     rk->completed = NULL;
+    /* crash:...:rejoin=D: a replacement (a thread of its own, the rank's main from now on)
+     * starts D later; the rank stays dead until then */
+    if (x->rejoin_s >= 0 && w->rejoin_main) {
+        sim_thread_t *nt = NULL;
+        rk->rejoin_at = w->now + x->rejoin_s;
+        if (hs_sim_spawn(w, rk, w->rejoin_main, rk, &nt) == 0) {
+            rk->main = nt;
+            w->mains_left++;
+        } else {
+            fprintf(stderr, "hearsay sim: rank %d: no replacement: %s\n", rk->rank,
+                    hs_last_error());
+        }
+    }
     hs_sim_wake_all(w); /* peers waiting on it find it dead */
     sim_thread_t *me = hs_sim_current(w);
     hs_sim_hand_to(w, hs_sim_pick_next(w));

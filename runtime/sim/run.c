@@ -261,6 +261,33 @@ static void *rank_main(void *arg)
     return NULL;
 }
 
+/* A crashed rank's replacement (crash:RANKS:iter=N:rejoin=D): D of virtual time after the
+ * crash the rank is alive again, with the same transport and environment, and runs the loop
+ * from the start as incarnation n + 1: it joins the running job (runtime/rejoin.h) instead of
+ * starting with it. What its first process left (threads parked for good, their memory) stays
+ * as it was. */
+static void *rank_rejoin_main(void *arg)
+{
+    sim_rank_t *rk = arg;
+    sim_world_t *w = ((sim_x_t *)rk->x->impl)->w;
+    double wait = rk->rejoin_at - w->now;
+    if (wait > 0) hs_exec_sleep(rk->x, wait);
+    rk->dead = 0;
+    rk->left = 0;
+    w->live++;
+    rk->rc = 0;
+    rk->msg[0] = '\0';
+    rk->x->incarnation++;
+    rk->x->rejoin_s = -1;
+    rk->x->idle = NULL; /* (the first process's loop: parked for good) */
+    rk->x->idle_ctx = NULL;
+    rk->x->trace = NULL;
+    if (!w->o->quiet)
+        fprintf(stderr, "hearsay sim: rank %d: a replacement starts at virtual time %.6f s\n",
+                rk->rank, w->now);
+    return rank_main(arg);
+}
+
 static int rank_open(sim_world_t *w, sim_rank_t *rk, const hs_sim_opts_t *so, const hs_shape_t *sh,
                      const char *const *hosts)
 {
@@ -462,6 +489,7 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     }
     w.mains_left = w.n;
     w.live = w.n;
+    w.rejoin_main = rank_rejoin_main;
     for (int r = 0; r < w.n && rc == 0; r++)
         rc = hs_sim_spawn(&w, &w.rk[r], rank_main, &w.rk[r], &w.rk[r].main);
     double host0 = hs_now(), cpu0 = process_cpu_s();

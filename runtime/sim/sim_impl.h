@@ -176,6 +176,7 @@ struct sim_rank {
     int unexp_flat; /* the chains above could not be grown: receives search the whole queue */
     sim_msg_t *dead_letters; /* arrived after it left or died: its senders' (unsent) */
     int left;                /* hs_transport_leave: receives nothing any more */
+    double rejoin_at;        /* a replacement's start after a crash (crash:...:rejoin=D) */
     sim_thread_t *main;
     sim_thread_t *threads; /* this rank's threads (next_in_rank) */
     hs_train_result_t res;
@@ -244,6 +245,7 @@ struct sim_world {
     sem_t sched;
     sim_thread_t *current;
     int mains_left;                        /* ranks whose training loop has not ended */
+    void *(*rejoin_main)(void *);          /* a replacement's thread (crash:...:rejoin=D) */
     int live;                              /* ranks not dead */
     sim_thread_t *ready_head, *ready_tail; /* ready threads, in the order they became ready */
     sim_thread_t **th;

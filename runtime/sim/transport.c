@@ -314,13 +314,17 @@ static int st_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg
     sim_rank_t *rk = rank_of(t);
     sim_world_t *w = world_of(rk);
     sim_rank_t *p = &w->rk[peer];
-    if (!p->dead && !p->left) return -EBUSY;
+    /* a replacement runs (crash:...:rejoin=D): what is in flight is its; what reached the
+     * rank it replaces after its crash (its dead letters) is still the senders' */
+    int alive = !p->dead && !p->left;
+    if (alive && !p->dead_letters) return -EBUSY;
     int n = 0;
     /* in the event queue, then still in the network model (the NICs, fair sharing);
      * hs_sim_complete_send links nothing */
-    for (int i = 0; i < w->nheap; i++) n += reclaim(w, w->heap[i], rk->rank, peer, tag, cb, ctx);
+    for (int i = 0; i < w->nheap && !alive; i++)
+        n += reclaim(w, w->heap[i], rk->rank, peer, tag, cb, ctx);
     reclaim_ctx_t rc = {.src = rk->rank, .peer = peer, .tag = tag, .cb = cb, .ctx = ctx};
-    if (w->net->ops->each) n += w->net->ops->each(w->net, reclaim_carried, &rc);
+    if (!alive && w->net->ops->each) n += w->net->ops->each(w->net, reclaim_carried, &rc);
     for (sim_msg_t **pp = &p->dead_letters; *pp;) {
         sim_msg_t *m = *pp;
         if (m->src != rk->rank || m->tag != tag) {

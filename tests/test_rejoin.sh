@@ -1,0 +1,123 @@
+#!/bin/sh
+# tests/test_rejoin.sh — issue 28 item 9: a replacement of a crashed rank joins the running job
+# (`--straggler crash:2:iter=100:rejoin=D`, virtual time: hearsay sim). For sgp and adpsgd on 4
+# ranks it asserts: status 0; rank 2 finished and is marked "rejoined" in summary.json;
+# DIR/rank-2-rejoin.json says it was down D (within 0.05 s) and joined at a later iteration
+# with a live rank's state; eval.csv has one row per evaluation, in iteration order, all 4
+# ranks in the rows after the join; the final test loss is finite and within 25 % (+ 0.002) of
+# an uninterrupted run's; sgp: push-sum mass survivors + lost = 4 within 1e-6 (the crashed
+# process's weight is lost; the donor halves its own for the replacement). Then a replacement
+# that comes after every rank finished (rejoin=100s) ends as the crashed rank (status 0, mass
+# still 4); and the refusals: an algorithm without rejoin (dpsgd), rank 0, sgp --delay-mode
+# bounded, --checkpoint-every, and real processes (`hearsay run ... train`).
+bin=${HS_BIN:-./hearsay}
+[ -x /usr/bin/python3 ] || { echo "test_rejoin: /usr/bin/python3 missing: skipped"; exit 77; }
+command -v timeout >/dev/null || { echo "test_rejoin: timeout(1) missing: skipped"; exit 77; }
+out=$(mktemp -d "${TMPDIR:-/tmp}/hs-rejoin.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+fail=0
+flags="--model mlp:16-32-4 --data gauss:dim=16,classes=4,train=8000,test=500 --batch 16 --epochs 4 --threads 1 --quiet"
+verdict() { # LABEL DIR REF_DIR ALGO DOWN JOINED(1|0)
+    /usr/bin/python3 - "$@" <<'PY'
+import csv, json, math, sys
+label, d, ref, algo, down, joined = sys.argv[1:7]
+down, joined = float(down.rstrip("s")), joined == "1"
+bad = []
+s = json.load(open(d + "/summary.json"))
+r = json.load(open(ref + "/summary.json"))
+loss, rloss = s.get("final_test_loss"), r.get("final_test_loss")
+if not (isinstance(loss, (int, float)) and math.isfinite(loss)):
+    bad.append("final test loss %s" % loss)
+elif loss > 1.25 * rloss + 0.002:
+    bad.append("final test loss %.5f, uninterrupted %.5f" % (loss, rloss))
+rows = list(csv.DictReader(open(d + "/eval.csv")))
+its = [int(x["iteration"]) for x in rows]
+if its != sorted(set(its)):
+    bad.append("eval.csv iterations %s" % its)
+if joined:
+    j = json.load(open(d + "/rank-2-rejoin.json"))
+    if abs(j["down_s"] - down) > 0.05:
+        bad.append("down %.3f s, not %.3f" % (j["down_s"], down))
+    if not (j["iteration"] >= j["crash_iteration"] == 100 and j["donor"] != 2):
+        bad.append("rejoin record %s" % j)
+    # (the first evaluation after the join may have closed before rank 0 heard of it)
+    late = [int(x["ranks"]) for x in rows if int(x["iteration"]) > j["iteration"]]
+    if len(late) < 2 or min(late[1:]) != 4:
+        bad.append("ranks in the rows after the join: %s" % late)
+    if '"rank": 2, "finished": true, "rejoined": true' not in open(d + "/summary.json").read():
+        bad.append("summary.json does not say rank 2 finished, rejoined")
+if algo == "sgp":
+    w = [s.get(k) for k in ("ps_weight_sum", "ps_weight_lost", "ps_weight_unreported")]
+    if None in w or abs(sum(w) - 4) > 1e-6:
+        bad.append("push-sum mass %s, not 4" % w)
+print("; ".join(bad) if bad else "ok loss %.5f (uninterrupted %.5f)" % (loss, rloss))
+PY
+}
+run() { # LABEL WANT_STATUS DIR ARGS...
+    label=$1 want=$2 d=$3
+    shift 3
+    # shellcheck disable=SC2086
+    timeout 120 "$bin" sim -n 4 $flags "$@" --out "$d" >"$d.log" 2>&1
+    st=$?
+    if [ "$st" -ne "$want" ]; then
+        echo "FAIL $label: status $st (expected $want)"
+        tail -n 8 "$d.log"
+        fail=1
+        return 1
+    fi
+    return 0
+}
+for algo in sgp adpsgd; do
+    run "$algo uninterrupted" 0 "$out/$algo-ref" --algo "$algo" || continue
+    for spec in crash:2:iter=100:rejoin=0.5s crash:2:iter=100:rejoin=0s; do
+        d=$out/$algo-${spec##*=}
+        run "$algo $spec" 0 "$d" --algo "$algo" --straggler "$spec" || continue
+        v=$(verdict "$algo" "$d" "$out/$algo-ref" "$algo" "${spec##*=}" 1 2>&1)
+        case $v in ok*) echo "ok   $algo $spec: $v" ;; *) echo "FAIL $algo $spec: $v"; fail=1 ;; esac
+    done
+    d=$out/$algo-late
+    if run "$algo, a replacement after the end" 0 "$d" --algo "$algo" \
+        --straggler crash:2:iter=100:rejoin=100s; then
+        v=$(verdict "$algo late" "$d" "$out/$algo-ref" "$algo" 0 0 2>&1)
+        if ! grep -q "found no rank to take a state from" "$d.log"; then
+            v="no 'found no rank' message"
+        fi
+        case $v in ok*) echo "ok   $algo late replacement: $v" ;; *) echo "FAIL $algo late: $v"; fail=1 ;; esac
+    fi
+done
+refuse() { # LABEL PATTERN ARGS...
+    label=$1 pat=$2
+    shift 2
+    d=$out/refuse
+    rm -rf "$d"
+    # shellcheck disable=SC2086
+    timeout 60 "$bin" sim -n 4 $flags "$@" --out "$d" >"$out/refuse.log" 2>&1
+    st=$?
+    if [ "$st" -ne 0 ] && grep -q "$pat" "$out/refuse.log"; then
+        echo "ok   refused: $label (status $st)"
+    else
+        echo "FAIL refused: $label: status $st, expected a message matching '$pat'"
+        tail -n 4 "$out/refuse.log"
+        fail=1
+    fi
+}
+refuse "dpsgd" "cannot take a replacement" --algo dpsgd --straggler crash:2:iter=100:rejoin=1s
+refuse "rank 0" "rank 0 cannot be replaced" --algo sgp --straggler crash:0:iter=100:rejoin=1s
+refuse "sgp bounded" "delay-mode exact only" --algo sgp --delay-mode bounded \
+    --straggler crash:2:iter=100:rejoin=1s
+refuse "checkpoints" "not with a replacement" --algo sgp --checkpoint-every 1 \
+    --straggler crash:2:iter=100:rejoin=1s
+refuse "bad spec" "rejoin=D" --algo sgp --straggler crash:2:iter=100:later=1s
+# real processes: refused at start-up with the reason
+d=$out/real
+timeout -k 5 60 "$bin" run -n 2 -- "$bin" train --algo sgp $flags --straggler \
+    crash:1:iter=5:rejoin=1s --out "$d" >"$d.log" 2>&1
+st=$?
+if [ "$st" -ne 0 ] && grep -q "virtual time only" "$d.log"; then
+    echo "ok   refused: real processes (status $st)"
+else
+    echo "FAIL refused: real processes: status $st"
+    tail -n 4 "$d.log"
+    fail=1
+fi
+exit $fail
