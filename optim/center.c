@@ -179,6 +179,21 @@ static int svc_handle(void *ctx, int slot, const void *buf, const hs_tstatus_t *
     HS_TRY(hs_el_hdr_check(h, st->len, st->source));
     atomic_fetch_add_explicit(&c->svc_recv, st->len, memory_order_relaxed);
     int src = st->source;
+    /* its sender's incarnation (a replacement's counts start again) */
+    int old = 0;
+    if (h->pad >= 1u << 20)
+        return HS_ERR(-EPROTO, "center: rank %d names incarnation %llu", src,
+                      (unsigned long long)h->pad);
+    center_lock(c);
+    if ((int)h->pad > c->inc_of[src]) {
+        c->inc_of[src] = (int)h->pad;
+        c->applied_from[src] = 0;
+        c->fin_adds[src] = -1;
+        c->answered[src] = 0;
+        c->dead[src] = 0;
+    }
+    old = (int)h->pad < c->inc_of[src];
+    center_unlock(c);
     if (c->d && hs_dist_peer_hb(c->d, src) == 2) { /* fenced: out of the job */
         center_lock(c);
         c->refused++;
@@ -205,11 +220,12 @@ static int svc_handle(void *ctx, int slot, const void *buf, const hs_tstatus_t *
         else
             for (size_t i = 0; i < len; i++) c->shard[i] += v[i];
         c->applied++;
-        c->applied_from[src]++;
+        if (!old) c->applied_from[src]++;
         center_unlock(c);
         return 0;
     }
     case HS_EL_FIN:
+        if (old) return 0;
         center_lock(c);
         c->fin_adds[src] = (long)h->seq;
         c->dead[src] = 0; /* it finished after all */
@@ -256,6 +272,7 @@ void hs_center_close(hs_center_t **cp)
     free(c->fin_adds);
     free(c->answered);
     free(c->dead);
+    free(c->inc_of);
     free(c->owner);
     free(c->off);
     free(c);
@@ -343,6 +360,9 @@ int hs_center_open(hs_center_t **out, hs_exec_t *x, size_t n, const float *init,
     c->dead = hs_calloc(us, 1, "dead ranks");
     c->oreq = hs_calloc(us, sizeof *c->oreq, "service replies");
     c->obuf = hs_calloc(us, sizeof *c->obuf, "service reply buffers");
+    c->inc_of = hs_calloc(us, sizeof *c->inc_of, "incarnations");
+    c->inc = x->incarnation;
+    if (!c->inc_of) goto fail;
     if (!c->owner || !c->off || !c->abuf || !c->rbuf || !c->qbuf || !c->areq || !c->rreq ||
         !c->qreq || !c->adds_sent || !c->lost || !c->applied_from || !c->fin_adds || !c->answered ||
         !c->dead || !c->oreq || !c->obuf)
@@ -480,6 +500,33 @@ int hs_center_state_save(hs_center_t *c, void *buf)
     if (c->own < 0) return 0;
     center_lock(c);
     memcpy(buf, c->shard, hs_center_state_bytes(c));
+    center_unlock(c);
+    return 0;
+}
+
+int hs_center_rejoined(hs_center_t *c, int r)
+{
+    for (int s = 0; s < c->m; s++) {
+        if (c->owner[s] != r) continue;
+        /* its shard is back (the replacement's); requests still meant for the crashed owner
+         * are dropped, and the adds are counted for the new one */
+        if (c->areq[s]) hs_transport_req_free(c->t, &c->areq[s]);
+        if (c->qreq[s]) hs_transport_req_free(c->t, &c->qreq[s]);
+        if (c->rreq[s]) hs_transport_req_free(c->t, &c->rreq[s]);
+        c->lost[s] = 0;
+        c->adds_sent[s] = 0;
+    }
+    center_lock(c);
+    c->dead[r] = 0;
+    center_unlock(c);
+    return 0;
+}
+
+int hs_center_adopt(hs_center_t *c, const float *x)
+{
+    if (c->own < 0) return 0;
+    center_lock(c);
+    memcpy(c->shard, x + c->off[c->own], shard_len(c, c->own) * sizeof(float));
     center_unlock(c);
     return 0;
 }

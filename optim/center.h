@@ -108,6 +108,12 @@ long hs_center_adds_applied(hs_center_t *c);
 hs_center_stats_t *hs_center_stats(hs_center_t *c);
 
 /* Checkpoint the own shard: size in bytes, copy out / in (under the lock). */
+/* A replacement of rank r joined (runtime/rejoin.h): the shards r owns are back, the adds
+ * sent to them are counted from 0 (the new owner's counts). */
+int hs_center_rejoined(hs_center_t *c, int r);
+/* This rank is a replacement: its own shard starts from x (n floats, host: the donor's model;
+ * the shard of the crashed process is gone). */
+int hs_center_adopt(hs_center_t *c, const float *x);
 size_t hs_center_state_bytes(const hs_center_t *c);
 int hs_center_state_save(hs_center_t *c, void *buf);
 int hs_center_state_load(hs_center_t *c, const void *buf);

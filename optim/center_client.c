@@ -45,6 +45,7 @@ static int post_request(hs_center_t *c, int s, hs_el_kind_t kind, uint64_t seq)
                                 HDR + len * sizeof(float), &c->rreq[s]);
     if (rc < 0) return rc;
     hs_el_hdr_init((hs_el_hdr_v1_t *)c->qbuf[s], kind, c->rank, s, 0, seq);
+    ((hs_el_hdr_v1_t *)c->qbuf[s])->pad = (uint64_t)c->inc;
     rc = hs_transport_isend(c->t, c->owner[s], c->tag_req, c->qbuf[s], HDR, &c->qreq[s]);
     if (rc < 0) {
         c->qreq[s] = NULL;
@@ -247,6 +248,7 @@ int hs_center_add(hs_center_t *c, const float *diff)
         if (c->lost[s]) continue;
         hs_el_hdr_v1_t *ah = (hs_el_hdr_v1_t *)c->abuf[s];
         hs_el_hdr_init(ah, HS_EL_ADD, c->rank, s, len, 0);
+        ah->pad = (uint64_t)c->inc;
         size_t bytes = HDR + len * (c->half ? 2 : sizeof(float));
         if (c->half) {
             ah->kind |= (uint16_t)c->half;

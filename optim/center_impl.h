@@ -46,6 +46,11 @@ struct hs_center {
     char *answered;     /* (size) final shard sent */
     char *dead;         /* (size) */
     long refused;       /* messages of fenced ranks refused (their adds never applied) */
+    /* replacements (runtime/rejoin.h): every request carries its sender's incarnation (the
+     * header's pad); the newest heard from each rank (a newer one's counts start again; an
+     * older one's adds are applied, never counted, its FIN ignored) */
+    int inc;     /* this process's */
+    int *inc_of; /* (size) */
     int final;
 
     /* the owner's service (NULL when this rank owns no shard) */

@@ -292,6 +292,28 @@ static int easgd_state_load(hs_algo_t *a, const void *buf)
     return hs_center_state_load(a->c, buf);
 }
 
+/* A replacement joins (hs_algo_ops_t.rejoin): it takes the donor's model as its x_i and as its
+ * own center shard (the crashed owner's shard is gone; the center is near the workers'
+ * models, and the elastic force pulls it back); the others take its shard back and count
+ * their adds to it from 0. */
+static int easgd_rejoin(hs_algo_t *a, int peer, long iter, int role)
+{
+    hs_dist_t *d = a->d;
+    (void)iter;
+    if (role == HS_REJOIN_ADOPT) {
+        HS_TRY(d->k->ops->to_host(d->k, a->x, params(a), d->n * sizeof(float)));
+        return hs_center_adopt(a->c, a->x);
+    }
+    if (role != HS_REJOIN_PEER) return 0;
+    HS_TRY(hs_center_rejoined(a->c, peer));
+    for (int s = 0; s < hs_center_num_shards(a->c); s++) {
+        int owner = -1;
+        hs_center_shard(a->c, s, &owner, NULL, NULL);
+        if (owner == peer) a->reported[s] = 0;
+    }
+    return 0;
+}
+
 /* The options of easgd and eamsgd. */
 static const hs_option_t easgd_options[] = {
     {.name = "tau",
@@ -329,7 +351,7 @@ const hs_algo_ops_t hs_algo_easgd_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "easgd",
     .help = "elastic averaging SGD: every --tau steps, an elastic pull toward a sharded center",
-    .flags = HS_ALGO_COMM | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT,
+    .flags = HS_ALGO_COMM | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT | HS_ALGO_OWN_STATE,
     .options = easgd_options,
     .n_options = HS_ARRAY_LEN(easgd_options),
     .init = easgd_init,
@@ -340,6 +362,7 @@ const hs_algo_ops_t hs_algo_easgd_ops = {
     .state_save = easgd_state_save,
     .state_load = easgd_state_load,
     .check = easgd_check,
+    .rejoin = easgd_rejoin,
     .msg_header = sizeof(hs_el_hdr_v1_t), /* its wire header (--sim-payload) */
 };
 
@@ -347,7 +370,8 @@ const hs_algo_ops_t hs_algo_eamsgd_ops = {
     .size = sizeof(hs_algo_ops_t),
     .name = "eamsgd",
     .help = "EASGD with Nesterov momentum on the local steps",
-    .flags = HS_ALGO_COMM | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT | HS_ALGO_NESTEROV,
+    .flags =
+        HS_ALGO_COMM | HS_ALGO_PROGRESS | HS_ALGO_TOLERANT | HS_ALGO_NESTEROV | HS_ALGO_OWN_STATE,
     .options = easgd_options,
     .n_options = HS_ARRAY_LEN(easgd_options),
     .init = eamsgd_init,
@@ -358,5 +382,6 @@ const hs_algo_ops_t hs_algo_eamsgd_ops = {
     .state_save = easgd_state_save,
     .state_load = easgd_state_load,
     .check = eamsgd_check,
+    .rejoin = easgd_rejoin,
     .msg_header = sizeof(hs_el_hdr_v1_t), /* its wire header (--sim-payload) */
 };

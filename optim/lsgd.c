@@ -794,6 +794,26 @@ static int lsgd_state_load(hs_algo_t *a, const void *buf)
     return 0;
 }
 
+/* A replacement joins (hs_algo_ops_t.rejoin): it takes the donor's model and starts its own
+ * loss window; every other rank forgets the crashed process (its loss entry, its "dead"
+ * mark), so that the replacement can be elected from its first
+ * loss message on. */
+static int lsgd_rejoin(hs_algo_t *a, int peer, long iter, int role)
+{
+    hs_dist_t *d = a->d;
+    (void)iter;
+    if (role == HS_REJOIN_ADOPT) {
+        a->win_n = a->win_pos = 0;
+        return 0;
+    }
+    if (role != HS_REJOIN_PEER || peer < 0 || peer >= d->size || peer == d->rank) return 0;
+    lock(a);
+    a->dead[peer] = 0;
+    a->tab[peer] = (hs_lsgd_entry_t){0};
+    unlock(a);
+    return 0; /* (a snapshot reply still meant for it: the service settles it, bounded) */
+}
+
 static const hs_option_t lsgd_options[] = {
     {.name = "tau",
      .type = HS_OPT_INT,
@@ -843,6 +863,7 @@ const hs_algo_ops_t hs_algo_lsgd_ops = {
     .state_bytes = lsgd_state_bytes,
     .state_save = lsgd_state_save,
     .state_load = lsgd_state_load,
+    .rejoin = lsgd_rejoin,
     .check = lsgd_check,
     .msg_header = sizeof(hs_el_hdr_v1_t), /* its wire header (--sim-payload) */
 };

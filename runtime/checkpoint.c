@@ -694,7 +694,8 @@ static void snap_sizes(hs_worker_t *w, const hs_algo_ops_t *ops, hs_algo_t *a, s
     h->num_params = hs_model_num_params(m);
     h->velocity_len = vel ? vn : 0;
     h->bn_len = hs_model_num_state(m);
-    h->state_bytes = ops && a && ops->state_bytes && ops->state_save && ops->state_load
+    h->state_bytes = ops && a && !(ops->flags & HS_ALGO_OWN_STATE) && ops->state_bytes &&
+                             ops->state_save && ops->state_load
                          ? ops->state_bytes(a)
                          : 0;
 }

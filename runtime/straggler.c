@@ -543,6 +543,17 @@ int hs_straggler_any_rejoin(const char *const *specs, size_t n, int ranks, int *
     return any;
 }
 
+int hs_straggler_replaced(const char *const *specs, size_t n, int ranks, int rank)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct item it;
+        int applies;
+        HS_TRY(parse(specs[i], ranks, rank, &it, &applies));
+        if (applies && it.kind == KIND_CRASH && it.dur >= 0) return 1;
+    }
+    return 0;
+}
+
 long hs_straggler_crash_iter(const hs_straggler_t *s)
 {
     return s ? s->crash_iter : -1;
@@ -642,8 +653,8 @@ const char *hs_straggler_help(void)
            "  crash:RANKS:iter=N            the ranks' processes exit abruptly at iteration N\n"
            "                                  crash:2:iter=500\n"
            "  crash:RANKS:iter=N:rejoin=D   ... and a replacement joins the running job D later\n"
-           "                                (hearsay sim; sgp and adpsgd): it takes a neighbour's\n"
-           "                                model (and half its push-sum weight)\n"
+           "                                (hearsay sim; sgp, adpsgd, easgd, eamsgd, lsgd): it\n"
+           "                                takes a neighbour's model (sgp: half its weight)\n"
            "                                  crash:2:iter=500:rejoin=5s\n"
            "  freeze:RANKS:at=N:for=D|forever  the whole process stops (SIGSTOP: every thread,\n"
            "                                heartbeats too) at iteration N for D, or for good\n"

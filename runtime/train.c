@@ -96,7 +96,8 @@ typedef struct run {
     /* A replacement may join (crash:...:rejoin=D; runtime/rejoin.h): the notices, and on rank
      * 0 which ranks rejoined (for the summary's mass account) */
     hs_rejoin_t *rj;
-    unsigned char *rejoined; /* (size) rank 0 */
+    unsigned char *rejoined; /* (size) replacements that joined (rank 0: for the summary) */
+    unsigned char *replaced; /* (size) ranks a crash spec replaces */
     long eval_period;        /* iterations between evaluations (0: none) */
     double clock_at_start;   /* a replacement: the donor's training clock at its first step */
 } run_t;
@@ -210,6 +211,11 @@ static void d_peer_failed(void *ctx, int peer, long iter, const char *why)
     hs_dist_t *d = &R->d;
     if (peer < 0 || peer >= d->size || peer == d->rank) return;
     if (iter < 0) iter = 0;
+    /* A replaced rank (crash:...:rejoin=D) that runs: what failed concerned the process that
+     * crashed. Before its replacement joined, it counts as failed until then (not fenced: the
+     * replacement is not the one given up on); after, it is stale. */
+    int stale = R->replaced && R->replaced[peer] && hs_exec_alive(R->x, peer, 0);
+    if (stale && R->rejoined[peer]) return;
     if (!failure_table(R)) { /* (a failure is still known to the algorithm that saw it) */
         HS_WARN("rank %d: no memory to record that peer rank %d failed", d->rank, peer);
         return;
@@ -231,7 +237,8 @@ static void d_peer_failed(void *ctx, int peer, long iter, const char *why)
      * that did): it is excluded, so fenced, everywhere: told, it stops, and its later
      * messages are refused, so that every rank agrees on who is in the job (without that,
      * push-sum weights fall to 0 on the ranks that still count on it: docs/failure-model.md) */
-    if (R->hb && hs_hb_state(R->hb, peer) != HS_HB_FENCED && hs_exec_alive(R->x, peer, 0)) {
+    if (R->hb && !stale && hs_hb_state(R->hb, peer) != HS_HB_FENCED &&
+        hs_exec_alive(R->x, peer, 0)) {
         char fw[160];
         snprintf(fw, sizeof fw, "excluded by rank %d: %s", d->rank, why ? why : "failed");
         if (hs_hb_fence(R->hb, peer, fw) < 0) hs_error_clear();
@@ -414,6 +421,7 @@ static void close_run(run_t *R)
     hs_hb_stop(&R->hb); /* (a goodbye: a finished rank is never fenced) */
     hs_rejoin_stop(&R->rj);
     free(R->rejoined);
+    free(R->replaced);
     /* (after the services, which record too; the simulator's environment outlives the run) */
     if (R->x) R->x->trace = NULL;
     hs_trace_close(&R->tr);
@@ -771,8 +779,11 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
                           who);
         if (any) {
             HS_TRY(hs_rejoin_start(&R->rj, R->x, rank, size));
-            if (rank == 0 && !(R->rejoined = hs_calloc((size_t)size, 1, "rejoined ranks")))
-                return -ENOMEM;
+            R->rejoined = hs_calloc((size_t)size, 1, "rejoined ranks");
+            R->replaced = hs_calloc((size_t)size, 1, "replaced ranks");
+            if (!R->rejoined || !R->replaced) return -ENOMEM;
+            for (int r = 0; r < size; r++)
+                R->replaced[r] = hs_straggler_replaced(o->stragglers, o->n_stragglers, size, r) > 0;
         }
     }
     if (o->dump_params) {

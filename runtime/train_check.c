@@ -190,7 +190,7 @@ int hs_train_dist_check(const hs_train_opts_t *o, int ranks)
     if (rejoin && !ops->rejoin)
         return HS_ERR(-EINVAL,
                       "--straggler crash:%d:...:rejoin=D: --algo %s cannot take a replacement "
-                      "(sgp and adpsgd can)",
+                      "(sgp, adpsgd, easgd, eamsgd and lsgd can)",
                       who, ops->name);
     if (rejoin && who == 0)
         return HS_ERR(-EINVAL,

@@ -1,12 +1,13 @@
 #!/bin/sh
 # tests/test_rejoin.sh — issue 28 item 9: a replacement of a crashed rank joins the running job
-# (`--straggler crash:2:iter=100:rejoin=D`, virtual time: hearsay sim). For sgp and adpsgd on 4
-# ranks it asserts: status 0; rank 2 finished and is marked "rejoined" in summary.json;
+# (`--straggler crash:2:iter=100:rejoin=D`, virtual time: hearsay sim). For sgp, adpsgd, easgd
+# and lsgd on 4 ranks (REJOIN_ALGOS) it asserts: status 0; rank 2 finished and is marked "rejoined" in summary.json;
 # DIR/rank-2-rejoin.json says it was down D (within 0.05 s) and joined at a later iteration
 # with a live rank's state; eval.csv has one row per evaluation, in iteration order, all 4
 # ranks in the rows after the join; the final test loss is finite and within 25 % (+ 0.002) of
 # an uninterrupted run's; sgp: push-sum mass survivors + lost = 4 within 1e-6 (the crashed
-# process's weight is lost; the donor halves its own for the replacement). Then a replacement
+# process's weight is lost; the donor halves its own for the replacement); the others: all 4
+# ranks finished. Then a replacement
 # that comes after every rank finished (rejoin=100s) ends as the crashed rank (status 0, mass
 # still 4); and the refusals: an algorithm without rejoin (dpsgd), rank 0, sgp --delay-mode
 # bounded, --checkpoint-every, and real processes (`hearsay run ... train`).
@@ -50,6 +51,8 @@ if algo == "sgp":
     w = [s.get(k) for k in ("ps_weight_sum", "ps_weight_lost", "ps_weight_unreported")]
     if None in w or abs(sum(w) - 4) > 1e-6:
         bad.append("push-sum mass %s, not 4" % w)
+elif joined and s.get("ps_weight_sum") != 4:  # (1 per rank that finished)
+    bad.append("ranks finished: %s, not 4" % s.get("ps_weight_sum"))
 print("; ".join(bad) if bad else "ok loss %.5f (uninterrupted %.5f)" % (loss, rloss))
 PY
 }
@@ -67,7 +70,7 @@ run() { # LABEL WANT_STATUS DIR ARGS...
     fi
     return 0
 }
-for algo in sgp adpsgd; do
+for algo in ${REJOIN_ALGOS:-sgp adpsgd easgd lsgd}; do
     run "$algo uninterrupted" 0 "$out/$algo-ref" --algo "$algo" || continue
     for spec in crash:2:iter=100:rejoin=0.5s crash:2:iter=100:rejoin=0s; do
         d=$out/$algo-${spec##*=}

@@ -391,6 +391,9 @@ typedef struct hs_algo hs_algo_t;
     0x200u                       /* ends at --time-budget: its ranks may stop at different         \
                                   * iterations (local, sgp, osgp) */
 #define HS_ALGO_BIPARTITE 0x800u /* needs a bipartite graph (active and passive sides) */
+/* its checkpoint state belongs to its rank (EASGD: its center shard): a replacement does not
+ * take a donor's (runtime/rejoin.h) */
+#define HS_ALGO_OWN_STATE 0x1000u
 
 typedef struct hs_algo_ops {
     size_t size;      /* sizeof(hs_algo_ops_t) of the build that filled it */

@@ -85,6 +85,10 @@ double hs_straggler_rejoin(const hs_straggler_t *s, long iter);
  * (ranks <= 0: the ranks are not checked, *rank stays -1). */
 int hs_straggler_any_rejoin(const char *const *specs, size_t n, int ranks, int *rank);
 
+/* 1 when rank `rank` of a job of `ranks` is replaced after a crash (a crash spec with rejoin=D
+ * names it), 0 when not, -EINVAL on a bad spec. */
+int hs_straggler_replaced(const char *const *specs, size_t n, int ranks, int rank);
+
 /* The first iteration at which this rank crashes, or -1 when it never does. */
 long hs_straggler_crash_iter(const hs_straggler_t *s);
 
