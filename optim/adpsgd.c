@@ -77,6 +77,10 @@ struct hs_algo {
     unsigned char **reply; /* (size) passive: header + x_j per active (service) */
     hs_treq_t **reply_req; /* (size) passive: the reply in flight to each active */
     hs_service_t *svc;
+    /* passive: the receives of an active neighbour's replacement (the service's own for the
+     * crashed process failed and are not posted again): one small service each, same handler
+     * and lock (NULL: none) */
+    hs_service_t **rsvc; /* (size) */
     /* under the service lock */
     long steps;             /* local steps taken into x */
     long served;            /* exchanges served (passive) */
@@ -156,7 +160,9 @@ static int pas_msg(void *ctx, int slot, const void *buf, const hs_tstatus_t *st)
         int rc =
             hs_exec_wait1(d->x, &a->reply_req[src], d->o->comm_timeout_s, HS_WAIT_NO_IDLE, NULL);
         if (a->reply_req[src]) hs_transport_req_free(d->t, &a->reply_req[src]);
-        if (rc < 0) return 0; /* its reader is gone: it will not wait for this one either */
+        /* its reader is gone: it will not wait for this one either (unless this request is
+         * its replacement's, which runs: runtime/rejoin.h) */
+        if (rc < 0 && !hs_exec_alive(d->x, src, 0)) return 0;
     }
     hs_ps_hdr_v1_t *r = (hs_ps_hdr_v1_t *)a->reply[src];
     float *xr = (float *)(r + 1);
@@ -309,6 +315,7 @@ static int adpsgd_step(hs_algo_t *a, long t)
     take_counts(a);
     unlock(a);
     HS_TRY(rc);
+    for (int j = 0; a->rsvc && j < d->size; j++) HS_TRY(hs_svc_error(d->x, a->rsvc[j]));
     return hs_svc_error(d->x, a->svc);
 }
 
@@ -430,6 +437,28 @@ static int pas_start(hs_algo_t *a)
     return rc;
 }
 
+/* An active neighbour's replacement: RX_SLOTS receives of its requests, in a service of their
+ * own (stopping and starting the main one would drop a request it has received and not yet
+ * answered, and its active would wait for the reply in vain). */
+static int pas_start_for(hs_algo_t *a, int peer)
+{
+    hs_dist_t *d = a->d;
+    int src[RX_SLOTS];
+    uint32_t tag[RX_SLOTS];
+    for (int k = 0; k < RX_SLOTS; k++) src[k] = peer, tag[k] = hs_dist_tag(d, ADPSGD_TAG_REQ);
+    hs_service_desc_t sd = {.name = "AD-PSGD passive service (a replacement's requests)",
+                            .n_slots = RX_SLOTS,
+                            .slot_bytes = a->msg_bytes,
+                            .src = src,
+                            .tag = tag,
+                            .on_msg = pas_msg,
+                            .ctx = a};
+    if (!a->rsvc && !(a->rsvc = hs_calloc((size_t)d->size, sizeof *a->rsvc, "services")))
+        return -ENOMEM;
+    hs_svc_stop(d->x, &a->rsvc[peer]); /* (a second replacement: the first one's) */
+    return hs_svc_start(d->x, &sd, &a->rsvc[peer]);
+}
+
 /* A replacement joins (hs_algo_ops_t.rejoin). The donor hands its model over as it is (AD-PSGD
  * keeps no weight: every pair holds equal models after an average); the replacement starts
  * its own counters; a passive neighbour serves the new process from now on. */
@@ -449,9 +478,8 @@ static int adpsgd_rejoin(hs_algo_t *a, int peer, long iter, int role)
     lock(a);
     a->fin[peer] = 0;
     unlock(a);
-    if (a->reply_req[peer]) hs_transport_req_free(d->t, &a->reply_req[peer]);
-    hs_svc_stop(d->x, &a->svc);
-    return pas_start(a);
+    return pas_start_for(a, peer); /* (a reply still meant for the crashed one: pas_msg settles
+                                    * it, bounded, before the next reply to this rank) */
 }
 
 static void adpsgd_finalize(hs_algo_t **ap)
@@ -460,6 +488,8 @@ static void adpsgd_finalize(hs_algo_t **ap)
     if (!a) return;
     hs_dist_t *d = a->d;
     hs_svc_stop(d->x, &a->svc);
+    for (int j = 0; a->rsvc && j < d->size; j++) hs_svc_stop(d->x, &a->rsvc[j]);
+    free(a->rsvc);
     for (int j = 0; j < d->size; j++) {
         if (a->reply_req && a->reply_req[j]) hs_transport_req_free(d->t, &a->reply_req[j]);
         if (a->reply) free(a->reply[j]);

@@ -60,7 +60,7 @@ run() { # LABEL WANT_STATUS DIR ARGS...
     label=$1 want=$2 d=$3
     shift 3
     # shellcheck disable=SC2086
-    timeout 120 "$bin" sim -n 4 $flags "$@" --out "$d" >"$d.log" 2>&1
+    timeout 120 "$bin" sim -n "${ranks:-4}" $flags "$@" --out "$d" >"$d.log" 2>&1
     st=$?
     if [ "$st" -ne "$want" ]; then
         echo "FAIL $label: status $st (expected $want)"
@@ -88,6 +88,21 @@ for algo in ${REJOIN_ALGOS:-sgp adpsgd easgd lsgd}; do
         case $v in ok*) echo "ok   $algo late replacement: $v" ;; *) echo "FAIL $algo late: $v"; fail=1 ;; esac
     fi
 done
+# AD-PSGD with an active rank replaced (rank 3 of 8; before the fix a passive neighbour that
+# restarted its service to serve the replacement dropped a request it had received, and the
+# active waited for the reply in vain: the passives were fenced, status 1)
+d=$out/adpsgd-active
+if ranks=8 run "adpsgd, active rank 3 of 8 replaced" 0 "$d" --algo adpsgd \
+    --straggler crash:3:iter=50:rejoin=1s; then
+    if grep -q '"rank": 3, "finished": true, "rejoined": true' "$d/summary.json" &&
+        ! grep -q "fenced" "$d.log"; then
+        echo "ok   adpsgd, active rank 3 of 8 replaced"
+    else
+        echo "FAIL adpsgd, active rank 3 of 8 replaced: not finished and rejoined, or a rank fenced"
+        grep -i "fenced\|failed" "$d.log" | head -5
+        fail=1
+    fi
+fi
 refuse() { # LABEL PATTERN ARGS...
     label=$1 pat=$2
     shift 2
