@@ -38,8 +38,16 @@
 
 typedef struct hs_hb hs_hb_t;
 
-/* Start the heartbeats of `rank` (x's transport; size > 1, fail_s > 0). */
-int hs_hb_start(hs_hb_t **out, hs_exec_t *x, int rank, int size, double fail_s);
+/* Start the heartbeats of `rank` (x's transport; size > 1, fail_s > 0). Virtual time (every
+ * rank in this process): vblocked and vblocked_at (size each, shared by the ranks; vblocked
+ * -1 where none; NULL: no blocked waits known) stand for the heartbeats' blocked field. */
+int hs_hb_start(hs_hb_t **out, hs_exec_t *x, int rank, int size, double fail_s, int *vblocked,
+                double *vblocked_at);
+/* This rank waits for `peer` past a bound (called by each slice of such a wait): its next
+ * heartbeats say so, for 2 periods. Thread-safe. */
+void hs_hb_note_wait(hs_hb_t *hb, int peer);
+/* The rank `peer` is blocked on (its heartbeats say it waits for it past a bound), or -1. */
+int hs_hb_blocked_on(hs_hb_t *hb, int peer);
 /* The state of `peer` (the own rank: HS_HB_FENCED once this rank knows it was fenced).
  * Thread-safe. NULL: HS_HB_OFF. */
 int hs_hb_state(hs_hb_t *hb, int peer);

@@ -268,6 +268,18 @@ static int d_peer_hb(void *ctx, int peer)
     return s;
 }
 
+static void d_note_wait(void *ctx, int peer)
+{
+    run_t *R = ctx;
+    hs_hb_note_wait(R->hb, peer);
+}
+
+static int d_peer_blocked(void *ctx, int peer)
+{
+    run_t *R = ctx;
+    return hs_hb_blocked_on(R->hb, peer);
+}
+
 static int d_record(void *ctx, const char *file, const char *header, const char *line)
 {
     run_t *R = ctx;
@@ -681,6 +693,8 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     d->peer_failed = d_peer_failed;
     d->peer_dead = d_peer_dead;
     d->peer_hb = d_peer_hb;
+    d->note_wait = d_note_wait;
+    d->peer_blocked = d_peer_blocked;
     d->record = d_record;
     R->ipe = hs_worker_iters_per_epoch(R->w);
     d->total_iters = (long)o->epochs * R->ipe;
@@ -766,8 +780,23 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
         /* heartbeats (wall clock), or their verdict without messages (virtual time, where
          * no process is ever stopped: d_peer_hb) */
         R->virtual_hb = (hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK) != 0;
-        if (o->fail_timeout_s > 0 && (R->virtual_hb || !(hs_exec_caps(R->x) & HS_EXEC_ONE_PROCESS)))
-            HS_TRY(hs_hb_start(&R->hb, R->x, rank, size, o->fail_timeout_s));
+        if (o->fail_timeout_s > 0 &&
+            (R->virtual_hb || !(hs_exec_caps(R->x) & HS_EXEC_ONE_PROCESS))) {
+            int *vb = NULL;
+            double *vba = NULL;
+            hs_train_shared_t *sh = o->shared;
+            if (R->virtual_hb && sh) { /* (every rank of the job in this process) */
+                if (!sh->blocked_on) {
+                    sh->blocked_on = hs_malloc((size_t)size * sizeof(int), "blocked waits");
+                    sh->blocked_at = hs_calloc((size_t)size, sizeof(double), "blocked waits");
+                    if (!sh->blocked_on || !sh->blocked_at) return -ENOMEM;
+                    for (int r = 0; r < size; r++) sh->blocked_on[r] = -1;
+                }
+                vb = sh->blocked_on;
+                vba = sh->blocked_at;
+            }
+            HS_TRY(hs_hb_start(&R->hb, R->x, rank, size, o->fail_timeout_s, vb, vba));
+        }
         if (R->ec || R->hb) hs_exec_set_idle(R->x, loop_idle, R);
         int who = -1, any = hs_straggler_any_rejoin(o->stragglers, o->n_stragglers, size, &who);
         if (any < 0) return any;

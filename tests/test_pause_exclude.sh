@@ -12,7 +12,8 @@
 #     30 + 3 x 30 s: no fault, status 0, a finite loss) and 200 s (past it: status 0 or 1,
 #     never NaN; push-sum mass survivors + lost + unreported = 4 within 1e-6);
 #   wall clock: sgp, 4 ranks on hsshm, a 12 s pause at --comm-timeout 1 --fail-timeout 2:
-#     never NaN, mass 4, the job's status 71 (the excluded ranks).
+#     never NaN, mass 4, the job's status 71 (the excluded rank), only rank 2 excluded (not
+#     rank 3, blocked behind it), the survivors holding at least 1.5 of the weight.
 bin=${HS_BIN:-./hearsay}
 [ -x /usr/bin/python3 ] || { echo "test_pause_exclude: /usr/bin/python3 missing: skipped"; exit 77; }
 command -v timeout >/dev/null || { echo "test_pause_exclude: timeout(1) missing: skipped"; exit 77; }
@@ -77,5 +78,24 @@ if [ -z "${PAUSE_NO_REAL:-}" ]; then
         --straggler "once:2:iter=50:12s" --out "$d" >"$d.log" 2>&1
     st=$?
     check "$d" "$d.log" $st 71 sgp "wall clock sgp, rank 2 paused 12 s past every bound"
+    # only rank 2 is excluded: rank 3, blocked on it, says so in its heartbeats, and rank 1,
+    # blocked on rank 3, waits on (before: rank 1 gave up on rank 3 at the same moment, and
+    # both were excluded); and the survivors learn of the exclusion at once (before: one that
+    # heard of it from the next heartbeats sent rank 2 half its weight every other step)
+    v=$(/usr/bin/python3 - "$d/summary.json" <<'PY' 2>&1
+import json, sys
+s = json.load(open(sys.argv[1]))
+failed = sorted(f["rank"] for f in s["failed_ranks"])
+w = s["ps_weight_sum"]
+print("ok" if failed == [2] and w >= 1.5 else
+      "failed ranks %s (expected [2]), survivors' weight %.5g (expected >= 1.5)" % (failed, w))
+PY
+    )
+    if [ "$v" = ok ]; then
+        echo "ok   wall clock sgp: only rank 2 excluded, survivors' weight >= 1.5"
+    else
+        echo "FAIL wall clock sgp: $v"
+        fail=1
+    fi
 fi
 exit $fail

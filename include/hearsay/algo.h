@@ -178,6 +178,10 @@ typedef struct hs_dist {
      * each is alive again, its failure forgotten; the set of live ranks moved as with
      * failures. */
     long rejoins;
+    /* Optional (NULL: none): this rank waits for `peer` past a bound (its heartbeats say so);
+     * the rank `peer` is itself blocked on (-1: none known). hs_dist_keep_waiting uses them. */
+    void (*note_wait)(void *ctx, int peer);
+    int (*peer_blocked)(void *ctx, int peer);
 } hs_dist_t;
 
 /* The local optimizer's step with d->grads and this iteration's learning rate times lr_scale
@@ -237,12 +241,20 @@ static inline int hs_dist_peer_hb(const hs_dist_t *d, int peer)
 
 /* A wait for `peer` has lasted `waited` s, past its bound `limit`: 1 while the heartbeats have
  * not fenced the peer (alive: it is blocked, not frozen; suspected: the fence, or its next
- * heartbeat, decides within half a fail timeout): keep waiting, up to limit + 3 fail timeouts;
- * 0 when it may be declared failed (fenced, or no heartbeats). */
+ * heartbeat, decides within half a fail timeout): keep waiting, up to limit + 3 fail timeouts,
+ * and up to limit + 6 while the peer says it is itself blocked on another rank (the ranks that
+ * wait for that one give it up at their own limit + 3, and the peer then goes on: a rank only
+ * blocked behind a slow one is not given up with it); 0 when it may be declared failed
+ * (fenced, or no heartbeats). Says that this rank is blocked on `peer` (hs_dist_t.note_wait). */
 static inline int hs_dist_keep_waiting(const hs_dist_t *d, int peer, double waited, double limit)
 {
     int hb = hs_dist_peer_hb(d, peer);
-    return (hb == 0 || hb == 1) && waited < limit + 3 * d->o->fail_timeout_s;
+    if (!(hb == 0 || hb == 1)) return 0;
+    if (d->note_wait) d->note_wait(d->ctx, peer);
+    double f = d->o->fail_timeout_s;
+    if (waited < limit + 3 * f) return 1;
+    int b = d->peer_blocked ? d->peer_blocked(d->ctx, peer) : -1;
+    return b >= 0 && b != d->rank && waited < limit + 6 * f;
 }
 
 /* The algorithm's k-th message tag (k < HS_DIST_TAGS). */

@@ -108,6 +108,11 @@ typedef struct hs_train_shared {
     struct hs_topo *topo;
     int topo_mixing;
     int checked; /* a rank passed hs_train_dist_check (a failing check runs on every rank) */
+    /* Virtual time: the rank each rank waits for past a bound (-1: none) and when it said so
+     * (the heartbeats' `blocked`, runtime/heartbeat.h): made by the first rank that needs them,
+     * freed by their owner (the simulator). */
+    int *blocked_on;
+    double *blocked_at;
 } hs_train_shared_t;
 
 /* The defaults of `hearsay train` (the synthetic Gaussian-mixture task and the MLP). */

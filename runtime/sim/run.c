@@ -589,6 +589,8 @@ int hs_sim_run(const hs_train_opts_t *o, const hs_sim_opts_t *so, hs_train_resul
     free(hosts);
     hs_shape_free(&sh);
     hs_topo_destroy(&shared.topo);
+    free(shared.blocked_on);
+    free(shared.blocked_at);
     if (shared.shards) hs_shards_free(shards, so->n);
     free(shards);
     free(host_map);
