@@ -79,7 +79,15 @@ static int wait_core(hs_exec_t *x, const hs_dist_t *d, const int *peers, hs_treq
                               q, d->o->fail_timeout_s, waited);
             hs_error_clear();
             if (waited < bound - BOUND_EPS) continue; /* a slice ended, not the wait */
-            /* a peer that still heartbeats is blocked, not frozen: wait on (bounded) */
+            /* a peer that still heartbeats is blocked, not frozen: wait on (bounded); this
+             * rank is blocked on that peer, when it is the only one pending */
+            int one = -1, many = 0;
+            for (int i = 0; i < n; i++)
+                if (reqs[i] && one < 0)
+                    one = peers[i];
+                else if (reqs[i] && peers[i] != one)
+                    many = 1;
+            hs_dist_note_wait(d, many ? -1 : one);
             int patient = 0;
             for (int i = 0; i < n; i++)
                 patient |= reqs[i] && hs_dist_keep_waiting(d, peers[i], waited, limit);
@@ -158,6 +166,7 @@ int hs_dist_wait_one(hs_dist_t *d, hs_treq_t **req, int peer, double limit, unsi
 
 int hs_dist_late_peer(hs_dist_t *d, int peer, const hs_dist_late_t *l)
 {
+    if (l->silent && l->heartbeats) hs_dist_note_wait(d, peer); /* (the one it waits for) */
     if (l->silent && (!l->heartbeats || !hs_dist_keep_waiting(d, peer, l->quiet, l->limit)))
         return HS_LATE_SILENT;
     if (l->probe && !hs_exec_alive(d->x, peer, l->probe_s)) return HS_LATE_EXITED;

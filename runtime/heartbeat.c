@@ -420,7 +420,8 @@ int hs_hb_next_fenced(hs_hb_t *hb)
 
 void hs_hb_note_wait(hs_hb_t *hb, int peer)
 {
-    if (!hb || peer < 0 || peer >= hb->size || peer == hb->rank) return;
+    if (!hb || peer >= hb->size || peer == hb->rank) return;
+    if (peer < 0) peer = -1; /* (several, or none) */
     double now = hs_exec_now(hb->x);
     if (hb->virt) { /* (the process's table: one rank runs at a time) */
         if (hb->vblocked) hb->vblocked[hb->rank] = peer, hb->vblocked_at[hb->rank] = now;

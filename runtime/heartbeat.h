@@ -43,8 +43,8 @@ typedef struct hs_hb hs_hb_t;
  * -1 where none; NULL: no blocked waits known) stand for the heartbeats' blocked field. */
 int hs_hb_start(hs_hb_t **out, hs_exec_t *x, int rank, int size, double fail_s, int *vblocked,
                 double *vblocked_at);
-/* This rank waits for `peer` past a bound (called by each slice of such a wait): its next
- * heartbeats say so, for 2 periods. Thread-safe. */
+/* This rank waits for `peer` alone past a bound (called by each slice of such a wait; -1: for
+ * several ranks, which names none): its next heartbeats say so, for 2 periods. Thread-safe. */
 void hs_hb_note_wait(hs_hb_t *hb, int peer);
 /* The rank `peer` is blocked on (its heartbeats say it waits for it past a bound), or -1. */
 int hs_hb_blocked_on(hs_hb_t *hb, int peer);

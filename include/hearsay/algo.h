@@ -245,16 +245,22 @@ static inline int hs_dist_peer_hb(const hs_dist_t *d, int peer)
  * and up to limit + 6 while the peer says it is itself blocked on another rank (the ranks that
  * wait for that one give it up at their own limit + 3, and the peer then goes on: a rank only
  * blocked behind a slow one is not given up with it); 0 when it may be declared failed
- * (fenced, or no heartbeats). Says that this rank is blocked on `peer` (hs_dist_t.note_wait). */
+ * (fenced, or no heartbeats). */
 static inline int hs_dist_keep_waiting(const hs_dist_t *d, int peer, double waited, double limit)
 {
     int hb = hs_dist_peer_hb(d, peer);
     if (!(hb == 0 || hb == 1)) return 0;
-    if (d->note_wait) d->note_wait(d->ctx, peer);
     double f = d->o->fail_timeout_s;
     if (waited < limit + 3 * f) return 1;
     int b = d->peer_blocked ? d->peer_blocked(d->ctx, peer) : -1;
     return b >= 0 && b != d->rank && waited < limit + 6 * f;
+}
+
+/* This rank waits past a bound for `peer` alone (-1: for several, or none): its heartbeats say
+ * so (hs_dist_keep_waiting of the ranks that wait for this one). */
+static inline void hs_dist_note_wait(const hs_dist_t *d, int peer)
+{
+    if (d->note_wait) d->note_wait(d->ctx, peer);
 }
 
 /* The algorithm's k-th message tag (k < HS_DIST_TAGS). */
