@@ -348,9 +348,16 @@ int hs_hb_state(hs_hb_t *hb, int peer)
 {
     if (!hb || peer < 0 || peer >= hb->size) return HS_HB_OFF;
     lock(hb);
-    if (hb->virt) { /* alive until excluded */
+    if (hb->virt) { /* alive until excluded, or frozen (--straggler freeze) as long as this */
         int v = hb->st ? hb->st[peer] : HS_HB_ALIVE;
         unlock(hb);
+        if (v == HS_HB_ALIVE && peer != hb->rank) {
+            double fz = hs_exec_frozen_for(hb->x, peer);
+            if (fz > hb->fail_s)
+                v = HS_HB_FENCED; /* (it fences itself, and says so, when it thaws) */
+            else if (fz > hb->fail_s / 2)
+                v = HS_HB_SUSPECT;
+        }
         return v;
     }
     double now = hs_exec_now(hb->x);
@@ -408,6 +415,18 @@ int hs_hb_next_fenced(hs_hb_t *hb)
 {
     if (!hb) return -1;
     int q = -1;
+    /* virtual time: a rank frozen (--straggler freeze) longer than the fail timeout is fenced
+     * by every rank, as the heartbeats' silence would on the wall clock */
+    for (int p = -1; hb->virt && (p = hs_exec_frozen_next(hb->x, p)) >= 0;) {
+        double fz = hs_exec_frozen_for(hb->x, p);
+        if (p == hb->rank || !(fz > hb->fail_s)) continue;
+        char why[WHY_MAX];
+        snprintf(why, sizeof why, "frozen: no heartbeat for %.1f s (--fail-timeout %.3g s), fenced",
+                 fz, hb->fail_s);
+        lock(hb);
+        if (fence_tables(hb) == 0) fence_locked(hb, p, why);
+        unlock(hb);
+    }
     lock(hb);
     for (int p = 0; p < hb->size && q < 0 && hb->st; p++)
         if (p != hb->rank && hb->st[p] == HS_HB_FENCED && !hb->reported[p]) {
@@ -416,6 +435,22 @@ int hs_hb_next_fenced(hs_hb_t *hb)
         }
     unlock(hb);
     return q;
+}
+
+void hs_hb_stopped(hs_hb_t *hb, double secs)
+{
+    if (!hb || !(secs > hb->fail_s)) return;
+    char why[WHY_MAX];
+    snprintf(why, sizeof why,
+             "this rank was stopped for %.1f s, more than --fail-timeout %.3g s: the others have "
+             "fenced it",
+             secs, hb->fail_s);
+    lock(hb);
+    if (fence_tables(hb) == 0 && hb->st[hb->rank] != HS_HB_FENCED) {
+        fence_locked(hb, hb->rank, why);
+        send_all(hb, 0); /* (virtual time: every rank knows it now, and refuses it) */
+    }
+    unlock(hb);
 }
 
 void hs_hb_note_wait(hs_hb_t *hb, int peer)

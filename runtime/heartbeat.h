@@ -46,6 +46,10 @@ int hs_hb_start(hs_hb_t **out, hs_exec_t *x, int rank, int size, double fail_s, 
 /* This rank waits for `peer` alone past a bound (called by each slice of such a wait; -1: for
  * several ranks, which names none): its next heartbeats say so, for 2 periods. Thread-safe. */
 void hs_hb_note_wait(hs_hb_t *hb, int peer);
+/* This rank was stopped for `secs` (virtual time: an injected freeze, just thawed): longer
+ * than the fail timeout, it is fenced (the others took it for frozen), and every rank is told.
+ * The wall clock sees it by itself (its own heartbeats' age). */
+void hs_hb_stopped(hs_hb_t *hb, double secs);
 /* The rank `peer` is blocked on (its heartbeats say it waits for it past a bound), or -1. */
 int hs_hb_blocked_on(hs_hb_t *hb, int peer);
 /* The state of `peer` (the own rank: HS_HB_FENCED once this rank knows it was fenced).

@@ -658,6 +658,7 @@ const char *hs_straggler_help(void)
            "                                  crash:2:iter=500:rejoin=5s\n"
            "  freeze:RANKS:at=N:for=D|forever  the whole process stops (SIGSTOP: every thread,\n"
            "                                heartbeats too) at iteration N for D, or for good\n"
+           "                                (hearsay sim: its threads stop in virtual time)\n"
            "                                  freeze:2:at=100:for=10s   "
            "freeze:1:at=50:for=forever\n"
            "  RANKS: all, a rank, a list, ranges (all | 3 | 0,2-5). D: a duration with unit\n"

@@ -144,6 +144,16 @@ typedef struct hs_exec_ops {
                        int (*mark)(void *mctx, int i), void *mctx, double *counted);
     /* HS_EXEC_* (above); read through hs_exec_caps. */
     unsigned caps;
+    /* Optional (NULL: the wall clock, where the loop stops the process itself): an injected
+     * freeze (--straggler freeze) of this rank for `seconds` (INFINITY: for good), as a
+     * SIGSTOP of its process would be: its threads and services do not run, what reaches it
+     * waits, its peers see it silent. Returns when it thaws (never, for good: the rank is
+     * ended once nothing else runs). */
+    int (*freeze)(hs_exec_t *x, double seconds);
+    /* Optional (NULL: 0): for how long `peer` has been frozen (0: it runs). */
+    double (*frozen_for)(hs_exec_t *x, int peer);
+    /* Optional (NULL: -1): the lowest rank above `after` that is frozen now, -1 when none. */
+    int (*frozen_next)(hs_exec_t *x, int after);
 } hs_exec_ops_t;
 
 /* The part every implementation shares. */
@@ -226,6 +236,22 @@ static inline int hs_exec_wait1(hs_exec_t *x, hs_treq_t **req, double timeout_s,
 static inline int hs_exec_alive(hs_exec_t *x, int peer, double probe_s)
 {
     return x->ops->alive(x, peer, probe_s);
+}
+
+static inline double hs_exec_frozen_for(hs_exec_t *x, int peer)
+{
+    return x->ops->size >= offsetof(hs_exec_ops_t, frozen_for) + sizeof x->ops->frozen_for &&
+                   x->ops->frozen_for
+               ? x->ops->frozen_for(x, peer)
+               : 0.0;
+}
+
+static inline int hs_exec_frozen_next(hs_exec_t *x, int after)
+{
+    return x->ops->size >= offsetof(hs_exec_ops_t, frozen_next) + sizeof x->ops->frozen_next &&
+                   x->ops->frozen_next
+               ? x->ops->frozen_next(x, after)
+               : -1;
 }
 
 static inline int hs_exec_barrier(hs_exec_t *x)

@@ -162,17 +162,15 @@ static void vx_uncounted(hs_exec_t *x, int begin)
     }
 }
 
-static void vx_crash(hs_exec_t *x, int status)
+/* Rank rk ends abruptly (a crash, a fence, a kill): dead for its peers, its threads never run
+ * again, its queues dropped. */
+static void end_rank(sim_world_t *w, sim_rank_t *rk, int status, const char *what)
 {
-    sim_x_t *v = x->impl;
-    sim_world_t *w = v->w;
-    sim_rank_t *rk = v->rk;
     rk->dead = 1;
     w->live--;
     w->mains_left--;
     rk->rc = -status;
-    snprintf(rk->msg, sizeof rk->msg, "injected crash (status %d)", status);
-    /* its threads never run again; its queues are dropped */
+    snprintf(rk->msg, sizeof rk->msg, "injected crash (status %d)%s", status, what);
     for (sim_thread_t *t = rk->threads; t; t = t->next_in_rank) {
         hs_sim_dl_del(w, t);
         t->state = T_DONE;
@@ -184,6 +182,58 @@ static void vx_crash(hs_exec_t *x, int status)
     }
     hs_sim_unpost_all(rk);
     rk->completed = NULL;
+}
+
+void hs_sim_kill_frozen(sim_world_t *w, sim_rank_t *rk)
+{
+    fprintf(stderr,
+            "hearsay sim: rank %d frozen for good (--straggler freeze) since virtual time %.6f s, "
+            "and nothing else left to run at %.6f s: killed (status %d)\n",
+            rk->rank, rk->frozen_since, w->now, 71);
+    w->nfrozen--;
+    end_rank(w, rk, 71, ": frozen for good, killed");
+    hs_sim_wake_all(w);
+}
+
+/* --straggler freeze: the rank's threads stop for `secs` (INFINITY: for good; hs_sim_pick_next
+ * does not run them), what reaches it waits unmatched (hs_sim_deliver), and its peers see it
+ * frozen (vx_frozen_for): a SIGSTOP of its process. */
+static int vx_freeze(hs_exec_t *x, double secs)
+{
+    sim_x_t *v = x->impl;
+    sim_world_t *w = v->w;
+    sim_rank_t *rk = v->rk;
+    rk->frozen_since = w->now;
+    rk->frozen_until = w->now + secs;
+    w->nfrozen++;
+    while (w->now < rk->frozen_until) hs_sim_block_for(w, rk->frozen_until, 1);
+    w->nfrozen--;
+    hs_sim_thaw(w, rk);
+    return 0;
+}
+
+static int vx_frozen_next(hs_exec_t *x, int after)
+{
+    sim_world_t *w = ((sim_x_t *)x->impl)->w;
+    if (!w->nfrozen) return -1;
+    for (int r = after + 1; r < w->n; r++)
+        if (w->rk[r].frozen_until > w->now && !w->rk[r].dead) return r;
+    return -1;
+}
+
+static double vx_frozen_for(hs_exec_t *x, int peer)
+{
+    sim_world_t *w = ((sim_x_t *)x->impl)->w;
+    const sim_rank_t *p = &w->rk[peer];
+    return p->frozen_until > w->now ? w->now - p->frozen_since : 0.0;
+}
+
+static void vx_crash(hs_exec_t *x, int status)
+{
+    sim_x_t *v = x->impl;
+    sim_world_t *w = v->w;
+    sim_rank_t *rk = v->rk;
+    end_rank(w, rk, status, "");
     /* crash:...:rejoin=D: a replacement (a thread of its own, the rank's main from now on)
      * starts D later; the rank stays dead until then */
     if (x->rejoin_s >= 0 && w->rejoin_main) {
@@ -428,6 +478,11 @@ static void ax_crash(hs_exec_t *x, int status)
     vx_crash(x, status);
 }
 
+static int ax_freeze(hs_exec_t *x, double secs)
+{
+    SIM_CALL(XW(x), int, vx_freeze(x, secs));
+}
+
 static void ax_observe(hs_exec_t *x, long iter, const float *z, size_t n)
 {
     SIM_CALL_VOID(XW(x), hs_sim_observe(x, iter, z, n));
@@ -465,6 +520,9 @@ const hs_exec_ops_t hs_sim_exec_ops = {
     .compute = ax_compute,
     .local = ax_local,
     .crash = ax_crash,
+    .freeze = ax_freeze,
+    .frozen_for = vx_frozen_for,
+    .frozen_next = vx_frozen_next,
     .observe = ax_observe,
     .svc_start = ax_svc_start,
     .svc_lock = vx_svc_lock,

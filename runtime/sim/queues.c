@@ -325,6 +325,10 @@ void hs_sim_deliver(sim_world_t *w, sim_msg_t *m)
         hs_sim_append(&d->dead_letters, m);
         return;
     }
+    if (d->frozen_until > w->now) { /* frozen: it waits, matched when the rank thaws */
+        hs_sim_unexp_push(d, m);
+        return;
+    }
     struct hs_treq *r = hs_sim_take_posted(d, m->src, m->tag);
     if (r) {
         if (!hs_sim_complete_recv(r, m)) hs_sim_msg_put(w, m);
@@ -335,6 +339,26 @@ void hs_sim_deliver(sim_world_t *w, sim_msg_t *m)
         return;
     }
     hs_sim_unexp_push(d, m);
+    hs_sim_wake_rank(d);
+}
+
+/* A frozen rank thaws: what reached it meanwhile goes to its posted receives now, in the order
+ * it arrived (a pure service's handler runs; the threads waiting are woken). */
+void hs_sim_thaw(sim_world_t *w, sim_rank_t *d)
+{
+    d->frozen_until = d->frozen_since = 0;
+    for (int again = 1; again;) {
+        again = 0;
+        for (sim_msg_t *m = d->unexpected; m; m = m->next) {
+            struct hs_treq *r = hs_sim_take_posted(d, m->src, m->tag);
+            if (!r) continue;
+            hs_sim_unexp_remove(d, m);
+            if (!hs_sim_complete_recv(r, m)) hs_sim_msg_put(w, m);
+            if (r->svc) hs_sim_svc_inline(w, r, NULL); /* (it may take more of the queue) */
+            again = 1;
+            break;
+        }
+    }
     hs_sim_wake_rank(d);
 }
 

@@ -110,6 +110,33 @@ void hs_sim_wake_all(sim_world_t *w)
 
 static int advance(sim_world_t *w);
 
+/* Nothing is left to happen but ranks frozen for good (--straggler freeze:...:for=forever)
+ * whose loop has not ended: each is ended as its process would be by `hearsay run`, killed
+ * (status 71; its peers see it dead). 1 when it ended one. */
+int hs_sim_end_frozen(sim_world_t *w)
+{
+    int running = 0, frozen = 0;
+    for (int r = 0; r < w->n; r++) {
+        sim_rank_t *rk = &w->rk[r];
+        if (rk->dead || !rk->main || rk->main->state == T_DONE) continue;
+        if (isinf(rk->frozen_until))
+            frozen++;
+        else
+            running++;
+    }
+    if (!frozen || running) return 0;
+    double next = w->net->ops->next_event(w->net);
+    if (w->ndl > 0 && w->dl[0]->wake_at < next) next = w->dl[0]->wake_at;
+    if (isfinite(next)) return 0; /* (something else is still to come) */
+    for (int r = 0; r < w->n; r++) {
+        sim_rank_t *rk = &w->rk[r];
+        if (rk->dead || !rk->main || rk->main->state == T_DONE || !isinf(rk->frozen_until))
+            continue;
+        hs_sim_kill_frozen(w, rk);
+    }
+    return 1;
+}
+
 /* The baton holder picks the thread to run next: the first still ready (a crash ends some),
  * else the clock moves to the next event. NULL when the run is over (every rank's training
  * loop ended) or when nothing can ever happen again (w->end_rc and end_msg say so). */
@@ -121,8 +148,16 @@ sim_thread_t *hs_sim_pick_next(sim_world_t *w)
             sim_thread_t *t = w->ready_head;
             w->ready_head = t->next_ready;
             if (!w->ready_head) w->ready_tail = NULL;
-            if (t->state == T_READY) return t;
+            if (t->state != T_READY) continue;
+            if (t->rk->frozen_until > w->now) { /* frozen (--straggler freeze): not before */
+                t->state = T_BLOCKED;
+                t->wake_at = t->rk->frozen_until;
+                if (isfinite(t->wake_at)) hs_sim_dl_set(w, t);
+                continue;
+            }
+            return t;
         }
+        if (w->nheap == 0 && hs_sim_end_frozen(w)) continue; /* (the rest froze for good) */
         if (advance(w)) {
             w->end_rc = -EDEADLK;
             snprintf(w->end_msg, sizeof w->end_msg,

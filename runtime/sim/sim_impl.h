@@ -177,6 +177,10 @@ struct sim_rank {
     sim_msg_t *dead_letters; /* arrived after it left or died: its senders' (unsent) */
     int left;                /* hs_transport_leave: receives nothing any more */
     double rejoin_at;        /* a replacement's start after a crash (crash:...:rejoin=D) */
+    /* --straggler freeze: frozen from frozen_since until frozen_until (INFINITY: for good);
+     * meanwhile its threads are not scheduled and what reaches it waits unmatched (0, 0: it
+     * runs) */
+    double frozen_since, frozen_until;
     sim_thread_t *main;
     sim_thread_t *threads; /* this rank's threads (next_in_rank) */
     hs_train_result_t res;
@@ -246,6 +250,7 @@ struct sim_world {
     sim_thread_t *current;
     int mains_left;                        /* ranks whose training loop has not ended */
     void *(*rejoin_main)(void *);          /* a replacement's thread (crash:...:rejoin=D) */
+    int nfrozen;                           /* ranks frozen now (--straggler freeze) */
     int live;                              /* ranks not dead */
     sim_thread_t *ready_head, *ready_tail; /* ready threads, in the order they became ready */
     sim_thread_t **th;
@@ -400,6 +405,12 @@ void hs_sim_unexp_push(sim_rank_t *rk, sim_msg_t *m);
 void hs_sim_unexp_remove(sim_rank_t *rk, sim_msg_t *m);
 void hs_sim_complete_send(sim_world_t *w, sim_msg_t *m);
 void hs_sim_deliver(sim_world_t *w, sim_msg_t *m);
+/* A frozen rank thaws (--straggler freeze): what reached it meanwhile is matched now. */
+void hs_sim_thaw(sim_world_t *w, sim_rank_t *d);
+/* Only ranks frozen for good are left: end them (status 71); 1 when it did. */
+int hs_sim_end_frozen(sim_world_t *w);
+/* End rank rk, frozen for good, as a kill would (exec.c). */
+void hs_sim_kill_frozen(sim_world_t *w, sim_rank_t *rk);
 int hs_sim_post_req(sim_rank_t *rk, struct hs_treq *r);
 int hs_sim_post_recv(sim_rank_t *rk, int peer, uint32_t tag, void *buf, size_t cap,
                      hs_service_t *svc, int slot, hs_treq_t **req);
