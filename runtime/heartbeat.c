@@ -56,7 +56,7 @@ struct hs_hb {
     int *src;
     uint32_t *tag;
     /* Blocked waits (hs_hb_note_wait): the rank this one waits for past a bound, and since
-     * when (it counts while noted again within 2 periods); each peer's, from its heartbeats
+     * when (it counts while noted again within a fail timeout); each peer's, from its heartbeats
      * (wall clock) or from the process's table (virtual time: every rank in this process) */
     int blocked_on;
     double blocked_at;
@@ -162,10 +162,11 @@ static int hb_msg(void *ctx, int slot, const void *buf, const hs_tstatus_t *st)
     return 0;
 }
 
-/* 1 + the rank this one is blocked on now (noted within 2 periods), else 0 (lock held). */
+/* 1 + the rank this one is blocked on now (noted within a fail timeout), else 0 (lock held). */
 static uint32_t blocked_now(const hs_hb_t *hb)
 {
-    if (hb->blocked_on < 0 || hs_exec_now(hb->x) - hb->blocked_at > 2 * hb->period_s) return 0;
+    /* (noted by each 0.25 s slice of the wait: a fail timeout without one, it has ended) */
+    if (hb->blocked_on < 0 || hs_exec_now(hb->x) - hb->blocked_at > hb->fail_s) return 0;
     return (uint32_t)hb->blocked_on + 1;
 }
 

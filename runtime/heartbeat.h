@@ -44,7 +44,8 @@ typedef struct hs_hb hs_hb_t;
 int hs_hb_start(hs_hb_t **out, hs_exec_t *x, int rank, int size, double fail_s, int *vblocked,
                 double *vblocked_at);
 /* This rank waits for `peer` alone past a bound (called by each slice of such a wait; -1: for
- * several ranks, which names none): its next heartbeats say so, for 2 periods. Thread-safe. */
+ * several ranks, which names none): its next heartbeats say so while it is noted again within a
+ * fail timeout. Thread-safe. */
 void hs_hb_note_wait(hs_hb_t *hb, int peer);
 /* This rank was stopped for `secs` (virtual time: an injected freeze, just thawed): longer
  * than the fail timeout, it is fenced (the others took it for frozen), and every rank is told.
