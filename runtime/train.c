@@ -473,9 +473,6 @@ static void algo_opts(run_t *R)
 
 /* --- a replacement that joins the running job (runtime/rejoin.h) -------------------------- */
 
-/* Exit status of a replacement that found nobody to join (the job had ended): a crashed rank's. */
-#define HS_EXIT_CRASH_RJ 70
-
 /* This rank's state with the donor's training clock at iteration it after it: what a
  * replacement starts from. *buf is allocated. */
 static int rejoin_state(run_t *R, long it, unsigned char **buf, size_t *len)
@@ -614,7 +611,7 @@ static int rejoin_join(run_t *R)
                 "rank had finished?): it ends as the crashed rank\n",
                 d->rank);
         R->x->rejoin_s = -1;
-        hs_exec_crash(R->x, HS_EXIT_CRASH_RJ);
+        hs_exec_crash(R->x, HS_EXIT_CRASH); /* (a crashed rank's status) */
     }
     memcpy(&R->clock_at_start, buf + n, sizeof R->clock_at_start);
     rc = hs_ckpt_adopt(buf, n, R->w, R->ops, R->algo, d->total_iters, &R->start);
