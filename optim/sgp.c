@@ -206,6 +206,14 @@ static int ps(const hs_algo_t *a, int j)
     return lo < a->np && a->pr[lo] == j ? lo : a->np;
 }
 
+/* A message header of this rank, with its incarnation (SGP_AUX_INC). */
+static void sgp_hdr(const hs_algo_t *a, hs_ps_hdr_v1_t *h, hs_ps_kind_t kind, long iter, double w,
+                    size_t n)
+{
+    hs_ps_hdr_init(h, kind, a->d->rank, iter, w, n);
+    h->aux[SGP_AUX_INC] = a->inc;
+}
+
 /* What was sent to a dead peer and never taken (gone[]). */
 enum { GONE_NO = 0, GONE_PENDING, GONE_DONE, GONE_UNKNOWN };
 
@@ -989,8 +997,7 @@ static int sgp_step(hs_algo_t *a, long t)
             HS_TRY(k->ops->to_host(k, pz, model_z(a), a->n * sizeof(float)));
         else
             memcpy(pz, r->buf[0] + sizeof *h, a->n * sizeof(float));
-        hs_ps_hdr_init(h, HS_PS_GOSSIP, d->rank, t, s * a->w, a->n);
-        h->aux[SGP_AUX_INC] = a->inc;
+        sgp_hdr(a, h, HS_PS_GOSSIP, t, s * a->w, a->n);
         r->peer[m] = p;
         r->share[m] = s * a->w;
         r->n++;
@@ -1183,8 +1190,7 @@ static int answer(hs_algo_t *a)
         else if ((rc = d->k->ops->to_host(d->k, pz, model_z(a), a->n * sizeof(float))) < 0)
             break;
         host = pz;
-        hs_ps_hdr_init(h, HS_PS_REPLY, d->rank, it, share, a->n);
-        h->aux[SGP_AUX_INC] = a->inc;
+        sgp_hdr(a, h, HS_PS_REPLY, it, share, a->n);
         if (hs_transport_isend(d->t, j, hs_dist_tag(d, SGP_TAG_GOSSIP), a->rep_buf[ps(a, j)],
                                a->msg_bytes, &a->rep_req[ps(a, j)]) < 0) {
             /* nothing left: its share stays (what it never took is taken back at the end) */
@@ -1208,9 +1214,8 @@ static int notify(hs_algo_t *a, int p, hs_ps_kind_t kind, long count, hs_ps_hdr_
                   hs_treq_t **req)
 {
     hs_dist_t *d = a->d;
-    hs_ps_hdr_init(h, kind, d->rank, a->trained, 0, 0);
+    sgp_hdr(a, h, kind, a->trained, 0, 0);
     h->aux[0] = (double)count;
-    h->aux[SGP_AUX_INC] = a->inc;
     if (hs_transport_isend(d->t, p, hs_dist_tag(d, SGP_TAG_GOSSIP), h, sizeof *h, req) < 0) {
         *req = NULL;
         return peer_gone(a, p, hs_last_error());
@@ -1936,8 +1941,7 @@ static int sgp_rejoin(hs_algo_t *a, int peer, long iter, int role)
                                     a->n * sizeof(float));
         }
         hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)buf;
-        hs_ps_hdr_init(h, HS_PS_GOSSIP, d->rank, r, 0.0, a->n);
-        h->aux[SGP_AUX_INC] = a->inc;
+        sgp_hdr(a, h, HS_PS_GOSSIP, r, 0.0, a->n);
         hs_treq_t *req = NULL;
         if (rc == 0)
             rc = hs_transport_isend(d->t, peer, hs_dist_tag(d, SGP_TAG_GOSSIP), buf, a->msg_bytes,
