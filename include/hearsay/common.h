@@ -58,6 +58,13 @@ double hs_thread_cpu_s(void);
 /* Sleep for `seconds` (>= 0), resuming after signals. */
 void hs_sleep(double seconds);
 
+/* A worker's exit statuses that are not failures of the job (`hearsay run` lets the others run
+ * on): an injected crash (--straggler crash) 70, a fenced rank (runtime/heartbeat.h) 71, and an
+ * injected crash that asks the launcher for a replacement (crash:...:rejoin=D) 72. `hearsay run`
+ * starts a replacement for a rank that exits 72 at once, with HS_INCARNATION=K (its K-th
+ * replacement) and HS_CRASHED_AT (hs_now() when the launcher saw the exit) in its environment. */
+#define HS_EXIT_REJOIN 72
+
 /* Checked allocation helpers: return NULL and record -ENOMEM with `what` in the message. */
 void *hs_malloc(size_t bytes, const char *what);
 void *hs_calloc(size_t count, size_t size, const char *what);
