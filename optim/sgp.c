@@ -303,6 +303,29 @@ static int msg_order(const void *pa, const void *pb)
 
 /* Fold one message into the running weighted mean (the service calls this for each): a
  * GOSSIP share or a REPLY; DONE and FIN only update the end-of-run counters. */
+/* The sender's incarnation (aux[SGP_AUX_INC]) is a process count: 0 <= inc < 1e6. */
+static int inc_check(const hs_ps_hdr_v1_t *h, int src)
+{
+    double inc = h->aux[SGP_AUX_INC];
+    if (!(inc >= 0 && inc < 1e6))
+        return HS_ERR(-EPROTO, "message from rank %d names incarnation %g", src, inc);
+    return 0;
+}
+
+/* The sender's incarnation, under the algorithm's lock (the one the message's handling takes
+ * anyway): a newer process starts src's counts again; 1 when the message is an older one's (in
+ * flight when it crashed: still mixed, never counted), else 0. */
+static int incarnation_locked(hs_algo_t *a, int src, const hs_ps_hdr_v1_t *h)
+{
+    int inc = (int)h->aux[SGP_AUX_INC], k = ps(a, src);
+    if (__builtin_expect(inc > a->peer_inc[k], 0)) {
+        a->peer_inc[k] = inc;
+        a->recv_from[k] = a->reply_recv[k] = a->owe[k] = 0;
+        a->done_cnt[k] = a->fin_cnt[k] = a->last_iter[k] = -1;
+    }
+    return inc < a->peer_inc[k];
+}
+
 static int rx_apply(void *ctx, int slot, const void *buf, const hs_tstatus_t *st)
 {
     hs_algo_t *a = ctx;
@@ -323,43 +346,30 @@ static int rx_apply(void *ctx, int slot, const void *buf, const hs_tstatus_t *st
         hs_error_clear();
         return 0;
     }
-    /* the sender's incarnation: a newer one starts its counts again, an older one's messages
-     * (in flight when it crashed) are still mixed, never counted */
-    int old = 0;
-    if (st->len >= sizeof *h) {
-        double inc = h->aux[SGP_AUX_INC];
-        if (!(inc >= 0 && inc < 1e6))
-            return HS_ERR(-EPROTO, "message from rank %d names incarnation %g", src, inc);
-        lock(a);
-        int k = ps(a, src);
-        if ((int)inc > a->peer_inc[k]) {
-            a->peer_inc[k] = (int)inc;
-            a->recv_from[k] = a->reply_recv[k] = a->owe[k] = 0;
-            a->done_cnt[k] = a->fin_cnt[k] = a->last_iter[k] = -1;
-        }
-        old = (int)inc < a->peer_inc[k];
-        unlock(a);
-    }
     if (kind == HS_PS_DONE || kind == HS_PS_FIN) {
         HS_TRY(hs_ps_hdr_check(h, st->len, (hs_ps_kind_t)kind, src, 0));
-        if (old) return 0;
+        HS_TRY(inc_check(h, src));
         if (!(h->aux[0] >= 0 && h->aux[0] < 1e15))
             return HS_ERR(-EPROTO, "end-of-run notice from rank %d counts %g messages", src,
                           h->aux[0]);
         lock(a);
-        if (kind == HS_PS_DONE)
-            a->done_cnt[ps(a, src)] = (long)h->aux[0];
-        else
-            a->fin_cnt[ps(a, src)] = (long)h->aux[0];
+        if (!incarnation_locked(a, src, h)) { /* (an older process's counts are not its) */
+            if (kind == HS_PS_DONE)
+                a->done_cnt[ps(a, src)] = (long)h->aux[0];
+            else
+                a->fin_cnt[ps(a, src)] = (long)h->aux[0];
+        }
         unlock(a);
         return 0;
     }
     if (kind != HS_PS_REPLY) kind = HS_PS_GOSSIP;
     HS_TRY(hs_ps_hdr_check(h, st->len, (hs_ps_kind_t)kind, src, a->n));
+    HS_TRY(inc_check(h, src));
     if (!(h->weight >= 0 && isfinite(h->weight)))
         return HS_ERR(-EPROTO, "message from rank %d carries weight %g", src, h->weight);
     const float *zm = (const float *)((const unsigned char *)buf + sizeof *h);
     lock(a);
+    int old = incarnation_locked(a, src, h);
     if (kind == HS_PS_GOSSIP && a->bound >= 0) { /* held mode: a copy, mixed in its round */
         int rc = hold(a, h, zm, src, st->len);
         if (rc == 0 && old) {
