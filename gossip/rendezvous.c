@@ -18,6 +18,16 @@
  * connects again while its start-up deadline lasts). Refused connections that linger to
  * deliver their ERROR are bounded too (CLOSING_MAX). So idle strangers, however many, can
  * neither fill the table nor exhaust the launcher's descriptors.
+ *
+ * Replacements (opts.rejoin, `hearsay run`): every completed round's RESULT blob is kept
+ * (results[seq - 1]). A HELLO for a rank whose connection closed without BYE (RANK_GONE), once
+ * the job is running and while it has neither finished nor failed, admits a replacement: a
+ * connection marked `replacement`, which gets a WELCOME of its own and then replays the job's
+ * start-up. Its GATHER for a completed round k is answered at once with round k's result, its
+ * contribution in its slot; the stored result takes that contribution (copied first when a
+ * queued message still shares the blob), so a later replacement of another rank sees it. A
+ * replacement is never sent the live ranks' RESULTs and takes no part in later rounds: a GATHER
+ * for a round not completed, or anything else unexpected from it, is an ERROR to it alone.
  */
 #include "hearsay/rendezvous.h"
 #include "gossip/rdv_wire.h"
@@ -72,7 +82,8 @@ typedef struct conn {
     int closing;  /* 1: close once the output queue is drained; 2: close now */
     int draining; /* output done, write side shut: discard input until EOF */
     double drain_deadline;
-    size_t drained; /* bytes discarded while draining */
+    size_t drained;  /* bytes discarded while draining */
+    int replacement; /* admitted as a replacement for a rank that left (opts.rejoin) */
     struct conn *next;
 } conn_t;
 
@@ -109,6 +120,10 @@ struct hs_rdv_server {
     uint8_t *have;                  /* (size) contributed to the current round */
     int nhave;
     int nbye;
+    int rejoin;        /* opts.rejoin: replacements are admitted */
+    blob_t **results;  /* (nresults) completed rounds' results, by seq - 1 (rejoin only) */
+    uint32_t nresults; /* rounds completed */
+    uint32_t cap_results;
 };
 
 #define PENDING_MAX        256 /* connections without the key yet, in all */
@@ -282,6 +297,88 @@ static void send_welcome(hs_rdv_server_t *s)
     s->phase_start = 0;
 }
 
+static void check_departures(hs_rdv_server_t *s);
+static void conn_read(hs_rdv_server_t *s, conn_t *c);
+
+/* A replacement that cannot go on (it asked for a round the job has not completed, sent
+ * something unexpected): an ERROR to it alone, and its rank is gone again (replaceable). */
+static void drop_replacement(hs_rdv_server_t *s, conn_t *c, const char *msg)
+{
+    int r = c->rank;
+    slog(s, "%s", msg);
+    queue_error(c, msg);
+    s->rank_state[r] = RANK_GONE;
+    s->rank_conn[r] = NULL;
+    c->rank = -1;
+    check_departures(s);
+}
+
+/* Admit connection c as a replacement for rank r (RANK_GONE, rejoin): a WELCOME of its own,
+ * with its hostname in the table (kept for later replacements). */
+static void admit_replacement(hs_rdv_server_t *s, conn_t *c, int r, const hs_rdv_hello_t *h)
+{
+    size_t len = (size_t)s->size * HS_RDV_HOST_MAX;
+    c->rank = r;
+    c->replacement = 1;
+    s->rank_state[r] = RANK_HERE;
+    s->rank_conn[r] = c;
+    memcpy(s->hosts[r], h->host, HS_RDV_HOST_MAX);
+    slog(s, "rank %d rejoins the job (a replacement)", r);
+    if (queue_msg(c, HS_RDV_WELCOME, 0, NULL, s->hosts, len) < 0)
+        drop_replacement(s, c, "rendezvous: out of memory for a replacement's WELCOME");
+}
+
+/* A replacement's GATHER for round k: answered at once from the stored result of round k, its
+ * contribution in its slot (and kept there). Never part of the live ranks' current round. */
+static void handle_replay(hs_rdv_server_t *s, conn_t *c)
+{
+    char msg[400];
+    int r = c->rank;
+    uint32_t k = c->hdr.seq;
+    if (c->hdr.rank != (uint32_t)r) {
+        snprintf(msg, sizeof msg,
+                 "rank %d (a replacement) sent a GATHER with rank %u in its header", r,
+                 c->hdr.rank);
+        drop_replacement(s, c, msg);
+        return;
+    }
+    if (k == 0 || k > s->nresults) {
+        snprintf(msg, sizeof msg,
+                 "rank %d (a replacement) asked for collective round %u; the job completed only "
+                 "%u start-up rounds: a replacement takes no part in later collectives",
+                 r, k, s->nresults);
+        drop_replacement(s, c, msg);
+        return;
+    }
+    blob_t *b = s->results[k - 1];
+    size_t each = b->len / (size_t)s->size;
+    if ((size_t)c->hdr.len != each) {
+        snprintf(msg, sizeof msg,
+                 "rank %d (a replacement) contributed %zu bytes to collective round %u, the job's "
+                 "ranks %zu (a replacement must contribute the same length)",
+                 r, (size_t)c->hdr.len, k, each);
+        drop_replacement(s, c, msg);
+        return;
+    }
+    if (b->refs > 1) {
+        /* Still queued to someone (besides the stored reference): copy first, so that nothing
+         * already queued changes. */
+        blob_t *n = malloc(sizeof *n + b->len);
+        if (!n) {
+            drop_replacement(s, c, "rendezvous: out of memory replaying a round for a replacement");
+            return;
+        }
+        n->refs = 1;
+        n->len = b->len;
+        memcpy(n->data, b->data, b->len);
+        blob_unref(b);
+        s->results[k - 1] = b = n;
+    }
+    if (each) memcpy(b->data + (size_t)r * each, c->body, each);
+    if (queue_msg(c, HS_RDV_RESULT, k, b, NULL, b->len) < 0)
+        drop_replacement(s, c, "rendezvous: out of memory replaying a round for a replacement");
+}
+
 static void handle_hello(hs_rdv_server_t *s, conn_t *c)
 {
     char why[256];
@@ -307,6 +404,28 @@ static void handle_hello(hs_rdv_server_t *s, conn_t *c)
         reject(s, c, why);
         return;
     }
+    if (s->rejoin && s->welcomed && s->rank_state[r] == RANK_HERE && s->rank_conn[r]) {
+        /* The crashed predecessor's close may not have been seen yet (its EOF and this HELLO
+         * in one poll): one last look at its connection. */
+        conn_t *old = s->rank_conn[r];
+        if (!old->closing) conn_read(s, old);
+        if (s->rank_conn[r] == old && old->closing == 2) {
+            s->rank_state[r] = RANK_GONE;
+            s->rank_conn[r] = NULL;
+            old->rank = -1;
+            check_departures(s);
+        }
+    }
+    if (s->rejoin && s->welcomed && s->rank_state[r] == RANK_GONE) {
+        if (atomic_load(&s->state) != 0) {
+            reject(s, c,
+                   atomic_load(&s->state) > 0 ? "the job has already finished"
+                                              : "the job has already failed");
+            return;
+        }
+        admit_replacement(s, c, r, &h);
+        return;
+    }
     if (s->rank_state[r] != RANK_NONE) {
         snprintf(why, sizeof why, "rank %d already connected (duplicate HS_RANK?)", r);
         reject(s, c, why);
@@ -327,11 +446,32 @@ static void handle_hello(hs_rdv_server_t *s, conn_t *c)
     if (s->nhere == s->size) send_welcome(s);
 }
 
+/* Keep round seq's result for replacements (rejoin). Returns 0 or -ENOMEM. */
+static int keep_result(hs_rdv_server_t *s, blob_t *b)
+{
+    if (s->nresults == s->cap_results) {
+        uint32_t cap = s->cap_results ? 2 * s->cap_results : 16;
+        blob_t **n = realloc(s->results, sizeof *n * cap);
+        if (!n) return -ENOMEM;
+        s->results = n;
+        s->cap_results = cap;
+    }
+    b->refs++;
+    s->results[s->nresults++] = b;
+    return 0;
+}
+
 static void complete_round(hs_rdv_server_t *s)
 {
     for (int r = 0; r < s->size; r++)
-        if (s->rank_conn[r])
+        if (s->rank_conn[r] && !s->rank_conn[r]->replacement)
             queue_msg(s->rank_conn[r], HS_RDV_RESULT, s->seq, s->round, NULL, s->round->len);
+    if (s->rejoin && keep_result(s, s->round) < 0) {
+        blob_unref(s->round);
+        s->round = NULL;
+        fail_job(s, "rendezvous failed: out of memory keeping a round's result for replacements");
+        return;
+    }
     blob_unref(s->round);
     s->round = NULL;
     memset(s->have, 0, (size_t)s->size);
@@ -345,8 +485,10 @@ static void check_departures(hs_rdv_server_t *s)
 {
     char ranks[256], msg[600];
     int gone = count_state(s, RANK_GONE);
-    if (s->welcomed && count_state(s, RANK_HERE) == 0) {
-        set_state(s, 1); /* everyone has left: nothing more to serve */
+    /* Everyone has left: nothing more to serve (with rejoin, a rank gone without BYE may still
+     * be replaced). */
+    if (s->welcomed && count_state(s, RANK_HERE) == 0 && (!s->rejoin || gone == 0)) {
+        set_state(s, 1);
         return;
     }
     if (!s->welcomed) {
@@ -386,6 +528,17 @@ static void handle_admitted(hs_rdv_server_t *s, conn_t *c)
         c->closing = 1;
         s->nbye++;
         check_departures(s);
+        return;
+    }
+    if (c->replacement) {
+        if (c->hdr.type == HS_RDV_GATHER) {
+            handle_replay(s, c);
+        } else {
+            snprintf(msg, sizeof msg,
+                     "rank %d (a replacement) sent an unexpected message (type %u, round %u)", r,
+                     c->hdr.type, c->hdr.seq);
+            drop_replacement(s, c, msg);
+        }
         return;
     }
     if (c->hdr.type != HS_RDV_GATHER || c->hdr.rank != (uint32_t)r || !s->welcomed ||
@@ -481,6 +634,11 @@ static void conn_read(hs_rdv_server_t *s, conn_t *c)
             if (hs_rdv_hdr_check(&c->hdr, 1, &why) < 0) {
                 if (c->rank < 0) {
                     reject(s, c, why);
+                } else if (c->replacement) {
+                    char msg[300];
+                    snprintf(msg, sizeof msg, "malformed message from rank %d (a replacement): %s",
+                             c->rank, why);
+                    drop_replacement(s, c, msg);
                 } else {
                     char msg[300];
                     snprintf(msg, sizeof msg,
@@ -800,6 +958,7 @@ int hs_rdv_server_start(hs_rdv_server_t **out, const hs_rdv_server_opts_t *o)
     s->hello_timeout_s =
         o->hello_timeout_s > 0 ? o->hello_timeout_s : HS_MIN(HELLO_TIMEOUT_S, s->timeout_s);
     s->log = o->log ? o->log : stderr;
+    s->rejoin = o->rejoin != 0;
     snprintf(s->prefix, sizeof s->prefix, "%s", o->log_prefix ? o->log_prefix : "rendezvous: ");
     atomic_init(&s->state, 0);
     atomic_init(&s->quiet, 0);
@@ -868,6 +1027,8 @@ void hs_rdv_server_stop(hs_rdv_server_t **sp)
         conn_free(c);
     }
     blob_unref(s->round);
+    for (uint32_t k = 0; k < s->nresults; k++) blob_unref(s->results[k]);
+    free(s->results);
     if (s->lfd >= 0) close(s->lfd);
     for (int i = 0; i < 2; i++) {
         if (s->wake[i] >= 0) close(s->wake[i]);

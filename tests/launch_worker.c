@@ -12,6 +12,10 @@
  *   launch_worker absent R        rank R never joins (sleeps 60 s); the others must fail
  *   launch_worker vanish R        rank R joins, then exits 0 without finalize; the others'
  *                                 allgather must fail naming rank R
+ *   launch_worker rejoin R T      init, barrier; rank R exits HS_EXIT_REJOIN (72) without
+ *                                 finalize while HS_INCARNATION < T (unset: 0); its
+ *                                 replacement checks HS_CRASHED_AT (a number, hs_now() of the
+ *                                 launcher's crash, not in the future) and does the same
  * Every failure prints "rank R: ERROR: message" on stderr and exits 1.
  */
 #include "gossip/rdv_wire.h"
@@ -220,6 +224,45 @@ out:
     return rc;
 }
 
+/* Incarnation K (HS_INCARNATION, 0 when unset) of every rank: join (a replacement replays the
+ * barrier), say so; rank `who` crashes asking for a replacement while K < times. */
+static int do_rejoin(int who, int times)
+{
+    int me = env_rank(), k = 0;
+    const char *inc = getenv("HS_INCARNATION"), *at = getenv("HS_CRASHED_AT");
+    if (inc) {
+        char *end;
+        k = (int)strtol(inc, &end, 10);
+        double t = at ? strtod(at, &end) : -1;
+        if (k < 1 || !at || *end || end == at || t <= 0 || t > hs_now() || hs_now() - t > 30) {
+            fprintf(stderr, "rank %d: ERROR: HS_INCARNATION=%s HS_CRASHED_AT=%s\n", me, inc,
+                    at ? at : "(unset)");
+            return 1;
+        }
+    } else if (at) {
+        fprintf(stderr, "rank %d: ERROR: HS_CRASHED_AT=%s without HS_INCARNATION\n", me, at);
+        return 1;
+    }
+    hs_boot_t *b = NULL;
+    if (hs_boot_init(&b, NULL) < 0) return fail(me, "hs_boot_init");
+    if (hs_boot_barrier(b) < 0) {
+        hs_boot_finalize(&b);
+        return fail(me, "hs_boot_barrier");
+    }
+    if (k)
+        printf("rank %d replacement %d ok (crashed at %s)\n", me, k, at);
+    else
+        printf("rank %d original ok\n", me);
+    fflush(stdout);
+    if (me == who && k < times) {
+        printf("rank %d crashing for a replacement\n", me);
+        fflush(stdout);
+        _exit(HS_EXIT_REJOIN); /* no finalize, no goodbye */
+    }
+    hs_boot_finalize(&b);
+    return 0;
+}
+
 static void on_term(int sig)
 {
     static const char msg[] = "got SIGTERM\n";
@@ -248,6 +291,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "garbage")) return do_rawkey(1);
     if (!strcmp(mode, "fail")) return do_fail(arg, argc > 3 ? atoi(argv[3]) : 3);
     if (!strcmp(mode, "sigwait")) return do_sigwait();
+    if (!strcmp(mode, "rejoin")) return do_rejoin(arg, argc > 3 ? atoi(argv[3]) : 1);
     if (!strcmp(mode, "tamper")) {
         if (me == arg) setenv("HS_JOB_KEY", "0123456789abcdef0123456789abcdef", 1);
         return do_gather();

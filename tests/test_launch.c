@@ -277,6 +277,56 @@ START_TEST(test_run_rank_vanishes_mid_startup)
 }
 END_TEST
 
+/* A worker that exits HS_EXIT_REJOIN (72) is replaced by a new process of the same rank, with
+ * HS_INCARNATION and HS_CRASHED_AT (a parent's values of those are not inherited); the
+ * rendezvous admits it and replays the barrier; the job's status is the replacements'. */
+static void run_rejoin_case(const char *times, int replacements)
+{
+    tr_job_t j;
+    const char *args[] = {g_bin, "run",    "-n",     "3", "--timeout", "10",
+                          "--",  g_worker, "rejoin", "1", times,       NULL};
+    const char *env[] = {"HS_INCARNATION=9", "HS_CRASHED_AT=1.5", NULL};
+    tr_opts_t o = {.env = env};
+    tr_run(&j, args, &o, 20);
+    ck_assert_msg(j.status == 0, "%s, output:\n%s", tr_status_text(j.status), j.out);
+    for (int r = 0; r < 3; r++) {
+        char want[64];
+        snprintf(want, sizeof want, "[%d] rank %d original ok\n", r, r);
+        ASSERT_HAS(&j, want);
+    }
+    for (int k = 1; k <= replacements; k++) {
+        char want[128];
+        snprintf(want, sizeof want,
+                 "hearsay run: rank 1 crashed and asked for a replacement: starting it "
+                 "(replacement %d)\n",
+                 k);
+        ASSERT_HAS(&j, want);
+        snprintf(want, sizeof want, "[1] rank 1 replacement %d ok (crashed at ", k);
+        ASSERT_HAS(&j, want);
+        ASSERT_HAS(&j, "hearsay run: rank 1 rejoins the job (a replacement)\n");
+    }
+    char extra[128];
+    snprintf(extra, sizeof extra, "(replacement %d)", replacements + 1);
+    ASSERT_LACKS(&j, extra);
+    ASSERT_LACKS(&j, "exited with status");
+    ASSERT_LACKS(&j, "ERROR");
+    ASSERT_LACKS(&j, "ending the other");
+    ck_assert_msg(j.elapsed < 10, "took %.1f s", j.elapsed);
+    tr_job_free(&j);
+}
+
+START_TEST(test_run_rejoin_replacement)
+{
+    run_rejoin_case("1", 1);
+}
+END_TEST
+
+START_TEST(test_run_rejoin_twice)
+{
+    run_rejoin_case("2", 2);
+}
+END_TEST
+
 START_TEST(test_run_usage_errors)
 {
     static const struct {
@@ -662,6 +712,8 @@ static Suite *launch_suite(void)
     TR_ADD_TEST(tc, test_run_tampered_key_fails_cleanly, why);
     TR_ADD_TEST(tc, test_run_rendezvous_timeout_names_rank, why);
     TR_ADD_TEST(tc, test_run_rank_vanishes_mid_startup, why);
+    TR_ADD_TEST(tc, test_run_rejoin_replacement, why);
+    TR_ADD_TEST(tc, test_run_rejoin_twice, why);
     TR_ADD_TEST(tc, test_run_usage_errors, why);
     TR_ADD_TEST(tc, test_slurm_with_rendezvous_only, why);
     TR_ADD_TEST(tc, test_mpirun_allgather, no_mpi);

@@ -152,7 +152,8 @@ typedef struct srv_fixture {
     int port;
 } srv_fixture_t;
 
-static void srv_open(srv_fixture_t *f, int size, double timeout_s, double hello_s)
+static void srv_open_rejoin(srv_fixture_t *f, int size, double timeout_s, double hello_s,
+                            int rejoin)
 {
     memset(f, 0, sizeof *f);
     ck_assert_int_eq(hs_rdv_key_generate(f->key), 0);
@@ -163,11 +164,17 @@ static void srv_open(srv_fixture_t *f, int size, double timeout_s, double hello_
                               .timeout_s = timeout_s,
                               .hello_timeout_s = hello_s,
                               .log = f->log,
-                              .log_prefix = "rdv: "};
+                              .log_prefix = "rdv: ",
+                              .rejoin = rejoin};
     ck_assert_int_eq(hs_rdv_server_start(&f->s, &o), 0);
     ck_assert_int_eq(
         hs_rdv_parse_addr(hs_rdv_server_addr(f->s), "addr", f->host, sizeof f->host, &f->port), 0);
     ck_assert_int_eq(f->port, hs_rdv_server_port(f->s));
+}
+
+static void srv_open(srv_fixture_t *f, int size, double timeout_s, double hello_s)
+{
+    srv_open_rejoin(f, size, timeout_s, hello_s, 0);
 }
 
 /* The log so far (the server thread writes it; stopping the server makes it complete). */
@@ -571,6 +578,212 @@ START_TEST(test_server_admits_job_first)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- replacements (rejoin) */
+
+/* Connect and present the key as rank `rank` of `size` on host `host`. */
+static int raw_hello(const srv_fixture_t *f, int rank, int size, const char *host)
+{
+    int fd = raw_connect(f);
+    uint8_t msg[HS_RDV_HDR_BYTES + HS_RDV_HELLO_BYTES];
+    hs_rdv_hdr_t h = hs_rdv_hdr_make(HS_RDV_HELLO, (uint32_t)rank, 0, HS_RDV_HELLO_BYTES);
+    hs_rdv_hdr_encode(&h, msg);
+    hs_rdv_hello_t hello = {.size = (uint32_t)size, .pid = 1};
+    memcpy(hello.key, f->key, HS_RDV_KEY_HEX);
+    snprintf(hello.host, sizeof hello.host, "%s", host);
+    hs_rdv_hello_encode(&hello, msg + HS_RDV_HDR_BYTES);
+    ck_assert_int_eq(hs_rdv_write_all(fd, msg, sizeof msg, hs_now() + 5), 0);
+    return fd;
+}
+
+static void raw_send(int fd, uint16_t type, int rank, uint32_t seq, const void *data, size_t len)
+{
+    uint8_t hb[HS_RDV_HDR_BYTES];
+    hs_rdv_hdr_t h = hs_rdv_hdr_make(type, (uint32_t)rank, seq, len);
+    hs_rdv_hdr_encode(&h, hb);
+    ck_assert_int_eq(hs_rdv_write_all(fd, hb, sizeof hb, hs_now() + 5), 0);
+    if (len) ck_assert_int_eq(hs_rdv_write_all(fd, data, len, hs_now() + 5), 0);
+}
+
+/* Read one message of `type` (and `seq`) of exactly `len` bytes into buf (within 5 s). */
+static void raw_expect(int fd, uint16_t type, uint32_t seq, void *buf, size_t len)
+{
+    uint8_t hb[HS_RDV_HDR_BYTES];
+    hs_rdv_hdr_t h;
+    ck_assert_int_eq(hs_rdv_read_all(fd, hb, sizeof hb, hs_now() + 5), 0);
+    hs_rdv_hdr_decode(hb, &h);
+    ck_assert_msg(h.type == type && h.seq == seq && h.len == len,
+                  "got type %u seq %u len %llu, expected type %u seq %u len %zu", h.type, h.seq,
+                  (unsigned long long)h.len, type, seq, len);
+    if (len) ck_assert_int_eq(hs_rdv_read_all(fd, buf, len, hs_now() + 5), 0);
+}
+
+/* Round k's contribution length per rank (round 2 is a barrier), and rank r's bytes in it:
+ * the live ranks give 16 * k + r, a replacement its own `mark`. */
+static const size_t rj_len[4] = {0, 8, 0, 16};
+
+/* A replacement for `rank` replays round k contributing `mark` bytes; the result must hold its
+ * bytes in its slot and `slot_want[r]` (the stored contributions) in the others'. */
+static void replay_round(int fd, int rank, uint32_t k, uint8_t mark, const uint8_t *slot_want)
+{
+    uint8_t mine[16], all[3 * 16];
+    memset(mine, mark, sizeof mine);
+    raw_send(fd, HS_RDV_GATHER, rank, k, mine, rj_len[k]);
+    raw_expect(fd, HS_RDV_RESULT, k, all, 3 * rj_len[k]);
+    for (int r = 0; r < 3; r++)
+        for (size_t i = 0; i < rj_len[k]; i++) {
+            uint8_t want = r == rank ? mark : slot_want[r];
+            ck_assert_msg(all[(size_t)r * rj_len[k] + i] == want,
+                          "round %u: rank %d's slot byte %zu is %u, expected %u", k, r, i,
+                          all[(size_t)r * rj_len[k] + i], want);
+        }
+}
+
+/* A job of 3 ranks (raw connections) does 3 rounds and keeps its connections; then rank 1's
+ * closes. Returns the live connections in fd[]. */
+static void rejoin_job_start(srv_fixture_t *f, int fd[3])
+{
+    char hosts[3 * HS_RDV_HOST_MAX], name[16];
+    for (int r = 0; r < 3; r++) {
+        snprintf(name, sizeof name, "host%d", r);
+        fd[r] = raw_hello(f, r, 3, name);
+    }
+    for (int r = 0; r < 3; r++) {
+        raw_expect(fd[r], HS_RDV_WELCOME, 0, hosts, sizeof hosts);
+        ck_assert_str_eq(hosts + r * HS_RDV_HOST_MAX, r == 0   ? "host0"
+                                                      : r == 1 ? "host1"
+                                                               : "host2");
+    }
+    for (uint32_t k = 1; k <= 3; k++) {
+        uint8_t mine[16], all[3 * 16];
+        for (int r = 0; r < 3; r++) {
+            memset(mine, (int)(16 * k + (uint32_t)r), sizeof mine);
+            raw_send(fd[r], HS_RDV_GATHER, r, k, mine, rj_len[k]);
+        }
+        for (int r = 0; r < 3; r++) {
+            raw_expect(fd[r], HS_RDV_RESULT, k, all, 3 * rj_len[k]);
+            for (size_t i = 0; i < 3 * rj_len[k]; i++)
+                ck_assert_uint_eq(all[i], 16 * k + i / rj_len[k]);
+        }
+    }
+    close(fd[1]); /* rank 1 crashes: no BYE */
+    fd[1] = -1;
+}
+
+/* Nothing arrived on fd (within 0.1 s). */
+static int quiet_fd(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 100) == 0;
+}
+
+/* With opts.rejoin a replacement for a crashed rank is admitted after WELCOME, replays the
+ * completed rounds with its own contribution in its slot, and cannot fail the running job. */
+START_TEST(test_server_rejoin_replays_rounds)
+{
+    srv_fixture_t f;
+    srv_open_rejoin(&f, 3, 10, 5, 1);
+    int fd[3];
+    rejoin_job_start(&f, fd);
+    char text[HS_RDV_ERR_MAX + 1], hosts[3 * HS_RDV_HOST_MAX];
+    uint8_t bad[4] = {0};
+
+    /* A replacement contributing the wrong length: an ERROR naming the rank and round. */
+    int rep = raw_hello(&f, 1, 3, "newhost");
+    raw_expect(rep, HS_RDV_WELCOME, 0, hosts, sizeof hosts);
+    raw_send(rep, HS_RDV_GATHER, 1, 1, bad, sizeof bad);
+    ck_assert(read_answer(rep, text, sizeof text, 5));
+    ck_assert_msg(strstr(text, "rank 1 (a replacement) contributed 4 bytes to collective round 1"),
+                  "%s", text);
+    close(rep);
+
+    /* The next one: its hostname in its WELCOME, rounds 1..3 replayed, round 4 refused. */
+    rep = raw_hello(&f, 1, 3, "newhost");
+    raw_expect(rep, HS_RDV_WELCOME, 0, hosts, sizeof hosts);
+    ck_assert_str_eq(hosts, "host0");
+    ck_assert_str_eq(hosts + HS_RDV_HOST_MAX, "newhost");
+    ck_assert_str_eq(hosts + 2 * HS_RDV_HOST_MAX, "host2");
+    for (uint32_t k = 1; k <= 3; k++) {
+        uint8_t want[3] = {(uint8_t)(16 * k), 0, (uint8_t)(16 * k + 2)};
+        replay_round(rep, 1, k, (uint8_t)(0xB0 + k), want);
+    }
+    uint8_t mine[8] = {0};
+    raw_send(rep, HS_RDV_GATHER, 1, 4, mine, sizeof mine);
+    ck_assert(read_answer(rep, text, sizeof text, 5));
+    ck_assert_msg(strstr(text, "rank 1 (a replacement) asked for collective round 4; the job "
+                               "completed only 3 start-up rounds: a replacement takes no part "
+                               "in later collectives"),
+                  "%s", text);
+    close(rep);
+    ck_assert_int_eq(hs_rdv_server_state(f.s), 0); /* the job goes on */
+
+    /* A second replacement of rank 1 (the first crashed too) replays round 1 and leaves. */
+    rep = raw_hello(&f, 1, 3, "newhost2");
+    raw_expect(rep, HS_RDV_WELCOME, 0, hosts, sizeof hosts);
+    uint8_t want1[3] = {16, 0, 18};
+    replay_round(rep, 1, 1, 0xC1, want1);
+    raw_send(rep, HS_RDV_BYE, 1, 0, NULL, 0);
+
+    /* Rank 2 crashes; its replacement sees rank 1's replacements' entries. */
+    close(fd[2]);
+    int rep2 = raw_hello(&f, 2, 3, "host2b");
+    raw_expect(rep2, HS_RDV_WELCOME, 0, hosts, sizeof hosts);
+    ck_assert_str_eq(hosts + HS_RDV_HOST_MAX, "newhost2");
+    ck_assert_str_eq(hosts + 2 * HS_RDV_HOST_MAX, "host2b");
+    uint8_t w1[3] = {16, 0xC1, 0}, w2[3] = {32, 0xB2, 0}, w3[3] = {48, 0xB3, 0};
+    replay_round(rep2, 2, 1, 0xD1, w1);
+    replay_round(rep2, 2, 2, 0xD2, w2);
+    replay_round(rep2, 2, 3, 0xD3, w3);
+
+    /* The live rank saw nothing of it, and can leave; so can the replacement: finished. */
+    ck_assert(quiet_fd(fd[0]));
+    ck_assert_int_eq(hs_rdv_server_state(f.s), 0);
+    raw_send(fd[0], HS_RDV_BYE, 0, 0, NULL, 0);
+    raw_send(rep2, HS_RDV_BYE, 2, 0, NULL, 0);
+    struct pollfd pf = {.fd = hs_rdv_server_event_fd(f.s), .events = POLLIN};
+    ck_assert_int_eq(poll(&pf, 1, 5000), 1);
+    ck_assert_int_eq(hs_rdv_server_state(f.s), 1);
+    char c;
+    ck_assert_int_eq(hs_rdv_read_all(fd[0], &c, 1, hs_now() + 5), -ECONNRESET); /* closed */
+    close(fd[0]);
+    close(rep);
+    close(rep2);
+    const char *log = srv_close(&f);
+    ck_assert_ptr_nonnull(strstr(log, "rdv: rank 1 rejoins the job (a replacement)\n"));
+    ck_assert_ptr_nonnull(strstr(log, "rdv: rank 2 rejoins the job (a replacement)\n"));
+    ck_assert_msg(strstr(log, "rendezvous failed") == NULL, "log: %s", log);
+    fclose(f.log);
+    free(f.logbuf);
+}
+END_TEST
+
+/* Without opts.rejoin the same late HELLO is refused, as before. */
+START_TEST(test_server_no_rejoin_refuses_late_hello)
+{
+    srv_fixture_t f;
+    srv_open(&f, 3, 10, 5);
+    int fd[3];
+    rejoin_job_start(&f, fd);
+    char text[HS_RDV_ERR_MAX + 1];
+    int rep = raw_hello(&f, 1, 3, "newhost");
+    ck_assert(read_answer(rep, text, sizeof text, 5));
+    ck_assert_msg(strstr(text, "rank 1 already connected"), "%s", text);
+    close(rep);
+    ck_assert(quiet_fd(fd[0]) && quiet_fd(fd[2]));
+    ck_assert_int_eq(hs_rdv_server_state(f.s), 0);
+    raw_send(fd[0], HS_RDV_BYE, 0, 0, NULL, 0);
+    raw_send(fd[2], HS_RDV_BYE, 2, 0, NULL, 0);
+    struct pollfd pf = {.fd = hs_rdv_server_event_fd(f.s), .events = POLLIN};
+    ck_assert_int_eq(poll(&pf, 1, 5000), 1);
+    ck_assert_int_eq(hs_rdv_server_state(f.s), 1);
+    close(fd[0]);
+    close(fd[2]);
+    const char *log = srv_close(&f);
+    ck_assert_msg(strstr(log, "rejoins") == NULL, "log: %s", log);
+    fclose(f.log);
+    free(f.logbuf);
+}
+END_TEST
+
 static Suite *rendezvous_suite(void)
 {
     Suite *s = suite_create("rendezvous");
@@ -585,6 +798,8 @@ static Suite *rendezvous_suite(void)
     tcase_add_test(tb, test_hdr_lengths_overflow);
     tcase_add_test(tb, test_client_checks_length_first);
     tcase_add_test(tb, test_server_admits_job_first);
+    tcase_add_test(tb, test_server_rejoin_replays_rounds);
+    tcase_add_test(tb, test_server_no_rejoin_refuses_late_hello);
     suite_add_tcase(s, tb);
     return s;
 }

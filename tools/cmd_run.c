@@ -6,7 +6,10 @@
  * their environment, and then runs one poll() loop over: a self-pipe fed by the signal
  * handlers (SIGCHLD and the signals it forwards), and the pipes carrying each worker's stdout and
  * stderr, which it copies to its own with a "[rank] " prefix on every line. When a worker fails it
- * reports it and ends the others (SIGTERM, then SIGKILL after a grace period). `--rendezvous-only`
+ * reports it and ends the others (SIGTERM, then SIGKILL after a grace period). A worker that
+ * exits HS_EXIT_REJOIN (72, an injected crash asking for a replacement) is replaced at once by
+ * a new process of the same rank (HS_INCARNATION, HS_CRASHED_AT in its environment), which the
+ * rendezvous admits as a replacement (hs_rdv_server_opts_t.rejoin). `--rendezvous-only`
  * serves the rendezvous for workers started elsewhere (Slurm's srun), see docs/launch.md.
  */
 #include "config.h"
@@ -62,6 +65,11 @@ typedef struct worker {
     int signalled; /* the launcher sent it a signal: its death is expected */
     int noted;     /* --finish-timeout passed while it still ran: said once */
     stream_t out, err;
+    int incarnation;    /* replacements started for this rank so far (0: the original) */
+    int rejoin_pending; /* exited HS_EXIT_REJOIN: start a replacement (main_loop) */
+    double crashed_at;  /* hs_now() when that exit was reaped */
+    pid_t *old_pids;    /* (nold) the crashed incarnations (their segments are removed) */
+    int nold;
 } worker_t;
 
 typedef struct launcher {
@@ -78,6 +86,8 @@ typedef struct launcher {
     int sig_rd;      /* read end of the signal self-pipe */
     int mask_start;  /* the workers are hearsay: start them with the stop signals blocked */
     hs_rdv_server_t *srv;
+    const char *path; /* the command, resolved (replacements start it again) */
+    const char *key;  /* the job key */
 } launcher_t;
 
 /* The signals a worker is stopped with. A hearsay worker starts with them blocked (its main
@@ -110,6 +120,9 @@ static void usage(FILE *f)
             "  HS_JOB_KEY=HEX          the job's random 128-bit key (from /dev/urandom); the\n"
             "                          rendezvous rejects connections that do not present it\n"
             "  HS_BOOT_TIMEOUT=S       the bound on every start-up wait\n"
+            "  HS_INCARNATION=K, HS_CRASHED_AT=T   only in a replacement (below): its number\n"
+            "                          (1, 2, ... for that rank) and when the launcher saw the\n"
+            "                          crash (CLOCK_MONOTONIC seconds, as hs_now())\n"
             "A COMMAND spelled `hearsay` runs this same hearsay binary.\n"
             "\n"
             "options:\n"
@@ -122,7 +135,7 @@ static void usage(FILE *f)
             "  --grace S          after a failure, seconds between SIGTERM and SIGKILL for the\n"
             "                     other workers (default 3)\n"
             "  --finish-timeout S once a worker has ended (but by an injected crash or a\n"
-            "                     fence: 70, 71), the others must\n"
+            "                     fence: 70, 71, 72), the others must\n"
             "                     exit within S seconds (default 120); one that is then\n"
             "                     stopped (frozen, SIGSTOP) is named and killed, and the job\n"
             "                     fails with status 71; one still running (a straggler) is\n"
@@ -148,6 +161,11 @@ static void usage(FILE *f)
             "Failure: when a worker exits non-zero or is killed by a signal, the launcher\n"
             "prints \"rank R exited with status S\" or \"rank R killed by signal SIGX\", sends\n"
             "SIGTERM to the others, then SIGKILL after the grace period (unless --keep-going).\n"
+            "Not failures: status 70 (an injected crash) and 71 (a fenced rank) let the others\n"
+            "run on; status 72 (an injected crash asking for a replacement) makes the launcher\n"
+            "start the same command again for that rank at once, with the same environment plus\n"
+            "HS_INCARNATION and HS_CRASHED_AT, and the rendezvous admits it (it replays the\n"
+            "start-up rounds the job completed); the job's status is then the replacement's.\n"
             "Exit status: 128+SIG when the launcher got SIGINT, SIGTERM or SIGHUP; else 0 when\n"
             "every worker exited 0; otherwise the status of the first worker that did not\n"
             "(128+SIG for a signal); 2 for usage errors; 127 when COMMAND cannot be executed.\n"
@@ -293,19 +311,21 @@ static int is_ours(const char *e)
 {
     static const char *const ours[] = {
         "HS_RANK=",         "HS_SIZE=",       "HS_RDV=",        "HS_JOB_KEY=",
-        "HS_BOOT_TIMEOUT=", "HS_LOCAL_RANK=", "HS_LOCAL_SIZE=", "HS_START_SIGNALS="};
+        "HS_BOOT_TIMEOUT=", "HS_LOCAL_RANK=", "HS_LOCAL_SIZE=", "HS_START_SIGNALS=",
+        "HS_INCARNATION=",  "HS_CRASHED_AT="};
     for (size_t i = 0; i < HS_ARRAY_LEN(ours); i++)
         if (!strncmp(e, ours[i], strlen(ours[i]))) return 1;
     return 0;
 }
 
-/* The environment of worker `rank`: ours plus the launcher's (minus our variables). */
+/* The environment of worker `rank`: ours plus the launcher's (minus our variables). A
+ * replacement (incarnation > 0) also gets HS_INCARNATION and HS_CRASHED_AT. */
 static char **build_env(const run_opts_t *o, int rank, const char *rdv, const char *key,
-                        int mask_start)
+                        int mask_start, int incarnation, double crashed_at)
 {
     size_t n = 0;
     while (environ[n]) n++;
-    char **env = calloc(n + 9, sizeof *env);
+    char **env = calloc(n + 11, sizeof *env);
     if (!env) return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
@@ -343,6 +363,12 @@ static char **build_env(const run_opts_t *o, int rank, const char *rdv, const ch
         k++;
     }
     if (mask_start && !(env[k++] = strdup("HS_START_SIGNALS=blocked"))) return NULL;
+    if (incarnation > 0) {
+        snprintf(tmp, sizeof tmp, "HS_INCARNATION=%d", incarnation);
+        if (!(env[k++] = strdup(tmp))) return NULL;
+        snprintf(tmp, sizeof tmp, "HS_CRASHED_AT=%.6f", crashed_at);
+        if (!(env[k++] = strdup(tmp))) return NULL;
+    }
     env[k] = NULL;
     return env;
 }
@@ -427,9 +453,17 @@ static void reap(launcher_t *L)
         if (p != w->pid) continue;
         w->alive = 0;
         L->nalive--;
-        /* a finished or stopped rank arms --finish-timeout; an injected crash (70) or a fenced
-         * rank (71) lets the rest run on */
-        int finished = !(WIFEXITED(st) && (WEXITSTATUS(st) == 70 || WEXITSTATUS(st) == 71));
+        /* An injected crash asking for a replacement (72): no failure, the replacement starts
+         * in main_loop; unless the job is already ending (then it is a crash like 70). */
+        if (WIFEXITED(st) && WEXITSTATUS(st) == HS_EXIT_REJOIN && !L->failed && !L->interrupted) {
+            w->rejoin_pending = 1;
+            w->crashed_at = hs_now();
+            continue;
+        }
+        /* a finished or stopped rank arms --finish-timeout; an injected crash (70, 72) or a
+         * fenced rank (71) lets the rest run on */
+        int finished = !(WIFEXITED(st) && (WEXITSTATUS(st) == 70 || WEXITSTATUS(st) == 71 ||
+                                           WEXITSTATUS(st) == HS_EXIT_REJOIN));
         if (finished && L->first_done_at == 0) L->first_done_at = hs_now(), L->first_done = r;
         int code = 0;
         char sb[32];
@@ -640,18 +674,91 @@ static void remove_segments(const launcher_t *L)
         char *end;
         long pid = strtol(e->d_name + 8, &end, 10);
         if (end == e->d_name + 8 || *end != '-') continue;
-        for (long r = 0; r < L->o.n; r++) {
+        int found = 0;
+        for (long r = 0; r < L->o.n && !found; r++) {
             const worker_t *w = &L->w[r];
-            if (w->pid <= 0 || w->alive || (long)w->pid != pid) continue;
-            if (kill(w->pid, 0) == 0) break; /* the pid runs again: not ours any more */
-            char path[PATH_MAX];
-            snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
-            if (unlink(path) == 0)
-                fprintf(stderr, "hearsay run: removed %s, left by rank %ld\n", path, r);
-            break;
+            /* the rank's current process, then its crashed incarnations (replaced) */
+            for (int i = -1; i < w->nold && !found; i++) {
+                pid_t wp = i < 0 ? w->pid : w->old_pids[i];
+                if (wp <= 0 || (long)wp != pid || (i < 0 && w->alive)) continue;
+                found = 1;
+                if (kill(wp, 0) == 0) break; /* the pid runs again: not ours any more */
+                char path[PATH_MAX];
+                snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+                if (unlink(path) == 0)
+                    fprintf(stderr, "hearsay run: removed %s, left by rank %ld\n", path, r);
+            }
         }
     }
     closedir(d);
+}
+
+/* Copy what a gone process left in its output pipes, then close them (a process it left
+ * behind may still hold them: what it writes later is lost, as when the job ends). */
+static void drain_streams(worker_t *w, int rank, int prefix)
+{
+    stream_t *s2[2] = {&w->out, &w->err};
+    for (int j = 0; j < 2; j++) {
+        stream_t *s = s2[j];
+        for (int i = 0; i < 1024 && s->fd >= 0; i++) {
+            struct pollfd p = {.fd = s->fd, .events = POLLIN};
+            if (poll(&p, 1, 0) <= 0) break;
+            stream_read(s, rank, prefix);
+        }
+        if (s->fd >= 0) {
+            emit_lines(s, rank, prefix, 1);
+            close(s->fd);
+            s->fd = -1;
+        }
+    }
+}
+
+/* Start a replacement for each rank that exited HS_EXIT_REJOIN: the same command and
+ * environment, plus HS_INCARNATION and HS_CRASHED_AT, in the same worker slot. Not once the
+ * job is ending or the launcher was interrupted. */
+static void start_replacements(launcher_t *L)
+{
+    for (long r = 0; r < L->o.n; r++) {
+        worker_t *w = &L->w[r];
+        if (!w->rejoin_pending) continue;
+        w->rejoin_pending = 0;
+        if (L->failed || L->interrupted) continue;
+        pid_t *old = realloc(w->old_pids, sizeof *old * (size_t)(w->nold + 1));
+        if (!old) {
+            fprintf(stderr, "hearsay run: out of memory starting a replacement for rank %ld\n", r);
+            if (!L->first_code) L->first_code = 1;
+            end_others(L);
+            return;
+        }
+        w->old_pids = old;
+        w->old_pids[w->nold++] = w->pid;
+        kill(-w->pid, SIGKILL); /* what the crashed process left in its group ends with it */
+        drain_streams(w, (int)r, L->o.prefix);
+        w->incarnation++;
+        w->signalled = 0;
+        w->noted = 0;
+        char **env = build_env(&L->o, (int)r, hs_rdv_server_addr(L->srv), L->key, L->mask_start,
+                               w->incarnation, w->crashed_at);
+        if (!env) {
+            fprintf(stderr, "hearsay run: out of memory building the environment\n");
+            if (!L->first_code) L->first_code = 1;
+            end_others(L);
+            return;
+        }
+        fprintf(stderr,
+                "hearsay run: rank %ld crashed and asked for a replacement: starting it "
+                "(replacement %d)\n",
+                r, w->incarnation);
+        int e = spawn(L, (int)r, L->path, env);
+        free_env(env);
+        if (e < 0) {
+            fprintf(stderr, "hearsay run: cannot execute %s (rank %ld, replacement %d): %s\n",
+                    L->path, r, w->incarnation, strerror(-e));
+            if (!L->first_code) L->first_code = 127;
+            end_others(L);
+            return;
+        }
+    }
 }
 
 static int main_loop(launcher_t *L)
@@ -667,6 +774,7 @@ static int main_loop(launcher_t *L)
     double drain_until = 0;
     for (;;) {
         reap(L);
+        start_replacements(L);
         int k = 0;
         if (pf) pf[k++] = (struct pollfd){.fd = L->sig_rd, .events = POLLIN};
         for (long r = 0; pf && r < n; r++) {
@@ -796,7 +904,10 @@ int hs_cmd_run(int argc, char **argv)
                                .key = key,
                                .timeout_s = o.timeout_s,
                                .log = stderr,
-                               .log_prefix = "hearsay run: "};
+                               .log_prefix = "hearsay run: ",
+                               /* replacements are started by this launcher only: a
+                                * rendezvous for srun's workers admits none */
+                               .rejoin = !o.rdv_only};
     hs_rdv_server_t *srv = NULL;
     if (hs_rdv_server_start(&srv, &so) < 0) {
         fprintf(stderr, "hearsay run: %s\n", hs_last_error());
@@ -810,7 +921,12 @@ int hs_cmd_run(int argc, char **argv)
         return rc;
     }
 
-    launcher_t L = {.o = o, .sig_rd = sfd, .mask_start = is_hearsay(path), .srv = srv};
+    launcher_t L = {.o = o,
+                    .sig_rd = sfd,
+                    .mask_start = is_hearsay(path),
+                    .srv = srv,
+                    .path = path,
+                    .key = key};
     L.w = calloc((size_t)o.n, sizeof *L.w);
     char **env = NULL;
     rc = 1;
@@ -821,7 +937,7 @@ int hs_cmd_run(int argc, char **argv)
         if (!L.w[r].out.buf || !L.w[r].err.buf) goto out;
     }
     for (long r = 0; r < o.n; r++) {
-        env = build_env(&o, (int)r, hs_rdv_server_addr(srv), key, L.mask_start);
+        env = build_env(&o, (int)r, hs_rdv_server_addr(srv), key, L.mask_start, 0, 0);
         if (!env) {
             fprintf(stderr, "hearsay run: out of memory building the environment\n");
             goto stop;
@@ -847,6 +963,7 @@ out:
         for (long r = 0; r < o.n; r++) {
             free(L.w[r].out.buf);
             free(L.w[r].err.buf);
+            free(L.w[r].old_pids);
         }
     free(L.w);
     hs_rdv_server_stop(&srv);

@@ -7,6 +7,14 @@
  * bounded: a rank that never arrives, or leaves, fails the round for everyone with a message
  * naming the rank(s). The wire format is in gossip/rdv_proto.h; workers join through
  * hs_boot_init() (hearsay/bootstrap.h).
+ *
+ * Replacements (opts.rejoin): a worker that crashed after start-up (its connection closed
+ * without BYE) may be replaced by a new process of the same rank while the job runs. Its HELLO
+ * is admitted, it gets a WELCOME of its own, and its GATHERs for the rounds the job has
+ * completed are answered at once from the stored results, its own contribution in its slot
+ * (and kept there, for a later replacement of another rank). The live ranks see nothing of it.
+ * A replacement takes no part in later rounds: a GATHER for a round the job has not completed
+ * is an ERROR to the replacement alone.
  */
 #ifndef HEARSAY_RENDEZVOUS_H
 #define HEARSAY_RENDEZVOUS_H
@@ -30,6 +38,9 @@ typedef struct hs_rdv_server_opts {
     double hello_timeout_s; /* a connection must present the key within this (0: min(5, timeout)) */
     FILE *log;              /* rejections and failures are logged here (NULL: stderr) */
     const char *log_prefix; /* put before each log line (NULL: "rendezvous: ") */
+    int rejoin;             /* 1: admit a replacement for a rank gone without BYE (see above);
+                             * the server then keeps every round's result, and the job counts
+                             * as finished (state 1) only when no rank is gone without BYE */
 } hs_rdv_server_opts_t;
 
 /* Fill `out` (HS_JOB_KEY_CHARS + 1 bytes) with a fresh random key from /dev/urandom. */
@@ -42,8 +53,9 @@ int hs_rdv_server_port(const hs_rdv_server_t *s);
 /* "HOST:PORT" that workers should use as HS_RDV (the bind address; the hostname when bound
  * to a wildcard address). Valid until hs_rdv_server_stop. */
 const char *hs_rdv_server_addr(const hs_rdv_server_t *s);
-/* 0 while the job is starting or running, 1 when every rank said BYE, negative when a round
- * failed (the message is in the log). */
+/* 0 while the job is starting or running, 1 when every rank has left (said BYE or, without
+ * opts.rejoin, closed its connection), negative when a round failed (the message is in the
+ * log). */
 int hs_rdv_server_state(const hs_rdv_server_t *s);
 /* A file descriptor that becomes readable when the state leaves 0 (for poll()). */
 int hs_rdv_server_event_fd(const hs_rdv_server_t *s);
