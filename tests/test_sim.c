@@ -666,7 +666,10 @@ END_TEST
 
 /* The ts (microseconds) of the first span NAME of rank PID whose arguments are KEY PEER and
  * more than 1,000 bytes, in the --trace file TEXT (one event a line); -1 when there is none. */
-static double trace_first(const char *text, const char *name, int pid, const char *key, int peer)
+/* The start (us) of the k-th (from 0) complete span `name` of rank pid with args key = peer and
+ * more than 1,000 bytes (a model, not a control message), or -1. */
+static double trace_nth(const char *text, const char *name, int pid, const char *key, int peer,
+                        int k)
 {
     char pfx[64], nm[64], arg[64];
     snprintf(pfx, sizeof pfx, "{\"ph\":\"X\",\"pid\":%d,", pid);
@@ -680,11 +683,17 @@ static double trace_first(const char *text, const char *name, int pid, const cha
             memcpy(line, l, len);
             line[len] = 0;
             const char *a = strstr(line, arg), *t = strstr(line, "\"ts\":");
-            if (strstr(line, nm) && a && t && atol(a + strlen(arg)) > 1000) return atof(t + 5);
+            if (strstr(line, nm) && a && t && atol(a + strlen(arg)) > 1000 && k-- == 0)
+                return atof(t + 5);
         }
         l = end ? end + 1 : NULL;
     }
     return -1;
+}
+
+static double trace_first(const char *text, const char *name, int pid, const char *key, int peer)
+{
+    return trace_nth(text, name, pid, key, peer, 0);
 }
 
 /* Two messages through one NIC at the same time: 3 ranks, one per host, each sending its
@@ -800,6 +809,43 @@ START_TEST(test_proto)
 }
 END_TEST
 
+/* --sim-proto rndv with a frozen receiver (--straggler freeze: SIGSTOP): a stopped process runs
+ * no progress engine, so the request to send that reaches it is answered only when it thaws;
+ * the read request (c = 128 bytes) and the data (n) follow then. 2 ranks on 2 hosts, 100 Mbit/s,
+ * asynchronous SGP in lockstep, rank 1 frozen for 1 s from iteration 5: rank 0's message of
+ * that round, sent as rank 1 froze, is applied 1 s + (c + n) / nic after it was sent. Before,
+ * the frozen rank read it at once and applied it at the thaw, 1 s after. */
+START_TEST(test_proto_frozen)
+{
+    const char *args = "--algo sgp --delay-bound none --model mlp:64-128-64-10 "
+                       "--data gauss:dim=64,classes=10,train=4000 --epochs 1 --max-iters 12 "
+                       "--eval-every 0 -q --straggler freeze:1:at=5:for=1s";
+    const double n = 69032, nic = 100e6 / 8, c = 128;
+    char dir[4096], all[8192], trace[4200];
+    tr_workdir_path(dir, sizeof dir, "proto_frozen");
+    snprintf(trace, sizeof trace, "%s.json", dir);
+    snprintf(all, sizeof all, "%s --trace %s", args, trace);
+    int st = sim_job(dir,
+                     "-n 2 --ranks-per-host 1 --sim-nic 100Mbit --sim-proto rndv=1000 "
+                     "--sim-compute fixed:100000",
+                     all, 60);
+    if (st) tr_show_log(dir);
+    ck_assert_int_eq(st, 0);
+    size_t len = 0;
+    char *text = (char *)slurp(trace, &len);
+    ck_assert(text);
+    double s5 = trace_nth(text, "send", 0, "to", 1, 4);
+    double a5 = trace_nth(text, "apply", 1, "from", 0, 4);
+    free(text);
+    ck_assert_msg(s5 >= 0 && a5 >= 0, "%s: spans missing", trace);
+    double want = 1e6 + 1e6 * (c + n) / nic;
+    ck_assert_msg(fabs(a5 - s5 - want) < 1.0,
+                  "the message to the frozen rank was applied %.3f us after it was sent, expected "
+                  "%.3f (the thaw, then the read request and the data)",
+                  a5 - s5, want);
+}
+END_TEST
+
 /* --sim-compute measured-all: every stretch of the workers' code costs its thread CPU time,
  * paid at the next call into the simulator (not while a service lock is held, not for a pure
  * service's handler run inside a delivery). The algorithms with services (AD-PSGD's passive
@@ -894,6 +940,7 @@ int main(void)
     TR_ADD_TEST(tc, test_nic_share, why);
     TR_ADD_TEST(tc, test_nic_long_run, why);
     TR_ADD_TEST(tc, test_proto, why);
+    TR_ADD_TEST(tc, test_proto_frozen, why);
     TR_ADD_TEST(tc, test_measured_all, why);
     TR_ADD_TEST(tc, test_bad_input, why);
     suite_add_tcase(s, tc);

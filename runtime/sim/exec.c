@@ -167,6 +167,7 @@ static void vx_uncounted(hs_exec_t *x, int begin)
 static void end_rank(sim_world_t *w, sim_rank_t *rk, int status, const char *what)
 {
     rk->dead = 1;
+    hs_sim_rndv_release(w, rk); /* (what it held frozen goes where a gone rank's messages go) */
     w->live--;
     w->mains_left--;
     rk->rc = -status;

@@ -54,6 +54,17 @@ static void rndv_step(sim_net_t *net, sim_msg_t *c)
         w->deliver(w, m);
         return;
     }
+    if (c->kind == MSG_RTS && d->frozen_until > w->now) {
+        /* frozen (SIGSTOP): its progress engine does not run, so it asks for nothing until it
+         * thaws or ends (hs_sim_rndv_release); the sender's send stays open meanwhile */
+        c->next = NULL;
+        if (d->rts_held_tail)
+            d->rts_held_tail->next = c;
+        else
+            d->rts_held = c;
+        d->rts_held_tail = c;
+        return;
+    }
     c->seq = ++w->seq;
     if (c->kind == MSG_RTS) { /* the receiver's read request, on its stream to the sender */
         c->kind = MSG_RREQ;
@@ -64,6 +75,17 @@ static void rndv_step(sim_net_t *net, sim_msg_t *c)
     }
     c->kind = MSG_DONE; /* (parked until the data is in) */
     enter(net, m);
+}
+
+void hs_sim_rndv_release(sim_world_t *w, sim_rank_t *d)
+{
+    while (d->rts_held) {
+        sim_msg_t *c = d->rts_held;
+        d->rts_held = c->next;
+        if (!d->rts_held) d->rts_held_tail = NULL;
+        c->next = NULL;
+        rndv_step(w->net, c); /* (it holds requests only where w->net is this model) */
+    }
 }
 
 /* A message the inner model would carry: above the threshold, its request to send goes first

@@ -347,6 +347,7 @@ void hs_sim_deliver(sim_world_t *w, sim_msg_t *m)
 void hs_sim_thaw(sim_world_t *w, sim_rank_t *d)
 {
     d->frozen_until = d->frozen_since = 0;
+    hs_sim_rndv_release(w, d); /* (its read requests go out now) */
     for (int again = 1; again;) {
         again = 0;
         for (sim_msg_t *m = d->unexpected; m; m = m->next) {

@@ -181,6 +181,9 @@ struct sim_rank {
      * meanwhile its threads are not scheduled and what reaches it waits unmatched (0, 0: it
      * runs) */
     double frozen_since, frozen_until;
+    /* --sim-proto rndv: requests to send that reached it frozen (a stopped process asks for
+     * no data): their read requests go out when it thaws or ends (hs_sim_rndv_release) */
+    struct sim_msg *rts_held, *rts_held_tail;
     sim_thread_t *main;
     sim_thread_t *threads; /* this rank's threads (next_in_rank) */
     hs_train_result_t res;
@@ -343,6 +346,9 @@ extern const sim_net_ops_t hs_sim_net_links; /* net_links.c: the --link shaper *
 extern const sim_net_ops_t hs_sim_net_fifo;  /* net_fifo.c: --sim-nic-share fifo */
 extern const sim_net_ops_t hs_sim_net_fair;  /* net_fair.c: --sim-nic-share fair */
 extern const sim_net_ops_t hs_sim_net_rndv;  /* net_rndv.c: --sim-proto rndv=BYTES (inner) */
+/* Rank d thawed or ended: the requests to send it held while frozen take their next step
+ * (net_rndv.c; a no-op when it holds none). */
+void hs_sim_rndv_release(sim_world_t *w, sim_rank_t *d);
 
 /* A carrying model's answer to next_event when it carries nothing. */
 static inline double hs_sim_net_none(const sim_net_t *net)
