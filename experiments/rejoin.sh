@@ -12,6 +12,11 @@
 # Env: REJOIN_N (8), REJOIN_SEEDS ("1 2 3"), REJOIN_DELAYS ("1s 5s"), REJOIN_ALGOS
 # ("sgp adpsgd"), REJOIN_OUT (keep the run directories there), REJOIN_FLAGS (the model, data
 # and schedule; default below).
+# REJOIN_REAL=1: real processes instead (`hearsay run -n N -- hearsay train`, hsshm on this
+# host; the clock is the wall clock), every rank paced by REJOIN_PACE (default
+# pause:all:p=1:fixed=5ms, in every case alike) so that the run outlasts the outage, and
+# --keep-going so that the survivors of a crash without a replacement finish (the job's status
+# is then the crash's, 70).
 bin=${1:-${HS_BIN:-./hearsay}}
 n=${REJOIN_N:-8}
 seeds=${REJOIN_SEEDS:-"1 2 3"}
@@ -21,6 +26,12 @@ flags=${REJOIN_FLAGS:-"--model mlp:32-64-10 --data gauss:dim=32,classes=10,train
 out=${REJOIN_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/hs-rejoin.XXXXXX")}
 mkdir -p "$out"
 victim=$((n / 2 - 1))
+clock="virtual (hearsay sim)"
+pace=""
+if [ "${REJOIN_REAL:-0}" = 1 ]; then
+    clock="wall (real processes: hearsay run, hsshm)"
+    pace="--straggler ${REJOIN_PACE:-pause:all:p=1:fixed=5ms}"
+fi
 # a quarter of the run: iterations per epoch x epochs / 4
 train=$(echo "$flags" | sed -n 's/.*train=\([0-9]*\).*/\1/p')
 batch=$(echo "$flags" | sed -n 's/.*--batch \([0-9]*\).*/\1/p')
@@ -37,8 +48,14 @@ for algo in $algos; do
             crash) s="--straggler crash:$victim:iter=$at" ;;
             *) s="--straggler crash:$victim:iter=$at:rejoin=$c" ;;
             esac
-            # shellcheck disable=SC2086
-            "$bin" sim -n "$n" --algo "$algo" $flags --seed "$seed" $s --out "$d" >"$d.log" 2>&1
+            if [ -n "$pace" ]; then
+                # shellcheck disable=SC2086
+                timeout -k 5 600 "$bin" run -n "$n" --keep-going -- "$bin" train --algo "$algo" $flags \
+                    --seed "$seed" $pace $s --out "$d" >"$d.log" 2>&1
+            else
+                # shellcheck disable=SC2086
+                "$bin" sim -n "$n" --algo "$algo" $flags --seed "$seed" $s --out "$d" >"$d.log" 2>&1
+            fi
             st=$?
             /usr/bin/python3 - "$d" "$algo" "$c" "$seed" "$st" "$victim" >>"$rows" <<'PY'
 import json, os, sys
@@ -59,8 +76,8 @@ PY
         done
     done
 done
-printf 'clock: virtual (hearsay sim); %s ranks; rank %s crashes at iteration %s; model: %s\n' \
-    "$n" "$victim" "$at" "$flags"
+printf 'clock: %s; %s ranks; rank %s crashes at iteration %s; model: %s %s\n' \
+    "$clock" "$n" "$victim" "$at" "$flags" "$pace"
 printf '%-7s %-8s %4s %6s %9s %7s %7s %6s %5s %12s\n' algo case seed status loss acc down_s \
     joined donor mass
 awk -F'\t' '{printf "%-7s %-8s %4s %6s %9s %7s %7s %6s %5s %12s\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10}' "$rows"

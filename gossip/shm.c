@@ -72,6 +72,7 @@ static int shm_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     t->impl = s;
     s->t = t;
     pthread_mutex_init(&s->lock, NULL);
+    s->seg_fd = -1;
     s->posted.next = s->posted.prev = &s->posted;
     s->uxq.next = s->uxq.prev = &s->uxq;
     s->doneq.next = s->doneq.prev = &s->doneq;
@@ -123,13 +124,21 @@ static int shm_create(hs_transport_t *t, const hs_transport_opts_t *o, int all_l
     }
     void *m = mmap(NULL, s->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;
-    close(fd);
     if (m == MAP_FAILED) {
+        close(fd);
         shm_unlink(s->name);
         return HS_ERR(-e, "rank %d: mmap of shared-memory segment %s (%zu bytes): %s", t->rank,
                       s->name, s->seg_bytes, strerror(e));
     }
     s->seg = m;
+    /* kept open: a replacement of a crashed peer, which joins after the name is gone, opens
+     * the segment as /proc/PID/fd/FD (shm_wire.h, version 5) */
+    s->seg_fd = fd;
+    s->incarnation = o->incarnation;
+    if (s->incarnation > 0) { /* (its peers open it by /proc only) */
+        shm_unlink(s->name);
+        s->unlinked = 1;
+    }
     s->seg->magic = HS_SHM_SEG_MAGIC;
     s->seg->version = HS_SHM_WIRE_VERSION;
     s->seg->owner = (uint32_t)t->rank;
@@ -160,8 +169,136 @@ static int shm_address(hs_transport_t *t, void *buf, size_t *len)
     a.probe = (uint64_t)(uintptr_t)&s->probe_word;
     gethostname(a.host, sizeof a.host - 1);
     snprintf(a.name, sizeof a.name, "%s", s->name);
+    a.seg_fd = (uint32_t)s->seg_fd;
+    a.incarnation = (uint32_t)s->incarnation;
+    s->me = a;
     memcpy(buf, &a, sizeof a);
     *len = sizeof a;
+    return 0;
+}
+
+/* Map rank r's segment as its address a announces it: by name, or (by_proc: a replacement, or
+ * a peer's replacement, whose names are gone) as /proc/PID/fd/SEG_FD, and check its header. */
+static int map_peer(shm_t *s, int r, const hs_shm_addr_v1_t *a, int by_proc, hs_shm_seg_hdr_t **seg,
+                    size_t *bytes)
+{
+    hs_transport_t *t = s->t;
+    char path[96];
+    const char *what = a->name;
+    int fd;
+    if (by_proc) {
+        snprintf(path, sizeof path, "/proc/%u/fd/%u", a->pid, a->seg_fd);
+        what = path;
+        fd = open(path, O_RDWR | O_CLOEXEC);
+    } else {
+        fd = shm_open(a->name, O_RDWR, 0);
+    }
+    if (fd < 0)
+        return HS_ERR(-errno, "rank %d: opening rank %d's shared-memory segment %s: %s", t->rank, r,
+                      what, strerror(errno));
+    struct stat st;
+    size_t want = SEG_HDR_BYTES + (size_t)t->size * (RING_HDR_BYTES + a->ring_bytes);
+    if (fstat(fd, &st) < 0 || (size_t)st.st_size != want) {
+        close(fd);
+        return HS_ERR(-EPROTO,
+                      "rank %d: rank %d's shared-memory segment %s has %lld bytes, expected %zu",
+                      t->rank, r, what, (long long)st.st_size, want);
+    }
+    void *m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (m == MAP_FAILED)
+        return HS_ERR(-e, "rank %d: mapping rank %d's shared-memory segment %s: %s", t->rank, r,
+                      what, strerror(e));
+    hs_shm_seg_hdr_t *h = m;
+    if (h->magic != HS_SHM_SEG_MAGIC || h->owner != (uint32_t)r || h->size != (uint32_t)t->size ||
+        h->ring_bytes != a->ring_bytes) {
+        munmap(m, want);
+        return HS_ERR(-EPROTO,
+                      "rank %d: rank %d's shared-memory segment %s does not hold the header it "
+                      "announced (owner %u, %u ranks)",
+                      t->rank, r, what, h->owner, h->size);
+    }
+    if (a->ring_bytes != s->ring_bytes) {
+        munmap(m, want);
+        return HS_ERR(-EINVAL,
+                      "rank %d: rank %d uses %llu-byte rings, this rank %zu: set "
+                      "HS_SHM_RING_BYTES alike on every rank",
+                      t->rank, r, (unsigned long long)a->ring_bytes, s->ring_bytes);
+    }
+    *seg = h;
+    *bytes = want;
+    return 0;
+}
+
+/* A send or receive of the crashed process's time that can no longer be: it fails. */
+static void fail_for_replacement_locked(shm_t *s, struct hs_treq *r, int p, unsigned old_pid)
+{
+    hs_shm_list_unlink(r);
+    r->bound = 0;
+    if (r->orphan) {
+        hs_shm_req_destroy(r);
+        return;
+    }
+    hs_shm_req_fail_locked(s, r, -ECONNRESET,
+                           "rank %d: %s rank %d (tag %u): its process (pid %u) exited and a "
+                           "replacement took its place",
+                           s->t->rank, r->kind == REQ_SEND ? "send to" : "receive from", p, r->tag,
+                           old_pid);
+}
+
+int hs_shm_reattach_locked(shm_t *s, int p, const hs_shm_addr_v1_t *a)
+{
+    hs_transport_t *t = s->t;
+    peer_t *pe = &s->peers[p];
+    const hs_shm_addr_v1_t *me = &s->peers[t->rank].addr;
+    if (a->magic != HS_SHM_ADDR_MAGIC || a->version != HS_SHM_WIRE_VERSION ||
+        a->rank != (uint32_t)p || strncmp(a->host, me->host, sizeof a->host) ||
+        a->pidns != me->pidns)
+        return HS_ERR(-EPROTO, "rank %d: rank %d's replacement announced a malformed address",
+                      t->rank, p);
+    hs_shm_seg_hdr_t *seg = NULL;
+    size_t bytes = 0;
+    HS_TRY(map_peer(s, p, a, 1, &seg, &bytes));
+    unsigned old_pid = pe->addr.pid;
+    /* what its crashed process left half-written to me is dropped */
+    if (pe->cur_req) {
+        struct hs_treq *r = pe->cur_req;
+        pe->cur_req = NULL;
+        fail_for_replacement_locked(s, r, p, old_pid);
+    }
+    if (pe->cur_ux) {
+        if (pe->cur_ux->got < pe->cur_ux->len) hs_shm_ux_unlink_free(pe->cur_ux);
+        pe->cur_ux = NULL;
+    }
+    /* my sends still queued for it (or written by address, unread) were for the crashed
+     * process: they fail, and the caller keeps what it sent */
+    while (pe->sendq.next != &pe->sendq) fail_for_replacement_locked(s, pe->sendq.next, p, old_pid);
+    while (pe->rdvq.next != &pe->rdvq) fail_for_replacement_locked(s, pe->rdvq.next, p, old_pid);
+    /* its buffers mapped here belong to the crashed process (the ids start again) */
+    for (pmap_t *m = s->maps; m; m = m->next)
+        if (m->peer == p) m->peer = -1, m->used = 0; /* (dropped first) */
+    if (pe->seg) { /* kept for hs_shm_unsent (an older one: what it held is given up) */
+        if (pe->old_seg) munmap(pe->old_seg, pe->old_bytes);
+        pe->old_seg = pe->seg;
+        pe->old_bytes = pe->seg_bytes;
+        pe->old_out = pe->out;
+        pe->old_out_data = pe->out_data;
+    }
+    pe->addr = *a;
+    pe->addr.host[HS_SHM_HOST_MAX - 1] = pe->addr.name[HS_SHM_NAME_MAX - 1] = '\0';
+    pe->seg = seg;
+    pe->seg_bytes = bytes;
+    pe->out = ring_of(seg, s->ring_bytes, t->rank);
+    pe->out_data = (char *)pe->out + RING_HDR_BYTES;
+    pe->dead = 0;
+    pe->corrupt = 0;
+    pe->rdv_acked = 0;
+    pe->seq_out = 0;
+    pe->last_alive = hs_now();
+    atomic_fetch_add(&seg->mapped, 1);
+    HS_DEBUG("rank %d: rank %d's replacement %u (pid %u) took the place of pid %u", t->rank, p,
+             a->incarnation, a->pid, old_pid);
     return 0;
 }
 
@@ -198,48 +335,39 @@ static int shm_connect(hs_transport_t *t, const void *all, size_t stride)
     for (int r = 0; r < t->size; r++) {
         if (r == t->rank) continue;
         peer_t *pe = &s->peers[r];
-        int fd = shm_open(pe->addr.name, O_RDWR, 0);
-        if (fd < 0)
-            return HS_ERR(-errno, "rank %d: opening rank %d's shared-memory segment %s: %s",
-                          t->rank, r, pe->addr.name, strerror(errno));
-        struct stat st;
-        size_t want = SEG_HDR_BYTES + (size_t)t->size * (RING_HDR_BYTES + pe->addr.ring_bytes);
-        if (fstat(fd, &st) < 0 || (size_t)st.st_size != want) {
-            close(fd);
-            return HS_ERR(-EPROTO,
-                          "rank %d: rank %d's shared-memory segment %s has %lld bytes, expected "
-                          "%zu",
-                          t->rank, r, pe->addr.name, (long long)st.st_size, want);
-        }
-        void *m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        int e = errno;
-        close(fd);
-        if (m == MAP_FAILED)
-            return HS_ERR(-e, "rank %d: mapping rank %d's shared-memory segment %s: %s", t->rank, r,
-                          pe->addr.name, strerror(e));
-        pe->seg = m;
-        pe->seg_bytes = want;
-        if (pe->seg->magic != HS_SHM_SEG_MAGIC || pe->seg->owner != (uint32_t)r ||
-            pe->seg->size != (uint32_t)t->size || pe->seg->ring_bytes != pe->addr.ring_bytes)
-            return HS_ERR(-EPROTO,
-                          "rank %d: rank %d's shared-memory segment %s does not hold the "
-                          "header it announced (owner %u, %u ranks)",
-                          t->rank, r, pe->addr.name, pe->seg->owner, pe->seg->size);
-        if (pe->addr.ring_bytes != s->ring_bytes)
-            return HS_ERR(-EINVAL,
-                          "rank %d: rank %d uses %llu-byte rings, this rank %zu: set "
-                          "HS_SHM_RING_BYTES alike on every rank",
-                          t->rank, r, (unsigned long long)pe->addr.ring_bytes, s->ring_bytes);
-        pe->out = ring_of(pe->seg, s->ring_bytes, t->rank);
-        pe->out_data = (char *)pe->out + RING_HDR_BYTES;
         pe->in = ring_of(s->seg, s->ring_bytes, r);
         pe->in_data = (char *)pe->in + RING_HDR_BYTES;
+        int rc = map_peer(s, r, &pe->addr, s->incarnation > 0, &pe->seg, &pe->seg_bytes);
+        if (rc < 0 && s->incarnation > 0 && hs_pid_gone(pe->addr.pid)) {
+            /* a replacement: this peer's process has exited too (its own replacement, if it
+             * gets one, will announce itself with a RESET) */
+            HS_DEBUG("rank %d (a replacement): rank %d (pid %u) has exited", t->rank, r,
+                     pe->addr.pid);
+            pe->dead = 1;
+            continue;
+        }
+        HS_TRY(rc);
+        pe->out = ring_of(pe->seg, s->ring_bytes, t->rank);
+        pe->out_data = (char *)pe->out + RING_HDR_BYTES;
         atomic_fetch_add(&pe->seg->mapped, 1);
+        if (s->incarnation > 0) {
+            /* My first record in its ring says who I am (shm_wire.h, version 5). */
+            struct hs_treq *q = hs_shm_req_new(REQ_SEND, r, 0);
+            if (!q) return -ENOMEM;
+            q->ctrl = 1;
+            q->reset = 1;
+            q->orphan = 1; /* (nobody waits for it: freed once written) */
+            q->buf = (char *)&s->me;
+            q->cap = q->len = sizeof s->me;
+            q->seq = pe->seq_out++;
+            hs_shm_list_append(&pe->sendq, q);
+            pe->eager_only = 1;
+        }
     }
     /* Direct reads (process_vm_readv) need ptrace rights over the peers; find out now. */
     s->peer_read_ok = 1;
     for (int r = 0; r < t->size; r++) {
-        if (r == t->rank) continue;
+        if (r == t->rank || !s->peers[r].seg) continue;
         uint64_t w = 0;
         struct iovec lo = {&w, sizeof w},
                      re = {(void *)(uintptr_t)s->peers[r].addr.probe, sizeof w};
@@ -291,6 +419,7 @@ static void shm_close(hs_transport_t *t)
                 if (r->orphan) hs_shm_req_destroy(r);
             }
             if (pe->seg) munmap(pe->seg, pe->seg_bytes);
+            if (pe->old_seg) munmap(pe->old_seg, pe->old_bytes);
         }
         free(s->peers);
     }
@@ -301,6 +430,7 @@ static void shm_close(hs_transport_t *t)
         munmap(s->seg, s->seg_bytes);
         if (!s->unlinked) shm_unlink(s->name);
     }
+    if (s->seg_fd >= 0) close(s->seg_fd);
     hs_shaper_free(&s->shaper);
     hs_shape_free(&s->shape);
     pthread_mutex_destroy(&s->lock);

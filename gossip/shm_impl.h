@@ -50,6 +50,7 @@ struct hs_treq {
     uint64_t rdv_idx;              /* views of a SNAP: its index among the peer's RTS/SNAPs */
     struct hs_treq *hprev, *hnext; /* views holding a SNAP: shm_t.held */
     uint64_t first_pos;          /* eager sends with done > 0: ring position of the first record */
+    int reset;                   /* a replacement's RESET record (its address in buf) */
     struct hs_treq *prev, *next; /* posted receives / a peer's send queue */
 };
 
@@ -112,6 +113,13 @@ typedef struct peer {
     ux_t *cur_ux;
     double last_alive;
     int dead;
+    int eager_only; /* this rank is a replacement: no RTS or SNAP to this peer (shm_wire.h) */
+    /* the peer's previous process's segment (a replacement took its place: shm_wire.h), kept
+     * for hs_shm_unsent, and my ring in it */
+    hs_shm_seg_hdr_t *old_seg;
+    size_t old_bytes;
+    hs_shm_ring_hdr_t *old_out;
+    char *old_out_data;
     int corrupt; /* it wrote a record that cannot be (pull_peer_locked): not read any more */
 } peer_t;
 
@@ -122,6 +130,9 @@ typedef struct shm {
     size_t seg_bytes, ring_bytes, chunk;
     size_t rdv_bytes; /* messages at least this long go by RTS where possible (0: never) */
     int unlinked;
+    int seg_fd;            /* my segment's descriptor, kept open: a replacement opens it by /proc */
+    int incarnation;       /* > 0: this process replaces a crashed one in a running job */
+    hs_shm_addr_v1_t me;   /* my address (a replacement's RESET records carry it) */
     peer_t *peers;         /* (size) */
     struct hs_treq posted; /* sentinel: posted receives, in posting order */
     struct hs_treq doneq;  /* sentinel: receives completed and not yet reported (leave) */
@@ -179,6 +190,13 @@ static inline void hs_shm_recv_done_locked(struct hs_treq *doneq, struct hs_treq
     r->complete = 1;
     hs_shm_list_append(doneq, r);
 }
+
+/* --- shm.c ------------------------------------------------------------------------------ */
+
+/* Peer p's replacement wrote a RESET record carrying its address a: drop what the crashed
+ * process left half-written, fail the sends still queued for it, keep its segment for unsent,
+ * and map the replacement's (shm_wire.h, version 5). */
+int hs_shm_reattach_locked(shm_t *s, int p, const hs_shm_addr_v1_t *a);
 
 /* --- shm_progress.c ---------------------------------------------------------------------- */
 

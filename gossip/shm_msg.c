@@ -255,6 +255,14 @@ int hs_shm_isend_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, const 
         return 0;
     }
     peer_t *pe = &s->peers[peer];
+    if (!pe->seg) { /* this replacement found its process exited (shm_wire.h, version 5) */
+        hs_shm_req_fail_locked(s, r, -ECONNRESET,
+                               "rank %d: send to rank %d (tag %u): rank %d (pid %u) has exited",
+                               t->rank, peer, tag, peer, pe->addr.pid);
+        pthread_mutex_unlock(&s->lock);
+        *req = r;
+        return 0;
+    }
     r->seq = pe->seq_out++;
     if (hs_shaper_active(s->shaper, peer)) {
         r->csize = hs_shaper_chunk(s->shaper, peer, s->chunk) / HS_SHM_ALIGN * HS_SHM_ALIGN;
@@ -272,10 +280,10 @@ int hs_shm_isend_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, const 
                 hs_shaper_release(s->shaper, peer, HS_MIN(r->csize, len - k * r->csize), now);
     }
     /* Large unshaped messages go by address when the receiver can read this process. */
-    r->rdv = !ctrl && !r->rel && s->rdv_bytes && len >= s->rdv_bytes &&
+    r->rdv = !ctrl && !r->rel && s->rdv_bytes && len >= s->rdv_bytes && !pe->eager_only &&
              atomic_load(&pe->seg->reader_ok) == 1;
     /* From a mappable buffer: one SNAP record, the receiver reads the bytes in place. */
-    if (!ctrl && !r->rel && len && atomic_load(&pe->seg->reader_ok) == 1 &&
+    if (!ctrl && !r->rel && len && !pe->eager_only && atomic_load(&pe->seg->reader_ok) == 1 &&
         (r->snap = hs_shm_buf_find_locked(s, buf, len)) != NULL)
         r->rdv = 1;
     hs_shm_list_append(&pe->sendq, r);

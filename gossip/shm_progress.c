@@ -138,6 +138,26 @@ int hs_shm_push_peer_locked(shm_t *s, int p, double now, double *next_release)
             moved = 1;
             continue;
         }
+        if (r->reset) { /* a replacement's first record in this ring: its address */
+            size_t need = HS_SHM_REC_HDR + hs_shm_align_up(r->cap, HS_SHM_ALIGN);
+            uint64_t tail;
+            size_t pos;
+            if (!reserve_locked(s, pe, need, &tail, &pos)) return moved;
+            hs_shm_rec_t *rec = (hs_shm_rec_t *)(pe->out_data + pos);
+            rec->kind = HS_SHM_REC_RESET | HS_SHM_REC_CTRL;
+            rec->tag = 0;
+            rec->msg_len = r->cap;
+            rec->off = 0;
+            rec->len = (uint32_t)r->cap;
+            rec->seq = r->seq;
+            memcpy((char *)rec + HS_SHM_REC_HDR, r->buf, r->cap);
+            atomic_store_explicit(&ring->tail, tail + need, memory_order_release);
+            hs_shm_ring_bell(pe->seg);
+            hs_shm_list_unlink(r);
+            hs_shm_req_destroy(r); /* (an orphan: nobody waits for it) */
+            moved = 1;
+            continue;
+        }
         if (r->rdv) { /* one RTS record: the address; the peer copies the data itself (a
                          SNAP: or maps the buffer and reads it in place) */
             _Static_assert(sizeof(hs_shm_snap_t) <= HS_SHM_ALIGN, "SNAP payload");
@@ -245,6 +265,16 @@ static int claim_rec(const hs_shm_rec_t *rec)
     return 1;
 }
 
+/* The consumer freed room in pe's ring: ring its producer's bell if it waits for room. (seq_cst:
+ * pairs with the producer's store of producer_waiting then load of head.) A peer without a
+ * segment here (it had exited when this replacement joined) has nobody to wake. */
+static void wake_producer(peer_t *pe)
+{
+    if (atomic_load(&pe->in->producer_waiting) && atomic_exchange(&pe->in->producer_waiting, 0) &&
+        pe->seg)
+        hs_shm_ring_bell(pe->seg);
+}
+
 static int pull_peer_locked(shm_t *s, int p)
 {
     peer_t *pe = &s->peers[p];
@@ -272,12 +302,29 @@ static int pull_peer_locked(shm_t *s, int p)
             return corrupt_peer_locked(s, p, "record past the ring: position, length", pos, n);
         }
         unsigned kind = kword & 0xFF;
+        if (kind == HS_SHM_REC_RESET) { /* its replacement took the ring over (version 5) */
+            hs_shm_addr_v1_t a;
+            if (off != 0 || n < sizeof a) {
+                pe->corrupt = 1;
+                return corrupt_peer_locked(s, p, "reset record: offset, payload", off, n);
+            }
+            memcpy(&a, (const char *)rec + HS_SHM_REC_HDR, sizeof a);
+            head += HS_SHM_REC_HDR + hs_shm_align_up(n, HS_SHM_ALIGN);
+            atomic_store(&ring->head, head);
+            if (hs_shm_reattach_locked(s, p, &a) < 0) {
+                HS_WARN("hsshm: %s: rank %d is taken for dead", hs_last_error(), p);
+                pe->corrupt = 1;
+                return corrupt_peer_locked(s, p, "reset record: pid, descriptor", a.pid, a.seg_fd);
+            }
+            wake_producer(pe);
+            tail = atomic_load_explicit(&ring->tail, memory_order_acquire);
+            continue;
+        }
         if (kind == HS_SHM_REC_TAKEN) { /* taken back by its sender (revoke): skipped */
             if (off == 0) pe->cur_req = NULL, pe->cur_ux = NULL; /* (the rest is dropped) */
             head += HS_SHM_REC_HDR + hs_shm_align_up(n, HS_SHM_ALIGN);
             atomic_store(&ring->head, head);
-            if (atomic_load(&ring->producer_waiting) && atomic_exchange(&ring->producer_waiting, 0))
-                hs_shm_ring_bell(pe->seg);
+            wake_producer(pe);
             tail = atomic_load_explicit(&ring->tail, memory_order_acquire);
             continue;
         }
@@ -285,8 +332,7 @@ static int pull_peer_locked(shm_t *s, int p)
         if ((off == 0 || by_addr) && !claim_rec(rec)) { /* its sender took it back just now */
             head += HS_SHM_REC_HDR + hs_shm_align_up(n, HS_SHM_ALIGN);
             atomic_store(&ring->head, head);
-            if (atomic_load(&ring->producer_waiting) && atomic_exchange(&ring->producer_waiting, 0))
-                hs_shm_ring_bell(pe->seg);
+            wake_producer(pe);
             tail = atomic_load_explicit(&ring->tail, memory_order_acquire);
             continue;
         }
@@ -355,8 +401,7 @@ static int pull_peer_locked(shm_t *s, int p)
         head += HS_SHM_REC_HDR + hs_shm_align_up(n, HS_SHM_ALIGN);
         /* seq_cst: pairs with the producer's store of producer_waiting then load of head */
         atomic_store(&ring->head, head);
-        if (atomic_load(&ring->producer_waiting) && atomic_exchange(&ring->producer_waiting, 0))
-            hs_shm_ring_bell(pe->seg);
+        wake_producer(pe);
         tail = atomic_load_explicit(&ring->tail, memory_order_acquire);
     }
     return 1;
@@ -371,9 +416,11 @@ int hs_shm_progress_locked(shm_t *s, double *next_release)
     *next_release = now + 3600;
     int moved = 0;
     for (int p = 0; p < s->t->size; p++) {
-        if (p == s->t->rank || !s->peers[p].seg) continue;
+        /* (a peer whose process had exited when this replacement joined has no segment here
+         * until its own replacement's RESET arrives in its ring) */
+        if (p == s->t->rank || !s->peers[p].in) continue;
         if (pull_peer_locked(s, p) > 0) moved = 1;
-        if (hs_shm_push_peer_locked(s, p, now, next_release) > 0) moved = 1;
+        if (s->peers[p].seg && hs_shm_push_peer_locked(s, p, now, next_release) > 0) moved = 1;
     }
     if (!s->unlinked && atomic_load(&s->seg->mapped) >= (uint32_t)(s->t->size - 1)) {
         shm_unlink(s->name); /* every peer has it: the name is no longer needed */
@@ -599,25 +646,12 @@ static uint64_t rec_span(const hs_shm_rec_t *rec, size_t cap, uint64_t pos)
     return HS_SHM_REC_HDR + hs_shm_align_up(rec->len, HS_SHM_ALIGN);
 }
 
-int hs_shm_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
+/* Hand the eager messages of tag wholly in my ring at pe (pe->out: the ring's head and tail,
+ * pe->out_data) that its consumer never began to take to cb, and mark them TAKEN. Returns how
+ * many, or an error. */
+static int take_back_locked(shm_t *s, peer_t *pe, int peer, uint32_t tag, hs_transport_msg_fn cb,
+                            void *ctx)
 {
-    shm_t *s = t->impl;
-    peer_t *pe = &s->peers[peer];
-    if (!pe->seg) return 0;
-    pthread_mutex_lock(&s->lock);
-    int left = atomic_load(&pe->seg->left) != 0;
-    if (!pe->dead && !left && hs_pid_gone(pe->addr.pid)) pe->dead = 1;
-    if (!pe->dead && !left) {
-        pthread_mutex_unlock(&s->lock);
-        return HS_ERR(-EBUSY,
-                      "rank %d: rank %d (pid %u) still runs: what is in its ring may still be "
-                      "taken",
-                      t->rank, peer, pe->addr.pid);
-    }
-    /* Settle the queued sends first (they fail, or complete when it began to take them), so
-     * that no message in the ring grows any more. */
-    double nr = hs_now() + 3600;
-    hs_shm_push_peer_locked(s, peer, hs_now(), &nr);
     const size_t cap = s->ring_bytes;
     uint64_t pos = atomic_load(&pe->out->head);
     uint64_t tail = atomic_load_explicit(&pe->out->tail, memory_order_relaxed); /* ours */
@@ -671,8 +705,39 @@ int hs_shm_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn
         n++;
         pos = q;
     }
-    pthread_mutex_unlock(&s->lock);
     return rc < 0 ? rc : n;
+}
+
+int hs_shm_unsent(hs_transport_t *t, int peer, uint32_t tag, hs_transport_msg_fn cb, void *ctx)
+{
+    shm_t *s = t->impl;
+    peer_t *pe = &s->peers[peer];
+    if (!pe->seg && !pe->old_seg) return 0;
+    pthread_mutex_lock(&s->lock);
+    if (pe->old_seg) {
+        /* A replacement took its place: what was sent to the crashed process and never taken
+         * lies in its segment, the senders' still (a view of that ring) */
+        peer_t v = {.out = pe->old_out, .out_data = pe->old_out_data};
+        int got = take_back_locked(s, &v, peer, tag, cb, ctx);
+        pthread_mutex_unlock(&s->lock);
+        return got;
+    }
+    int left = atomic_load(&pe->seg->left) != 0;
+    if (!pe->dead && !left && hs_pid_gone(pe->addr.pid)) pe->dead = 1;
+    if (!pe->dead && !left) {
+        pthread_mutex_unlock(&s->lock);
+        return HS_ERR(-EBUSY,
+                      "rank %d: rank %d (pid %u) still runs: what is in its ring may still be "
+                      "taken",
+                      t->rank, peer, pe->addr.pid);
+    }
+    /* Settle the queued sends first (they fail, or complete when it began to take them), so
+     * that no message in the ring grows any more. */
+    double nr = hs_now() + 3600;
+    hs_shm_push_peer_locked(s, peer, hs_now(), &nr);
+    int n = take_back_locked(s, pe, peer, tag, cb, ctx);
+    pthread_mutex_unlock(&s->lock);
+    return n;
 }
 
 /* The send request of ours to pe whose message has sequence number seq, in q (NULL: none). */

@@ -24,6 +24,12 @@ int hs_shm_win_create(hs_transport_t *t, void *buf, size_t len, hs_twin_t **win)
 {
     shm_t *s = t->impl;
     int n = t->size;
+    /* (the job's ranks created their windows together at start-up, long before) */
+    if (s->incarnation > 0)
+        return HS_ERR(-ENOSYS,
+                      "rank %d: a replacement cannot create a window: creating one is collective, "
+                      "and the job's other ranks are past it",
+                      t->rank);
     struct hs_twin *w = hs_calloc(1, sizeof *w, "window");
     if (!w) return -ENOMEM;
     w->len = len;

@@ -40,6 +40,20 @@
  *   receiver can map /proc/PID/fd/FD and read the bytes in place. A SNAP is acknowledged like
  *   an RTS (rdv_done, in ring order), when the receiver has copied it or, for a view receive,
  *   when the view is released: until then the sender leaves the buffer alone.
+ *
+ *   Replacements (version 5): a process that replaces a crashed rank in a running job
+ *   (crash:...:rejoin=D; its transport opened with hs_transport_opts_t.incarnation > 0) cannot
+ *   open the peers' segments by name (each owner unlinks its name once every peer has mapped
+ *   it), so every owner keeps its segment's descriptor open and announces it (seg_fd): the
+ *   replacement opens /proc/PID/fd/SEG_FD. It then produces into the rings the crashed process
+ *   produced into, from where that process stopped (tail), and its first record in each is a
+ *   RESET whose payload is its own address. The consumer, reaching it, drops the message the
+ *   crashed process left half-written, fails its own sends still queued for that process,
+ *   maps the replacement's segment (by /proc too) and sends to it from then on. The crashed
+ *   process's segment stays mapped until the transport closes: what was sent to it and never
+ *   taken is still the senders' to take back (hs_transport_unsent). A replacement sends
+ *   eagerly only (no RTS or SNAP): the by-address acknowledgements of the crashed process's
+ *   records (rdv_done) are not its own.
  */
 #ifndef HEARSAY_GOSSIP_SHM_WIRE_H
 #define HEARSAY_GOSSIP_SHM_WIRE_H
@@ -48,7 +62,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define HS_SHM_WIRE_VERSION 4u
+#define HS_SHM_WIRE_VERSION 5u
 #define HS_SHM_ADDR_MAGIC   0x41535348u /* "HSSA" */
 #define HS_SHM_SEG_MAGIC    0x53535348u /* "HSSS" */
 #define HS_SHM_WIN_MAGIC    0x57535348u /* "HSSW" */
@@ -57,13 +71,15 @@
 #define HS_SHM_NAME_MAX     64
 #define HS_SHM_ALIGN        64
 
-/* Address blob: 16 + 8 + 8 + 8 + 64 + 64 = 168 bytes (<= HS_TRANSPORT_ADDR_MAX). */
+/* Address blob: 16 + 8 + 8 + 8 + 8 + 64 + 64 = 176 bytes (<= HS_TRANSPORT_ADDR_MAX). */
 typedef struct hs_shm_addr_v1 {
     uint32_t magic, version;
     uint32_t rank, pid;
-    uint64_t pidns;      /* inode of /proc/self/ns/pid: the peers must share it */
-    uint64_t ring_bytes; /* data bytes of each ring of the segment */
-    uint64_t probe;      /* address of a word holding HS_SHM_PROBE_MAGIC (peer-read check) */
+    uint64_t pidns;       /* inode of /proc/self/ns/pid: the peers must share it */
+    uint64_t ring_bytes;  /* data bytes of each ring of the segment */
+    uint64_t probe;       /* address of a word holding HS_SHM_PROBE_MAGIC (peer-read check) */
+    uint32_t seg_fd;      /* the segment's descriptor in the owner (version 5: replacements) */
+    uint32_t incarnation; /* 0: the rank's first process; K: its K-th replacement */
     char host[HS_SHM_HOST_MAX];
     char name[HS_SHM_NAME_MAX]; /* shm_open name of the segment */
 } hs_shm_addr_v1_t;
@@ -97,7 +113,8 @@ enum {
     HS_SHM_REC_PAD = 2,
     HS_SHM_REC_RTS = 3,
     HS_SHM_REC_TAKEN = 4,
-    HS_SHM_REC_SNAP = 5 /* version 3 */
+    HS_SHM_REC_SNAP = 5, /* version 3 */
+    HS_SHM_REC_RESET = 6 /* version 5: a replacement's first record; payload its address */
 };
 #define HS_SHM_REC_CTRL 0x100u /* flag: the transport's own traffic (barrier, windows) */
 /* flag (version 4): the consumer has begun to take the message that starts with this record

@@ -163,6 +163,12 @@ static int create_impl(hs_transport_t **out, int rank, int size, int all_local, 
     if (!e)
         return HS_ERR(-EINVAL, "transport: no registered transport takes provider '%s' (%s)", name,
                       hs_transport_names());
+    if (o.incarnation > 0 && (e->parts || strcmp(e->name, "hsshm")))
+        return HS_ERR(-ENOTSUP,
+                      "transport: rank %d's replacement (incarnation %d) can join a running job "
+                      "over hsshm only (every rank on one host): provider '%s' cannot take a new "
+                      "process for a rank (docs/failure-model.md)",
+                      rank, o.incarnation, name);
     hs_transport_t *t = NULL;
     int rc;
     if (e->parts) { /* built of two registered backends, one per kind of pair */

@@ -24,6 +24,9 @@
 
 #define IDLE_SLICE_S 0.1 /* the owner's waits call the idle hook at least this often */
 #define SVC_POLL_S   0.1 /* a service re-checks its stop flag this often */
+/* ... and this often whether the peer of a slot that failed (it exited) runs again: a
+ * replacement of a crashed rank joined (crash:...:rejoin=D), and its messages are taken */
+#define SVC_REVIVE_S 0.5
 
 typedef struct threads {
     hs_boot_t *boot;
@@ -41,6 +44,7 @@ struct hs_service {
     int stop;
     int rc;
     char msg[HS_ERRMSG_MAX];
+    double revive_at; /* the next look at the peers of failed slots (svc_main) */
 };
 
 static double th_now(hs_exec_t *x)
@@ -157,7 +161,17 @@ static void *svc_main(void *arg)
         } else if (rc < 0 && rc != -ETIMEDOUT && idx < 0) { /* the transport itself failed */
             svc_latch(s, rc);
             hs_sleep(SVC_POLL_S);
-        } /* a failed slot (its peer exited) is not reposted */
+        } /* a failed slot (its peer exited) is not reposted, unless its peer runs again */
+        double now = hs_now();
+        if (now >= s->revive_at) { /* (a replacement took its place: runtime/rejoin.h) */
+            s->revive_at = now + SVC_REVIVE_S;
+            for (int i = 0; i < n; i++)
+                if (!s->sl.req[i] && s->sl.src[i] >= 0 &&
+                    hs_transport_peer_gone(t, s->sl.src[i]) == 0) {
+                    int pr = hs_svc_slots_post(&s->sl, t, i);
+                    if (pr < 0) svc_latch(s, pr);
+                }
+        }
         if (s->d.on_tick) {
             int tr = s->d.on_tick(s->d.ctx);
             if (tr < 0) svc_latch(s, tr);

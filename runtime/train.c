@@ -23,6 +23,7 @@
 #include "hearsay/bootstrap.h"
 #include "hearsay/checkpoint.h"
 #include "hearsay/common.h"
+#include "hearsay/env.h"
 #include "hearsay/file.h"
 #include "hearsay/shaping.h"
 #include "hearsay/straggler.h"
@@ -650,6 +651,38 @@ static int rejoin_join(run_t *R)
     return 0;
 }
 
+/* Real processes: is this process a replacement for a crashed rank (HS_INCARNATION, set by
+ * `hearsay run` for a rank that exited HS_EXIT_REJOIN)? Then it waits until D after the crash
+ * (HS_CRASHED_AT: when the launcher saw the exit), as the simulator starts a replacement D
+ * after the crash, before it opens its transport: *inc its incarnation, *crashed_at then. */
+static int replacement_start(run_t *R, int rank, int *inc, double *crashed_at)
+{
+    long k = 0;
+    double at = 0;
+    HS_TRY(hs_env_long("HS_INCARNATION", &k));
+    if (k <= 0) return 0;
+    long it = hs_straggler_crash_iter(R->strag);
+    double d = it >= 0 ? hs_straggler_rejoin(R->strag, it) : -1;
+    if (d < 0)
+        return HS_ERR(-EINVAL,
+                      "rank %d: HS_INCARNATION=%ld says this process replaces a crashed one, but "
+                      "--straggler gives rank %d no crash:%d:iter=N:rejoin=D",
+                      rank, k, rank, rank);
+    int rc = hs_env_double("HS_CRASHED_AT", &at);
+    HS_TRY(rc);
+    if (rc == 0) at = hs_now();
+    double wait = at + d - hs_now();
+    if (!R->o->quiet)
+        fprintf(stderr,
+                "rank %d: replacement %ld of the process that crashed at iteration %ld: it joins "
+                "%.3g s after the crash (in %.3f s)\n",
+                rank, k, it, d, HS_MAX(0.0, wait));
+    if (wait > 0) hs_sleep(wait);
+    *inc = (int)k;
+    *crashed_at = at;
+    return 0;
+}
+
 static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
 {
     const hs_train_opts_t *o = R->o;
@@ -709,6 +742,9 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     d->n_hosts = hs_boot_num_hosts(boot);
     d->tag_base = HS_TAG_ALGO_BASE; /* the one algorithm that runs takes the whole range */
 
+    int inc = 0; /* > 0: this process replaces a crashed one (hearsay run, real processes) */
+    double crashed_at = 0;
+    if (!given && size > 1) HS_TRY(replacement_start(R, rank, &inc, &crashed_at));
     if (given) { /* the caller's environment and transport (the simulator's) */
         R->x = given;
         R->t = given->t;
@@ -725,11 +761,15 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
          * waits pass their own bound and consult the heartbeats) */
         if (o->fail_timeout_s > 0) to.timeout_s = o->comm_timeout_s + o->fail_timeout_s;
         to.seed = o->seed;
+        to.incarnation = inc;
         HS_TRY(hs_transport_open(&R->t, boot, &to));
     }
     if (!given) {
         R->own_x = 1;
         HS_TRY(hs_exec_threads_create(&R->x, R->t, boot));
+        R->x->incarnation = inc;
+        R->x->crashed_at = crashed_at;
+        R->x->crashed_iter = inc ? hs_straggler_crash_iter(R->strag) : 0;
     }
     d->t = R->t;
     d->x = R->x;
@@ -741,7 +781,9 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     }
     /* (not in virtual time: the simulated transport has no connections to make, and its
      * messages would only take virtual time before the clocks start) */
-    if ((R->ops->flags & HS_ALGO_COMM) && size > 1 && !(hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK))
+    if ((R->ops->flags & HS_ALGO_COMM) && size > 1 &&
+        !(hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK) &&
+        !R->x->incarnation) /* (a replacement: the others are past it) */
         HS_TRY(wireup(R->x, R->t, rank, size,
                       o->comm_timeout_s + (given ? 0 : o->fail_timeout_s))); /* (as to.timeout_s) */
     /* Start-up only (before any receive is posted): every rank's clock starts together (a
@@ -797,12 +839,23 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
         if (R->ec || R->hb) hs_exec_set_idle(R->x, loop_idle, R);
         int who = -1, any = hs_straggler_any_rejoin(o->stragglers, o->n_stragglers, size, &who);
         if (any < 0) return any;
-        if (any && !(hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK))
-            return HS_ERR(-ENOTSUP,
-                          "--straggler crash:%d:...:rejoin=D: a replacement joins in virtual time "
-                          "only (hearsay sim); real processes do not rejoin yet "
-                          "(docs/failure-model.md)",
-                          who);
+        if (any && !(hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK)) {
+            /* real processes: `hearsay run` starts the replacement, hsshm takes it in */
+            const char *prov = hs_transport_provider(R->t);
+            if (!hs_env_flag("HS_RESPAWN"))
+                return HS_ERR(-ENOTSUP,
+                              "--straggler crash:%d:...:rejoin=D: with real processes a "
+                              "replacement is started by `hearsay run` only (not by mpirun, "
+                              "Slurm or hearsay run --rendezvous-only); or run it in virtual "
+                              "time with hearsay sim (docs/failure-model.md)",
+                              who);
+            if (!prov || strcmp(prov, "hsshm"))
+                return HS_ERR(-ENOTSUP,
+                              "--straggler crash:%d:...:rejoin=D: with real processes a "
+                              "replacement joins over --provider hsshm only (every rank on one "
+                              "host); this job uses %s (docs/failure-model.md)",
+                              who, prov ? prov : "no transport");
+        }
         if (any) {
             HS_TRY(hs_rejoin_start(&R->rj, R->x, rank, size));
             R->rejoined = hs_calloc((size_t)size, 1, "rejoined ranks");
@@ -941,7 +994,10 @@ static void crash_now(run_t *R, long it)
     fprintf(stderr,
             "rank %d: injected crash at iteration %ld (--straggler crash): exiting with status "
             "%d\n",
-            d->rank, it, HS_EXIT_CRASH);
+            d->rank, it,
+            !(hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK) && hs_straggler_rejoin(R->strag, it) >= 0
+                ? HS_EXIT_REJOIN
+                : HS_EXIT_CRASH);
     fflush(NULL);
     double lost = 0, *from = calloc((size_t)d->size, sizeof *from);
     if (R->ops->crash && R->algo && d->t && from) {
@@ -954,10 +1010,13 @@ static void crash_now(run_t *R, long it)
     }
     free(from);
     fflush(NULL);
-    R->x->rejoin_s = hs_straggler_rejoin(R->strag, it); /* (a replacement: virtual time) */
+    R->x->rejoin_s = hs_straggler_rejoin(R->strag, it);
     R->x->crashed_at = hs_exec_now(R->x);
     R->x->crashed_iter = it;
-    hs_exec_crash(R->x, HS_EXIT_CRASH); /* wall clock: _exit; virtual time: the rank ends */
+    /* wall clock: _exit (with rejoin=D, 72 asks hearsay run for a replacement); virtual time:
+     * the rank ends, and the simulator starts its replacement */
+    int real = !(hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK);
+    hs_exec_crash(R->x, real && R->x->rejoin_s >= 0 ? HS_EXIT_REJOIN : HS_EXIT_CRASH);
 }
 
 /* A fenced rank (runtime/heartbeat.h) ends like an injected crash, with its own status and

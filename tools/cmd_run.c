@@ -120,6 +120,7 @@ static void usage(FILE *f)
             "  HS_JOB_KEY=HEX          the job's random 128-bit key (from /dev/urandom); the\n"
             "                          rendezvous rejects connections that do not present it\n"
             "  HS_BOOT_TIMEOUT=S       the bound on every start-up wait\n"
+            "  HS_RESPAWN=1            this launcher starts replacements (below)\n"
             "  HS_INCARNATION=K, HS_CRASHED_AT=T   only in a replacement (below): its number\n"
             "                          (1, 2, ... for that rank) and when the launcher saw the\n"
             "                          crash (CLOCK_MONOTONIC seconds, as hs_now())\n"
@@ -312,7 +313,7 @@ static int is_ours(const char *e)
     static const char *const ours[] = {
         "HS_RANK=",         "HS_SIZE=",       "HS_RDV=",        "HS_JOB_KEY=",
         "HS_BOOT_TIMEOUT=", "HS_LOCAL_RANK=", "HS_LOCAL_SIZE=", "HS_START_SIGNALS=",
-        "HS_INCARNATION=",  "HS_CRASHED_AT="};
+        "HS_INCARNATION=",  "HS_CRASHED_AT=", "HS_RESPAWN="};
     for (size_t i = 0; i < HS_ARRAY_LEN(ours); i++)
         if (!strncmp(e, ours[i], strlen(ours[i]))) return 1;
     return 0;
@@ -325,7 +326,7 @@ static char **build_env(const run_opts_t *o, int rank, const char *rdv, const ch
 {
     size_t n = 0;
     while (environ[n]) n++;
-    char **env = calloc(n + 11, sizeof *env);
+    char **env = calloc(n + 12, sizeof *env);
     if (!env) return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
@@ -363,6 +364,9 @@ static char **build_env(const run_opts_t *o, int rank, const char *rdv, const ch
         k++;
     }
     if (mask_start && !(env[k++] = strdup("HS_START_SIGNALS=blocked"))) return NULL;
+    /* this launcher starts a replacement for a rank that exits 72 (a worker asked for
+     * crash:...:rejoin=D checks it: mpirun or srun would take 72 for a failure) */
+    if (!(env[k++] = strdup("HS_RESPAWN=1"))) return NULL;
     if (incarnation > 0) {
         snprintf(tmp, sizeof tmp, "HS_INCARNATION=%d", incarnation);
         if (!(env[k++] = strdup(tmp))) return NULL;

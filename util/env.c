@@ -34,6 +34,15 @@ static const hs_env_var_t table[] = {
      "the job's key, 32 hex digits; the rendezvous admits only workers that know it"},
     {"HS_BOOT_TIMEOUT", HS_ENV_DOUBLE, "60", 0.001, 1e6,
      "seconds; bound on every start-up wait when the caller gives none (hearsay run --timeout)"},
+    {"HS_INCARNATION", HS_ENV_INT, "0", 0, 1000000,
+     "set by hearsay run for a replacement of a crashed rank (crash:...:rejoin=D): its K-th "
+     "replacement, which joins the running job (0: the rank's first process)"},
+    {"HS_CRASHED_AT", HS_ENV_DOUBLE, NULL, 0, 1e12,
+     "set by hearsay run for a replacement: the monotonic clock (seconds) when the crashed "
+     "process exited; the replacement joins D after it"},
+    {"HS_RESPAWN", HS_ENV_BOOL, "0", NO_RANGE,
+     "set by hearsay run: 1 when it starts a replacement for a rank that exits with status 72 "
+     "(crash:...:rejoin=D)"},
     {"HS_HOSTNAME", HS_ENV_STRING, NULL, NO_RANGE,
      "overrides gethostname() for host grouping (local ranks, the hsshm/tcp choice); for "
      "tests, or hosts that share a name"},

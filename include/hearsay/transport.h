@@ -72,6 +72,11 @@ typedef struct hs_transport_opts {
     int progress_thread;  /* 1: a thread drives progress (blocking on the CQ's wait object) */
     double timeout_s;     /* bound on every wait (0 = 60 s); a timed-out wait names the peer */
     uint64_t seed;        /* seeds the shaping jitter */
+    int incarnation;      /* 0: a rank's first process; K > 0: its K-th replacement, which
+                             joins a running job (crash:...:rejoin=D, runtime/rejoin.h): the
+                             address exchange is the job's start-up replayed (only this rank
+                             is new), and the peers learn its address in band (hsshm only;
+                             the other backends refuse it) */
 } hs_transport_opts_t;
 
 /* What a completed request reports. */
