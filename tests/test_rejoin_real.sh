@@ -10,8 +10,10 @@
 # another rank's state, and was down between D and D + 10 s (process start-up, the replay and
 # the donor's next step); and what tests/rejoin_verdict.py asserts of every rejoin: eval.csv in
 # order with every rank after the join, the final test loss within 25 % (+ 0.002) of an
-# uninterrupted run's, sgp's push-sum mass 4 within 1e-6, every rank finished. Then the refusals: --provider tcp (hsshm only)
-# and a launcher that does not start replacements (HS_RESPAWN unset: mpirun, Slurm).
+# uninterrupted run's, sgp's push-sum mass 4 within 1e-6, every rank finished. Then sgp with
+# ranks 1 and 2 replaced at once (both rejoined, mass 4). Then the refusals: --provider tcp
+# (hsshm only) and a launcher that does not start replacements (HS_RESPAWN unset: mpirun,
+# Slurm).
 # Every rank's pause of 3 ms per iteration stretches the run (1,000 iterations) to about 3 s of
 # training, so that the replacement, started 0.3 s after the crash on an idle machine, still
 # finds ranks to join on a loaded one.
@@ -69,6 +71,26 @@ for algo in ${REJOIN_ALGOS:-sgp adpsgd easgd lsgd}; do
         esac
     done
 done
+# two ranks crash at once and both are replaced: each replacement replays the start-up while
+# the other's process is gone (it finds that peer dead, and the other's RESET brings it back)
+if [ -d "$out/sgp-ref" ]; then
+    d=$out/sgp-two
+    if run "sgp, ranks 1 and 2 replaced at once" "$d" --algo sgp --straggler "$slow" \
+        --straggler crash:1,2:iter=100:rejoin=0.5s; then
+        v=$(verdict "$d" "$out/sgp-ref" sgp 0.5s 2>&1)
+        if ! grep -q '"rank": 1, "finished": true, "rejoined": true' "$d/summary.json"; then
+            v="rank 1 not finished and rejoined"
+        fi
+        case $v in
+        ok*) echo "ok   sgp, ranks 1 and 2 replaced at once: $v" ;;
+        *)
+            echo "FAIL sgp, ranks 1 and 2 replaced at once: $v"
+            tail -n 12 "$d.log"
+            fail=1
+            ;;
+        esac
+    fi
+fi
 refuse() { # LABEL PATTERN LAUNCHER_PREFIX... -- ARGS...
     label=$1 pat=$2
     shift 2
