@@ -991,13 +991,15 @@ static void crash_now(run_t *R, long it) __attribute__((noreturn));
 static void crash_now(run_t *R, long it)
 {
     hs_dist_t *d = &R->d;
+    /* wall clock: _exit (with rejoin=D, 72 asks hearsay run for a replacement); virtual time:
+     * the rank ends, and the simulator starts its replacement */
+    int real = !(hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK);
+    double rejoin_s = hs_straggler_rejoin(R->strag, it);
+    int status = real && rejoin_s >= 0 ? HS_EXIT_REJOIN : HS_EXIT_CRASH;
     fprintf(stderr,
             "rank %d: injected crash at iteration %ld (--straggler crash): exiting with status "
             "%d\n",
-            d->rank, it,
-            !(hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK) && hs_straggler_rejoin(R->strag, it) >= 0
-                ? HS_EXIT_REJOIN
-                : HS_EXIT_CRASH);
+            d->rank, it, status);
     fflush(NULL);
     double lost = 0, *from = calloc((size_t)d->size, sizeof *from);
     if (R->ops->crash && R->algo && d->t && from) {
@@ -1010,13 +1012,10 @@ static void crash_now(run_t *R, long it)
     }
     free(from);
     fflush(NULL);
-    R->x->rejoin_s = hs_straggler_rejoin(R->strag, it);
+    R->x->rejoin_s = rejoin_s;
     R->x->crashed_at = hs_exec_now(R->x);
     R->x->crashed_iter = it;
-    /* wall clock: _exit (with rejoin=D, 72 asks hearsay run for a replacement); virtual time:
-     * the rank ends, and the simulator starts its replacement */
-    int real = !(hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK);
-    hs_exec_crash(R->x, real && R->x->rejoin_s >= 0 ? HS_EXIT_REJOIN : HS_EXIT_CRASH);
+    hs_exec_crash(R->x, status);
 }
 
 /* A fenced rank (runtime/heartbeat.h) ends like an injected crash, with its own status and

@@ -11,3 +11,18 @@ bad() {
 hs_scratch() {
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/hs_$1_XXXXXX") || exit 1
 }
+# hs_run_status LABEL WANT LOG TAIL CMD...: run CMD with its output in LOG. A status other than
+# WANT prints a FAIL line and LOG's last TAIL lines, sets $fail and returns 1.
+hs_run_status() {
+    _label=$1 _want=$2 _log=$3 _tail=$4
+    shift 4
+    "$@" >"$_log" 2>&1
+    _st=$?
+    if [ "$_st" -ne "$_want" ]; then
+        echo "FAIL $_label: status $_st (expected $_want)"
+        tail -n "$_tail" "$_log"
+        fail=1
+        return 1
+    fi
+    return 0
+}

@@ -16,7 +16,7 @@ bin=${HS_BIN:-./hearsay}
 command -v timeout >/dev/null || { echo "test_rejoin: timeout(1) missing: skipped"; exit 77; }
 out=$(mktemp -d "${TMPDIR:-/tmp}/hs-rejoin.XXXXXX")
 trap 'rm -rf "$out"' EXIT
-fail=0
+. "$(dirname "$0")/shlib.sh"
 flags="--model mlp:16-32-4 --data gauss:dim=16,classes=4,train=8000,test=500 --batch 16 --epochs 4 --threads 1 --quiet"
 verdict() { # LABEL DIR REF_DIR ALGO DOWN JOINED(1|0): the rank was down D (within 0.05 s)
     dn=${5%s}
@@ -27,15 +27,7 @@ run() { # LABEL WANT_STATUS DIR ARGS...
     label=$1 want=$2 d=$3
     shift 3
     # shellcheck disable=SC2086
-    timeout 120 "$bin" sim -n "${ranks:-4}" $flags "$@" --out "$d" >"$d.log" 2>&1
-    st=$?
-    if [ "$st" -ne "$want" ]; then
-        echo "FAIL $label: status $st (expected $want)"
-        tail -n 8 "$d.log"
-        fail=1
-        return 1
-    fi
-    return 0
+    hs_run_status "$label" "$want" "$d.log" 8 timeout 120 "$bin" sim -n "${ranks:-4}" $flags "$@" --out "$d"
 }
 for algo in ${REJOIN_ALGOS:-sgp adpsgd easgd lsgd}; do
     run "$algo uninterrupted" 0 "$out/$algo-ref" --algo "$algo" || continue

@@ -23,7 +23,7 @@ command -v timeout >/dev/null || { echo "test_rejoin_real: timeout(1) missing: s
 [ -d /dev/shm ] && [ -w /dev/shm ] || { echo "test_rejoin_real: /dev/shm not writable: skipped"; exit 77; }
 out=$(mktemp -d "${TMPDIR:-/tmp}/hs-rejoin-real.XXXXXX")
 trap 'rm -rf "$out"' EXIT
-fail=0
+. "$(dirname "$0")/shlib.sh"
 flags="--model mlp:16-32-4 --data gauss:dim=16,classes=4,train=8000,test=500 --batch 16 --epochs 8 --threads 1 --quiet --provider hsshm"
 slow="pause:all:p=1:fixed=3ms"
 verdict() { # DIR REF_DIR ALGO DOWN: down between D and D + 10 s
@@ -35,15 +35,7 @@ run() { # LABEL DIR ARGS...
     label=$1 d=$2
     shift 2
     # shellcheck disable=SC2086
-    timeout -k 5 120 "$bin" run -n 4 -- "$bin" train $flags "$@" --out "$d" >"$d.log" 2>&1
-    st=$?
-    if [ "$st" -ne 0 ]; then
-        echo "FAIL $label: status $st (expected 0)"
-        tail -n 12 "$d.log"
-        fail=1
-        return 1
-    fi
-    return 0
+    hs_run_status "$label" 0 "$d.log" 12 timeout -k 5 120 "$bin" run -n 4 -- "$bin" train $flags "$@" --out "$d"
 }
 for algo in ${REJOIN_ALGOS:-sgp adpsgd easgd lsgd}; do
     run "$algo uninterrupted" "$out/$algo-ref" --algo "$algo" --straggler "$slow" || continue
