@@ -95,6 +95,11 @@ typedef struct fab {
     int atomic_ok[2]; /* [0] float sum, [1] double sum */
     unsigned win_seq;
     int tx_posted, tx_max; /* sends/RMA the provider owns, and the cap (HS_FAB_TX_INFLIGHT) */
+    /* The close's flush (ofi_rxm providers, whose sends complete once buffered): the peers
+     * sent to, and the standing receive of their FINs (answered in the progress path). */
+    unsigned char *sent_to; /* (size) 1 once a message went to that rank; NULL: no flush */
+    struct hs_treq *fin_rx;
+    char fin_buf[8];
 } fab_t;
 
 /* fabric.c */
@@ -128,6 +133,11 @@ int hs_fab_probe(hs_transport_t *t, int peer, uint32_t tag, int any_tag, int *fo
                  hs_tstatus_t *st);
 void hs_fab_req_free(hs_transport_t *t, hs_treq_t **req);
 int hs_fab_barrier(hs_transport_t *t);
+/* The close's flush: post the standing FIN receive (at connect), and wait (at most
+ * timeout_s) until every rank this one sent to has confirmed the arrival of all of it, has
+ * exited or has closed. Returns how many did neither in time. */
+int hs_fab_fin_start(fab_t *f);
+int hs_fab_flush(fab_t *f, double timeout_s);
 /* 1 when a same-host peer's process has exited, 0 while it runs, -ENOSYS on another host. */
 int hs_fab_peer_gone(hs_transport_t *t, int peer);
 /* Record a failure in a request (message formatted like HS_ERR) and complete it. */

@@ -264,6 +264,28 @@ static void first_chunk_arrived(fab_t *f, hs_treq_t *r, const struct fi_cq_tagge
     }
 }
 
+/* A peer's FIN has arrived, after everything it sent before (ofi_rxm keeps a connection's
+ * messages in order): a FINACK tells it so. Sent by the transport itself (an orphan request,
+ * freed when done). */
+static void fin_answer_locked(fab_t *f, int src)
+{
+    if (src < 0 || src >= f->t->size || src == f->t->rank) return;
+    hs_treq_t *r = hs_fab_req_new(f, REQ_SEND, src, HS_FAB_CTRL_FINACK);
+    if (!r) return;
+    if (f->sent_to) f->sent_to[src] = 1; /* this rank's own close makes sure it arrived */
+    r->ctrl = 1;
+    r->orphan = 1;
+    r->nchunks = 1;
+    fab_op_t *op = &r->op0;
+    op->req = r;
+    op->kind = OP_SEND;
+    op->peer = src;
+    op->buf = f->fin_buf;
+    op->len = 0;
+    op->tag = hs_fab_tag(1, 1, f->t->rank, 1, f->seq_to[src]++, HS_FAB_CTRL_FINACK);
+    hs_fab_enqueue_locked(f, op);
+}
+
 /* One completion; returns 1 when it completed a request. */
 static int on_completion(fab_t *f, const struct fi_cq_tagged_entry *e)
 {
@@ -288,6 +310,11 @@ static int on_completion(fab_t *f, const struct fi_cq_tagged_entry *e)
     op->posted = 0;
     r->outstanding--;
     f->tx_posted -= op->kind != OP_RECV;
+    if (r == f->fin_rx) { /* a peer closes: answer, and wait for the next */
+        fin_answer_locked(f, hs_fab_tag_src(e->tag));
+        hs_fab_enqueue_locked(f, op);
+        return 0;
+    }
     if (r->orphan) {
         if (!r->outstanding) hs_fab_req_release_locked(f, r);
         return 0;
@@ -319,6 +346,7 @@ static int on_error(fab_t *f, const struct fi_cq_err_entry *ee)
     op->posted = 0;
     r->outstanding--;
     f->tx_posted -= op->kind != OP_RECV;
+    if (r == f->fin_rx) return 0; /* cancelled at the close (or failed: peers' flushes time out) */
     if (r->orphan) {
         if (!r->outstanding) hs_fab_req_release_locked(f, r);
         return 0;
@@ -501,6 +529,7 @@ int hs_fab_peer_gone(hs_transport_t *t, int peer)
 
 static void check_liveness_locked(fab_t *f, hs_treq_t **reqs, int n, double now)
 {
+    int drained = 0;
     for (int i = 0; i < n; i++) {
         hs_treq_t *r = reqs[i];
         if (!r || r->complete) continue;
@@ -510,6 +539,15 @@ static void check_liveness_locked(fab_t *f, hs_treq_t **reqs, int n, double now)
             if (p == f->t->rank) continue;
             if (now - f->last_alive[p] < LIVENESS_PERIOD_S) continue;
             if (peer_dead(f, p)) {
+                /* What it sent before it exited may be here already, unmatched in the
+                 * provider (eager messages its close flushed, hs_fab_flush): take that first.
+                 * A message's first chunk posts the receives of the others, whose
+                 * completions the next pass reads. */
+                if (!drained) {
+                    drained = 1;
+                    for (int k = 0; k < 3; k++) hs_fab_progress_locked(f);
+                }
+                if (r->complete) break;
                 dead++;
                 if (r->peer >= 0) {
                     char d[256];
@@ -577,6 +615,7 @@ int hs_fab_isend_any(hs_transport_t *t, int ctrl, int peer, uint32_t tag, const 
         }
     }
     r->nchunks = (unsigned)n;
+    if (f->sent_to && !ctrl) f->sent_to[peer] = 1; /* the close flushes messages, not control */
     unsigned seq = f->seq_to[peer]++;
     double now = hs_now(), first_release = 0;
     for (unsigned k = 0; k < n; k++) {
@@ -825,4 +864,66 @@ static int ctrl_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, size
 int hs_fab_barrier(hs_transport_t *t)
 {
     return hs_transport_ctrl_barrier(t, HS_FAB_CTRL_BARRIER, ctrl_isend, ctrl_irecv);
+}
+
+/* --- the close's flush --------------------------------------------------------------------- */
+
+/* ofi_rxm completes a send once the provider has it (eager, up to FI_OFI_RXM_EAGER_LIMIT: a
+ * whole chunk over tcp, hs_fab_rxm_eager_default), not once the peer has: a process that closed
+ * its endpoint or exited right after would lose what was still in its buffers, and a socket
+ * closed with unread data is reset, dropping what it had queued. So every rank keeps a receive
+ * of FINs posted, answered by the progress path, and the close waits for the answers. */
+int hs_fab_fin_start(fab_t *f)
+{
+    if (!strstr(f->prov, "ofi_rxm")) return 0;
+    if (!(f->sent_to = hs_calloc((size_t)f->t->size, 1, "flush table"))) return -ENOMEM;
+    return hs_fab_irecv_any(f->t, 1, -1, HS_FAB_CTRL_FIN, 0, f->fin_buf, sizeof f->fin_buf,
+                            &f->fin_rx);
+}
+
+int hs_fab_flush(fab_t *f, double timeout_s)
+{
+    hs_transport_t *t = f->t;
+    int n = t->size, want = 0;
+    hs_treq_t **rq = calloc(2 * (size_t)n, sizeof *rq);
+    if (!rq) return 0;
+    char sink[8];
+    for (int p = 0; p < n; p++) {
+        pthread_mutex_lock(&f->lock);
+        int sent = f->sent_to[p] && p != t->rank;
+        pthread_mutex_unlock(&f->lock);
+        if (!sent) continue;
+        if (hs_fab_irecv_any(t, 1, p, HS_FAB_CTRL_FINACK, 0, sink, sizeof sink, &rq[2 * p]) < 0)
+            continue;
+        if (hs_fab_isend_any(t, 1, p, HS_FAB_CTRL_FIN, f->fin_buf, 0, &rq[2 * p + 1]) < 0) {
+            hs_fab_req_free(t, &rq[2 * p]);
+            continue;
+        }
+        want++;
+    }
+    /* A FINACK, or the peer gone (exited: the liveness check; closed: the FIN fails), ends
+     * the wait for that rank; a FIN that went is not waited for by itself. */
+    double deadline = hs_now() + timeout_s;
+    int late = 0;
+    while (want > 0) {
+        double left = deadline - hs_now();
+        int idx = -1;
+        int rc = left > 0 ? hs_fab_waitany(t, rq, 2 * n, left, &idx, NULL) : -ETIMEDOUT;
+        if (idx < 0) { /* timed out (or the CQ failed): the rest are late */
+            (void)rc;
+            for (int p = 0; p < n; p++)
+                if (rq[2 * p]) late++;
+            break;
+        }
+        int p = idx / 2;
+        if (idx % 2 == 0 || rc < 0) { /* acknowledged, or this peer cannot be reached */
+            if (rq[2 * p]) hs_fab_req_free(t, &rq[2 * p]);
+            if (rq[2 * p + 1]) hs_fab_req_free(t, &rq[2 * p + 1]);
+            want--;
+        }
+    }
+    for (int i = 0; i < 2 * n; i++)
+        if (rq[i]) hs_fab_req_free(t, &rq[i]);
+    free(rq);
+    return late;
 }

@@ -92,5 +92,9 @@ typedef struct hs_fab_win_v1 {
 /* CTRL tags (user field) of the transport's own traffic. */
 #define HS_FAB_CTRL_BARRIER 1u
 #define HS_FAB_CTRL_WIN     2u
+/* The close's flush (providers over ofi_rxm): a FIN to every rank this one sent to, each
+ * answered with a FINACK once the FIN, and so everything sent before it, has arrived. */
+#define HS_FAB_CTRL_FIN    3u
+#define HS_FAB_CTRL_FINACK 4u
 
 #endif

@@ -836,25 +836,6 @@ static int hyb_claims(const char *p)
     return !strncmp(p, "hsshm+", 6);
 }
 
-/* libfabric's ofi_rxm over tcp sends a message above FI_OFI_RXM_EAGER_LIMIT (16 KiB by
- * default) by rendezvous: the sender announces it, the receiver fetches it with an RMA read.
- * Two ranks sending each other megabytes at once then took turns: the hierarchical
- * all-reduce's 2-rank ring across 2 emulated hosts at 1 Gbit completed a rank's receives of a
- * step while its sends waited, then the sends while nothing arrived (as if each read request
- * waited behind the data going the other way on the same connection): ~540 ms for the 42 MB a
- * host sends, against 310-360 ms with eager sends (docs/benchmarks.md). Every message this
- * transport posts is at most one chunk (opts.chunk_bytes, 1 MiB by default), so an eager
- * limit of a chunk sends them all eagerly, into the posted receive where there is one (tcp's
- * dynamic receive buffers), both directions at once. A value the user set is kept. libfabric
- * reads it when the provider is first set up, so it is set before the endpoint is opened. */
-static void rxm_eager_default(const char *inter, size_t chunk_bytes)
-{
-    if (strcmp(inter, "tcp") && strcmp(inter, "tcp;ofi_rxm")) return;
-    char v[32];
-    snprintf(v, sizeof v, "%zu", chunk_bytes ? chunk_bytes : (size_t)1 << 20);
-    setenv("FI_OFI_RXM_EAGER_LIMIT", v, 0);
-}
-
 /* Opens `local` (hsshm) among the ranks of this host and `remote` (libfabric provider inter)
  * for every rank, through their ops tables: the entries come from the registry (the generic
  * layer looks them up), so nothing here names another backend's internals. */
@@ -884,7 +865,7 @@ static int hyb_create_hosts(hs_transport_t *t, const hs_transport_opts_t *o, con
     }
     hs_transport_opts_t so = *o;
     so.provider = inter;
-    rxm_eager_default(inter, o->chunk_bytes);
+    hs_fab_rxm_eager_default(inter, o->chunk_bytes);
     int rc = hs_transport_ctx_create(&h->sub[SUB_FAB], remote->ops, t->rank, n, 0, &so);
     if (rc < 0) {
         hs_error_prefix("rank %d: hybrid transport: libfabric (%s) for the other hosts", t->rank,

@@ -94,6 +94,11 @@ int hs_fab_auto_choose(const hs_fab_auto_rec_t *recs, int n, char *out, size_t c
 /* 1 when process pid (of this pid namespace) has exited or is a zombie, else 0. */
 int hs_pid_gone(unsigned pid);
 
+/* ofi_rxm over tcp: FI_OFI_RXM_EAGER_LIMIT = one chunk (chunk_bytes, 1 MiB if 0) unless the
+ * user set it, so every message the libfabric backend posts (at most a chunk) goes eagerly
+ * (gossip/fabric.c; the hybrid backend calls it before opening its libfabric part). */
+void hs_fab_rxm_eager_default(const char *provider, size_t chunk_bytes);
+
 /* The per-pair backend (gossip/hybrid.c), for tests: receives from any source the hybrid keeps as
  * orphans on its hsshm [0] and libfabric [1] sides: now and the most at once (tests: they stay
  * bounded by the receives posted). */

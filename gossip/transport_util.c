@@ -46,7 +46,12 @@ int hs_transport_ctx_create(hs_transport_t **out, const hs_transport_ops_t *ops,
 void hs_transport_ctx_close(hs_transport_t **t)
 {
     if (!t || !*t) return;
+    /* a close (a flush, hs_fab_flush) may fail requests of its own: the message of the
+     * failure that led to the close stays the thread's error */
+    hs_error_kept_t kept;
+    hs_error_keep(&kept);
     if ((*t)->impl && (*t)->ops->close) (*t)->ops->close(*t);
+    hs_error_restore(&kept);
     HS_FREE(*t);
 }
 

@@ -784,6 +784,59 @@ START_TEST(test_world_late_receives_tcp)
 }
 END_TEST
 
+/* What a rank sent before it closed and exited arrives whole. ofi_rxm sends a chunk eagerly
+ * (its eager limit is set to the chunk, hs_fab_rxm_eager_default), and an eager send completes
+ * once the provider has it, not the peer. Rank 0 posts its receives, then sleeps without
+ * progress while rank 1 sends and closes: rank 1's close waits until rank 0 has everything
+ * (its FIN answered, hs_fab_flush), and a rank that finds a peer gone completes what its
+ * provider already holds before failing the rest on the liveness check. Either one keeps the
+ * messages here; without both, every run failed ("peer rank 1 has exited during receive from
+ * rank 1 (tag 0, 1 of 8 chunks done)"), as test_views' tcp case did under the sanitizers. */
+static int after_exit(hs_transport_t *t, void *arg)
+{
+    (void)arg;
+    enum { NMSG = 3 };
+    int me = hs_transport_rank(t);
+    size_t len = 512 << 10; /* 8 chunks of 64 KiB (tt_opts) */
+    unsigned char *b[NMSG];
+    for (int k = 0; k < NMSG; k++)
+        if (!(b[k] = malloc(len + 1))) RFAIL("malloc");
+    char go = 1;
+    if (me == 1) {
+        if (hs_transport_recv(t, 0, 100, &go, 1, NULL)) RFAIL("go");
+        for (int k = 0; k < NMSG; k++) {
+            tt_fill(b[k], len, 1, 0, k);
+            if (hs_transport_send(t, 0, (uint32_t)k, b[k], len)) RFAIL("send %d", k);
+        }
+        for (int k = 0; k < NMSG; k++) free(b[k]);
+        return 0; /* the close (transport_testlib.c), then exit */
+    }
+    hs_treq_t *rq[NMSG] = {NULL};
+    for (int k = 0; k < NMSG; k++)
+        if (hs_transport_irecv(t, 1, (uint32_t)k, b[k], len, &rq[k])) RFAIL("irecv %d", k);
+    if (hs_transport_send(t, 1, 100, &go, 1)) RFAIL("go");
+    hs_sleep(1.0); /* no progress here meanwhile */
+    for (int k = 0; k < NMSG; k++) {
+        hs_tstatus_t st;
+        if (hs_transport_wait(t, &rq[k], 20, &st))
+            RFAIL("message %d of the rank that closed: %s", k, hs_last_error());
+        if (st.len != len || !tt_check_payload(b[k], st.len, 1, 0, k))
+            RFAIL("message %d: %zu bytes (want %zu) or corrupt", k, st.len, len);
+    }
+    for (int k = 0; k < NMSG; k++) free(b[k]);
+    printf("after a close: %d messages of %zu bytes whole, the sender %s\n", NMSG, len,
+           hs_transport_peer_gone(t, 1) == 1 ? "gone" : "still running");
+    return 0;
+}
+
+START_TEST(test_world_after_exit_tcp)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "tcp");
+    ck_assert_int_eq(tt_run_world(2, &o, 1, after_exit, NULL, 40, NULL, NULL), 0);
+}
+END_TEST
+
 /* Rank 1 dies after its first message; rank 0 waiting for the second must fail with an
  * error naming rank 1 well before its 20 s timeout. */
 static int die_midway(hs_transport_t *t, void *arg)
@@ -1084,6 +1137,7 @@ int main(void)
     tcase_add_test(c, test_world_unsent_nosys_tcp);
     tcase_add_test(c, test_world_alltoall8_hsshm_stress);
     tcase_add_test(c, test_world_late_receives_tcp);
+    tcase_add_test(c, test_world_after_exit_tcp);
     tcase_add_test(c, test_world_peer_death_hsshm);
     tcase_add_test(c, test_world_shaping_hsshm);
     tcase_add_test(c, test_world_shaping_sleeper_hsshm);

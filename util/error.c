@@ -46,6 +46,18 @@ const char *hs_last_error_where(void)
     return tls_where;
 }
 
+void hs_error_keep(hs_error_kept_t *k)
+{
+    memcpy(k->msg, tls_msg, sizeof k->msg);
+    memcpy(k->where, tls_where, sizeof k->where);
+}
+
+void hs_error_restore(const hs_error_kept_t *k)
+{
+    memcpy(tls_msg, k->msg, sizeof tls_msg);
+    memcpy(tls_where, k->where, sizeof tls_where);
+}
+
 void hs_error_clear(void)
 {
     tls_msg[0] = '\0';

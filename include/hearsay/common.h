@@ -36,6 +36,15 @@ const char *hs_last_error(void);
 const char *hs_last_error_where(void);
 void hs_error_clear(void);
 
+/* The current thread's error, kept across clean-up that may record errors of its own (a
+ * close after a failure must not replace the failure's message). */
+typedef struct hs_error_kept {
+    char msg[HS_ERRMSG_MAX];
+    char where[128];
+} hs_error_kept_t;
+void hs_error_keep(hs_error_kept_t *k);
+void hs_error_restore(const hs_error_kept_t *k);
+
 /* Propagate a negative return code: `HS_TRY(f(x));` returns it from the enclosing function. */
 #define HS_TRY(expr)                                                                               \
     do {                                                                                           \
