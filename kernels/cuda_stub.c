@@ -25,6 +25,11 @@ int hs_kernels_cuda_device_count(void)
     return 0;
 }
 
+int hs_kernels_cuda_libs_load(void)
+{
+    return HS_ERR(-ENOSYS, "this hearsay was built without CUDA (reconfigure with --with-cuda)");
+}
+
 int hs_kernels_cuda_probe(int *count)
 {
     *count = 0;

@@ -31,7 +31,9 @@ AC_DEFUN([HS_CHECK_CUDA], [
     AS_IF([test -z "$hs_cuda_fail"], [
       hs_have_cuda=yes
       CUDA_CFLAGS="-I$hs_cuda_dir/include"
-      CUDA_LIBS="-L$hs_cuda_dir/lib64 -Wl,-rpath,$hs_cuda_dir/lib64 -lcudnn -lcublas -lcudart -lstdc++"
+      dnl cuBLAS is not linked: kernels/cuda/cuda_cublas.cu loads it when a GPU is opened (its
+      dnl thread-local storage would otherwise be set up in every thread); -ldl for older glibc
+      CUDA_LIBS="-L$hs_cuda_dir/lib64 -Wl,-rpath,$hs_cuda_dir/lib64 -lcudnn -lcudart -ldl -lstdc++"
       NVCC_GENCODE=""
       for hs_sm in `echo "$with_cuda_arch" | tr ',' ' '`; do
         NVCC_GENCODE="$NVCC_GENCODE -gencode arch=compute_$hs_sm,code=sm_$hs_sm"

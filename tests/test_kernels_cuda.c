@@ -652,8 +652,46 @@ START_TEST(test_two_contexts)
 }
 END_TEST
 
+/* 1 when a library whose path contains `name` is mapped into this process. */
+static int mapped(const char *name)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return -1;
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) found = strstr(line, name) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* cuBLAS is loaded when a GPU is opened, not at start (kernels/cuda/cuda_cublas.cu): its and
+ * cuBLASLt's thread-local storage would otherwise be set up in every thread of every process.
+ * Checked without a GPU: not mapped at start, mapped after hs_kernels_cuda_libs_load. */
+static int check_cublas_on_demand(void)
+{
+    if (mapped("libcublas") != 0) {
+        fprintf(stderr, "FAIL: libcublas is mapped at start (it must be loaded on demand)\n");
+        return 1;
+    }
+    if (hs_kernels_cuda_libs_load() != 0) {
+        fprintf(stderr, "FAIL: loading cuBLAS: %s\n", hs_last_error());
+        return 1;
+    }
+    if (mapped("libcublas.so") != 1 || mapped("libcublasLt.so") != 1) {
+        fprintf(stderr, "FAIL: cuBLAS is not mapped after hs_kernels_cuda_libs_load\n");
+        return 1;
+    }
+    if (hs_kernels_cuda_libs_load() != 0) { /* once: a second call finds it loaded */
+        fprintf(stderr, "FAIL: loading cuBLAS a second time: %s\n", hs_last_error());
+        return 1;
+    }
+    printf("ok: cuBLAS loaded on demand (not mapped at start)\n");
+    return 0;
+}
+
 int main(void)
 {
+    if (check_cublas_on_demand()) return 1;
     const char *as_cpu = getenv("HS_TEST_CUDA_AS_CPU");
     gpu_is_cpu = as_cpu && strcmp(as_cpu, "1") == 0;
     if (!gpu_is_cpu) {

@@ -202,6 +202,10 @@ int hs_kernels_cuda_device_count(void);
 /* The visible CUDA devices (>= 1) in *count, or -ENODEV with the driver's reason
  * (cudaGetDeviceCount's error) / -ENOSYS without CUDA. */
 int hs_kernels_cuda_probe(int *count);
+/* Load the libraries the CUDA backend opens on demand rather than at start (cuBLAS, whose
+ * thread-local storage would otherwise be set up in every thread: kernels/cuda/cuda_cublas.cu).
+ * Opening a CUDA device does it; 0, or the reason (-ENOSYS without CUDA). No GPU needed. */
+int hs_kernels_cuda_libs_load(void);
 
 #ifdef __cplusplus
 }

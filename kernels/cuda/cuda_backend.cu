@@ -105,6 +105,7 @@ static int kcuda_init(hs_kcuda_t *c)
     if (c->sm_count < 1) c->sm_count = 1;
     /* Non-blocking: no implicit ordering with the legacy default stream of other contexts. */
     HS_KCUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    HS_TRY(hs_kcublas_load());
     HS_KCUBLAS_CHECK(cublasCreate(&c->cublas));
     HS_KCUBLAS_CHECK(cublasSetStream(c->cublas, c->stream));
     /* Plain FP32 (no TF32 tensor cores) so results match the CPU backend. */

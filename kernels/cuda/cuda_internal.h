@@ -28,6 +28,33 @@
 #define HS_KCUDA_HIDDEN
 #endif
 
+/* ---- cuBLAS, loaded on demand (cuda_cublas.cu) ---- */
+/* dlopen libcublas once; 0, or an HS_ERR naming the library and dlerror's reason. */
+HS_KCUDA_HIDDEN int hs_kcublas_load(void);
+HS_KCUDA_HIDDEN cublasStatus_t hs_kcublas_create(cublasHandle_t *h);
+HS_KCUDA_HIDDEN cublasStatus_t hs_kcublas_destroy(cublasHandle_t h);
+HS_KCUDA_HIDDEN cublasStatus_t hs_kcublas_set_stream(cublasHandle_t h, cudaStream_t s);
+HS_KCUDA_HIDDEN cublasStatus_t hs_kcublas_set_math_mode(cublasHandle_t h, cublasMath_t m);
+HS_KCUDA_HIDDEN cublasStatus_t hs_kcublas_sgemm(cublasHandle_t h, cublasOperation_t ta,
+                                                cublasOperation_t tb, int m, int n, int k,
+                                                const float *alpha, const float *a, int lda,
+                                                const float *b, int ldb, const float *beta,
+                                                float *c, int ldc);
+HS_KCUDA_HIDDEN const char *hs_kcublas_status_name(cublasStatus_t s);
+HS_KCUDA_HIDDEN const char *hs_kcublas_status_string(cublasStatus_t s);
+/* The backend's code keeps cuBLAS's names; these send them through the loaded library. */
+#undef cublasCreate
+#undef cublasDestroy
+#undef cublasSetStream
+#undef cublasSgemm
+#define cublasCreate          hs_kcublas_create
+#define cublasDestroy         hs_kcublas_destroy
+#define cublasSetStream       hs_kcublas_set_stream
+#define cublasSetMathMode     hs_kcublas_set_math_mode
+#define cublasSgemm           hs_kcublas_sgemm
+#define cublasGetStatusName   hs_kcublas_status_name
+#define cublasGetStatusString hs_kcublas_status_string
+
 /* Threads per block of the elementwise and reduction kernels. */
 #define HS_KCUDA_THREADS 256
 /* Most blocks a reduction's first pass uses (its partial sums live in hs_kcuda_t.partials). */
