@@ -324,6 +324,7 @@ static void fab_close(hs_transport_t *t)
     f->wake_fd = -1;
     HS_FREE(f->blocked_pass);
     HS_FREE(f->sent_to);
+    HS_FREE(f->fin_from);
     CLOSE_FID(f->ep);
     CLOSE_FID(f->av);
     CLOSE_FID(f->cq);

@@ -97,7 +97,8 @@ typedef struct fab {
     int tx_posted, tx_max; /* sends/RMA the provider owns, and the cap (HS_FAB_TX_INFLIGHT) */
     /* The close's flush (ofi_rxm providers, whose sends complete once buffered): the peers
      * sent to, and the standing receive of their FINs (answered in the progress path). */
-    unsigned char *sent_to; /* (size) 1 once a message went to that rank; NULL: no flush */
+    unsigned char *sent_to;  /* (size) 1 once a message went to that rank; NULL: no flush */
+    unsigned char *fin_from; /* (size) 1 once that rank's FIN came: it is closing */
     struct hs_treq *fin_rx;
     char fin_buf[8];
 } fab_t;

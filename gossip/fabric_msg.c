@@ -311,7 +311,9 @@ static int on_completion(fab_t *f, const struct fi_cq_tagged_entry *e)
     r->outstanding--;
     f->tx_posted -= op->kind != OP_RECV;
     if (r == f->fin_rx) { /* a peer closes: answer, and wait for the next */
-        fin_answer_locked(f, hs_fab_tag_src(e->tag));
+        int src = hs_fab_tag_src(e->tag);
+        if (src >= 0 && src < f->t->size) f->fin_from[src] = 1;
+        fin_answer_locked(f, src);
         hs_fab_enqueue_locked(f, op);
         return 0;
     }
@@ -876,7 +878,9 @@ int hs_fab_barrier(hs_transport_t *t)
 int hs_fab_fin_start(fab_t *f)
 {
     if (!strstr(f->prov, "ofi_rxm")) return 0;
-    if (!(f->sent_to = hs_calloc((size_t)f->t->size, 1, "flush table"))) return -ENOMEM;
+    if (!(f->sent_to = hs_calloc((size_t)f->t->size, 1, "flush table")) ||
+        !(f->fin_from = hs_calloc((size_t)f->t->size, 1, "flush table")))
+        return -ENOMEM;
     return hs_fab_irecv_any(f->t, 1, -1, HS_FAB_CTRL_FIN, 0, f->fin_buf, sizeof f->fin_buf,
                             &f->fin_rx);
 }
@@ -901,18 +905,34 @@ int hs_fab_flush(fab_t *f, double timeout_s)
         }
         want++;
     }
-    /* A FINACK, or the peer gone (exited: the liveness check; closed: the FIN fails), ends
-     * the wait for that rank; a FIN that went is not waited for by itself. */
+    /* A FINACK ends the wait for that rank; so does the rank gone (exited: the liveness
+     * check; closed: the FIN fails), and its own FIN: a rank that closes takes nothing more
+     * (and two ranks closing at once, each past the other's last progress, would otherwise
+     * wait for answers that never come). A FIN that went is not waited for by itself. */
     double deadline = hs_now() + timeout_s;
     int late = 0;
     while (want > 0) {
-        double left = deadline - hs_now();
+        double now = hs_now();
+        if (now >= deadline) {
+            for (int p = 0; p < n; p++) late += rq[2 * p] != NULL;
+            break;
+        }
+        for (int p = 0; p < n; p++) {
+            if (!rq[2 * p]) continue;
+            pthread_mutex_lock(&f->lock);
+            int closing = f->fin_from[p];
+            pthread_mutex_unlock(&f->lock);
+            if (!closing) continue;
+            hs_fab_req_free(t, &rq[2 * p]);
+            if (rq[2 * p + 1]) hs_fab_req_free(t, &rq[2 * p + 1]);
+            want--;
+        }
+        if (want == 0) break;
         int idx = -1;
-        int rc = left > 0 ? hs_fab_waitany(t, rq, 2 * n, left, &idx, NULL) : -ETIMEDOUT;
-        if (idx < 0) { /* timed out (or the CQ failed): the rest are late */
-            (void)rc;
-            for (int p = 0; p < n; p++)
-                if (rq[2 * p]) late++;
+        int rc = hs_fab_waitany(t, rq, 2 * n, HS_MIN(0.05, deadline - now), &idx, NULL);
+        if (idx < 0) {
+            if (rc == -ETIMEDOUT) continue; /* (a slice: look at the FINs that came) */
+            for (int p = 0; p < n; p++) late += rq[2 * p] != NULL; /* the CQ failed */
             break;
         }
         int p = idx / 2;
