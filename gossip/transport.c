@@ -280,7 +280,13 @@ int hs_transport_open(hs_transport_t **out, struct hs_boot *boot, const hs_trans
         if (recs) {
             /* A rank whose list is bad still takes part, with a record the others refuse at
              * once (rather than waiting for it until the bootstrap's timeout). */
-            if (crc < 0) mine.magic = 0;
+            if (crc < 0) {
+                mine.magic = 0;
+                /* said now: the others stop as soon as they see the refused record, and a
+                 * launcher ends the job at the first failure, which may be before this
+                 * rank's own error reaches its main (test_auto_provider.sh saw that) */
+                hs_log(HS_LOG_ERROR, "rank %d: %s", rank, hs_last_error());
+            }
             int grc = hs_boot_allgather(boot, &mine, sizeof mine, recs);
             if (crc == 0) crc = grc;
         }
