@@ -19,6 +19,7 @@
 #include "hearsay/common.h"
 #include "hearsay/kernels.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +69,39 @@ int hs_kernels_open(hs_kernels_t **out, hs_device_t dev, int device_index, int t
     }
     *out = k;
     return 0;
+}
+
+/* A slot is usable when the table is large enough to hold it and it is filled. */
+#define KOP_HAS(k, slot)                                                                           \
+    ((k)->ops->size >= offsetof(hs_kernel_ops_t, slot) + sizeof((k)->ops->slot) &&                 \
+     (k)->ops->slot != NULL)
+
+int hs_kernels_host_alloc(hs_kernels_t *k, size_t bytes, void **out, const char *what)
+{
+    if (!out) return HS_ERR(-EINVAL, "host alloc: out is NULL");
+    *out = NULL;
+    if (bytes == 0) return 0;
+    if (k && KOP_HAS(k, host_alloc)) {
+        int rc = k->ops->host_alloc(k, bytes, out);
+        if (rc < 0)
+            hs_error_prefix("%s (%zu bytes of staging memory)", what ? what : "buffer", bytes);
+        return rc;
+    }
+    void *p = NULL;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, rounded) != 0)
+        return HS_ERR(-ENOMEM, "out of memory: %zu bytes for %s", bytes, what ? what : "buffer");
+    *out = p;
+    return 0;
+}
+
+void hs_kernels_host_free(hs_kernels_t *k, void *p)
+{
+    if (!p) return;
+    if (k && KOP_HAS(k, host_free))
+        k->ops->host_free(k, p);
+    else
+        free(p);
 }
 
 void hs_kernels_close(hs_kernels_t **kp)

@@ -65,13 +65,12 @@ enum {
 struct hs_algo {
     hs_dist_t *d;
     size_t n, msg_bytes;
-    int on_host;
     int passive;           /* this rank's side */
     int maxdeg;            /* largest degree over the period */
     int *peers;            /* (maxdeg) neighbours of an iteration */
     unsigned char *nbr;    /* (size) 1: a neighbour in some iteration */
     float *x;              /* (n, host) the model x_i (the service's, under its lock) */
-    float *dev;            /* (n, device) staging for non-CPU backends */
+    hs_stage_t xs;         /* x on the device for the local step; x is its image */
     unsigned char *sbuf;   /* header + x_i: active request (or FIN) */
     unsigned char *rbuf;   /* header + x_j: active's reply buffer */
     unsigned char **reply; /* (size) passive: header + x_j per active (service) */
@@ -113,10 +112,6 @@ static void half(float *x, const float *y, size_t n)
 static int publish(hs_algo_t *a)
 {
     hs_dist_t *d = a->d;
-    if (a->on_host) {
-        memcpy(d->params, a->x, a->n * sizeof(float));
-        return 0;
-    }
     return d->k->ops->to_device(d->k, d->params, a->x, a->n * sizeof(float));
 }
 
@@ -124,11 +119,9 @@ static int publish(hs_algo_t *a)
 static int local_step(hs_algo_t *a)
 {
     hs_dist_t *d = a->d;
-    hs_kernels_t *k = d->k;
-    if (a->on_host) return hs_dist_apply_to(d, a->x);
-    HS_TRY(k->ops->to_device(k, a->dev, a->x, a->n * sizeof(float)));
-    HS_TRY(hs_dist_apply_to(d, a->dev));
-    return k->ops->to_host(k, a->x, a->dev, a->n * sizeof(float));
+    HS_TRY(hs_stage_push(&a->xs));
+    HS_TRY(hs_dist_apply_to(d, hs_stage_dev(&a->xs)));
+    return hs_stage_pull(&a->xs);
 }
 
 /* --- the passive side: a service answering requests -------------------------------------- */
@@ -500,10 +493,9 @@ static void adpsgd_finalize(hs_algo_t **ap)
     free(a->last);
     free(a->nbr);
     free(a->peers);
-    free(a->x);
     free(a->sbuf);
     free(a->rbuf);
-    if (a->dev) d->k->ops->free(d->k, a->dev);
+    hs_stage_close(&a->xs);
     free(a);
     *ap = NULL;
 }
@@ -521,7 +513,6 @@ static int adpsgd_init(hs_algo_t **out, hs_dist_t *d)
     a->d = d;
     a->n = d->n;
     a->msg_bytes = sizeof(hs_ps_hdr_v1_t) + a->n * sizeof(float);
-    a->on_host = d->k->device == HS_DEV_CPU;
     a->maxdeg = HS_MAX(1, hs_topo_max_out_degree(d->topo));
     int rc = -ENOMEM, *colour = NULL;
     size_t ns = (size_t)d->size;
@@ -531,15 +522,14 @@ static int adpsgd_init(hs_algo_t **out, hs_dist_t *d)
     a->last = hs_calloc(ns, sizeof *a->last, "last heard");
     a->reply = hs_calloc(ns, sizeof *a->reply, "reply buffers");
     a->reply_req = hs_calloc(ns, sizeof *a->reply_req, "reply requests");
-    a->x = hs_malloc(a->n * sizeof(float), "model");
     a->sbuf = hs_malloc(a->msg_bytes, "request buffer");
     a->rbuf = hs_malloc(a->msg_bytes, "reply buffer");
     colour = hs_malloc(ns * sizeof *colour, "sides");
-    if (!a->peers || !a->nbr || !a->fin || !a->last || !a->reply || !a->reply_req || !a->x ||
-        !a->sbuf || !a->rbuf || !colour)
+    if (!a->peers || !a->nbr || !a->fin || !a->last || !a->reply || !a->reply_req || !a->sbuf ||
+        !a->rbuf || !colour)
         goto fail;
-    if (!a->on_host && (rc = d->k->ops->alloc(d->k, a->n * sizeof(float), (void **)&a->dev)) < 0)
-        goto fail;
+    if ((rc = hs_stage_buffer(&a->xs, d->k, a->n, "model")) < 0) goto fail;
+    a->x = hs_stage_host(&a->xs);
     if ((rc = hs_topo_sides(d->topo, colour)) < 0) {
         hs_error_prefix("--algo adpsgd pairs an active with a passive rank (Lian et al. 2018): "
                         "its --graph must be bipartite");
@@ -552,10 +542,7 @@ static int adpsgd_init(hs_algo_t **out, hs_dist_t *d)
         for (int i = 0; i < c; i++) a->nbr[a->peers[i]] = 1;
     }
     if (rc < 0) goto fail;
-    if (a->on_host)
-        memcpy(a->x, d->params, a->n * sizeof(float));
-    else if ((rc = d->k->ops->to_host(d->k, a->x, d->params, a->n * sizeof(float))) < 0)
-        goto fail;
+    if ((rc = d->k->ops->to_host(d->k, a->x, d->params, a->n * sizeof(float))) < 0) goto fail;
     if (a->passive) { /* the service: RX_SLOTS receives per active neighbour */
         rc = -ENOMEM;
         for (int j = 0; j < d->size; j++)
@@ -599,8 +586,7 @@ static int adpsgd_state_load(hs_algo_t *a, const void *buf)
     a->steps = v[0];
     a->served = v[1];
     a->exchanges = v[2];
-    int rc = a->on_host ? (memcpy(a->x, d->params, a->n * sizeof(float)), 0)
-                        : d->k->ops->to_host(d->k, a->x, d->params, a->n * sizeof(float));
+    int rc = d->k->ops->to_host(d->k, a->x, d->params, a->n * sizeof(float));
     unlock(a);
     return rc;
 }

@@ -46,10 +46,10 @@ typedef struct ar_bucket {
 struct hs_algo {
     hs_dist_t *d;
     hs_allreduce_t *ar;
-    float *host;     /* (n) host staging for non-CPU backends */
-    int host_shared; /* host is memory of hs_transport_buf_alloc */
-    float *shared;   /* (n) the gradient moved into hs_transport_buf_alloc memory, or NULL */
-    efsgd_t *ef;     /* --compress: EF-SGD instead of the all-reduce */
+    hs_stage_t gs; /* the gradient's host image (the gradient itself on the CPU) */
+    void *gbuf;    /* memory of hs_transport_buf_alloc peers map: the image, if it is one */
+    float *shared; /* (n) the gradient moved into hs_transport_buf_alloc memory, or NULL */
+    efsgd_t *ef;   /* --compress: EF-SGD instead of the all-reduce */
     /* --bucket-mb: buckets in backward order (bucket 0 holds the last layers) */
     ar_bucket_t *bk;
     int nb;
@@ -228,8 +228,6 @@ static int bk_init(hs_algo_t *a, const hs_allreduce_opts_t *base, double cap_byt
 static int ar_step(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
-    hs_kernels_t *k = d->k;
-    float *g = d->grads;
     if (a->ef) {
         HS_TRY(efsgd_exchange(a->ef, t));
         return hs_dist_apply(d, 1.0);
@@ -237,17 +235,13 @@ static int ar_step(hs_algo_t *a, long t)
     if (a->nb) return bk_step(a, t);
     if (!a->ar) return hs_dist_apply(d, 1.0); /* one worker: its gradient is the average */
     double t0 = hs_exec_now(d->x);
-    float *buf = g;
-    if (a->host) {
-        HS_TRY(k->ops->to_host(k, a->host, g, d->n * sizeof(float)));
-        buf = a->host;
-    }
-    int rc = hs_allreduce_run(a->ar, buf);
+    HS_TRY(hs_stage_pull(&a->gs));
+    int rc = hs_allreduce_run(a->ar, hs_stage_host(&a->gs));
     if (rc < 0) {
         hs_error_prefix("all-reduce SGD, iteration %ld", t);
         return hs_dist_name_fenced(d, rc);
     }
-    if (a->host) HS_TRY(k->ops->to_device(k, g, a->host, d->n * sizeof(float)));
+    HS_TRY(hs_stage_push(&a->gs));
     /* A ring all-reduce moves 2 (n-1)/n of the buffer in and out of every rank. */
     uint64_t bytes = (uint64_t)(2.0 * (d->size - 1) / d->size * (double)(d->n * sizeof(float)));
     d->st.bytes_sent += bytes;
@@ -293,10 +287,8 @@ static void ar_finalize(hs_algo_t **ap)
         (void)hs_dist_use_grads(a->d, NULL); /* the model's own buffer again */
         hs_transport_buf_free(a->d->t, (void **)&a->shared);
     }
-    if (a->host_shared)
-        hs_transport_buf_free(a->d->t, (void **)&a->host);
-    else
-        free(a->host);
+    hs_stage_close(&a->gs);
+    if (a->gbuf) hs_transport_buf_free(a->d->t, &a->gbuf);
     free(a);
     *ap = NULL;
 }
@@ -335,25 +327,26 @@ static int ar_init(hs_algo_t **out, hs_dist_t *d)
                  hs_last_error());
         g = NULL;
     }
-    if (g && d->k->device == HS_DEV_CPU) {
-        if (hs_dist_use_grads(d, g) == 0) {
-            a->shared = g;
-        } else {
-            HS_DEBUG("all-reduce SGD: the gradient stays where it is (%s)", hs_last_error());
-            hs_transport_buf_free(d->t, &g);
-        }
+    /* The gradient moves there where the loop can keep it in host memory (CPU kernels);
+     * elsewhere the shared buffer is its image. */
+    if (g && hs_dist_use_grads(d, g) == 0) {
+        a->shared = g;
+        g = NULL;
     } else if (g) {
-        a->host = g;
-        a->host_shared = 1;
+        HS_DEBUG("all-reduce SGD: the gradient stays where it is (%s)", hs_last_error());
     }
-    if (d->k->device != HS_DEV_CPU && !a->host &&
-        !(a->host = hs_malloc(d->n * sizeof(float), "gradient"))) {
-        rc = -ENOMEM;
+    if ((rc = hs_stage_image_in(&a->gs, d->k, d->grads, d->n, g, "gradient")) < 0) {
+        if (g) hs_transport_buf_free(d->t, &g);
         goto fail;
     }
-    /* Buckets reduced during backward: CPU kernels (the gradient is where the reductions run) */
+    if (g && hs_stage_host(&a->gs) == g)
+        a->gbuf = g;
+    else if (g)
+        hs_transport_buf_free(d->t, &g);
+    /* Buckets reduced during backward: the reductions run where the gradient is, so it must be
+     * host memory (no image between them) */
     const double bucket_mb = hs_dist_opt_double(d, "bucket-mb");
-    if (a->ar && bucket_mb > 0 && !a->host) {
+    if (a->ar && bucket_mb > 0 && !hs_stage_copies(&a->gs)) {
         if ((rc = bk_init(a, &ao, bucket_mb * (1 << 20))) < 0) goto fail;
         if (a->nb) hs_allreduce_destroy(&a->ar);
     } else if (a->ar && bucket_mb > 0 && d->rank == 0) {

@@ -55,7 +55,7 @@ struct hs_algo {
     float *xhat;         /* (n) x^_i, the public copy of this worker's model */
     float *s;            /* (n) s_i = sum_j W_ij x^_j over j in N(i) and i */
     float *diff;         /* (n) x_i - x^_i */
-    float *xh_host;      /* (n) host image of x_i on a non-host device (NULL on CPU) */
+    hs_stage_t xs;       /* the host image of x_i */
     unsigned char *sbuf; /* header + q_i, shared by every neighbour's send */
     hs_nx_t nx;          /* receive buffers (header + q_j) and requests, per neighbour */
 };
@@ -101,11 +101,10 @@ static void consensus(float *restrict x, const float *restrict s, const float *r
 static int choco_step(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
-    hs_kernels_t *k = d->k;
-    /* x: the model where the host can read and write it (staged on a non-host device) */
-    float *x = a->xh_host ? a->xh_host : d->params;
+    /* x: the model where the host can read and write it (its image) */
+    float *x = hs_stage_host(&a->xs);
     HS_TRY(hs_dist_apply(d, 1.0));
-    if (a->xh_host) HS_TRY(k->ops->to_host(k, x, d->params, a->n * sizeof(float)));
+    HS_TRY(hs_stage_pull(&a->xs));
 
     /* the previous round's sends must be done before the buffer is overwritten */
     HS_TRY(hs_nx_wait_sends(&a->nx, t - 1));
@@ -131,7 +130,7 @@ static int choco_step(hs_algo_t *a, long t)
 
     t0 = hs_exec_now(d->x);
     consensus(x, a->s, a->xhat, (float)a->gamma, a->n);
-    if (a->xh_host) HS_TRY(k->ops->to_device(k, d->params, x, a->n * sizeof(float)));
+    HS_TRY(hs_stage_push(&a->xs));
     d->st.comm_s += hs_exec_now(d->x) - t0;
     return 0;
 }
@@ -153,7 +152,7 @@ static void choco_finalize(hs_algo_t **ap)
     free(a->xhat);
     free(a->s);
     free(a->diff);
-    free(a->xh_host);
+    hs_stage_close(&a->xs);
     hs_compressor_destroy(&a->q);
     hs_compressor_destroy(&a->dq);
     free(a);
@@ -212,9 +211,9 @@ static int choco_init(hs_algo_t **out, hs_dist_t *d)
     a->xhat = hs_calloc(a->n, sizeof *a->xhat, "public copy");
     a->s = hs_calloc(a->n, sizeof *a->s, "neighbours' copies");
     a->diff = hs_malloc(a->n * sizeof *a->diff, "difference");
-    /* the compressors work on host memory: a device model is staged through xh_host */
-    if (d->k->device != HS_DEV_CPU && !(a->xh_host = hs_malloc(a->n * sizeof(float), "model")))
-        goto fail;
+    /* the compressors work on host memory: the model is staged through its image */
+    if ((rc = hs_stage_image(&a->xs, d->k, d->params, a->n, "model")) < 0) goto fail;
+    rc = -ENOMEM;
     if (!a->peers || !a->wts || !a->sbuf || !a->xhat || !a->s || !a->diff) goto fail;
     if ((rc = hs_nx_init(&a->nx, d, "CHOCO-SGD", a->maxdeg, a->msg_cap, a->peers, a->peers)) < 0)
         goto fail;

@@ -25,12 +25,12 @@ enum { DPSGD_TAG_NEIGHBOR = 0 }; /* neighbour exchange */
 struct hs_algo {
     hs_dist_t *d;
     size_t n, msg_bytes;
-    int on_host, maxdeg;
+    int maxdeg;
     int *peers;          /* (maxdeg) */
     double *wts;         /* (maxdeg) Metropolis weights W_ij */
     unsigned char *sbuf; /* header + x (host), shared by every neighbour's send */
     hs_nx_t nx;          /* receive buffers (header + x_j) and requests, per neighbour */
-    float *scratch;      /* (n) device staging (non-CPU backends) */
+    hs_stage_t view;     /* a neighbour's x_j where the kernels read it */
 };
 
 /* A neighbour's x_j of round t: check its header (it is averaged in after the last one). */
@@ -71,10 +71,7 @@ static int dpsgd_step(hs_algo_t *a, long t)
     HS_TRY(k->ops->scale(k, a->n, (float)self, x));
     for (int i = 0; i < cnt; i++) {
         const float *xj = (const float *)(a->nx.rbuf[i] + sizeof(hs_ps_hdr_v1_t));
-        if (!a->on_host) {
-            HS_TRY(k->ops->to_device(k, a->scratch, xj, a->n * sizeof(float)));
-            xj = a->scratch;
-        }
+        HS_TRY(hs_stage_view(&a->view, xj, a->n, &xj));
         hs_trace_apply_msg(d->x->trace, d->rank, a->peers[i], hs_dist_tag(d, DPSGD_TAG_NEIGHBOR),
                            a->nx.rbuf[i], a->msg_bytes); /* --trace */
         HS_TRY(k->ops->axpy(k, a->n, (float)a->wts[i], xj, x));
@@ -94,12 +91,11 @@ static void dpsgd_finalize(hs_algo_t **ap)
 {
     hs_algo_t *a = ap ? *ap : NULL;
     if (!a) return;
-    hs_dist_t *d = a->d;
     hs_nx_finalize(&a->nx);
     free(a->sbuf);
     free(a->peers);
     free(a->wts);
-    if (a->scratch) d->k->ops->free(d->k, a->scratch);
+    hs_stage_close(&a->view);
     free(a);
     *ap = NULL;
 }
@@ -118,7 +114,6 @@ static int dpsgd_init(hs_algo_t **out, hs_dist_t *d)
     a->d = d;
     a->n = d->n;
     a->msg_bytes = sizeof(hs_ps_hdr_v1_t) + a->n * sizeof(float);
-    a->on_host = d->k->device == HS_DEV_CPU;
     a->maxdeg = HS_MAX(1, hs_topo_max_out_degree(d->topo));
     int rc = -ENOMEM;
     a->peers = hs_calloc((size_t)a->maxdeg, sizeof *a->peers, "neighbours");
@@ -127,10 +122,7 @@ static int dpsgd_init(hs_algo_t **out, hs_dist_t *d)
     if (!a->peers || !a->wts || !a->sbuf) goto fail;
     if ((rc = hs_nx_init(&a->nx, d, "D-PSGD", a->maxdeg, a->msg_bytes, a->peers, a->peers)) < 0)
         goto fail;
-    rc = -ENOMEM;
-    if (!a->on_host &&
-        (rc = d->k->ops->alloc(d->k, a->n * sizeof(float), (void **)&a->scratch)) < 0)
-        goto fail;
+    if ((rc = hs_stage_view_open(&a->view, d->k, a->n, "D-PSGD neighbour's model")) < 0) goto fail;
     *out = a;
     return 0;
 fail:

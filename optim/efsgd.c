@@ -37,7 +37,7 @@ struct efsgd {
     hs_compressor_t *dc;  /* decompresses the others' D_j */
     float *e;             /* (n) error memory */
     float *p;             /* (n) p_i */
-    float *gh;            /* (n) host image of the gradient on a non-host device (NULL on CPU) */
+    hs_stage_t gs;        /* the host image of the gradient */
     unsigned char *sbuf;  /* header + D_i */
     unsigned char **rbuf; /* (size) header + D_j */
     hs_treq_t **sreq;     /* (size) */
@@ -96,9 +96,8 @@ int efsgd_exchange(efsgd_t *e, long t)
 {
     hs_dist_t *d = e->d;
     const size_t n = e->n;
-    hs_kernels_t *k = d->k;
-    /* g: the gradient where the host can read and write it (staged on a non-host device) */
-    float *g = e->gh ? e->gh : d->grads;
+    /* g: the gradient where the host can read and write it (its image) */
+    float *g = hs_stage_host(&e->gs);
     double t0 = hs_exec_now(d->x);
     HS_TRY(wait_all(e, e->sreq, t - 1, 0));
     d->st.wait_s += hs_exec_now(d->x) - t0;
@@ -108,7 +107,7 @@ int efsgd_exchange(efsgd_t *e, long t)
         if (j != d->rank)
             HS_TRY(hs_transport_irecv(d->t, j, hs_dist_tag(d, EFSGD_TAG_GATHER), e->rbuf[j], e->cap,
                                       &e->rreq[j]));
-    if (e->gh) HS_TRY(k->ops->to_host(k, e->gh, d->grads, n * sizeof(float)));
+    HS_TRY(hs_stage_pull(&e->gs));
     for (size_t i = 0; i < n; i++) e->p[i] = g[i] + e->e[i];
     hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)e->sbuf;
     unsigned char *q = e->sbuf + sizeof *h;
@@ -145,7 +144,7 @@ int efsgd_exchange(efsgd_t *e, long t)
             return rc;
         }
     }
-    if (e->gh) HS_TRY(k->ops->to_device(k, d->grads, e->gh, n * sizeof(float)));
+    HS_TRY(hs_stage_push(&e->gs));
     d->st.comm_s += hs_exec_now(d->x) - t0;
     return 0;
 }
@@ -176,7 +175,7 @@ void efsgd_destroy(efsgd_t **ep)
     free(e->sbuf);
     free(e->e);
     free(e->p);
-    free(e->gh);
+    hs_stage_close(&e->gs);
     hs_compressor_destroy(&e->c);
     hs_compressor_destroy(&e->dc);
     free(e);
@@ -214,9 +213,8 @@ int efsgd_create(efsgd_t **out, hs_dist_t *d)
     e->sbuf = hs_malloc(e->cap, "send buffer");
     e->e = hs_calloc(e->n, sizeof *e->e, "error memory");
     e->p = hs_malloc(e->n * sizeof *e->p, "corrected gradient");
-    /* the compressors work on host memory: a device gradient is staged through gh */
-    if (d->k->device != HS_DEV_CPU && !(e->gh = hs_malloc(e->n * sizeof *e->gh, "gradient")))
-        goto fail;
+    /* the compressors work on host memory: the gradient is staged through its image */
+    if (hs_stage_image(&e->gs, d->k, d->grads, e->n, "gradient") < 0) goto fail;
     if (!e->sreq || !e->rreq || !e->rbuf || !e->ranks || !e->sbuf || !e->e || !e->p) goto fail;
     for (int j = 0; j < d->size; j++) e->ranks[j] = j;
     for (int j = 0; j < d->size; j++)

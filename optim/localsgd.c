@@ -22,7 +22,7 @@
 struct hs_algo {
     hs_dist_t *d;
     hs_allreduce_t *ar;
-    float *host;     /* (n) host staging for non-CPU backends */
+    hs_stage_t xs;   /* the host image of the parameters */
     long last_avg;   /* iterations done when the models were last averaged (-1: never) */
     long iters_done; /* iterations done (the last step's t + 1) */
     long period;     /* --period H */
@@ -32,19 +32,14 @@ struct hs_algo {
 static int average(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
-    hs_kernels_t *k = d->k;
     double t0 = hs_exec_now(d->x);
-    float *buf = d->params;
-    if (a->host) {
-        HS_TRY(k->ops->to_host(k, a->host, d->params, d->n * sizeof(float)));
-        buf = a->host;
-    }
-    int rc = hs_allreduce_run(a->ar, buf);
+    HS_TRY(hs_stage_pull(&a->xs));
+    int rc = hs_allreduce_run(a->ar, hs_stage_host(&a->xs));
     if (rc < 0) {
         hs_error_prefix("local SGD, iteration %ld", t);
         return hs_dist_name_fenced(d, rc);
     }
-    if (a->host) HS_TRY(k->ops->to_device(k, d->params, a->host, d->n * sizeof(float)));
+    HS_TRY(hs_stage_push(&a->xs));
     uint64_t bytes = (uint64_t)(2.0 * (d->size - 1) / d->size * (double)(d->n * sizeof(float)));
     d->st.bytes_sent += bytes;
     d->st.bytes_recv += bytes;
@@ -76,7 +71,7 @@ static void loc_finalize(hs_algo_t **ap)
     hs_algo_t *a = ap ? *ap : NULL;
     if (!a) return;
     hs_allreduce_destroy(&a->ar);
-    free(a->host);
+    hs_stage_close(&a->xs);
     free(a);
     *ap = NULL;
 }
@@ -106,10 +101,7 @@ static int loc_init(hs_algo_t **out, hs_dist_t *d)
         ao.patience_ctx = d;
     }
     if ((rc = hs_allreduce_create(&a->ar, d->t, d->n, &ao)) < 0) goto fail;
-    if (d->k->device != HS_DEV_CPU && !(a->host = hs_malloc(d->n * sizeof(float), "parameters"))) {
-        rc = -ENOMEM;
-        goto fail;
-    }
+    if ((rc = hs_stage_image(&a->xs, d->k, d->params, d->n, "parameters")) < 0) goto fail;
     *out = a;
     return 0;
 fail:

@@ -175,9 +175,8 @@ struct hs_algo {
     int groups, glo, ghi;
     double *win; /* (k) last batch losses */
     int win_n, win_pos;
-    float *xh; /* (n) host staging of x for publishing */
-    float *xl; /* (n) device copy of a leader's snapshot (non-CPU backends) */
-    int on_host;
+    float *xh;     /* (n) host staging of x for publishing */
+    hs_stage_t xl; /* a leader's snapshot where the kernels read it */
     hs_snapshot_t snap;
     long fetched;
 
@@ -469,11 +468,8 @@ static int add_pull(hs_algo_t *a, double lam)
 {
     hs_dist_t *d = a->d;
     hs_kernels_t *k = d->k;
-    const float *xl = a->fsnap;
-    if (!a->on_host) {
-        HS_TRY(k->ops->to_device(k, a->xl, xl, d->n * sizeof(float)));
-        xl = a->xl;
-    }
+    const float *xl = NULL;
+    HS_TRY(hs_stage_view(&a->xl, a->fsnap, d->n, &xl));
     HS_TRY(k->ops->axpy(k, d->n, (float)lam, d->params, d->grads));
     return k->ops->axpy(k, d->n, (float)-lam, xl, d->grads);
 }
@@ -658,7 +654,7 @@ static void lsgd_finalize(hs_algo_t **ap)
     free(a->xh);
     free(a->tab);
     free(a->dead);
-    if (a->xl) d->k->ops->free(d->k, a->xl);
+    hs_stage_close(&a->xl);
     hs_snapshot_free(&a->snap);
     free(a);
     *ap = NULL;
@@ -702,7 +698,6 @@ static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
     a->lam_local = hs_dist_opt_double(d, "pull-local");
     a->lam_global = hs_dist_opt_double(d, "pull-global");
     a->groups = groups > 0 ? groups : 1;
-    a->on_host = d->k->device == HS_DEV_CPU;
     hs_lsgd_group(d->rank, d->size, a->groups, &a->glo, &a->ghi);
     if (groups == 0 && d->host_of && d->n_hosts > 1) {
         /* Default: one group per host, the ranks around this one on the same host (launchers
@@ -745,8 +740,7 @@ static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
         !a->lsent || !a->fbuf || !a->qbuf)
         goto fail;
     if ((rc = hs_snapshot_init(&a->snap, d->n)) < 0) goto fail;
-    if (!a->on_host && (rc = d->k->ops->alloc(d->k, d->n * sizeof(float), (void **)&a->xl)) < 0)
-        goto fail;
+    if ((rc = hs_stage_view_open(&a->xl, d->k, d->n, "leader's snapshot")) < 0) goto fail;
     int src[96];
     uint32_t tag[96];
     for (int i = 0; i < ns; i++)

@@ -63,8 +63,10 @@ struct hs_algo {
     hs_compressor_t *c;   /* compresses x_i - x^_i */
     hs_compressor_t *dc;  /* decompresses the in-peers' q_j */
     double *x, *s;        /* (n) numerator (double: its sum over workers is the mass), scratch */
-    float *xhat, *xf;     /* (n) public copy, (n) the numerator in float for the local step */
-    float *zh, *xf_dev;   /* non-host device: (n) host image of z, (n) xf there; else NULL */
+    float *xhat;          /* (n) public copy */
+    hs_stage_t zs;        /* the host image of z */
+    hs_stage_t xfs;       /* (n) the numerator in float for the local step: on the device, and
+                           * its image */
     float **xin;          /* (maxdeg) (n) the in-peers' public copies x^_j */
     unsigned char **sbuf; /* (maxdeg) header + q_i per out-peer (the weight share differs) */
     hs_nx_t nx;           /* receive buffers (header + q_j) and requests; to = out, from = in */
@@ -95,18 +97,14 @@ static int qsgp_step(hs_algo_t *a, long t)
     hs_dist_t *d = a->d;
     const size_t n = a->n;
     double *restrict x = a->x, *restrict s = a->s;
-    hs_kernels_t *k = d->k;
-    /* z where the host can write it: the model, or its host image on a non-host device */
-    float *restrict xh = a->xhat, *restrict xf = a->xf, *restrict z = a->zh ? a->zh : d->params;
+    /* z where the host can write it: the model's image */
+    float *restrict xh = a->xhat, *restrict xf = hs_stage_host(&a->xfs),
+                    *restrict z = hs_stage_host(&a->zs);
     /* the local step on the float numerator; x moves by exactly the float step's change */
     for (size_t i = 0; i < n; i++) xf[i] = (float)x[i];
-    if (a->xf_dev) {
-        HS_TRY(k->ops->to_device(k, a->xf_dev, xf, n * sizeof(float)));
-        HS_TRY(hs_dist_apply_to(d, a->xf_dev));
-        HS_TRY(k->ops->to_host(k, xf, a->xf_dev, n * sizeof(float)));
-    } else {
-        HS_TRY(hs_dist_apply_to(d, xf));
-    }
+    HS_TRY(hs_stage_push(&a->xfs));
+    HS_TRY(hs_dist_apply_to(d, hs_stage_dev(&a->xfs)));
+    HS_TRY(hs_stage_pull(&a->xfs));
     for (size_t i = 0; i < n; i++) x[i] += (double)xf[i] - (double)(float)x[i];
 
     HS_TRY(hs_nx_wait_sends(&a->nx, t - 1));
@@ -149,7 +147,7 @@ static int qsgp_step(hs_algo_t *a, long t)
         x[i] += g * s[i];
         z[i] = (float)(x[i] * inv);
     }
-    if (a->zh) HS_TRY(k->ops->to_device(k, d->params, a->zh, n * sizeof(float)));
+    HS_TRY(hs_stage_push(&a->zs));
     d->st.comm_s += hs_exec_now(d->x) - t0;
     return 0;
 }
@@ -178,9 +176,8 @@ static void qsgp_finalize(hs_algo_t **ap)
     free(a->x);
     free(a->xhat);
     free(a->s);
-    free(a->xf);
-    free(a->zh);
-    if (a->xf_dev) a->d->k->ops->free(a->d->k, a->xf_dev);
+    hs_stage_close(&a->zs);
+    hs_stage_close(&a->xfs);
     hs_compressor_destroy(&a->c);
     hs_compressor_destroy(&a->dc);
     free(a);
@@ -237,18 +234,16 @@ static int qsgp_init(hs_algo_t **out, hs_dist_t *d)
     a->x = hs_malloc(a->n * sizeof *a->x, "numerator");
     a->xhat = hs_calloc(a->n, sizeof *a->xhat, "public copy");
     a->s = hs_calloc(a->n, sizeof *a->s, "scratch");
-    a->xf = hs_calloc(a->n, sizeof *a->xf, "float numerator");
     a->xin = hs_calloc(m, sizeof *a->xin, "in-peers' copies");
     if (!a->out || !a->in || !a->pout || !a->pin || !a->sbuf || !a->x || !a->xhat || !a->s ||
-        !a->xf || !a->xin)
+        !a->xin)
         goto fail;
-    /* the compressors and the double numerator live on the host: a device model is staged
-     * through zh, and the local step runs on a device image of xf */
-    if (d->k->device != HS_DEV_CPU) {
-        if (!(a->zh = hs_malloc(a->n * sizeof(float), "model"))) goto fail;
-        if ((rc = d->k->ops->alloc(d->k, a->n * sizeof(float), (void **)&a->xf_dev)) < 0) goto fail;
-        rc = -ENOMEM;
-    }
+    /* the compressors and the double numerator live on the host: the model is staged through
+     * its image, and the local step runs on the device side of xf */
+    if ((rc = hs_stage_image(&a->zs, d->k, d->params, a->n, "model")) < 0 ||
+        (rc = hs_stage_buffer(&a->xfs, d->k, a->n, "float numerator")) < 0)
+        goto fail;
+    rc = -ENOMEM;
     for (size_t i = 0; i < m; i++)
         if (!(a->sbuf[i] = hs_malloc(a->cap, "send buffer")) ||
             !(a->xin[i] = hs_calloc(a->n, sizeof(float), "in-peer's copy")))
@@ -266,11 +261,8 @@ static int qsgp_init(hs_algo_t **out, hs_dist_t *d)
                     hs_topo_spec(d->topo));
         goto fail;
     }
-    const float *z0 = d->params;
-    if (a->zh) {
-        if ((rc = d->k->ops->to_host(d->k, a->zh, d->params, a->n * sizeof(float))) < 0) goto fail;
-        z0 = a->zh;
-    }
+    if ((rc = hs_stage_pull(&a->zs)) < 0) goto fail;
+    const float *z0 = hs_stage_host(&a->zs);
     for (size_t i = 0; i < a->n; i++) a->x[i] = z0[i]; /* y = 1: x = z */
     if (d->rank == 0) {
         char line[256];

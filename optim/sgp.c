@@ -101,9 +101,8 @@ struct hs_algo {
     hs_dist_t *d;
     int tau;
     size_t n, msg_bytes;
-    double w;       /* push-sum weight */
-    float *scratch; /* (n) device staging for host vectors (non-CPU backends) */
-    int on_host;    /* the backend's memory is host memory */
+    double w;        /* push-sum weight */
+    hs_stage_t view; /* a host vector where the kernels read it */
     int maxdeg;
     int *peers;          /* (maxdeg) */
     double *wts;         /* (maxdeg) */
@@ -245,10 +244,7 @@ static int absorb(hs_algo_t *a, const float *v, double s)
     hs_kernels_t *k = a->d->k;
     double c = s / (a->w + s);
     a->w += s;
-    if (!a->on_host) {
-        HS_TRY(k->ops->to_device(k, a->scratch, v, a->n * sizeof(float)));
-        v = a->scratch;
-    }
+    HS_TRY(hs_stage_view(&a->view, v, a->n, &v));
     return k->ops->mix(k, a->n, (float)c, v, (float)(1.0 - c), model_z(a));
 }
 
@@ -1513,7 +1509,7 @@ static void sgp_finalize(hs_algo_t **ap)
     free(a->comp);
     free(a->peers);
     free(a->wts);
-    if (a->scratch) d->k->ops->free(d->k, a->scratch);
+    hs_stage_close(&a->view);
     free(a);
     *ap = NULL;
 }
@@ -1628,12 +1624,9 @@ static int sgp_open(hs_algo_t **out, hs_dist_t *d, int tau, long bound, hs_delay
     a->n = d->n;
     a->w = 1.0;
     a->msg_bytes = sizeof(hs_ps_hdr_v1_t) + a->n * sizeof(float);
-    a->on_host = d->k->device == HS_DEV_CPU;
     a->maxdeg = HS_MAX(1, hs_topo_max_out_degree(d->topo));
-    int rc = -ENOMEM;
-    if (!a->on_host &&
-        (rc = d->k->ops->alloc(d->k, a->n * sizeof(float), (void **)&a->scratch)) < 0)
-        goto fail;
+    int rc = hs_stage_view_open(&a->view, d->k, a->n, "push-sum message");
+    if (rc < 0) goto fail;
     rc = -ENOMEM;
     a->peers = hs_calloc((size_t)a->maxdeg, sizeof *a->peers, "peers");
     a->wts = hs_calloc((size_t)a->maxdeg, sizeof *a->wts, "weights");

@@ -53,13 +53,12 @@ struct hs_evalc {
 
 int hs_dist_eval_host(hs_dist_t *d, const float *zh, double *loss, double *acc)
 {
-    hs_kernels_t *k = d->k;
-    if (k->device == HS_DEV_CPU) return hs_dist_evaluate(d, zh, loss, acc);
-    float *dev = NULL;
-    HS_TRY(k->ops->alloc(k, d->n * sizeof(float), (void **)&dev));
-    int rc = k->ops->to_device(k, dev, zh, d->n * sizeof(float));
+    hs_stage_t v; /* zh where the kernels read it (zh itself on the CPU) */
+    const float *dev = NULL;
+    int rc = hs_stage_view_open(&v, d->k, d->n, "model to evaluate");
+    if (rc == 0) rc = hs_stage_view(&v, zh, d->n, &dev);
     if (rc == 0) rc = hs_dist_evaluate(d, dev, loss, acc);
-    k->ops->free(k, dev);
+    hs_stage_close(&v);
     return rc;
 }
 

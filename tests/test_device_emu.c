@@ -17,6 +17,7 @@
  * transport is an AddressSanitizer report (use-after-poison), which ends the job with status 1
  * and fails its case.
  */
+#include "hearsay/algo.h"
 #include "hearsay/common.h"
 #include "hearsay/kernels.h"
 
@@ -124,6 +125,104 @@ START_TEST(test_backend_checks)
     k->ops->free(k, x);
     k->ops->free(k, y);
     ck_assert(!hs_kernels_emu_is_device(x));
+    hs_kernels_close(&k);
+    hs_kernels_close(&c);
+}
+END_TEST
+
+/* ---- the staging helper (hearsay/algo.h, hs_stage_t): the algorithms' one way between the
+ * kernels' memory and the host ---- */
+
+START_TEST(test_stage)
+{
+    enum { N = 64 };
+    float h[N], back[N];
+    for (int i = 0; i < N; i++) h[i] = (float)i - 20.5f;
+    hs_kernels_t *c = NULL, *k = NULL;
+    ck_assert_int_eq(hs_kernels_open(&c, HS_DEV_CPU, 0, 1), 0);
+    ck_assert_int_eq(hs_kernels_open(&k, HS_DEV_EMU, 0, 1), 0);
+
+    /* the CPU: the image is the memory itself, the view the host data; nothing is copied */
+    float cpu_x[N];
+    memcpy(cpu_x, h, sizeof h);
+    hs_stage_t s;
+    ck_assert_int_eq(hs_stage_image(&s, c, cpu_x, N, "test image"), 0);
+    ck_assert(hs_stage_host(&s) == cpu_x && !hs_stage_copies(&s));
+    hs_stage_host(&s)[3] = 99.0f;
+    ck_assert_int_eq(hs_stage_pull(&s), 0); /* must not bring anything back over it */
+    ck_assert_float_eq(cpu_x[3], 99.0f);
+    hs_stage_close(&s);
+    const float *v = NULL;
+    ck_assert_int_eq(hs_stage_view_open(&s, c, N, "test view"), 0);
+    ck_assert_int_eq(hs_stage_view(&s, h, N, &v), 0);
+    ck_assert(v == h);
+    ck_assert_int_eq(hs_stage_view(&s, h, N + 1, &v), -EINVAL); /* more than the stage holds */
+    hs_stage_close(&s);
+    ck_assert_int_eq(hs_stage_buffer(&s, c, N, "test buffer"), 0);
+    ck_assert(hs_stage_dev(&s) == hs_stage_host(&s));
+    for (int i = 0; i < N; i++) ck_assert_float_eq(hs_stage_host(&s)[i], 0.0f);
+    hs_stage_close(&s);
+    ck_assert(s.host == NULL && s.dev == NULL);
+    hs_stage_close(&s); /* a closed stage closes again */
+
+    /* the emulated device: the image is host memory apart from the device's, and only pull and
+     * push move values between them (under ASan any host access to the device side fails) */
+    float *x = NULL;
+    ck_assert_int_eq(k->ops->alloc(k, N * sizeof(float), (void **)&x), 0);
+    ck_assert_int_eq(k->ops->to_device(k, x, h, sizeof h), 0);
+    ck_assert_int_eq(hs_stage_image(&s, k, x, N, "test image"), 0);
+    float *img = hs_stage_host(&s);
+    ck_assert(hs_stage_copies(&s) && img && img != x && !hs_kernels_emu_is_device(img));
+    if (hs_kernels_emu_poisons()) ck_assert(!poisoned(img) && !poisoned(img + N - 1));
+    ck_assert_int_eq(hs_stage_pull(&s), 0);
+    ck_assert_int_eq(memcmp(img, h, sizeof h), 0);
+    for (int i = 0; i < N; i++) img[i] *= 2.0f;
+    ck_assert_int_eq(k->ops->to_host(k, back, x, sizeof back), 0);
+    ck_assert_int_eq(memcmp(back, h, sizeof h), 0); /* not before push */
+    ck_assert_int_eq(hs_stage_push(&s), 0);
+    ck_assert_int_eq(k->ops->to_host(k, back, x, sizeof back), 0);
+    for (int i = 0; i < N; i++) ck_assert_float_eq(back[i], 2.0f * h[i]);
+    hs_stage_close(&s);
+    /* an image in the caller's memory (all-reduce SGD's shared buffer): used, not freed */
+    float mine[N];
+    ck_assert_int_eq(hs_stage_image_in(&s, k, x, N, mine, "test image"), 0);
+    ck_assert(hs_stage_host(&s) == mine);
+    ck_assert_int_eq(hs_stage_pull(&s), 0);
+    ck_assert_float_eq(mine[5], 2.0f * h[5]);
+    hs_stage_close(&s);
+    ck_assert_int_eq(hs_stage_image_in(&s, c, cpu_x, N, mine, "test image"), 0);
+    ck_assert(hs_stage_host(&s) == cpu_x); /* the CPU: the memory itself, mine unused */
+    hs_stage_close(&s);
+
+    /* a view: device memory holding a copy of host data, for a kernel to read */
+    ck_assert_int_eq(hs_stage_view_open(&s, k, N, "test view"), 0);
+    ck_assert_int_eq(hs_stage_view(&s, h, N / 2, &v), 0);
+    ck_assert(hs_kernels_emu_is_device(v));
+    ck_assert_int_eq(k->ops->axpy(k, N / 2, 1.0f, v, x), 0); /* a kernel takes it */
+    ck_assert_int_eq(k->ops->to_host(k, back, x, sizeof back), 0);
+    for (int i = 0; i < N; i++) ck_assert_float_eq(back[i], (i < N / 2 ? 3.0f : 2.0f) * h[i]);
+    hs_stage_close(&s);
+
+    /* a buffer: device memory (zeroed) and its image */
+    ck_assert_int_eq(hs_stage_buffer(&s, k, N, "test buffer"), 0);
+    ck_assert(hs_kernels_emu_is_device(hs_stage_dev(&s)) &&
+              !hs_kernels_emu_is_device(hs_stage_host(&s)));
+    ck_assert_int_eq(k->ops->to_host(k, back, hs_stage_dev(&s), sizeof back), 0);
+    for (int i = 0; i < N; i++) ck_assert_float_eq(back[i], 0.0f);
+    float *dev = hs_stage_dev(&s);
+    hs_stage_close(&s);
+    ck_assert(!hs_kernels_emu_is_device(dev)); /* freed */
+
+    /* staging memory from the backend, or aligned host memory where it has none */
+    void *p = NULL;
+    ck_assert_int_eq(hs_kernels_host_alloc(k, 1000, &p, "test staging"), 0);
+    ck_assert(p && ((uintptr_t)p % 64) == 0 && !hs_kernels_emu_is_device(p));
+    memset(p, 1, 1000);
+    hs_kernels_host_free(k, p);
+    ck_assert_int_eq(hs_kernels_host_alloc(k, 0, &p, "test staging"), 0);
+    ck_assert(p == NULL);
+
+    k->ops->free(k, x);
     hs_kernels_close(&k);
     hs_kernels_close(&c);
 }
@@ -289,6 +388,7 @@ int main(void)
     TCase *tc = tcase_create("device_emu");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_backend_checks);
+    tcase_add_test(tc, test_stage);
     if (why)
         tr_skip("test_sim_algo", "%s", why);
     else

@@ -212,6 +212,70 @@ static inline int hs_dist_on_grads(hs_dist_t *d, hs_grads_ready_fn fn, void *fct
     return d->on_grads ? d->on_grads(d->ctx, fn, fctx) : -ENOSYS;
 }
 
+/*
+ * Staging between the kernels' memory and the host (optim/dist_stage.c): the one place that
+ * knows whether they differ, so that no algorithm branches on the device. Messages, the
+ * compressors and the all-reduce work on host memory; the model and its gradient live in the
+ * kernels' memory (the host for the CPU, the GPU for CUDA, memory the host may not touch for the
+ * emulated device). Two uses, both free of copies and allocations where the device is the host:
+ *   - an image: host memory standing for n floats of device memory. hs_stage_host() is where
+ *     the host reads and writes them; hs_stage_pull copies the device's values into it and
+ *     hs_stage_push copies it back. On the host the image *is* the device memory: pull and
+ *     push do nothing, and writes through hs_stage_host() land at once.
+ *   - a view: device memory holding host data for a kernel to read (a received message folded
+ *     into the model): hs_stage_view returns a device pointer to a copy of `host`, or `host`
+ *     itself on the host. The copy is valid until the next hs_stage_view of the same stage.
+ * Host images are the backend's staging memory (page-locked on CUDA: hs_kernels_host_alloc).
+ */
+typedef struct hs_stage {
+    hs_kernels_t *k;
+    float *dev;     /* the device memory an image stands for (NULL: a view only) */
+    float *host;    /* the image: dev itself where the device is the host */
+    float *scratch; /* a view's device memory (NULL where the device is the host) */
+    size_t n;       /* floats */
+    int copies;     /* 1: the device is not the host, pull/push/view copy */
+    int own_host;   /* 1: host was allocated here (close frees it) */
+    int own_dev;    /* 1: dev was allocated here (hs_stage_buffer) */
+} hs_stage_t;
+
+/* An image of dev (n floats of k's memory); `what` names it in errors. *s is zeroed first, so a
+ * stage that failed to open can be closed. */
+int hs_stage_image(hs_stage_t *s, hs_kernels_t *k, float *dev, size_t n, const char *what);
+/* The same with the image in the caller's host memory `host` (n floats, kept by the caller)
+ * where one is needed: memory of hs_transport_buf_alloc that peers map. Where the device is the
+ * host the image is dev, and host goes unused (hs_stage_host tells). */
+int hs_stage_image_in(hs_stage_t *s, hs_kernels_t *k, float *dev, size_t n, float *host,
+                      const char *what);
+/* A new buffer of n floats of device memory (zeroed) with its image: a kernel's input or output
+ * (the local step on a copy of the model) that the host fills and reads. On the host the two
+ * are one allocation. hs_stage_dev gives the device side. */
+int hs_stage_buffer(hs_stage_t *s, hs_kernels_t *k, size_t n, const char *what);
+/* A view of up to n floats of host data. */
+int hs_stage_view_open(hs_stage_t *s, hs_kernels_t *k, size_t n, const char *what);
+/* Image: host <- device; device <- host. */
+int hs_stage_pull(hs_stage_t *s);
+int hs_stage_push(hs_stage_t *s);
+/* View: a device pointer to the first n (<= the stage's) floats of `host`, in *dev. */
+int hs_stage_view(hs_stage_t *s, const float *host, size_t n, const float **dev);
+/* Free what the stage allocated; *s is zeroed. Safe on a zeroed stage. */
+void hs_stage_close(hs_stage_t *s);
+/* The image's host memory (n floats). */
+static inline float *hs_stage_host(const hs_stage_t *s)
+{
+    return s->host;
+}
+/* The image's device memory (n floats). */
+static inline float *hs_stage_dev(const hs_stage_t *s)
+{
+    return s->dev;
+}
+/* 1 when pull, push and view copy (the device is not the host): what runs on the image does
+ * not run on the device memory itself. */
+static inline int hs_stage_copies(const hs_stage_t *s)
+{
+    return s->copies;
+}
+
 /* Evaluate parameters (device, n floats; NULL = d->params) on the test set. */
 static inline int hs_dist_evaluate(hs_dist_t *d, const float *params, double *loss, double *acc)
 {

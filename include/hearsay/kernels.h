@@ -160,6 +160,13 @@ typedef struct hs_kernel_ops {
     int (*sum)(hs_kernels_t *k, size_t n, const float *x, double *out_host);
     int (*dot)(hs_kernels_t *k, size_t n, const float *x, const float *y, double *out_host);
     int (*nrm2)(hs_kernels_t *k, size_t n, const float *x, double *out_host);
+
+    /* ---- host memory for staging (optional; read through hs_kernels_host_alloc) ---- */
+    /* `bytes` of host memory the device copies to and from at full speed (CUDA: page-locked,
+     * cudaMallocHost), 64-byte aligned; *out = NULL when bytes = 0. NULL slots: ordinary
+     * memory (the host and the emulated device). */
+    int (*host_alloc)(hs_kernels_t *k, size_t bytes, void **out);
+    void (*host_free)(hs_kernels_t *k, void *p);
 } hs_kernel_ops_t;
 
 struct hs_kernels {
@@ -169,6 +176,12 @@ struct hs_kernels {
     int threads;      /* CPU threads used by BLAS and loops (1 = single-threaded) */
     void *impl;       /* backend state (cuBLAS/cuDNN handles, stream, ...) */
 };
+
+/* Host memory for staging copies through the backend's host_alloc slot (page-locked on CUDA),
+ * or ordinary 64-byte aligned memory where the backend has none; `what` names it in the
+ * -ENOMEM message. Free with hs_kernels_host_free (NULL is fine). */
+int hs_kernels_host_alloc(hs_kernels_t *k, size_t bytes, void **out, const char *what);
+void hs_kernels_host_free(hs_kernels_t *k, void *p);
 
 /* Open a kernel backend. `threads` (CPU) sets the BLAS thread count (0 = library default).
  * CUDA: -ENOSYS when built without CUDA, -ENODEV when no GPU is visible, with a message. */

@@ -147,6 +147,32 @@ static void kcuda_free(hs_kernels_t *k, void *p)
     if (cudaFree(p) != cudaSuccess) cudaGetLastError();
 }
 
+/* Page-locked host memory: the staging buffers' copies run at the bus's speed and can be
+ * asynchronous. The host and the device must agree on the sharing of a pinned buffer: the
+ * backend's stream orders every copy. */
+static int kcuda_host_alloc(hs_kernels_t *k, size_t bytes, void **out)
+{
+    *out = NULL;
+    if (bytes == 0) return 0;
+    HS_TRY(hs_kcuda_enter(k));
+    void *p = NULL;
+    cudaError_t e = cudaMallocHost(&p, bytes);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return HS_ERR(e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO,
+                      "cudaMallocHost of %zu bytes failed: %s (%s)", bytes, cudaGetErrorString(e),
+                      cudaGetErrorName(e));
+    }
+    *out = p;
+    return 0;
+}
+
+static void kcuda_host_free(hs_kernels_t *k, void *p)
+{
+    if (!p || hs_kcuda_enter(k) < 0) return;
+    if (cudaFreeHost(p) != cudaSuccess) cudaGetLastError();
+}
+
 static int kcuda_to_device(hs_kernels_t *k, void *dst_dev, const void *src_host, size_t bytes)
 {
     if (bytes == 0) return 0;
@@ -282,6 +308,8 @@ static const hs_kernel_ops_t hs_kcuda_ops = {
     .sum = hs_kcuda_sum,
     .dot = hs_kcuda_dot,
     .nrm2 = hs_kcuda_nrm2,
+    .host_alloc = kcuda_host_alloc,
+    .host_free = kcuda_host_free,
 };
 
 /* ---- opening and closing ---- */
