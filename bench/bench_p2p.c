@@ -10,6 +10,7 @@
 #include "hearsay/bootstrap.h"
 #include "hearsay/common.h"
 #include "hearsay/env.h"
+#include "hearsay/kernels.h"
 #include "hearsay/transport.h"
 #include "tools/commands.h"
 
@@ -24,6 +25,7 @@
 typedef struct p2p_args {
     int json, reps, iters, reference; /* reference: 1 = plain libfabric loop, 0 = none */
     size_t min, max;
+    const char *device; /* --device: also device buffers through hs_transport_send_mr (NULL: no) */
     hs_transport_opts_t o;
 } p2p_args_t;
 
@@ -32,6 +34,9 @@ typedef struct p2p_row {
     size_t bytes;
     double lat, bw, ref; /* seconds one way; bytes/s streamed by us; GB/s of the reference */
     int iters, window;
+    /* --device: bytes/s of a device-to-device transfer (send_mr -> recv_mr, then an ack), and
+     * of the device's own copy of the same bytes on rank 0 (0: not measured) */
+    double dev_bw, dev_copy;
 } p2p_row_t;
 
 /* Everything a run measured, printed once the reference (if any) has run too. */
@@ -54,7 +59,11 @@ static void usage(FILE *f)
             "usage: hearsay bench p2p [--json] [--provider auto|hsshm|tcp|shm|...] [--min 64K]\n"
             "                         [--max 64M] [--iters N] [--reps R] [--chunk BYTES]\n"
             "                         [--progress-thread] [--shaping SPEC] [--reference fi|none]\n"
+            "                         [--device emu|cuda[:N]]\n"
             "Ping-pong latency and streaming bandwidth of tagged sends between 2 ranks.\n"
+            "--device: also move each size from device memory on rank 0 to device memory on\n"
+            "rank 1 (hs_transport_send_mr/recv_mr: staged through host buffers in 1 MiB\n"
+            "chunks) and print its GB/s beside the device's own copy of the same bytes.\n"
             "Run alone it forks its second rank; under `hearsay run -n 2` it uses both.\n"
             "--reference fi (default): after our run, stream the same windows with a plain\n"
             "libfabric tagged-send loop (provider tcp;ofi_rxm when ours is tcp, else shm) in\n"
@@ -173,6 +182,58 @@ static int run(hs_transport_t *t, const p2p_args_t *a, p2p_result_t *res)
     return rc;
 }
 
+/* --device: for every size, device memory on rank 0 to device memory on rank 1 through
+ * registered buffers (one transfer, then a 1-byte ack: bytes / time, median over the reps),
+ * and on rank 0 the device's own copy of the same bytes (copy, then sync). */
+static int run_device(hs_transport_t *t, const p2p_args_t *a, p2p_result_t *res)
+{
+    hs_device_t dev;
+    int idx = 0, me = hs_transport_rank(t), peer = 1 - me;
+    HS_TRY(hs_device_select(a->device, 0, &dev, &idx));
+    hs_kernels_t *k = NULL;
+    HS_TRY(hs_kernels_open(&k, dev, idx, 1));
+    void *x = NULL, *y = NULL;
+    hs_tmr_t *mr = NULL;
+    char ack = 0;
+    double *samp = hs_malloc((size_t)a->reps * sizeof *samp, "samples");
+    int rc = samp ? 0 : -ENOMEM;
+    if (rc == 0) rc = k->ops->alloc(k, a->max, &x);
+    if (rc == 0) rc = k->ops->alloc(k, a->max, &y);
+    if (rc == 0) rc = k->ops->zero(k, x, a->max);
+    if (rc == 0) rc = hs_transport_mr_reg(t, k, x, a->max, "p2p device buffer", &mr);
+    for (int i = 0; rc == 0 && i < res->n; i++) {
+        p2p_row_t *row = &res->rows[i];
+        const size_t sz = row->bytes;
+        for (int r = -1; rc == 0 && r < a->reps; r++) {
+            rc = hs_transport_barrier(t);
+            double t0 = hs_now();
+            if (rc == 0 && me == 0) {
+                rc = hs_transport_send_mr(t, peer, 6, mr, 0, sz);
+                if (rc == 0) rc = hs_transport_recv(t, peer, 7, &ack, 1, NULL);
+            } else if (rc == 0) {
+                rc = hs_transport_recv_mr(t, peer, 6, mr, 0, sz);
+                if (rc == 0) rc = hs_transport_send(t, peer, 7, &ack, 1);
+            }
+            if (r >= 0) samp[r] = (double)sz / (hs_now() - t0);
+        }
+        if (rc == 0) row->dev_bw = median(samp, a->reps);
+        for (int r = -1; rc == 0 && me == 0 && r < a->reps; r++) {
+            double t0 = hs_now();
+            rc = k->ops->copy(k, y, x, sz);
+            if (rc == 0) rc = k->ops->sync(k);
+            if (r >= 0) samp[r] = (double)sz / (hs_now() - t0);
+        }
+        if (rc == 0 && me == 0) row->dev_copy = median(samp, a->reps);
+    }
+    if (rc < 0) hs_error_prefix("--device %s", a->device);
+    hs_transport_mr_dereg(t, &mr);
+    k->ops->free(k, x);
+    k->ops->free(k, y);
+    hs_kernels_close(&k);
+    free(samp);
+    return rc;
+}
+
 /* The libfabric provider of the reference loop for our provider `ours`. */
 static const char *ref_provider(const char *ours)
 {
@@ -223,16 +284,25 @@ static void print_rows(const p2p_args_t *a, const p2p_result_t *res)
                 snprintf(refs, sizeof refs,
                          "\"ref_provider\":\"%s\",\"ref_GBps\":%.3f,\"ratio\":%.3f", rp, r->ref,
                          ratio);
+            char devs[160] = "\"device\":null";
+            if (a->device)
+                snprintf(devs, sizeof devs,
+                         "\"device\":\"%s\",\"device_GBps\":%.3f,\"device_copy_GBps\":%.3f",
+                         a->device, r->dev_bw / 1e9, r->dev_copy / 1e9);
             printf("{\"bench\":\"p2p\",\"provider\":\"%s\",\"bytes\":%zu,\"median_us\":%.2f,"
                    "\"pingpong_GBps\":%.3f,\"GBps\":%.3f,\"iters\":%d,\"reps\":%d,\"window\":%d,"
-                   "\"chunk\":%zu,%s,\"fi_shm_disable_cma\":\"%s\"}\n",
+                   "\"chunk\":%zu,%s,%s,\"fi_shm_disable_cma\":\"%s\"}\n",
                    res->provider, r->bytes, r->lat * 1e6, (double)r->bytes / r->lat / 1e9,
-                   r->bw / 1e9, r->iters, a->reps, r->window, a->o.chunk_bytes, refs, cma);
+                   r->bw / 1e9, r->iters, a->reps, r->window, a->o.chunk_bytes, refs, devs, cma);
         } else {
             printf("%-12s %10zu B  latency %10.1f us  ping-pong %7.2f GB/s  stream %7.2f GB/s",
                    res->provider, r->bytes, r->lat * 1e6, (double)r->bytes / r->lat / 1e9,
                    r->bw / 1e9);
             if (has_ref) printf("  ref %7.2f GB/s  ratio %5.2f", r->ref, ratio);
+            if (a->device)
+                printf("  %s: device-to-device %7.2f GB/s, its own copy %7.2f GB/s (x%.1f)",
+                       a->device, r->dev_bw / 1e9, r->dev_copy / 1e9,
+                       r->dev_bw > 0 ? r->dev_copy / r->dev_bw : 0.0);
             printf("\n");
         }
     }
@@ -288,6 +358,7 @@ static int run_forked(const p2p_args_t *a, p2p_result_t *res)
     if (rc == 0) rc = hs_transport_connect(t, all, HS_TRANSPORT_ADDR_MAX);
     if (rc == 0) rc = hs_transport_barrier(t);
     if (rc == 0) rc = run(t, a, res);
+    if (rc == 0 && a->device) rc = run_device(t, a, res);
     if (rc && me == 1) fprintf(stderr, "hearsay bench p2p (rank 1): %s\n", hs_last_error());
     hs_transport_close(&t);
     close(fd);
@@ -313,6 +384,7 @@ static int run_booted(const p2p_args_t *a, p2p_result_t *res)
     if (rc == 0) rc = hs_transport_open(&t, b, &a->o);
     int me = t ? hs_transport_rank(t) : -1;
     if (rc == 0) rc = run(t, a, res);
+    if (rc == 0 && a->device) rc = run_device(t, a, res);
     hs_transport_close(&t);
     hs_boot_finalize(&b);
     /* Rank 0 runs the reference on its own host once both ranks are done. */
@@ -354,6 +426,11 @@ int hs_bench_p2p(int argc, char **argv)
                 rc = HS_ERR(-EINVAL, "--reference: '%s' is not one of fi, none", r);
         } else if (!strcmp(f, "--shaping")) {
             a.o.shaping = argv[++i];
+        } else if (!strcmp(f, "--device")) {
+            a.device = argv[++i];
+            hs_device_t dev;
+            if ((rc = hs_device_select(a.device, 0, &dev, NULL)) == 0 && dev == HS_DEV_CPU)
+                a.device = NULL; /* the CPU's memory is what the other columns measure */
         } else if (!strcmp(f, "--min")) {
             rc = parse_size(argv[++i], "--min", &a.min);
         } else if (!strcmp(f, "--max")) {

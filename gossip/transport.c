@@ -5,6 +5,7 @@
  * ops table, blocking helpers. Backends never see an unchecked argument, and this file names
  * none of them.
  */
+#include "hearsay/kernels.h"
 #include "hearsay/transport.h"
 #include "gossip/transport_impl.h"
 #include "hearsay/bootstrap.h"
@@ -419,12 +420,25 @@ int hs_transport_leave(hs_transport_t *t, uint32_t tag, hs_transport_msg_fn cb, 
     return t->ops->leave(t, tag, cb, ctx);
 }
 
+/* Device memory given to a call that takes host memory: where a GPU's would fault (or be
+ * read as garbage by a provider without FI_HMEM), the emulated device's is refused, naming the
+ * calls that take it. Costs one atomic load when no emulated device memory exists. */
+static int device_refused(const hs_transport_t *t, const char *op, int peer, const void *buf)
+{
+    return HS_ERR(-EFAULT,
+                  "rank %d: %s rank %d: the buffer %p is device memory (the emulated device's), "
+                  "and these calls take host memory: register it (hs_transport_mr_reg) and use "
+                  "hs_transport_send_mr / hs_transport_recv_mr",
+                  t->rank, op, peer, buf);
+}
+
 int hs_transport_isend(hs_transport_t *t, int peer, uint32_t tag, const void *buf, size_t len,
                        hs_treq_t **req)
 {
     HS_TRY(check_peer(t, peer, 0, "isend"));
     HS_TRY(check_tag(t, tag, "isend"));
     if (!buf && len) return HS_ERR(-EINVAL, "isend: NULL buffer of %zu bytes", len);
+    if (len && hs_kernels_emu_is_device(buf)) return device_refused(t, "isend to", peer, buf);
     NEED_OP(t, isend);
     hs_trace_thr_t *tth = hs_trace_self(); /* --trace: a "send" span, where a flow starts */
     if (__builtin_expect(tth == NULL, 1)) return t->ops->isend(t, peer, tag, buf, len, req);
@@ -441,6 +455,7 @@ int hs_transport_irecv(hs_transport_t *t, int peer, uint32_t tag, void *buf, siz
     HS_TRY(check_peer(t, peer, 1, "irecv"));
     HS_TRY(check_tag(t, tag, "irecv"));
     if (!buf && cap) return HS_ERR(-EINVAL, "irecv: NULL buffer of %zu bytes", cap);
+    if (cap && hs_kernels_emu_is_device(buf)) return device_refused(t, "irecv from", peer, buf);
     NEED_OP(t, irecv);
     return t->ops->irecv(t, peer, tag, buf, cap, req);
 }

@@ -28,6 +28,7 @@
 #include "hearsay/kernels.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,9 @@ typedef struct emu_block {
 static pthread_mutex_t emu_mu = PTHREAD_MUTEX_INITIALIZER;
 static emu_block_t *emu_tab; /* (emu_n) sorted by base */
 static size_t emu_n, emu_cap;
+/* emu_n as last set under emu_mu, read without it: no emulated device memory exists (the
+ * common case, every CPU run) answers hs_kernels_emu_is_device without the lock */
+static _Atomic size_t emu_live;
 
 /* Index of the block holding p, or -1; under emu_mu. */
 static long emu_find(const void *p)
@@ -82,7 +86,7 @@ static long emu_find(const void *p)
 /* 1 when p lies in emulated device memory (any handle's). */
 int hs_kernels_emu_is_device(const void *p)
 {
-    if (!p) return 0;
+    if (!p || atomic_load_explicit(&emu_live, memory_order_acquire) == 0) return 0;
     pthread_mutex_lock(&emu_mu);
     int in = emu_find(p) >= 0;
     pthread_mutex_unlock(&emu_mu);
@@ -200,6 +204,7 @@ static int emu_alloc(hs_kernels_t *k, size_t bytes, void **out)
     memmove(emu_tab + at + 1, emu_tab + at, (emu_n - at) * sizeof *emu_tab);
     emu_tab[at] = (emu_block_t){.base = p, .size = rounded, .bytes = bytes, .open = 0};
     emu_n++;
+    atomic_store_explicit(&emu_live, emu_n, memory_order_release);
     EMU_POISON(p, rounded);
     pthread_mutex_unlock(&emu_mu);
     *out = p;
@@ -224,6 +229,7 @@ static void emu_free(hs_kernels_t *k, void *p)
     EMU_UNPOISON(emu_tab[j].base, emu_tab[j].size);
     memmove(emu_tab + j, emu_tab + j + 1, (emu_n - (size_t)j - 1) * sizeof *emu_tab);
     emu_n--;
+    atomic_store_explicit(&emu_live, emu_n, memory_order_release);
     if (emu_n == 0) {
         free(emu_tab);
         emu_tab = NULL;

@@ -8,6 +8,7 @@
  * (tests/transport_netns.sh).
  */
 #include "hearsay/common.h"
+#include "hearsay/kernels.h"
 #include "hearsay/rng.h"
 #include "hearsay/shaping.h"
 #include "hearsay/transport.h"
@@ -438,6 +439,89 @@ START_TEST(test_world_alltoall_hsshm)
     hs_transport_opts_t o;
     tt_opts(&o, "hsshm");
     ck_assert_int_eq(tt_run_world(4, &o, 1, alltoall, NULL, 40, NULL, NULL), 0);
+}
+END_TEST
+
+/* Device memory through the transport (hs_transport_mr_*, issue 27): 2 ranks, each with the
+ * emulated device. Rank 0 sends 3 chunks (2 whole, 1 partial) from device memory; rank 1
+ * receives them into host memory, answers from device memory, and rank 0 receives into device
+ * memory; then an empty message, and the misuses. Under the sanitizers any host access to the
+ * device side (poisoned) is a report: only the staging copies may touch it. */
+static int device_mem(hs_transport_t *t, void *arg)
+{
+    (void)arg;
+    const int me = hs_transport_rank(t), peer = 1 - me;
+    const size_t L = 2 * HS_TMR_CHUNK + 12345;
+    hs_kernels_t *k = NULL;
+    if (hs_kernels_open(&k, HS_DEV_EMU, 0, 1)) RFAIL("emu kernels");
+    unsigned char *h = malloc(L), *x = NULL;
+    if (!h || k->ops->alloc(k, L, (void **)&x)) RFAIL("buffers");
+    hs_tmr_t *dm = NULL, *hm = NULL;
+    if (hs_transport_mr_reg(t, k, x, L, "device buffer", &dm)) RFAIL("mr_reg device");
+    if (hs_transport_mr_kind(dm) != HS_TMEM_DEVICE) RFAIL("device memory registered as host");
+    if (hs_transport_mr_reg(t, NULL, h, L, "host buffer", &hm)) RFAIL("mr_reg host");
+    if (hs_transport_mr_kind(hm) != HS_TMEM_HOST) RFAIL("host memory registered as device");
+    if (me == 0) {
+        tt_fill(h, L, 0, 1, 7);
+        if (k->ops->to_device(k, x, h, L)) RFAIL("to_device");
+        memset(h, 0, L);
+        if (hs_transport_send_mr(t, peer, 5, dm, 0, L)) RFAIL("send_mr from device memory");
+        if (hs_transport_recv_mr(t, peer, 5, dm, 0, L)) RFAIL("recv_mr into device memory");
+        if (k->ops->to_host(k, h, x, L)) RFAIL("to_host");
+        if (!tt_check_payload(h, L, 1, 0, 8)) RFAIL("device-to-device exchange corrupt");
+    } else {
+        if (hs_transport_recv_mr(t, peer, 5, hm, 0, L)) RFAIL("recv_mr into host memory");
+        if (!tt_check_payload(h, L, 0, 1, 7)) RFAIL("device-to-host exchange corrupt");
+        tt_fill(h, L, 1, 0, 8);
+        if (k->ops->to_device(k, x, h, L)) RFAIL("to_device");
+        if (hs_transport_send_mr(t, peer, 5, dm, 0, L)) RFAIL("send_mr from device memory");
+    }
+    /* an empty message, and a part of a registration (offset) */
+    if (me == 0) {
+        if (hs_transport_send_mr(t, peer, 6, dm, 0, 0)) RFAIL("empty send_mr");
+        if (hs_transport_send_mr(t, peer, 6, dm, 4096, 70000)) RFAIL("send_mr at an offset");
+    } else {
+        if (hs_transport_recv_mr(t, peer, 6, dm, 0, 0)) RFAIL("empty recv_mr");
+        if (hs_transport_recv_mr(t, peer, 6, hm, 100, 70000)) RFAIL("recv_mr at an offset");
+        tt_fill(h + 200000, 74096, 1, 0, 8); /* what rank 0's device held: bytes 4096.. */
+        if (memcmp(h + 100, h + 200000 + 4096, 70000)) RFAIL("offset exchange corrupt");
+    }
+    /* misuses: device memory to the host-memory calls, or registered as host memory; a range
+     * past the registration */
+    hs_treq_t *r = NULL;
+    if (hs_transport_isend(t, peer, 9, x, 16, &r) != -EFAULT || r ||
+        !strstr(hs_last_error(), "hs_transport_send_mr"))
+        RFAIL("isend of device memory was not refused");
+    if (hs_transport_irecv(t, peer, 9, x + 64, 16, &r) != -EFAULT || r)
+        RFAIL("irecv into device memory was not refused");
+    hs_tmr_t *bad = NULL;
+    if (hs_transport_mr_reg(t, NULL, x, L, "device buffer", &bad) != -EFAULT || bad)
+        RFAIL("device memory registered as host memory");
+    if (hs_transport_send_mr(t, peer, 9, dm, L - 10, 11) != -ERANGE ||
+        !strstr(hs_last_error(), "outside device buffer"))
+        RFAIL("a range past the registration was not refused");
+    hs_transport_mr_dereg(t, &dm);
+    hs_transport_mr_dereg(t, &hm);
+    hs_transport_mr_dereg(t, &dm); /* again: NULL */
+    k->ops->free(k, x);
+    free(h);
+    hs_kernels_close(&k);
+    return 0;
+}
+
+START_TEST(test_world_device_mem_hsshm)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "hsshm");
+    ck_assert_int_eq(tt_run_world(2, &o, 1, device_mem, NULL, 40, NULL, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_world_device_mem_tcp)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "tcp");
+    ck_assert_int_eq(tt_run_world(2, &o, 1, device_mem, NULL, 40, NULL, NULL), 0);
 }
 END_TEST
 
@@ -1141,6 +1225,8 @@ int main(void)
     tcase_add_test(c, test_world_peer_death_hsshm);
     tcase_add_test(c, test_world_shaping_hsshm);
     tcase_add_test(c, test_world_shaping_sleeper_hsshm);
+    tcase_add_test(c, test_world_device_mem_hsshm);
+    tcase_add_test(c, test_world_device_mem_tcp);
     suite_add_tcase(s, c);
     c = tcase_create("hearsay-run");
     tcase_set_timeout(c, 60);

@@ -434,6 +434,44 @@ int hs_transport_buf_handle(hs_transport_t *t, const void *buf, size_t len, hs_t
 int hs_transport_peer_map(hs_transport_t *t, int peer, const hs_tbuf_handle_t *h, void **ptr);
 void hs_transport_peer_unmap(hs_transport_t *t, int peer, void **ptr);
 
+/*
+ * Memory of any kind (gossip/transport_mem.c; issue 27): a buffer handed to the transport is
+ * registered once for its lifetime with the kernels whose memory it is, as libfabric's
+ * fi_mr_regattr takes an FI_HMEM_CUDA buffer and NCCL's regMr a device one. A registration
+ * knows its memory kind: host memory (k NULL or a CPU backend) or device memory (CUDA, the
+ * emulated device). Device memory goes to and from the wire through staging buffers of the
+ * kernels' host memory (page-locked on CUDA; four of them, HS_TMR_CHUNK bytes each, set up at
+ * registration), in chunks, so that the copy of one chunk overlaps the wire of the one before;
+ * no host code reads the device memory (under AddressSanitizer the emulated device's poison
+ * would report it). A backend claiming HS_TCAP_MEM_DEVICE would take the device pointers as
+ * they are (none does yet: hsshm's CUDA IPC waits for a GPU).
+ *
+ * The wire is the same whatever the kinds on either side: len bytes go as ceil(len /
+ * HS_TMR_CHUNK) messages (one, empty, for len 0) with the same tag, in order, so a device
+ * buffer on one rank exchanges with a host buffer on another. The receiver names the exact
+ * length; a chunk of another length fails with -EPROTO. Both calls block (bounded by the
+ * transport's timeout: a wait that passes it fails with -ETIMEDOUT naming the peer) and take a
+ * named peer. Plain isend/irecv refuse device memory of the emulated device (-EFAULT, naming
+ * this API), where a real device would fault.
+ */
+typedef struct hs_tmr hs_tmr_t;
+struct hs_kernels;
+#define HS_TMR_CHUNK ((size_t)1 << 20)
+enum { HS_TMEM_HOST = 0, HS_TMEM_DEVICE = 1 };
+/* Register [buf, buf + len) as memory of k (NULL: host memory); `what` names it in errors. */
+int hs_transport_mr_reg(hs_transport_t *t, struct hs_kernels *k, void *buf, size_t len,
+                        const char *what, hs_tmr_t **mr);
+/* Free a registration (no send or receive of it in progress); *mr = NULL. Safe on NULL. */
+void hs_transport_mr_dereg(hs_transport_t *t, hs_tmr_t **mr);
+/* HS_TMEM_HOST or HS_TMEM_DEVICE. */
+int hs_transport_mr_kind(const hs_tmr_t *mr);
+/* Send bytes [off, off + len) of a registered buffer to peer with tag, or receive exactly len
+ * bytes from peer into them; both return when the bytes are out of (in) the buffer. */
+int hs_transport_send_mr(hs_transport_t *t, int peer, uint32_t tag, hs_tmr_t *mr, size_t off,
+                         size_t len);
+int hs_transport_recv_mr(hs_transport_t *t, int peer, uint32_t tag, hs_tmr_t *mr, size_t off,
+                         size_t len);
+
 /* Collective: expose buf[0..len) on every rank as a window. */
 int hs_transport_win_create(hs_transport_t *t, void *buf, size_t len, hs_twin_t **win);
 void hs_transport_win_free(hs_transport_t *t, hs_twin_t **win);
