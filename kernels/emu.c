@@ -19,6 +19,10 @@
  * a transport's progress thread may stage a buffer while a kernel runs): sorted by address,
  * a count of the slots holding each one open, under one mutex. The CPU backend's worker
  * threads (k->impl) are the ones it opened for the same handle.
+ *
+ * Allocations of HS_EMU_IPC_MIN bytes or more live in a memfd mapped shared, so that another
+ * process of the host can map them (ipc_handle / ipc_open: what CUDA IPC does for a GPU's
+ * memory); the mapping enters that process's table as its device memory, poisoned likewise.
  */
 #include "config.h"
 
@@ -27,12 +31,17 @@
 #include "hearsay/common.h"
 #include "hearsay/kernels.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define HS_EMU_ASAN 1
@@ -54,9 +63,12 @@
 
 typedef struct emu_block {
     char *base;
-    size_t size;  /* bytes taken (rounded up to 64, as the CPU backend's vector loops expect) */
-    size_t bytes; /* bytes asked for: a copy or a vector slot must stay within them */
-    int open;     /* slots holding it open (unpoisoned while > 0) */
+    size_t size;     /* bytes taken (rounded up to 64, as the CPU backend's vector loops expect) */
+    size_t bytes;    /* bytes asked for: a copy or a vector slot must stay within them */
+    int open;        /* slots holding it open (unpoisoned while > 0) */
+    int fd;          /* its memfd (shareable), or -1 */
+    int foreign;     /* 1: another process's allocation mapped by ipc_open (ipc_close frees it) */
+    uint64_t serial; /* shareable ones: this process's count of them, to tell reused fds apart */
 } emu_block_t;
 
 static pthread_mutex_t emu_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -176,57 +188,58 @@ static const hs_kernel_ops_t *cpu(void)
 
 /* ---- memory ---- */
 
-static int emu_alloc(hs_kernels_t *k, size_t bytes, void **out)
+/* Enter [p, p + rounded) in the table, poisoned; -ENOMEM when the table cannot grow. */
+static int emu_insert(char *p, size_t rounded, size_t bytes, int fd, int foreign, uint64_t serial)
 {
-    (void)k;
-    if (!out) return HS_ERR(-EINVAL, "emu alloc: out is NULL");
-    *out = NULL;
-    if (bytes == 0) return 0;
-    size_t rounded = (bytes + 63) & ~(size_t)63;
-    if (rounded < bytes) return HS_ERR(-ENOMEM, "emu alloc: %zu bytes is too large", bytes);
-    void *p = NULL;
-    if (posix_memalign(&p, 64, rounded) != 0 || !p)
-        return HS_ERR(-ENOMEM, "emu alloc: out of memory allocating %zu bytes", bytes);
     pthread_mutex_lock(&emu_mu);
     if (emu_n == emu_cap) {
         size_t cap = emu_cap ? 2 * emu_cap : 64;
         emu_block_t *t = realloc(emu_tab, cap * sizeof *t);
         if (!t) {
             pthread_mutex_unlock(&emu_mu);
-            free(p);
             return HS_ERR(-ENOMEM, "emu alloc: out of memory for the allocation table");
         }
         emu_tab = t;
         emu_cap = cap;
     }
     size_t at = emu_n;
-    while (at > 0 && emu_tab[at - 1].base > (char *)p) at--;
+    while (at > 0 && emu_tab[at - 1].base > p) at--;
     memmove(emu_tab + at + 1, emu_tab + at, (emu_n - at) * sizeof *emu_tab);
-    emu_tab[at] = (emu_block_t){.base = p, .size = rounded, .bytes = bytes, .open = 0};
+    emu_tab[at] = (emu_block_t){.base = p,
+                                .size = rounded,
+                                .bytes = bytes,
+                                .open = 0,
+                                .fd = fd,
+                                .foreign = foreign,
+                                .serial = serial};
     emu_n++;
     atomic_store_explicit(&emu_live, emu_n, memory_order_release);
     EMU_POISON(p, rounded);
     pthread_mutex_unlock(&emu_mu);
-    *out = p;
     return 0;
 }
 
-static void emu_free(hs_kernels_t *k, void *p)
+/* Take the block starting at p out of the table (foreign: 1 for ipc_close, 0 for free) into
+ * *b; 0, or -1 after saying why on stderr (a programming error a void slot cannot return:
+ * leak rather than corrupt). */
+static int emu_remove(void *p, int foreign, const char *op, emu_block_t *b)
 {
-    (void)k;
-    if (!p) return;
     pthread_mutex_lock(&emu_mu);
     long j = emu_find(p);
-    if (j < 0 || emu_tab[j].base != (char *)p || emu_tab[j].open) {
+    const char *why = j < 0                          ? "not device memory from the backend"
+                      : emu_tab[j].base != (char *)p ? "inside a device allocation, not its start"
+                      : emu_tab[j].open              ? "held by a running kernel"
+                      : emu_tab[j].foreign != foreign
+                          ? (foreign ? "this process's own allocation (free it)"
+                                     : "another process's allocation (ipc_close it)")
+                          : NULL;
+    if (why) {
         pthread_mutex_unlock(&emu_mu);
-        /* A programming error the slot cannot return: say so and leak rather than corrupt. */
-        fprintf(stderr, "hearsay: emu free: %p is %s\n", p,
-                j < 0                          ? "not device memory from the backend's alloc"
-                : emu_tab[j].base != (char *)p ? "inside a device allocation, not its start"
-                                               : "held by a running kernel");
-        return;
+        fprintf(stderr, "hearsay: emu %s: %p is %s\n", op, p, why);
+        return -1;
     }
-    EMU_UNPOISON(emu_tab[j].base, emu_tab[j].size);
+    *b = emu_tab[j];
+    EMU_UNPOISON(b->base, b->size);
     memmove(emu_tab + j, emu_tab + j + 1, (emu_n - (size_t)j - 1) * sizeof *emu_tab);
     emu_n--;
     atomic_store_explicit(&emu_live, emu_n, memory_order_release);
@@ -236,7 +249,146 @@ static void emu_free(hs_kernels_t *k, void *p)
         emu_cap = 0;
     }
     pthread_mutex_unlock(&emu_mu);
-    free(p);
+    return 0;
+}
+
+static _Atomic uint64_t emu_serial;
+
+static int emu_alloc(hs_kernels_t *k, size_t bytes, void **out)
+{
+    (void)k;
+    if (!out) return HS_ERR(-EINVAL, "emu alloc: out is NULL");
+    *out = NULL;
+    if (bytes == 0) return 0;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (rounded < bytes) return HS_ERR(-ENOMEM, "emu alloc: %zu bytes is too large", bytes);
+    void *p = NULL;
+    int fd = -1;
+    uint64_t serial = 0;
+    if (rounded >= HS_EMU_IPC_MIN) { /* shareable: a memfd, mapped shared (page-aligned) */
+        fd = memfd_create("hearsay-emu", MFD_CLOEXEC);
+        if (fd < 0 || ftruncate(fd, (off_t)rounded) != 0) {
+            int e = errno;
+            if (fd >= 0) close(fd);
+            return HS_ERR(-e, "emu alloc: a memfd of %zu bytes: %s", rounded, strerror(e));
+        }
+        p = mmap(NULL, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return HS_ERR(-e, "emu alloc: mapping %zu bytes: %s", rounded, strerror(e));
+        }
+        serial = atomic_fetch_add(&emu_serial, 1) + 1;
+    } else if (posix_memalign(&p, 64, rounded) != 0 || !p) {
+        return HS_ERR(-ENOMEM, "emu alloc: out of memory allocating %zu bytes", bytes);
+    }
+    int rc = emu_insert(p, rounded, bytes, fd, 0, serial);
+    if (rc < 0) {
+        if (fd >= 0) {
+            munmap(p, rounded);
+            close(fd);
+        } else {
+            free(p);
+        }
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+static void emu_free(hs_kernels_t *k, void *p)
+{
+    (void)k;
+    if (!p) return;
+    emu_block_t b;
+    if (emu_remove(p, 0, "free", &b) < 0) return;
+    if (b.fd >= 0) {
+        munmap(b.base, b.size);
+        close(b.fd);
+    } else {
+        free(p);
+    }
+}
+
+/* ---- sharing with other processes of the host (CUDA IPC's stand-in) ---- */
+
+#define EMU_IPC_MAGIC 0x49554d45u /* "EMUI" */
+typedef struct emu_ipc {
+    uint32_t magic, pid;
+    int32_t fd, pad;
+    uint64_t serial, size, bytes;
+} emu_ipc_t;
+
+static int emu_ipc_handle(hs_kernels_t *k, const void *p, hs_ipc_handle_t *h)
+{
+    (void)k;
+    if (!p || !h) return HS_ERR(-EINVAL, "emu ipc_handle: NULL argument");
+    pthread_mutex_lock(&emu_mu);
+    long j = emu_find(p);
+    emu_block_t b = j >= 0 ? emu_tab[j] : (emu_block_t){.fd = -1};
+    pthread_mutex_unlock(&emu_mu);
+    if (j < 0 || b.base != (const char *)p || b.foreign)
+        return HS_ERR(-EINVAL,
+                      "emu ipc_handle: %p is not the start of an allocation of this process", p);
+    if (b.fd < 0)
+        return HS_ERR(-ENOSYS,
+                      "emu ipc_handle: the allocation at %p (%zu bytes) is under %zu bytes, which "
+                      "the emulated device does not share",
+                      p, b.bytes, HS_EMU_IPC_MIN);
+    emu_ipc_t e = {.magic = EMU_IPC_MAGIC,
+                   .pid = (uint32_t)getpid(),
+                   .fd = b.fd,
+                   .serial = b.serial,
+                   .size = b.size,
+                   .bytes = b.bytes};
+    memset(h, 0, sizeof *h);
+    memcpy(h->b, &e, sizeof e);
+    return 0;
+}
+
+static int emu_ipc_open(hs_kernels_t *k, const hs_ipc_handle_t *h, void **p, size_t *bytes)
+{
+    (void)k;
+    if (!h || !p) return HS_ERR(-EINVAL, "emu ipc_open: NULL argument");
+    *p = NULL;
+    emu_ipc_t e;
+    memcpy(&e, h->b, sizeof e);
+    if (e.magic != EMU_IPC_MAGIC || e.size < e.bytes || e.size == 0)
+        return HS_ERR(-EINVAL, "emu ipc_open: not a handle of the emulated device");
+    if (e.pid == (uint32_t)getpid())
+        return HS_ERR(-EINVAL, "emu ipc_open: a handle of this very process (as CUDA IPC, "
+                               "only another process opens it)");
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%u/fd/%d", e.pid, e.fd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return HS_ERR(-ENOENT, "emu ipc_open: %s: %s (the owner exited, or another host's)", path,
+                      strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != e.size) {
+        close(fd);
+        return HS_ERR(-ENOENT, "emu ipc_open: %s is not the allocation the handle names", path);
+    }
+    void *m = mmap(NULL, e.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int err = errno;
+    close(fd);
+    if (m == MAP_FAILED) return HS_ERR(-err, "emu ipc_open: mapping %s: %s", path, strerror(err));
+    int rc = emu_insert(m, e.size, e.bytes, -1, 1, e.serial);
+    if (rc < 0) {
+        munmap(m, e.size);
+        return rc;
+    }
+    *p = m;
+    if (bytes) *bytes = e.bytes;
+    return 0;
+}
+
+static void emu_ipc_close(hs_kernels_t *k, void *p)
+{
+    (void)k;
+    if (!p) return;
+    emu_block_t b;
+    if (emu_remove(p, 1, "ipc_close", &b) == 0) munmap(b.base, b.size);
 }
 
 static int emu_to_device(hs_kernels_t *k, void *dst_dev, const void *src_host, size_t bytes)
@@ -481,6 +633,9 @@ static const hs_kernel_ops_t emu_ops = {
     .sum = emu_sum,
     .dot = emu_dot,
     .nrm2 = emu_nrm2,
+    .ipc_handle = emu_ipc_handle,
+    .ipc_open = emu_ipc_open,
+    .ipc_close = emu_ipc_close,
 };
 
 int hs_kernels_emu_open(hs_kernels_t *k, int threads)

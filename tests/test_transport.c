@@ -444,9 +444,25 @@ END_TEST
 
 /* Device memory through the transport (hs_transport_mr_*, issue 27): 2 ranks, each with the
  * emulated device. Rank 0 sends 3 chunks (2 whole, 1 partial) from device memory; rank 1
- * receives them into host memory, answers from device memory, and rank 0 receives into device
- * memory; then an empty message, and the misuses. Under the sanitizers any host access to the
- * device side (poisoned) is a report: only the staging copies may touch it. */
+ * receives them into host memory (staged), answers from device memory, and rank 0 receives
+ * into device memory (mapped: CUDA IPC's stand-in; staged with HS_TMR_IPC=0); then an empty
+ * message, parts at offsets, and the misuses. Under the sanitizers any host access to the
+ * device side (poisoned, the peer's mapping too) is a report: only the kernels' copies may
+ * touch it. */
+/* Mappings of memfds named `name` in this process (/proc/self/maps). */
+static int memfd_maps(const char *name)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return -1;
+    char line[512], pat[128];
+    snprintf(pat, sizeof pat, "/memfd:%s", name);
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, pat)) n++;
+    fclose(f);
+    return n;
+}
+
 static int device_mem(hs_transport_t *t, void *arg)
 {
     (void)arg;
@@ -486,6 +502,25 @@ static int device_mem(hs_transport_t *t, void *arg)
         tt_fill(h + 200000, 74096, 1, 0, 8); /* what rank 0's device held: bytes 4096.. */
         if (memcmp(h + 100, h + 200000 + 4096, 70000)) RFAIL("offset exchange corrupt");
     }
+    /* device to device at offsets on both sides: rank 1's bytes 8192.. into rank 0's 100.. */
+    if (me == 1) {
+        if (hs_transport_send_mr(t, peer, 10, dm, 8192, 300000)) RFAIL("send_mr device offset");
+    } else {
+        if (hs_transport_recv_mr(t, peer, 10, dm, 100, 300000)) RFAIL("recv_mr device offset");
+        if (k->ops->to_host(k, h, x, L)) RFAIL("to_host");
+        tt_fill(h + L / 2, 308192, 1, 0, 8); /* rank 1's device held this pattern */
+        if (memcmp(h + 100, h + L / 2 + 8192, 300000))
+            RFAIL("device-to-device exchange at offsets corrupt");
+    }
+    /* rank 0 mapped rank 1's buffer (CUDA IPC's stand-in) unless HS_TMR_IPC=0 says to stage:
+     * its process maps two emulated-device memfds while the registration lives, else one */
+    if (me == 0) {
+        int want = getenv("HS_TMR_IPC") && !strcmp(getenv("HS_TMR_IPC"), "0") ? 1 : 2;
+        int got = memfd_maps("hearsay-emu");
+        if (got != want)
+            RFAIL("%d emulated-device memfds mapped, %d expected (HS_TMR_IPC=%s)", got, want,
+                  getenv("HS_TMR_IPC") ? getenv("HS_TMR_IPC") : "unset");
+    }
     /* misuses: device memory to the host-memory calls, or registered as host memory; a range
      * past the registration */
     hs_treq_t *r = NULL;
@@ -514,6 +549,20 @@ START_TEST(test_world_device_mem_hsshm)
     hs_transport_opts_t o;
     tt_opts(&o, "hsshm");
     ck_assert_int_eq(tt_run_world(2, &o, 1, device_mem, NULL, 40, NULL, NULL), 0);
+}
+END_TEST
+
+static void no_ipc(int rank)
+{
+    (void)rank;
+    setenv("HS_TMR_IPC", "0", 1);
+}
+
+START_TEST(test_world_device_mem_staged_hsshm)
+{
+    hs_transport_opts_t o;
+    tt_opts(&o, "hsshm");
+    ck_assert_int_eq(tt_run_world(2, &o, 1, device_mem, NULL, 40, NULL, no_ipc), 0);
 }
 END_TEST
 
@@ -1226,6 +1275,7 @@ int main(void)
     tcase_add_test(c, test_world_shaping_hsshm);
     tcase_add_test(c, test_world_shaping_sleeper_hsshm);
     tcase_add_test(c, test_world_device_mem_hsshm);
+    tcase_add_test(c, test_world_device_mem_staged_hsshm);
     tcase_add_test(c, test_world_device_mem_tcp);
     suite_add_tcase(s, c);
     c = tcase_create("hearsay-run");

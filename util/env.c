@@ -59,6 +59,9 @@ static const hs_env_var_t table[] = {
      "unset)"},
     {"HS_CHUNK_BYTES", HS_ENV_SIZE, NULL, 4096, 1L << 30,
      "bytes; chunk size of large messages (unset: 1 MiB on libfabric, 256 KiB on hsshm)"},
+    {"HS_TMR_IPC", HS_ENV_BOOL, "1", NO_RANGE,
+     "device memory to a process of the same host (hs_transport_send_mr): 1 maps it there "
+     "(CUDA IPC; the emulated device's memfd), 0 stages it through host memory in chunks"},
     {"HS_PROGRESS_THREAD", HS_ENV_BOOL, "0", NO_RANGE,
      "1: a thread of the transport drives progress"},
     {"HS_TIMEOUT", HS_ENV_DOUBLE, "60", 0.001, 1e6, "seconds; bound on every transport wait"},

@@ -35,6 +35,13 @@ typedef enum hs_device { HS_DEV_CPU = 0, HS_DEV_CUDA = 1, HS_DEV_EMU = 2 } hs_de
 
 typedef struct hs_kernels hs_kernels_t;
 
+/* A device allocation as another process of this host can map it (ipc_handle; CUDA IPC's
+ * cudaIpcMemHandle_t, or the emulated device's memfd): opaque, fixed size, safe to send. */
+#define HS_IPC_HANDLE_BYTES 96
+typedef struct hs_ipc_handle {
+    unsigned char b[HS_IPC_HANDLE_BYTES];
+} hs_ipc_handle_t;
+
 /* 2-D convolution geometry (cross-correlation, as in cuDNN and PyTorch). */
 typedef struct hs_conv2d_desc {
     int B, C, H, W;  /* input (B, C, H, W) */
@@ -167,6 +174,19 @@ typedef struct hs_kernel_ops {
      * memory (the host and the emulated device). */
     int (*host_alloc)(hs_kernels_t *k, size_t bytes, void **out);
     void (*host_free)(hs_kernels_t *k, void *p);
+
+    /* ---- device memory shared between processes of one host (optional: CUDA IPC) ---- */
+    /* Describe the allocation that starts at p (from alloc) in *h for another process's
+     * ipc_open. -ENOSYS with the reason where it cannot be shared (the emulated device
+     * shares allocations of HS_EMU_IPC_MIN bytes and more). */
+    int (*ipc_handle)(hs_kernels_t *k, const void *p, hs_ipc_handle_t *h);
+    /* Map another process's allocation here: *p is its first byte, device memory this
+     * backend's slots take (copy from and to it); *bytes (may be NULL) its size, 0 where the
+     * backend cannot tell (CUDA). A handle of
+     * this very process, another backend or another host fails (-EINVAL, -ENOENT). */
+    int (*ipc_open)(hs_kernels_t *k, const hs_ipc_handle_t *h, void **p, size_t *bytes);
+    /* Unmap what ipc_open mapped (never free it). */
+    void (*ipc_close)(hs_kernels_t *k, void *p);
 } hs_kernel_ops_t;
 
 struct hs_kernels {
@@ -208,6 +228,9 @@ void hs_kernels_cpu_close(hs_kernels_t *k);
 int hs_kernels_emu_open(hs_kernels_t *k, int threads);
 void hs_kernels_emu_close(hs_kernels_t *k);
 int hs_kernels_emu_is_device(const void *p);
+/* Emulated device allocations of at least this many bytes live in a memfd that another process
+ * of the host can map (ipc_handle / ipc_open: CUDA IPC's stand-in). */
+#define HS_EMU_IPC_MIN ((size_t)64 << 10)
 int hs_kernels_emu_poisons(void);
 int hs_kernels_cuda_open(hs_kernels_t *k, int device_index);
 void hs_kernels_cuda_close(hs_kernels_t *k);

@@ -173,6 +173,57 @@ static void kcuda_host_free(hs_kernels_t *k, void *p)
     if (cudaFreeHost(p) != cudaSuccess) cudaGetLastError();
 }
 
+/* CUDA IPC: a device allocation shared with another process of the host (the same GPU, or
+ * one it has peer access to). The handle carries cudaIpcMemHandle_t and the device. */
+#define KCUDA_IPC_MAGIC 0x49445543u /* "CUDI" */
+typedef struct kcuda_ipc {
+    uint32_t magic;
+    int32_t device;
+    cudaIpcMemHandle_t h;
+} kcuda_ipc_t;
+static_assert(sizeof(kcuda_ipc_t) <= HS_IPC_HANDLE_BYTES, "the CUDA IPC handle fits");
+
+static int kcuda_ipc_handle(hs_kernels_t *k, const void *p, hs_ipc_handle_t *h)
+{
+    if (!p || !h) return HS_ERR(-EINVAL, "cuda ipc_handle: NULL argument");
+    HS_TRY(hs_kcuda_enter(k));
+    kcuda_ipc_t e;
+    memset(&e, 0, sizeof e);
+    e.magic = KCUDA_IPC_MAGIC;
+    e.device = hs_kcuda(k)->device;
+    HS_KCUDA_CHECK(cudaIpcGetMemHandle(&e.h, const_cast<void *>(p)));
+    memset(h, 0, sizeof *h);
+    memcpy(h->b, &e, sizeof e);
+    return 0;
+}
+
+static int kcuda_ipc_open(hs_kernels_t *k, const hs_ipc_handle_t *h, void **p, size_t *bytes)
+{
+    if (!h || !p) return HS_ERR(-EINVAL, "cuda ipc_open: NULL argument");
+    *p = NULL;
+    kcuda_ipc_t e;
+    memcpy(&e, h->b, sizeof e);
+    if (e.magic != KCUDA_IPC_MAGIC) return HS_ERR(-EINVAL, "cuda ipc_open: not a CUDA handle");
+    HS_TRY(hs_kcuda_enter(k));
+    void *m = NULL;
+    cudaError_t err = cudaIpcOpenMemHandle(&m, e.h, cudaIpcMemLazyEnablePeerAccess);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return HS_ERR(-ENOENT,
+                      "cuda ipc_open: cudaIpcOpenMemHandle (device %d's memory) failed: %s",
+                      e.device, cudaGetErrorString(err));
+    }
+    if (bytes) *bytes = 0; /* not known: the runtime API has no range query */
+    *p = m;
+    return 0;
+}
+
+static void kcuda_ipc_close(hs_kernels_t *k, void *p)
+{
+    if (!p || hs_kcuda_enter(k) < 0) return;
+    if (cudaIpcCloseMemHandle(p) != cudaSuccess) cudaGetLastError();
+}
+
 static int kcuda_to_device(hs_kernels_t *k, void *dst_dev, const void *src_host, size_t bytes)
 {
     if (bytes == 0) return 0;
@@ -310,6 +361,9 @@ static const hs_kernel_ops_t hs_kcuda_ops = {
     .nrm2 = hs_kcuda_nrm2,
     .host_alloc = kcuda_host_alloc,
     .host_free = kcuda_host_free,
+    .ipc_handle = kcuda_ipc_handle,
+    .ipc_open = kcuda_ipc_open,
+    .ipc_close = kcuda_ipc_close,
 };
 
 /* ---- opening and closing ---- */
