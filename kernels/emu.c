@@ -20,9 +20,11 @@
  * a count of the slots holding each one open, under one mutex. The CPU backend's worker
  * threads (k->impl) are the ones it opened for the same handle.
  *
- * Allocations of HS_EMU_IPC_MIN bytes or more live in a memfd mapped shared, so that another
- * process of the host can map them (ipc_handle / ipc_open: what CUDA IPC does for a GPU's
- * memory); the mapping enters that process's table as its device memory, poisoned likewise.
+ * Allocations of HS_EMU_IPC_MIN bytes or more are mapped pages; ipc_handle moves one into a
+ * memfd, at the same address (its bytes copied, then the memfd mapped over it), so that another
+ * process of the host can map it (ipc_open: what CUDA IPC does for a GPU's memory); the mapping
+ * enters that process's table as its device memory, poisoned likewise. Only allocations asked
+ * for get a memfd (and hold a descriptor): a simulation of thousands of ranks holds none.
  */
 #include "config.h"
 
@@ -66,7 +68,8 @@ typedef struct emu_block {
     size_t size;     /* bytes taken (rounded up to 64, as the CPU backend's vector loops expect) */
     size_t bytes;    /* bytes asked for: a copy or a vector slot must stay within them */
     int open;        /* slots holding it open (unpoisoned while > 0) */
-    int fd;          /* its memfd (shareable), or -1 */
+    size_t map_len;  /* > 0: mapped pages (size rounded up to pages), unmapped at free */
+    int fd;          /* its memfd once shared (ipc_handle), or -1 */
     int foreign;     /* 1: another process's allocation mapped by ipc_open (ipc_close frees it) */
     uint64_t serial; /* shareable ones: this process's count of them, to tell reused fds apart */
 } emu_block_t;
@@ -189,7 +192,8 @@ static const hs_kernel_ops_t *cpu(void)
 /* ---- memory ---- */
 
 /* Enter [p, p + rounded) in the table, poisoned; -ENOMEM when the table cannot grow. */
-static int emu_insert(char *p, size_t rounded, size_t bytes, int fd, int foreign, uint64_t serial)
+static int emu_insert(char *p, size_t rounded, size_t map_len, size_t bytes, int fd, int foreign,
+                      uint64_t serial)
 {
     pthread_mutex_lock(&emu_mu);
     if (emu_n == emu_cap) {
@@ -207,6 +211,7 @@ static int emu_insert(char *p, size_t rounded, size_t bytes, int fd, int foreign
     memmove(emu_tab + at + 1, emu_tab + at, (emu_n - at) * sizeof *emu_tab);
     emu_tab[at] = (emu_block_t){.base = p,
                                 .size = rounded,
+                                .map_len = map_len,
                                 .bytes = bytes,
                                 .open = 0,
                                 .fd = fd,
@@ -263,33 +268,22 @@ static int emu_alloc(hs_kernels_t *k, size_t bytes, void **out)
     size_t rounded = (bytes + 63) & ~(size_t)63;
     if (rounded < bytes) return HS_ERR(-ENOMEM, "emu alloc: %zu bytes is too large", bytes);
     void *p = NULL;
-    int fd = -1;
-    uint64_t serial = 0;
-    if (rounded >= HS_EMU_IPC_MIN) { /* shareable: a memfd, mapped shared (page-aligned) */
-        fd = memfd_create("hearsay-emu", MFD_CLOEXEC);
-        if (fd < 0 || ftruncate(fd, (off_t)rounded) != 0) {
-            int e = errno;
-            if (fd >= 0) close(fd);
-            return HS_ERR(-e, "emu alloc: a memfd of %zu bytes: %s", rounded, strerror(e));
-        }
-        p = mmap(NULL, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (p == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            return HS_ERR(-e, "emu alloc: mapping %zu bytes: %s", rounded, strerror(e));
-        }
-        serial = atomic_fetch_add(&emu_serial, 1) + 1;
+    size_t map_len = 0;
+    if (rounded >= HS_EMU_IPC_MIN) { /* pages of its own: ipc_handle can share them */
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        map_len = (rounded + page - 1) / page * page;
+        p = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return HS_ERR(-ENOMEM, "emu alloc: mapping %zu bytes: %s", map_len, strerror(errno));
     } else if (posix_memalign(&p, 64, rounded) != 0 || !p) {
         return HS_ERR(-ENOMEM, "emu alloc: out of memory allocating %zu bytes", bytes);
     }
-    int rc = emu_insert(p, rounded, bytes, fd, 0, serial);
+    int rc = emu_insert(p, rounded, map_len, bytes, -1, 0, 0);
     if (rc < 0) {
-        if (fd >= 0) {
-            munmap(p, rounded);
-            close(fd);
-        } else {
+        if (map_len)
+            munmap(p, map_len);
+        else
             free(p);
-        }
         return rc;
     }
     *out = p;
@@ -302,9 +296,9 @@ static void emu_free(hs_kernels_t *k, void *p)
     if (!p) return;
     emu_block_t b;
     if (emu_remove(p, 0, "free", &b) < 0) return;
-    if (b.fd >= 0) {
-        munmap(b.base, b.size);
-        close(b.fd);
+    if (b.map_len) {
+        munmap(b.base, b.map_len);
+        if (b.fd >= 0) close(b.fd);
     } else {
         free(p);
     }
@@ -319,27 +313,69 @@ typedef struct emu_ipc {
     uint64_t serial, size, bytes;
 } emu_ipc_t;
 
+/* Move block j's pages into a memfd at the same address (under emu_mu, no slot holding it):
+ * its bytes are written to the memfd, which is then mapped over them. */
+static int emu_share_locked(long j)
+{
+    emu_block_t *b = &emu_tab[j];
+    int fd = memfd_create("hearsay-emu", MFD_CLOEXEC);
+    if (fd < 0) return HS_ERR(-errno, "emu ipc_handle: memfd_create: %s", strerror(errno));
+    EMU_UNPOISON(b->base, b->size);
+    int rc = 0;
+    if (ftruncate(fd, (off_t)b->map_len) != 0) {
+        rc =
+            HS_ERR(-errno, "emu ipc_handle: a memfd of %zu bytes: %s", b->map_len, strerror(errno));
+    } else {
+        for (size_t done = 0; rc == 0 && done < b->size;) {
+            ssize_t w = pwrite(fd, b->base + done, b->size - done, (off_t)done);
+            if (w <= 0)
+                rc = HS_ERR(w < 0 ? -errno : -EIO, "emu ipc_handle: writing the memfd: %s",
+                            w < 0 ? strerror(errno) : "short write");
+            else
+                done += (size_t)w;
+        }
+    }
+    if (rc == 0 && mmap(b->base, b->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+                        0) == MAP_FAILED)
+        rc = HS_ERR(-errno, "emu ipc_handle: mapping the memfd over %p: %s", (void *)b->base,
+                    strerror(errno));
+    EMU_POISON(b->base, b->size);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    b->fd = fd;
+    b->serial = atomic_fetch_add(&emu_serial, 1) + 1;
+    return 0;
+}
+
 static int emu_ipc_handle(hs_kernels_t *k, const void *p, hs_ipc_handle_t *h)
 {
     (void)k;
     if (!p || !h) return HS_ERR(-EINVAL, "emu ipc_handle: NULL argument");
     pthread_mutex_lock(&emu_mu);
     long j = emu_find(p);
-    emu_block_t b = j >= 0 ? emu_tab[j] : (emu_block_t){.fd = -1};
+    int rc = 0;
+    if (j < 0 || emu_tab[j].base != (const char *)p || emu_tab[j].foreign)
+        rc = HS_ERR(-EINVAL, "emu ipc_handle: %p is not the start of an allocation of this process",
+                    p);
+    else if (!emu_tab[j].map_len)
+        rc = HS_ERR(-ENOSYS,
+                    "emu ipc_handle: the allocation at %p (%zu bytes) is under %zu bytes, which "
+                    "the emulated device does not share",
+                    p, emu_tab[j].bytes, HS_EMU_IPC_MIN);
+    else if (emu_tab[j].fd < 0 && emu_tab[j].open)
+        rc = HS_ERR(-EBUSY, "emu ipc_handle: the allocation at %p is held by a running kernel", p);
+    else if (emu_tab[j].fd < 0)
+        rc = emu_share_locked(j);
+    emu_block_t b = rc == 0 ? emu_tab[j] : (emu_block_t){.fd = -1};
     pthread_mutex_unlock(&emu_mu);
-    if (j < 0 || b.base != (const char *)p || b.foreign)
-        return HS_ERR(-EINVAL,
-                      "emu ipc_handle: %p is not the start of an allocation of this process", p);
-    if (b.fd < 0)
-        return HS_ERR(-ENOSYS,
-                      "emu ipc_handle: the allocation at %p (%zu bytes) is under %zu bytes, which "
-                      "the emulated device does not share",
-                      p, b.bytes, HS_EMU_IPC_MIN);
+    HS_TRY(rc);
     emu_ipc_t e = {.magic = EMU_IPC_MAGIC,
                    .pid = (uint32_t)getpid(),
                    .fd = b.fd,
                    .serial = b.serial,
-                   .size = b.size,
+                   .size = b.map_len,
                    .bytes = b.bytes};
     memset(h, 0, sizeof *h);
     memcpy(h->b, &e, sizeof e);
@@ -373,7 +409,7 @@ static int emu_ipc_open(hs_kernels_t *k, const hs_ipc_handle_t *h, void **p, siz
     int err = errno;
     close(fd);
     if (m == MAP_FAILED) return HS_ERR(-err, "emu ipc_open: mapping %s: %s", path, strerror(err));
-    int rc = emu_insert(m, e.size, e.bytes, -1, 1, e.serial);
+    int rc = emu_insert(m, (e.bytes + 63) & ~(uint64_t)63, e.size, e.bytes, -1, 1, e.serial);
     if (rc < 0) {
         munmap(m, e.size);
         return rc;
@@ -388,7 +424,7 @@ static void emu_ipc_close(hs_kernels_t *k, void *p)
     (void)k;
     if (!p) return;
     emu_block_t b;
-    if (emu_remove(p, 1, "ipc_close", &b) == 0) munmap(b.base, b.size);
+    if (emu_remove(p, 1, "ipc_close", &b) == 0) munmap(b.base, b.map_len);
 }
 
 static int emu_to_device(hs_kernels_t *k, void *dst_dev, const void *src_host, size_t bytes)
