@@ -12,7 +12,7 @@
  * buffer does), like NCCL's registered buffers or MPI_Alloc_mem: the peers map it, and the
  * all-reduce reads and writes it in place (its mapped path, gossip/allreduce.c).
  *
- * Buckets (--bucket-mb MB > 0, CPU kernels; docs/algorithms.md, "All-reduce SGD"): as PyTorch
+ * Buckets (--bucket-mb MB > 0; docs/algorithms.md, "All-reduce SGD"): as PyTorch
  * DDP, the gradient is cut into buckets of consecutive layers, the last layers first, each
  * about MB MiB (a layer is never split), and each bucket is all-reduced as soon as backward
  * has written its layers, while backward goes on with the earlier ones. The loop tells when
@@ -22,7 +22,8 @@
  * same order. step() waits (hs_svc_wait, bounded) until every bucket is reduced. Each element
  * is summed in an order that depends only on its bucket and the path, never on timing: runs
  * repeat bit for bit, and the result equals the flat reduction's up to float rounding (the
- * ring's segments start at other ranks; the mapped path's sums are in rank order).
+ * ring's segments start at other ranks; the mapped path's sums are in rank order). On a
+ * device each bucket goes through its part of the gradient's host image (hs_stage_*_range).
  */
 #include "hearsay/algo.h"
 #include "hearsay/allreduce.h"
@@ -105,7 +106,11 @@ static int bk_on_msg(void *ctx, int slot, const void *buf, const hs_tstatus_t *s
         hs_svc_unlock(d->x, a->svc);
         if (b < 0) return 0;
         double t0 = hs_exec_now(d->x);
-        int rc = hs_allreduce_run(a->bk[b].ar, d->grads + a->bk[b].lo);
+        /* the bucket's image (the gradient itself on the CPU): to the host, reduced, back */
+        const size_t lo = a->bk[b].lo, len = a->bk[b].len;
+        int rc = hs_stage_pull_range(&a->gs, lo, len);
+        if (rc == 0) rc = hs_allreduce_run(a->bk[b].ar, hs_stage_host(&a->gs) + lo);
+        if (rc == 0) rc = hs_stage_push_range(&a->gs, lo, len);
         double dt = hs_exec_now(d->x) - t0;
         if (rc < 0) hs_error_prefix("all-reduce SGD, iteration %ld, bucket %d", d->iter + 1, b);
         hs_svc_lock(d->x, a->svc);
@@ -343,14 +348,12 @@ static int ar_init(hs_algo_t **out, hs_dist_t *d)
         a->gbuf = g;
     else if (g)
         hs_transport_buf_free(d->t, &g);
-    /* Buckets reduced during backward: the reductions run where the gradient is, so it must be
-     * host memory (no image between them) */
+    /* Buckets reduced during backward, each staged through its part of the image on a device
+     * (the service's copies queue behind the backward kernels that wrote it) */
     const double bucket_mb = hs_dist_opt_double(d, "bucket-mb");
-    if (a->ar && bucket_mb > 0 && !hs_stage_copies(&a->gs)) {
+    if (a->ar && bucket_mb > 0) {
         if ((rc = bk_init(a, &ao, bucket_mb * (1 << 20))) < 0) goto fail;
         if (a->nb) hs_allreduce_destroy(&a->ar);
-    } else if (a->ar && bucket_mb > 0 && d->rank == 0) {
-        HS_DEBUG("all-reduce SGD: --bucket-mb needs CPU kernels: one reduction after backward");
     }
     *out = a;
     return 0;

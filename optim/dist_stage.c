@@ -85,16 +85,30 @@ int hs_stage_view_open(hs_stage_t *s, hs_kernels_t *k, size_t n, const char *wha
     return 0;
 }
 
+int hs_stage_pull_range(hs_stage_t *s, size_t lo, size_t n)
+{
+    if (lo > s->n || n > s->n - lo)
+        return HS_ERR(-EINVAL, "stage: floats [%zu, %zu) are outside its %zu", lo, lo + n, s->n);
+    if (!s->copies || !s->dev || n == 0) return 0;
+    return s->k->ops->to_host(s->k, s->host + lo, s->dev + lo, n * sizeof(float));
+}
+
+int hs_stage_push_range(hs_stage_t *s, size_t lo, size_t n)
+{
+    if (lo > s->n || n > s->n - lo)
+        return HS_ERR(-EINVAL, "stage: floats [%zu, %zu) are outside its %zu", lo, lo + n, s->n);
+    if (!s->copies || !s->dev || n == 0) return 0;
+    return s->k->ops->to_device(s->k, s->dev + lo, s->host + lo, n * sizeof(float));
+}
+
 int hs_stage_pull(hs_stage_t *s)
 {
-    if (!s->copies || !s->dev) return 0;
-    return s->k->ops->to_host(s->k, s->host, s->dev, s->n * sizeof(float));
+    return hs_stage_pull_range(s, 0, s->n);
 }
 
 int hs_stage_push(hs_stage_t *s)
 {
-    if (!s->copies || !s->dev) return 0;
-    return s->k->ops->to_device(s->k, s->dev, s->host, s->n * sizeof(float));
+    return hs_stage_push_range(s, 0, s->n);
 }
 
 int hs_stage_view(hs_stage_t *s, const float *host, size_t n, const float **dev)

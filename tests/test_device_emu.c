@@ -259,6 +259,7 @@ static const char *const algos[] = {
     "osgp --tau 2",
     "dpsgd",
     "allreduce",
+    "allreduce --bucket-mb 0.0004", /* a bucket per layer (528, 2176 bytes), staged */
     "allreduce --compress int8",
     "allreduce --compress topk:10%",
     "easgd --tau 2",
@@ -334,6 +335,14 @@ START_TEST(test_real_allreduce_tcp)
 }
 END_TEST
 
+/* Buckets staged by the service thread while the training thread runs backward on the same
+ * kernels: the wall clock's concurrency, over hsshm's mapped all-reduce path. */
+START_TEST(test_real_allreduce_buckets)
+{
+    real_parity(4, "", "--algo allreduce --bucket-mb 0.0004", "allreduce-buckets");
+}
+END_TEST
+
 START_TEST(test_real_allreduce_shm)
 {
     real_parity(4, "", "--algo allreduce --compress int8", "efsgd-shm");
@@ -397,6 +406,7 @@ int main(void)
     TR_ADD_TEST(tc, test_real_sgp, why);
     TR_ADD_TEST(tc, test_real_allreduce_tcp, why);
     TR_ADD_TEST(tc, test_real_allreduce_shm, why);
+    TR_ADD_TEST(tc, test_real_allreduce_buckets, why);
     TR_ADD_TEST(tc, test_real_async_checkpoint, why);
     suite_add_tcase(s, tc);
     return tr_run_suite(s);

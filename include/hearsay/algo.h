@@ -255,6 +255,9 @@ int hs_stage_view_open(hs_stage_t *s, hs_kernels_t *k, size_t n, const char *wha
 /* Image: host <- device; device <- host. */
 int hs_stage_pull(hs_stage_t *s);
 int hs_stage_push(hs_stage_t *s);
+/* The same for floats [lo, lo + n) only (a bucket of the gradient). */
+int hs_stage_pull_range(hs_stage_t *s, size_t lo, size_t n);
+int hs_stage_push_range(hs_stage_t *s, size_t lo, size_t n);
 /* View: a device pointer to the first n (<= the stage's) floats of `host`, in *dev. */
 int hs_stage_view(hs_stage_t *s, const float *host, size_t n, const float **dev);
 /* Free what the stage allocated; *s is zeroed. Safe on a zeroed stage. */
