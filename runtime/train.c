@@ -66,7 +66,8 @@ typedef struct run {
     hs_report_t *rep;
     unsigned char *esbuf;
     hs_treq_t *esreq;
-    float *zh; /* (n) host copy of z */
+    float *zh;     /* (n) host copy of z */
+    hs_stage_t zs; /* z where the host reads it: the parameters themselves on the CPU, else zh */
     double t0, eval_s;
     double row_clock; /* the training clock at the last row of rank-R.csv */
     double ttt;       /* own time to target (training clock), NAN */
@@ -441,6 +442,7 @@ static void close_run(run_t *R)
     hs_evalc_close(&R->ec);
     if (R->esreq) hs_transport_req_free(R->t, &R->esreq);
     free(R->esbuf);
+    hs_stage_close(&R->zs);
     free(R->zh);
     if (!R->host_of_borrowed) free(R->host_of);
     if (R->w) hs_model_set_grad_hook(hs_worker_model(R->w), NULL, NULL);
@@ -731,6 +733,7 @@ static int setup(run_t *R, hs_boot_t *boot, hs_exec_t *given)
     if (o->max_iters > 0 && o->max_iters < d->total_iters) d->total_iters = o->max_iters;
     /* (R->failed_at: allocated at the first failure, failure_table) */
     if (!(R->zh = hs_malloc(d->n * sizeof(float), "host copy of z"))) return -ENOMEM;
+    HS_TRY(hs_stage_image_in(&R->zs, d->k, d->params, d->n, R->zh, "model"));
     if (o->shared && o->shared->host_of && o->shared->host_ranks == size) {
         R->host_of = (int *)o->shared->host_of;
         R->host_of_borrowed = 1;
@@ -971,11 +974,8 @@ static int observe(run_t *R, long done)
 {
     int traj = R->o->dump_trajectory;
     if (!R->x->ops->observe && !traj) return 0;
-    const float *z = R->d.params; /* on the CPU, z is host memory already: no copy */
-    if (R->d.k->device != HS_DEV_CPU) {
-        HS_TRY(pull_z(R));
-        z = R->zh;
-    }
+    HS_TRY(hs_stage_pull(&R->zs)); /* on the CPU, z is host memory already: no copy */
+    const float *z = hs_stage_host(&R->zs);
     if (R->x->ops->observe) R->x->ops->observe(R->x, done, z, R->d.n);
     /* --dump-trajectory: the parameters at the start and after every iteration */
     if (traj) HS_TRY(hs_report_trajectory(R->rep, done == R->start, z, R->d.n));
