@@ -14,17 +14,19 @@
 # orphan over (gossip/hybrid.c, docs/transport.md).
 #
 # Checks: every rank exits 0 and the job writes summary.json naming both transports; for
-# each rank, the median iteration time of the last quarter is at most 1/0.6 of the first
+# each rank, the median iteration time of the last quarter is at most 1/0.45 of the first
 # quarter's (the median, not the mean: a burst of load from elsewhere on a shared machine
 # moves a mean, rarely a median). Measured on the loaded 2-core machine (load 20-28), last
 # quarter's pace over the first's: the fixed code 1.03 .. 1.66 per rank (2 runs, ~5 s jobs),
-# the old one 0.29 .. 0.33 (and once past the 50 s bound under heavier load).
+# the old one 0.29 .. 0.33 (and once past the 50 s bound under heavier load). The fixed code
+# once fell to 0.57 on one rank with another test suite running beside a CI rehearsal (stop
+# 39), so the bound sits between the two: 0.45, a third above the leak's worst.
 # Exit 0 pass, 77 skip (reason printed), 1 failure. The namespaces are always deleted.
 set -u
 HS_BIN=${HS_BIN:-./hearsay}
 LIMIT=50  # seconds, bound on the job (the fixed code: ~5 s here, the old one ~20 s)
 ITERS=1000
-MIN_PACE=0.6
+MIN_PACE=0.45
 tag=he$$
 nsA=${tag}a
 nsB=${tag}b
