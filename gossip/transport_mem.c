@@ -352,12 +352,12 @@ int hs_transport_recv_mr(hs_transport_t *t, int peer, uint32_t tag, hs_tmr_t *mr
     if (rc == 0 && h.mode == MR_IPC) {
         int done = recv_by_map(mr, &h, off, len);
         rc = done < 0 ? done : 0;
+        /* mapped: the chunks will not come, and their receives go before the answer does (the
+         * sender's next transfer on this tag may follow it at once) */
+        if (done > 0) drop_all(t, req, (int)w);
         mr_answer_t ans = {.magic = MR_ANSWER_MAGIC, .done = done > 0};
         if (rc == 0) rc = hs_transport_send(t, peer, tag + 1, &ans, sizeof ans);
-        if (rc == 0 && done > 0) {
-            drop_all(t, req, (int)w); /* the chunks will not come */
-            return 0;
-        }
+        if (rc == 0 && done > 0) return 0;
     }
     for (size_t i = 0; i < n && rc == 0; i++) {
         const size_t c = chunk_len(len, i);

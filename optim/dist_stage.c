@@ -26,7 +26,8 @@ int hs_stage_image_in(hs_stage_t *s, hs_kernels_t *k, float *dev, size_t n, floa
 {
     if (!s || !k) return HS_ERR(-EINVAL, "stage image: NULL stage or kernels");
     memset(s, 0, sizeof *s);
-    if (!dev && n) return HS_ERR(-EINVAL, "stage image of %s: NULL device memory", what);
+    if (!dev && n)
+        return HS_ERR(-EINVAL, "stage image of %s: NULL device memory", what ? what : "a buffer");
     s->k = k;
     s->dev = dev;
     s->n = n;

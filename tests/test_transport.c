@@ -512,6 +512,21 @@ static int device_mem(hs_transport_t *t, void *arg)
         if (memcmp(h + 100, h + L / 2 + 8192, 300000))
             RFAIL("device-to-device exchange at offsets corrupt");
     }
+    /* back to back on one tag (the mapping cached from the first): each transfer's header must
+     * find its own receive, not one the last transfer left posted */
+    for (int i = 0; i < 5; i++) {
+        size_t at = (size_t)i * 100000;
+        if (me == 1 && hs_transport_send_mr(t, peer, 11, dm, at, 100000))
+            RFAIL("send_mr %d of 5", i);
+        if (me == 0 && hs_transport_recv_mr(t, peer, 11, dm, L - 100000, 100000))
+            RFAIL("recv_mr %d of 5", i);
+    }
+    if (me == 0) {
+        if (k->ops->to_host(k, h, x, L)) RFAIL("to_host");
+        tt_fill(h + L / 2, 500000, 1, 0, 8);
+        if (memcmp(h + L - 100000, h + L / 2 + 400000, 100000))
+            RFAIL("back-to-back transfers corrupt");
+    }
     /* rank 0 mapped rank 1's buffer (CUDA IPC's stand-in) unless HS_TMR_IPC=0 says to stage:
      * its process maps two emulated-device memfds while the registration lives, else one */
     if (me == 0) {

@@ -217,11 +217,12 @@ static inline int hs_dist_on_grads(hs_dist_t *d, hs_grads_ready_fn fn, void *fct
  * knows whether they differ, so that no algorithm branches on the device. Messages, the
  * compressors and the all-reduce work on host memory; the model and its gradient live in the
  * kernels' memory (the host for the CPU, the GPU for CUDA, memory the host may not touch for the
- * emulated device). Two uses, both free of copies and allocations where the device is the host:
+ * emulated device). Three uses, all free of copies where the device is the host:
  *   - an image: host memory standing for n floats of device memory. hs_stage_host() is where
  *     the host reads and writes them; hs_stage_pull copies the device's values into it and
  *     hs_stage_push copies it back. On the host the image *is* the device memory: pull and
  *     push do nothing, and writes through hs_stage_host() land at once.
+ *   - a buffer (hs_stage_buffer): new device memory with its image, one allocation on the host.
  *   - a view: device memory holding host data for a kernel to read (a received message folded
  *     into the model): hs_stage_view returns a device pointer to a copy of `host`, or `host`
  *     itself on the host. The copy is valid until the next hs_stage_view of the same stage.
