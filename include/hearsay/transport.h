@@ -461,7 +461,9 @@ enum { HS_TMEM_HOST = 0, HS_TMEM_DEVICE = 1 };
 /* Register [buf, buf + len) as memory of k (NULL: host memory); `what` names it in errors. */
 int hs_transport_mr_reg(hs_transport_t *t, struct hs_kernels *k, void *buf, size_t len,
                         const char *what, hs_tmr_t **mr);
-/* Free a registration (no send or receive of it in progress); *mr = NULL. Safe on NULL. */
+/* Free a registration (no send or receive of it in progress); *mr = NULL. Safe on NULL. A
+ * registration carries one transfer at a time (it keeps its staging buffers and the peers'
+ * mappings): threads that move the same buffer at once each register it. */
 void hs_transport_mr_dereg(hs_transport_t *t, hs_tmr_t **mr);
 /* HS_TMEM_HOST or HS_TMEM_DEVICE. */
 int hs_transport_mr_kind(const hs_tmr_t *mr);
