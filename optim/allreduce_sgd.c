@@ -308,7 +308,8 @@ static int ar_init(hs_algo_t **out, hs_dist_t *d)
     hs_compress_spec_t cs;
     if ((rc = hs_compress_parse(hs_dist_opt_str(d, "compress"), &cs)) < 0) goto fail;
     if (cs.kind != HS_COMPRESS_NONE && d->t && d->size > 1) { /* one worker: nothing to send */
-        if ((rc = efsgd_create(&a->ef, d)) < 0) goto fail;
+        const double mb = hs_dist_opt_double(d, "bucket-mb");
+        if ((rc = efsgd_create(&a->ef, d, mb * (1 << 20))) < 0) goto fail;
         *out = a;
         return 0;
     }

@@ -5,14 +5,16 @@
 
 #include "hearsay/algo.h"
 
-/* Its messages' tag in the all-reduce algorithm's range (hs_dist_tag; optim/allreduce_sgd.c
- * uses offset 0). */
-enum { EFSGD_TAG_GATHER = 1 };
+/* Its messages' tags in the all-reduce algorithm's range (hs_dist_tag; optim/allreduce_sgd.c
+ * uses offset 0): part b's are EFSGD_TAG_GATHER + b, so at most EFSGD_MAX_PARTS buckets. */
+enum { EFSGD_TAG_GATHER = 1, EFSGD_MAX_PARTS = HS_DIST_TAGS - EFSGD_TAG_GATHER };
 
 typedef struct efsgd efsgd_t;
 
-/* State for d (CPU backend; its option --compress names the compressor). */
-int efsgd_create(efsgd_t **out, hs_dist_t *d);
+/* State for d (its option --compress names the compressor). bucket_bytes > 0: the gradient in
+ * buckets of whole layers of about that size, each sent during backward where the loop offers
+ * gradient-ready notifications (optim/efsgd.c); <= 0: one exchange after backward. */
+int efsgd_create(efsgd_t **out, hs_dist_t *d, double bucket_bytes);
 /* Round t: replace d->grads by the mean over ranks of the compressed error-corrected gradients
  * (identical on every rank), keeping what this rank's compressor dropped for the next round. */
 int efsgd_exchange(efsgd_t *e, long t);

@@ -262,6 +262,7 @@ static const char *const algos[] = {
     "allreduce --bucket-mb 0.0004", /* a bucket per layer (528, 2176 bytes), staged */
     "allreduce --compress int8",
     "allreduce --compress topk:10%",
+    "allreduce --compress int8 --bucket-mb 0.0004", /* EF-SGD's parts sent in backward */
     "easgd --tau 2",
     "eamsgd --tau 2",
     "lsgd --tau 2",
@@ -340,6 +341,8 @@ END_TEST
 START_TEST(test_real_allreduce_buckets)
 {
     real_parity(4, "", "--algo allreduce --bucket-mb 0.0004", "allreduce-buckets");
+    /* EF-SGD's parts compressed and sent from the notifications, inside backward */
+    real_parity(4, "", "--algo allreduce --compress int8 --bucket-mb 0.0004", "efsgd-buckets");
 }
 END_TEST
 
