@@ -12,7 +12,8 @@
  * buffer does), like NCCL's registered buffers or MPI_Alloc_mem: the peers map it, and the
  * all-reduce reads and writes it in place (its mapped path, gossip/allreduce.c).
  *
- * Buckets (--bucket-mb MB > 0; docs/algorithms.md, "All-reduce SGD"): as PyTorch
+ * Buckets (--bucket-mb MB > 0; docs/algorithms.md, "All-reduce SGD"; with --compress EF-SGD
+ * takes the same buckets, optim/efsgd.c): as PyTorch
  * DDP, the gradient is cut into buckets of consecutive layers, the last layers first, each
  * about MB MiB (a layer is never split), and each bucket is all-reduced as soon as backward
  * has written its layers, while backward goes on with the earlier ones. The loop tells when
@@ -387,7 +388,8 @@ static const hs_option_t ar_options[] = {
      .range = "[0, 1048576]",
      .metavar = "MB",
      .help = "reduce the gradient in buckets of about MB MiB (consecutive layers, last first) "
-             "while backward still runs, as PyTorch DDP; 0: one reduction after backward"},
+             "while backward still runs, as PyTorch DDP (with --compress: EF-SGD compresses and "
+             "sends each bucket on its own); 0: one reduction after backward"},
 };
 
 const hs_algo_ops_t hs_algo_allreduce_ops = {
