@@ -24,6 +24,7 @@
 #include "hearsay/transport.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,15 +71,24 @@ struct hs_tmr {
     char what[48]; /* for messages */
 };
 
-/* This host's boot id (one kernel: processes that can map each other's memory). */
-static void boot_id(char out[40])
+/* This host's boot id (one kernel: processes that can map each other's memory), read once
+ * per process ("" when it cannot be read: no mapping is then offered or taken). */
+static char g_boot[40];
+static pthread_once_t g_boot_once = PTHREAD_ONCE_INIT;
+
+static void boot_read(void)
 {
-    memset(out, 0, 40);
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     if (!f) return;
-    if (!fgets(out, 40, f)) out[0] = '\0';
+    if (!fgets(g_boot, sizeof g_boot, f)) g_boot[0] = '\0';
     fclose(f);
-    out[strcspn(out, "\n")] = '\0';
+    g_boot[strcspn(g_boot, "\n")] = '\0';
+}
+
+static const char *boot_id(void)
+{
+    pthread_once(&g_boot_once, boot_read);
+    return g_boot;
 }
 
 static int ipc_wanted(void)
@@ -90,9 +100,7 @@ static int ipc_wanted(void)
 
 static int has_ipc(const hs_kernels_t *k)
 {
-    const hs_kernel_ops_t *o = k->ops;
-    return o->size >= offsetof(hs_kernel_ops_t, ipc_close) + sizeof o->ipc_close && o->ipc_handle &&
-           o->ipc_open && o->ipc_close;
+    return HS_KOP_HAS(k, ipc_handle) && HS_KOP_HAS(k, ipc_open) && HS_KOP_HAS(k, ipc_close);
 }
 
 int hs_transport_mr_reg(hs_transport_t *t, hs_kernels_t *k, void *buf, size_t len, const char *what,
@@ -254,7 +262,7 @@ int hs_transport_send_mr(hs_transport_t *t, int peer, uint32_t tag, hs_tmr_t *mr
     if (h.mode == MR_IPC) {
         h.off = off;
         snprintf(h.kernels, sizeof h.kernels, "%s", mr->k->ops->name);
-        boot_id(h.boot);
+        snprintf(h.boot, sizeof h.boot, "%s", boot_id());
         h.h = mr->ih;
     }
     hs_treq_t *ar = NULL;
@@ -305,9 +313,8 @@ static int ipc_map(hs_tmr_t *m, const hs_ipc_handle_t *h, void **p)
 static int recv_by_map(hs_tmr_t *m, const mr_hdr_t *h, size_t off, size_t len)
 {
     if (m->kind != HS_TMEM_DEVICE || !has_ipc(m->k) || !ipc_wanted()) return 0;
-    char boot[40];
-    boot_id(boot);
-    if (!boot[0] || strncmp(boot, h->boot, sizeof boot) ||
+    const char *boot = boot_id();
+    if (!boot[0] || strncmp(boot, h->boot, sizeof h->boot) ||
         strncmp(h->kernels, m->k->ops->name, sizeof h->kernels))
         return 0;
     void *src = NULL;

@@ -71,17 +71,12 @@ int hs_kernels_open(hs_kernels_t **out, hs_device_t dev, int device_index, int t
     return 0;
 }
 
-/* A slot is usable when the table is large enough to hold it and it is filled. */
-#define KOP_HAS(k, slot)                                                                           \
-    ((k)->ops->size >= offsetof(hs_kernel_ops_t, slot) + sizeof((k)->ops->slot) &&                 \
-     (k)->ops->slot != NULL)
-
 int hs_kernels_host_alloc(hs_kernels_t *k, size_t bytes, void **out, const char *what)
 {
     if (!out) return HS_ERR(-EINVAL, "host alloc: out is NULL");
     *out = NULL;
     if (bytes == 0) return 0;
-    if (k && KOP_HAS(k, host_alloc)) {
+    if (k && HS_KOP_HAS(k, host_alloc)) {
         int rc = k->ops->host_alloc(k, bytes, out);
         if (rc < 0)
             hs_error_prefix("%s (%zu bytes of staging memory)", what ? what : "buffer", bytes);
@@ -98,7 +93,7 @@ int hs_kernels_host_alloc(hs_kernels_t *k, size_t bytes, void **out, const char 
 void hs_kernels_host_free(hs_kernels_t *k, void *p)
 {
     if (!p) return;
-    if (k && KOP_HAS(k, host_free))
+    if (k && HS_KOP_HAS(k, host_free))
         k->ops->host_free(k, p);
     else
         free(p);

@@ -67,7 +67,6 @@ struct efsgd {
     int lowest;    /* hook: the lowest gradient layer final so far */
     long round;    /* the round the next exchange is (the notifications' round) */
     int synced;    /* 1 once an exchange ended well: round is the next one for sure */
-    int in_hook;   /* part_post runs from a notification */
 };
 
 typedef struct ef_wait {
@@ -144,8 +143,9 @@ static int sends_done(efsgd_t *e, ef_part_t *pt)
 }
 
 /* Round t, part pt: post the receives, compress p = g + e over the part, send D_i to every
- * other rank, keep e = p - D_i. Its sends of the round before must be done first (the buffer). */
-static int part_post(efsgd_t *e, ef_part_t *pt, long t)
+ * other rank, keep e = p - D_i. Its sends of the round before must be done first (the buffer).
+ * from_hook: called from a notification, inside backward. */
+static int part_post(efsgd_t *e, ef_part_t *pt, long t, int from_hook)
 {
     hs_dist_t *d = e->d;
     if (pt->posted == t)
@@ -179,7 +179,7 @@ static int part_post(efsgd_t *e, ef_part_t *pt, long t)
     HS_TRY(hs_decompress_add(pt->c, q, qbytes, -1.0f, er));
     pt->posted = t;
     /* from a notification its time is backward's: the loop counts it as compute already */
-    if (!e->in_hook) d->st.comm_s += hs_exec_now(d->x) - t0;
+    if (!from_hook) d->st.comm_s += hs_exec_now(d->x) - t0;
     return 0;
 }
 
@@ -220,9 +220,7 @@ static int ef_grads_ready(void *fctx, int la, int lb)
     while (e->synced && e->next < e->np && e->pt[e->next].la >= e->lowest) {
         ef_part_t *pt = &e->pt[e->next++];
         int rc = sends_done(e, pt);
-        e->in_hook = 1;
-        if (rc == 1) rc = part_post(e, pt, e->round);
-        e->in_hook = 0;
+        if (rc == 1) rc = part_post(e, pt, e->round, 1);
         if (rc < 0) {
             hs_error_prefix("EF-SGD round %ld, bucket %d", e->round, (int)(pt - e->pt));
             return rc;
@@ -242,7 +240,7 @@ int efsgd_exchange(efsgd_t *e, long t)
                         "EF-SGD: bucket %d was sent for round %ld during the backward of round %ld",
                         b, e->round, t);
     for (int b = 0; b < e->np && rc == 0; b++)
-        if (e->pt[b].posted != t) rc = part_post(e, &e->pt[b], t);
+        if (e->pt[b].posted != t) rc = part_post(e, &e->pt[b], t, 0);
     for (int b = 0; b < e->np && rc == 0; b++) rc = part_finish(e, &e->pt[b], t);
     e->next = 0;
     e->lowest = d->n_glayers;

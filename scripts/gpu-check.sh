@@ -68,6 +68,7 @@ algos=("local" "sgp" "osgp --tau 2" "dpsgd" "allreduce" "allreduce --compress in
     "qsgp --compress int8")
 flags="--model mlp:64-128-10 --data gauss:dim=64,classes=10,train=8000,test=1000 --batch 32
     --lr 0.1 --max-iters 200 --seed 1 -q --threads 1"
+acc() { /usr/bin/env python3 -c "import json,sys; print('%.2f' % (100 * json.load(open(sys.argv[1]))['final_test_acc']))" "$1" 2>/dev/null || echo -; }
 printf '%-28s %10s %10s\n' algorithm "acc cpu" "acc $device" >"$out/algos.txt"
 for a in "${algos[@]}"; do
     tag=$(echo "$a" | tr ' :%' '___')
@@ -76,7 +77,6 @@ for a in "${algos[@]}"; do
         step "sim -n 4 --algo $a --device $d" "$out/sim-$tag-$d.log" \
             "$bin" sim -n 4 --algo $a --device "$d" $flags --out "$out/sim-$tag-$d"
     done
-    acc() { /usr/bin/env python3 -c "import json,sys; print('%.2f' % (100 * json.load(open(sys.argv[1]))['final_test_acc']))" "$1" 2>/dev/null || echo -; }
     printf '%-28s %10s %10s\n' "$a" "$(acc "$out/sim-$tag-cpu/summary.json")" \
         "$(acc "$out/sim-$tag-$device/summary.json")" >>"$out/algos.txt"
 done

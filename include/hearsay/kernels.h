@@ -197,6 +197,12 @@ struct hs_kernels {
     void *impl;       /* backend state (cuBLAS/cuDNN handles, stream, ...) */
 };
 
+/* 1 when k's ops table is large enough to hold `slot` (a table of an older build may end
+ * before the optional slots) and fills it. */
+#define HS_KOP_HAS(k, slot)                                                                        \
+    ((k)->ops->size >= offsetof(hs_kernel_ops_t, slot) + sizeof((k)->ops->slot) &&                 \
+     (k)->ops->slot != NULL)
+
 /* Host memory for staging copies through the backend's host_alloc slot (page-locked on CUDA),
  * or ordinary 64-byte aligned memory where the backend has none; `what` names it in the
  * -ENOMEM message. Free with hs_kernels_host_free (NULL is fine). */
