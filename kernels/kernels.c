@@ -99,10 +99,148 @@ void hs_kernels_host_free(hs_kernels_t *k, void *p)
         free(p);
 }
 
+int hs_kernels_set_precision(hs_kernels_t *k, hs_precision_t p, int tf32)
+{
+    if (!k) return HS_ERR(-EINVAL, "set precision: no kernel backend");
+    if (!hs_precision_name(p))
+        return HS_ERR(-EINVAL, "set precision: unknown precision %d", (int)p);
+    if (tf32 != 0 && tf32 != 1) return HS_ERR(-EINVAL, "set precision: tf32 must be 0 or 1");
+    if (tf32 && p != HS_PREC_FP32)
+        return HS_ERR(-EINVAL,
+                      "TF32 applies to fp32 products only (the precision is %s, whose operands "
+                      "TF32 already holds exactly)",
+                      hs_precision_name(p));
+    k->precision = p;
+    k->tf32 = tf32;
+    return 0;
+}
+
+const char *hs_precision_name(hs_precision_t p)
+{
+    switch (p) {
+    case HS_PREC_FP32:
+        return "fp32";
+    case HS_PREC_BF16:
+        return "bf16";
+    case HS_PREC_FP16:
+        return "fp16";
+    }
+    return NULL;
+}
+
+int hs_precision_parse(const char *s, hs_precision_t *p)
+{
+    static const hs_precision_t all[] = {HS_PREC_FP32, HS_PREC_BF16, HS_PREC_FP16};
+    for (size_t i = 0; s && i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(s, hs_precision_name(all[i])) == 0) {
+            *p = all[i];
+            return 0;
+        }
+    return HS_ERR(-EINVAL, "unknown precision '%s' (expected fp32, bf16 or fp16)",
+                  s ? s : "(null)");
+}
+
+static inline uint32_t prec_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float prec_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Keep the top 32 - drop bits of a finite float's pattern, nearest even (a carry into the
+ * exponent is the right result, up to inf). */
+static inline float prec_keep(float x, int drop)
+{
+    uint32_t u = prec_bits(x);
+    if ((u & 0x7f800000u) == 0x7f800000u) return x; /* inf, nan */
+    uint32_t half = (1u << (drop - 1)) - 1u, lsb = (u >> drop) & 1u;
+    u = (u + half + lsb) & ~((1u << drop) - 1u);
+    return prec_float(u);
+}
+
+/* IEEE half's values: 10-bit mantissas from 2^-14 up, inf from 65520 (the tie above 65504
+ * rounds to even, which is 2^16), below 2^-14 multiples of 2^-24 (subnormals). */
+static inline float prec_fp16(float x)
+{
+    uint32_t u = prec_bits(x), sign = u & 0x80000000u, a = u ^ sign;
+    if (a >= 0x7f800000u) return x;                              /* inf, nan */
+    if (a >= 0x477ff000u) return prec_float(sign | 0x7f800000u); /* >= 65520: inf */
+    if (a < 0x38800000u) {                                       /* below 2^-14 */
+        float t = prec_float(a) + 0.5f; /* the ulp of [0.5, 1) is 2^-24: nearest even */
+        return prec_float(sign | prec_bits(t - 0.5f));
+    }
+    return prec_keep(x, 13);
+}
+
+float hs_round_to_precision(float x, hs_precision_t p, int tf32)
+{
+    switch (p) {
+    case HS_PREC_BF16:
+        return prec_keep(x, 16);
+    case HS_PREC_FP16:
+        return prec_fp16(x);
+    default:
+        return tf32 ? prec_keep(x, 13) : x;
+    }
+}
+
+static void round_into(hs_precision_t p, int tf32, const float *restrict x, float *restrict y,
+                       size_t n)
+{
+    switch (p) {
+    case HS_PREC_BF16:
+        for (size_t i = 0; i < n; i++) y[i] = prec_keep(x[i], 16);
+        break;
+    case HS_PREC_FP16:
+        for (size_t i = 0; i < n; i++) y[i] = prec_fp16(x[i]);
+        break;
+    default:
+        for (size_t i = 0; i < n; i++) y[i] = tf32 ? prec_keep(x[i], 13) : x[i];
+        break;
+    }
+}
+
+int hs_kernels_round_operands(hs_kernels_t *k, int count, const float *const *src, const size_t *n,
+                              const float **out)
+{
+    int plain = k->precision == HS_PREC_FP32 && !k->tf32;
+    size_t total = 0;
+    for (int i = 0; i < count; i++) {
+        out[i] = src[i];
+        if (src[i]) total += (n[i] + 15) & ~(size_t)15; /* each copy 64-byte aligned */
+    }
+    if (plain || total == 0) return 0;
+    if (total > k->round_floats) {
+        float *b = NULL;
+        if (posix_memalign((void **)&b, 64, total * sizeof(float)) != 0)
+            return HS_ERR(-ENOMEM, "out of memory: %zu bytes for %s operands",
+                          total * sizeof(float), hs_precision_name(k->precision));
+        free(k->round_buf);
+        k->round_buf = b;
+        k->round_floats = total;
+    }
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        if (!src[i]) continue;
+        round_into(k->precision, k->tf32, src[i], k->round_buf + at, n[i]);
+        out[i] = k->round_buf + at;
+        at += (n[i] + 15) & ~(size_t)15;
+    }
+    return 0;
+}
+
 void hs_kernels_close(hs_kernels_t **kp)
 {
     if (!kp || !*kp) return;
     hs_kernels_t *k = *kp;
+    free(k->round_buf);
     if (k->device == HS_DEV_CPU) {
         hs_kernels_cpu_close(k);
     } else if (k->device == HS_DEV_EMU) {

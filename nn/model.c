@@ -7,6 +7,7 @@
 #include "hearsay/common.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,7 @@ struct hs_model {
     hs_init_scheme_t init;      /* the scheme hs_model_init_params uses */
     hs_grad_ready_fn grad_hook; /* hs_model_set_grad_hook (NULL: none) */
     void *grad_hook_ctx;
+    float loss_scale; /* hs_model_set_loss_scale (1: none) */
 };
 
 int hs_model_parse_spec(const char *spec, int in_c, int in_h, int in_w, int classes,
@@ -143,6 +145,7 @@ int hs_model_create(hs_model_t **out, hs_kernels_t *k, const char *spec, int in_
     if (!k || !k->ops) return HS_ERR(-EINVAL, "model '%s': no kernel backend", spec ? spec : "");
     hs_model_t *m = hs_calloc(1, sizeof(*m), "model");
     if (!m) return -ENOMEM;
+    m->loss_scale = 1.0f;
     m->k = k;
     int rc = hs_nn_plan(spec, in_c, in_h, in_w, classes, &m->layers, &m->n_layers, &m->n_params,
                         &m->n_state);
@@ -357,11 +360,16 @@ int hs_model_loss_grad(hs_model_t *m, const float *x, const int32_t *labels, int
         return rc;
     }
     if (loss) *loss = l;
+    const float S = m->loss_scale;
+    if (S != 1.0f) /* backward carries S times the loss's gradient; each layer's is unscaled */
+        HS_TRY(m->k->ops->scale(m->k, (size_t)B * m->classes, S, last->dy_rt));
     for (int i = m->n_layers - 1; i >= 0; i--) {
         hs_layer_t *L = &m->layers[i];
         float *dxi = i == 0 ? dx : m->layers[i - 1].dy_rt;
         if (!dxi && L->type == HS_LAYER_BLOCK) dxi = m->dx_scratch;
         rc = hs_nn_layer_bwd(m->k, L, B, m->params, m->grads, dxi, m->ws, m->ws_bytes);
+        if (rc == 0 && S != 1.0f && L->p_len > 0)
+            rc = m->k->ops->scale(m->k, L->p_len, 1.0f / S, m->grads + L->p_off);
         if (rc < 0) {
             hs_error_prefix("model '%s', layer %s backward", m->spec, L->name);
             return rc;
@@ -372,7 +380,23 @@ int hs_model_loss_grad(hs_model_t *m, const float *x, const int32_t *labels, int
             return rc;
         }
     }
+    if (dx && S != 1.0f) HS_TRY(m->k->ops->scale(m->k, (size_t)B * m->in_n, 1.0f / S, dx));
     return 0;
+}
+
+int hs_model_set_loss_scale(hs_model_t *m, float scale)
+{
+    int e;
+    if (!(scale > 0) || !isfinite(scale) || frexpf(scale, &e) != 0.5f)
+        return HS_ERR(-EINVAL, "model '%s': loss scale %g is not a finite power of two > 0",
+                      m->spec, (double)scale);
+    m->loss_scale = scale;
+    return 0;
+}
+
+float hs_model_loss_scale(const hs_model_t *m)
+{
+    return m->loss_scale;
 }
 
 void hs_model_set_grad_hook(hs_model_t *m, hs_grad_ready_fn fn, void *ctx)

@@ -38,6 +38,9 @@ typedef struct hs_rank_final {
     /* bytes_sent / bytes_recv over the run, the final drain's included (rank-R.csv's rows
      * end before it) */
     double bytes_sent, bytes_recv;
+    /* loss scaling (mixed precision): steps skipped for an inf/nan gradient, the scale at the
+     * end (1: off) */
+    double scale_skips, loss_scale;
 } hs_rank_final_t;
 
 /* aux[] slots of the EVAL and FINAL messages (hs_dist_frame_t.aux, hearsay/algo.h). */
@@ -59,8 +62,8 @@ enum hs_ps_aux {
  * reports): w_min, w_max, iters, alone_s, stale_max, bytes_sent, bytes_recv, stale_min, stale_hist.
  */
 #define HS_HEALTH_DOUBLES (8 + HS_STALE_BINS)
-/* ... and after them: eval_s, wall_s, w_out_iter, w_out_w. */
-#define HS_TIME_DOUBLES 4
+/* ... and after them: eval_s, wall_s, w_out_iter, w_out_w, scale_skips, loss_scale. */
+#define HS_TIME_DOUBLES 6
 
 /* The averaged model and consensus distance at one evaluation point. */
 typedef struct hs_avg_eval {

@@ -396,6 +396,8 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         tm[1] = mine->wall_s;
         tm[2] = mine->w_out_iter;
         tm[3] = mine->w_out_w;
+        tm[4] = mine->scale_skips;
+        tm[5] = mine->loss_scale;
         /* The ack from rank 0 says it has our results: exiting earlier could fail its
          * receive (a peer that exits is declared dead), so every rank stays until then. */
         hs_treq_t *req = NULL, *ack = NULL;
@@ -476,6 +478,8 @@ int hs_final_gather(hs_dist_t *d, const float *z, const hs_rank_final_t *mine, h
         f->wall_s = tm[1];
         f->w_out_iter = tm[2];
         f->w_out_w = tm[3];
+        f->scale_skips = tm[4];
+        f->loss_scale = tm[5];
         const float *zr = (const float *)(buf + HS_DIST_FRAME_BYTES);
         for (size_t e = 0; e < d->n; e++) sum[e] += zr[e];
         norm2 += h->aux[HS_AUX_NORM2];

@@ -497,6 +497,24 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
     fprintf(f, "  \"tau\": %d,\n", fi->tau);
     json_str(f, "model", o->model);
     json_str(f, "data", o->data);
+    /* mixed precision: the products' precision, and loss scaling's skipped steps (every rank's
+     * sum) and final scales */
+    json_str(f, "precision", o->precision ? o->precision : "fp32");
+    fprintf(f, "  \"tf32\": %s,\n", o->tf32 ? "true" : "false");
+    {
+        double skips = 0, smin = INFINITY, smax = -INFINITY;
+        for (int q = 0; q < r->size; q++) {
+            const hs_rank_final_t *a = &fi->all[q];
+            if (!a->present) continue;
+            skips += a->scale_skips;
+            if (a->loss_scale < smin) smin = a->loss_scale;
+            if (a->loss_scale > smax) smax = a->loss_scale;
+        }
+        json_str(f, "loss_scale", o->loss_scale ? o->loss_scale : "auto");
+        json_num(f, "loss_scale_skipped_steps", skips);
+        json_num(f, "loss_scale_final_min", isfinite(smin) ? smin : NAN);
+        json_num(f, "loss_scale_final_max", isfinite(smax) ? smax : NAN);
+    }
     fprintf(f, "  \"num_params\": %zu,\n", fi->num_params);
     fprintf(f, "  \"iterations\": %ld,\n", fi->iterations);
     json_num(f, "epochs", (double)fi->iterations / (double)r->ipe);
@@ -597,7 +615,9 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
                   {"staleness_p1", hist_quantile(a->stale_hist, 0.01)},
                   {"staleness_p50", hist_quantile(a->stale_hist, 0.5)},
                   {"staleness_p99", hist_quantile(a->stale_hist, 0.99)},
-                  {"staleness_max", a->present && isfinite(a->stale_max) ? a->stale_max : NAN}};
+                  {"staleness_max", a->present && isfinite(a->stale_max) ? a->stale_max : NAN},
+                  {"loss_scale_skipped_steps", a->present ? a->scale_skips : NAN},
+                  {"loss_scale_final", a->present ? a->loss_scale : NAN}};
         fprintf(f, "%s\n    {\"rank\": %d, \"finished\": %s, ", q ? "," : "", q,
                 a->present ? "true" : "false");
         if (rejoined && rejoined[q]) fprintf(f, "\"rejoined\": true, ");

@@ -1306,6 +1306,8 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
     R->tot.test_acc = tacc;
     R->tot.ttt_s = R->ttt;
     R->tot.clock_s = train_end;
+    R->tot.scale_skips = (double)hs_worker_scale_skips(R->w);
+    R->tot.loss_scale = (double)hs_worker_loss_scale(R->w);
     /* (under --time-budget every rank evaluated at its own points: the rounds are what came) */
     long rounds = eval_period > 0 && !(o->time_budget_s > 0)
                       ? (T - 1) / eval_period - R->start / eval_period

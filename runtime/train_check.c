@@ -63,7 +63,7 @@ static int check_model_data(const hs_train_opts_t *o)
     return 0;
 }
 
-/* --lr-schedule, --warmup, --device. */
+/* --lr-schedule, --warmup, --device, --precision, --tf32, --loss-scale. */
 static int check_optimizer(const hs_train_opts_t *o)
 {
     hs_lr_schedule_t s;
@@ -72,6 +72,18 @@ static int check_optimizer(const hs_train_opts_t *o)
     HS_TRY(flag_err(hs_lr_set_warmup(&s, warmup), "--warmup", warmup));
     /* a CUDA device is looked for now: no usable one fails at once, with the driver's reason */
     HS_TRY(flag_err(hs_device_select(o->device, 0, NULL, NULL), "--device", o->device));
+    /* --precision, --tf32, --loss-scale */
+    hs_precision_t prec = HS_PREC_FP32;
+    if (o->precision)
+        HS_TRY(flag_err(hs_precision_parse(o->precision, &prec), "--precision", o->precision));
+    if (o->tf32 && prec != HS_PREC_FP32)
+        return HS_ERR(-EINVAL,
+                      "--tf32 applies to --precision fp32 only (%s products already round "
+                      "their operands past TF32's)",
+                      hs_precision_name(prec));
+    int dyn;
+    float fixed;
+    HS_TRY(hs_loss_scale_parse(o->loss_scale, prec, &dyn, &fixed));
     return 0;
 }
 

@@ -32,7 +32,18 @@ struct hs_worker {
     int32_t *y_dev;   /* (B) device */
     float *saved_dev; /* (num_params) device scratch for evaluating other parameters */
     double last_loss; /* mean loss of the last hs_worker_grad batch (NAN before) */
+    /* dynamic loss scaling (hs_train_opts_t.loss_scale): on, the scale (the model's), good
+     * steps since the last change, steps skipped, and skipped in a row */
+    int dyn_scale;
+    float scale;
+    long scale_good, scale_skips, scale_run;
 };
+
+/* PyTorch's GradScaler defaults (torch.cuda.amp, 1.13). */
+#define SCALE_INIT     65536.0f
+#define SCALE_INTERVAL 2000
+#define SCALE_MIN      0x1p-64f /* halving stops here (the step is still skipped) */
+#define SCALE_MAX      0x1p64f
 
 void hs_train_opts_defaults(hs_train_opts_t *o)
 {
@@ -53,6 +64,8 @@ void hs_train_opts_defaults(hs_train_opts_t *o)
     o->seed = 1;
     o->eval_every = 1.0;
     o->progress_s = 2.0;
+    o->precision = "fp32";
+    o->loss_scale = "auto";
     /* the algorithm's own options: its table's defaults (hs_algo_ops_t.options) */
 }
 
@@ -124,6 +137,16 @@ int hs_worker_open_local(hs_worker_t **out, const hs_train_opts_t *o, int rank, 
     int dev_index;
     if ((rc = hs_device_select(o->device, local_rank, &dev, &dev_index)) < 0) goto fail;
     if ((rc = hs_kernels_open(&w->k, dev, dev_index, o->threads)) < 0) goto fail;
+    hs_precision_t prec = HS_PREC_FP32;
+    if (o->precision && (rc = hs_precision_parse(o->precision, &prec)) < 0) {
+        hs_error_prefix("--precision");
+        goto fail;
+    }
+    if ((rc = hs_kernels_set_precision(w->k, prec, o->tf32 ? 1 : 0)) < 0) {
+        hs_error_prefix("--precision %s%s", hs_precision_name(prec), o->tf32 ? " --tf32" : "");
+        goto fail;
+    }
+    if ((rc = hs_loss_scale_parse(o->loss_scale, prec, &w->dyn_scale, &w->scale)) < 0) goto fail;
 
     if (o->shared_train && o->shared_test) {
         w->train = *o->shared_train;
@@ -178,6 +201,7 @@ int hs_worker_open_local(hs_worker_t **out, const hs_train_opts_t *o, int rank, 
         hs_error_prefix("--model %s", o->model);
         goto fail;
     }
+    if ((rc = hs_model_set_loss_scale(w->model, w->scale)) < 0) goto fail;
     hs_init_scheme_t scheme = HS_INIT_SCHEME_TORCH;
     if (o->init && ((rc = hs_init_parse(o->init, &scheme)) < 0 ||
                     (scheme != HS_INIT_SCHEME_TORCH &&
@@ -241,30 +265,107 @@ double hs_worker_lr(const hs_worker_t *w)
     return hs_lr_at(&w->sched, w->iter, w->iters_per_epoch, w->base_lr);
 }
 
-int hs_worker_apply(hs_worker_t *w)
+int hs_loss_scale_parse(const char *s, hs_precision_t prec, int *dynamic, float *scale)
 {
-    float lr = (float)hs_worker_lr(w);
-    HS_TRY(hs_sgd_step(w->opt, hs_model_params(w->model), hs_model_grads(w->model), lr));
+    *dynamic = 0;
+    *scale = 1.0f;
+    if (!s || strcmp(s, "auto") == 0) {
+        *dynamic = prec == HS_PREC_FP16;
+        if (*dynamic) *scale = SCALE_INIT;
+        return 0;
+    }
+    const char *num = s;
+    if (strncmp(s, "dynamic", 7) == 0 && (s[7] == '\0' || s[7] == ':')) {
+        *dynamic = 1;
+        *scale = SCALE_INIT;
+        if (s[7] == '\0') return 0;
+        num = s + 8;
+    }
+    char *end = NULL;
+    double v = strtod(num, &end);
+    int e;
+    if (end == num || *end || !(v > 0) || !isfinite(v) || v > SCALE_MAX || v < SCALE_MIN ||
+        frexp(v, &e) != 0.5)
+        return HS_ERR(-EINVAL,
+                      "--loss-scale '%s': expected auto, dynamic[:S] or S, with S a power of "
+                      "two in [2^-64, 2^64] (1: none)",
+                      s);
+    *scale = (float)v;
+    return 0;
+}
+
+/* Dynamic loss scaling, before the step (on the gradient about to be applied: after an
+ * all-reduce, the average, so every rank skips together): *skip when it is not finite, and
+ * the scale moves as GradScaler's does. */
+static int scale_check(hs_worker_t *w, int *skip)
+{
+    *skip = 0;
+    if (!w->dyn_scale) return 0;
+    double sum = 0;
+    HS_TRY(w->k->ops->sum(w->k, hs_model_num_params(w->model), hs_model_grads(w->model), &sum));
+    float next = w->scale;
+    if (!isfinite(sum)) {
+        *skip = 1;
+        w->scale_skips++;
+        w->scale_good = 0;
+        if (++w->scale_run == 100)
+            HS_WARN("loss scaling skipped 100 steps in a row (scale now %g): the gradient is not "
+                    "finite at any scale; the model itself may have diverged",
+                    (double)w->scale);
+        if (next > SCALE_MIN) next *= 0.5f;
+    } else {
+        w->scale_run = 0;
+        if (++w->scale_good >= SCALE_INTERVAL) {
+            w->scale_good = 0;
+            if (next < SCALE_MAX) next *= 2.0f;
+        }
+    }
+    if (next != w->scale) {
+        HS_TRY(hs_model_set_loss_scale(w->model, next));
+        w->scale = next;
+    }
+    return 0;
+}
+
+/* The local step on params with this iteration's rate times lr_scale (unless loss scaling
+ * skips it); the iteration advances either way. */
+static int apply(hs_worker_t *w, float *params, double lr_scale)
+{
+    int skip;
+    HS_TRY(scale_check(w, &skip));
+    if (!skip) {
+        float lr = (float)(hs_worker_lr(w) * lr_scale);
+        HS_TRY(hs_sgd_step(w->opt, params, hs_model_grads(w->model), lr));
+    }
     w->iter++;
     return 0;
+}
+
+int hs_worker_apply(hs_worker_t *w)
+{
+    return apply(w, hs_model_params(w->model), 1.0);
 }
 
 int hs_worker_apply_scaled(hs_worker_t *w, double lr_scale)
 {
     if (!(lr_scale > 0) || !isfinite(lr_scale))
         return HS_ERR(-EINVAL, "learning-rate scale %g is not a finite number > 0", lr_scale);
-    float lr = (float)(hs_worker_lr(w) * lr_scale);
-    HS_TRY(hs_sgd_step(w->opt, hs_model_params(w->model), hs_model_grads(w->model), lr));
-    w->iter++;
-    return 0;
+    return apply(w, hs_model_params(w->model), lr_scale);
 }
 
 int hs_worker_apply_to(hs_worker_t *w, float *params)
 {
-    float lr = (float)hs_worker_lr(w);
-    HS_TRY(hs_sgd_step(w->opt, params, hs_model_grads(w->model), lr));
-    w->iter++;
-    return 0;
+    return apply(w, params, 1.0);
+}
+
+long hs_worker_scale_skips(const hs_worker_t *w)
+{
+    return w->scale_skips;
+}
+
+float hs_worker_loss_scale(const hs_worker_t *w)
+{
+    return w->scale;
 }
 
 int hs_worker_perturb(hs_worker_t *w, double sigma, uint64_t seed, int rank)

@@ -53,6 +53,24 @@ static hs_option_t train_options[] = {
      .def = "0",
      .range = "[0, 1024]",
      .help = "CPU BLAS threads per worker (0: OpenBLAS's default, all cores)"},
+    {.name = "precision",
+     .type = HS_OPT_ENUM,
+     .def = "fp32",
+     .choices = "fp32|bf16|fp16",
+     .help = "precision of the matrix products' operands (fp32 accumulation, fp32 weights, "
+             "optimizer state and activations): fp32, bf16, fp16 (tensor cores on CUDA; an "
+             "emulation on the CPU and emu, slower than fp32)"},
+    {.name = "tf32",
+     .type = HS_OPT_BOOL,
+     .def = "false",
+     .help = "let fp32 products round their operands to TF32 (tensor cores on CUDA)"},
+    {.name = "loss-scale",
+     .type = HS_OPT_STRING,
+     .def = "auto",
+     .metavar = "S",
+     .help = "loss scaling: auto (dynamic with fp16, none otherwise), dynamic[:S] (from S, "
+             "2^16 by default; halved and the step skipped on an inf/nan gradient, doubled "
+             "after 2000 good steps), or a fixed power of two S (1: none)"},
     {.name = "epochs",
      .type = HS_OPT_INT,
      .def = "3",
@@ -501,6 +519,9 @@ static int train_run(int argc, char **argv, int is_sim, const tool_algo_table_t 
     o.shard = hs_cfg_str(cfg, "shard");
     o.device = hs_cfg_str(cfg, "device");
     o.threads = (int)hs_cfg_int(cfg, "threads");
+    o.precision = hs_cfg_str(cfg, "precision");
+    o.tf32 = hs_cfg_bool(cfg, "tf32");
+    o.loss_scale = hs_cfg_str(cfg, "loss-scale");
     o.epochs = (int)hs_cfg_int(cfg, "epochs");
     o.max_iters = hs_cfg_int(cfg, "max-iters");
     o.batch = (int)hs_cfg_int(cfg, "batch");

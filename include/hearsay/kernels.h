@@ -35,6 +35,17 @@ typedef enum hs_device { HS_DEV_CPU = 0, HS_DEV_CUDA = 1, HS_DEV_EMU = 2 } hs_de
 
 typedef struct hs_kernels hs_kernels_t;
 
+/* The precision of the matrix products (gemm, conv2d_fwd/bwd): their operands are rounded to it
+ * (nearest even; fp16 with its range: past 65504 is inf, below 2^-24 is 0), the products are
+ * summed and stored in fp32. Everything else (activations, gradients, batch norm, the loss, the
+ * weights and optimizer state) stays fp32. This is what tensor cores compute: on CUDA, cuBLAS's
+ * FAST_16BF / FAST_16F / FAST_TF32 compute types and cuDNN on TF32 tensor cores over operands
+ * rounded to bf16 or fp16 (TF32 holds every bf16 and fp16 value, so that rounding is exact); on
+ * the CPU and the emulated device an emulation (rounded copies, then the fp32 product), slower
+ * than fp32, for tests and parity studies. hs_kernels_set_precision; docs/algorithms.md
+ * "Mixed precision". */
+typedef enum hs_precision { HS_PREC_FP32 = 0, HS_PREC_BF16 = 1, HS_PREC_FP16 = 2 } hs_precision_t;
+
 /* A device allocation as another process of this host can map it (ipc_handle; CUDA IPC's
  * cudaIpcMemHandle_t, or the emulated device's memfd): opaque, fixed size, safe to send. */
 #define HS_IPC_HANDLE_BYTES 96
@@ -195,6 +206,13 @@ struct hs_kernels {
     int device_index; /* GPU ordinal for CUDA; 0 on CPU */
     int threads;      /* CPU threads used by BLAS and loops (1 = single-threaded) */
     void *impl;       /* backend state (cuBLAS/cuDNN handles, stream, ...) */
+    /* The products' precision (hs_kernels_set_precision; read by the backends' gemm and conv
+     * slots), and TF32 for fp32 products (an explicit choice: off by default). */
+    hs_precision_t precision;
+    int tf32;
+    /* Host scratch of the CPU slots' rounded operands (kernels.c; freed at close). */
+    float *round_buf;
+    size_t round_floats;
 };
 
 /* 1 when k's ops table is large enough to hold `slot` (a table of an older build may end
@@ -208,6 +226,25 @@ struct hs_kernels {
  * -ENOMEM message. Free with hs_kernels_host_free (NULL is fine). */
 int hs_kernels_host_alloc(hs_kernels_t *k, size_t bytes, void **out, const char *what);
 void hs_kernels_host_free(hs_kernels_t *k, void *p);
+
+/* The precision of k's matrix products (hs_precision_t): fp32 (the default), bf16 or fp16, and
+ * tf32 (0 or 1) to let fp32 products round their operands to TF32 (10-bit mantissas; only with
+ * fp32). Set it right after hs_kernels_open, before any workspace size is asked (CUDA's
+ * convolutions take their rounded operands' room from conv2d_workspace). -EINVAL for a bad
+ * value or tf32 with bf16/fp16. */
+int hs_kernels_set_precision(hs_kernels_t *k, hs_precision_t p, int tf32);
+/* "fp32", "bf16", "fp16" (and NULL for an unknown value). */
+const char *hs_precision_name(hs_precision_t p);
+/* Parse "fp32" / "bf16" / "fp16"; -EINVAL naming the choices. */
+int hs_precision_parse(const char *s, hs_precision_t *p);
+/* x rounded to precision p (nearest even; fp16: inf past its range, 0 or a subnormal below it),
+ * or to TF32 when p is fp32 and tf32 is set; x itself for plain fp32. */
+float hs_round_to_precision(float x, hs_precision_t p, int tf32);
+/* Rounded copies for the CPU slots: operand i (src[i], n[i] floats; src[i] NULL: none) rounded
+ * as k's precision says, into k's host scratch (grown to hold all of them), *out[i] the copy;
+ * where k's products are plain fp32, out[i] = src[i] and nothing is copied. */
+int hs_kernels_round_operands(hs_kernels_t *k, int count, const float *const *src, const size_t *n,
+                              const float **out);
 
 /* Open a kernel backend. `threads` (CPU) sets the BLAS thread count (0 = library default).
  * CUDA: -ENOSYS when built without CUDA, -ENODEV when no GPU is visible, with a message. */

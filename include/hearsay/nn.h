@@ -169,6 +169,14 @@ int hs_model_train_step(hs_model_t *m, const float *x, const int32_t *labels, in
  * (device; used by gradient checks). */
 int hs_model_loss_grad(hs_model_t *m, const float *x, const int32_t *labels, int B, double *loss,
                        int *correct, float *dx);
+/* Loss scaling (mixed precision in fp16: hs_precision_t, runtime/worker.c's dynamic scaler):
+ * backward starts from `scale` times the loss's gradient, so that small gradients survive the
+ * products' fp16 operands, and each layer's parameter gradient is divided by it again right
+ * after the layer's backward (before the gradient-ready hook), as is dx: what the step leaves
+ * is the true gradient, or inf/nan where a scaled value overflowed. A power of two (exact);
+ * 1 (the default) turns it off. -EINVAL otherwise. */
+int hs_model_set_loss_scale(hs_model_t *m, float scale);
+float hs_model_loss_scale(const hs_model_t *m);
 /* Called during backward (hs_model_train_step, hs_model_loss_grad) right after a layer with
  * parameters has written its gradient: floats [lo, hi) of the gradient buffer are final for
  * this step. Layers come last to first, so [lo, num_params) is final too. A negative return

@@ -90,10 +90,19 @@ typedef struct hs_train_opts {
      * once and shared read-only; NULL: each rank builds its own (hs_train_shared_t). */
     struct hs_train_shared *shared;
     const char *resume; /* directory of a run whose newest complete ckpt set to resume (NULL) */
-    int keep_last;      /* --last-batch keep: each pass over a shard ends with its partial
-                         * batch (PyTorch's DataLoader default) and an epoch is ceil(train
-                         * samples / ranks / batch) iterations; 0 (drop, the default): the
-                         * partial batch is dropped and an epoch is the floor */
+    /* Mixed precision (hearsay/kernels.h hs_precision_t; docs/algorithms.md "Mixed
+     * precision"): the products' precision "fp32" (NULL too), "bf16" or "fp16"; tf32 lets fp32
+     * products use TF32; loss_scale "auto" (NULL too: dynamic for fp16, none otherwise),
+     * "dynamic[:S]" (PyTorch GradScaler's rule: from S, 2^16 by default, halved and the step
+     * skipped on an inf/nan gradient, doubled after 2000 good steps) or a fixed power of two S
+     * ("1": none). */
+    const char *precision;
+    int tf32;
+    const char *loss_scale;
+    int keep_last; /* --last-batch keep: each pass over a shard ends with its partial
+                    * batch (PyTorch's DataLoader default) and an epoch is ceil(train
+                    * samples / ranks / batch) iterations; 0 (drop, the default): the
+                    * partial batch is dropped and an epoch is the floor */
 } hs_train_opts_t;
 
 /* What the ranks of one process share (hs_train_opts_t.shared; the simulator fills it): so
@@ -188,6 +197,13 @@ long hs_worker_iteration(const hs_worker_t *w);
 double hs_worker_last_loss(const hs_worker_t *w);
 /* The worker's local optimizer (its velocity is checkpoint state: hs_sgd_velocity). */
 hs_sgd_t *hs_worker_optimizer(hs_worker_t *w);
+/* hs_train_opts_t.loss_scale for products in precision prec: *dynamic (1: dynamic scaling)
+ * and the (initial) scale in *scale (1: none). -EINVAL naming the choices. */
+int hs_loss_scale_parse(const char *s, hs_precision_t prec, int *dynamic, float *scale);
+/* Dynamic loss scaling's account (hs_train_opts_t.loss_scale): the steps it skipped for an
+ * inf/nan gradient, and the scale now (1 when off). */
+long hs_worker_scale_skips(const hs_worker_t *w);
+float hs_worker_loss_scale(const hs_worker_t *w);
 /* Position the worker as if `iteration` iterations had been taken from the start: the
  * iteration counter (hence the lr), the schedule epoch and the batch iterator's pass and
  * position (the data order is a pure function of seed, rank and iteration). Parameters and

@@ -560,6 +560,13 @@ int hs_kcpu_conv2d_fwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *
     HS_TRY(conv_ws_check("conv2d_fwd", k, d, ws, ws_bytes));
     if (d->B && (!x || !w || !y)) return HS_ERR(-EINVAL, "conv2d_fwd: NULL x, w or y");
     if (!d->B) return 0;
+    { /* operands in the products' precision (hearsay/kernels.h) */
+        const float *src[2] = {x, w}, *rounded[2];
+        size_t len[2] = {(size_t)d->B * d->C * d->H * d->W, (size_t)d->K * d->C * d->R * d->S};
+        HS_TRY(hs_kernels_round_operands(k, 2, src, len, rounded));
+        x = rounded[0];
+        w = rounded[1];
+    }
     const int T = HS_MIN(hs_kcpu_threads(k), d->B);
     conv_task_t a = {.d = d,
                      .l = conv_ws_layout(d, hs_kcpu_threads(k)),
@@ -707,6 +714,15 @@ int hs_kcpu_conv2d_bwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float *
     if (d->B && (!dy || (dw && !x) || (dx && !w)))
         return HS_ERR(-EINVAL, "conv2d_bwd: NULL input (dy, x for dw, or w for dx)");
     if (!d->B) return 0;
+    { /* operands in the products' precision (hearsay/kernels.h); x only for dw, w for dx */
+        const float *src[3] = {dy, dw ? x : NULL, dx ? w : NULL}, *rounded[3];
+        size_t len[3] = {(size_t)d->B * d->K * d->P * d->Q, (size_t)d->B * d->C * d->H * d->W,
+                         (size_t)d->K * d->C * d->R * d->S};
+        HS_TRY(hs_kernels_round_operands(k, 3, src, len, rounded));
+        dy = rounded[0];
+        if (dw) x = rounded[1];
+        if (dx) w = rounded[2];
+    }
     const int Tk = hs_kcpu_threads(k);
     int T = HS_MIN(Tk, d->B);
     const int C = d->C, K = d->K, R = d->R, S = d->S;

@@ -159,6 +159,14 @@ static int cpu_gemm(hs_kernels_t *k, int trans_a, int trans_b, int M, int N, int
         return HS_ERR(-EINVAL, "gemm: ldc=%d is less than the %d columns of C", ldc, N);
     if (M && N && (!C || (K && (!A || !B))))
         return HS_ERR(-EINVAL, "gemm: NULL matrix for M=%d N=%d K=%d", M, N, K);
+    if (M && N && K) { /* operands in the products' precision (hearsay/kernels.h) */
+        int a_rows = trans_a ? K : M, b_rows = trans_b ? N : K;
+        const float *src[2] = {A, B}, *rounded[2];
+        size_t len[2] = {(size_t)(a_rows - 1) * lda + a_cols, (size_t)(b_rows - 1) * ldb + b_cols};
+        HS_TRY(hs_kernels_round_operands(k, 2, src, len, rounded));
+        A = rounded[0];
+        B = rounded[1];
+    }
     if (hs_kcpu_threads(k) > 1 && (double)M * N * K >= GEMM_PARALLEL_MIN) {
         gemm_task_t g = {trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
         hs_kcpu_parallel(k, gemm_share, &g);

@@ -316,8 +316,17 @@ static int kcuda_gemm(hs_kernels_t *k, int trans_a, int trans_b, int M, int N, i
     }
     cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    HS_KCUBLAS_CHECK(
-        cublasSgemm(c->cublas, op_b, op_a, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
+    if (k->precision == HS_PREC_FP32 && !k->tf32) {
+        HS_KCUBLAS_CHECK(
+            cublasSgemm(c->cublas, op_b, op_a, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
+        return 0;
+    }
+    /* operands in the products' precision (hearsay/kernels.h), on tensor cores */
+    cublasComputeType_t ct = k->precision == HS_PREC_BF16   ? CUBLAS_COMPUTE_32F_FAST_16BF
+                             : k->precision == HS_PREC_FP16 ? CUBLAS_COMPUTE_32F_FAST_16F
+                                                            : CUBLAS_COMPUTE_32F_FAST_TF32;
+    HS_KCUBLAS_CHECK(hs_kcublas_sgemm_fast(c->cublas, op_b, op_a, N, M, K, &alpha, B, ldb, A, lda,
+                                           &beta, C, ldc, ct));
     return 0;
 }
 

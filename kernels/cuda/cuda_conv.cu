@@ -5,10 +5,13 @@
  * Convolution: each geometry gets a plan (cuDNN descriptors plus the algorithms cuDNN's
  * heuristics rank for forward, backward-data and backward-filter, each with its workspace
  * size), kept in a small cache in the context. Math is plain FP32 (CUDNN_FMA_MATH, no TF32),
- * so results match the CPU backend within rounding. A call uses the best-ranked algorithm
- * whose workspace fits in what the caller passed; conv2d_workspace reports the size the
- * preferred algorithms need (at most HS_KCUDA_CONV_WS_CAP), and every direction also has an
- * algorithm that needs none.
+ * so results match the CPU backend within rounding, unless the products' precision says
+ * otherwise (hearsay/kernels.h): with tf32, TF32 tensor-core algorithms are allowed; with bf16
+ * or fp16, the operands are first rounded to it (k_round, into the context's scratch) and
+ * the TF32 algorithms run on them, exactly, since TF32 holds every bf16 and fp16 value.
+ * A call uses the best-ranked algorithm whose workspace fits in what the caller passed;
+ * conv2d_workspace reports the size the preferred algorithms need (at most
+ * HS_KCUDA_CONV_WS_CAP), and every direction also has an algorithm that needs none.
  *
  * Max pooling: forward writes y and, when asked, argmax (flat index into x); backward gathers:
  * each input element adds dy of the windows whose argmax it is (no atomics, deterministic).
@@ -59,16 +62,27 @@ void hs_kcuda_conv_plans_destroy(hs_kcuda_t *c)
     for (int i = 0; i < HS_KCUDA_CONV_PLANS; i++) plan_release(&c->plans[i]);
 }
 
-/* TF32 tensor-core algorithms are passed over: they round inputs to 10-bit mantissas. */
-static int plain_fp32(cudnnMathType_t m)
+/* Without tensor math, TF32 tensor-core algorithms are passed over: they round inputs to
+ * 10-bit mantissas. With it, only those that convert to fp16 (which would round bf16 operands
+ * once more and cut their range) are. */
+static int usable(cudnnMathType_t m, int tensor_math)
 {
+    if (tensor_math) return m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
     return m == CUDNN_DEFAULT_MATH || m == CUDNN_FMA_MATH;
 }
 
+/* k's convolutions may use TF32 tensor cores: tf32 asked, or operands rounded to bf16/fp16. */
+static int wants_tensor_math(const hs_kernels_t *k)
+{
+    return k->tf32 || k->precision != HS_PREC_FP32;
+}
+
 /* Fill the descriptors of p for geometry d and rank the algorithms. */
-static int plan_build(hs_kcuda_t *c, hs_kcuda_conv_plan_t *p, const hs_conv2d_desc_t *d)
+static int plan_build(hs_kcuda_t *c, hs_kcuda_conv_plan_t *p, const hs_conv2d_desc_t *d,
+                      int tensor_math)
 {
     p->d = *d;
+    p->tensor_math = tensor_math;
     HS_KCUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
     HS_KCUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
     HS_KCUDNN_CHECK(cudnnCreateTensorDescriptor(&p->bias));
@@ -85,7 +99,8 @@ static int plan_build(hs_kcuda_t *c, hs_kcuda_conv_plan_t *p, const hs_conv2d_de
     HS_KCUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, d->pad, d->pad, d->stride, d->stride,
                                                     1, 1, CUDNN_CROSS_CORRELATION,
                                                     CUDNN_DATA_FLOAT));
-    HS_KCUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, CUDNN_FMA_MATH));
+    HS_KCUDNN_CHECK(
+        cudnnSetConvolutionMathType(p->conv, tensor_math ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
     int n, on, oc, oh, ow;
     HS_KCUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &on, &oc, &oh, &ow));
     if (on != d->B || oc != d->K || oh != d->P || ow != d->Q)
@@ -103,7 +118,8 @@ static int plan_build(hs_kcuda_t *c, hs_kcuda_conv_plan_t *p, const hs_conv2d_de
         h, p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fperf));
     p->n_fwd = 0;
     for (int i = 0; i < n; i++) {
-        if (fperf[i].status != CUDNN_STATUS_SUCCESS || !plain_fp32(fperf[i].mathType)) continue;
+        if (fperf[i].status != CUDNN_STATUS_SUCCESS || !usable(fperf[i].mathType, tensor_math))
+            continue;
         if (cudnnGetConvolutionForwardWorkspaceSize(h, p->x, p->w, p->conv, p->y, fperf[i].algo,
                                                     &ws) != CUDNN_STATUS_SUCCESS)
             continue;
@@ -115,7 +131,8 @@ static int plan_build(hs_kcuda_t *c, hs_kcuda_conv_plan_t *p, const hs_conv2d_de
         h, p->w, p->y, p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dperf));
     p->n_bwd_data = 0;
     for (int i = 0; i < n; i++) {
-        if (dperf[i].status != CUDNN_STATUS_SUCCESS || !plain_fp32(dperf[i].mathType)) continue;
+        if (dperf[i].status != CUDNN_STATUS_SUCCESS || !usable(dperf[i].mathType, tensor_math))
+            continue;
         if (cudnnGetConvolutionBackwardDataWorkspaceSize(
                 h, p->w, p->y, p->conv, p->x, dperf[i].algo, &ws) != CUDNN_STATUS_SUCCESS)
             continue;
@@ -127,7 +144,8 @@ static int plan_build(hs_kcuda_t *c, hs_kcuda_conv_plan_t *p, const hs_conv2d_de
         h, p->x, p->y, p->conv, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wperf));
     p->n_bwd_filter = 0;
     for (int i = 0; i < n; i++) {
-        if (wperf[i].status != CUDNN_STATUS_SUCCESS || !plain_fp32(wperf[i].mathType)) continue;
+        if (wperf[i].status != CUDNN_STATUS_SUCCESS || !usable(wperf[i].mathType, tensor_math))
+            continue;
         if (cudnnGetConvolutionBackwardFilterWorkspaceSize(
                 h, p->x, p->y, p->conv, p->w, wperf[i].algo, &ws) != CUDNN_STATUS_SUCCESS)
             continue;
@@ -162,11 +180,14 @@ static int plan_build(hs_kcuda_t *c, hs_kcuda_conv_plan_t *p, const hs_conv2d_de
     return 0;
 }
 
-/* The cached plan for d, built on first use. */
-static int plan_get(hs_kcuda_t *c, const hs_conv2d_desc_t *d, hs_kcuda_conv_plan_t **out)
+/* The cached plan for d (and k's math), built on first use. */
+static int plan_get(hs_kernels_t *k, const hs_conv2d_desc_t *d, hs_kcuda_conv_plan_t **out)
 {
+    hs_kcuda_t *c = hs_kcuda(k);
+    int tm = wants_tensor_math(k);
     for (int i = 0; i < HS_KCUDA_CONV_PLANS; i++)
-        if (c->plans[i].valid && same_geometry(&c->plans[i].d, d)) {
+        if (c->plans[i].valid && same_geometry(&c->plans[i].d, d) &&
+            c->plans[i].tensor_math == tm) {
             *out = &c->plans[i];
             return 0;
         }
@@ -178,13 +199,19 @@ static int plan_get(hs_kcuda_t *c, const hs_conv2d_desc_t *d, hs_kcuda_conv_plan
         c->next_plan = (c->next_plan + 1) % HS_KCUDA_CONV_PLANS;
     }
     plan_release(p);
-    int rc = plan_build(c, p, d);
+    int rc = plan_build(c, p, d, tm);
     if (rc < 0) {
         plan_release(p);
         return rc;
     }
     *out = p;
     return 0;
+}
+
+/* n floats rounded up to a multiple of 64 (256-byte aligned parts of the scratch). */
+static size_t round_up(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
 }
 
 /* Index of the best-ranked algorithm among n whose workspace fits in `have` bytes, or -1. */
@@ -208,7 +235,7 @@ size_t hs_kcuda_conv2d_workspace(hs_kernels_t *k, const hs_conv2d_desc_t *d)
 {
     if (conv_check(d) < 0 || hs_kcuda_enter(k) < 0) return 0;
     hs_kcuda_conv_plan_t *p;
-    if (plan_get(hs_kcuda(k), d, &p) < 0) return 0; /* the conv call will report it again */
+    if (plan_get(k, d, &p) < 0) return 0; /* the conv call will report it again */
     return p->ws_bytes;
 }
 
@@ -220,9 +247,18 @@ int hs_kcuda_conv2d_fwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float 
     HS_TRY(hs_kcuda_enter(k));
     hs_kcuda_t *c = hs_kcuda(k);
     hs_kcuda_conv_plan_t *p;
-    HS_TRY(plan_get(c, d, &p));
+    HS_TRY(plan_get(k, d, &p));
     int a = pick(p->n_fwd, p->fwd_ws, ws, ws_bytes);
     if (a < 0) return no_algorithm("forward", p, ws_bytes);
+    if (k->precision != HS_PREC_FP32) { /* operands in the products' precision */
+        size_t nx = (size_t)d->B * d->C * d->H * d->W, nw = (size_t)d->K * d->C * d->R * d->S;
+        float *r;
+        HS_TRY(hs_kcuda_scratch(c, (round_up(nx) + nw) * sizeof(float), (void **)&r));
+        HS_TRY(hs_kcuda_round(c, k->precision, nx, x, r));
+        HS_TRY(hs_kcuda_round(c, k->precision, nw, w, r + round_up(nx)));
+        x = r;
+        w = r + round_up(nx);
+    }
     const float one = 1.0f, zero = 0.0f;
     HS_KCUDNN_CHECK(cudnnConvolutionForward(c->cudnn, &one, p->x, x, p->w, w, p->conv, p->fwd[a],
                                             ws, p->fwd_ws[a], &zero, p->y, y));
@@ -239,8 +275,21 @@ int hs_kcuda_conv2d_bwd(hs_kernels_t *k, const hs_conv2d_desc_t *d, const float 
     HS_TRY(hs_kcuda_enter(k));
     hs_kcuda_t *c = hs_kcuda(k);
     hs_kcuda_conv_plan_t *p;
-    HS_TRY(plan_get(c, d, &p));
+    HS_TRY(plan_get(k, d, &p));
     const float one = 1.0f, zero = 0.0f;
+    if (k->precision != HS_PREC_FP32) { /* operands in the products' precision */
+        size_t ny = (size_t)d->B * d->K * d->P * d->Q, nx = (size_t)d->B * d->C * d->H * d->W;
+        size_t nw = (size_t)d->K * d->C * d->R * d->S;
+        float *r;
+        HS_TRY(
+            hs_kcuda_scratch(c, (round_up(ny) + round_up(nx) + nw) * sizeof(float), (void **)&r));
+        HS_TRY(hs_kcuda_round(c, k->precision, ny, dy, r));
+        dy = r;
+        if (dw) HS_TRY(hs_kcuda_round(c, k->precision, nx, x, r + round_up(ny)));
+        if (dw) x = r + round_up(ny);
+        if (dx) HS_TRY(hs_kcuda_round(c, k->precision, nw, w, r + round_up(ny) + round_up(nx)));
+        if (dx) w = r + round_up(ny) + round_up(nx);
+    }
     if (dx) {
         int a = pick(p->n_bwd_data, p->bwd_data_ws, ws, ws_bytes);
         if (a < 0) return no_algorithm("backward data", p, ws_bytes);

@@ -4,7 +4,7 @@
  * storage (12 + 92 KiB, their PT_TLS segments) into every thread glibc creates, set up at
  * thread creation: `hearsay sim` runs each simulated worker on its own thread, so a CPU-only
  * simulation of 4,096 workers paid ~416 MiB for libraries it never calls, and every process
- * mapped cuBLASLt at start. The backend calls seven cuBLAS functions; cuda_internal.h maps
+ * mapped cuBLASLt at start. The backend calls eight cuBLAS functions; cuda_internal.h maps
  * their names onto the wrappers here, which go through pointers resolved by dlopen/dlsym
  * (the soname of the toolkit built against: libcublas.so.<CUBLAS_VER_MAJOR>).
  */
@@ -29,6 +29,10 @@ static struct {
     cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                             const float *, const float *, int, const float *, int, const float *,
                             float *, int);
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                              const void *, const void *, cudaDataType, int, const void *,
+                              cudaDataType, int, const void *, void *, cudaDataType, int,
+                              cublasComputeType_t, cublasGemmAlgo_t);
     const char *(*status_name)(cublasStatus_t);
     const char *(*status_string)(cublasStatus_t);
 } L; /* zero until load() runs */
@@ -55,6 +59,7 @@ static void load(void)
     L.set_stream = (decltype(L.set_stream))sym("cublasSetStream_v2");
     L.set_math_mode = (decltype(L.set_math_mode))sym("cublasSetMathMode");
     L.sgemm = (decltype(L.sgemm))sym("cublasSgemm_v2");
+    L.gemm_ex = (decltype(L.gemm_ex))sym("cublasGemmEx");
     L.status_name = (decltype(L.status_name))sym("cublasGetStatusName");
     L.status_string = (decltype(L.status_string))sym("cublasGetStatusString");
     if (L.err[0]) {
@@ -100,6 +105,16 @@ cublasStatus_t hs_kcublas_sgemm(cublasHandle_t h, cublasOperation_t ta, cublasOp
 {
     return L.sgemm ? L.sgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
                    : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+
+cublasStatus_t hs_kcublas_sgemm_fast(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                     int m, int n, int k, const float *alpha, const float *a,
+                                     int lda, const float *b, int ldb, const float *beta, float *c,
+                                     int ldc, cublasComputeType_t compute)
+{
+    return L.gemm_ex ? L.gemm_ex(h, ta, tb, m, n, k, alpha, a, CUDA_R_32F, lda, b, CUDA_R_32F, ldb,
+                                 beta, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT)
+                     : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
 const char *hs_kcublas_status_name(cublasStatus_t s)

@@ -9,6 +9,9 @@
  */
 #include "cuda_internal.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 /* ---- float4 helpers ---- */
 
 static __device__ __forceinline__ float4 ld4(const float *p, size_t i4)
@@ -404,4 +407,24 @@ int hs_kcuda_avgpool_global_bwd(hs_kernels_t *k, int B, int C, int HW, const flo
     HS_TRY(hs_kcuda_enter(k));
     return map_run(k, n, hs_kcuda_aligned4(dx),
                    avgpool_bwd_op{(unsigned long long)HW, 1.0f / (float)HW, dy, dx});
+}
+
+/* ---- operands in the products' precision ---- */
+
+static __global__ void k_round(size_t n, int fp16, const float *x, float *y)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] = fp16 ? __half2float(__float2half_rn(x[i]))
+                    : __bfloat162float(__float2bfloat16_rn(x[i]));
+}
+
+int hs_kcuda_round(hs_kcuda_t *c, hs_precision_t p, size_t n, const float *x, float *y)
+{
+    if (p != HS_PREC_BF16 && p != HS_PREC_FP16)
+        return HS_ERR(-EINVAL, "cuda round: precision %d is not bf16 or fp16", (int)p);
+    if (n == 0) return 0;
+    k_round<<<hs_kcuda_blocks(c, n), HS_KCUDA_THREADS, 0, c->stream>>>(n, p == HS_PREC_FP16, x, y);
+    HS_KCUDA_LAUNCHED("k_round");
+    return 0;
 }

@@ -40,6 +40,14 @@ HS_KCUDA_HIDDEN cublasStatus_t hs_kcublas_sgemm(cublasHandle_t h, cublasOperatio
                                                 const float *alpha, const float *a, int lda,
                                                 const float *b, int ldb, const float *beta,
                                                 float *c, int ldc);
+/* The same product (fp32 in and out) with a compute type that lets cuBLAS round the operands
+ * for tensor cores (CUBLAS_COMPUTE_32F_FAST_16BF / _16F / _TF32: hs_kernels_t.precision). */
+HS_KCUDA_HIDDEN cublasStatus_t hs_kcublas_sgemm_fast(cublasHandle_t h, cublasOperation_t ta,
+                                                     cublasOperation_t tb, int m, int n, int k,
+                                                     const float *alpha, const float *a, int lda,
+                                                     const float *b, int ldb, const float *beta,
+                                                     float *c, int ldc,
+                                                     cublasComputeType_t compute);
 HS_KCUDA_HIDDEN const char *hs_kcublas_status_name(cublasStatus_t s);
 HS_KCUDA_HIDDEN const char *hs_kcublas_status_string(cublasStatus_t s);
 /* The backend's code keeps cuBLAS's names; these send them through the loaded library. */
@@ -87,6 +95,7 @@ typedef struct hs_kcuda_conv_plan {
     cudnnConvolutionBwdFilterAlgo_t bwd_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     size_t bwd_filter_ws[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     size_t ws_bytes; /* what conv2d_workspace reports: enough for the preferred algorithms */
+    int tensor_math; /* TF32 tensor-core algorithms allowed (hs_kernels_t.precision, .tf32) */
 } hs_kcuda_conv_plan_t;
 
 /* The CUDA backend's state (hs_kernels_t.impl). */
@@ -251,5 +260,9 @@ HS_KCUDA_HIDDEN int hs_kcuda_batchnorm_bwd(hs_kernels_t *k, int B, int C, int HW
                                            float eps, float *dx, float *dgamma, float *dbeta);
 /* Release the cuDNN descriptors of every cached plan (at close). */
 HS_KCUDA_HIDDEN void hs_kcuda_conv_plans_destroy(hs_kcuda_t *c);
+/* y (n) = x rounded to bf16 or fp16 (nearest even; kept as floats) on c's stream; the
+ * convolutions' operands in the products' precision (hearsay/kernels.h). */
+HS_KCUDA_HIDDEN int hs_kcuda_round(hs_kcuda_t *c, hs_precision_t p, size_t n, const float *x,
+                                   float *y);
 
 #endif
