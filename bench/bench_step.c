@@ -49,7 +49,18 @@ static const hs_option_t step_options[] = {
      .type = HS_OPT_STRING,
      .def = "cpu",
      .metavar = "DEV",
-     .help = "cpu, cuda, cuda:N"},
+     .help = "cpu, cuda, cuda:N, emu"},
+    {.name = "precision",
+     .type = HS_OPT_ENUM,
+     .def = "fp32",
+     .choices = "fp32|bf16|fp16",
+     .help = "the matrix products' operands (as hearsay train --precision; the largest product "
+             "is timed in it too; fp16 without loss scaling here); the reference uses "
+             "torch.autocast"},
+    {.name = "tf32",
+     .type = HS_OPT_BOOL,
+     .def = "false",
+     .help = "TF32 for fp32 products (and in the reference, matmuls and cuDNN; off otherwise)"},
     {.name = "reps",
      .type = HS_OPT_INT,
      .def = "50",
@@ -172,8 +183,8 @@ out:
     return rc;
 }
 
-static int run_reference(const char *model, const char *device, int batch, int threads, int reps,
-                         int warmup, double *median_ms, int json)
+static int run_reference(const char *model, const char *device, hs_precision_t prec, int tf32,
+                         int batch, int threads, int reps, int warmup, double *median_ms, int json)
 {
     const char *script = torch_script();
     if (!script) return HS_ERR(-ENOENT, "bench/torch_step.py not found (source tree or install)");
@@ -185,8 +196,9 @@ static int run_reference(const char *model, const char *device, int batch, int t
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "OMP_NUM_THREADS=%d '%s' '%s' --model '%s' --device '%s' --batch %d --threads %d "
-             "--reps %d --warmup %d",
-             threads, py, script, model, device, batch, threads, reps, warmup);
+             "--reps %d --warmup %d --precision %s%s",
+             threads, py, script, model, device, batch, threads, reps, warmup,
+             hs_precision_name(prec), tf32 ? " --tf32" : "");
     FILE *p = popen(cmd, "r");
     if (!p) return HS_ERR(-errno, "cannot start the PyTorch reference: %s", strerror(errno));
     char line[4096] = "";
@@ -194,8 +206,8 @@ static int run_reference(const char *model, const char *device, int batch, int t
     int st = pclose(p);
     if (!got || st != 0)
         return HS_ERR(-EIO,
-                      "the PyTorch reference failed (exit status %d); is python3-torch "
-                      "installed? (apt-get install python3-torch)",
+                      "the PyTorch reference failed (exit status %d; its reason, if any, is "
+                      "above); is python3-torch installed? (apt-get install python3-torch)",
                       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     line[strcspn(line, "\n")] = '\0';
     const char *m = strstr(line, "\"median_ms\": ");
@@ -204,8 +216,8 @@ static int run_reference(const char *model, const char *device, int batch, int t
     if (json)
         printf("%s\n", line);
     else
-        printf("pytorch  %-24s batch %4d  threads %d  median %8.3f ms  (%s)\n", model, batch,
-               threads, *median_ms, device);
+        printf("pytorch  %-24s batch %4d  threads %d  median %8.3f ms  (%s, %s%s)\n", model, batch,
+               threads, *median_ms, device, hs_precision_name(prec), tf32 ? ", tf32" : "");
     return 0;
 }
 
@@ -241,6 +253,9 @@ int hs_bench_step(int argc, char **argv)
     int dev_index;
     if (hs_device_parse(hs_cfg_str(cfg, "device"), &dev, &dev_index) < 0) goto fail;
     if (hs_kernels_open(&k, dev, dev_index, threads) < 0) goto fail;
+    hs_precision_t prec = (hs_precision_t)hs_cfg_enum(cfg, "precision");
+    int tf32 = hs_cfg_bool(cfg, "tf32");
+    if (hs_kernels_set_precision(k, prec, tf32) < 0) goto fail;
     if (hs_model_create(&m, k, model, c, h, w, classes, batch, 1) < 0) goto fail;
     hs_sgd_config_t sc = {.momentum = 0.9f};
     size_t np = hs_model_num_params(m), d = (size_t)c * h * w;
@@ -279,19 +294,21 @@ int hs_bench_step(int argc, char **argv)
     if (json)
         printf(
             "{\"bench\": \"step\", \"impl\": \"hearsay\", \"device\": \"%s\", \"model\": \"%s\", "
-            "\"batch\": %d, \"threads\": %d, \"openblas_coretype\": \"%s\", "
+            "\"precision\": \"%s\", \"tf32\": %s, \"batch\": %d, \"threads\": %d, "
+            "\"openblas_coretype\": \"%s\", "
             "\"openblas_core\": \"%s\", \"params\": %zu, \"reps\": %d, \"median_ms\": %.4f, "
             "\"min_ms\": %.4f, \"step_gemm_gflop\": %.4f, \"step_tflops\": %.4f, "
             "\"largest_gemm\": \"%s\", \"gemm_mnk\": [%ld, %ld, %ld], \"gemm_ms\": %.4f, "
             "\"gemm_tflops\": %.4f, \"fraction_of_gemm\": %.4f}\n",
-            k->ops->name, model, batch, threads, hs_bench_coretype_env(), hs_bench_blas_core(), np,
-            reps, med, min, 3.0 * fwd_flops / 1e9, step_tflops, big.name, big.M, big.N, big.K,
-            gemm_ms, gemm_tflops, frac);
+            k->ops->name, model, hs_precision_name(prec), tf32 ? "true" : "false", batch, threads,
+            hs_bench_coretype_env(), hs_bench_blas_core(), np, reps, med, min,
+            3.0 * fwd_flops / 1e9, step_tflops, big.name, big.M, big.N, big.K, gemm_ms, gemm_tflops,
+            frac);
     else {
-        printf("hearsay  %-24s batch %4d  threads %d  median %8.3f ms  (min %.3f; %s; "
+        printf("hearsay  %-24s batch %4d  threads %d  median %8.3f ms  (min %.3f; %s, %s%s; "
                "OPENBLAS_CORETYPE=%s, core %s)\n",
-               model, batch, threads, med, min, k->ops->name, hs_bench_coretype_env(),
-               hs_bench_blas_core());
+               model, batch, threads, med, min, k->ops->name, hs_precision_name(prec),
+               tf32 ? ", tf32" : "", hs_bench_coretype_env(), hs_bench_blas_core());
         printf("gemm     step: %.3f GFLOP of matrix products, %.3f TFLOP/s; largest product %s "
                "(%ldx%ldx%ld) alone: %.4f ms, %.3f TFLOP/s; step / product = %.2f\n",
                3.0 * fwd_flops / 1e9, step_tflops, big.name, big.M, big.N, big.K, gemm_ms,
@@ -300,8 +317,8 @@ int hs_bench_step(int argc, char **argv)
     fflush(stdout);
     if (hs_cfg_enum(cfg, "reference") == 1) {
         double ref;
-        if (run_reference(model, hs_cfg_str(cfg, "device"), batch, threads, reps, warmup, &ref,
-                          json) < 0)
+        if (run_reference(model, hs_cfg_str(cfg, "device"), prec, tf32, batch, threads, reps,
+                          warmup, &ref, json) < 0)
             goto fail;
         if (json)
             printf(

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Reference for `hearsay bench step`: the same training step in PyTorch (CPU).
+"""Reference for `hearsay bench step`: the same training step in PyTorch (CPU or CUDA).
 
 One step = forward + softmax cross-entropy + backward + SGD-momentum update of an MLP, LeNet-5
 (1x28x28) or the batch-norm ResNet-20 (3x32x32),
@@ -49,6 +49,12 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                    help="bf16/fp16: torch.autocast over forward and loss (fp16 with a "
+                         "GradScaler), as hearsay's --precision")
+    ap.add_argument("--tf32", action="store_true",
+                    help="allow TF32 in matmuls and cuDNN (both off otherwise; PyTorch 1.13's "
+                         "defaults are off and on)")
     args = ap.parse_args()
     try:
         import torch
@@ -73,12 +79,30 @@ def main():
     loss_fn = torch.nn.CrossEntropyLoss()
     y = torch.randint(0, classes, (args.batch,)).to(dev)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
+        torch.backends.cudnn.allow_tf32 = args.tf32
+    elif args.precision == "fp16":
+        print("torch_step.py: --precision fp16 needs a CUDA device (PyTorch's CPU autocast "
+              "takes bf16 only)", file=sys.stderr)
+        return 2
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+    scaler = torch.cuda.amp.GradScaler() if args.precision == "fp16" else None
 
     def step():
         opt.zero_grad(set_to_none=False)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
+        if half is None:
+            loss = loss_fn(model(x), y)
+        else:
+            with torch.autocast(device_type=dev.type, dtype=half):
+                loss = loss_fn(model(x), y)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
 
     for _ in range(args.warmup):
         step()
@@ -91,7 +115,7 @@ def main():
         times.append((time.perf_counter() - t0) * 1e3)
     print(json.dumps({
         "bench": "step", "impl": "pytorch", "version": torch.__version__, "model": args.model,
-        "device": args.device,
+        "device": args.device, "precision": args.precision, "tf32": args.tf32,
         "batch": args.batch, "threads": torch.get_num_threads(),
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "auto"),
         "reps": args.reps, "median_ms": round(statistics.median(times), 4),

@@ -14,7 +14,12 @@
 #      finish, and the final test accuracies are printed side by side;
 #   3. `hearsay bench p2p --device`: 64 MiB device-to-device between 2 processes, mapped
 #      (CUDA IPC) and staged (HS_TMR_IPC=0), beside the device's own copy;
-#   4. `hearsay bench step` of LeNet-5 and ResNet-20 on the device (--quick: LeNet-5 only).
+#   4. `hearsay bench step` of LeNet-5 and ResNet-20 on the device (--quick: LeNet-5 only),
+#      in fp32, fp32 with TF32, bf16 and fp16 (beside PyTorch's autocast when HS_PYTHON names
+#      a Python whose torch has CUDA);
+#   5. mixed precision's accuracy: experiments/precision.sh on the device (LeNet-5, 3 seeds,
+#      and ResNet-20, 2 seeds; --quick: LeNet-5, 2 seeds), fp32 / bf16 / fp16 / tf32 side by
+#      side in DIR/precision.md.
 # Exits 1 when a step failed (the others still run), 2 on a usage error.
 set -uo pipefail
 device=cuda out=${OUT:-gpu-check} quick=0
@@ -23,7 +28,7 @@ while [ $# -gt 0 ]; do
     --device) device=${2:?--device needs cuda or emu}; shift 2 ;;
     --out) out=${2:?--out needs a directory}; shift 2 ;;
     --quick) quick=1; shift ;;
-    -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -93,10 +98,31 @@ done
 # 4. the step on the device
 models="lenet5 resnet20"
 [ $quick = 1 ] && models=lenet5
+ref=()
+[ -n "${HS_PYTHON:-}" ] && ref=(--reference torch)
 for m in $models; do
-    step "bench step --model $m --device $device" "$out/step-$m.log" \
-        "$bin" bench step --model "$m" --device "$device" --reps 10 --warmup 3
-    tail -3 "$out/step-$m.log"
+    for p in fp32 tf32 bf16 fp16; do
+        pf=(--precision "$p")
+        [ "$p" = tf32 ] && pf=(--precision fp32 --tf32)
+        step "bench step --model $m --device $device ${pf[*]}" "$out/step-$m-$p.log" \
+            "$bin" bench step --model "$m" --device "$device" --reps 10 --warmup 3 "${pf[@]}" \
+            "${ref[@]}"
+        grep -E '^(hearsay|gemm|pytorch|ratio)' "$out/step-$m-$p.log"
+    done
 done
+
+# 5. mixed precision's accuracy against fp32
+pm=(--models lenet5 --seeds 3)
+[ $quick = 1 ] && pm=(--models lenet5 --seeds 2)
+step "precision.sh ${pm[*]} --device $device" "$out/precision-lenet5.log" \
+    env HEARSAY="$bin" bash "$repo/experiments/precision.sh" --device "$device" "${pm[@]}" \
+    --out "$out/precision-runs"
+if [ $quick = 0 ]; then
+    step "precision.sh --models resnet20 --seeds 2 --device $device" "$out/precision-resnet20.log" \
+        env HEARSAY="$bin" bash "$repo/experiments/precision.sh" --device "$device" \
+        --models resnet20 --seeds 2 --out "$out/precision-runs"
+fi
+grep -h '^|' "$out"/precision-*.log | awk '!seen[$0]++' >"$out/precision.md"
+cat "$out/precision.md"
 echo "gpu-check: $(grep -c '^PASS' "$summary") passed, $(grep -c '^FAIL' "$summary") failed; all in $out"
 exit $fail
