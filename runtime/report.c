@@ -141,8 +141,11 @@ void hs_report_banner(hs_report_t *r, const hs_report_start_t *s)
            s->graph ? s->graph : "", o->model, o->data, s->train_n, s->test_n, s->classes);
     if (isfinite(s->bayes_acc)) printf(", Bayes accuracy %.2f%%", 100 * s->bayes_acc);
     printf(")\n  %zu parameters, batch %d per rank, %ld iterations/epoch, %ld iterations, "
-           "device %s%s%s\n",
-           s->num_params, o->batch, s->ipe, s->total, o->device, s->transport ? ", transport " : "",
+           "device %s%s%s%s%s%s\n",
+           s->num_params, o->batch, s->ipe, s->total, o->device,
+           o->precision && strcmp(o->precision, "fp32") ? ", products in " : "",
+           o->precision && strcmp(o->precision, "fp32") ? o->precision : "",
+           o->tf32 ? ", products in tf32" : "", s->transport ? ", transport " : "",
            s->transport ? s->transport : "");
     if (s->start > 0)
         printf("  resumed from %s at iteration %ld (epoch %.2f)\n", o->resume, s->start,

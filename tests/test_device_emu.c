@@ -271,6 +271,8 @@ static const char *const algos[] = {
     "choco --compress topk:25%",
     "qsgp --compress topk:25%",
     "qsgp --compress int8",
+    "allreduce --precision fp16 --loss-scale dynamic:16777216", /* skips, then trains */
+    "sgp --precision bf16",
 };
 
 START_TEST(test_sim_algo)
