@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include "hearsay/common.h"
+#include "hearsay/compress.h"
 #include "hearsay/kernels.h"
 
 #include <stddef.h>
@@ -191,20 +192,22 @@ float hs_round_to_precision(float x, hs_precision_t p, int tf32)
     }
 }
 
+/* bf16 and fp16 through the compressors' vectorised encoders (optim/compress.c: F16C for
+ * fp16 where the CPU has it), in blocks; the same values as hs_round_to_precision
+ * (tests/test_precision.c checks both against each other). */
 static void round_into(hs_precision_t p, int tf32, const float *restrict x, float *restrict y,
                        size_t n)
 {
-    switch (p) {
-    case HS_PREC_BF16:
-        for (size_t i = 0; i < n; i++) y[i] = prec_keep(x[i], 16);
-        break;
-    case HS_PREC_FP16:
-        for (size_t i = 0; i < n; i++) y[i] = prec_fp16(x[i]);
-        break;
-    default:
-        for (size_t i = 0; i < n; i++) y[i] = tf32 ? prec_keep(x[i], 13) : x[i];
-        break;
+    if (p == HS_PREC_BF16 || p == HS_PREC_FP16) {
+        uint16_t h[1024];
+        for (size_t i = 0; i < n; i += 1024) {
+            size_t m = n - i < 1024 ? n - i : 1024;
+            hs_half_encode(p == HS_PREC_BF16, x + i, h, m);
+            hs_half_decode(p == HS_PREC_BF16, h, y + i, m, 1.0f, 0);
+        }
+        return;
     }
+    for (size_t i = 0; i < n; i++) y[i] = tf32 ? prec_keep(x[i], 13) : x[i];
 }
 
 int hs_kernels_round_operands(hs_kernels_t *k, int count, const float *const *src, const size_t *n,
