@@ -163,8 +163,69 @@ DIRECT3_KERNEL(direct3_avx512vl, "avx2,fma,avx512f,avx512vl", 4)
             }                                                                                      \
     }
 
-DIRECT3_DW_KERNEL(direct3_dw_avx2, "avx2,fma", 1)
 DIRECT3_DW_KERNEL(direct3_dw_avx512vl, "avx2,fma,avx512f,avx512vl", 2)
+
+/* One pass of the AVX2 dw kernel: channels k0 .. k0 + KD - 1 (KD 1 or 2) against input channel
+ * c, taps of filter rows r0 .. r0 + NR - 1; KD x 3 NR accumulators (at most 12, with KD dy
+ * vectors and one x vector: 15 of AVX2's 16 registers), each summed over g, p, q in that
+ * order and then across its lanes, as the one-pass kernel does. */
+#define DW_AVX2_PASS(KD, R0, NR)                                                                   \
+    do {                                                                                           \
+        __m256 acc[KD][3 * (NR)];                                                                  \
+        _Pragma("GCC unroll 2") for (int i = 0; i < (KD); i++)                                     \
+            _Pragma("GCC unroll 6") for (int t = 0; t < 3 * (NR); t++) acc[i][t] =                 \
+                _mm256_setzero_ps();                                                               \
+        for (int g = 0; g < G; g++) {                                                              \
+            const float *xc = xp + ((size_t)g * C + c) * plane + (size_t)(R0) * Wp;                \
+            const float *dk = dy + ((size_t)g * K + (size_t)k0) * PQ;                              \
+            for (int p = 0; p < H; p++)                                                            \
+                for (int q = 0; q < W; q += 8) {                                                   \
+                    const float *xr = xc + (size_t)p * Wp + q;                                     \
+                    __m256 dv[KD];                                                                 \
+                    _Pragma("GCC unroll 2") for (int i = 0; i < (KD); i++) dv[i] =                 \
+                        _mm256_loadu_ps(dk + (size_t)i * PQ + (size_t)p * W + q);                  \
+                    _Pragma("GCC unroll 2") for (int r = 0; r < (NR); r++)                         \
+                        _Pragma("GCC unroll 3") for (int s = 0; s < 3; s++)                        \
+                    {                                                                              \
+                        __m256 xv = _mm256_loadu_ps(xr + (size_t)r * Wp + s);                      \
+                        __asm__("" : "+v"(xv));                                                    \
+                        _Pragma("GCC unroll 2") for (int i = 0; i < (KD); i++) acc[i][r * 3 + s] = \
+                            _mm256_fmadd_ps(dv[i], xv, acc[i][r * 3 + s]);                         \
+                    }                                                                              \
+                }                                                                                  \
+        }                                                                                          \
+        _Pragma("GCC unroll 2") for (int i = 0; i < (KD); i++)                                     \
+            _Pragma("GCC unroll 6") for (int t = 0; t < 3 * (NR); t++)                             \
+        {                                                                                          \
+            __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[i][t]),                               \
+                                  _mm256_extractf128_ps(acc[i][t], 1));                            \
+            h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                                \
+            h = _mm_add_ss(h, _mm_movehdup_ps(h));                                                 \
+            dw[((size_t)(k0 + i) * C + c) * 9 + (R0) * 3 + t] += _mm_cvtss_f32(h);                 \
+        }                                                                                          \
+    } while (0)
+
+/* dw on AVX2: the sums of the one-pass kernel with KD = 1, bit for bit (each tap's accumulator
+ * takes the same products in the same order), but two output channels share each x load: the
+ * 18 accumulators of 2 channels x 9 taps do not fit AVX2's 16 registers, so the taps go in two
+ * passes over the image, filter rows 0-1 (12 accumulators) then row 2 (6). Loads per 18 FMAs:
+ * 13 against 20 (the kernel is load-bound). An odd last channel takes one pass alone. */
+__attribute__((target("avx2,fma"))) static void direct3_dw_avx2(int C, int K, int H, int W, int G,
+                                                               const float *restrict xp,
+                                                               const float *restrict dy,
+                                                               float *restrict dw)
+{
+    const int Wp = W + 2;
+    const size_t plane = (size_t)(H + 2) * Wp, PQ = (size_t)H * W;
+    int k0 = 0;
+    for (; k0 + 2 <= K; k0 += 2)
+        for (int c = 0; c < C; c++) {
+            DW_AVX2_PASS(2, 0, 2);
+            DW_AVX2_PASS(2, 2, 1);
+        }
+    for (; k0 < K; k0++)
+        for (int c = 0; c < C; c++) DW_AVX2_PASS(1, 0, 3);
+}
 
 typedef void (*direct3_fn)(int, int, int, int, const float *, const float *, float *);
 typedef void (*direct3_dw_fn)(int, int, int, int, int, const float *, const float *, float *);
