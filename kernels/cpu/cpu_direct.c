@@ -62,7 +62,49 @@ static void pad_image(int C, int H, int W, const float *restrict x, float *restr
 
 #ifdef HS_DIRECT3_X86
 
-/* One kernel body, compiled for each target with its tile width NV. */
+/* Output vectors v0 .. v0 + NVB - 1 for every tile of KB output channels (the kernel body). */
+#define DIRECT3_BLOCK(NVB)                                                                         \
+    do {                                                                                           \
+        ptrdiff_t off[NVB];                                                                        \
+        _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++)                                    \
+        {                                                                                          \
+            const int e = (v0 + j) * 8, p = e / W, q = e % W;                                      \
+            off[j] = (ptrdiff_t)p * Wp + q;                                                        \
+        }                                                                                          \
+        for (int kb = 0; kb < Ko / KB; kb++) {                                                     \
+            __m256 acc[KB][NVB];                                                                   \
+            _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                                   \
+                _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) acc[i][j] =                \
+                    _mm256_setzero_ps();                                                           \
+            const float *wk = wt + (size_t)kb * Ci * 9 * KB;                                       \
+            for (int c = 0; c < Ci; c++) {                                                         \
+                const float *xc = xp + (size_t)c * plane;                                          \
+                const float *wc = wk + (size_t)c * 9 * KB;                                         \
+                _Pragma("GCC unroll 3") for (int r = 0; r < 3; r++)                                \
+                    _Pragma("GCC unroll 3") for (int s = 0; s < 3; s++)                            \
+                {                                                                                  \
+                    const float *xr = xc + (ptrdiff_t)r * Wp + s;                                  \
+                    const float *wr = wc + (r * 3 + s) * KB;                                       \
+                    __m256 xv[NVB];                                                                \
+                    _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) xv[j] =                \
+                        _mm256_loadu_ps(xr + off[j]);                                              \
+                    _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                           \
+                    {                                                                              \
+                        const __m256 wb = _mm256_broadcast_ss(wr + i);                             \
+                        _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) acc[i][j] =        \
+                            _mm256_fmadd_ps(wb, xv[j], acc[i][j]);                                 \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+            _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                                   \
+                _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) _mm256_storeu_ps(          \
+                    y + (size_t)(kb * KB + i) * PQ + (size_t)(v0 + j) * 8, acc[i][j]);             \
+        }                                                                                          \
+    } while (0)
+
+/* One kernel body, compiled for each target with its tile width NV; the vectors past the last
+ * whole tile (hs_kcpu_direct3_fits asks a multiple of the dispatch's unit, not of NV) go one
+ * at a time. Every output's sum runs over (c, r, s) in the same order whatever the tile. */
 #define DIRECT3_KERNEL(NAME, TARGET, NV)                                                           \
     __attribute__((target(TARGET))) static void NAME(int Ci, int Ko, int H, int W,                 \
                                                      const float *restrict xp,                     \
@@ -71,46 +113,12 @@ static void pad_image(int C, int H, int W, const float *restrict x, float *restr
         const int Wp = W + 2;                                                                      \
         const size_t plane = (size_t)(H + 2) * Wp, PQ = (size_t)H * W;                             \
         const int nvec = (int)(PQ / 8);                                                            \
-        for (int v0 = 0; v0 < nvec; v0 += NV) {                                                    \
-            ptrdiff_t off[NV];                                                                     \
-            _Pragma("GCC unroll 8") for (int j = 0; j < NV; j++)                                   \
-            {                                                                                      \
-                const int e = (v0 + j) * 8, p = e / W, q = e % W;                                  \
-                off[j] = (ptrdiff_t)p * Wp + q;                                                    \
-            }                                                                                      \
-            for (int kb = 0; kb < Ko / KB; kb++) {                                                 \
-                __m256 acc[KB][NV];                                                                \
-                _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                               \
-                    _Pragma("GCC unroll 8") for (int j = 0; j < NV; j++) acc[i][j] =               \
-                        _mm256_setzero_ps();                                                       \
-                const float *wk = wt + (size_t)kb * Ci * 9 * KB;                                   \
-                for (int c = 0; c < Ci; c++) {                                                     \
-                    const float *xc = xp + (size_t)c * plane;                                      \
-                    const float *wc = wk + (size_t)c * 9 * KB;                                     \
-                    _Pragma("GCC unroll 3") for (int r = 0; r < 3; r++)                            \
-                        _Pragma("GCC unroll 3") for (int s = 0; s < 3; s++)                        \
-                    {                                                                              \
-                        const float *xr = xc + (ptrdiff_t)r * Wp + s;                              \
-                        const float *wr = wc + (r * 3 + s) * KB;                                   \
-                        __m256 xv[NV];                                                             \
-                        _Pragma("GCC unroll 8") for (int j = 0; j < NV; j++) xv[j] =               \
-                            _mm256_loadu_ps(xr + off[j]);                                          \
-                        _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                       \
-                        {                                                                          \
-                            const __m256 wb = _mm256_broadcast_ss(wr + i);                         \
-                            _Pragma("GCC unroll 8") for (int j = 0; j < NV; j++) acc[i][j] =       \
-                                _mm256_fmadd_ps(wb, xv[j], acc[i][j]);                             \
-                        }                                                                          \
-                    }                                                                              \
-                }                                                                                  \
-                _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                               \
-                    _Pragma("GCC unroll 8") for (int j = 0; j < NV; j++) _mm256_storeu_ps(         \
-                        y + (size_t)(kb * KB + i) * PQ + (size_t)(v0 + j) * 8, acc[i][j]);         \
-            }                                                                                      \
-        }                                                                                          \
+        int v0 = 0;                                                                                \
+        for (; v0 + (NV) <= nvec; v0 += (NV)) DIRECT3_BLOCK(NV);                                   \
+        for (; v0 < nvec; v0++) DIRECT3_BLOCK(1);                                                  \
     }
 
-DIRECT3_KERNEL(direct3_avx2, "avx2,fma", 2)
+DIRECT3_KERNEL(direct3_avx2, "avx2,fma", 3)
 DIRECT3_KERNEL(direct3_avx512vl, "avx2,fma,avx512f,avx512vl", 4)
 
 /* dw (K, C, 3, 3) += sum over G images and the H x W positions of dy[k][p][q] times
@@ -176,7 +184,7 @@ DIRECT3_DW_KERNEL(direct3_dw_avx512vl, "avx2,fma,avx512f,avx512vl", 2)
             _Pragma("GCC unroll 6") for (int t = 0; t < 3 * (NR); t++) acc[i][t] =                 \
                 _mm256_setzero_ps();                                                               \
         for (int g = 0; g < G; g++) {                                                              \
-            const float *xc = xp + ((size_t)g * C + c) * plane + (size_t)(R0) * Wp;                \
+            const float *xc = xp + ((size_t)g * C + c) * plane + (size_t)(R0)*Wp;                  \
             const float *dk = dy + ((size_t)g * K + (size_t)k0) * PQ;                              \
             for (int p = 0; p < H; p++)                                                            \
                 for (int q = 0; q < W; q += 8) {                                                   \
@@ -201,7 +209,7 @@ DIRECT3_DW_KERNEL(direct3_dw_avx512vl, "avx2,fma,avx512f,avx512vl", 2)
                                   _mm256_extractf128_ps(acc[i][t], 1));                            \
             h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                                \
             h = _mm_add_ss(h, _mm_movehdup_ps(h));                                                 \
-            dw[((size_t)(k0 + i) * C + c) * 9 + (R0) * 3 + t] += _mm_cvtss_f32(h);                 \
+            dw[((size_t)(k0 + i) * C + c) * 9 + (R0)*3 + t] += _mm_cvtss_f32(h);                   \
         }                                                                                          \
     } while (0)
 
@@ -211,9 +219,9 @@ DIRECT3_DW_KERNEL(direct3_dw_avx512vl, "avx2,fma,avx512f,avx512vl", 2)
  * passes over the image, filter rows 0-1 (12 accumulators) then row 2 (6). Loads per 18 FMAs:
  * 13 against 20 (the kernel is load-bound). An odd last channel takes one pass alone. */
 __attribute__((target("avx2,fma"))) static void direct3_dw_avx2(int C, int K, int H, int W, int G,
-                                                               const float *restrict xp,
-                                                               const float *restrict dy,
-                                                               float *restrict dw)
+                                                                const float *restrict xp,
+                                                                const float *restrict dy,
+                                                                float *restrict dw)
 {
     const int Wp = W + 2;
     const size_t plane = (size_t)(H + 2) * Wp, PQ = (size_t)H * W;
