@@ -9,8 +9,9 @@
  * channel; output row p, columns q .. q + 7 of tap (r, s) then read the padded plane at row
  * p + r, columns q + s .. q + s + 7: one unaligned vector load. A register tile is KB = 4
  * output channels by NV vectors of 8 outputs (NV consecutive vectors of the flattened output
- * plane, which W % 8 == 0 keeps inside single rows), accumulated over c, r, s in that order;
- * each output is a sum in the same order (c, r, s) as a naive loop, in float with FMA.
+ * plane, each inside a single row since W % 8 == 0; NV = 3 on AVX2, 12 of its 16 registers,
+ * and 4 with AVX-512VL), accumulated over c, r, s in that order; each output is a sum in the
+ * same order (c, r, s) as a naive loop, in float with FMA, whatever the tile.
  */
 #include "kernels/cpu/cpu_internal.h"
 
@@ -103,8 +104,9 @@ static void pad_image(int C, int H, int W, const float *restrict x, float *restr
     } while (0)
 
 /* One kernel body, compiled for each target with its tile width NV; the vectors past the last
- * whole tile (hs_kcpu_direct3_fits asks a multiple of the dispatch's unit, not of NV) go one
- * at a time. Every output's sum runs over (c, r, s) in the same order whatever the tile. */
+ * whole tile (hs_kcpu_direct3_fits asks a multiple of the dispatch's unit, not of NV) go two,
+ * then one at a time. Every output's sum runs over (c, r, s) in the same order whatever the tile.
+ */
 #define DIRECT3_KERNEL(NAME, TARGET, NV)                                                           \
     __attribute__((target(TARGET))) static void NAME(int Ci, int Ko, int H, int W,                 \
                                                      const float *restrict xp,                     \
@@ -115,6 +117,7 @@ static void pad_image(int C, int H, int W, const float *restrict x, float *restr
         const int nvec = (int)(PQ / 8);                                                            \
         int v0 = 0;                                                                                \
         for (; v0 + (NV) <= nvec; v0 += (NV)) DIRECT3_BLOCK(NV);                                   \
+        for (; v0 + 2 <= nvec; v0 += 2) DIRECT3_BLOCK(2);                                          \
         for (; v0 < nvec; v0++) DIRECT3_BLOCK(1);                                                  \
     }
 
