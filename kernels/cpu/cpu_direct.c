@@ -10,8 +10,10 @@
  * p + r, columns q + s .. q + s + 7: one unaligned vector load. A register tile is KB = 4
  * output channels by NV vectors of 8 outputs (NV consecutive vectors of the flattened output
  * plane, each inside a single row since W % 8 == 0; NV = 3 on AVX2, 12 of its 16 registers,
- * and 4 with AVX-512VL), accumulated over c, r, s in that order; each output is a sum in the
- * same order (c, r, s) as a naive loop, in float with FMA, whatever the tile.
+ * and 4 with AVX-512VL; with AVX-512 and W % 16 == 0, 4 vectors of 16 in 512-bit registers),
+ * accumulated over c, r, s in that order; each output is a sum in the same order (c, r, s) as a
+ * naive loop, in float with FMA, whatever the tile. dw (direct3_dw_*) sums over the image in
+ * vectors of 8 (or 16 with AVX-512 and W % 16 == 0) partial sums per tap.
  */
 #include "kernels/cpu/cpu_internal.h"
 
@@ -296,6 +298,49 @@ direct3_avx512(int Ci, int Ko, int H, int W, const float *restrict xp, const flo
     for (; v0 < nvec; v0++) DIRECT3_BLOCK16(1);
 }
 
+/* dw in 512-bit vectors where W % 16 == 0 (AVX-512): 2 output channels x 9 taps, 16 lanes of
+ * partial sums each (18 of the 32 registers), added across the lanes once per (k, c) and call.
+ * A lane sums every other 8-column vector of the 256-bit kernel's, so the last bits of dw
+ * differ from it (the forward pass's do not). Otherwise the 256-bit kernel. */
+__attribute__((target("avx2,fma,avx512f,avx512vl"))) static void
+direct3_dw_avx512(int C, int K, int H, int W, int G, const float *restrict xp,
+                  const float *restrict dy, float *restrict dw)
+{
+    if (W % 16) {
+        direct3_dw_avx512vl(C, K, H, W, G, xp, dy, dw);
+        return;
+    }
+    const int Wp = W + 2;
+    const size_t plane = (size_t)(H + 2) * Wp, PQ = (size_t)H * W;
+    for (int kb = 0; kb < K / 2; kb++)
+        for (int c = 0; c < C; c++) {
+            __m512 acc[2][9];
+            _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++)
+                _Pragma("GCC unroll 9") for (int t = 0; t < 9; t++) acc[i][t] = _mm512_setzero_ps();
+            for (int g = 0; g < G; g++) {
+                const float *xc = xp + ((size_t)g * C + c) * plane;
+                const float *dk = dy + ((size_t)g * K + (size_t)kb * 2) * PQ;
+                for (int p = 0; p < H; p++)
+                    for (int q = 0; q < W; q += 16) {
+                        const float *xr = xc + (size_t)p * Wp + q;
+                        const __m512 d0 = _mm512_loadu_ps(dk + (size_t)p * W + q);
+                        const __m512 d1 = _mm512_loadu_ps(dk + PQ + (size_t)p * W + q);
+                        _Pragma("GCC unroll 3") for (int r = 0; r < 3; r++)
+                            _Pragma("GCC unroll 3") for (int s = 0; s < 3; s++)
+                        {
+                            __m512 xv = _mm512_loadu_ps(xr + (size_t)r * Wp + s);
+                            __asm__("" : "+v"(xv));
+                            acc[0][r * 3 + s] = _mm512_fmadd_ps(d0, xv, acc[0][r * 3 + s]);
+                            acc[1][r * 3 + s] = _mm512_fmadd_ps(d1, xv, acc[1][r * 3 + s]);
+                        }
+                    }
+            }
+            _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++)
+                _Pragma("GCC unroll 9") for (int t = 0; t < 9; t++)
+                    dw[(((size_t)kb * 2 + i) * C + c) * 9 + t] += _mm512_reduce_add_ps(acc[i][t]);
+        }
+}
+
 typedef void (*direct3_fn)(int, int, int, int, const float *, const float *, float *);
 typedef void (*direct3_dw_fn)(int, int, int, int, int, const float *, const float *, float *);
 
@@ -312,7 +357,7 @@ static direct3_fn direct3_pick(int *nv, direct3_dw_fn *dwf, int *kd)
     }
     if (!avx2_only && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512f") &&
         __builtin_cpu_supports("fma")) {
-        *nv = 4, *kd = 2, *dwf = direct3_dw_avx512vl;
+        *nv = 4, *kd = 2, *dwf = direct3_dw_avx512;
         return direct3_avx512;
     }
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
