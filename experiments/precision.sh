@@ -25,12 +25,14 @@ usage: experiments/precision.sh [--device DEV] [--models LIST] [--seeds K] [--ou
                   --all-seeds)
   --all-seeds     K seeds for every model
   --epochs-lenet5 E (default 30)   --epochs-resnet20 E (default 15)
+  --data SPEC     the digits (default digits; digits:PATH for a copy of digits.csv.gz)
   --jobs J        runs at once (default: the number of cores)
   --out DIR       keep the runs there (default: a fresh mktemp directory)
 EOF
 }
 
 device=cpu models=lenet5,resnet20 seeds=8 all=0 out="" jobs=$(nproc) e_lenet5=30 e_resnet20=15
+data=digits
 while [ $# -gt 0 ]; do
     case "$1" in
     --device) device=$2; shift ;;
@@ -40,6 +42,7 @@ while [ $# -gt 0 ]; do
     --epochs-lenet5) e_lenet5=$2; shift ;;
     --epochs-resnet20) e_resnet20=$2; shift ;;
     --jobs) jobs=$2; shift ;;
+    --data) data=$2; shift ;;
     --out) out=$2; shift ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
@@ -79,14 +82,14 @@ run_one() { # MODEL PREC SEED
     [ -f "$dir/summary.json" ] && return 0
     t0=$(date +%s.%N)
     # shellcheck disable=SC2046 # the flags are words
-    "$bin" train --model "$m" --data digits --device "$device" --threads 1 --batch 32 --lr 0.05 \
+    "$bin" train --model "$m" --data "$data" --device "$device" --threads 1 --batch 32 --lr 0.05 \
         --momentum 0.9 --weight-decay 5e-4 --lr-schedule cosine --epochs "$e" --seed "$s" \
         --eval-every 0 -q $(flags_of "$p") --out "$dir" >"$dir.log" 2>&1 ||
         { echo "precision: $m $p seed $s failed (see $dir.log)" >&2; return 1; }
     awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }' >"$dir/seconds"
 }
 export -f run_one flags_of
-export bin out device e_lenet5 e_resnet20
+export bin out device data e_lenet5 e_resnet20
 xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _ <"$list"
 
 /usr/bin/python3 - "$out" "$device" <<'EOF'

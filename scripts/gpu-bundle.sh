@@ -16,8 +16,9 @@
 #      machine lacks, so make would rebuild; the copy's are emptied (as a fresh configure leaves
 #      them), and its config.h stamp is ordered after config.status so config.h is not remade
 #      (_gpubuild itself keeps tracking the headers for the next build);
-#   3. packs the source tree with that copy as _gpubuild, and the shared libraries the
-#      programs need beside glibc and CUDA (ldd), into one archive. mtimes are kept, so `make
+#   3. packs the source tree with that copy as _gpubuild, the shared libraries the programs
+#      need beside glibc and CUDA (ldd), and the digits (hs-gpu-data/digits.csv.gz, for
+#      gpu-check.sh's accuracy study), into one archive. mtimes are kept, so `make
 #      check` there finds everything up to date; the script unpacks the archive once here and
 #      checks that with `make -q`.
 #
@@ -68,12 +69,22 @@ ldd $bins 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
     grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|cuda|cudnn|cublas|libhearsay' |
     while read -r l; do cp -L "$l" "$tmp/hs-gpu-lib/"; done
 
+# The handwritten digits (python3-sklearn's file) for gpu-check.sh's accuracy study: a GPU
+# machine has no Debian packages.
+mkdir "$tmp/hs-gpu-data"
+for d in /usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz \
+    /usr/local/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz; do
+    [ -f "$d" ] && { cp "$d" "$tmp/hs-gpu-data/"; break; }
+done
+[ -f "$tmp/hs-gpu-data/digits.csv.gz" ] ||
+    echo "gpu-bundle: no digits.csv.gz here (python3-sklearn): gpu-check.sh's step 5 will fail" >&2
+
 mkdir -p "$(dirname "$out")"
 name=$(basename "$repo")
 tar cf - -C "$(dirname "$repo")" --exclude="$name/.git" --exclude="$name/.gpu" \
     --exclude="$name/_build" --exclude="$name/_build-*" --exclude="$name/_gpubuild" \
     --exclude="$name/autom4te.cache" "$name" \
-    -C "$tmp" --transform="s,^_gpubuild,$name/_gpubuild," _gpubuild hs-gpu-lib |
+    -C "$tmp" --transform="s,^_gpubuild,$name/_gpubuild," _gpubuild hs-gpu-lib hs-gpu-data |
     xz -T0 -6 >"$out"
 # The archive's build tree must be up to date wherever it lands: unpacked here, `make -q`.
 chk=$tmp/check

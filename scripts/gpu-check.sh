@@ -114,13 +114,16 @@ done
 # 5. mixed precision's accuracy against fp32
 pm=(--models lenet5 --seeds 3)
 [ $quick = 1 ] && pm=(--models lenet5 --seeds 2)
+# the digits: python3-sklearn's where it is installed, else the bundle's copy
+dg=$(dirname "$repo")/hs-gpu-data/digits.csv.gz
+[ -f "$dg" ] && pm+=(--data "digits:$dg")
 step "precision.sh ${pm[*]} --device $device" "$out/precision-lenet5.log" \
     env HEARSAY="$bin" bash "$repo/experiments/precision.sh" --device "$device" "${pm[@]}" \
     --out "$out/precision-runs"
 if [ $quick = 0 ]; then
     step "precision.sh --models resnet20 --seeds 2 --device $device" "$out/precision-resnet20.log" \
         env HEARSAY="$bin" bash "$repo/experiments/precision.sh" --device "$device" \
-        --models resnet20 --seeds 2 --out "$out/precision-runs"
+        --models resnet20 --seeds 2 "${pm[@]:4}" --out "$out/precision-runs"
 fi
 grep -h '^|' "$out"/precision-*.log | awk '!seen[$0]++' >"$out/precision.md"
 cat "$out/precision.md"
