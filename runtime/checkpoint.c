@@ -7,13 +7,16 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-_Static_assert(sizeof(hs_ckpt_hdr_t) == 88, "checkpoint header v2 is 88 bytes");
+_Static_assert(sizeof(hs_ckpt_hdr_t) == 96, "checkpoint header v3 is 96 bytes");
+_Static_assert(offsetof(hs_ckpt_hdr_t, loss_scale) + 8 == 88, "checkpoint header v2 is 88 bytes");
 
 uint64_t hs_ckpt_fnv1a(const void *p, size_t n, uint64_t h)
 {
@@ -47,14 +50,57 @@ static void fill_hdr(hs_ckpt_hdr_t *h, const hs_ckpt_t *c)
     h->velocity_bytes = c->velocity ? (uint64_t)c->velocity_len * sizeof(float) : 0;
     h->state_bytes = c->state ? c->state_bytes : 0;
     h->bn_bytes = c->bn ? (uint64_t)c->bn_len * sizeof(float) : 0;
+    h->loss_scale = c->loss_scale;
+    h->scale_good = c->scale_good;
+}
+
+/* A version 2 header: version 3's without loss_scale and scale_good (88 bytes). */
+#define HDR_V2_BYTES (offsetof(hs_ckpt_hdr_t, loss_scale) + sizeof(uint64_t))
+
+/* The header's size in a part of version v (2 or 3). */
+static size_t hdr_bytes(uint32_t v)
+{
+    return v == 2 ? HDR_V2_BYTES : sizeof(hs_ckpt_hdr_t);
+}
+
+/* The header of a part as its file holds it (version 2: without the loss scale's fields), its
+ * checksum field zeroed: what the checksum covers. */
+static size_t hdr_image(const hs_ckpt_hdr_t *h, unsigned char *img)
+{
+    hs_ckpt_hdr_t z = *h;
+    z.checksum = 0;
+    if (h->version != 2) {
+        memcpy(img, &z, sizeof z);
+        return sizeof z;
+    }
+    memcpy(img, &z, offsetof(hs_ckpt_hdr_t, loss_scale));
+    memset(img + offsetof(hs_ckpt_hdr_t, loss_scale), 0, sizeof(uint64_t));
+    return HDR_V2_BYTES;
+}
+
+/* A part's header from the first n bytes of its file: version 3 as it is, version 2 with the
+ * loss scale's fields zero. 0, or -1 when n is shorter than the header of the version its
+ * bytes 4..7 say (the magic and the version are the caller's to check). */
+static int hdr_parse(const unsigned char *buf, size_t n, hs_ckpt_hdr_t *h)
+{
+    memset(h, 0, sizeof *h);
+    if (n < 8) return -1;
+    memcpy(h, buf, 8); /* magic, version */
+    if (n < hdr_bytes(h->version)) return -1;
+    if (h->version != 2) {
+        memcpy(h, buf, sizeof *h);
+        return 0;
+    }
+    memcpy(h, buf, offsetof(hs_ckpt_hdr_t, loss_scale));
+    memcpy(&h->checksum, buf + HDR_V2_BYTES - sizeof h->checksum, sizeof h->checksum);
+    return 0;
 }
 
 static uint64_t checksum(const hs_ckpt_hdr_t *h, const void *params, const void *vel,
                          const void *state, const void *bn)
 {
-    hs_ckpt_hdr_t z = *h;
-    z.checksum = 0;
-    uint64_t s = hs_ckpt_fnv1a(&z, sizeof z, HS_FNV1A_INIT);
+    unsigned char img[sizeof(hs_ckpt_hdr_t)];
+    uint64_t s = hs_ckpt_fnv1a(img, hdr_image(h, img), HS_FNV1A_INIT);
     s = hs_ckpt_fnv1a(params, h->params_bytes, s);
     if (h->velocity_bytes) s = hs_ckpt_fnv1a(vel, h->velocity_bytes, s);
     if (h->state_bytes) s = hs_ckpt_fnv1a(state, h->state_bytes, s);
@@ -120,20 +166,30 @@ int hs_ckpt_read(const char *path, hs_ckpt_t *c)
     uint64_t fsize = (uint64_t)st.st_size;
     hs_ckpt_hdr_t h;
     int rc = 0;
-    unsigned char *pay = NULL;
-    if (fsize < sizeof h || fread(&h, sizeof h, 1, f) != 1) {
-        rc = HS_ERR(-EINVAL, "checkpoint %s is truncated: %llu bytes, shorter than its header",
-                    path, (unsigned long long)fsize);
-        goto out;
-    }
-    if (memcmp(h.magic, HS_CKPT_MAGIC, 4) != 0) {
+    unsigned char *pay = NULL, hb[sizeof(hs_ckpt_hdr_t)];
+    size_t got = fread(hb, 1, sizeof hb, f);
+    if (got >= 8 && memcmp(hb, HS_CKPT_MAGIC, 4) != 0) {
         rc = HS_ERR(-EINVAL, "%s is not a hearsay checkpoint (bad magic, want \"%s\")", path,
                     HS_CKPT_MAGIC);
         goto out;
     }
-    if (h.version != HS_CKPT_VERSION) {
-        rc = HS_ERR(-EINVAL, "checkpoint %s has version %u; this build reads version %u", path,
-                    (unsigned)h.version, HS_CKPT_VERSION);
+    if (got >= 8) {
+        uint32_t v;
+        memcpy(&v, hb + 4, sizeof v);
+        if (v != HS_CKPT_VERSION && v != 2) {
+            rc = HS_ERR(-EINVAL, "checkpoint %s has version %u; this build reads versions 2 and %u",
+                        path, (unsigned)v, HS_CKPT_VERSION);
+            goto out;
+        }
+    }
+    if (hdr_parse(hb, got, &h) < 0) {
+        rc = HS_ERR(-EINVAL, "checkpoint %s is truncated: %llu bytes, shorter than its header",
+                    path, (unsigned long long)fsize);
+        goto out;
+    }
+    const size_t hsize = hdr_bytes(h.version);
+    if (!(h.loss_scale >= 0) || !isfinite(h.loss_scale) || h.scale_good > 1000000) {
+        rc = HS_ERR(-EINVAL, "checkpoint %s has an inconsistent header (corrupt)", path);
         goto out;
     }
     uint64_t np = h.num_params;
@@ -152,19 +208,19 @@ int hs_ckpt_read(const char *path, hs_ckpt_t *c)
                     path, (long long)h.iteration);
         goto out;
     }
-    uint64_t want = sizeof h + h.params_bytes + h.velocity_bytes + h.state_bytes + h.bn_bytes;
+    uint64_t want = hsize + h.params_bytes + h.velocity_bytes + h.state_bytes + h.bn_bytes;
     if (fsize != want) {
         rc = HS_ERR(-EINVAL, "checkpoint %s is %s: %llu bytes, its header says %llu", path,
                     fsize < want ? "truncated" : "too long", (unsigned long long)fsize,
                     (unsigned long long)want);
         goto out;
     }
-    size_t pn = (size_t)(want - sizeof h);
+    size_t pn = (size_t)(want - hsize);
     if (!(pay = hs_malloc(pn ? pn : 1, "checkpoint payload"))) {
         rc = -ENOMEM;
         goto out;
     }
-    if (fread(pay, 1, pn, f) != pn) {
+    if (fseek(f, (long)hsize, SEEK_SET) != 0 || fread(pay, 1, pn, f) != pn) {
         rc = HS_ERR(-EIO, "reading checkpoint %s failed", path);
         goto out;
     }
@@ -177,6 +233,8 @@ int hs_ckpt_read(const char *path, hs_ckpt_t *c)
     c->rank = h.rank;
     c->size = h.size;
     c->iteration = (long)h.iteration;
+    c->loss_scale = h.loss_scale;
+    c->scale_good = h.scale_good;
     memcpy(c->algo, h.algo, HS_CKPT_ALGO_MAX);
     c->num_params = (size_t)np;
     c->params = hs_malloc(h.params_bytes ? h.params_bytes : 1, "checkpoint parameters");
@@ -210,6 +268,8 @@ int hs_ckpt_save_run(const char *dir, int rank, int size, long iteration, hs_wor
     hs_ckpt_t c = {.rank = rank, .size = size, .iteration = iteration};
     snprintf(c.algo, sizeof c.algo, "%s", ops ? ops->name : "local");
     c.num_params = hs_model_num_params(m);
+    c.loss_scale = hs_worker_loss_scale(w);
+    c.scale_good = (unsigned)hs_worker_scale_good(w);
     size_t vn = 0;
     float *vel = hs_sgd_velocity(hs_worker_optimizer(w), &vn);
     char path[4096];
@@ -309,6 +369,10 @@ int hs_ckpt_load_run(const char *dir, int rank, int size, hs_worker_t *w, const 
     if (rc == 0 && c.bn_len)
         rc = k->ops->to_device(k, hs_model_state(m), c.bn, c.bn_len * sizeof(float));
     if (rc == 0 && sb && (rc = ops->state_load(a, c.state)) < 0) hs_error_prefix("%s", path);
+    /* the dynamic loss scale where it was (a version 2 part: from its initial value) */
+    if (rc == 0 && c.loss_scale > 0 &&
+        (rc = hs_worker_scale_restore(w, c.loss_scale, c.scale_good)) < 0)
+        hs_error_prefix("%s", path);
     if (rc == 0) rc = hs_worker_seek(w, c.iteration);
     if (rc == 0 && iteration) *iteration = c.iteration;
     hs_ckpt_free(&c);
@@ -339,12 +403,14 @@ static int read_part_hdr(const char *path, hs_ckpt_hdr_t *h)
     long long size = 0;
     int fd = hs_file_open_read(path, "checkpoint part", -1, &size);
     if (fd < 0) return fd;
-    ssize_t n = read(fd, h, sizeof *h);
+    unsigned char hb[sizeof *h];
+    ssize_t n = read(fd, hb, sizeof hb);
     close(fd);
-    if (n != (ssize_t)sizeof *h || memcmp(h->magic, HS_CKPT_MAGIC, 4) != 0 ||
-        h->version != HS_CKPT_VERSION)
+    if (n < 0 || hdr_parse(hb, (size_t)n, h) < 0 || memcmp(h->magic, HS_CKPT_MAGIC, 4) != 0 ||
+        (h->version != HS_CKPT_VERSION && h->version != 2))
         return HS_ERR(-EINVAL, "checkpoint part %s has no valid header", path);
-    uint64_t want = sizeof *h + h->params_bytes + h->velocity_bytes + h->state_bytes + h->bn_bytes;
+    uint64_t want =
+        hdr_bytes(h->version) + h->params_bytes + h->velocity_bytes + h->state_bytes + h->bn_bytes;
     if ((uint64_t)size != want)
         return HS_ERR(-EINVAL, "checkpoint part %s is %lld bytes, its header says %llu", path, size,
                       (unsigned long long)want);

@@ -368,6 +368,23 @@ float hs_worker_loss_scale(const hs_worker_t *w)
     return w->scale;
 }
 
+long hs_worker_scale_good(const hs_worker_t *w)
+{
+    return w->scale_good;
+}
+
+int hs_worker_scale_restore(hs_worker_t *w, float scale, long good)
+{
+    if (!w->dyn_scale) return 0;
+    if (!(scale >= SCALE_MIN && scale <= SCALE_MAX) || good < 0 || good >= SCALE_INTERVAL)
+        return HS_ERR(-EINVAL, "loss scale %g after %ld good steps: not a dynamic scale's state",
+                      (double)scale, good);
+    HS_TRY(hs_model_set_loss_scale(w->model, scale));
+    w->scale = scale;
+    w->scale_good = good;
+    return 0;
+}
+
 int hs_worker_perturb(hs_worker_t *w, double sigma, uint64_t seed, int rank)
 {
     if (!(sigma >= 0) || !isfinite(sigma))

@@ -112,6 +112,8 @@ static void make_ckpt(hs_ckpt_t *c, size_t n)
     c->bn_len = 6;
     c->bn = malloc(6 * sizeof(float));
     for (int i = 0; i < 6; i++) c->bn[i] = 0.5f * (float)i - 1.0f;
+    c->loss_scale = 1024.0f;
+    c->scale_good = 17;
 }
 
 START_TEST(test_file_round_trip)
@@ -142,7 +144,8 @@ START_TEST(test_file_round_trip)
     unsigned char *a = slurp(path, &na), *b = slurp(path2, &nb);
     ck_assert_ptr_nonnull(a);
     ck_assert_ptr_nonnull(b);
-    ck_assert_uint_eq(na, 88 + 2 * 1001 * 4 + 24 + 6 * 4);
+    ck_assert_uint_eq(na, 96 + 2 * 1001 * 4 + 24 + 6 * 4);
+    ck_assert(d.loss_scale == 1024.0f && d.scale_good == 17);
     ck_assert_uint_eq(d.bn_len, 6);
     ck_assert_int_eq(memcmp(d.bn, c.bn, 6 * sizeof(float)), 0);
     ck_assert_uint_eq(na, nb);
@@ -196,7 +199,7 @@ START_TEST(test_file_rejected)
     unsigned char *g = slurp(path, &n), *b = malloc(n + 16);
     ck_assert_ptr_nonnull(g);
     /* a flipped bit in the parameters, in the state, in the header's iteration */
-    size_t spots[] = {88 + 17, n - 3, 16};
+    size_t spots[] = {96 + 17, n - 3, 16};
     for (size_t i = 0; i < 3; i++) {
         memcpy(b, g, n);
         b[spots[i]] ^= 0x10;
@@ -215,7 +218,23 @@ START_TEST(test_file_rejected)
     memcpy(b, g, n);
     b[48] ^= 1; /* params_bytes no longer num_params * 4 */
     expect_rejected(dir, b, n, "inconsistent header");
+    /* a version 2 part (no loss scale in its header: 88 bytes) is still read */
+    memcpy(b, g, 80);
+    b[4] = 2;
+    memset(b + 80, 0, 8);
+    memcpy(b + 88, g + 96, n - 96);
+    uint64_t sum = hs_ckpt_fnv1a(b, n - 8, HS_FNV1A_INIT);
+    memcpy(b + 80, &sum, 8);
+    snprintf(path, sizeof path, "%s/v2.bin", dir);
+    spit(path, b, n - 8);
     hs_ckpt_t d;
+    ck_assert_msg(hs_ckpt_read(path, &d) == 0, "a version 2 part: %s", hs_last_error());
+    ck_assert(d.loss_scale == 0 && d.scale_good == 0 && d.num_params == 300);
+    ck_assert_int_eq(memcmp(d.params, g + 96, 300 * sizeof(float)), 0);
+    hs_ckpt_free(&d);
+    b[90] ^= 1; /* and checked like a version 3 one */
+    spit(path, b, n - 8);
+    ck_assert_int_eq(hs_ckpt_read(path, &d), -EINVAL);
     snprintf(path, sizeof path, "%s/missing.bin", dir);
     ck_assert_int_lt(hs_ckpt_read(path, &d), 0);
     ck_assert_ptr_nonnull(strstr(hs_last_error(), path));
@@ -494,6 +513,15 @@ static void resume_exact(const char *algo, const char *name)
     }
     ck_assert(tr_summary_num(a, "final_test_loss") == tr_summary_num(b, "final_test_loss"));
 }
+
+/* fp16 with dynamic loss scaling from 2^40: the first steps overflow and are skipped until the
+ * scale fits; the checkpoint keeps the scale where it got to, so the resumed run does not start
+ * over at 2^40 (skipping again) and ends where the full run did. */
+START_TEST(test_fp16_resume_exact)
+{
+    resume_exact("allreduce --precision fp16 --loss-scale dynamic:1099511627776", "fp16");
+}
+END_TEST
 
 START_TEST(test_allreduce_resume_exact)
 {
@@ -789,6 +817,7 @@ static Suite *suite(void)
     tc = tcase_create("resume");
     tcase_set_timeout(tc, 90);
     TR_ADD_TEST(tc, test_allreduce_resume_exact, why);
+    TR_ADD_TEST(tc, test_fp16_resume_exact, why);
     TR_ADD_TEST(tc, test_localsgd_resume_exact, why);
     TR_ADD_TEST(tc, test_adpsgd_resume, why);
     TR_ADD_TEST(tc, test_local_resume_exact, why);

@@ -7,8 +7,9 @@
  * DIR/ckpt/set-ITER.manifest (below: hs_ckpt_set_*). The single-file layout of earlier versions,
  * DIR/ckpt/rank-R.bin, is read only. Layout of a part (little-endian, the host's float32):
  *
- *     hs_ckpt_hdr_t (88 bytes)    magic "HSCK", version 2, rank, size, iteration, algo name,
- *                                 num_params, byte sizes of the four sections, checksum
+ *     hs_ckpt_hdr_t (96 bytes)    magic "HSCK", version 3, rank, size, iteration, algo name,
+ *                                 num_params, byte sizes of the four sections, the dynamic
+ *                                 loss scale's state (v3), checksum
  *     params   (num_params f32)   the point the model holds (z)
  *     velocity (velocity_bytes)   the local optimizer's velocity (absent without momentum)
  *     state    (state_bytes)      the algorithm's state (hs_algo_ops_t.state_save)
@@ -31,8 +32,10 @@
 extern "C" {
 #endif
 
-#define HS_CKPT_MAGIC    "HSCK"
-#define HS_CKPT_VERSION  2u /* v1: header, params, velocity, state; v2: + bn_bytes, bn */
+#define HS_CKPT_MAGIC "HSCK"
+#define HS_CKPT_VERSION                                                                            \
+    3u /* v1: header, params, velocity, state; v2: + bn_bytes, bn; v3: +                           \
+        * loss_scale, scale_good (v2 parts are still read) */
 #define HS_CKPT_ALGO_MAX 16
 
 /* The file header, version 2 (fixed-width fields, no padding). */
@@ -47,6 +50,8 @@ typedef struct hs_ckpt_hdr {
     uint64_t velocity_bytes;     /* 0 or num_params * 4 */
     uint64_t state_bytes;        /* the algorithm's state */
     uint64_t bn_bytes;           /* v2: batch-norm running statistics (hs_model_num_state * 4) */
+    float loss_scale;            /* v3: the loss scale (hearsay/train.h; 1: none) */
+    uint32_t scale_good;         /* v3: dynamic scaling's good steps since its last change */
     uint64_t checksum;           /* FNV-1a 64 of header (this field 0) + payload */
 } hs_ckpt_hdr_t;
 
@@ -63,6 +68,10 @@ typedef struct hs_ckpt {
     size_t state_bytes;
     float *bn;     /* (bn_len) batch-norm running statistics, or NULL */
     size_t bn_len; /* floats */
+    /* the dynamic loss scale's state (mixed precision): the scale and its good steps; 0 and
+     * 0 where the part does not say (version 2) */
+    float loss_scale;
+    unsigned scale_good;
 } hs_ckpt_t;
 
 /* No run takes this many iterations: a header that says more is corrupt. */

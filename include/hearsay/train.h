@@ -204,6 +204,12 @@ int hs_loss_scale_parse(const char *s, hs_precision_t prec, int *dynamic, float 
  * inf/nan gradient, and the scale now (1 when off). */
 long hs_worker_scale_skips(const hs_worker_t *w);
 float hs_worker_loss_scale(const hs_worker_t *w);
+/* Dynamic scaling's good steps since its last change (checkpoints keep them with the scale). */
+long hs_worker_scale_good(const hs_worker_t *w);
+/* A resume: the dynamic loss scale and its good steps as a checkpoint kept them. Nothing
+ * changes where this run's scaling is not dynamic (a fixed scale is this run's own choice);
+ * -EINVAL for a scale that is not a power of two. */
+int hs_worker_scale_restore(hs_worker_t *w, float scale, long good);
 /* Position the worker as if `iteration` iterations had been taken from the start: the
  * iteration counter (hence the lr), the schedule epoch and the batch iterator's pass and
  * position (the data order is a pure function of seed, rank and iteration). Parameters and
