@@ -268,8 +268,10 @@ int hs_ckpt_save_run(const char *dir, int rank, int size, long iteration, hs_wor
     hs_ckpt_t c = {.rank = rank, .size = size, .iteration = iteration};
     snprintf(c.algo, sizeof c.algo, "%s", ops ? ops->name : "local");
     c.num_params = hs_model_num_params(m);
-    c.loss_scale = hs_worker_loss_scale(w);
-    c.scale_good = (unsigned)hs_worker_scale_good(w);
+    if (hs_worker_scale_good(w) >= 0) { /* dynamic scaling's state (0: none kept) */
+        c.loss_scale = hs_worker_loss_scale(w);
+        c.scale_good = (unsigned)hs_worker_scale_good(w);
+    }
     size_t vn = 0;
     float *vel = hs_sgd_velocity(hs_worker_optimizer(w), &vn);
     char path[4096];

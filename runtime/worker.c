@@ -370,7 +370,7 @@ float hs_worker_loss_scale(const hs_worker_t *w)
 
 long hs_worker_scale_good(const hs_worker_t *w)
 {
-    return w->scale_good;
+    return w->dyn_scale ? w->scale_good : -1;
 }
 
 int hs_worker_scale_restore(hs_worker_t *w, float scale, long good)

@@ -500,6 +500,12 @@ static void resume_exact(const char *algo, const char *name)
     ck_assert_int_eq(c.iteration, 2 * ipe); /* the last one (epoch 2) replaced epoch 1's */
     ck_assert(!strncmp(algo, c.algo, strlen(c.algo)));
     ck_assert_ptr_nonnull(c.velocity); /* momentum 0.9 by default */
+    /* the dynamic loss scale where it got to (below 2^40 after its skips), or none kept */
+    if (strstr(algo, "dynamic"))
+        ck_assert_msg(c.loss_scale >= 1 && c.loss_scale < 0x1p40f && c.scale_good > 0,
+                      "loss scale %g, %u good steps", (double)c.loss_scale, c.scale_good);
+    else
+        ck_assert(c.loss_scale == 0 && c.scale_good == 0);
     hs_ckpt_free(&c);
     snprintf(args, sizeof args, TASK " --algo %s --epochs 3 --dump-params --resume '%s'", algo, a);
     rc = run_job(2, b, args, 30);

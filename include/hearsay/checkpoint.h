@@ -50,7 +50,7 @@ typedef struct hs_ckpt_hdr {
     uint64_t velocity_bytes;     /* 0 or num_params * 4 */
     uint64_t state_bytes;        /* the algorithm's state */
     uint64_t bn_bytes;           /* v2: batch-norm running statistics (hs_model_num_state * 4) */
-    float loss_scale;            /* v3: the loss scale (hearsay/train.h; 1: none) */
+    float loss_scale;            /* v3: the dynamic loss scale (hearsay/train.h; 0: not dynamic) */
     uint32_t scale_good;         /* v3: dynamic scaling's good steps since its last change */
     uint64_t checksum;           /* FNV-1a 64 of header (this field 0) + payload */
 } hs_ckpt_hdr_t;
@@ -69,7 +69,7 @@ typedef struct hs_ckpt {
     float *bn;     /* (bn_len) batch-norm running statistics, or NULL */
     size_t bn_len; /* floats */
     /* the dynamic loss scale's state (mixed precision): the scale and its good steps; 0 and
-     * 0 where the part does not say (version 2) */
+     * 0 where the run that wrote it had none (or the part does not say: version 2) */
     float loss_scale;
     unsigned scale_good;
 } hs_ckpt_t;

@@ -204,7 +204,8 @@ int hs_loss_scale_parse(const char *s, hs_precision_t prec, int *dynamic, float 
  * inf/nan gradient, and the scale now (1 when off). */
 long hs_worker_scale_skips(const hs_worker_t *w);
 float hs_worker_loss_scale(const hs_worker_t *w);
-/* Dynamic scaling's good steps since its last change (checkpoints keep them with the scale). */
+/* Dynamic scaling's good steps since its last change (checkpoints keep them with the scale),
+ * or -1 where this run's scaling is not dynamic. */
 long hs_worker_scale_good(const hs_worker_t *w);
 /* A resume: the dynamic loss scale and its good steps as a checkpoint kept them. Nothing
  * changes where this run's scaling is not dynamic (a fixed scale is this run's own choice);
