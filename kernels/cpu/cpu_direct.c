@@ -65,20 +65,25 @@ static void pad_image(int C, int H, int W, const float *restrict x, float *restr
 
 #ifdef HS_DIRECT3_X86
 
-/* Output vectors v0 .. v0 + NVB - 1 for every tile of KB output channels (the kernel body). */
-#define DIRECT3_BLOCK(NVB)                                                                         \
+/* The intrinsics of B-bit vectors (B = 256 or 512): MMB(256, loadu_ps) is _mm256_loadu_ps. */
+#define MMB(B, OP) _mm##B##_##OP
+
+/* Output vectors v0 .. v0 + NVB - 1 of L floats each (L = B / 32) for every tile of KB output
+ * channels: the forward kernel's body, in B-bit vectors. */
+#define DIRECT3_BLOCK(B, NVB)                                                                      \
     do {                                                                                           \
+        const int L = (B) / 32;                                                                    \
         ptrdiff_t off[NVB];                                                                        \
         _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++)                                    \
         {                                                                                          \
-            const int e = (v0 + j) * 8, p = e / W, q = e % W;                                      \
+            const int e = (v0 + j) * L, p = e / W, q = e % W;                                      \
             off[j] = (ptrdiff_t)p * Wp + q;                                                        \
         }                                                                                          \
         for (int kb = 0; kb < Ko / KB; kb++) {                                                     \
-            __m256 acc[KB][NVB];                                                                   \
+            __m##B acc[KB][NVB];                                                                   \
             _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                                   \
                 _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) acc[i][j] =                \
-                    _mm256_setzero_ps();                                                           \
+                    MMB(B, setzero_ps)();                                                          \
             const float *wk = wt + (size_t)kb * Ci * 9 * KB;                                       \
             for (int c = 0; c < Ci; c++) {                                                         \
                 const float *xc = xp + (size_t)c * plane;                                          \
@@ -88,256 +93,152 @@ static void pad_image(int C, int H, int W, const float *restrict x, float *restr
                 {                                                                                  \
                     const float *xr = xc + (ptrdiff_t)r * Wp + s;                                  \
                     const float *wr = wc + (r * 3 + s) * KB;                                       \
-                    __m256 xv[NVB];                                                                \
+                    __m##B xv[NVB];                                                                \
                     _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) xv[j] =                \
-                        _mm256_loadu_ps(xr + off[j]);                                              \
+                        MMB(B, loadu_ps)(xr + off[j]);                                             \
                     _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                           \
                     {                                                                              \
-                        const __m256 wb = _mm256_broadcast_ss(wr + i);                             \
+                        const __m##B wb = MMB(B, set1_ps)(wr[i]);                                  \
                         _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) acc[i][j] =        \
-                            _mm256_fmadd_ps(wb, xv[j], acc[i][j]);                                 \
+                            MMB(B, fmadd_ps)(wb, xv[j], acc[i][j]);                                \
                     }                                                                              \
                 }                                                                                  \
             }                                                                                      \
             _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                                   \
-                _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) _mm256_storeu_ps(          \
-                    y + (size_t)(kb * KB + i) * PQ + (size_t)(v0 + j) * 8, acc[i][j]);             \
+                _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) MMB(B, storeu_ps)(         \
+                    y + (size_t)(kb * KB + i) * PQ + (size_t)(v0 + j) * L, acc[i][j]);             \
         }                                                                                          \
     } while (0)
 
-/* One kernel body, compiled for each target with its tile width NV; the vectors past the last
+/* The forward kernel's loop in B-bit vectors with tile width NV; the vectors past the last
  * whole tile (hs_kcpu_direct3_fits asks a multiple of the dispatch's unit, not of NV) go two,
- * then one at a time. Every output's sum runs over (c, r, s) in the same order whatever the tile.
- */
-#define DIRECT3_KERNEL(NAME, TARGET, NV)                                                           \
-    __attribute__((target(TARGET))) static void NAME(int Ci, int Ko, int H, int W,                 \
-                                                     const float *restrict xp,                     \
-                                                     const float *restrict wt, float *restrict y)  \
-    {                                                                                              \
+ * then one at a time. Every output's sum runs over (c, r, s) in the same order whatever the tile
+ * and the vector width. */
+#define DIRECT3_LOOP(B, NV)                                                                        \
+    do {                                                                                           \
         const int Wp = W + 2;                                                                      \
         const size_t plane = (size_t)(H + 2) * Wp, PQ = (size_t)H * W;                             \
-        const int nvec = (int)(PQ / 8);                                                            \
+        const int nvec = (int)(PQ / ((B) / 32));                                                   \
         int v0 = 0;                                                                                \
-        for (; v0 + (NV) <= nvec; v0 += (NV)) DIRECT3_BLOCK(NV);                                   \
-        for (; v0 + 2 <= nvec; v0 += 2) DIRECT3_BLOCK(2);                                          \
-        for (; v0 < nvec; v0++) DIRECT3_BLOCK(1);                                                  \
-    }
+        for (; v0 + (NV) <= nvec; v0 += (NV)) DIRECT3_BLOCK(B, NV);                                \
+        for (; v0 + 2 <= nvec; v0 += 2) DIRECT3_BLOCK(B, 2);                                       \
+        for (; v0 < nvec; v0++) DIRECT3_BLOCK(B, 1);                                               \
+    } while (0)
 
-DIRECT3_KERNEL(direct3_avx2, "avx2,fma", 3)
-DIRECT3_KERNEL(direct3_avx512vl, "avx2,fma,avx512f,avx512vl", 4)
+__attribute__((target("avx2,fma"))) static void direct3_avx2(int Ci, int Ko, int H, int W,
+                                                             const float *restrict xp,
+                                                             const float *restrict wt,
+                                                             float *restrict y)
+{
+    DIRECT3_LOOP(256, 3);
+}
+
+/* AVX-512: 512-bit vectors of 16 outputs where W % 16 == 0 (the same sums, lane for lane, as
+ * the 256-bit kernels; 16 accumulators of the 32 registers), else 256-bit ones, 4 a tile. */
+__attribute__((target("avx2,fma,avx512f,avx512vl"))) static void
+direct3_avx512(int Ci, int Ko, int H, int W, const float *restrict xp, const float *restrict wt,
+               float *restrict y)
+{
+    if (W % 16)
+        DIRECT3_LOOP(256, 4);
+    else
+        DIRECT3_LOOP(512, 4);
+}
 
 /* dw (K, C, 3, 3) += sum over G images and the H x W positions of dy[k][p][q] times
- * xp[c][p + r][q + s]: a tile of KD output channels, one input channel and the 9 taps in
- * vectors of 8 partial sums (x's 9 shifted vectors loaded once for the KD channels), added up
- * across the lanes once per (k, c) and call. */
-#define DIRECT3_DW_KERNEL(NAME, TARGET, KD)                                                        \
-    __attribute__((target(TARGET))) static void NAME(int C, int K, int H, int W, int G,            \
-                                                     const float *restrict xp,                     \
-                                                     const float *restrict dy, float *restrict dw) \
-    {                                                                                              \
-        const int Wp = W + 2;                                                                      \
-        const size_t plane = (size_t)(H + 2) * Wp, PQ = (size_t)H * W;                             \
-        for (int kb = 0; kb < K / KD; kb++)                                                        \
-            for (int c = 0; c < C; c++) {                                                          \
-                __m256 acc[KD][9];                                                                 \
-                _Pragma("GCC unroll 8") for (int i = 0; i < KD; i++)                               \
-                    _Pragma("GCC unroll 9") for (int t = 0; t < 9; t++) acc[i][t] =                \
-                        _mm256_setzero_ps();                                                       \
-                for (int g = 0; g < G; g++) {                                                      \
-                    const float *xc = xp + ((size_t)g * C + c) * plane;                            \
-                    const float *dk = dy + ((size_t)g * K + (size_t)kb * KD) * PQ;                 \
-                    for (int p = 0; p < H; p++)                                                    \
-                        for (int q = 0; q < W; q += 8) {                                           \
-                            const float *xr = xc + (size_t)p * Wp + q;                             \
-                            __m256 dv[KD];                                                         \
-                            _Pragma("GCC unroll 8") for (int i = 0; i < KD; i++) dv[i] =           \
-                                _mm256_loadu_ps(dk + (size_t)i * PQ + (size_t)p * W + q);          \
-                            _Pragma("GCC unroll 3") for (int r = 0; r < 3; r++)                    \
-                                _Pragma("GCC unroll 3") for (int s = 0; s < 3; s++)                \
-                            {                                                                      \
-                                __m256 xv = _mm256_loadu_ps(xr + (size_t)r * Wp + s);              \
-                                /* one load for the KD channels, not one each */                   \
-                                __asm__("" : "+v"(xv));                                            \
-                                _Pragma("GCC unroll 8") for (int i = 0; i < KD; i++)               \
-                                    acc[i][r * 3 + s] =                                            \
-                                        _mm256_fmadd_ps(dv[i], xv, acc[i][r * 3 + s]);             \
-                            }                                                                      \
-                        }                                                                          \
-                }                                                                                  \
-                _Pragma("GCC unroll 8") for (int i = 0; i < KD; i++)                               \
-                    _Pragma("GCC unroll 9") for (int t = 0; t < 9; t++)                            \
-                {                                                                                  \
-                    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[i][t]),                       \
-                                          _mm256_extractf128_ps(acc[i][t], 1));                    \
-                    h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                        \
-                    h = _mm_add_ss(h, _mm_movehdup_ps(h));                                         \
-                    dw[(((size_t)kb * KD + i) * C + c) * 9 + t] += _mm_cvtss_f32(h);               \
-                }                                                                                  \
-            }                                                                                      \
-    }
+ * xp[c][p + r][q + s]: a tile of KD output channels, one input channel and the taps of some
+ * filter rows in vectors of partial sums (x's shifted vectors loaded once for the KD
+ * channels), added up across the lanes once per (k, c) and call. */
 
-DIRECT3_DW_KERNEL(direct3_dw_avx512vl, "avx2,fma,avx512f,avx512vl", 2)
+/* A vector's lanes added up: 256-bit in halves, then pairs; 512-bit as GCC's reduction does. */
+__attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v)
+{
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
 
-/* One pass of the AVX2 dw kernel: channels k0 .. k0 + KD - 1 (KD 1 or 2) against input channel
- * c, taps of filter rows r0 .. r0 + NR - 1; KD x 3 NR accumulators (at most 12, with KD dy
- * vectors and one x vector: 15 of AVX2's 16 registers), each summed over g, p, q in that
- * order and then across its lanes, as the one-pass kernel does. */
-#define DW_AVX2_PASS(KD, R0, NR)                                                                   \
+__attribute__((target("avx2,fma,avx512f"))) static inline float hsum512(__m512 v)
+{
+    return _mm512_reduce_add_ps(v);
+}
+
+/* One pass of the dw kernel in B-bit vectors: channels k0 .. k0 + KD - 1 against input channel
+ * c, taps of filter rows R0 .. R0 + NR - 1; KD x 3 NR accumulators, with KD dy vectors and one
+ * x vector, each summed over g, p, q in that order and then across its lanes. The passes a
+ * kernel splits the taps into leave every accumulator's sum as one pass over all 9 would. */
+#define DW_PASS(B, KD, R0, NR)                                                                     \
     do {                                                                                           \
-        __m256 acc[KD][3 * (NR)];                                                                  \
-        _Pragma("GCC unroll 2") for (int i = 0; i < (KD); i++)                                     \
-            _Pragma("GCC unroll 6") for (int t = 0; t < 3 * (NR); t++) acc[i][t] =                 \
-                _mm256_setzero_ps();                                                               \
+        __m##B acc[KD][3 * (NR)];                                                                  \
+        _Pragma("GCC unroll 4") for (int i = 0; i < (KD); i++)                                     \
+            _Pragma("GCC unroll 9") for (int t = 0; t < 3 * (NR); t++) acc[i][t] =                 \
+                MMB(B, setzero_ps)();                                                              \
         for (int g = 0; g < G; g++) {                                                              \
             const float *xc = xp + ((size_t)g * C + c) * plane + (size_t)(R0)*Wp;                  \
             const float *dk = dy + ((size_t)g * K + (size_t)k0) * PQ;                              \
             for (int p = 0; p < H; p++)                                                            \
-                for (int q = 0; q < W; q += 8) {                                                   \
+                for (int q = 0; q < W; q += (B) / 32) {                                            \
                     const float *xr = xc + (size_t)p * Wp + q;                                     \
-                    __m256 dv[KD];                                                                 \
-                    _Pragma("GCC unroll 2") for (int i = 0; i < (KD); i++) dv[i] =                 \
-                        _mm256_loadu_ps(dk + (size_t)i * PQ + (size_t)p * W + q);                  \
-                    _Pragma("GCC unroll 2") for (int r = 0; r < (NR); r++)                         \
+                    __m##B dv[KD];                                                                 \
+                    _Pragma("GCC unroll 4") for (int i = 0; i < (KD); i++) dv[i] =                 \
+                        MMB(B, loadu_ps)(dk + (size_t)i * PQ + (size_t)p * W + q);                 \
+                    _Pragma("GCC unroll 3") for (int r = 0; r < (NR); r++)                         \
                         _Pragma("GCC unroll 3") for (int s = 0; s < 3; s++)                        \
                     {                                                                              \
-                        __m256 xv = _mm256_loadu_ps(xr + (size_t)r * Wp + s);                      \
+                        __m##B xv = MMB(B, loadu_ps)(xr + (size_t)r * Wp + s);                     \
+                        /* one load for the KD channels, not one each */                           \
                         __asm__("" : "+v"(xv));                                                    \
-                        _Pragma("GCC unroll 2") for (int i = 0; i < (KD); i++) acc[i][r * 3 + s] = \
-                            _mm256_fmadd_ps(dv[i], xv, acc[i][r * 3 + s]);                         \
+                        _Pragma("GCC unroll 4") for (int i = 0; i < (KD); i++) acc[i][r * 3 + s] = \
+                            MMB(B, fmadd_ps)(dv[i], xv, acc[i][r * 3 + s]);                        \
                     }                                                                              \
                 }                                                                                  \
         }                                                                                          \
-        _Pragma("GCC unroll 2") for (int i = 0; i < (KD); i++)                                     \
-            _Pragma("GCC unroll 6") for (int t = 0; t < 3 * (NR); t++)                             \
-        {                                                                                          \
-            __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[i][t]),                               \
-                                  _mm256_extractf128_ps(acc[i][t], 1));                            \
-            h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                                \
-            h = _mm_add_ss(h, _mm_movehdup_ps(h));                                                 \
-            dw[((size_t)(k0 + i) * C + c) * 9 + (R0)*3 + t] += _mm_cvtss_f32(h);                   \
-        }                                                                                          \
+        _Pragma("GCC unroll 4") for (int i = 0; i < (KD); i++)                                     \
+            _Pragma("GCC unroll 9") for (int t = 0; t < 3 * (NR); t++)                             \
+                dw[((size_t)(k0 + i) * C + c) * 9 + (R0)*3 + t] += hsum##B(acc[i][t]);             \
     } while (0)
 
-/* dw on AVX2: the sums of the one-pass kernel with KD = 1, bit for bit (each tap's accumulator
- * takes the same products in the same order), but two output channels share each x load: the
- * 18 accumulators of 2 channels x 9 taps do not fit AVX2's 16 registers, so the taps go in two
- * passes over the image, filter rows 0-1 (12 accumulators) then row 2 (6). Loads per 18 FMAs:
- * 13 against 20 (the kernel is load-bound). An odd last channel takes one pass alone. */
+#define DW_DIMS                                                                                    \
+    const int Wp = W + 2;                                                                          \
+    const size_t plane = (size_t)(H + 2) * Wp, PQ = (size_t)H * W
+
+/* dw on AVX2: two output channels share each x load, but their 18 accumulators (2 channels x 9
+ * taps) do not fit AVX2's 16 registers, so the taps go in two passes over the image, filter
+ * rows 0-1 (12 accumulators) then row 2 (6): 13 loads per 18 FMAs against 20 for one channel
+ * at a time (the kernel is load-bound), the same sums bit for bit. An odd last channel takes
+ * one pass alone. */
 __attribute__((target("avx2,fma"))) static void direct3_dw_avx2(int C, int K, int H, int W, int G,
                                                                 const float *restrict xp,
                                                                 const float *restrict dy,
                                                                 float *restrict dw)
 {
-    const int Wp = W + 2;
-    const size_t plane = (size_t)(H + 2) * Wp, PQ = (size_t)H * W;
+    DW_DIMS;
     int k0 = 0;
     for (; k0 + 2 <= K; k0 += 2)
         for (int c = 0; c < C; c++) {
-            DW_AVX2_PASS(2, 0, 2);
-            DW_AVX2_PASS(2, 2, 1);
+            DW_PASS(256, 2, 0, 2);
+            DW_PASS(256, 2, 2, 1);
         }
     for (; k0 < K; k0++)
-        for (int c = 0; c < C; c++) DW_AVX2_PASS(1, 0, 3);
+        for (int c = 0; c < C; c++) DW_PASS(256, 1, 0, 3);
 }
 
-/* The forward tile in 512-bit vectors (16 outputs each, so W % 16 == 0): the same sums, lane
- * for lane, as the 256-bit kernels; 16 accumulators of AVX-512's 32 registers. */
-#define DIRECT3_BLOCK16(NVB)                                                                       \
-    do {                                                                                           \
-        ptrdiff_t off[NVB];                                                                        \
-        _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++)                                    \
-        {                                                                                          \
-            const int e = (v0 + j) * 16, p = e / W, q = e % W;                                     \
-            off[j] = (ptrdiff_t)p * Wp + q;                                                        \
-        }                                                                                          \
-        for (int kb = 0; kb < Ko / KB; kb++) {                                                     \
-            __m512 acc[KB][NVB];                                                                   \
-            _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                                   \
-                _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) acc[i][j] =                \
-                    _mm512_setzero_ps();                                                           \
-            const float *wk = wt + (size_t)kb * Ci * 9 * KB;                                       \
-            for (int c = 0; c < Ci; c++) {                                                         \
-                const float *xc = xp + (size_t)c * plane;                                          \
-                const float *wc = wk + (size_t)c * 9 * KB;                                         \
-                _Pragma("GCC unroll 3") for (int r = 0; r < 3; r++)                                \
-                    _Pragma("GCC unroll 3") for (int s = 0; s < 3; s++)                            \
-                {                                                                                  \
-                    const float *xr = xc + (ptrdiff_t)r * Wp + s;                                  \
-                    const float *wr = wc + (r * 3 + s) * KB;                                       \
-                    __m512 xv[NVB];                                                                \
-                    _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) xv[j] =                \
-                        _mm512_loadu_ps(xr + off[j]);                                              \
-                    _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                           \
-                    {                                                                              \
-                        const __m512 wb = _mm512_set1_ps(wr[i]);                                   \
-                        _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) acc[i][j] =        \
-                            _mm512_fmadd_ps(wb, xv[j], acc[i][j]);                                 \
-                    }                                                                              \
-                }                                                                                  \
-            }                                                                                      \
-            _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                                   \
-                _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) _mm512_storeu_ps(          \
-                    y + (size_t)(kb * KB + i) * PQ + (size_t)(v0 + j) * 16, acc[i][j]);            \
-        }                                                                                          \
-    } while (0)
-
-__attribute__((target("avx2,fma,avx512f,avx512vl"))) static void
-direct3_avx512(int Ci, int Ko, int H, int W, const float *restrict xp, const float *restrict wt,
-               float *restrict y)
-{
-    if (W % 16) {
-        direct3_avx512vl(Ci, Ko, H, W, xp, wt, y);
-        return;
-    }
-    const int Wp = W + 2;
-    const size_t plane = (size_t)(H + 2) * Wp, PQ = (size_t)H * W;
-    const int nvec = (int)(PQ / 16);
-    int v0 = 0;
-    for (; v0 + 4 <= nvec; v0 += 4) DIRECT3_BLOCK16(4);
-    for (; v0 + 2 <= nvec; v0 += 2) DIRECT3_BLOCK16(2);
-    for (; v0 < nvec; v0++) DIRECT3_BLOCK16(1);
-}
-
-/* dw in 512-bit vectors where W % 16 == 0 (AVX-512): 2 output channels x 9 taps, 16 lanes of
- * partial sums each (18 of the 32 registers), added across the lanes once per (k, c) and call.
- * A lane sums every other 8-column vector of the 256-bit kernel's, so the last bits of dw
- * differ from it (the forward pass's do not). Otherwise the 256-bit kernel. */
+/* dw with AVX-512 (K even: hs_kcpu_direct3_dw_fits): 2 channels x 9 taps in one pass (18 of the
+ * 32 registers), in 512-bit vectors where W % 16 == 0, else 256-bit ones. A 512-bit lane sums
+ * every other 8-column vector of a 256-bit one's, so those last bits of dw differ from the
+ * 256-bit kernels' (the forward pass's do not). */
 __attribute__((target("avx2,fma,avx512f,avx512vl"))) static void
 direct3_dw_avx512(int C, int K, int H, int W, int G, const float *restrict xp,
                   const float *restrict dy, float *restrict dw)
 {
-    if (W % 16) {
-        direct3_dw_avx512vl(C, K, H, W, G, xp, dy, dw);
-        return;
-    }
-    const int Wp = W + 2;
-    const size_t plane = (size_t)(H + 2) * Wp, PQ = (size_t)H * W;
-    for (int kb = 0; kb < K / 2; kb++)
+    DW_DIMS;
+    for (int k0 = 0; k0 + 2 <= K; k0 += 2)
         for (int c = 0; c < C; c++) {
-            __m512 acc[2][9];
-            _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++)
-                _Pragma("GCC unroll 9") for (int t = 0; t < 9; t++) acc[i][t] = _mm512_setzero_ps();
-            for (int g = 0; g < G; g++) {
-                const float *xc = xp + ((size_t)g * C + c) * plane;
-                const float *dk = dy + ((size_t)g * K + (size_t)kb * 2) * PQ;
-                for (int p = 0; p < H; p++)
-                    for (int q = 0; q < W; q += 16) {
-                        const float *xr = xc + (size_t)p * Wp + q;
-                        const __m512 d0 = _mm512_loadu_ps(dk + (size_t)p * W + q);
-                        const __m512 d1 = _mm512_loadu_ps(dk + PQ + (size_t)p * W + q);
-                        _Pragma("GCC unroll 3") for (int r = 0; r < 3; r++)
-                            _Pragma("GCC unroll 3") for (int s = 0; s < 3; s++)
-                        {
-                            __m512 xv = _mm512_loadu_ps(xr + (size_t)r * Wp + s);
-                            __asm__("" : "+v"(xv));
-                            acc[0][r * 3 + s] = _mm512_fmadd_ps(d0, xv, acc[0][r * 3 + s]);
-                            acc[1][r * 3 + s] = _mm512_fmadd_ps(d1, xv, acc[1][r * 3 + s]);
-                        }
-                    }
-            }
-            _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++)
-                _Pragma("GCC unroll 9") for (int t = 0; t < 9; t++)
-                    dw[(((size_t)kb * 2 + i) * C + c) * 9 + t] += _mm512_reduce_add_ps(acc[i][t]);
+            if (W % 16)
+                DW_PASS(256, 2, 0, 3);
+            else
+                DW_PASS(512, 2, 0, 3);
         }
 }
 
