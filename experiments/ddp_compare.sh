@@ -15,9 +15,12 @@
 # A run's step: hearsay, the median over iterations SKIP+1..ITERS of rank 0's per-iteration
 # wall time (rank-0.csv's wall_s differences); DDP, the median of its ITERS-SKIP timed steps
 # after SKIP warm-up steps. Beside each hearsay kind, the simulator's prediction for the same
-# configuration: `hearsay sim -n 4 --ranks-per-host 2 --sim-nic <one TCP stream's goodput
-# measured on the emulated link (hs_link_goodput)> --sim-compute fixed:<mean compute_s of the
-# real runs>`, its step the same median over rank 0's iterations.
+# configuration: `hearsay sim -n 4 --ranks-per-host 2 --sim-nic <the TCP goodput measured on
+# the emulated link> --sim-compute fixed:<mean compute_s of the real runs>`, its step the same
+# median over rank 0's iterations. The goodput (--sim-nic-from) is by default that of both
+# directions loaded at once (hs_link_goodput_duplex), as the all-reduce loads them; `one` takes
+# one stream host 1 -> host 0 (hs_link_goodput; the only measurement before 2026-11-29). Both are
+# printed and kept in OUT/goodput.tsv.
 #
 # Writes OUT/runs.tsv (a line per real run), OUT/sims.tsv, OUT/table.md (experiments/ddp_table.py),
 # and per rate OUT/RATE/MODEL-KIND-kK run directories (hearsay) or .json files (DDP) with
@@ -43,6 +46,8 @@ usage: experiments/ddp_compare.sh [OPTIONS]
   --kinds LIST    among hs hs-b0 hs-ring ddp ddp-flat (default all five)
   --out DIR       (default experiments/out/ddp_compare)
   --no-sim        no simulator predictions
+  --sim-nic-from M  the sim's NIC rate: duplex (default: the TCP goodput with both directions
+                  loaded at once, the smaller of the two) or one (one stream, one direction)
   --quick         1gbit, mlp:256-512-10, batch 16, 8 iterations (skip 3), 1 round: the
                   set-up, both frameworks and clean-up in well under a minute
   --tag T         prefix of the namespaces and links made (default hsd<pid>; 1 to 9
@@ -65,6 +70,7 @@ skip=5
 runs=3
 kinds="hs hs-b0 hs-ring ddp ddp-flat"
 sim=1
+nic_from=duplex
 tag=hsd$$
 limit=300
 while [ $# -gt 0 ]; do
@@ -78,6 +84,7 @@ while [ $# -gt 0 ]; do
     --kinds) kinds=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --no-sim) sim=0; shift ;;
+    --sim-nic-from) nic_from=$2; shift 2 ;;
     --quick) rates=1gbit models=mlp:256-512-10 batch=16 iters=8 skip=3 runs=1; shift ;;
     --tag) tag=$2; shift 2 ;;
     --limit) limit=$2; shift 2 ;;
@@ -85,6 +92,9 @@ while [ $# -gt 0 ]; do
     *) usage >&2; hs_die "unknown option '$1'" ;;
     esac
 done
+case "$nic_from" in one | duplex) ;;
+*) hs_die "--sim-nic-from: '$nic_from': expected one or duplex" ;;
+esac
 [ -n "$rates" ] || hs_die "--rates: empty"
 for r in $rates; do
     [ -n "$(hs_rate_bits "$r")" ] || hs_die "--rates: '$r' is not a tc rate (NUMBER followed by kbit, mbit or gbit)"
@@ -228,15 +238,16 @@ for rate in $rates; do
     fi
     mkdir -p "$out/$rate"
     gbytes=$(awk -v b="$(hs_rate_bits "$rate")" 'BEGIN { x = b / 8; printf "%d", (x > 1e8 ? 1e8 : x) }')
-    gp=$(hs_link_goodput "$tag" "$net" "$gbytes" 60)
-    simg=""
-    if [ -n "$gp" ]; then
-        simg=$(awk -v b="$gp" 'BEGIN { printf "%.6gMbit", b / 1e6 }')
-        echo "== $rate: one TCP stream host1 -> host0 carries $simg/s ($gbytes bytes)"
-    else
-        echo "== $rate: could not measure the link's TCP goodput: no sim prediction"
-    fi
-    printf '%s\t%s\n' "$rate" "$simg" >>"$out/goodput.tsv"
+    gp1=$(hs_link_goodput "$tag" "$net" "$gbytes" 60)
+    gp2=$(hs_link_goodput_duplex "$tag" "$net" "$gbytes" 60)
+    mbit() { [ -n "$1" ] && awk -v b="$1" 'BEGIN { printf "%.6gMbit", b / 1e6 }'; }
+    g1=$(mbit "$gp1" || true)
+    g2=$(mbit "$gp2" || true)
+    echo "== $rate: TCP goodput: one stream host1 -> host0 ${g1:-not measured}/s ($gbytes bytes);" \
+        "both directions at once ${g2:-not measured}/s each (the smaller)"
+    if [ "$nic_from" = duplex ]; then simg=$g2; else simg=$g1; fi
+    [ -n "$simg" ] || echo "== $rate: could not measure the link's TCP goodput ($nic_from): no sim prediction"
+    printf '%s\t%s\t%s\t%s\n' "$rate" "$simg" "$g1" "$g2" >>"$out/goodput.tsv"
     for m in $models; do
         mname=${m//:/_}
         mapfile -t flags < <(train_flags "$m")

@@ -66,8 +66,11 @@ def main():
         with open(f"{a.out}/goodput.tsv") as f:
             for line in f:
                 c = line.rstrip("\n").split("\t")
-                if len(c) >= 2:
-                    goodput[c[0]] = c[1] or "not measured"
+                if len(c) >= 4:  # rate, the sim's NIC, one stream, both directions
+                    goodput[c[0]] = (c[1] or "not measured", c[2] or "not measured",
+                                     c[3] or "not measured")
+                elif len(c) >= 2:  # before 2026-11-29: one stream only
+                    goodput[c[0]] = (c[1] or "not measured", c[1] or "not measured", "not measured")
     except FileNotFoundError:
         pass
 
@@ -82,8 +85,10 @@ def main():
                  f"over rounds (range); 1-minute load average before the runs {lo}"
                  + (f" (start, end: {a.load})" if a.load else "") + ".")
     if goodput:
-        lines.append("Measured TCP goodput of one stream per link: "
-                     + ", ".join(f"{r}: {g}/s" for r, g in goodput.items()) + ".")
+        lines.append("Measured TCP goodput per link, one stream / both directions at once: "
+                     + ", ".join(f"{r}: {g[1]}/s / {g[2]}/s" for r, g in goodput.items())
+                     + "; the sim's --sim-nic: "
+                     + ", ".join(f"{r}: {g[0]}" for r, g in goodput.items()) + ".")
     lines.append("")
     lines.append("| rate | model | hearsay ms/step | DDP ms/step | DDP-flat ms/step | hearsay/DDP "
                  "(target <= 0.8) | sim ms/step | sim/real (target 0.85-1.15) |")

@@ -299,18 +299,14 @@ hs_report() { # BIN DIR [hearsay report FLAGS]
     fi
 }
 
-# What one TCP stream from host 1 to host 0 of hs_hosts_up carries, in bit/s (kernel sockets,
-# BYTES bytes, timed at the receiver from the first byte to the last): the emulated link's
-# real capacity on this machine, which a busy CPU can hold far below the tbf rate. Empty when
-# the measurement failed.
-hs_link_goodput() { # TAG NET BYTES LIMIT
-    local tag=$1 net=$2 bytes=$3 limit=$4 f srv
-    f=$(mktemp)
-    timeout "$limit" ip netns exec "${tag}h0" "$HS_PY" -c '
+# The goodput measurements' two ends (python): a server on ADDR PORT that prints "ready", then,
+# once its one connection closes, the bits per second it received from the first byte to the
+# last; a client that sends BYTES zero bytes to ADDR PORT.
+HS_GOODPUT_SERVER='
 import socket, sys, time
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((sys.argv[1], 5999))
+s.bind((sys.argv[1], int(sys.argv[2])))
 s.listen(1)
 print("ready", flush=True)
 c, _ = s.accept()
@@ -324,18 +320,64 @@ while True:
     n += len(b)
 dt = time.monotonic() - t0
 print(f"{8 * n / dt:.0f}" if n and dt > 0 else "", flush=True)
-' "$net.1" >"$f" 2>/dev/null &
+'
+HS_GOODPUT_CLIENT='
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+c.sendall(bytes(int(sys.argv[3])))
+c.close()
+'
+
+# What one TCP stream from host 1 to host 0 of hs_hosts_up carries, in bit/s (kernel sockets,
+# BYTES bytes, timed at the receiver from the first byte to the last): the emulated link's
+# real capacity on this machine, which a busy CPU can hold far below the tbf rate. Empty when
+# the measurement failed.
+hs_link_goodput() { # TAG NET BYTES LIMIT
+    local tag=$1 net=$2 bytes=$3 limit=$4 f srv
+    f=$(mktemp)
+    timeout "$limit" ip netns exec "${tag}h0" "$HS_PY" -c "$HS_GOODPUT_SERVER" "$net.1" 5999 \
+        >"$f" 2>/dev/null &
     srv=$!
     HS_PIDS+=("$srv")
     local i=0
     while [ $i -lt 50 ] && ! grep -q ready "$f"; do i=$((i + 1)); sleep 0.1; done
-    timeout "$limit" ip netns exec "${tag}h1" "$HS_PY" -c '
-import socket, sys
-c = socket.create_connection((sys.argv[1], 5999))
-c.sendall(bytes(int(sys.argv[2])))
-c.close()
-' "$net.1" "$bytes" 2>/dev/null || true
+    timeout "$limit" ip netns exec "${tag}h1" "$HS_PY" -c "$HS_GOODPUT_CLIENT" "$net.1" 5999 \
+        "$bytes" 2>/dev/null || true
     wait "$srv" 2>/dev/null || true
     sed -n 2p "$f"
     rm -f "$f"
+}
+
+# Both directions at once (host 1 -> host 0 and host 0 -> host 1, one TCP stream each, started
+# together), as an all-reduce loads a link: the smaller of the two rates, bits per second, or
+# nothing. On a machine whose CPUs carry the emulated hosts' TCP, this is below one stream's.
+hs_link_goodput_duplex() { # TAG NET BYTES LIMIT
+    local tag=$1 net=$2 bytes=$3 limit=$4 f0 f1 s0 s1 c1 i a b
+    f0=$(mktemp)
+    f1=$(mktemp)
+    timeout "$limit" ip netns exec "${tag}h0" "$HS_PY" -c "$HS_GOODPUT_SERVER" "$net.1" 5998 \
+        >"$f0" 2>/dev/null &
+    s0=$!
+    timeout "$limit" ip netns exec "${tag}h1" "$HS_PY" -c "$HS_GOODPUT_SERVER" "$net.2" 5998 \
+        >"$f1" 2>/dev/null &
+    s1=$!
+    HS_PIDS+=("$s0" "$s1")
+    i=0
+    while [ $i -lt 50 ] && ! { grep -q ready "$f0" && grep -q ready "$f1"; }; do
+        i=$((i + 1))
+        sleep 0.1
+    done
+    timeout "$limit" ip netns exec "${tag}h1" "$HS_PY" -c "$HS_GOODPUT_CLIENT" "$net.1" 5998 \
+        "$bytes" 2>/dev/null &
+    c1=$!
+    HS_PIDS+=("$c1")
+    timeout "$limit" ip netns exec "${tag}h0" "$HS_PY" -c "$HS_GOODPUT_CLIENT" "$net.2" 5998 \
+        "$bytes" 2>/dev/null || true
+    wait "$c1" "$s0" "$s1" 2>/dev/null || true
+    a=$(sed -n 2p "$f0")
+    b=$(sed -n 2p "$f1")
+    rm -f "$f0" "$f1"
+    if [ -n "$a" ] && [ -n "$b" ]; then
+        awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f\n", a < b ? a : b }'
+    fi
 }

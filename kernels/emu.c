@@ -631,6 +631,35 @@ static int emu_nrm2(hs_kernels_t *k, size_t n, const float *x, double *out_host)
     EMU_CALL_SPAN("nrm2", n * sizeof(float), cpu()->nrm2(k, n, x, out_host), x);
 }
 
+/* ---- compression ---- */
+
+static int emu_compress(hs_kernels_t *k, const hs_kcompress_t *c, const float *x, void *out,
+                        size_t *bytes)
+{
+    if (!c || !bytes) return HS_ERR(-EINVAL, "emu compress: NULL argument");
+    HS_TRY(emu_host_arg("compress", "bytes", bytes));
+    const void *const p[] = {x, out};
+    const size_t span[] = {c->n * sizeof(float), c->bytes};
+    emu_held_t h;
+    HS_TRY(emu_enter(&h, "compress", "x, out", p, span, 2));
+    int rc = cpu()->compress(k, c, x, out, bytes);
+    emu_leave(&h);
+    return rc;
+}
+
+static int emu_decompress(hs_kernels_t *k, const hs_kcompress_t *c, const void *in, size_t bytes,
+                          float alpha, int add, float *y)
+{
+    if (!c) return HS_ERR(-EINVAL, "emu decompress: NULL argument");
+    const void *const p[] = {in, y};
+    const size_t span[] = {bytes, c->n * sizeof(float)};
+    emu_held_t h;
+    HS_TRY(emu_enter(&h, "decompress", "in, y", p, span, 2));
+    int rc = cpu()->decompress(k, c, in, bytes, alpha, add, y);
+    emu_leave(&h);
+    return rc;
+}
+
 /* ---- the table ---- */
 
 static const hs_kernel_ops_t emu_ops = {
@@ -672,6 +701,8 @@ static const hs_kernel_ops_t emu_ops = {
     .ipc_handle = emu_ipc_handle,
     .ipc_open = emu_ipc_open,
     .ipc_close = emu_ipc_close,
+    .compress = emu_compress,
+    .decompress = emu_decompress,
 };
 
 int hs_kernels_emu_open(hs_kernels_t *k, int threads)

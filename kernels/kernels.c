@@ -91,6 +91,11 @@ int hs_kernels_host_alloc(hs_kernels_t *k, size_t bytes, void **out, const char 
     return 0;
 }
 
+int hs_kernels_is_host(const hs_kernels_t *k)
+{
+    return k && k->device == HS_DEV_CPU;
+}
+
 void hs_kernels_host_free(hs_kernels_t *k, void *p)
 {
     if (!p) return;

@@ -22,8 +22,12 @@
  * Messages: hs_ps_hdr_v1_t of kind HS_PS_COMPRESSED (length = n, extra = the compressed bytes)
  * then the compressed q_i, on tag CHOCO_TAG_NEIGHBOR, one per neighbour and round; a neighbour
  * cannot be more than one round ahead (it needs this rank's round-t message to finish round t), as
- * in D-PSGD. A failed neighbour stops the run with an error naming it. The compressors work on host
- * memory: on a device that is not the host, x_i is staged through a host image each round.
+ * in D-PSGD. A failed neighbour stops the run with an error naming it.
+ *
+ * x_i, x^_i and s_i live where the model does (the kernels' memory): the vector arithmetic runs
+ * as kernel ops and the compressors are bound to the device (hs_compress_dev), so on a GPU only
+ * the compressed bytes cross to the host (top-k, which selects on the host, also copies x_i -
+ * x^_i there).
  */
 #include "hearsay/algo.h"
 #include "hearsay/common.h"
@@ -52,10 +56,9 @@ struct hs_algo {
     double *wts;         /* (maxdeg) Metropolis weights W_ij */
     hs_compressor_t *q;  /* compresses x_i - x^_i */
     hs_compressor_t *dq; /* decompresses the neighbours' q_j (same spec and n) */
-    float *xhat;         /* (n) x^_i, the public copy of this worker's model */
-    float *s;            /* (n) s_i = sum_j W_ij x^_j over j in N(i) and i */
-    float *diff;         /* (n) x_i - x^_i */
-    hs_stage_t xs;       /* the host image of x_i */
+    float *xhat;         /* (n, device) x^_i, the public copy of this worker's model */
+    float *s;            /* (n, device) s_i = sum_j W_ij x^_j over j in N(i) and i */
+    float *diff;         /* (n, device) x_i - x^_i, then s_i - x^_i */
     unsigned char *sbuf; /* header + q_i, shared by every neighbour's send */
     hs_nx_t nx;          /* receive buffers (header + q_j) and requests, per neighbour */
 };
@@ -69,7 +72,7 @@ static int on_recv(void *ctx, int slot, const unsigned char *msg, const hs_tstat
     HS_TRY(hs_nx_check_compressed(&a->nx, h, st, a->n, t, 0));
     double t0 = hs_exec_now(d->x);
     hs_trace_apply_begin(d->x->trace, d->rank, msg, st); /* --trace */
-    int rc = hs_decompress_add(a->dq, msg + sizeof *h, h->extra, (float)a->wts[slot], a->s);
+    int rc = hs_decompress_add_dev(a->dq, msg + sizeof *h, h->extra, (float)a->wts[slot], a->s);
     hs_trace_end(d->x->trace, HS_TR_APPLY);
     if (rc < 0) {
         hs_error_prefix("CHOCO-SGD: message from rank %d", st->source);
@@ -79,32 +82,19 @@ static int on_recv(void *ctx, int slot, const unsigned char *msg, const hs_tstat
     return 0;
 }
 
-/* (n) diff = x - xhat; x += gamma (s - xhat). Plain loops in blocks of 16 (vectorised). */
-static void sub_vec(float *restrict diff, const float *restrict x, const float *restrict xh,
-                    size_t n)
+/* (n, device) out = x - y */
+static int sub_dev(hs_kernels_t *k, size_t n, float *out, const float *x, const float *y)
 {
-    size_t b = 0;
-    for (; b + 16 <= n; b += 16)
-        for (size_t i = b; i < b + 16; i++) diff[i] = x[i] - xh[i];
-    for (; b < n; b++) diff[b] = x[b] - xh[b];
-}
-
-static void consensus(float *restrict x, const float *restrict s, const float *restrict xh,
-                      float gamma, size_t n)
-{
-    size_t b = 0;
-    for (; b + 16 <= n; b += 16)
-        for (size_t i = b; i < b + 16; i++) x[i] += gamma * (s[i] - xh[i]);
-    for (; b < n; b++) x[b] += gamma * (s[b] - xh[b]);
+    HS_TRY(k->ops->copy(k, out, x, n * sizeof(float)));
+    return k->ops->axpy(k, n, -1.0f, y, out);
 }
 
 static int choco_step(hs_algo_t *a, long t)
 {
     hs_dist_t *d = a->d;
-    /* x: the model where the host can read and write it (its image) */
-    float *x = hs_stage_host(&a->xs);
+    hs_kernels_t *k = d->k;
+    float *x = d->params;
     HS_TRY(hs_dist_apply(d, 1.0));
-    HS_TRY(hs_stage_pull(&a->xs));
 
     /* the previous round's sends must be done before the buffer is overwritten */
     HS_TRY(hs_nx_wait_sends(&a->nx, t - 1));
@@ -114,23 +104,25 @@ static int choco_step(hs_algo_t *a, long t)
     hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)a->sbuf;
     unsigned char *q = a->sbuf + sizeof *h;
     size_t qbytes = 0;
-    sub_vec(a->diff, x, a->xhat, a->n);
-    HS_TRY(hs_compress(a->q, a->diff, q, &qbytes));
+    HS_TRY(sub_dev(k, a->n, a->diff, x, a->xhat));
+    HS_TRY(hs_compress_dev(a->q, a->diff, q, &qbytes));
     hs_ps_hdr_init(h, HS_PS_COMPRESSED, d->rank, t, 1.0, a->n);
     h->extra = (uint32_t)qbytes;
     for (int i = 0; i < a->cnt; i++)
         HS_TRY(
             hs_nx_send(&a->nx, i, hs_dist_tag(d, CHOCO_TAG_NEIGHBOR), a->sbuf, sizeof *h + qbytes));
-    /* this worker's own copy, and its term in s, while the messages travel */
-    HS_TRY(hs_decompress_add(a->q, q, qbytes, 1.0f, a->xhat));
-    HS_TRY(hs_decompress_add(a->q, q, qbytes, (float)a->self_w, a->s));
+    /* this worker's own copy, and its term in s, while the messages travel (the compressed
+     * q_i is still where the vectors are) */
+    HS_TRY(hs_decompress_add_dev(a->q, NULL, 0, 1.0f, a->xhat));
+    HS_TRY(hs_decompress_add_dev(a->q, NULL, 0, (float)a->self_w, a->s));
     d->st.comm_s += hs_exec_now(d->x) - t0;
 
     HS_TRY(hs_nx_wait_recvs(&a->nx, a->cnt, t, on_recv, a));
 
+    /* the consensus step: x += gamma (s - xhat) */
     t0 = hs_exec_now(d->x);
-    consensus(x, a->s, a->xhat, (float)a->gamma, a->n);
-    HS_TRY(hs_stage_push(&a->xs));
+    HS_TRY(sub_dev(k, a->n, a->diff, a->s, a->xhat));
+    HS_TRY(k->ops->axpy(k, a->n, (float)a->gamma, a->diff, x));
     d->st.comm_s += hs_exec_now(d->x) - t0;
     return 0;
 }
@@ -149,10 +141,12 @@ static void choco_finalize(hs_algo_t **ap)
     free(a->sbuf);
     free(a->peers);
     free(a->wts);
-    free(a->xhat);
-    free(a->s);
-    free(a->diff);
-    hs_stage_close(&a->xs);
+    if (a->d) {
+        hs_kernels_t *k = a->d->k;
+        k->ops->free(k, a->xhat);
+        k->ops->free(k, a->s);
+        k->ops->free(k, a->diff);
+    }
     hs_compressor_destroy(&a->q);
     hs_compressor_destroy(&a->dq);
     free(a);
@@ -190,7 +184,8 @@ static int choco_init(hs_algo_t **out, hs_dist_t *d)
     /* the seed of the rounding / sampling stream: per rank, fixed (runs repeat) */
     uint64_t seed = 0x43484f43ull ^ ((uint64_t)d->rank * 0x9e3779b97f4a7c15ull);
     int rc = hs_compressor_create(&a->q, spec, a->n, seed);
-    if (rc < 0 || (rc = hs_compressor_create(&a->dq, spec, a->n, seed)) < 0) {
+    if (rc < 0 || (rc = hs_compressor_create(&a->dq, spec, a->n, seed)) < 0 ||
+        (rc = hs_compressor_bind(a->q, d->k)) < 0 || (rc = hs_compressor_bind(a->dq, d->k)) < 0) {
         hs_error_prefix("--algo choco");
         goto fail;
     }
@@ -208,13 +203,17 @@ static int choco_init(hs_algo_t **out, hs_dist_t *d)
     a->peers = hs_calloc((size_t)a->maxdeg, sizeof *a->peers, "neighbours");
     a->wts = hs_calloc((size_t)a->maxdeg, sizeof *a->wts, "weights");
     a->sbuf = hs_malloc(a->msg_cap, "send buffer");
-    a->xhat = hs_calloc(a->n, sizeof *a->xhat, "public copy");
-    a->s = hs_calloc(a->n, sizeof *a->s, "neighbours' copies");
-    a->diff = hs_malloc(a->n * sizeof *a->diff, "difference");
-    /* the compressors work on host memory: the model is staged through its image */
-    if ((rc = hs_stage_image(&a->xs, d->k, d->params, a->n, "model")) < 0) goto fail;
-    rc = -ENOMEM;
-    if (!a->peers || !a->wts || !a->sbuf || !a->xhat || !a->s || !a->diff) goto fail;
+    if (!a->peers || !a->wts || !a->sbuf) goto fail;
+    /* x^_i, s_i (both from 0) and the difference, where the model is */
+    hs_kernels_t *k = d->k;
+    const size_t nb = a->n * sizeof(float);
+    if ((rc = k->ops->alloc(k, nb, (void **)&a->xhat)) < 0 ||
+        (rc = k->ops->alloc(k, nb, (void **)&a->s)) < 0 ||
+        (rc = k->ops->alloc(k, nb, (void **)&a->diff)) < 0 ||
+        (rc = k->ops->zero(k, a->xhat, nb)) < 0 || (rc = k->ops->zero(k, a->s, nb)) < 0) {
+        hs_error_prefix("--algo choco: the public copies");
+        goto fail;
+    }
     if ((rc = hs_nx_init(&a->nx, d, "CHOCO-SGD", a->maxdeg, a->msg_cap, a->peers, a->peers)) < 0)
         goto fail;
     if ((rc = hs_topo_out_peers(d->topo, 0, d->rank, a->peers, a->wts, a->maxdeg, &a->cnt,
@@ -264,16 +263,18 @@ static size_t choco_state_bytes(const hs_algo_t *a)
 
 static int choco_state_save(hs_algo_t *a, void *buf)
 {
-    memcpy(buf, a->xhat, a->n * sizeof(float));
-    memcpy((char *)buf + a->n * sizeof(float), a->s, a->n * sizeof(float));
-    return 0;
+    hs_kernels_t *k = a->d->k;
+    const size_t nb = a->n * sizeof(float);
+    HS_TRY(k->ops->to_host(k, buf, a->xhat, nb));
+    return k->ops->to_host(k, (char *)buf + nb, a->s, nb);
 }
 
 static int choco_state_load(hs_algo_t *a, const void *buf)
 {
-    memcpy(a->xhat, buf, a->n * sizeof(float));
-    memcpy(a->s, (const char *)buf + a->n * sizeof(float), a->n * sizeof(float));
-    return 0;
+    hs_kernels_t *k = a->d->k;
+    const size_t nb = a->n * sizeof(float);
+    HS_TRY(k->ops->to_device(k, a->xhat, buf, nb));
+    return k->ops->to_device(k, a->s, (const char *)buf + nb, nb);
 }
 
 const hs_algo_ops_t hs_algo_choco_ops = {

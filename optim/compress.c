@@ -63,6 +63,15 @@ struct hs_compressor {
     uint32_t *sample;     /* (sample_n) top-k sampled magnitudes (abs bits); none: exact */
     size_t sample_n;
     uint32_t *lut; /* (256 x 8) top-k: the lanes of each 8-bit mask, packed */
+    /* hs_compressor_bind: the backend, room for one compressed vector on it (NULL on the
+     * CPU), a host image of x where the backend's slot does not take this kind */
+    hs_kernels_t *kb;
+    void *dbuf;
+    float *ximg;
+    int on_dev;
+    const unsigned char *last; /* the CPU: the last hs_compress_dev output, and its size */
+    size_t last_bytes;
+    int has_last;
 };
 
 /* ---- spec ------------------------------------------------------------------------------- */
@@ -428,25 +437,22 @@ CQ_SIMD static void int8_dec_add(const int8_t *restrict q, float *restrict y, si
     CQ_FOR(i, n, y[i] += (float)q[i] * scale);
 }
 
-static int int8_enc(hs_compressor_t *c, const float *x, unsigned char *out)
+static int int8_enc(const hs_kcompress_t *p, const float *x, unsigned char *out)
 {
-    const size_t n = c->n, C = c->s.chunk, nch = (n + C - 1) / C;
+    const size_t n = p->n, C = p->chunk, nch = (n + C - 1) / C;
     float *scales = (float *)out;
     int8_t *q = (int8_t *)(out + nch * 4);
-    uint32_t key = c->s.stochastic ? cq_key(c) : 0;
     for (size_t ch = 0; ch < nch; ch++) {
         size_t off = ch * C, len = HS_MIN(C, n - off);
         uint32_t mb = absmax_bits(x + off, len);
-        if (mb >= 0x7f800000u)
-            return HS_ERR(-ERANGE, "--compress %s: a non-finite value near element %zu", c->s.text,
-                          off);
+        if (mb >= 0x7f800000u) return HS_ERR(-ERANGE, "a non-finite value near element %zu", off);
         float amax = u2f(mb);
         float scale = amax / 127.0f;
         float inv = amax > 0 ? 127.0f / amax : 0.0f;
         if (!(inv < INFINITY)) inv = 0, scale = 0; /* subnormal maximum: send zeros */
         scales[ch] = scale;
-        if (c->s.stochastic)
-            int8_stoch(x + off, q + off, len, inv, key, (uint32_t)off);
+        if (p->stochastic)
+            int8_stoch(x + off, q + off, len, inv, p->key, (uint32_t)off);
         else
             int8_nearest(x + off, q + off, len, inv);
     }
@@ -745,18 +751,19 @@ static int topk_enc(hs_compressor_t *c, const float *x, unsigned char *out, size
     return 0;
 }
 
-static void randk_enc(hs_compressor_t *c, const float *x, unsigned char *out, size_t *bytes)
+static void randk_enc(const hs_kcompress_t *p, const float *x, unsigned char *out, size_t *bytes)
 {
-    const size_t n = c->n, k = c->k;
-    uint32_t key = cq_key(c);
+    const size_t n = p->n, k = p->k;
+    uint32_t key = p->key;
     uint32_t k32 = (uint32_t)k;
     memcpy(out, &k32, 4);
     uint32_t *oi = (uint32_t *)(out + 4);
     float *ov = (float *)(out + 4 + 4 * k);
-    /* stratum j = [j n / k, (j + 1) n / k): one index in each, distinct and increasing */
+    /* stratum j = [j n / k, (j + 1) n / k): one index in each, distinct and increasing (n and
+     * k fit 32 bits, so j n fits 64) */
     for (size_t j = 0; j < k; j++) {
-        size_t lo = (size_t)((unsigned __int128)j * n / k);
-        size_t hi = (size_t)((unsigned __int128)(j + 1) * n / k);
+        size_t lo = (size_t)((uint64_t)j * n / k);
+        size_t hi = (size_t)((uint64_t)(j + 1) * n / k);
         size_t i = lo + cq_hash((uint32_t)j * 0x9e3779b9u ^ key) % (hi - lo);
         oi[j] = (uint32_t)i;
         ov[j] = x[i];
@@ -829,6 +836,10 @@ int hs_compressor_create(hs_compressor_t **out, const char *spec, size_t n, uint
 void hs_compressor_destroy(hs_compressor_t **c)
 {
     if (!c || !*c) return;
+    if ((*c)->kb) {
+        (*c)->kb->ops->free((*c)->kb, (*c)->dbuf);
+        hs_kernels_host_free((*c)->kb, (*c)->ximg);
+    }
     free((*c)->lut);
     free((*c)->mag);
     free((*c)->tmp);
@@ -852,41 +863,81 @@ size_t hs_compressor_k(const hs_compressor_t *c)
     return c->k;
 }
 
-int hs_compress(hs_compressor_t *c, const float *x, void *out, size_t *bytes)
+/* The slots' view of c (a decoder's: no key). */
+static hs_kcompress_t kview(const hs_compressor_t *c)
 {
-    const size_t n = c->n;
-    switch (c->s.kind) {
+    return (hs_kcompress_t){.kind = (int)c->s.kind,
+                            .stochastic = c->s.stochastic,
+                            .chunk = c->s.chunk,
+                            .n = c->n,
+                            .k = c->k,
+                            .bytes = c->max_bytes};
+}
+
+/* The slots' view of c, with this call's key of its stream where the kind takes one. */
+static hs_kcompress_t kparams(hs_compressor_t *c)
+{
+    hs_kcompress_t p = kview(c);
+    if ((c->s.kind == HS_COMPRESS_INT8 && c->s.stochastic) || c->s.kind == HS_COMPRESS_RANDK)
+        p.key = cq_key(c);
+    return p;
+}
+
+static int cpu_f16c(void)
+{
+#if CQ_X86
+    static int f = -1;
+    if (f < 0) f = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+    return f;
+#else
+    return 0;
+#endif
+}
+
+int hs_compress_format(const hs_kcompress_t *p, const float *x, void *out, size_t *bytes)
+{
+    const size_t n = p->n;
+    hs_compressor_t h = {.f16c = cpu_f16c()};
+    switch ((hs_compress_kind_t)p->kind) {
     case HS_COMPRESS_NONE:
         memcpy(out, x, n * 4);
         break;
     case HS_COMPRESS_FP16:
-        fp16_enc(c, x, (uint16_t *)out, n);
+        fp16_enc(&h, x, (uint16_t *)out, n);
         break;
     case HS_COMPRESS_BF16:
         bf16_enc(x, (uint16_t *)out, n);
         break;
     case HS_COMPRESS_INT8:
-        HS_TRY(int8_enc(c, x, (unsigned char *)out));
+        HS_TRY(int8_enc(p, x, (unsigned char *)out));
         break;
-    case HS_COMPRESS_TOPK:
-        return topk_enc(c, x, (unsigned char *)out, bytes);
     case HS_COMPRESS_RANDK:
-        randk_enc(c, x, (unsigned char *)out, bytes);
+        randk_enc(p, x, (unsigned char *)out, bytes);
         return 0;
+    case HS_COMPRESS_TOPK:
+        return HS_ERR(-ENOTSUP, "top-k is not a compression slot's kind (it selects on the host)");
+    default:
+        return HS_ERR(-EINVAL, "compressor kind %d", p->kind);
     }
-    *bytes = c->max_bytes;
+    *bytes = p->bytes;
     return 0;
 }
 
-static int dec(const hs_compressor_t *c, const void *in_, size_t bytes, float alpha, int add,
-               float *y)
+int hs_compress(hs_compressor_t *c, const float *x, void *out, size_t *bytes)
+{
+    if (c->s.kind == HS_COMPRESS_TOPK) return topk_enc(c, x, (unsigned char *)out, bytes);
+    hs_kcompress_t p = kparams(c);
+    int rc = hs_compress_format(&p, x, out, bytes);
+    if (rc < 0) hs_error_prefix("--compress %s", c->s.text);
+    return rc;
+}
+
+int hs_decompress_format(const hs_kcompress_t *p, const void *in_, size_t bytes, float alpha,
+                         int add, float *y)
 {
     const unsigned char *in = in_;
-    const size_t n = c->n;
-    if (c->s.kind != HS_COMPRESS_TOPK && c->s.kind != HS_COMPRESS_RANDK && bytes != c->max_bytes)
-        return HS_ERR(-EPROTO, "%s: %zu bytes for %zu floats (expected %zu)", c->s.text, bytes, n,
-                      c->max_bytes);
-    switch (c->s.kind) {
+    const size_t n = p->n;
+    switch ((hs_compress_kind_t)p->kind) {
     case HS_COMPRESS_NONE: {
         const float *x = (const float *)in;
         if (!add)
@@ -895,9 +946,11 @@ static int dec(const hs_compressor_t *c, const void *in_, size_t bytes, float al
             f32_axpy(x, y, n, alpha);
         return 0;
     }
-    case HS_COMPRESS_FP16:
-        fp16_dec(c, (const uint16_t *)in, y, n, alpha, add);
+    case HS_COMPRESS_FP16: {
+        hs_compressor_t h = {.f16c = cpu_f16c()};
+        fp16_dec(&h, (const uint16_t *)in, y, n, alpha, add);
         return 0;
+    }
     case HS_COMPRESS_BF16:
         if (add)
             bf16_dec_add((const uint16_t *)in, y, n, alpha);
@@ -905,7 +958,7 @@ static int dec(const hs_compressor_t *c, const void *in_, size_t bytes, float al
             bf16_dec((const uint16_t *)in, y, n);
         return 0;
     case HS_COMPRESS_INT8: {
-        const size_t C = c->s.chunk, nch = (n + C - 1) / C;
+        const size_t C = p->chunk, nch = (n + C - 1) / C;
         const float *scales = (const float *)in;
         const int8_t *q = (const int8_t *)(in + nch * 4);
         for (size_t ch = 0; ch < nch; ch++) {
@@ -919,19 +972,39 @@ static int dec(const hs_compressor_t *c, const void *in_, size_t bytes, float al
     }
     case HS_COMPRESS_TOPK:
     case HS_COMPRESS_RANDK: {
-        uint32_t m = 0;
-        HS_TRY(sparse_check(c, in, bytes, &m));
+        size_t m = bytes >= 4 ? (bytes - 4) / 8 : 0;
         const uint32_t *idx = (const uint32_t *)(in + 4);
-        const float *val = (const float *)(in + 4 + 4 * (size_t)m);
+        const float *val = (const float *)(in + 4 + 4 * m);
         if (!add) {
             memset(y, 0, n * 4);
-            for (uint32_t i = 0; i < m; i++) y[idx[i]] = val[i];
+            for (size_t i = 0; i < m; i++) y[idx[i]] = val[i];
         } else
-            for (uint32_t i = 0; i < m; i++) y[idx[i]] += alpha * val[i];
+            for (size_t i = 0; i < m; i++) y[idx[i]] += alpha * val[i];
         return 0;
     }
     }
-    return HS_ERR(-EINVAL, "compressor kind %d", (int)c->s.kind);
+    return HS_ERR(-EINVAL, "compressor kind %d", p->kind);
+}
+
+/* The checks of a received vector's bytes: its length, and a sparse one's entries. */
+static int dec_check(const hs_compressor_t *c, const void *in, size_t bytes)
+{
+    if (c->s.kind != HS_COMPRESS_TOPK && c->s.kind != HS_COMPRESS_RANDK) {
+        if (bytes != c->max_bytes)
+            return HS_ERR(-EPROTO, "%s: %zu bytes for %zu floats (expected %zu)", c->s.text, bytes,
+                          c->n, c->max_bytes);
+        return 0;
+    }
+    uint32_t m = 0;
+    return sparse_check(c, in, bytes, &m);
+}
+
+static int dec(const hs_compressor_t *c, const void *in, size_t bytes, float alpha, int add,
+               float *y)
+{
+    HS_TRY(dec_check(c, in, bytes));
+    hs_kcompress_t p = kview(c);
+    return hs_decompress_format(&p, in, bytes, alpha, add, y);
 }
 
 void hs_half_encode(int bf16, const float *x, uint16_t *y, size_t n)
@@ -971,4 +1044,92 @@ int hs_decompress(const hs_compressor_t *c, const void *in, size_t bytes, float 
 int hs_decompress_add(const hs_compressor_t *c, const void *in, size_t bytes, float alpha, float *y)
 {
     return dec(c, in, bytes, alpha, 1, y);
+}
+
+/* ---- vectors in device memory ------------------------------------------------------------ */
+
+int hs_compressor_bind(hs_compressor_t *c, hs_kernels_t *k)
+{
+    if (c->kb)
+        return HS_ERR(-EINVAL, "--compress %s: the compressor is bound to a backend already",
+                      c->s.text);
+    if (!k || hs_kernels_is_host(k)) return 0; /* host memory: hs_compress as it is */
+    if (!HS_KOP_HAS(k, decompress))
+        return HS_ERR(-ENOSYS, "--compress %s: the %s backend has no decompress slot", c->s.text,
+                      k->ops->name);
+    c->on_dev = c->s.kind != HS_COMPRESS_TOPK && HS_KOP_HAS(k, compress);
+    int rc = k->ops->alloc(k, c->max_bytes, &c->dbuf);
+    if (rc == 0 && !c->on_dev)
+        rc = hs_kernels_host_alloc(k, c->n * sizeof(float), (void **)&c->ximg,
+                                   "a compressor's host image");
+    if (rc < 0) {
+        k->ops->free(k, c->dbuf);
+        c->dbuf = NULL;
+        hs_error_prefix("--compress %s: binding to the %s backend", c->s.text, k->ops->name);
+        return rc;
+    }
+    c->kb = k;
+    return 0;
+}
+
+int hs_compressor_on_device(const hs_compressor_t *c)
+{
+    return c->kb && c->on_dev;
+}
+
+int hs_compress_dev(hs_compressor_t *c, const float *x, void *out, size_t *bytes)
+{
+    hs_kernels_t *k = c->kb;
+    if (!k) {
+        HS_TRY(hs_compress(c, x, out, bytes));
+        c->last = out;
+        c->last_bytes = *bytes;
+        c->has_last = 1;
+        return 0;
+    }
+    if (!c->on_dev) { /* top-k: select on the host, then the bytes to the device */
+        HS_TRY(k->ops->to_host(k, c->ximg, x, c->n * sizeof(float)));
+        HS_TRY(hs_compress(c, c->ximg, out, bytes));
+        HS_TRY(k->ops->to_device(k, c->dbuf, out, *bytes));
+        c->last_bytes = *bytes;
+        c->has_last = 1;
+        return 0;
+    }
+    hs_kcompress_t p = kparams(c);
+    int rc = k->ops->compress(k, &p, x, c->dbuf, bytes);
+    if (rc == 0) rc = k->ops->to_host(k, out, c->dbuf, *bytes);
+    if (rc == 0 && c->s.kind == HS_COMPRESS_INT8) { /* a device's slot leaves the check here */
+        const size_t nch = (c->n + c->s.chunk - 1) / c->s.chunk;
+        const float *scales = out;
+        for (size_t ch = 0; ch < nch; ch++)
+            if (!isfinite(scales[ch])) {
+                rc = HS_ERR(-ERANGE, "a non-finite value in elements [%zu, %zu)", ch * c->s.chunk,
+                            HS_MIN(c->n, (ch + 1) * c->s.chunk));
+                break;
+            }
+    }
+    if (rc < 0) {
+        hs_error_prefix("--compress %s", c->s.text);
+        return rc;
+    }
+    c->last_bytes = *bytes;
+    c->has_last = 1;
+    return 0;
+}
+
+int hs_decompress_add_dev(hs_compressor_t *c, const void *in, size_t bytes, float alpha, float *y)
+{
+    hs_kernels_t *k = c->kb;
+    if (!in) {
+        if (!c->has_last)
+            return HS_ERR(-EINVAL, "--compress %s: nothing compressed yet", c->s.text);
+        if (!k) return hs_decompress_add(c, c->last, c->last_bytes, alpha, y);
+        bytes = c->last_bytes;
+    } else {
+        HS_TRY(dec_check(c, in, bytes));
+        if (!k) return hs_decompress_add(c, in, bytes, alpha, y);
+        HS_TRY(k->ops->to_device(k, c->dbuf, in, bytes));
+    }
+    hs_kcompress_t p = kview(c);
+    return k->ops->decompress(k, &p, c->dbuf, bytes, alpha, 1, y);
 }

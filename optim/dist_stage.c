@@ -13,7 +13,7 @@
 
 static int host_is_device(const hs_kernels_t *k)
 {
-    return k->device == HS_DEV_CPU;
+    return hs_kernels_is_host(k);
 }
 
 int hs_stage_image(hs_stage_t *s, hs_kernels_t *k, float *dev, size_t n, const char *what)

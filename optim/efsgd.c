@@ -18,8 +18,9 @@
  * The ring all-reduce cannot add compressed vectors, so the compressed D_i are all-gathered:
  * every rank sends its D_i to every other rank (N - 1 messages of the compressed size, against
  * 2 (N - 1) / N of the float32 gradient for the ring). Fine for the few ranks of a slow-link
- * study; with many ranks the ring wins unless the compression ratio beats N / 2. The
- * compressors work on host memory: a device gradient is staged through a host image.
+ * study; with many ranks the ring wins unless the compression ratio beats N / 2. The gradient,
+ * p_i and e_i stay where the model is (the kernels' memory) and the compressors are bound to it
+ * (hs_compress_dev): on a GPU only the compressed bytes cross to the host.
  *
  * Buckets (--bucket-mb, as the all-reduce's): the gradient is cut into the same buckets of whole
  * layers, last first, and each bucket is a part exchanged on its own (its own compressor, tag
@@ -56,9 +57,8 @@ typedef struct ef_part {
 struct efsgd {
     hs_dist_t *d;
     size_t n;
-    float *e;      /* (n) error memory */
-    float *p;      /* (n) p_i */
-    hs_stage_t gs; /* the host image of the gradient */
+    float *e;      /* (n, device) error memory */
+    float *p;      /* (n, device) p_i */
     int *ranks;    /* (size) 0, 1, ..: the peer of each request slot */
     int np;        /* parts */
     ef_part_t *pt; /* (np), in backward order: part 0 holds the last layers */
@@ -159,14 +159,15 @@ static int part_post(efsgd_t *e, ef_part_t *pt, long t, int from_hook)
     for (int j = 0; j < d->size; j++)
         if (j != d->rank)
             HS_TRY(hs_transport_irecv(d->t, j, tag, pt->rbuf[j], pt->cap, &pt->rreq[j]));
-    HS_TRY(hs_stage_pull_range(&e->gs, pt->lo, pt->len));
-    const float *g = hs_stage_host(&e->gs) + pt->lo;
+    hs_kernels_t *k = d->k;
+    const float *g = d->grads + pt->lo;
     float *p = e->p + pt->lo, *er = e->e + pt->lo;
-    for (size_t i = 0; i < pt->len; i++) p[i] = g[i] + er[i];
+    HS_TRY(k->ops->copy(k, p, g, pt->len * sizeof(float))); /* p = g + e */
+    HS_TRY(k->ops->axpy(k, pt->len, 1.0f, er, p));
     hs_ps_hdr_v1_t *h = (hs_ps_hdr_v1_t *)pt->sbuf;
     unsigned char *q = pt->sbuf + sizeof *h;
     size_t qbytes = 0;
-    HS_TRY(hs_compress(pt->c, p, q, &qbytes));
+    HS_TRY(hs_compress_dev(pt->c, p, q, &qbytes));
     hs_ps_hdr_init(h, HS_PS_COMPRESSED, d->rank, t, 1.0, pt->len);
     h->extra = (uint32_t)qbytes;
     for (int j = 0; j < d->size; j++) {
@@ -174,9 +175,9 @@ static int part_post(efsgd_t *e, ef_part_t *pt, long t, int from_hook)
         HS_TRY(hs_transport_isend(d->t, j, tag, pt->sbuf, sizeof *h + qbytes, &pt->sreq[j]));
         d->st.bytes_sent += sizeof *h + qbytes;
     }
-    /* e = p - C(p) */
-    memcpy(er, p, pt->len * sizeof(float));
-    HS_TRY(hs_decompress_add(pt->c, q, qbytes, -1.0f, er));
+    /* e = p - C(p) (C(p) still where the vectors are) */
+    HS_TRY(k->ops->copy(k, er, p, pt->len * sizeof(float)));
+    HS_TRY(hs_decompress_add_dev(pt->c, NULL, 0, -1.0f, er));
     pt->posted = t;
     /* from a notification its time is backward's: the loop counts it as compute already */
     if (!from_hook) d->st.comm_s += hs_exec_now(d->x) - t0;
@@ -193,19 +194,24 @@ static int part_finish(efsgd_t *e, ef_part_t *pt, long t)
     d->st.wait_s += hs_exec_now(d->x) - t0;
 
     t0 = hs_exec_now(d->x);
-    float *g = hs_stage_host(&e->gs) + pt->lo;
-    memset(g, 0, pt->len * sizeof(float));
+    hs_kernels_t *k = d->k;
+    float *g = d->grads + pt->lo;
+    HS_TRY(k->ops->zero(k, g, pt->len * sizeof(float)));
     const float inv = 1.0f / (float)d->size;
     for (int j = 0; j < d->size; j++) {
-        const unsigned char *m = j == d->rank ? pt->sbuf : pt->rbuf[j];
-        const hs_ps_hdr_v1_t *hj = (const hs_ps_hdr_v1_t *)m;
-        int rc = hs_decompress_add(pt->dc, m + sizeof *hj, hj->extra, inv, g);
+        /* this rank's D_i: the compressor's own bytes, still where the vectors are */
+        int rc;
+        if (j == d->rank) {
+            rc = hs_decompress_add_dev(pt->c, NULL, 0, inv, g);
+        } else {
+            const hs_ps_hdr_v1_t *hj = (const hs_ps_hdr_v1_t *)pt->rbuf[j];
+            rc = hs_decompress_add_dev(pt->dc, pt->rbuf[j] + sizeof *hj, hj->extra, inv, g);
+        }
         if (rc < 0) {
             hs_error_prefix("EF-SGD: message from rank %d", j);
             return rc;
         }
     }
-    HS_TRY(hs_stage_push_range(&e->gs, pt->lo, pt->len));
     d->st.comm_s += hs_exec_now(d->x) - t0;
     return 0;
 }
@@ -284,9 +290,8 @@ void efsgd_destroy(efsgd_t **ep)
     for (int b = 0; e->pt && b < e->np; b++) part_free(d, &e->pt[b]);
     free(e->pt);
     free(e->ranks);
-    free(e->e);
-    free(e->p);
-    hs_stage_close(&e->gs);
+    d->k->ops->free(d->k, e->e);
+    d->k->ops->free(d->k, e->p);
     free(e);
     *ep = NULL;
 }
@@ -303,7 +308,8 @@ static int part_init(efsgd_t *e, int b, size_t lo, size_t len, const char *spec,
     pt->tag = EFSGD_TAG_GATHER + (uint32_t)b;
     uint64_t s = seed ^ ((uint64_t)b * 0xbf58476d1ce4e5b9ull);
     int rc = hs_compressor_create(&pt->c, spec, len, s);
-    if (rc < 0 || (rc = hs_compressor_create(&pt->dc, spec, len, s)) < 0) {
+    if (rc < 0 || (rc = hs_compressor_create(&pt->dc, spec, len, s)) < 0 ||
+        (rc = hs_compressor_bind(pt->c, d->k)) < 0 || (rc = hs_compressor_bind(pt->dc, d->k)) < 0) {
         hs_error_prefix("--algo allreduce");
         return rc;
     }
@@ -374,11 +380,15 @@ int efsgd_create(efsgd_t **out, hs_dist_t *d, double bucket_bytes)
     rc = -ENOMEM;
     e->pt = hs_calloc((size_t)e->np, sizeof *e->pt, "EF-SGD parts");
     e->ranks = hs_malloc((size_t)d->size * sizeof *e->ranks, "ranks");
-    e->e = hs_calloc(e->n, sizeof *e->e, "error memory");
-    e->p = hs_malloc(e->n * sizeof *e->p, "corrected gradient");
-    if (!e->pt || !e->ranks || !e->e || !e->p) goto fail;
-    /* the compressors work on host memory: the gradient is staged through its image */
-    if ((rc = hs_stage_image(&e->gs, d->k, d->grads, e->n, "gradient")) < 0) goto fail;
+    if (!e->pt || !e->ranks) goto fail;
+    /* the error memory (from 0) and p, where the gradient is */
+    hs_kernels_t *k = d->k;
+    if ((rc = k->ops->alloc(k, e->n * sizeof(float), (void **)&e->e)) < 0 ||
+        (rc = k->ops->alloc(k, e->n * sizeof(float), (void **)&e->p)) < 0 ||
+        (rc = k->ops->zero(k, e->e, e->n * sizeof(float))) < 0) {
+        hs_error_prefix("EF-SGD: the error memory");
+        goto fail;
+    }
     for (int j = 0; j < d->size; j++) e->ranks[j] = j;
     for (int b = 0; b < e->np; b++) {
         if ((rc = part_init(e, b, lo[b], len[b], spec, seed)) < 0) goto fail;
@@ -416,12 +426,10 @@ size_t efsgd_state_bytes(const efsgd_t *e)
 
 int efsgd_state_save(const efsgd_t *e, void *buf)
 {
-    memcpy(buf, e->e, e->n * sizeof(float));
-    return 0;
+    return e->d->k->ops->to_host(e->d->k, buf, e->e, e->n * sizeof(float));
 }
 
 int efsgd_state_load(efsgd_t *e, const void *buf)
 {
-    memcpy(e->e, buf, e->n * sizeof(float));
-    return 0;
+    return e->d->k->ops->to_device(e->d->k, e->e, buf, e->n * sizeof(float));
 }

@@ -72,6 +72,8 @@ cases=(
     "eamsgd --momentum 0.9 --tau 2"
     "lsgd --tau 2"
     "choco --compress topk:10%"
+    "choco --compress int8:stochastic"
+    "allreduce --compress randk:10% --bucket-mb 0.0004"
     "easgd --compress fp16"
     "qsgp --compress int8"
     "sgp --link latency=1ms,jitter=0.5ms,bw=100Mbit"

@@ -1,11 +1,14 @@
 /* tests/test_compress.c — the compressors of hearsay/compress.h: round trips within each one's
  * error bound (fp16 bit for bit against the compiler's _Float16 where it has one), int8's
  * stochastic rounding unbiased, top-k's selection the exact k largest, random-k one index per
- * stratum, decompress_add, the wire size formulas, and the rejected specs and messages. */
+ * stratum, decompress_add, the wire size formulas, and the rejected specs and messages; and the
+ * device path (hs_compress_dev on the emulated device) bit for bit against the host's. */
 #include "hearsay/common.h"
 #include "hearsay/compress.h"
+#include "hearsay/kernels.h"
 
 #include <check.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -398,6 +401,101 @@ START_TEST(test_specs)
 }
 END_TEST
 
+/* Bound to the emulated device (its memory poisoned for the host under --sanitize): every kind
+ * gives the bytes hs_compress gives for the same values, the same stream call after call, and
+ * decompress_add on the device gives hs_decompress_add's vector, bit for bit; a message the host
+ * would refuse is refused before it reaches the device; the CPU backend binds to nothing. */
+START_TEST(test_on_device)
+{
+    static const char *const specs[] = {
+        "none", "fp16", "bf16", "int8", "int8:stochastic:chunk=100", "topk:5%", "randk:3%"};
+    const size_t n = 5003; /* odd: the vector loops' tails */
+    hs_kernels_t *k = NULL, *cpu = NULL;
+    ck_assert_int_eq(hs_kernels_open(&k, HS_DEV_EMU, 0, 1), 0);
+    ck_assert_int_eq(hs_kernels_open(&cpu, HS_DEV_CPU, 0, 1), 0);
+    float *x = data(n, 11), *y = malloc(n * sizeof *y), *yd = malloc(n * sizeof *yd);
+    float *dx = NULL, *dy = NULL;
+    ck_assert_int_eq(k->ops->alloc(k, n * sizeof(float), (void **)&dx), 0);
+    ck_assert_int_eq(k->ops->alloc(k, n * sizeof(float), (void **)&dy), 0);
+    ck_assert_int_eq(k->ops->to_device(k, dx, x, n * sizeof(float)), 0);
+    for (size_t si = 0; si < sizeof specs / sizeof specs[0]; si++) {
+        const char *spec = specs[si];
+        hs_compressor_t *h = make(spec, n, 7), *d = make(spec, n, 7), *r = make(spec, n, 7);
+        ck_assert_int_eq(hs_compressor_bind(d, k), 0);
+        ck_assert_int_eq(hs_compressor_bind(r, k), 0);
+        ck_assert_int_eq(hs_compressor_bind(d, k), -EINVAL); /* once */
+        int topk = strncmp(spec, "topk", 4) == 0;
+        ck_assert_int_eq(hs_compressor_on_device(d), !topk);
+        size_t mb = hs_compressor_max_bytes(h);
+        unsigned char *wh = malloc(mb), *wd = malloc(mb);
+        for (int call = 0; call < 3; call++) { /* the stream moves on alike */
+            size_t bh = 0, bd = 0;
+            ck_assert_int_eq(hs_compress(h, x, wh, &bh), 0);
+            int rc = hs_compress_dev(d, dx, wd, &bd);
+            ck_assert_msg(rc == 0, "%s: %s", spec, hs_last_error());
+            ck_assert_uint_eq(bh, bd);
+            ck_assert_msg(memcmp(wh, wd, bh) == 0, "%s call %d: device bytes differ", spec, call);
+            /* y = 0.25 + 0.5 Q(x), on the host and on the device (the bytes left there) */
+            for (size_t i = 0; i < n; i++) y[i] = 0.25f;
+            ck_assert_int_eq(hs_decompress_add(h, wh, bh, 0.5f, y), 0);
+            for (size_t i = 0; i < n; i++) yd[i] = 0.25f;
+            ck_assert_int_eq(k->ops->to_device(k, dy, yd, n * sizeof(float)), 0);
+            ck_assert_int_eq(hs_decompress_add_dev(d, NULL, 0, 0.5f, dy), 0);
+            ck_assert_int_eq(k->ops->to_host(k, yd, dy, n * sizeof(float)), 0);
+            ck_assert_msg(memcmp(y, yd, n * sizeof(float)) == 0, "%s: decoded on the device", spec);
+            /* a message: from the host to the receiver's device */
+            for (size_t i = 0; i < n; i++) yd[i] = 0.25f;
+            ck_assert_int_eq(k->ops->to_device(k, dy, yd, n * sizeof(float)), 0);
+            ck_assert_int_eq(hs_decompress_add_dev(r, wh, bh, 0.5f, dy), 0);
+            ck_assert_int_eq(k->ops->to_host(k, yd, dy, n * sizeof(float)), 0);
+            ck_assert_msg(memcmp(y, yd, n * sizeof(float)) == 0, "%s: a message", spec);
+            /* a short message is refused on the host, the vector untouched */
+            ck_assert_int_eq(hs_decompress_add_dev(r, wh, bh - 1, 0.5f, dy), -EPROTO);
+            ck_assert_int_eq(k->ops->to_host(k, yd, dy, n * sizeof(float)), 0);
+            ck_assert_int_eq(memcmp(y, yd, n * sizeof(float)), 0);
+        }
+        /* a host pointer where the device's vector goes: the emulated device faults */
+        if (!topk) {
+            size_t bd = 0;
+            ck_assert_int_eq(hs_compress_dev(d, x, wd, &bd), -EFAULT);
+        }
+        free(wh);
+        free(wd);
+        hs_compressor_destroy(&h);
+        hs_compressor_destroy(&d);
+        hs_compressor_destroy(&r);
+    }
+    /* int8 on a non-finite value: -ERANGE from the device path too */
+    hs_compressor_t *d = make("int8", n, 1);
+    ck_assert_int_eq(hs_compressor_bind(d, k), 0);
+    float inf = INFINITY;
+    ck_assert_int_eq(k->ops->to_device(k, dx + 4000, &inf, sizeof inf), 0);
+    unsigned char *w = malloc(hs_compressor_max_bytes(d));
+    size_t bd = 0;
+    ck_assert_int_eq(hs_compress_dev(d, dx, w, &bd), -ERANGE);
+    ck_assert_ptr_nonnull(strstr(hs_last_error(), "non-finite"));
+    hs_compressor_destroy(&d);
+    free(w);
+    /* the CPU: no binding, host vectors */
+    d = make("fp16", n, 1);
+    w = malloc(hs_compressor_max_bytes(d));
+    ck_assert_int_eq(hs_compressor_bind(d, cpu), 0);
+    ck_assert_int_eq(hs_compressor_on_device(d), 0);
+    ck_assert_int_eq(hs_decompress_add_dev(d, NULL, 0, 1.0f, y), -EINVAL); /* nothing yet */
+    ck_assert_int_eq(hs_compress_dev(d, x, w, &bd), 0);
+    ck_assert_int_eq(hs_decompress_add_dev(d, NULL, 0, 1.0f, y), 0);
+    hs_compressor_destroy(&d);
+    free(w);
+    k->ops->free(k, dx);
+    k->ops->free(k, dy);
+    free(x);
+    free(y);
+    free(yd);
+    hs_kernels_close(&k);
+    hs_kernels_close(&cpu);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("compress");
@@ -413,6 +511,7 @@ int main(void)
     tcase_add_test(tc, test_topk_adversarial);
     tcase_add_test(tc, test_randk);
     tcase_add_test(tc, test_specs);
+    tcase_add_test(tc, test_on_device);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -268,7 +268,9 @@ static const char *const algos[] = {
     "lsgd --tau 2",
     "localsgd --period 3",
     "adpsgd",
-    "choco --compress topk:25%",
+    "choco --compress topk:25%",        /* selected on the host, decoded on the device */
+    "choco --compress int8:stochastic", /* the compression slots: only bytes cross */
+    "choco --compress randk:25%",
     "qsgp --compress topk:25%",
     "qsgp --compress int8",
     "allreduce --precision fp16 --loss-scale dynamic:16777216", /* skips, then trains */

@@ -9,10 +9,12 @@
 #include "config.h"
 
 #include "hearsay/common.h"
+#include "hearsay/compress.h"
 #include "hearsay/kernels.h"
 #include "hearsay/rng.h"
 
 #include <check.h>
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -482,6 +484,104 @@ START_TEST(test_precision_products)
 }
 END_TEST
 
+/* The compression slots (kernels/cuda/cuda_compress.cu) against the CPU's (optim/compress.c's
+ * formats): fp16, bf16, none and random-k byte for byte (the same bit manipulation, the same
+ * hash stream), int8 with the same scales and every value within one step (the host's
+ * x * inv + u is fused on AVX2 machines and not on others), and the decoders (every kind's
+ * layout: random-k's is top-k's) within the elementwise tolerance, overwriting and adding. */
+START_TEST(test_compression_slots)
+{
+    if (!HS_KOP_HAS(gpu, compress) || !HS_KOP_HAS(gpu, decompress)) {
+        ck_abort_msg("the backend has no compression slots");
+        return;
+    }
+    const size_t n = 10007;
+    const struct {
+        int kind, stochastic;
+    } kinds[] = {{HS_COMPRESS_NONE, 0}, {HS_COMPRESS_FP16, 0}, {HS_COMPRESS_BF16, 0},
+                 {HS_COMPRESS_INT8, 0}, {HS_COMPRESS_INT8, 1}, {HS_COMPRESS_RANDK, 0}};
+    hs_rng_t r;
+    hs_rng_seed(&r, 31, 0);
+    pair_t x = pair_new(&r, n, -3.0f, 3.0f);
+    /* the edges of fp16 and bf16 (not under int8, which refuses a non-finite value) */
+    float *special = malloc(n * sizeof(float));
+    memcpy(special, x.c, n * sizeof(float));
+    const float edges[] = {0.0f,     -0.0f, 1e-7f,  -3e-6f,  6.1e-5f,  65504.0f,  65519.0f,
+                           65520.0f, -1e6f, 1e-40f, 3.0e38f, INFINITY, -INFINITY, NAN};
+    for (size_t i = 0; i < HS_ARRAY_LEN(edges); i++) special[17 * i + 3] = edges[i];
+    float *gspecial = gpu_alloc(n * sizeof(float));
+    ck_assert_int_eq(gpu->ops->to_device(gpu, gspecial, special, n * sizeof(float)), 0);
+    for (size_t ki = 0; ki < HS_ARRAY_LEN(kinds); ki++) {
+        const int kind = kinds[ki].kind;
+        const int dense_half = kind == HS_COMPRESS_FP16 || kind == HS_COMPRESS_BF16;
+        hs_kcompress_t p = {.kind = kind,
+                            .stochastic = kinds[ki].stochastic,
+                            .chunk = 100,
+                            .key = 0x1234567u + (uint32_t)ki,
+                            .n = n,
+                            .k = kind == HS_COMPRESS_RANDK ? n / 30 : n};
+        const size_t nch = (n + p.chunk - 1) / p.chunk;
+        p.bytes = kind == HS_COMPRESS_NONE   ? 4 * n
+                  : dense_half               ? 2 * n
+                  : kind == HS_COMPRESS_INT8 ? n + 4 * nch
+                                             : 4 + 8 * p.k;
+        const float *xc = dense_half ? special : x.c;
+        const float *xg = dense_half ? gspecial : x.g;
+        unsigned char *bc = malloc(p.bytes), *bg = malloc(p.bytes), *dg = gpu_alloc(p.bytes);
+        size_t nc = 0, ng = 0;
+        BOTH(cpu->ops->compress(cpu, &p, xc, bc, &nc), gpu->ops->compress(gpu, &p, xg, dg, &ng));
+        ck_assert_uint_eq(nc, ng);
+        ck_assert_int_eq(gpu->ops->to_host(gpu, bg, dg, ng), 0);
+        if (kind == HS_COMPRESS_INT8) {
+            ck_assert_msg(memcmp(bc, bg, 4 * nch) == 0, "int8 (stochastic %d): scales differ",
+                          p.stochastic);
+            size_t off = 0;
+            for (size_t i = 0; i < n; i++) {
+                int a = (int8_t)bc[4 * nch + i], b = (int8_t)bg[4 * nch + i];
+                ck_assert_msg(abs(a - b) <= 1, "int8 (stochastic %d) at %zu: cpu %d gpu %d",
+                              p.stochastic, i, a, b);
+                off += a != b;
+            }
+            ck_assert_msg(off <= n / 100, "int8: %zu of %zu values one step off", off, n);
+        } else {
+            size_t first = 0;
+            while (first < nc && bc[first] == bg[first]) first++;
+            ck_assert_msg(first == nc, "kind %d: bytes differ from byte %zu of %zu", kind, first,
+                          nc);
+        }
+        /* decode the CPU's bytes on both: overwrite, then y = y + 0.37 * Q */
+        ck_assert_int_eq(gpu->ops->to_device(gpu, dg, bc, nc), 0);
+        for (int add = 0; add < 2; add++) {
+            pair_t y = pair_new(&r, n, -1.0f, 1.0f);
+            BOTH(cpu->ops->decompress(cpu, &p, bc, nc, 0.37f, add, y.c),
+                 gpu->ops->decompress(gpu, &p, dg, nc, 0.37f, add, y.g));
+            pair_fetch(&y);
+            for (size_t i = 0; i < n; i++) {
+                float c = y.c[i], g = y.got[i];
+                int same = isnan(c)   ? isnan(g)
+                           : isinf(c) ? g == c
+                                      : fabsf(g - c) <= 1e-6f + 1e-5f * fabsf(c);
+                ck_assert_msg(same, "kind %d add %d at %zu: gpu %.9g cpu %.9g", kind, add, i,
+                              (double)g, (double)c);
+            }
+            pair_free(&y);
+        }
+        free(bc);
+        free(bg);
+        gpu->ops->free(gpu, dg);
+    }
+    /* top-k is not a slot kind: it selects on the host */
+    hs_kcompress_t t = {.kind = HS_COMPRESS_TOPK, .n = n, .k = 10, .bytes = 84};
+    unsigned char *dt = gpu_alloc(84);
+    size_t nt = 0;
+    ck_assert_int_eq(gpu->ops->compress(gpu, &t, x.g, dt, &nt), -ENOTSUP);
+    gpu->ops->free(gpu, dt);
+    gpu->ops->free(gpu, gspecial);
+    free(special);
+    pair_free(&x);
+}
+END_TEST
+
 static void pool_case(hs_rng_t *r, int B, int C, int H, int W, int size, int stride)
 {
     hs_pool2d_desc_t d = {.B = B, .C = C, .H = H, .W = W, .size = size, .stride = stride};
@@ -752,6 +852,7 @@ int main(void)
     tcase_add_test(tc, test_reductions);
     tcase_add_test(tc, test_two_contexts);
     tcase_add_test(tc, test_precision_products);
+    tcase_add_test(tc, test_compression_slots);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* A CUDA context does not survive fork(): run the tests in this process. */

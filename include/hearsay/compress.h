@@ -19,6 +19,8 @@
 #ifndef HEARSAY_COMPRESS_H
 #define HEARSAY_COMPRESS_H
 
+#include "hearsay/kernels.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -100,6 +102,33 @@ int hs_decompress(const hs_compressor_t *c, const void *in, size_t bytes, float 
 /* y += alpha * (the vector `in` stands for): a sparse vector touches only its entries. */
 int hs_decompress_add(const hs_compressor_t *c, const void *in, size_t bytes, float alpha,
                       float *y);
+
+/* ---- vectors in device memory (docs/algorithms.md, "Compression on the device") ----
+ * A compressor bound to a kernel backend takes its dense vectors in that backend's memory and
+ * its compressed bytes in host memory, where messages are: fp16, bf16, int8, random-k and none
+ * run as the backend's compression slots (CUDA kernels; the CPU's code on the emulated device),
+ * so only the compressed bytes cross to the host; top-k selects on the host (x copied to a host
+ * image first). The same bytes and the same random stream as hs_compress on the same values. */
+/* Bind c to k (once, before the first hs_compress_dev): device room for one compressed vector,
+ * and a host image of x where k's slot does not take c's kind. On the CPU: nothing to do. */
+int hs_compressor_bind(hs_compressor_t *c, hs_kernels_t *k);
+/* 1 when hs_compress_dev of c runs on its device (no vector through the host). */
+int hs_compressor_on_device(const hs_compressor_t *c);
+/* Compress x (n floats, device memory of the bound backend; host without one) into out (host,
+ * hs_compressor_max_bytes bytes), *bytes the size used. The compressed bytes stay on the device
+ * too, for hs_decompress_add_dev(c, NULL, ...). -ERANGE for a non-finite value under int8. */
+int hs_compress_dev(hs_compressor_t *c, const float *x, void *out, size_t *bytes);
+/* y (n floats, device memory) += alpha * the vector that `bytes` bytes at in (host: a message,
+ * checked as hs_decompress_add checks it, then copied to the device and decoded there) stand
+ * for; in == NULL: this compressor's last hs_compress_dev output (bytes ignored). */
+int hs_decompress_add_dev(hs_compressor_t *c, const void *in, size_t bytes, float alpha, float *y);
+
+/* The compression slots' host code (the CPU backend's, and the emulated device's under its
+ * checks): x, out, in and y in host memory; the kinds of the compress slot (-ENOTSUP for
+ * top-k). The decoder takes bytes already checked. */
+int hs_compress_format(const hs_kcompress_t *p, const float *x, void *out, size_t *bytes);
+int hs_decompress_format(const hs_kcompress_t *p, const void *in, size_t bytes, float alpha,
+                         int add, float *y);
 
 /* Elementwise half precision for callers with their own message layout (EASGD's center):
  * y (n) = fp16 or bf16 (bf16 != 0) of x, nearest even; and back: y = x, or y += alpha x. */

@@ -53,6 +53,18 @@ typedef struct hs_ipc_handle {
     unsigned char b[HS_IPC_HANDLE_BYTES];
 } hs_ipc_handle_t;
 
+/* A compressor as the compression slots see it (hearsay/compress.h's formats; optim/compress.c
+ * fills it for each call): kind is an hs_compress_kind_t, key this call's key of the
+ * compressor's random stream (int8 stochastic rounding, random-k's choices). */
+typedef struct hs_kcompress {
+    int kind;
+    int stochastic; /* int8: stochastic rounding */
+    uint32_t chunk; /* int8: floats per scale */
+    uint32_t key;   /* the stream's key of this call */
+    size_t n, k;    /* floats; entries kept (random-k; n for the dense kinds) */
+    size_t bytes;   /* the compressed size (the largest, for the sparse kinds) */
+} hs_kcompress_t;
+
 /* 2-D convolution geometry (cross-correlation, as in cuDNN and PyTorch). */
 typedef struct hs_conv2d_desc {
     int B, C, H, W;  /* input (B, C, H, W) */
@@ -198,6 +210,18 @@ typedef struct hs_kernel_ops {
     int (*ipc_open)(hs_kernels_t *k, const hs_ipc_handle_t *h, void **p, size_t *bytes);
     /* Unmap what ipc_open mapped (never free it). */
     void (*ipc_close)(hs_kernels_t *k, void *p);
+
+    /* ---- compression (optional; the formats of hearsay/compress.h, bit for bit on the CPU
+     * and the emulated device; through hs_compress_dev, never called directly) ---- */
+    /* out (device, c->bytes) = x (device, c->n floats) compressed, *bytes its size: none,
+     * fp16, bf16, int8 and random-k; -ENOTSUP for top-k (its selection runs on the host). A
+     * non-finite value under int8 gives a non-finite scale (the CPU's slot: -ERANGE). */
+    int (*compress)(hs_kernels_t *k, const hs_kcompress_t *c, const float *x, void *out,
+                    size_t *bytes);
+    /* y (device, c->n) = (add: y + alpha *) the vector that `bytes` bytes at in (device) stand
+     * for, any kind; the bytes are valid (checked by the caller while they were on the host). */
+    int (*decompress)(hs_kernels_t *k, const hs_kcompress_t *c, const void *in, size_t bytes,
+                      float alpha, int add, float *y);
 } hs_kernel_ops_t;
 
 struct hs_kernels {
@@ -220,6 +244,10 @@ struct hs_kernels {
 #define HS_KOP_HAS(k, slot)                                                                        \
     ((k)->ops->size >= offsetof(hs_kernel_ops_t, slot) + sizeof((k)->ops->slot) &&                 \
      (k)->ops->slot != NULL)
+
+/* 1 when k's device memory is the host's own (the CPU backend): the host may read and write it,
+ * and staging through host memory is nothing to do. 0 for CUDA and the emulated device. */
+int hs_kernels_is_host(const hs_kernels_t *k);
 
 /* Host memory for staging copies through the backend's host_alloc slot (page-locked on CUDA),
  * or ordinary 64-byte aligned memory where the backend has none; `what` names it in the

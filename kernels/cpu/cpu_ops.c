@@ -11,6 +11,7 @@
 #include "kernels/cpu/cpu_internal.h"
 
 #include "hearsay/common.h"
+#include "hearsay/compress.h"
 #include "hearsay/kernels.h"
 
 #include <cblas.h>
@@ -523,6 +524,26 @@ static int cpu_nrm2(hs_kernels_t *k, size_t n, const float *x, double *out_host)
     return 0;
 }
 
+/* ---- compression: optim/compress.c's formats on host memory ---- */
+
+static int cpu_compress(hs_kernels_t *k, const hs_kcompress_t *c, const float *x, void *out,
+                        size_t *bytes)
+{
+    (void)k;
+    if (!c || !bytes || (c->n && (!x || !out)))
+        return HS_ERR(-EINVAL, "compress: NULL argument (n=%zu)", c ? c->n : 0);
+    return hs_compress_format(c, x, out, bytes);
+}
+
+static int cpu_decompress(hs_kernels_t *k, const hs_kcompress_t *c, const void *in, size_t bytes,
+                          float alpha, int add, float *y)
+{
+    (void)k;
+    if (!c || (c->n && (!in || !y)))
+        return HS_ERR(-EINVAL, "decompress: NULL argument (n=%zu)", c ? c->n : 0);
+    return hs_decompress_format(c, in, bytes, alpha, add, y);
+}
+
 /* ---- the table ---- */
 
 static const hs_kernel_ops_t cpu_ops = {
@@ -561,6 +582,8 @@ static const hs_kernel_ops_t cpu_ops = {
     .sum = cpu_sum,
     .dot = cpu_dot,
     .nrm2 = cpu_nrm2,
+    .compress = cpu_compress,
+    .decompress = cpu_decompress,
 };
 
 const hs_kernel_ops_t *hs_kcpu_ops(void)

@@ -373,6 +373,8 @@ static const hs_kernel_ops_t hs_kcuda_ops = {
     .ipc_handle = kcuda_ipc_handle,
     .ipc_open = kcuda_ipc_open,
     .ipc_close = kcuda_ipc_close,
+    .compress = hs_kcuda_compress,
+    .decompress = hs_kcuda_decompress,
 };
 
 /* ---- opening and closing ---- */

@@ -262,6 +262,12 @@ HS_KCUDA_HIDDEN int hs_kcuda_batchnorm_bwd(hs_kernels_t *k, int B, int C, int HW
 HS_KCUDA_HIDDEN void hs_kcuda_conv_plans_destroy(hs_kcuda_t *c);
 /* y (n) = x rounded to bf16 or fp16 (nearest even; kept as floats) on c's stream; the
  * convolutions' operands in the products' precision (hearsay/kernels.h). */
+/* ---- compression (cuda_compress.cu): the compress and decompress slots ---- */
+HS_KCUDA_HIDDEN int hs_kcuda_compress(hs_kernels_t *k, const hs_kcompress_t *p, const float *x,
+                                      void *out, size_t *bytes);
+HS_KCUDA_HIDDEN int hs_kcuda_decompress(hs_kernels_t *k, const hs_kcompress_t *p, const void *in,
+                                        size_t bytes, float alpha, int add, float *y);
+
 HS_KCUDA_HIDDEN int hs_kcuda_round(hs_kcuda_t *c, hs_precision_t p, size_t n, const float *x,
                                    float *y);
 
