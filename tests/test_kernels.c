@@ -566,6 +566,12 @@ START_TEST(test_conv2d_geometries)
     check_conv(&d, 0);
     conv_desc(&d, 2, 4, 3, 16, 8, 3, 3, 1, 1); /* 6 vectors: direct only with tiles of 2 */
     check_conv(&d, 1);
+    /* W = 8 with AVX-512: two rows a 512-bit vector, masked loads of the unpadded image; 6 row
+     * pairs (a tile of 4, then 2) and 2 (one tile of 2) */
+    conv_desc(&d, 2, 8, 12, 8, 4, 3, 3, 1, 1);
+    check_conv(&d, 1);
+    conv_desc(&d, 3, 12, 4, 8, 8, 3, 3, 1, 1);
+    check_conv(&d, 0);
     /* y and dw direct for C <= 4, stride 1, S = 3 or 5, Q >= 8 (fwdk_image, dwk_image):
      * vectors of 8 along q, the last one overlapping, tiles of 3 (y) or 2 (dw) output
      * channels and the rest one by one */

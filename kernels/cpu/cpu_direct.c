@@ -12,7 +12,8 @@
  * plane, each inside a single row since W % 8 == 0; NV = 3 on AVX2, 12 of its 16 registers,
  * and 4 with AVX-512VL; with AVX-512 and W % 16 == 0, 4 vectors of 16 in 512-bit registers),
  * accumulated over c, r, s in that order; each output is a sum in the same order (c, r, s) as a
- * naive loop, in float with FMA, whatever the tile. dw (direct3_dw_*) sums over the image in
+ * naive loop, in float with FMA, whatever the tile. With AVX-512 and W == 8 a 512-bit vector
+ * holds two output rows, read by masked loads from the unpadded image (direct3_w8_avx512). dw (direct3_dw_*) sums over the image in
  * vectors of 8 (or 16 with AVX-512 and W % 16 == 0) partial sums per tap.
  */
 #include "kernels/cpu/cpu_internal.h"
@@ -21,6 +22,7 @@
 #include "hearsay/env.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -143,6 +145,70 @@ direct3_avx512(int Ci, int Ko, int H, int W, const float *restrict xp, const flo
         DIRECT3_LOOP(256, 4);
     else
         DIRECT3_LOOP(512, 4);
+}
+
+/* W == 8 (ResNet-20's 8x8 stage) with AVX-512: a 512-bit vector is two output rows p, p + 1
+ * (16 consecutive outputs), and tap (r, s) reads x's rows p + r - 1 and p + r at columns
+ * q + s - 1 directly from the unpadded image: one masked load of 16 floats at x + (p + r - 1) W
+ * + s - 1, whose lanes outside the image (column -1 or 8, row -1 or H) are zeros, as the padded
+ * plane's are. The same sums in the same (c, r, s) order as the 256-bit kernel, lane for lane.
+ * Tiles of KB channels by NVB row pairs; H even (hs_kcpu_direct3_fits: H W / 8 a multiple of 4).
+ * The masked-off lanes are never read (their addresses may lie before or after the image). */
+#define DIRECT3_W8_BLOCK(NVB)                                                                      \
+    do {                                                                                           \
+        __mmask16 m[NVB][9];                                                                       \
+        ptrdiff_t off[NVB][9];                                                                     \
+        for (int j = 0; j < (NVB); j++)                                                            \
+            for (int t = 0; t < 9; t++) {                                                          \
+                const int p = 2 * (v0 + j), r = t / 3, sc = t % 3;                                 \
+                unsigned mk = 0;                                                                   \
+                for (int l = 0; l < 16; l++) {                                                     \
+                    const int row = p + r - 1 + (l >> 3), col = (l & 7) + sc - 1;                  \
+                    if (row >= 0 && row < H && col >= 0 && col < 8) mk |= 1u << l;                 \
+                }                                                                                  \
+                m[j][t] = (__mmask16)mk;                                                           \
+                off[j][t] = (ptrdiff_t)(p + r - 1) * 8 + sc - 1;                                   \
+            }                                                                                      \
+        for (int kb = 0; kb < Ko / KB; kb++) {                                                     \
+            __m512 acc[KB][NVB];                                                                   \
+            _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                                   \
+                _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) acc[i][j] =                \
+                    _mm512_setzero_ps();                                                           \
+            const float *wk = wt + (size_t)kb * Ci * 9 * KB;                                       \
+            for (int c = 0; c < Ci; c++) {                                                         \
+                /* as an address: the masked loads below never touch what lies outside */          \
+                const uintptr_t xc = (uintptr_t)(x + (size_t)c * PQ);                              \
+                const float *wc = wk + (size_t)c * 9 * KB;                                         \
+                _Pragma("GCC unroll 9") for (int t = 0; t < 9; t++)                                \
+                {                                                                                  \
+                    const float *wr = wc + t * KB;                                                 \
+                    __m512 xv[NVB];                                                                \
+                    _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) xv[j] =                \
+                        _mm512_maskz_loadu_ps(m[j][t], (const void *)(xc + off[j][t] * 4));        \
+                    _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                           \
+                    {                                                                              \
+                        const __m512 wb = _mm512_set1_ps(wr[i]);                                   \
+                        _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) acc[i][j] =        \
+                            _mm512_fmadd_ps(wb, xv[j], acc[i][j]);                                 \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+            _Pragma("GCC unroll 8") for (int i = 0; i < KB; i++)                                   \
+                _Pragma("GCC unroll 8") for (int j = 0; j < (NVB); j++) _mm512_storeu_ps(          \
+                    y + (size_t)(kb * KB + i) * PQ + (size_t)(v0 + j) * 16, acc[i][j]);            \
+        }                                                                                          \
+    } while (0)
+
+__attribute__((target("avx2,fma,avx512f,avx512vl"))) static void
+direct3_w8_avx512(int Ci, int Ko, int H, const float *restrict x, const float *restrict wt,
+                  float *restrict y)
+{
+    const size_t PQ = (size_t)H * 8;
+    const int npair = H / 2;
+    int v0 = 0;
+    for (; v0 + 4 <= npair; v0 += 4) DIRECT3_W8_BLOCK(4);
+    for (; v0 + 2 <= npair; v0 += 2) DIRECT3_W8_BLOCK(2);
+    for (; v0 < npair; v0++) DIRECT3_W8_BLOCK(1);
 }
 
 /* dw (K, C, 3, 3) += sum over G images and the H x W positions of dy[k][p][q] times
@@ -274,6 +340,7 @@ static int direct3_nv = -1, direct3_kd;
 #ifdef HS_DIRECT3_X86
 static direct3_fn direct3_kernel;
 static direct3_dw_fn direct3_dw_kernel;
+static int direct3_w8; /* 1: W == 8 goes to direct3_w8_avx512 (unpadded) */
 #endif
 
 int hs_kcpu_direct3_nv(void)
@@ -284,6 +351,7 @@ int hs_kcpu_direct3_nv(void)
     direct3_dw_fn dwf;
     int kd;
     direct3_fn f = direct3_pick(&nv, &dwf, &kd);
+    __atomic_store_n(&direct3_w8, f == direct3_avx512, __ATOMIC_RELAXED);
     __atomic_store_n(&direct3_kernel, f, __ATOMIC_RELAXED);
     __atomic_store_n(&direct3_dw_kernel, dwf, __ATOMIC_RELAXED);
     __atomic_store_n(&direct3_kd, kd, __ATOMIC_RELAXED);
@@ -331,10 +399,15 @@ size_t hs_kcpu_direct3_pad_floats(int Ci, int H, int W)
 void hs_kcpu_direct3_image(int Ci, int Ko, int H, int W, const float *x, const float *wt,
                            float *xpad, float *y)
 {
-    pad_image(Ci, H, W, x, xpad);
 #ifdef HS_DIRECT3_X86
+    if (W == 8 && H % 2 == 0 && __atomic_load_n(&direct3_w8, __ATOMIC_RELAXED)) {
+        direct3_w8_avx512(Ci, Ko, H, x, wt, y); /* no padded copy */
+        return;
+    }
+    pad_image(Ci, H, W, x, xpad);
     __atomic_load_n(&direct3_kernel, __ATOMIC_RELAXED)(Ci, Ko, H, W, xpad, wt, y);
 #else
+    pad_image(Ci, H, W, x, xpad);
     (void)Ko, (void)wt, (void)y;
 #endif
 }
