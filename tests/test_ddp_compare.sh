@@ -6,8 +6,8 @@
 #      nothing; bad options are usage errors (exit 2) naming them;
 #   2. as root with ip netns and Debian's torch: the --quick comparison (1gbit, a small MLP,
 #      one round of the five kinds, ~15 s) writes a table with every kind's step, hearsay's
-#      ratio to DDP and the simulator's prediction, DDP's ranks ended with equal parameters,
-#      and no namespace is left.
+#      ratio to DDP and the simulator's prediction (its NIC the TCP goodput with both directions
+#      loaded, goodput.tsv), DDP's ranks ended with equal parameters, and no namespace is left.
 # 2 is skipped (exit 77 with the reason, when 1 passed) without root, ip netns or torch.
 bin=${HS_BIN:-./hearsay}
 src=${HS_SRCDIR:-.}
@@ -38,6 +38,7 @@ else
 fi
 for args in "--rates 1gigabit|'1gigabit' is not a tc rate" "--models lenet5|'lenet5': expected" \
     "--kinds hs,ddp|unknown kind 'hs,ddp'" "--skip 30|--skip: expected an integer below" \
+    "--sim-nic-from both|'both': expected one or duplex" \
     "--frobnicate|unknown option '--frobnicate'"; do
     a=${args%%|*} want=${args#*|}
     # shellcheck disable=SC2086 # the options split on purpose
@@ -77,6 +78,13 @@ for k in hs hs-b0 hs-ring ddp ddp-flat; do
     grep -q "^| 1gbit | mlp:256-512-10 | $k | [0-9]" "$tmp/quick/table.md" 2>/dev/null ||
         bad "table.md has no step for $k"
 done
+# the link's goodput, one stream and both directions at once, the sim's NIC the duplex one
+if awk -F'\t' '$1 == "1gbit" && $2 != "" && $3 != "" && $4 != "" && $2 == $4 { found = 1 }
+    END { exit !found }' "$tmp/quick/goodput.tsv" 2>/dev/null; then
+    ok "goodput.tsv: $(tr '\t' ' ' <"$tmp/quick/goodput.tsv")"
+else
+    bad "goodput.tsv: expected rate, sim NIC = duplex, one stream, duplex: $(cat "$tmp/quick/goodput.tsv" 2>&1)"
+fi
 # DDP really averaged the gradients: every rank's parameters equal at the end
 for k in ddp ddp-flat; do
     j=$tmp/quick/1gbit/mlp_256-512-10-$k-k1.json
