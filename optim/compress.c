@@ -886,9 +886,15 @@ static hs_kcompress_t kparams(hs_compressor_t *c)
 static int cpu_f16c(void)
 {
 #if CQ_X86
+    /* ranks of hearsay sim call it from several threads: the same answer, stored atomically */
     static int f = -1;
-    if (f < 0) f = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
-    return f;
+    int v = __atomic_load_n(&f, __ATOMIC_RELAXED);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+        __atomic_store_n(&f, v, __ATOMIC_RELAXED);
+    }
+    return v;
 #else
     return 0;
 #endif
