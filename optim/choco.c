@@ -180,7 +180,9 @@ static int choco_init(hs_algo_t **out, hs_dist_t *d)
     a->d = d;
     a->n = d->n;
     a->maxdeg = HS_MAX(1, hs_topo_max_out_degree(d->topo));
-    const char *spec = hs_dist_opt_str(d, "compress") ? hs_dist_opt_str(d, "compress") : "none";
+    /* --compress, else the products' precision (bf16 / fp16 messages), else none */
+    const char *spec = hs_compress_or_precision(
+        hs_dist_opt_given(d, "compress") ? hs_dist_opt_str(d, "compress") : NULL, d->k);
     /* the seed of the rounding / sampling stream: per rank, fixed (runs repeat) */
     uint64_t seed = 0x43484f43ull ^ ((uint64_t)d->rank * 0x9e3779b97f4a7c15ull);
     int rc = hs_compressor_create(&a->q, spec, a->n, seed);

@@ -1052,6 +1052,14 @@ int hs_decompress_add(const hs_compressor_t *c, const void *in, size_t bytes, fl
     return dec(c, in, bytes, alpha, 1, y);
 }
 
+const char *hs_compress_or_precision(const char *given, const hs_kernels_t *k)
+{
+    if (given && *given) return given;
+    if (k && k->precision == HS_PREC_BF16) return "bf16";
+    if (k && k->precision == HS_PREC_FP16) return "fp16";
+    return "none";
+}
+
 /* ---- vectors in device memory ------------------------------------------------------------ */
 
 int hs_compressor_bind(hs_compressor_t *c, hs_kernels_t *k)

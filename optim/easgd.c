@@ -197,12 +197,23 @@ static int easgd_open(hs_algo_t **out, hs_dist_t *d, int momentum)
     if ((rc = d->k->ops->to_host(d->k, a->x, params(a), d->n * sizeof(float))) < 0) goto fail;
     /* --compress fp16|bf16: center reads and elastic adds travel in half precision, on the
      * service path (the one-sided path adds float32 atomically) */
-    hs_compress_spec_t cs;
-    if ((rc = hs_compress_parse(hs_dist_opt_str(d, "compress"), &cs)) < 0) goto fail;
-    const int half = cs.kind == HS_COMPRESS_FP16 || cs.kind == HS_COMPRESS_BF16;
     /* the flag wins; left at its default, $HS_CENTER_PATH (or auto) decides */
     const char *path =
         hs_dist_opt_given(d, "center-path") ? hs_dist_opt_str(d, "center-path") : NULL;
+    /* --compress, else the products' precision (bf16 / fp16 messages) unless the one-sided path
+     * (float32 atomics) was asked for, else none */
+    const char *given = hs_dist_opt_given(d, "compress") ? hs_dist_opt_str(d, "compress") : NULL;
+    if (!given && path && !strcmp(path, "rma")) given = "none";
+    hs_compress_spec_t cs;
+    if ((rc = hs_compress_parse(hs_compress_or_precision(given, d->k), &cs)) < 0) goto fail;
+    const int half = cs.kind == HS_COMPRESS_FP16 || cs.kind == HS_COMPRESS_BF16;
+    if (half && d->rank == 0) {
+        char line[160];
+        snprintf(line, sizeof line, "%s: center reads and elastic adds in %s%s",
+                 a->eamsgd ? "eamsgd" : "easgd", cs.text,
+                 given ? "" : " (the products' precision; --compress none: float32)");
+        if ((rc = hs_dist_record(d, NULL, NULL, line)) < 0) goto fail;
+    }
     if (half && path && !strcmp(path, "rma")) {
         rc = HS_ERR(-EINVAL,
                     "--compress %s with --center-path rma: the one-sided path adds "

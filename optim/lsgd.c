@@ -726,9 +726,20 @@ static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
     a->qbuf = hs_malloc(HDR, "snapshot request");
     {
         hs_compress_spec_t cs;
-        if ((rc = hs_compress_parse(hs_dist_opt_str(d, "compress"), &cs)) < 0) goto fail;
+        /* --compress, else the products' precision (bf16 / fp16 snapshots), else none */
+        const char *spec = hs_compress_or_precision(
+            hs_dist_opt_given(d, "compress") ? hs_dist_opt_str(d, "compress") : NULL, d->k);
+        if ((rc = hs_compress_parse(spec, &cs)) < 0) goto fail;
         if (cs.kind == HS_COMPRESS_FP16 || cs.kind == HS_COMPRESS_BF16) {
             a->half = cs.kind == HS_COMPRESS_BF16 ? HS_EL_BF16 : HS_EL_FP16;
+            if (d->rank == 0) {
+                char line[160];
+                snprintf(line, sizeof line, "lsgd: leader snapshots in %s%s", cs.text,
+                         hs_dist_opt_given(d, "compress")
+                             ? ""
+                             : " (the products' precision; --compress none: float32)");
+                if ((rc = hs_dist_record(d, NULL, NULL, line)) < 0) goto fail;
+            }
             if (!(a->sscratch = hs_malloc(d->n * sizeof(float), "snapshot copy"))) {
                 rc = -ENOMEM;
                 goto fail;

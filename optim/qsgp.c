@@ -204,7 +204,9 @@ static int qsgp_init(hs_algo_t **out, hs_dist_t *d)
     a->n = d->n;
     a->y = 1.0;
     a->maxdeg = HS_MAX(1, HS_MAX(hs_topo_max_out_degree(d->topo), hs_topo_max_in_degree(d->topo)));
-    const char *spec = hs_dist_opt_str(d, "compress") ? hs_dist_opt_str(d, "compress") : "none";
+    /* --compress, else the products' precision (bf16 / fp16 messages), else none */
+    const char *spec = hs_compress_or_precision(
+        hs_dist_opt_given(d, "compress") ? hs_dist_opt_str(d, "compress") : NULL, d->k);
     uint64_t seed = 0x51534750ull ^ ((uint64_t)d->rank * 0x9e3779b97f4a7c15ull);
     int rc = hs_compressor_create(&a->c, spec, a->n, seed);
     if (rc < 0 || (rc = hs_compressor_create(&a->dc, spec, a->n, seed)) < 0) {

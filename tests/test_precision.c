@@ -545,6 +545,46 @@ START_TEST(test_sgp_bf16_job)
 }
 END_TEST
 
+/* Messages in the compute precision where the algorithm allows (issue 27 item 3): with
+ * --precision bf16 / fp16 and no --compress, CHOCO, qsgp, EASGD and leader-SGD send in that
+ * precision, --compress none keeps float32, an explicit compressor wins, and all-reduce SGD keeps
+ * its float32 ring (no EF-SGD). Read from the lines rank 0 prints at the start. */
+START_TEST(test_messages_in_precision)
+{
+    const struct {
+        const char *args, *needle;
+        int has;
+    } cases[] = {
+        {"--algo choco --precision bf16", "choco: --compress bf16,", 1},
+        {"--algo choco --precision fp16", "choco: --compress fp16,", 1},
+        {"--algo choco --precision bf16 --compress none", "choco: --compress none,", 1},
+        {"--algo choco --precision bf16 --compress int8", "choco: --compress int8,", 1},
+        {"--algo choco", "choco: --compress none,", 1},
+        {"--algo qsgp --graph exp --precision bf16", "qsgp: compressed push-sum, --compress bf16,",
+         1},
+        {"--algo easgd --tau 2 --precision fp16", "easgd: center reads and elastic adds in fp16",
+         1},
+        {"--algo easgd --tau 2 --precision fp16 --compress none", "center reads and elastic adds",
+         0},
+        {"--algo lsgd --tau 2 --precision bf16", "lsgd: leader snapshots in bf16", 1},
+        {"--algo allreduce --precision bf16", "EF-SGD", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[4096], log[4200], args[512];
+        tr_workdir_path(dir, sizeof dir, "msgprec");
+        snprintf(args, sizeof args,
+                 "%s --model lenet5 --data digits --batch 32 --lr 0.05 --threads 1 "
+                 "--eval-every 0 --max-iters 2",
+                 cases[i].args);
+        int st = tr_sim_job(dir, "-n 4", args, 120);
+        snprintf(log, sizeof log, "%s.log", dir);
+        ck_assert_msg(st == 0, "'%s': %s", cases[i].args, tr_status_text(st));
+        ck_assert_msg(tr_file_has(log, cases[i].needle) == cases[i].has, "'%s': '%s' %s the log",
+                      cases[i].args, cases[i].needle, cases[i].has ? "missing from" : "in");
+    }
+}
+END_TEST
+
 START_TEST(test_flags_refused)
 {
     const struct {
@@ -592,6 +632,7 @@ int main(void)
     tcase_add_test(tc, test_fp16_needs_scaling);
     TR_ADD_TEST(tc, test_dynamic_scaling_job, why);
     TR_ADD_TEST(tc, test_sgp_bf16_job, why);
+    TR_ADD_TEST(tc, test_messages_in_precision, why);
     TR_ADD_TEST(tc, test_flags_refused, why);
     suite_add_tcase(s, tc);
     return tr_run_suite(s);

@@ -130,6 +130,13 @@ int hs_compress_format(const hs_kcompress_t *p, const float *x, void *out, size_
 int hs_decompress_format(const hs_kcompress_t *p, const void *in, size_t bytes, float alpha,
                          int add, float *y);
 
+/* The compressor of an algorithm whose messages may travel in half precision (choco, qsgp,
+ * easgd/eamsgd, lsgd): `given` (the --compress flag; NULL when it was not given), else the
+ * precision of k's products where it is bf16 or fp16 (messages in the compute precision,
+ * docs/algorithms.md "Mixed precision"), else "none". All-reduce SGD keeps its float32 ring
+ * unless --compress is given, as DDP under autocast reduces float32 gradients. */
+const char *hs_compress_or_precision(const char *given, const hs_kernels_t *k);
+
 /* Elementwise half precision for callers with their own message layout (EASGD's center):
  * y (n) = fp16 or bf16 (bf16 != 0) of x, nearest even; and back: y = x, or y += alpha x. */
 void hs_half_encode(int bf16, const float *x, uint16_t *y, size_t n);
