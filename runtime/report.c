@@ -503,6 +503,9 @@ static int write_summary(hs_report_t *r, const hs_report_final_t *fi, const hs_t
     /* mixed precision: the products' precision, and loss scaling's skipped steps (every rank's
      * sum) and final scales */
     json_str(f, "precision", o->precision ? o->precision : "fp32");
+    /* what the messages carry: float32, or the compressor the algorithm chose (--compress, or
+     * the products' precision where the algorithm allows) */
+    json_str(f, "messages", fi->messages ? fi->messages : "float32");
     fprintf(f, "  \"tf32\": %s,\n", o->tf32 ? "true" : "false");
     {
         double skips = 0, smin = INFINITY, smax = -INFINITY;

@@ -40,7 +40,8 @@ typedef struct hs_report_final {
     const char *algo, *graph, *transport;
     /* backend of same-host and of other-host pairs (NULL: the job has no such pair) */
     const char *transport_intra, *transport_inter;
-    const char *clock; /* "wall" or "virtual" (hearsay sim): the unit of every time */
+    const char *clock;    /* "wall" or "virtual" (hearsay sim): the unit of every time */
+    const char *messages; /* what the algorithm's messages carry (hs_dist_t.msg_compress) */
     int tau, progress_thread;
     size_t num_params;
     long iterations;

@@ -1374,6 +1374,7 @@ static int finish(run_t *R, hs_train_result_t *r, long eval_period)
         hs_report_final_t fi = {
             .algo = R->ops->name,
             .clock = hs_exec_caps(R->x) & HS_EXEC_VIRTUAL_CLOCK ? "virtual" : "wall",
+            .messages = d->msg_compress[0] ? d->msg_compress : "float32",
             .graph = R->topo ? hs_topo_spec(R->topo) : NULL,
             .transport = R->t ? hs_transport_provider(R->t) : NULL,
             .transport_intra = pair_transport(R, d->size, 1),

@@ -548,26 +548,29 @@ END_TEST
 /* Messages in the compute precision where the algorithm allows (issue 27 item 3): with
  * --precision bf16 / fp16 and no --compress, CHOCO, qsgp, EASGD and leader-SGD send in that
  * precision, --compress none keeps float32, an explicit compressor wins, and all-reduce SGD keeps
- * its float32 ring (no EF-SGD). Read from the lines rank 0 prints at the start. */
+ * its float32 ring (no EF-SGD). Read from the lines rank 0 prints at the start and from
+ * summary.json's "messages". */
 START_TEST(test_messages_in_precision)
 {
     const struct {
         const char *args, *needle;
         int has;
+        const char *messages; /* summary.json's "messages" */
     } cases[] = {
-        {"--algo choco --precision bf16", "choco: --compress bf16,", 1},
-        {"--algo choco --precision fp16", "choco: --compress fp16,", 1},
-        {"--algo choco --precision bf16 --compress none", "choco: --compress none,", 1},
-        {"--algo choco --precision bf16 --compress int8", "choco: --compress int8,", 1},
-        {"--algo choco", "choco: --compress none,", 1},
+        {"--algo choco --precision bf16", "choco: --compress bf16,", 1, "bf16"},
+        {"--algo choco --precision fp16", "choco: --compress fp16,", 1, "fp16"},
+        {"--algo choco --precision bf16 --compress none", "choco: --compress none,", 1, "none"},
+        {"--algo choco --precision bf16 --compress int8", "choco: --compress int8,", 1, "int8"},
+        {"--algo choco", "choco: --compress none,", 1, "none"},
         {"--algo qsgp --graph exp --precision bf16", "qsgp: compressed push-sum, --compress bf16,",
-         1},
-        {"--algo easgd --tau 2 --precision fp16", "easgd: center reads and elastic adds in fp16",
-         1},
+         1, "bf16"},
+        {"--algo easgd --tau 2 --precision fp16", "easgd: center reads and elastic adds in fp16", 1,
+         "fp16"},
         {"--algo easgd --tau 2 --precision fp16 --compress none", "center reads and elastic adds",
-         0},
-        {"--algo lsgd --tau 2 --precision bf16", "lsgd: leader snapshots in bf16", 1},
-        {"--algo allreduce --precision bf16", "EF-SGD", 0},
+         0, "float32"},
+        {"--algo lsgd --tau 2 --precision bf16", "lsgd: leader snapshots in bf16", 1, "bf16"},
+        {"--algo allreduce --precision bf16", "EF-SGD", 0, "float32"},
+        {"--algo sgp --precision bf16", "--compress", 0, "float32"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dir[4096], log[4200], args[512];
@@ -581,6 +584,10 @@ START_TEST(test_messages_in_precision)
         ck_assert_msg(st == 0, "'%s': %s", cases[i].args, tr_status_text(st));
         ck_assert_msg(tr_file_has(log, cases[i].needle) == cases[i].has, "'%s': '%s' %s the log",
                       cases[i].args, cases[i].needle, cases[i].has ? "missing from" : "in");
+        char want[96];
+        snprintf(want, sizeof want, "\"messages\": \"%s\"", cases[i].messages);
+        ck_assert_msg(tr_summary_has(dir, want), "'%s': summary.json has no %s", cases[i].args,
+                      want);
     }
 }
 END_TEST

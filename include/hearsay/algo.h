@@ -182,6 +182,10 @@ typedef struct hs_dist {
      * the rank `peer` is itself blocked on (-1: none known). hs_dist_keep_waiting uses them. */
     void (*note_wait)(void *ctx, int peer);
     int (*peer_blocked)(void *ctx, int peer);
+    /* What the algorithm's messages carry, for summary.json ("messages"): the compressor it
+     * chose (a hearsay/compress.h spec: "bf16", "int8", ..), set in init by the algorithms that
+     * compress; "" (the default): the model's float32 values as they are. */
+    char msg_compress[64];
 } hs_dist_t;
 
 /* The local optimizer's step with d->grads and this iteration's learning rate times lr_scale
