@@ -13,8 +13,9 @@
  * and 4 with AVX-512VL; with AVX-512 and W % 16 == 0, 4 vectors of 16 in 512-bit registers),
  * accumulated over c, r, s in that order; each output is a sum in the same order (c, r, s) as a
  * naive loop, in float with FMA, whatever the tile. With AVX-512 and W == 8 a 512-bit vector
- * holds two output rows, read by masked loads from the unpadded image (direct3_w8_avx512). dw (direct3_dw_*) sums over the image in
- * vectors of 8 (or 16 with AVX-512 and W % 16 == 0) partial sums per tap.
+ * holds two output rows, read by masked loads from the unpadded image (direct3_w8_avx512). dw
+ * (direct3_dw_*) sums over the image in vectors of 8 (or 16 with AVX-512 and W % 16 == 0) partial
+ * sums per tap.
  */
 #include "kernels/cpu/cpu_internal.h"
 
