@@ -13,6 +13,7 @@
  */
 #include "hearsay/compress.h"
 #include "hearsay/common.h"
+#include "optim/compress_bits.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -228,17 +229,6 @@ int hs_compress_check_algo(const char *spec, const char *algo, int takes)
 
 /* ---- random stream ---------------------------------------------------------------------- */
 
-/* A counter-based hash (lowbias32): 32-bit multiplies and shifts, which vectorise. */
-static inline uint32_t cq_hash(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352du;
-    x ^= x >> 15;
-    x *= 0x846ca68bu;
-    x ^= x >> 16;
-    return x;
-}
-
 /* The key of this call of the stream: a different 32-bit key per (seed, round). */
 static uint32_t cq_key(hs_compressor_t *c)
 {
@@ -249,50 +239,7 @@ static uint32_t cq_key(hs_compressor_t *c)
     return (uint32_t)(z ^ (z >> 31));
 }
 
-static inline uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static inline float u2f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* ---- fp16 ------------------------------------------------------------------------------- */
-
-/* float -> half, round to nearest even (F. Giesen's float_to_half_fast3_rtne). */
-static inline uint16_t f2h(float f)
-{
-    uint32_t x = f2u(f);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    x &= 0x7fffffffu;
-    uint16_t o;
-    if (x >= 0x47800000u) /* >= 65536: inf, or NaN */
-        o = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
-    else if (x < 0x38800000u) /* a half subnormal or zero: let the FPU round */
-        o = (uint16_t)(f2u(u2f(x) + 0.5f) - 0x3f000000u);
-    else {
-        uint32_t odd = (x >> 13) & 1u;
-        x += 0xc8000fffu + odd; /* rebias the exponent, round */
-        o = (uint16_t)(x >> 13);
-    }
-    return (uint16_t)(o | sign);
-}
-
-/* half -> float (exact). */
-static inline float h2f(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1f) return u2f(sign | 0x7f800000u | (m << 13));
-    if (e == 0) return u2f(sign | f2u((float)m * 0x1p-24f));
-    return u2f(sign | ((e + 112u) << 23) | (m << 13));
-}
 
 #if CQ_X86
 __attribute__((target("avx2,f16c"))) static void fp16_enc_f16c(const float *x, uint16_t *y,
@@ -305,7 +252,7 @@ __attribute__((target("avx2,f16c"))) static void fp16_enc_f16c(const float *x, u
         _mm_storeu_si128((__m128i *)(y + i), a);
         _mm_storeu_si128((__m128i *)(y + i + 8), b);
     }
-    for (; i < n; i++) y[i] = f2h(x[i]);
+    for (; i < n; i++) y[i] = hs_cq_f2h(x[i]);
 }
 
 __attribute__((target("avx2,f16c"))) static void fp16_dec_f16c(const uint16_t *x, float *y,
@@ -318,9 +265,27 @@ __attribute__((target("avx2,f16c"))) static void fp16_dec_f16c(const uint16_t *x
         if (add) v = _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, v));
         _mm256_storeu_ps(y + i, v);
     }
-    for (; i < n; i++) y[i] = add ? y[i] + alpha * h2f(x[i]) : h2f(x[i]);
+    for (; i < n; i++) y[i] = add ? y[i] + alpha * hs_cq_h2f(x[i]) : hs_cq_h2f(x[i]);
 }
 #endif
+
+/* 1 when this CPU converts fp16 in hardware (F16C, with AVX2 for the 8-wide loops). */
+static int cpu_f16c(void)
+{
+#if CQ_X86
+    /* ranks of hearsay sim call it from several threads: the same answer, stored atomically */
+    static int f = -1;
+    int v = __atomic_load_n(&f, __ATOMIC_RELAXED);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+        __atomic_store_n(&f, v, __ATOMIC_RELAXED);
+    }
+    return v;
+#else
+    return 0;
+#endif
+}
 
 static void fp16_enc(const hs_compressor_t *c, const float *x, uint16_t *y, size_t n)
 {
@@ -331,7 +296,7 @@ static void fp16_enc(const hs_compressor_t *c, const float *x, uint16_t *y, size
     }
 #endif
     (void)c;
-    for (size_t i = 0; i < n; i++) y[i] = f2h(x[i]);
+    for (size_t i = 0; i < n; i++) y[i] = hs_cq_f2h(x[i]);
 }
 
 static void fp16_dec(const hs_compressor_t *c, const uint16_t *x, float *y, size_t n, float alpha,
@@ -344,7 +309,7 @@ static void fp16_dec(const hs_compressor_t *c, const uint16_t *x, float *y, size
     }
 #endif
     (void)c;
-    for (size_t i = 0; i < n; i++) y[i] = add ? y[i] + alpha * h2f(x[i]) : h2f(x[i]);
+    for (size_t i = 0; i < n; i++) y[i] = add ? y[i] + alpha * hs_cq_h2f(x[i]) : hs_cq_h2f(x[i]);
 }
 
 /* ---- bf16 ------------------------------------------------------------------------------- */
@@ -352,12 +317,7 @@ static void fp16_dec(const hs_compressor_t *c, const uint16_t *x, float *y, size
 CQ_SIMD static void bf16_enc(const float *restrict x, uint16_t *restrict y, size_t n)
 {
     const uint32_t *u = (const uint32_t *)x;
-    CQ_FOR(i, n, {
-        uint32_t v = u[i];
-        uint32_t r = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16;
-        /* a NaN stays a (quiet) NaN instead of rounding into inf */
-        y[i] = (uint16_t)((v & 0x7fffffffu) > 0x7f800000u ? ((v >> 16) | 0x40u) : r);
-    });
+    CQ_FOR(i, n, y[i] = hs_cq_bf16(u[i]));
 }
 
 CQ_SIMD static void bf16_dec(const uint16_t *restrict x, float *restrict y, size_t n)
@@ -369,7 +329,7 @@ CQ_SIMD static void bf16_dec(const uint16_t *restrict x, float *restrict y, size
 CQ_SIMD static void bf16_dec_add(const uint16_t *restrict x, float *restrict y, size_t n,
                                  float alpha)
 {
-    CQ_FOR(i, n, y[i] += alpha * u2f((uint32_t)x[i] << 16));
+    CQ_FOR(i, n, y[i] += alpha * hs_cq_u2f((uint32_t)x[i] << 16));
 }
 
 /* ---- int8 ------------------------------------------------------------------------------- */
@@ -400,24 +360,18 @@ CQ_SIMD static void int8_stoch(const float *restrict x, int8_t *restrict q, size
      * (one per lane of a block of 16, seeded from the call's key and the chunk's offset), which
      * vectorise without 32-bit multiplies. */
     uint32_t st[16];
-    for (uint32_t l = 0; l < 16; l++) st[l] = cq_hash((base + l) * 0x9e3779b9u ^ key) | 1u;
+    for (uint32_t l = 0; l < 16; l++) st[l] = hs_cq_lane_seed(base, l, key);
     size_t b = 0;
     for (; b + 16 <= n; b += 16)
         for (uint32_t l = 0; l < 16; l++) {
-            uint32_t v = st[l];
-            v ^= v << 13;
-            v ^= v >> 17;
-            v ^= v << 5;
+            uint32_t v = hs_cq_xorshift(st[l]);
             st[l] = v;
-            float u = (float)(int32_t)(v >> 8) * 0x1p-24f;
+            float u = hs_cq_unit(v);
             q[b + l] = (int8_t)((int)(x[b + l] * inv + u + 128.0f) - 128);
         }
     for (uint32_t l = 0; b < n; b++, l++) {
-        uint32_t v = st[l];
-        v ^= v << 13;
-        v ^= v >> 17;
-        v ^= v << 5;
-        float u = (float)(int32_t)(v >> 8) * 0x1p-24f;
+        uint32_t v = hs_cq_xorshift(st[l]);
+        float u = hs_cq_unit(v);
         q[b] = (int8_t)((int)(x[b] * inv + u + 128.0f) - 128);
     }
 }
@@ -446,7 +400,7 @@ static int int8_enc(const hs_kcompress_t *p, const float *x, unsigned char *out)
         size_t off = ch * C, len = HS_MIN(C, n - off);
         uint32_t mb = absmax_bits(x + off, len);
         if (mb >= 0x7f800000u) return HS_ERR(-ERANGE, "a non-finite value near element %zu", off);
-        float amax = u2f(mb);
+        float amax = hs_cq_u2f(mb);
         float scale = amax / 127.0f;
         float inv = amax > 0 ? 127.0f / amax : 0.0f;
         if (!(inv < INFINITY)) inv = 0, scale = 0; /* subnormal maximum: send zeros */
@@ -468,7 +422,7 @@ static uint32_t select_u32(uint32_t *v, size_t m, size_t r)
     size_t lo = 0, hi = m; /* [lo, hi) holds the answer */
     uint32_t st = 0x2545f491u;
     while (hi - lo > 1) {
-        st = cq_hash(st + (uint32_t)hi);
+        st = hs_cq_hash(st + (uint32_t)hi);
         uint32_t p = v[lo + st % (hi - lo)];
         size_t lt = lo, i = lo, gt = hi; /* [lo, lt) < p, [lt, i) == p, [gt, hi) > p */
         while (i < gt) {
@@ -692,7 +646,7 @@ static int topk_enc(hs_compressor_t *c, const float *x, unsigned char *out, size
         uint32_t key = cq_key(c);
         const size_t m = c->sample_n;
         for (size_t i = 0; i < m; i++) {
-            uint32_t h = cq_hash((uint32_t)i * 0x9e3779b9u ^ key);
+            uint32_t h = hs_cq_hash((uint32_t)i * 0x9e3779b9u ^ key);
             c->sample[i] = u[(size_t)(((uint64_t)h * n) >> 32)] & 0x7fffffffu;
         }
         /* the sample's count above the k-th: binomial, mean m k / n; 4 sigma + 1 either side */
@@ -759,12 +713,9 @@ static void randk_enc(const hs_kcompress_t *p, const float *x, unsigned char *ou
     memcpy(out, &k32, 4);
     uint32_t *oi = (uint32_t *)(out + 4);
     float *ov = (float *)(out + 4 + 4 * k);
-    /* stratum j = [j n / k, (j + 1) n / k): one index in each, distinct and increasing (n and
-     * k fit 32 bits, so j n fits 64) */
+    /* stratum j = [j n / k, (j + 1) n / k): one index in each, distinct and increasing */
     for (size_t j = 0; j < k; j++) {
-        size_t lo = (size_t)((uint64_t)j * n / k);
-        size_t hi = (size_t)((uint64_t)(j + 1) * n / k);
-        size_t i = lo + cq_hash((uint32_t)j * 0x9e3779b9u ^ key) % (hi - lo);
+        size_t i = hs_cq_randk_index(j, n, k, key);
         oi[j] = (uint32_t)i;
         ov[j] = x[i];
     }
@@ -808,8 +759,8 @@ int hs_compressor_create(hs_compressor_t **out, const char *spec, size_t n, uint
 #if CQ_X86
     __builtin_cpu_init();
     c->avx2 = __builtin_cpu_supports("avx2");
-    c->f16c = __builtin_cpu_supports("f16c") && c->avx2;
 #endif
+    c->f16c = cpu_f16c();
     if (s.kind == HS_COMPRESS_TOPK) {
         /* small vectors: the exact band (every nonzero); else n / 512 samples in [4096, 8192] */
         c->sample_n =
@@ -881,23 +832,6 @@ static hs_kcompress_t kparams(hs_compressor_t *c)
     if ((c->s.kind == HS_COMPRESS_INT8 && c->s.stochastic) || c->s.kind == HS_COMPRESS_RANDK)
         p.key = cq_key(c);
     return p;
-}
-
-static int cpu_f16c(void)
-{
-#if CQ_X86
-    /* ranks of hearsay sim call it from several threads: the same answer, stored atomically */
-    static int f = -1;
-    int v = __atomic_load_n(&f, __ATOMIC_RELAXED);
-    if (v < 0) {
-        __builtin_cpu_init();
-        v = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
-        __atomic_store_n(&f, v, __ATOMIC_RELAXED);
-    }
-    return v;
-#else
-    return 0;
-#endif
 }
 
 int hs_compress_format(const hs_kcompress_t *p, const float *x, void *out, size_t *bytes)
@@ -1019,10 +953,7 @@ void hs_half_encode(int bf16, const float *x, uint16_t *y, size_t n)
         bf16_enc(x, y, n);
         return;
     }
-    hs_compressor_t c = {.f16c = 0};
-#if CQ_X86
-    c.f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
-#endif
+    hs_compressor_t c = {.f16c = cpu_f16c()};
     fp16_enc(&c, x, y, n);
 }
 
@@ -1035,10 +966,7 @@ void hs_half_decode(int bf16, const uint16_t *x, float *y, size_t n, float alpha
             bf16_dec(x, y, n);
         return;
     }
-    hs_compressor_t c = {.f16c = 0};
-#if CQ_X86
-    c.f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
-#endif
+    hs_compressor_t c = {.f16c = cpu_f16c()};
     fp16_dec(&c, x, y, n, alpha, add);
 }
 

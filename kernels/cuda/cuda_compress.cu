@@ -4,10 +4,10 @@
  * kind, top-k's included) on device memory, so a compressed message crosses to the host as its
  * compressed bytes only (optim/compress.c, hs_compress_dev).
  *
- * The bytes are those of optim/compress.c's host code: the same rounding (fp16 by the same bit
- * manipulation, so NaN and subnormals come out alike), the same random streams (the lowbias32
- * hash; int8's 16 xorshift32 lanes per chunk, random-k's one hash per stratum), and the host's
- * arithmetic where it is AVX2 code (its fused multiply-adds: x86-64-v3 clones): int8's
+ * The bytes are those of optim/compress.c's host code: the bit-level pieces are the same
+ * functions (optim/compress_bits.h: fp16 and bf16 rounding, the lowbias32 hash, int8's 16
+ * xorshift32 lanes per chunk, random-k's choice per stratum), and the arithmetic follows the
+ * host's where it is AVX2 code (its fused multiply-adds: x86-64-v3 clones): int8's
  * x * inv + u and the decoders' y + a * v. Top-k is not a slot kind (-ENOTSUP: its selection
  * runs on the host). A non-finite value under int8 leaves a non-finite scale, which
  * hs_compress_dev finds in the host copy.
@@ -15,52 +15,7 @@
 #include "cuda_internal.h"
 
 #include "hearsay/compress.h"
-
-/* ---- the host code's bit helpers ---- */
-
-static __device__ __forceinline__ uint32_t cq_hash(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352du;
-    x ^= x >> 15;
-    x *= 0x846ca68bu;
-    x ^= x >> 16;
-    return x;
-}
-
-static __device__ __forceinline__ uint16_t f2h(float f)
-{
-    uint32_t x = __float_as_uint(f);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    x &= 0x7fffffffu;
-    uint16_t o;
-    if (x >= 0x47800000u)
-        o = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
-    else if (x < 0x38800000u)
-        o = (uint16_t)(__float_as_uint(__fadd_rn(__uint_as_float(x), 0.5f)) - 0x3f000000u);
-    else {
-        uint32_t odd = (x >> 13) & 1u;
-        x += 0xc8000fffu + odd;
-        o = (uint16_t)(x >> 13);
-    }
-    return (uint16_t)(o | sign);
-}
-
-static __device__ __forceinline__ float h2f(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1f) return __uint_as_float(sign | 0x7f800000u | (m << 13));
-    if (e == 0) return __uint_as_float(sign | __float_as_uint(__fmul_rn((float)m, 0x1p-24f)));
-    return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
-}
-
-static __device__ __forceinline__ uint16_t f2bf(float f)
-{
-    uint32_t v = __float_as_uint(f);
-    uint32_t r = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16;
-    return (uint16_t)((v & 0x7fffffffu) > 0x7f800000u ? ((v >> 16) | 0x40u) : r);
-}
+#include "optim/compress_bits.h"
 
 /* ---- elementwise encoders and decoders ---- */
 
@@ -68,7 +23,7 @@ static __global__ void k_half_enc(size_t n, int bf16, const float *x, uint16_t *
 {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        y[i] = bf16 ? f2bf(x[i]) : f2h(x[i]);
+        y[i] = bf16 ? hs_cq_bf16(__float_as_uint(x[i])) : hs_cq_f2h(x[i]);
 }
 
 /* fp16 add: the host's F16C loop multiplies, then adds (no fused step); bf16 add: fused. */
@@ -77,7 +32,7 @@ static __global__ void k_half_dec(size_t n, int bf16, const uint16_t *x, float *
 {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        float v = bf16 ? __uint_as_float((uint32_t)x[i] << 16) : h2f(x[i]);
+        float v = bf16 ? __uint_as_float((uint32_t)x[i] << 16) : hs_cq_h2f(x[i]);
         if (add) v = bf16 ? __fmaf_rn(alpha, v, y[i]) : __fadd_rn(y[i], __fmul_rn(alpha, v));
         y[i] = v;
     }
@@ -133,12 +88,10 @@ static __global__ void k_int8_enc(size_t n, uint32_t C, int stochastic, uint32_t
     }
     if (threadIdx.x >= 16) return;
     uint32_t l = threadIdx.x;
-    uint32_t st = cq_hash(((uint32_t)off + l) * 0x9e3779b9u ^ key) | 1u;
+    uint32_t st = hs_cq_lane_seed((uint32_t)off, l, key);
     for (size_t i = l; i < len; i += 16) {
-        st ^= st << 13;
-        st ^= st >> 17;
-        st ^= st << 5;
-        float u = __fmul_rn((float)(int32_t)(st >> 8), 0x1p-24f);
+        st = hs_cq_xorshift(st);
+        float u = hs_cq_unit(st);
         q[off + i] = (int8_t)((int)__fadd_rn(__fmaf_rn(x[off + i], inv, u), 128.0f) - 128);
     }
 }
@@ -159,9 +112,7 @@ static __global__ void k_randk_enc(size_t n, size_t kk, uint32_t key, const floa
 {
     for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < kk;
          j += (size_t)gridDim.x * blockDim.x) {
-        size_t lo = (size_t)((uint64_t)j * n / kk);
-        size_t hi = (size_t)((uint64_t)(j + 1) * n / kk);
-        size_t i = lo + cq_hash((uint32_t)j * 0x9e3779b9u ^ key) % (hi - lo);
+        size_t i = hs_cq_randk_index(j, n, kk, key);
         oi[j] = (uint32_t)i;
         ov[j] = x[i];
     }
