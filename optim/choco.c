@@ -193,7 +193,7 @@ static int choco_init(hs_algo_t **out, hs_dist_t *d)
         goto fail;
     }
     a->gamma = choco_gamma(d, hs_compressor_spec(a->q));
-    snprintf(d->msg_compress, sizeof d->msg_compress, "%s", hs_compressor_spec(a->q)->text);
+    hs_dist_set_messages(d, hs_compressor_spec(a->q)->text);
     a->max_bytes = hs_compressor_max_bytes(a->q);
     if (a->max_bytes > UINT32_MAX) {
         rc = HS_ERR(-EINVAL,

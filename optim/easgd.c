@@ -207,7 +207,7 @@ static int easgd_open(hs_algo_t **out, hs_dist_t *d, int momentum)
     hs_compress_spec_t cs;
     if ((rc = hs_compress_parse(hs_compress_or_precision(given, d->k), &cs)) < 0) goto fail;
     const int half = cs.kind == HS_COMPRESS_FP16 || cs.kind == HS_COMPRESS_BF16;
-    if (half) snprintf(d->msg_compress, sizeof d->msg_compress, "%s", cs.text);
+    if (half) hs_dist_set_messages(d, cs.text);
     if (half && d->rank == 0) {
         char line[160];
         snprintf(line, sizeof line, "%s: center reads and elastic adds in %s%s",

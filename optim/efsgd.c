@@ -402,7 +402,7 @@ int efsgd_create(efsgd_t **out, hs_dist_t *d, double bucket_bytes)
         else if (rc != -ENOSYS)
             goto fail;
     }
-    snprintf(d->msg_compress, sizeof d->msg_compress, "%s", hs_compressor_spec(e->pt[0].c)->text);
+    hs_dist_set_messages(d, hs_compressor_spec(e->pt[0].c)->text);
     if (d->rank == 0) {
         char line[256];
         size_t cap = 0;

@@ -732,7 +732,7 @@ static int lsgd_init(hs_algo_t **out, hs_dist_t *d)
         if ((rc = hs_compress_parse(spec, &cs)) < 0) goto fail;
         if (cs.kind == HS_COMPRESS_FP16 || cs.kind == HS_COMPRESS_BF16) {
             a->half = cs.kind == HS_COMPRESS_BF16 ? HS_EL_BF16 : HS_EL_FP16;
-            snprintf(d->msg_compress, sizeof d->msg_compress, "%s", cs.text);
+            hs_dist_set_messages(d, cs.text);
             if (d->rank == 0) {
                 char line[160];
                 snprintf(line, sizeof line, "lsgd: leader snapshots in %s%s", cs.text,

@@ -214,7 +214,7 @@ static int qsgp_init(hs_algo_t **out, hs_dist_t *d)
         hs_error_prefix("--algo qsgp");
         goto fail;
     }
-    snprintf(d->msg_compress, sizeof d->msg_compress, "%s", hs_compressor_spec(a->c)->text);
+    hs_dist_set_messages(d, hs_compressor_spec(a->c)->text);
     a->cap = sizeof(hs_ps_hdr_v1_t) + hs_compressor_max_bytes(a->c);
     if (hs_compressor_max_bytes(a->c) > UINT32_MAX) {
         rc = HS_ERR(-EINVAL,

@@ -39,6 +39,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -397,6 +398,16 @@ static inline const char *hs_dist_opt_str(const hs_dist_t *d, const char *name)
 static inline int hs_dist_opt_given(const hs_dist_t *d, const char *name)
 {
     return hs_cfg_source(d->cfg, name) != HS_CFG_DEFAULT;
+}
+
+/* Say what the algorithm's messages carry (hs_dist_t.msg_compress: a compressor's spec; cut to
+ * fit, as every spec does). */
+static inline void hs_dist_set_messages(hs_dist_t *d, const char *spec)
+{
+    size_t n = strlen(spec);
+    if (n >= sizeof d->msg_compress) n = sizeof d->msg_compress - 1;
+    memcpy(d->msg_compress, spec, n);
+    d->msg_compress[n] = '\0';
 }
 
 /* --- Waiting for peers (optim/dist_wait.c): every wait of an algorithm on its peers --------
