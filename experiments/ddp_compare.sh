@@ -140,6 +140,7 @@ port=29500
 trap hs_cleanup EXIT
 trap 'echo "ddp_compare: interrupted; removing the namespaces made" >&2; exit 130' INT TERM HUP
 load1() { cut -d' ' -f1 /proc/loadavg; }
+mbit() { [ -n "$1" ] && awk -v b="$1" 'BEGIN { printf "%.6gMbit", b / 1e6 }'; } # BIT/S -> RATE
 bg_wait() { # a signal interrupts the wait at once; hs_cleanup ends the command
     "$@" &
     local p=$!
@@ -240,7 +241,6 @@ for rate in $rates; do
     gbytes=$(awk -v b="$(hs_rate_bits "$rate")" 'BEGIN { x = b / 8; printf "%d", (x > 1e8 ? 1e8 : x) }')
     gp1=$(hs_link_goodput "$tag" "$net" "$gbytes" 60)
     gp2=$(hs_link_goodput_duplex "$tag" "$net" "$gbytes" 60)
-    mbit() { [ -n "$1" ] && awk -v b="$1" 'BEGIN { printf "%.6gMbit", b / 1e6 }'; }
     g1=$(mbit "$gp1" || true)
     g2=$(mbit "$gp2" || true)
     echo "== $rate: TCP goodput: one stream host1 -> host0 ${g1:-not measured}/s ($gbytes bytes);" \
